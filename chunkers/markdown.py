@@ -1,14 +1,333 @@
-"""``markdown``: placeholder until the strategy lands; packs sentences for now."""
+"""``markdown``: sections at headings, blocks kept whole, packed to a token budget.
+
+The document is cut into *sections* at the headings whose level opens a section (ATX
+``#``..``######`` and setext ``===``/``---``; levels 1-3 by default), and each section
+into *blocks*: paragraphs, fenced code (```` ``` ```` and ``~~~``, any fence length),
+indented code, tables, lists (with their blank-line-separated items and indented
+continuations), HTML. A heading stays with the block that follows it. Lines inside a
+fence are never headings.
+
+Blocks are packed into chunks of at most ``max_tokens`` budget tokens, from the start of
+each section, so an edit never re-packs another section. A section that does not fit
+is sub-chunked at block boundaries; a block that does not fit is cut at line
+boundaries, and a line that does not fit at token boundaries. Inside a section, a
+block whose content hash matches a fixed pattern ends a chunk that is at least half
+full (content-defined chunking): after an edit the packing falls back into step at
+the next such block, so most chunks of a large section survive the edit. A chunk under
+``min_tokens`` takes in the next section when the whole section fits (tiny sections are
+merged).
+
+Each chunk is a verbatim slice that starts at a line (or token) boundary and ends
+without trailing whitespace. ``heading_path`` holds the section titles, outermost first.
+With ``heading_prefix`` on, ``prefix`` is ``"Title > Section > Sub\\n\\n"`` (the document
+title from YAML front matter as the root, unless the first heading repeats it), plus
+the header row of a table or the opening fence of a code block that the chunk
+continues. YAML front matter (``---`` ... ``---`` at the top, or TOML ``+++``) is not body
+text: no chunk covers it, and its ``title``, ``linkTitle`` and ``description`` go to
+``meta``.
+
+Units: ``max_tokens`` and ``min_tokens`` are budget-sizer tokens (tiktoken ``cl100k_base``
+by default); offsets are ``str`` indices into the decoded text.
+"""
 
 from __future__ import annotations
 
-from .sentence import SentenceChunker
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
 
-__all__ = ["MarkdownChunker"]
+from pydantic import model_validator
+
+from .base import Chunk, Chunker, ChunkerOptions, LineIndex
+from .packing import Block, Packer, Section
+
+__all__ = ["MarkdownChunker", "MarkdownOptions", "parse_front_matter", "parse_markdown"]
+
+_FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
+_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
+_LIST = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
+_ANCHOR_ID = re.compile(r"[ \t]*\{#[^}]*\}[ \t]*$")
+_META_KEYS = ("title", "linkTitle", "description")
 
 
-class MarkdownChunker(SentenceChunker):
-    """Placeholder: behaves as ``sentence``."""
+class MarkdownOptions(ChunkerOptions):
+    """Options of the ``markdown`` strategy.
+
+    Attributes:
+        max_tokens: budget per chunk, in budget tokens (default 200: with the heading
+            prefix it fits all-MiniLM-L6-v2's 254 word pieces).
+        section_levels: headings of level ``1..section_levels`` open a section (1-6,
+            default 3); deeper headings stay inside their section.
+        min_tokens: a chunk under this many tokens takes in the next section when the
+            whole section fits (0 turns merging off; default 64; below ``max_tokens``).
+        heading_prefix: prefix the heading path (and table header or fence line of a
+            continued block) to the embedded text (default on).
+        title_in_prefix: use the front-matter ``title`` as the root of the prefix
+            (default on).
+    """
+
+    max_tokens: int = 200
+    section_levels: int = 3
+    min_tokens: int = 64
+    heading_prefix: bool = True
+    title_in_prefix: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> MarkdownOptions:
+        if self.max_tokens <= 0:
+            raise ValueError("max_tokens must be > 0")
+        if not 1 <= self.section_levels <= 6:
+            raise ValueError("section_levels must be between 1 and 6")
+        if not 0 <= self.min_tokens < self.max_tokens:
+            raise ValueError("min_tokens must be >= 0 and < max_tokens")
+        return self
+
+
+def parse_front_matter(text: str) -> tuple[int, dict[str, str]]:
+    """Find YAML (``---``) or TOML (``+++``) front matter at the top of ``text``.
+
+    Returns:
+        ``(body_start, meta)``: the offset where the body begins (0 without front
+        matter) and the string values of ``title``, ``linkTitle`` and ``description``.
+    """
+    for fence in ("---", "+++"):
+        if text.startswith(fence + "\n"):
+            break
+    else:
+        return 0, {}
+    m = re.compile(r"^(?:" + re.escape(fence) + r"|\.\.\.)[ \t]*$", re.M).search(text, 4)
+    if m is None:
+        return 0, {}
+    body = m.end() + 1 if m.end() < len(text) else m.end()
+    meta: dict[str, str] = {}
+    raw = text[4 : m.start()]
+    data: Any = None
+    if fence == "---":
+        try:
+            import yaml
+
+            data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        except Exception:  # noqa: BLE001 - malformed front matter is still not body text
+            data = None
+    if not isinstance(data, dict):
+        sep = "=" if fence == "+++" else ":"
+        data = {}
+        for line in raw.split("\n"):
+            key, _, value = line.partition(sep)
+            if key.strip() in _META_KEYS and value.strip():
+                data[key.strip()] = value.strip().strip("'\"")
+    for key in _META_KEYS:
+        value = data.get(key)
+        if isinstance(value, str) and value.strip():
+            meta[key] = " ".join(value.split())
+    return body, meta
+
+
+@dataclass(slots=True)
+class _Open:
+    """The block being read."""
+
+    start: int
+    kind: str
+    last: int  # end of its last non-blank line
+    lines: int = 1
+    indent: int = 0
+
+
+@dataclass(slots=True)
+class _State:
+    levels: int
+    sections: list[Section] = field(default_factory=lambda: [Section((), 0, [])])
+    stack: list[tuple[int, str]] = field(default_factory=list)
+
+    def add(self, block: Block) -> None:
+        self.sections[-1].blocks.append(block)
+
+    def heading(self, level: int, title: str, block: Block) -> None:
+        if level > self.levels:
+            self.add(block)
+            return
+        while self.stack and self.stack[-1][0] >= level:
+            self.stack.pop()
+        self.stack.append((level, title))
+        self.sections.append(Section(tuple(t for _, t in self.stack), level, [block]))
+
+
+def _title(raw: str) -> str:
+    return " ".join(_ANCHOR_ID.sub("", raw).split())
+
+
+def _kind(line: str, indent: int) -> str:
+    first = line[indent]
+    if first == "|":
+        return "table"
+    if first == "<":
+        return "html"
+    if indent >= 4:
+        return "code"
+    if first in "-*+0123456789" and _LIST.match(line):
+        return "list"
+    return "para"
+
+
+def _lines(text: str, start: int) -> Iterator[tuple[int, str]]:
+    pos = start
+    for line in text[start:].split("\n"):
+        yield pos, line
+        pos += len(line) + 1
+
+
+def parse_markdown(text: str, start: int = 0, section_levels: int = 3) -> list[Section]:
+    """Cut ``text[start:]`` into sections of blocks (see the module docstring).
+
+    The first section is the text before the first section heading (possibly empty,
+    with no blocks); every other section starts with its heading block. Blocks tile
+    the non-blank text: ``Block.next`` is the start of the following block.
+    """
+    st = _State(section_levels)
+    cur: _Open | None = None
+    fence: tuple[str, int] | None = None
+    blank = False
+
+    def close() -> None:
+        nonlocal cur
+        if cur is not None:
+            st.add(Block(cur.start, cur.last, cur.last, cur.kind))
+            cur = None
+
+    for a, line in _lines(text, start):
+        b = a + len(line)
+        if fence is not None:
+            assert cur is not None
+            if line.strip():
+                cur.last = b
+                m = _FENCE.match(line)
+                if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= fence[1]:
+                    if not m.group(2).strip():
+                        fence = None
+            continue
+        body = line.lstrip()
+        if not body:
+            blank = True
+            continue
+        indent = len(line) - len(body)
+        first = body[0]
+        if first == "#" and indent < 4 and (m := _ATX.match(line)):
+            close()
+            level = len(m.group(1))
+            st.heading(level, _title(m.group(2) or ""), Block(a, b, b, "heading"))
+            blank = False
+            continue
+        if (
+            first in "=-"
+            and cur is not None
+            and not blank
+            and cur.kind == "para"
+            and (m := _SETEXT.match(line))
+        ):
+            level = 1 if first == "=" else 2
+            title = _title(text[cur.start : cur.last])
+            block = Block(cur.start, b, b, "heading")
+            cur = None
+            st.heading(level, title, block)
+            continue
+        if cur is not None and blank:
+            keep = (cur.kind == "list" and (indent >= 2 or _LIST.match(line) is not None)) or (
+                cur.kind == "code" and indent >= 4
+            )
+            if not keep:
+                close()
+        blank = False
+        if cur is None:
+            kind = _kind(line, indent)
+            cur = _Open(a, kind, b, indent=indent)
+        else:
+            cur.last = b
+            cur.lines += 1
+        if first in "`~" and (m := _FENCE.match(line)):
+            mark = m.group(1)
+            if mark[0] == "~" or "`" not in m.group(2):
+                fence = (mark[0], len(mark))
+                if cur.start == a:
+                    cur.kind = "fence"
+    close()
+    return _finish(text, st.sections)
+
+
+def _finish(text: str, sections: list[Section]) -> list[Section]:
+    """Trim block ends, link ``next`` offsets and glue each heading to its next block."""
+    flat = [b for s in sections for b in s.blocks]
+    n = len(text)
+    for k, blk in enumerate(flat):
+        end = blk.end
+        while end > blk.start and text[end - 1].isspace():
+            end -= 1
+        blk.end = end
+        blk.next = flat[k + 1].start if k + 1 < len(flat) else n
+    for sec in sections:
+        glued: list[Block] = []
+        for blk in sec.blocks:
+            prev = glued[-1] if glued else None
+            if prev is not None and prev.kind == "heading":
+                glued[-1] = Block(prev.start, blk.end, blk.next, blk.kind, blk.start)
+            else:
+                glued.append(blk)
+        sec.blocks = glued
+    return sections
+
+
+def _carry(text: str, blk: Block) -> str:
+    """Context for a chunk that continues ``blk``: table header row or opening fence line."""
+    if blk.kind not in ("table", "fence"):
+        return ""
+    eol = text.find("\n", blk.body, blk.end)
+    first = text[blk.body : eol if eol != -1 else blk.end]
+    return " ".join(first.split())
+
+
+def heading_prefix(path: tuple[str, ...], title: str | None) -> str:
+    """``"Title > A > B\\n\\n"``, without repeating a title that the first heading repeats."""
+    parts = list(path)
+    if title and not (parts and parts[0].casefold() == title.casefold()):
+        parts.insert(0, title)
+    return " > ".join(parts) + "\n\n" if parts else ""
+
+
+class MarkdownChunker(Chunker):
+    """Heading-aware markdown chunking; see the module docstring.
+
+    Raises:
+        ValueError: from :class:`MarkdownOptions` validation.
+    """
 
     name = "markdown"
-    version = 0
+    version = 1
+    Options = MarkdownOptions
+    options: MarkdownOptions
+
+    def chunk(self, text: str) -> list[Chunk]:
+        """Split markdown ``text`` into heading-aware chunks, in document order."""
+        body, meta = parse_front_matter(text)
+        sections = parse_markdown(text, body, self.options.section_levels)
+        title = meta.get("title") if self.options.title_in_prefix else None
+        packer = self.packer(text, sections, title)
+        lines = LineIndex(text)
+        return [packer.to_chunk(self, lines, span, meta) for span in packer.pack_all()]
+
+    def packer(self, text: str, sections: list[Section], title: str | None) -> Packer:
+        """A :class:`Packer` over ``sections`` with this strategy's prefix rule."""
+        return Packer(
+            text,
+            sections,
+            self.budget,
+            min_tokens=self.options.min_tokens,
+            prefix=self._prefix_fn(title),
+            carry=_carry,
+        )
+
+    def _prefix_fn(self, title: str | None) -> Callable[[tuple[str, ...]], str]:
+        if not self.options.heading_prefix:
+            return lambda path: ""
+        return lambda path: heading_prefix(path, title)

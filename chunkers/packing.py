@@ -1,0 +1,363 @@
+"""Packing parsed sections into chunks that fit a budget (shared by the structured strategies).
+
+A parser (``markdown``, ``rst``) turns the decoded text into :class:`Section` objects,
+each a list of :class:`Block` spans. :class:`Packer` counts every block once and packs
+whole blocks into chunks:
+
+* a chunk never crosses a section start, unless it is under ``min_tokens`` and the
+  whole next section fits (tiny sections are merged);
+* inside a section, a block whose CRC-32 is divisible by 3 ends a chunk that is at least
+  half full: boundaries are content-defined, so after an edit the packing falls back
+  into step with the old one within a chunk or two;
+* a block over budget is cut at line starts, a line over budget at token boundaries
+  (``Sizer.boundaries``, on pieces of at most 4,096 characters, so a huge run of one
+  character costs linear time).
+
+Token counts are additive at line starts (every tokenizer in use splits there), so a
+chunk's count is the sum of its blocks' counts, corrected for the trailing whitespace
+that the chunk leaves out by re-counting only its last line. Pieces cut at token
+boundaries are recounted exactly. Each chunk is checked once against the embedding
+model (``Budget.model_sizer``, prefix included) and shrunk if it does not fit.
+"""
+
+from __future__ import annotations
+
+import re
+import zlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .base import Budget, Chunk, Chunker, LineIndex
+
+__all__ = ["Block", "Packer", "Section", "Span"]
+
+_PIECE = 4096
+_LONG_RUN = re.compile(r"\S{%d,}" % _PIECE)
+_ANCHOR_KINDS = frozenset({"para", "line", "list", "heading"})
+
+
+@dataclass(slots=True)
+class Block:
+    """A unit of structure: paragraph, code block, table, list, directive, heading.
+
+    Attributes:
+        start: offset of its first character (the start of a line).
+        end: offset one past its last non-whitespace character.
+        next: offset of the next block's start (or of the end of the text).
+        kind: ``"para"``, ``"fence"``, ``"code"``, ``"table"``, ``"list"``, ``"html"``,
+            ``"heading"``, ``"directive"``...
+        body: where the block proper starts when a heading is glued before it.
+    """
+
+    start: int
+    end: int
+    next: int
+    kind: str
+    body: int = -1
+
+    def __post_init__(self) -> None:
+        if self.body < 0:
+            self.body = self.start
+
+
+@dataclass(slots=True)
+class Section:
+    """Blocks under one heading. ``level`` is 0 for the text before the first heading."""
+
+    path: tuple[str, ...]
+    level: int
+    blocks: list[Block]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A packed chunk before it becomes a :class:`~ingestd.chunkers.base.Chunk`."""
+
+    start: int
+    end: int
+    n_tokens: int
+    path: tuple[str, ...]
+    prefix: str
+
+
+class _Unit:
+    __slots__ = ("anchor", "body", "carry", "end", "exact", "first", "next", "sec", "start", "tok")
+
+    def __init__(
+        self, start: int, end: int, nxt: int, tok: int, sec: int, *, first: bool = False,
+        anchor: bool = False, carry: str = "", exact: bool = True, body: int = -1,
+    ) -> None:  # fmt: skip
+        self.start, self.end, self.next, self.tok, self.sec = start, end, nxt, tok, sec
+        self.first, self.anchor, self.carry, self.exact = first, anchor, carry, exact
+        self.body = start if body < 0 else body  # -2 marks a token window
+
+
+def _common(paths: list[tuple[str, ...]]) -> tuple[str, ...]:
+    first = paths[0]
+    n = len(first)
+    for p in paths[1:]:
+        k = 0
+        while k < n and k < len(p) and p[k] == first[k]:
+            k += 1
+        n = k
+    return first[:n]
+
+
+class Packer:
+    """Packs the blocks of ``sections`` into :class:`Span` objects within ``budget``.
+
+    Args:
+        text: the decoded text the sections refer to.
+        sections: parsed sections, in document order.
+        budget: token budget (and model limit) of each chunk.
+        min_tokens: a chunk under this size takes in the next section if it fits whole.
+        prefix: heading path -> text prepended for embedding.
+        carry: (text, block) -> context line for a chunk that continues the block.
+    """
+
+    def __init__(
+        self,
+        text: str,
+        sections: list[Section],
+        budget: Budget,
+        *,
+        min_tokens: int,
+        prefix: Callable[[tuple[str, ...]], str],
+        carry: Callable[[str, Block], str],
+    ) -> None:
+        self.text = text
+        self.sections = sections
+        self.budget = budget
+        self.max = budget.max_tokens
+        self.min_tokens = min_tokens
+        self._prefix = prefix
+        self._carry = carry
+        self._count = budget.sizer.count
+        self._sec_tok: dict[int, int] = {}
+        self._prefixes: dict[tuple[tuple[str, ...], str], str] = {}
+
+    # -- units ------------------------------------------------------------------
+
+    def count(self, s: str) -> tuple[int, bool]:
+        """Tokens of ``s`` and whether the count is exact (long runs are counted in pieces)."""
+        if len(s) > 2 * _PIECE and _LONG_RUN.search(s):
+            total, pos = 0, 0
+            for m in _LONG_RUN.finditer(s):
+                total += self._count(s[pos : m.start()])
+                for k in range(m.start(), m.end(), _PIECE):
+                    total += self._count(s[k : min(k + _PIECE, m.end())])
+                pos = m.end()
+            return total + self._count(s[pos:]), False
+        return self._count(s), True
+
+    def units(self, lo: int = 0, hi: int | None = None) -> list[_Unit]:
+        """The packing units of sections ``lo..hi-1``: blocks, or lines of big blocks."""
+        out: list[_Unit] = []
+        text = self.text
+        for si in range(lo, len(self.sections) if hi is None else hi):
+            total = 0
+            for bi, b in enumerate(self.sections[si].blocks):
+                tok, exact = self.count(text[b.start : b.next])
+                u = _Unit(b.start, b.end, b.next, tok, si, first=bi == 0, exact=exact,
+                          anchor=b.kind in _ANCHOR_KINDS, body=b.body)  # fmt: skip
+                if tok > self.max:
+                    parts = self._split_lines(u, self._carry(text, b))
+                else:
+                    parts = [u]
+                total += sum(p.tok for p in parts)
+                out.extend(parts)
+            self._sec_tok[si] = total
+        return out
+
+    def _split_lines(self, u: _Unit, carry: str) -> list[_Unit]:
+        """Cut ``u`` at the starts of its non-blank lines; lines over budget into windows."""
+        text = self.text
+        starts: list[int] = []
+        pos = u.start
+        while pos < u.end:
+            eol = text.find("\n", pos, u.end)
+            eol = u.end if eol == -1 else eol
+            if not text[pos:eol].isspace() and pos < eol:
+                starts.append(pos)
+            pos = eol + 1
+        if len(starts) <= 1:
+            return self._windows(u, self.max)
+        body_eol = text.find("\n", u.body, u.end)
+        out: list[_Unit] = []
+        for k, s in enumerate(starts):
+            nxt = starts[k + 1] if k + 1 < len(starts) else u.next
+            end = min(nxt, u.end)
+            while end > s and text[end - 1].isspace():
+                end -= 1
+            tok, exact = self.count(text[s:nxt])
+            line = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
+                         carry=carry if s > body_eol >= 0 else "", exact=exact)  # fmt: skip
+            out.extend(self._windows(line, self.max) if tok > self.max else [line])
+        return out
+
+    def _windows(self, u: _Unit, size: int) -> list[_Unit]:
+        """Cut ``u`` (one line) into windows of ``size`` tokens, at token boundaries."""
+        text = self.text
+        raw: list[tuple[int, int, int]] = []
+        s = u.start
+        while s < u.end:
+            e = min(u.end, s + _PIECE)
+            if e < u.end:  # prefer to cut a piece after whitespace
+                ws = max(text.rfind(" ", s + _PIECE // 4, e), text.rfind("\t", s + _PIECE // 4, e))
+                e = ws + 1 if ws != -1 else e
+            ends = self.budget.sizer.boundaries(text[s:e])
+            for k in range(0, len(ends), size):
+                a = s + (ends[k - 1] if k else 0)
+                m = min(len(ends), k + size)
+                raw.append((a, s + ends[m - 1], m - k))
+            s = e
+        out: list[_Unit] = []
+        for a, b, n in raw:
+            if text[a:b].isspace():
+                continue
+            end = b
+            while text[end - 1].isspace():
+                end -= 1
+            if out:
+                out[-1].next = a
+            out.append(_Unit(a, end, b, n, u.sec, carry=u.carry, exact=False, body=-2))
+        if not out:  # cannot happen for a unit with content; keep the unit whole
+            return [u]
+        out[0].first = u.first
+        out[-1].next = u.next
+        return out
+
+    # -- packing ----------------------------------------------------------------
+
+    def pack(self, units: list[_Unit]) -> list[Span]:
+        """Pack ``units`` (from :meth:`units`) into spans that fit the budget."""
+        out: list[Span] = []
+        i = 0
+        while i < len(units):
+            j, tok = self._take(units, i)
+            while True:
+                res = self._check(units, i, j, tok)
+                if isinstance(res, Span):
+                    break
+                if j - i > 1:
+                    jj, t = j - 1, tok - units[j - 1].tok
+                    while jj - 1 > i and t > res:
+                        jj -= 1
+                        t -= units[jj].tok
+                    j, tok = jj, t
+                    continue
+                sub = self._split_unit(units[i], res)
+                if sub is None:  # one token that does not fit with its prefix: drop it
+                    res = self._check(units, i, j, tok, prefix=False, force=True)
+                    break
+                units[i : i + 1] = sub
+                j, tok = self._take(units, i)
+            out.append(res)
+            i = j
+        return out
+
+    def pack_all(self) -> list[Span]:
+        """Pack every section."""
+        return self.pack(self.units())
+
+    def _take(self, units: list[_Unit], i: int) -> tuple[int, int]:
+        """Greedy end of the chunk that starts at ``units[i]``, and its estimated size."""
+        tok = units[i].tok
+        j, n, mx, half = i + 1, len(units), self.max, self.max // 2
+        while j < n:
+            v = units[j]
+            if tok + v.tok > mx:
+                break
+            if v.first:
+                if tok >= self.min_tokens or tok + self._sec_tok.get(v.sec, mx + 1) > mx:
+                    break
+            elif v.anchor and tok >= half and self._is_anchor(v):
+                break
+            tok += v.tok
+            j += 1
+        return j, tok
+
+    def _is_anchor(self, v: _Unit) -> bool:
+        return zlib.crc32(self.text[v.start : v.end].encode("utf-8", "surrogatepass")) % 3 == 0
+
+    def _check(
+        self, units: list[_Unit], i: int, j: int, tok: int, *, prefix: bool = True,
+        force: bool = False,
+    ) -> Span | int:  # fmt: skip
+        """The span of ``units[i:j]`` if it fits, else the size in tokens to shrink to."""
+        text = self.text
+        first, last = units[i], units[j - 1]
+        s, e = first.start, last.end
+        if all(units[k].exact for k in range(i, j)):
+            n = tok - self._tail(s, e, last.next)
+        else:
+            n = self._count(text[s:e])
+        if n > self.max and not force:
+            return max(0, min(tok - 1, tok * self.max // n - 1))
+        secs = {units[k].sec for k in range(i, j)}
+        path = _common([self.sections[k].path for k in sorted(secs)])
+        pre = self.prefix(path, first.carry) if prefix else ""
+        model = self.budget.model_sizer
+        if model is not None:
+            m = model.count(pre + text[s:e])
+            if m > self.budget.model_max_tokens and not force:
+                return max(0, min(tok - 1, tok * self.budget.model_max_tokens // m - 1))
+        return Span(s, e, n, path, pre)
+
+    def _tail(self, s: int, e: int, nxt: int) -> int:
+        """Tokens of the whitespace after ``e`` (up to ``nxt``) counted in the sum."""
+        if nxt == e:
+            return 0
+        ls = max(s, self.text.rfind("\n", s, e) + 1)
+        return self._count(self.text[ls:nxt]) - self._count(self.text[ls:e])
+
+    def _split_unit(self, u: _Unit, target: int) -> list[_Unit] | None:
+        """Smaller units covering ``u``, or ``None`` when ``u`` is a single token."""
+        if u.body != -2:
+            parts = self._split_lines(u, u.carry)
+            if len(parts) > 1:
+                return parts
+            u = parts[0] if parts[0].body == -2 else u
+        n = u.tok if u.body == -2 else self._count(self.text[u.start : u.end])
+        if n <= 1:
+            return None
+        parts = self._windows(u, max(1, min(n - 1, target)))
+        return parts if len(parts) > 1 else None
+
+    def prefix(self, path: tuple[str, ...], carry: str) -> str:
+        """The embedding prefix for ``path`` plus ``carry``, capped to a third of the model."""
+        key = (path, carry)
+        pre = self._prefixes.get(key)
+        if pre is None:
+            pre = self._prefix(path)
+            if carry:
+                pre += carry + "\n"
+            model = self.budget.model_sizer
+            cap = self.budget.model_max_tokens // 3
+            if model is not None and pre and model.count(pre) > cap:
+                pre = self._prefix(path[-1:])
+                if model.count(pre) > cap:
+                    pre = ""
+            self._prefixes[key] = pre
+        return pre
+
+    def whole(self, units: list[_Unit]) -> Span:
+        """One span over all of ``units`` (a parent section), whatever its size."""
+        first, last = units[0], units[-1]
+        s, e = first.start, last.end
+        if all(u.exact for u in units):
+            n = sum(u.tok for u in units) - self._tail(s, e, last.next)
+        else:
+            n = self.count(self.text[s:e])[0]
+        path = _common([self.sections[k].path for k in sorted({u.sec for u in units})])
+        return Span(s, e, n, path, self.prefix(path, ""))
+
+    def to_chunk(
+        self, chunker: Chunker, lines: LineIndex, span: Span, meta: Mapping[str, Any]
+    ) -> Chunk:
+        """The :class:`Chunk` of ``span``."""
+        return chunker.make_chunk(
+            self.text, lines, span.start, span.end,
+            heading_path=span.path, prefix=span.prefix, meta=meta, n_tokens=span.n_tokens,
+        )  # fmt: skip
