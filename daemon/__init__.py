@@ -1,0 +1,1 @@
+"""The service side: config, rules, scanner, watcher, sync engine, CLI, control API."""

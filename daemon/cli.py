@@ -1,0 +1,598 @@
+"""The ``ingestd`` command line (click).
+
+Exit codes (after pre-commit's ``error_handler.py``): 0 success, 1 a known failure
+(``verify`` found differences, a locked state dir, files left to retry), 2 a usage or
+config error, 3 deletions held by the mass-deletion guard (``resync``) or an
+unexpected error, 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import json
+import logging
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from .config import Config, ConfigError, SourceConfig, load_config, resolve_state_dir
+
+__all__ = ["cli", "main"]
+
+logger = logging.getLogger("ingestd")
+CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Fatal(click.ClickException):
+    """A known failure: message on stderr, exit code 1 (or the given one)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+def setup_logging(level: str = "INFO") -> None:
+    """One stderr handler on the ``ingestd`` logger; no timestamps under journald."""
+    for h in list(logger.handlers):
+        if getattr(h, "_ingestd", False):
+            logger.removeHandler(h)
+    handler = logging.StreamHandler(sys.stderr)
+    handler._ingestd = True  # type: ignore[attr-defined]
+    if os.environ.get("JOURNAL_STREAM") or os.environ.get("INVOCATION_ID"):
+        fmt = "%(levelname)s %(name)s: %(message)s"
+    else:
+        fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
+    handler.setFormatter(logging.Formatter(fmt, "%H:%M:%S"))
+    logger.addHandler(handler)
+    logger.setLevel(level)
+    logger.propagate = False
+
+
+def common_options(f: F) -> F:
+    """``--config`` and ``--state-dir``, shared by every command."""
+    f = click.option(
+        "-c",
+        "--config",
+        "config_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        envvar="INGESTD_CONFIG",
+        help="YAML config file (env INGESTD_CONFIG).",
+    )(f)
+    f = click.option(
+        "--state-dir",
+        type=click.Path(file_okay=False, path_type=Path),
+        help="State dir (default: $INGESTD_STATE_DIR, the config's state_dir, "
+        "$STATE_DIRECTORY, then $XDG_STATE_HOME/ingestd).",
+    )(f)
+    f = click.option(
+        "--log-level",
+        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
+        default=None,
+        help="Log level (default: the config's log_level, INFO).",
+    )(f)
+    return f
+
+
+def _load(
+    config_path: Path | None, paths: Sequence[str], state_flag: Path | None, log_level: str | None
+) -> tuple[Config, Path]:
+    try:
+        cfg = load_config(config_path, roots=paths)
+    except ConfigError as exc:
+        raise Fatal(f"invalid configuration:\n{exc}", 2) from None
+    setup_logging(log_level or cfg.log_level)
+    return cfg, resolve_state_dir(state_flag, cfg)
+
+
+def _with_manifest_sources(cfg: Config, state_dir: Path, config_given: bool) -> Config:
+    """Without a config file or PATH arguments, use the sources the manifest records."""
+    if cfg.sources or config_given or not (state_dir / "manifest.db").exists():
+        return cfg
+    from ingestd.store.manifest import Manifest, sqlite_url
+
+    m = Manifest(cfg.manifest.url or sqlite_url(state_dir / "manifest.db"))
+    try:
+        recorded = m.sources()
+    finally:
+        m.close()
+    sources = tuple(
+        SourceConfig(name=s["name"], root=Path(s["root"]), collection=s["collection"])
+        for s in recorded
+        if Path(s["root"]).is_dir()
+    )
+    return cfg.model_copy(update={"sources": sources})
+
+
+def _source_names(cfg: Config, paths: Sequence[str]) -> list[str] | None:
+    if not paths:
+        return None
+    roots = {Path(os.path.realpath(p)) for p in paths}
+    return [s.name for s in cfg.sources if Path(s.root) in roots]
+
+
+@contextlib.contextmanager
+def _local_engine(cfg: Config, state_dir: Path, what: str) -> Iterator[Any]:
+    from ingestd.daemon.control import StateLock, StateLockedError
+    from ingestd.daemon.engine import Engine
+
+    lock = StateLock(state_dir)
+    try:
+        lock.acquire(what)
+    except StateLockedError as exc:
+        raise Fatal(str(exc)) from None
+    try:
+        engine = Engine(cfg, state_dir)
+        try:
+            yield engine
+        finally:
+            engine.close()
+    finally:
+        lock.release()
+
+
+def _remote(state_dir: Path, cmd: str, args: dict[str, Any]) -> tuple[bool, Any]:
+    """Ask the daemon of ``state_dir``; ``(False, None)`` when none runs."""
+    from ingestd.daemon.control import DaemonError, NoDaemon, request
+
+    try:
+        return True, request(state_dir, cmd, args)
+    except NoDaemon:
+        return False, None
+    except DaemonError as exc:
+        raise Fatal(str(exc), exc.exit_code) from None
+
+
+def _echo_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
+
+
+def handle_errors(f: F) -> F:
+    """Turn known errors into one-line messages and exit codes; log the unexpected."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from ingestd.chunkers.tokenizers import TokenizerError
+        from ingestd.store.embedder import ModelNotFoundError
+        from ingestd.store.manifest import ModelMismatchError
+
+        known: tuple[type[BaseException], ...] = (
+            ModelMismatchError,
+            ModelNotFoundError,
+            TokenizerError,
+        )
+        try:
+            return f(*args, **kwargs)
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            click.echo("Interrupted (^C)", err=True)
+            sys.exit(130)
+        except known as exc:
+            raise Fatal(str(exc)) from None
+        except Exception as exc:
+            from ingestd.store.vectors import StoreUnavailableError
+
+            if isinstance(exc, StoreUnavailableError):
+                raise Fatal(str(exc)) from None
+            logger.error("unexpected error: %s: %s", type(exc).__name__, exc, exc_info=True)
+            click.echo(f"ingestd: unexpected error: {type(exc).__name__}: {exc}", err=True)
+            sys.exit(3)
+
+    return wrapper  # type: ignore[return-value]
+
+
+@click.group(context_settings=CONTEXT_SETTINGS)
+@click.version_option(package_name="ingestd", prog_name="ingestd")
+def cli() -> None:
+    """Keep a Qdrant collection in sync with documentation trees.
+
+    Example:
+        ingestd run ./docs            # watch ./docs, index it, keep it in sync
+
+        ingestd search "how do I configure the exporter"
+    """
+
+
+@cli.command()
+@common_options
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@handle_errors
+def run(
+    config_path: Path | None, state_dir: Path | None, log_level: str | None, paths: tuple[str, ...]
+) -> None:
+    """Watch the sources and keep the store in sync until SIGTERM/SIGINT.
+
+    Opens the store, sets the watches, serves the control socket, tells systemd it
+    is ready, then reconciles every source in the background. SIGHUP reloads the
+    config; SIGTERM finishes the write batch in flight and exits 0.
+
+    Example:
+        ingestd run --state-dir ./state ./docs
+    """
+    from ingestd.daemon.control import StateLockedError
+    from ingestd.daemon.service import Service
+
+    cfg, sd = _load(config_path, paths, state_dir, log_level)
+    if not cfg.sources:
+        raise Fatal("nothing to watch: give PATH arguments or sources in --config", 2)
+
+    def reload() -> Config:
+        return load_config(config_path, roots=paths)
+
+    try:
+        code = Service(cfg, sd, reload_config=reload).serve()
+    except StateLockedError as exc:
+        raise Fatal(str(exc)) from None
+    sys.exit(code)
+
+
+@cli.command()
+@common_options
+@click.option("--full", is_flag=True, help="Re-hash every file (no stat fast path).")
+@click.option("--dry-run", is_flag=True, help="Print the planned changes; write nothing.")
+@click.option("--allow-mass-delete", is_flag=True, help="Apply deletions the guard would hold.")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@handle_errors
+def resync(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    full: bool,
+    dry_run: bool,
+    allow_mass_delete: bool,
+    as_json: bool,
+    paths: tuple[str, ...],
+) -> None:
+    """Reconcile the store with the files once; exit 0 when they match.
+
+    Without PATH or --config, re-syncs the sources the state dir already knows.
+    Exit 3 when the mass-deletion guard held deletions (see --allow-mass-delete).
+
+    Example:
+        ingestd resync --state-dir ./state ./docs
+
+        ingestd resync --dry-run --json ./docs | jq '.sources[0].add'
+    """
+    from ingestd.daemon import commands
+
+    cfg, sd = _load(config_path, paths, state_dir, log_level)
+    args = {"full": full, "dry_run": dry_run, "allow_mass_delete": allow_mass_delete}
+    ok, result = _remote(sd, "resync", {"sources": _source_names(cfg, paths), **args})
+    if not ok:
+        cfg = _with_manifest_sources(cfg, sd, config_path is not None)
+        if not cfg.sources:
+            raise Fatal("nothing to sync: give PATH arguments or --config", 2)
+        with _local_engine(cfg, sd, "ingestd resync") as engine, _progress(as_json) as bar:
+            result = commands.resync(engine, None, progress=bar, **args)
+    _print_resync(result, as_json, dry_run)
+    sys.exit(int(result["exit_code"]))
+
+
+@contextlib.contextmanager
+def _progress(quiet: bool) -> Iterator[Callable[[str, int, int], None] | None]:
+    """A rich progress bar on an interactive terminal; nothing under systemd or pipes."""
+    if quiet or not sys.stderr.isatty() or os.environ.get("JOURNAL_STREAM"):
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    tasks: dict[str, Any] = {}
+    with Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        transient=True,
+        console=None,
+    ) as prog:
+
+        def update(source: str, done: int, total: int) -> None:
+            if source not in tasks:
+                tasks[source] = prog.add_task(f"indexing {Path(source).name}", total=total)
+            prog.update(tasks[source], completed=done, total=total)
+
+        yield update
+
+
+def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
+    if as_json:
+        _echo_json(result)
+        return
+    for s in result["sources"]:
+        if dry_run:
+            click.echo(
+                f"{s['source']}: {len(s['add'])} to add, {len(s['update'])} to update, "
+                f"{len(s['rekey'])} to re-key, {len(s['delete'])} to delete, "
+                f"{s['unchanged']} unchanged"
+            )
+            for key, sign in (("add", "+"), ("update", "~"), ("delete", "-")):
+                for p in s[key]:
+                    click.echo(f"  {sign} {p}")
+            for mv in s["rekey"]:
+                click.echo(f"  > {mv['from']} -> {mv['to']}")
+            for p in s["held_deletes"]:
+                click.echo(f"  - {p} (held by the mass-deletion guard)")
+            continue
+        click.echo(
+            f"{s['source']}: {s['indexed']} indexed, {s['deleted']} deleted, "
+            f"{s['failed']} failed; {s['chunks_written']} chunks written "
+            f"({s['embedded']} embedded, {s['reused']} reused), "
+            f"{s['chunks_deleted']} deleted"
+        )
+        if s["held"]:
+            click.echo(
+                f"  {len(s['held'])} deletions held by the mass-deletion guard; "
+                "run with --allow-mass-delete to apply them",
+                err=True,
+            )
+        for p in s["retry"]:
+            click.echo(f"  could not read {p}; run resync again", err=True)
+
+
+@cli.command()
+@common_options
+@click.argument("query")
+@click.option("-k", "--limit", "k", default=5, show_default=True, help="Number of chunks.")
+@click.option("--source", help="Only this source (its name).")
+@click.option("--path", "path_prefix", help="Only paths starting with this prefix.")
+@click.option("--expand", is_flag=True, help="Add each hit's parent section (hierarchical).")
+@click.option("--json", "as_json", is_flag=True, help="Print hits as a JSON list.")
+@handle_errors
+def search(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    query: str,
+    k: int,
+    source: str | None,
+    path_prefix: str | None,
+    expand: bool,
+    as_json: bool,
+) -> None:
+    """Show the chunks most similar to QUERY.
+
+    Example:
+        ingestd search "how do I configure the collector exporter" -k 3
+
+        ingestd search --json "sampling" | jq '.[0].path'
+    """
+    from ingestd.daemon import commands
+
+    cfg, sd = _load(config_path, (), state_dir, log_level)
+    args = {"query": query, "k": k, "source": source, "path": path_prefix, "expand": expand}
+    ok, hits = _remote(sd, "search", args)
+    if not ok:
+        cfg = _with_manifest_sources(cfg, sd, config_path is not None)
+        if not cfg.sources:
+            raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
+        with _local_engine(cfg, sd, "ingestd search") as engine:
+            hits = commands.search(engine, **args)
+    if as_json:
+        _echo_json(hits)
+        return
+    if not hits:
+        click.echo("no results")
+    for i, h in enumerate(hits, 1):
+        heading = " > ".join(h.get("heading_path") or [])
+        click.secho(
+            f"{i}. {h['score']:.3f}  {h['path']}:{h['start_line']}-{h['end_line']}", bold=True
+        )
+        click.echo(f"   source: {h['source']}" + (f"   heading: {heading}" if heading else ""))
+        text = h["text"].strip().replace("\n", "\n   ")
+        click.echo("   " + (text[:600] + " ..." if len(text) > 600 else text))
+        click.echo()
+
+
+@cli.command()
+@common_options
+@click.option("--json", "as_json", is_flag=True, help="Print status as JSON.")
+@handle_errors
+def status(
+    config_path: Path | None, state_dir: Path | None, log_level: str | None, as_json: bool
+) -> None:
+    """Show per-source documents, chunks, failures and the daemon's health.
+
+    Exits 1 when the daemon is unhealthy (usable as a container health check).
+
+    Example:
+        ingestd status --state-dir ./state --json | jq '.sources[].chunks'
+    """
+    from ingestd.daemon.commands import status_of
+
+    cfg, sd = _load(config_path, (), state_dir, log_level)
+    ok, st = _remote(sd, "status", {})
+    if not ok:
+        from ingestd.store.manifest import Manifest, sqlite_url
+
+        if not cfg.manifest.url and not (sd / "manifest.db").exists():
+            st = {"state_dir": str(sd), "sources": [], "daemon": None}
+        else:
+            m = Manifest(cfg.manifest.url or sqlite_url(sd / "manifest.db"))
+            try:
+                st = status_of(m, None, sd)
+            finally:
+                m.close()
+            st["daemon"] = None
+    healthy = st.get("daemon") is None or st["daemon"].get("healthy", True)
+    if as_json:
+        _echo_json(st)
+    else:
+        _print_status(st)
+    sys.exit(0 if healthy else 1)
+
+
+def _print_status(st: dict[str, Any]) -> None:
+    d = st.get("daemon")
+    if d:
+        click.echo(
+            f"daemon: pid {d['pid']}, {d['phase']}, queue {d['queue_depth']}, "
+            f"lag {d['lag_seconds']:.1f} s, {'healthy' if d['healthy'] else 'UNHEALTHY'}"
+        )
+        click.echo(
+            f"embedded since start: {st.get('embedded_since_start', 0)}, "
+            f"reused: {st.get('reused_since_start', 0)}"
+        )
+    else:
+        click.echo("daemon: not running")
+    click.echo(f"state dir: {st['state_dir']}")
+    if not st["sources"]:
+        click.echo("no sources indexed yet")
+    for s in st["sources"]:
+        click.echo(
+            f"{s['source']} -> {s['collection']}: {s['documents']} documents, "
+            f"{s['chunks']} chunks, {s['failed']} failed, {s['pending']} pending"
+        )
+        for f in s["failed_documents"]:
+            click.echo(f"  failed {f['path']}: {f['error']}")
+        if s.get("held_deletes"):
+            click.echo(f"  {s['held_deletes']} deletions held by the mass-deletion guard")
+
+
+@cli.command()
+@common_options
+@click.option("--repair", is_flag=True, help="Fix the differences found.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@handle_errors
+def verify(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    repair: bool,
+    as_json: bool,
+    paths: tuple[str, ...],
+) -> None:
+    """Re-chunk the files and compare with the manifest and the store.
+
+    Exit 0 when files, manifest and store agree; exit 1 listing missing, orphan and
+    stale points otherwise. --repair fixes them (vectors come from the cache).
+
+    Example:
+        ingestd verify --state-dir ./state ./docs
+    """
+    from ingestd.daemon import commands
+
+    cfg, sd = _load(config_path, paths, state_dir, log_level)
+    ok, result = _remote(sd, "verify", {"sources": _source_names(cfg, paths), "repair": repair})
+    if not ok:
+        cfg = _with_manifest_sources(cfg, sd, config_path is not None)
+        if not cfg.sources:
+            raise Fatal("nothing to verify: give PATH arguments or --config", 2)
+        with _local_engine(cfg, sd, "ingestd verify") as engine:
+            result = commands.verify(engine, None, repair=repair)
+    if as_json:
+        _echo_json(result)
+    else:
+        for r in result["sources"]:
+            state = "clean" if r["clean"] else "DIFFERENT"
+            click.echo(
+                f"{r['source']}: {state}: {r['expected']} points expected, "
+                f"{r['n_missing']} missing, {r['n_orphans']} orphans, "
+                f"{r['n_stale']} stale, {r['n_manifest']} manifest records differ"
+            )
+            for key in ("missing", "orphans", "stale", "manifest"):
+                for x in r[key][:20]:
+                    click.echo(f"  {key}: {x}")
+    sys.exit(0 if result["clean"] else 1)
+
+
+@cli.command()
+@common_options
+@handle_errors
+def sources(config_path: Path | None, state_dir: Path | None, log_level: str | None) -> None:
+    """List the sources the state dir knows, with their roots and collections.
+
+    Example:
+        ingestd sources --state-dir ./state
+    """
+    from ingestd.store.manifest import Manifest, sqlite_url
+
+    cfg, sd = _load(config_path, (), state_dir, log_level)
+    if not cfg.manifest.url and not (sd / "manifest.db").exists():
+        click.echo("no sources")
+        return
+    m = Manifest(cfg.manifest.url or sqlite_url(sd / "manifest.db"))
+    try:
+        for s in m.sources():
+            c = m.counts(s["name"])
+            click.echo(f"{s['name']}\t{s['root']}\t{s['collection']}\t{c['documents']} documents")
+    finally:
+        m.close()
+
+
+@cli.command()
+@common_options
+@click.argument("source")
+@handle_errors
+def forget(
+    config_path: Path | None, state_dir: Path | None, log_level: str | None, source: str
+) -> None:
+    """Remove SOURCE's points from the store and its rows from the manifest.
+
+    Example:
+        ingestd forget --state-dir ./state /srv/docs/old-tree
+    """
+    from ingestd.daemon import commands
+
+    cfg, sd = _load(config_path, (), state_dir, log_level)
+    ok, result = _remote(sd, "forget", {"source": source})
+    if not ok:
+        cfg = _with_manifest_sources(cfg, sd, config_path is not None)
+        with _local_engine(cfg, sd, "ingestd forget") as engine:
+            result = commands.forget(engine, source)
+    click.echo(f"forgot {result['source']}: {result['points_deleted']} points deleted")
+
+
+@cli.command("chunk")
+@common_options
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--rule", "rule_name", help="Use this configured rule (default: the matching one).")
+@click.option("--chunker", "chunker_name", help="Use this strategy instead of a rule.")
+@click.option(
+    "--param",
+    "params",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="Strategy option (with --chunker); repeatable. Values are YAML.",
+)
+@click.option("--stats", is_flag=True, help="Print count and min/mean/max tokens instead.")
+@handle_errors
+def chunk_cmd(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    file: Path,
+    rule_name: str | None,
+    chunker_name: str | None,
+    params: tuple[str, ...],
+    stats: bool,
+) -> None:
+    """Preview the chunks of FILE as JSON lines; needs no daemon and no store.
+
+    Example:
+        ingestd chunk docs/install.md | jq -c '{start_line, n_tokens, heading_path}'
+
+        ingestd chunk --chunker token --param max_tokens=128 --param overlap=16 --stats README.md
+    """
+    from ingestd.daemon.preview import preview
+
+    cfg, _ = _load(config_path, (), state_dir, log_level)
+    try:
+        for line in preview(
+            cfg, file, rule_name=rule_name, chunker_name=chunker_name, params=params, stats=stats
+        ):
+            click.echo(json.dumps(line, ensure_ascii=False))
+    except ValueError as exc:
+        raise Fatal(str(exc), 2) from None
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Console-script entry point."""
+    cli.main(args=list(argv) if argv is not None else None, prog_name="ingestd")

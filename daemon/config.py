@@ -1,0 +1,357 @@
+"""Configuration: pydantic models of the YAML file, defaults, and readable errors.
+
+Every model is frozen and rejects unknown keys. :func:`load_config` turns a
+``ValidationError`` into :class:`ConfigError` lines of the form
+``rules[2].params.max_tokens: Input should be greater than 0 (got -1)``.
+
+The state dir is resolved by :func:`resolve_state_dir`: ``--state-dir``, else
+``$INGESTD_STATE_DIR``, else the config file's ``state_dir``, else systemd's
+``$STATE_DIRECTORY``, else ``$XDG_STATE_HOME/ingestd`` (``~/.local/state/ingestd``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+__all__ = [
+    "DEFAULT_EXCLUDE",
+    "DEFAULT_INCLUDE",
+    "Config",
+    "ConfigError",
+    "RuleConfig",
+    "SourceConfig",
+    "default_rules",
+    "load_config",
+    "resolve_state_dir",
+]
+
+#: Files a source indexes when its config says nothing (gitignore-style globs).
+DEFAULT_INCLUDE: tuple[str, ...] = ("*.md", "*.markdown", "*.mdx", "*.rst", "*.txt")
+#: Always excluded besides ``.git`` and the state dir (binary assets are never included).
+DEFAULT_EXCLUDE: tuple[str, ...] = ()
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; ``str()`` is one ``key.path: problem`` line per error."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        self.problems = list(problems)
+        super().__init__("\n".join(self.problems))
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class SourceConfig(_Model):
+    """One watched tree.
+
+    Attributes:
+        name: identity of the source (payload ``source``); default: the canonical
+            absolute root path.
+        root: the folder; relative paths are relative to the config file.
+        include: gitignore-style globs of files to index.
+        exclude: gitignore-style globs of files to skip (after ``include``).
+        gitignore: honour ``.gitignore`` files in the tree.
+        git: the tree is a git checkout (HEAD's commit goes into ``git_commit``);
+            ``None``: detect a ``.git`` folder at the root.
+        collection: the Qdrant collection of its points.
+    """
+
+    name: str = ""
+    root: Path
+    include: tuple[str, ...] = DEFAULT_INCLUDE
+    exclude: tuple[str, ...] = DEFAULT_EXCLUDE
+    gitignore: bool = True
+    git: bool | None = None
+    collection: str = "ingestd"
+
+    @field_validator("collection")
+    @classmethod
+    def _collection(cls, v: str) -> str:
+        if not v or "/" in v:
+            raise ValueError("must be a non-empty name without '/'")
+        return v
+
+
+class RuleConfig(_Model):
+    """A per-path chunking rule: the first rule whose ``match`` globs match a path wins.
+
+    Attributes:
+        name: shown in payloads (``rule``) and ``status``; default: the chunker name
+            (suffixed with the rule's index when several rules share a chunker).
+        match: gitignore-style globs, relative to the source root.
+        chunker: a registered strategy name (``token``, ``sentence``, ``markdown``, ...).
+        params: the strategy's options; checked against its own fields.
+    """
+
+    name: str | None = None
+    match: tuple[str, ...] = Field(min_length=1)
+    chunker: str
+    params: Mapping[str, Any] = Field(default_factory=dict)
+
+
+def default_rules() -> tuple[RuleConfig, ...]:
+    """The rules used when the config gives none: one strategy per file kind."""
+    return (
+        RuleConfig(name="markdown", match=("*.md", "*.markdown", "*.mdx"), chunker="markdown"),
+        RuleConfig(name="rst", match=("*.rst",), chunker="rst"),
+        RuleConfig(name="code", match=("*.py",), chunker="code"),
+        RuleConfig(name="default", match=("*",), chunker="sentence"),
+    )
+
+
+class EmbeddingConfig(_Model):
+    """The embedding model.
+
+    Attributes:
+        model: ``all-MiniLM-L6-v2`` (bundled, offline) or the path of a
+            sentence-transformers model folder.
+        device: torch device.
+        batch_size: texts per forward pass (4-16 measured fastest on 2 cores).
+        threads: torch threads (``None``: torch's default, one per core).
+        fit_model: hold every chunk to the model's max_seq_length - 2 word pieces.
+        cache_max_entries: most vectors kept in the embedding cache.
+    """
+
+    model: str = "all-MiniLM-L6-v2"
+    device: str = "cpu"
+    batch_size: int = Field(16, ge=1, le=1024)
+    threads: int | None = Field(None, ge=1)
+    fit_model: bool = True
+    cache_max_entries: int = Field(500_000, ge=0)
+
+
+class QdrantConfig(_Model):
+    """Where vectors live: embedded ``path`` (default ``<state dir>/qdrant``) or a server.
+
+    Attributes:
+        path: folder of the embedded store.
+        url: Qdrant server or cluster URL (``path`` is then ignored).
+        api_key_env: environment variable holding the API key for ``url``.
+        retry_seconds: how long transient server errors are retried before a batch
+            is put back on the queue.
+    """
+
+    path: Path | None = None
+    url: str | None = None
+    api_key_env: str = "QDRANT_API_KEY"
+    retry_seconds: float = Field(60.0, gt=0)
+
+
+class ManifestConfig(_Model):
+    """The manifest database: any SQLAlchemy URL (default SQLite ``<state dir>/manifest.db``)."""
+
+    url: str | None = None
+
+
+class WatchConfig(_Model):
+    """Watching and rescans.
+
+    Attributes:
+        debounce_ms: quiet period that closes a batch of events, in milliseconds.
+        max_delay_ms: longest a change waits during continuous writes, in milliseconds.
+        rescan_interval_s: periodic safety rescan (stat fast path), in seconds; 0 = off.
+    """
+
+    debounce_ms: int = Field(300, ge=0)
+    max_delay_ms: int = Field(5000, ge=1)
+    rescan_interval_s: float = Field(3600.0, ge=0)
+
+
+class FilesConfig(_Model):
+    """File policy: files over ``max_bytes`` bytes are skipped (reported in ``status``)."""
+
+    max_bytes: int = Field(10 * 1024 * 1024, ge=1)
+
+
+class MassDeleteConfig(_Model):
+    """Mass-deletion guard for scans: hold deletions over ``max_share`` and ``min_count``."""
+
+    max_share: float = Field(0.2, ge=0, le=1)
+    min_count: int = Field(10, ge=0)
+
+
+class MetricsConfig(_Model):
+    """Prometheus metrics endpoint (off unless ``port`` is set)."""
+
+    port: int | None = Field(None, ge=1, le=65535)
+    host: str = "127.0.0.1"
+
+
+class Config(_Model):
+    """The whole configuration (see ``config.example.yaml`` for every key)."""
+
+    state_dir: Path | None = None
+    sources: tuple[SourceConfig, ...] = ()
+    rules: tuple[RuleConfig, ...] = Field(default_factory=default_rules)
+    tokenizer: str = "cl100k_base"
+    embedding: EmbeddingConfig = EmbeddingConfig()
+    qdrant: QdrantConfig = QdrantConfig()
+    manifest: ManifestConfig = ManifestConfig()
+    watch: WatchConfig = WatchConfig()
+    files: FilesConfig = FilesConfig()
+    mass_delete: MassDeleteConfig = MassDeleteConfig()
+    metrics: MetricsConfig = MetricsConfig()
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @model_validator(mode="after")
+    def _check(self) -> Config:
+        names = [s.name for s in self.sources]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"source names must be unique; repeated: {', '.join(dupes)}")
+        _check_rules(self.rules)
+        return self
+
+
+def _check_rules(rules: Sequence[RuleConfig]) -> None:
+    from pydantic import ValidationError as VE
+
+    from ingestd.chunkers.registry import CHUNKERS
+
+    problems: list[str] = []
+    for i, rule in enumerate(rules):
+        cls = CHUNKERS.get(rule.chunker)
+        if cls is None:
+            problems.append(
+                f"rules[{i}].chunker: unknown chunker {rule.chunker!r}; "
+                f"expected one of: {', '.join(sorted(CHUNKERS))}"
+            )
+            continue
+        try:
+            cls.Options.model_validate(dict(rule.params))
+        except VE as exc:
+            problems.extend(_format_errors(exc, f"rules[{i}].params"))
+    if problems:
+        raise ConfigError(problems)
+
+
+def _format_loc(loc: Sequence[int | str], prefix: str = "") -> str:
+    out = prefix
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out or "(top level)"
+
+
+def _format_errors(exc: ValidationError, prefix: str = "") -> list[str]:
+    lines = []
+    for err in exc.errors():
+        loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
+        msg = err["msg"]
+        if err["type"] == "extra_forbidden":
+            msg = "unknown key; check its spelling against config.example.yaml"
+        elif err["type"] == "missing":
+            msg = "required key is missing"
+        got = err.get("input")
+        if err["type"] not in ("missing", "extra_forbidden") and not isinstance(got, dict | list):
+            msg += f" (got {got!r})"
+        lines.append(f"{_format_loc(loc, prefix)}: {msg}")
+    return lines
+
+
+def _canonical(root: Path) -> Path:
+    return Path(os.path.realpath(root.expanduser()))
+
+
+def load_config(
+    path: str | Path | None = None,
+    *,
+    roots: Sequence[str | Path] = (),
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Load and validate the configuration.
+
+    Args:
+        path: YAML file, or ``None`` for the defaults.
+        roots: folders given as ``PATH`` arguments. With a config file they select its
+            sources whose root is one of them, or add a default source for each one
+            that is not configured; without a file each becomes a default source.
+        overrides: top-level keys to set before validation (e.g. from CLI flags).
+
+    Returns:
+        The validated config with source roots made absolute and names filled in.
+
+    Raises:
+        ConfigError: unreadable YAML or invalid values (one ``key.path: problem`` per line).
+    """
+    data: dict[str, Any] = {}
+    base = Path.cwd()
+    if path is not None:
+        p = Path(path)
+        try:
+            raw = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError([f"{p}: cannot read the config file: {exc.strerror}"]) from None
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark else str(p)
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise ConfigError([f"{where}: invalid YAML: {problem}"]) from None
+        if raw is None:
+            raw = {}
+        if not isinstance(raw, dict):
+            raise ConfigError(["(top level): expected a mapping of keys (state_dir, sources, ...)"])
+        data = raw
+        base = p.resolve().parent
+    if overrides:
+        data = {**data, **overrides}
+    try:
+        cfg = Config.model_validate(data)
+    except ValidationError as exc:
+        raise ConfigError(_format_errors(exc)) from None
+    return _finish(cfg, base, roots)
+
+
+def _finish(cfg: Config, base: Path, roots: Sequence[str | Path]) -> Config:
+    sources = []
+    for s in cfg.sources:
+        root = _canonical(s.root if s.root.is_absolute() else base / s.root)
+        sources.append(s.model_copy(update={"root": root, "name": s.name or str(root)}))
+    if roots:
+        wanted = [_canonical(Path(r)) for r in roots]
+        chosen = [s for s in sources if s.root in wanted]
+        for r in wanted:
+            if not any(s.root == r for s in chosen):
+                chosen.append(SourceConfig(name=str(r), root=r))
+        sources = chosen
+    missing = [
+        f"sources[{i}].root: folder {s.root} does not exist"
+        for i, s in enumerate(sources)
+        if not s.root.is_dir()
+    ]
+    if missing:
+        raise ConfigError(missing)
+    state = cfg.state_dir
+    if state is not None and not state.is_absolute():
+        state = base / state
+    return cfg.model_copy(update={"sources": tuple(sources), "state_dir": state})
+
+
+def resolve_state_dir(flag: str | Path | None, cfg: Config | None = None) -> Path:
+    """The state dir: flag, ``$INGESTD_STATE_DIR``, config, ``$STATE_DIRECTORY``, XDG.
+
+    Under systemd ``$STATE_DIRECTORY`` may list several folders separated by ``:``;
+    the first is used.
+    """
+    if flag:
+        return Path(flag).expanduser().absolute()
+    env = os.environ.get("INGESTD_STATE_DIR")
+    if env:
+        return Path(env).expanduser().absolute()
+    if cfg is not None and cfg.state_dir is not None:
+        return cfg.state_dir.expanduser().absolute()
+    sd = os.environ.get("STATE_DIRECTORY")
+    if sd:
+        return Path(sd.split(":")[0])
+    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg) / "ingestd"

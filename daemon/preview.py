@@ -1,0 +1,134 @@
+"""``ingestd chunk``: preview a file's chunks with the configured rules, no store needed."""
+
+from __future__ import annotations
+
+import os
+import statistics
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from ingestd.chunkers.registry import chunker_class
+from ingestd.chunkers.text import decode
+from ingestd.store.ids import chunk_hash, point_ids
+
+from .config import Config, RuleConfig
+from .rules import RuleSet, build_context
+
+__all__ = ["preview"]
+
+
+def _parse_params(params: Sequence[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for p in params:
+        key, sep, value = p.partition("=")
+        if not sep or not key:
+            raise ValueError(f"--param {p!r}: expected KEY=VALUE")
+        out[key.strip()] = yaml.safe_load(value)
+    return out
+
+
+def _locate(cfg: Config, file: Path) -> tuple[str, str]:
+    real = Path(os.path.realpath(file))
+    for s in cfg.sources:
+        try:
+            return s.name, real.relative_to(s.root).as_posix()
+        except ValueError:
+            continue
+    return str(real.parent), real.name
+
+
+def preview(
+    cfg: Config,
+    file: Path,
+    *,
+    rule_name: str | None = None,
+    chunker_name: str | None = None,
+    params: Sequence[str] = (),
+    stats: bool = False,
+) -> Iterator[dict[str, Any]]:
+    """Chunk ``file`` and yield one JSON-ready object per chunk (or one stats object).
+
+    Each object has ``id``, ``source``, ``path``, ``ordinal``, ``start_char``, ``end_char``,
+    ``start_line``, ``end_line``, ``n_tokens``, ``n_model_tokens``, ``heading_path`` and
+    ``text``, plus strategy extras (``start_token``/``end_token`` for ``token``).
+
+    Raises:
+        ValueError: unknown rule or chunker, bad params, or an undecodable file.
+    """
+    from ingestd.store.embedder import CachedEmbedder, SentenceTransformerEmbedder, model_info
+
+    info = model_info(cfg.embedding.model)
+    lazy = SentenceTransformerEmbedder(info, device=cfg.embedding.device)
+    embed = CachedEmbedder(lazy, info.fingerprint + ":sentence", None, chunk_hash)
+    ctx, tok = build_context(cfg, embed=embed.embed_texts)
+    if chunker_name:
+        cls = chunker_class(chunker_name)
+        rules = [
+            RuleConfig(
+                name=chunker_name, match=("*",), chunker=chunker_name, params=_parse_params(params)
+            )
+        ]
+        cls.Options.model_validate(rules[0].params)
+    elif params:
+        raise ValueError("--param needs --chunker")
+    else:
+        rules = list(cfg.rules)
+    ruleset = RuleSet(rules, ctx, tok, info.fingerprint)
+    source, rel = _locate(cfg, file)
+    if rule_name:
+        matches = [r for r in ruleset.rules if r.name == rule_name]
+        if not matches:
+            raise ValueError(
+                f"no rule named {rule_name!r}; rules: {', '.join(r.name for r in ruleset.rules)}"
+            )
+        rule = matches[0]
+    else:
+        rule = ruleset.match(rel)
+    text = decode(file.read_bytes())
+    chunks = rule.chunker.chunk(text)
+    hashes = [chunk_hash(c.embed_text) for c in chunks]
+    ids = point_ids(source, rel, hashes)
+    model_counts = [ctx.model_sizer.count(c.embed_text) for c in chunks] if ctx.model_sizer else []
+    if stats:
+        toks = [c.n_tokens for c in chunks] or [0]
+        out: dict[str, Any] = {
+            "path": rel,
+            "rule": rule.name,
+            "chunker": rule.chunker_name,
+            "count": len(chunks),
+            "min_tokens": min(toks),
+            "mean_tokens": round(statistics.fmean(toks), 1),
+            "max_tokens": max(toks),
+        }
+        if model_counts:
+            out["max_model_tokens"] = max(model_counts)
+            out["over_model_limit"] = sum(n > ctx.model_max_tokens for n in model_counts)
+        yield out
+        return
+    for i, c in enumerate(chunks):
+        obj: dict[str, Any] = {
+            "id": ids[i],
+            "source": source,
+            "path": rel,
+            "ordinal": i,
+            "start_char": c.start,
+            "end_char": c.end,
+            "start_line": c.start_line,
+            "end_line": c.end_line,
+            "n_tokens": c.n_tokens,
+        }
+        if model_counts:
+            obj["n_model_tokens"] = model_counts[i]
+        if c.heading_path:
+            obj["heading_path"] = list(c.heading_path)
+        if c.parent is not None:
+            obj["parent_id"] = ids[c.parent]
+        if c.is_parent:
+            obj["is_parent"] = True
+        for k, v in c.meta.items():
+            obj.setdefault(k, v)
+        obj["text"] = c.text
+        yield obj

@@ -1,0 +1,234 @@
+"""Which files of a source are documents, and a fast walk that stats them.
+
+Filtering (shared by scans and the watcher, so ignored paths never reach the planner):
+
+* always ignored: VCS folders (``.git``, ``.hg``, ``.svn``), ``__pycache__``,
+  ``node_modules``, virtualenvs, the state dir when it lies inside the root, and
+  editor temporaries (vim's ``4913`` probe, swap files, ``name~`` backups, emacs
+  ``.#name`` locks and ``#name#`` autosaves);
+* then ``include`` globs, then ``exclude`` globs, then ``.gitignore`` files (root and
+  nested, via pathspec's gitignore semantics) when the source honours them.
+
+Symlink policy: symlinks are never followed, neither to files nor to folders, so
+nothing outside the root is read and a symlink loop cannot hang a walk. A symlinked
+document is simply not indexed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import stat as stat_mod
+from dataclasses import dataclass
+from pathlib import Path
+
+import pathspec
+
+from .config import SourceConfig
+
+__all__ = ["FileStat", "SourceFilter", "git_head", "scan", "stat_file"]
+
+_IGNORED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        "node_modules",
+        ".venv",
+        "venv",
+        ".tox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".idea",
+        ".vscode",
+    }
+)
+_TEMP_FILE = re.compile(
+    r"""^(
+        4913 | \.\#.* | \#.*\# | .*~ | \..*\.sw[a-p] | .*\.sw[a-p]x? | .*\.tmp | .*\.bak
+        | \.~lock\..*\# | .*\.kate-swp | \.goutputstream-.* | .*\.crdownload | .*\.part
+    )$""",
+    re.VERBOSE,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class FileStat:
+    """The stat fast-path key of a file: size (bytes), mtime and ctime (ns), inode."""
+
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> FileStat:
+        """From an ``os.stat_result``."""
+        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+class SourceFilter:
+    """Decides whether a path of one source is a document.
+
+    Args:
+        source: the source.
+        state_dir: ingestd's state dir, ignored when it lies inside the root.
+
+    Paths given to the methods are POSIX and relative to the source root.
+    """
+
+    __slots__ = ("_exclude", "_gitignores", "_include", "_state_rel", "root", "source")
+
+    def __init__(self, source: SourceConfig, state_dir: Path | None = None) -> None:
+        self.source = source
+        self.root = Path(source.root)
+        self._include = pathspec.PathSpec.from_lines("gitwildmatch", source.include)
+        self._exclude = pathspec.PathSpec.from_lines("gitwildmatch", source.exclude)
+        self._gitignores: dict[str, pathspec.PathSpec | None] = {}
+        self._state_rel: str | None = None
+        if state_dir is not None:
+            try:
+                rel = Path(os.path.realpath(state_dir)).relative_to(self.root)
+                self._state_rel = rel.as_posix() if rel.parts else None
+            except ValueError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"SourceFilter(source={self.source.name!r}, root={str(self.root)!r})"
+
+    def ignores_dir(self, rel: str) -> bool:
+        """Whether folder ``rel`` (and all below it) is ignored."""
+        if not rel or rel == ".":
+            return False
+        parts = rel.split("/")
+        if any(p in _IGNORED_DIRS for p in parts):
+            return True
+        if self._state_rel and (rel == self._state_rel or rel.startswith(self._state_rel + "/")):
+            return True
+        if self._exclude.match_file(rel + "/"):
+            return True
+        return self.source.gitignore and self._gitignored(rel, is_dir=True)
+
+    def accepts(self, rel: str) -> bool:
+        """Whether file ``rel`` is a document of this source."""
+        if not rel or rel.startswith("../"):
+            return False
+        parts = rel.split("/")
+        if _TEMP_FILE.match(parts[-1]):
+            return False
+        if len(parts) > 1 and self.ignores_dir("/".join(parts[:-1])):
+            return False
+        if not self._include.match_file(rel) or self._exclude.match_file(rel):
+            return False
+        return not (self.source.gitignore and self._gitignored(rel, is_dir=False))
+
+    def _spec_for(self, folder: str) -> pathspec.PathSpec | None:
+        if folder not in self._gitignores:
+            f = self.root / folder / ".gitignore" if folder else self.root / ".gitignore"
+            try:
+                lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
+            except OSError:
+                lines = []
+            self._gitignores[folder] = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+        return self._gitignores[folder]
+
+    def _gitignored(self, rel: str, *, is_dir: bool) -> bool:
+        parts = rel.split("/")
+        ignored = False
+        for i in range(len(parts)):
+            folder = "/".join(parts[:i])
+            spec = self._spec_for(folder)
+            if spec is None:
+                continue
+            sub = "/".join(parts[i:]) + ("/" if is_dir else "")
+            res = spec.check_file(sub)
+            if res.include is not None:
+                ignored = bool(res.include)
+        return ignored
+
+    def forget_gitignore(self, rel_folder: str) -> None:
+        """Drop the cached ``.gitignore`` of a folder (after it changed)."""
+        self._gitignores.pop(rel_folder, None)
+        if rel_folder == "":
+            self._gitignores.clear()
+
+
+def stat_file(path: Path) -> FileStat | None:
+    """``FileStat`` of a regular file (symlinks not followed), or ``None``."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat_mod.S_ISREG(st.st_mode):
+        return None
+    return FileStat.of(st)
+
+
+def scan(flt: SourceFilter, under: str = "") -> dict[str, FileStat]:
+    """Walk the source (or folder ``under`` of it) and stat every document.
+
+    Returns:
+        POSIX relative path -> :class:`FileStat`. Unreadable folders are skipped.
+    """
+    out: dict[str, FileStat] = {}
+    root = flt.root
+    stack = [under.strip("/")]
+    while stack:
+        rel_dir = stack.pop()
+        if flt.ignores_dir(rel_dir):
+            continue
+        try:
+            it = os.scandir(root / rel_dir if rel_dir else root)
+        except OSError:
+            continue
+        with it:
+            for entry in it:
+                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        stack.append(rel)
+                    elif entry.is_file(follow_symlinks=False) and flt.accepts(rel):
+                        out[rel] = FileStat.of(entry.stat(follow_symlinks=False))
+                except OSError:
+                    continue
+    return out
+
+
+def git_head(root: Path) -> str | None:
+    """HEAD's commit id of the git checkout at ``root``, read from ``.git``; else ``None``.
+
+    Handles a detached HEAD, loose refs, ``packed-refs`` and a ``.git`` file pointing
+    at the real git dir (worktrees, submodules).
+    """
+    git = root / ".git"
+    try:
+        if git.is_file():
+            line = git.read_text().strip()
+            if line.startswith("gitdir:"):
+                git = (root / line.split(":", 1)[1].strip()).resolve()
+        head = (git / "HEAD").read_text().strip()
+    except OSError:
+        return None
+    if not head.startswith("ref:"):
+        return head or None
+    ref = head.split(":", 1)[1].strip()
+    common = git
+    try:
+        c = (git / "commondir").read_text().strip()
+        common = (git / c).resolve()
+    except OSError:
+        pass
+    for base in (git, common):
+        try:
+            return (base / ref).read_text().strip()
+        except OSError:
+            continue
+    try:
+        for line in (common / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return line.split(" ", 1)[0]
+    except OSError:
+        pass
+    return None

@@ -1,0 +1,57 @@
+"""sd_notify without libsystemd: READY, STATUS, WATCHDOG, RELOADING, STOPPING.
+
+After gunicorn's ``gunicorn/systemd.py``: a no-op when ``$NOTIFY_SOCKET`` is unset, an
+``@`` prefix names an abstract socket, and it never raises (failures are logged at
+debug level). Unlike gunicorn, the socket is created before the ``try`` so ``finally``
+never closes an unbound name.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+
+__all__ = ["notify", "watchdog_interval"]
+
+logger = logging.getLogger(__name__)
+
+
+def notify(state: str, env: dict[str, str] | None = None) -> bool:
+    """Send ``state`` (e.g. ``"READY=1"``, ``"STATUS=indexing 10/200"``) to systemd.
+
+    Returns:
+        ``True`` when the message was sent, ``False`` when there is no notify socket or
+        sending failed.
+    """
+    addr = (env if env is not None else os.environ).get("NOTIFY_SOCKET")
+    if not addr:
+        return False
+    if addr.startswith("@"):
+        addr = "\0" + addr[1:]
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
+    try:
+        sock.connect(addr)
+        sock.sendall(state.encode("utf-8"))
+        return True
+    except OSError:
+        logger.debug("sd_notify(%r) failed", state, exc_info=True)
+        return False
+    finally:
+        sock.close()
+
+
+def watchdog_interval(env: dict[str, str] | None = None) -> float | None:
+    """Seconds between ``WATCHDOG=1`` pings: half of ``$WATCHDOG_USEC``, or ``None``.
+
+    ``$WATCHDOG_PID``, when set, must be this process's pid.
+    """
+    e = env if env is not None else os.environ
+    usec = e.get("WATCHDOG_USEC")
+    pid = e.get("WATCHDOG_PID")
+    if not usec or (pid and pid != str(os.getpid())):
+        return None
+    try:
+        return max(0.05, int(usec) / 2_000_000)
+    except ValueError:
+        return None

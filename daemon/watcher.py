@@ -1,0 +1,235 @@
+"""Watching: watchdog events -> per-path changes -> debounced batches.
+
+The observer thread only translates an event into relative paths and enqueues them
+(as uvicorn's ``supervisors/watchdogreload.py`` forwards events to a callback). What a
+path *means* (created, modified, deleted, moved) is decided later by the planner from
+the disk and the manifest, so an editor's atomic save, a delete followed by a
+re-create, or a ``git checkout`` all become "look at these paths again".
+
+Coalescing is pure: :class:`Batcher` takes the clock as an argument (after watchdog's
+``EventDebouncer``, split into state and a thread wrapper).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .scanner import SourceFilter
+
+__all__ = ["Batcher", "BatcherThread", "SourceWatcher"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Pending:
+    paths: set[str] = field(default_factory=set)
+    first: float = 0.0
+    last: float = 0.0
+
+
+class Batcher:
+    """Coalesces changed paths per source until a quiet period passes.
+
+    Args:
+        debounce: quiet period that closes a batch, in seconds.
+        max_delay: longest a path waits during continuous events, in seconds.
+    """
+
+    def __init__(self, debounce: float, max_delay: float) -> None:
+        self.debounce = debounce
+        self.max_delay = max(max_delay, debounce)
+        self._pending: dict[str, _Pending] = {}
+
+    def add(self, source: str, path: str, now: float) -> None:
+        """Record that ``path`` of ``source`` changed at time ``now`` (seconds)."""
+        p = self._pending.get(source)
+        if p is None:
+            p = self._pending[source] = _Pending(first=now)
+        p.paths.add(path)
+        p.last = now
+
+    def due(self, now: float) -> list[tuple[str, set[str]]]:
+        """Batches ready at ``now``: quiet for ``debounce`` or waiting ``max_delay``."""
+        ready = []
+        for source, p in list(self._pending.items()):
+            if now - p.last >= self.debounce or now - p.first >= self.max_delay:
+                ready.append((source, p.paths))
+                del self._pending[source]
+        return ready
+
+    def next_due(self) -> float | None:
+        """When the next batch becomes due (monotonic seconds), or ``None`` if idle."""
+        times = [
+            min(p.last + self.debounce, p.first + self.max_delay) for p in self._pending.values()
+        ]
+        return min(times) if times else None
+
+    def depth(self) -> int:
+        """Number of paths waiting."""
+        return sum(len(p.paths) for p in self._pending.values())
+
+    def oldest(self) -> float | None:
+        """Monotonic time of the oldest waiting change, or ``None``."""
+        firsts = [p.first for p in self._pending.values()]
+        return min(firsts) if firsts else None
+
+
+class BatcherThread:
+    """Runs a :class:`Batcher`: ``put`` from any thread, batches go to ``emit``.
+
+    Args:
+        batcher: the coalescing state.
+        emit: called on this thread with ``(source, paths)`` for each due batch.
+        clock: monotonic clock in seconds.
+    """
+
+    def __init__(
+        self,
+        batcher: Batcher,
+        emit: Callable[[str, set[str]], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.batcher = batcher
+        self.emit = emit
+        self.clock = clock
+        self._cond = threading.Condition()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name="ingestd-batcher", daemon=True)
+
+    def start(self) -> None:
+        """Start the thread."""
+        self._thread.start()
+
+    def put(self, source: str, path: str) -> None:
+        """Record a changed path (thread-safe)."""
+        with self._cond:
+            self.batcher.add(source, path, self.clock())
+            self._cond.notify()
+
+    def depth(self) -> int:
+        """Paths waiting for their quiet period."""
+        with self._cond:
+            return self.batcher.depth()
+
+    def oldest(self) -> float | None:
+        """Monotonic time of the oldest waiting change."""
+        with self._cond:
+            return self.batcher.oldest()
+
+    def _run(self) -> None:
+        while True:
+            with self._cond:
+                if self._stopped:
+                    return
+                nxt = self.batcher.next_due()
+                timeout = None if nxt is None else max(0.0, nxt - self.clock())
+                if timeout is None or timeout > 0:
+                    self._cond.wait(timeout)
+                ready = self.batcher.due(self.clock())
+            for source, paths in ready:
+                self.emit(source, paths)
+
+    def stop(self) -> None:
+        """Stop the thread (pending paths are dropped: the next scan finds them)."""
+        with self._cond:
+            self._stopped = True
+            self._cond.notify()
+        self._thread.join(timeout=5)
+
+
+class SourceWatcher:
+    """A watchdog observer on one source, forwarding relevant paths to ``put``.
+
+    Args:
+        flt: the source's filter; ignored paths never reach ``put``.
+        put: ``(source, relative path)`` callback (must be quick and thread-safe).
+        on_lost: called with a reason when events may have been lost (the caller
+            rescans the source).
+    """
+
+    def __init__(
+        self,
+        flt: SourceFilter,
+        put: Callable[[str, str], None],
+        on_lost: Callable[[str, str], None],
+    ) -> None:
+        from watchdog.events import FileSystemEvent, FileSystemEventHandler
+        from watchdog.observers import Observer
+
+        self.flt = flt
+        self.source = flt.source.name
+        self.root = os.path.realpath(flt.root)
+        watcher = self
+
+        class Handler(FileSystemEventHandler):
+            def on_any_event(self, event: FileSystemEvent) -> None:
+                try:
+                    watcher._on_event(event)
+                except Exception:
+                    logger.exception("error handling %r", event)
+
+        self._observer: Any = Observer()
+        self._handler = Handler()
+        self._put = put
+        self._on_lost = on_lost
+
+    def _rel(self, path: str | bytes) -> str | None:
+        p = os.fsdecode(path)
+        if p == self.root:
+            return ""
+        if not p.startswith(self.root + os.sep):
+            return None
+        return Path(p[len(self.root) + 1 :]).as_posix()
+
+    def _on_event(self, event: Any) -> None:
+        if event.event_type in ("opened", "closed_no_write"):
+            return
+        paths = [event.src_path]
+        dest = getattr(event, "dest_path", "")
+        if dest:
+            paths.append(dest)
+        for raw in paths:
+            rel = self._rel(raw)
+            if rel is None:
+                continue
+            name = rel.rsplit("/", 1)[-1]
+            if name == ".gitignore":
+                self.flt.forget_gitignore(rel.rsplit("/", 1)[0] if "/" in rel else "")
+                self._on_lost(self.source, f"{rel} changed")
+                continue
+            if rel == "":
+                if event.event_type == "deleted":
+                    self._on_lost(self.source, "the source root was deleted")
+                continue
+            if event.is_directory:
+                if not self.flt.ignores_dir(rel) and event.event_type != "modified":
+                    self._put(self.source, rel)
+            elif self.flt.accepts(rel):
+                self._put(self.source, rel)
+
+    def start(self) -> None:
+        """Schedule the recursive watch and start the observer thread.
+
+        Raises:
+            OSError: the watch could not be set (e.g. inotify watch limit).
+        """
+        self._observer.schedule(self._handler, self.root, recursive=True)
+        self._observer.start()
+
+    def alive(self) -> bool:
+        """Whether the observer thread still runs."""
+        return bool(self._observer.is_alive())
+
+    def stop(self) -> None:
+        """Stop and join the observer thread."""
+        self._observer.stop()
+        if self._observer.is_alive():
+            self._observer.join(timeout=5)

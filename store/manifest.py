@@ -1,0 +1,498 @@
+"""The manifest: which files ingestd has seen and which point ids it wrote for them.
+
+SQLAlchemy 2.x typed ORM tables, written with bulk Core statements (per-row
+``session.merge`` measured about 50x slower). SQLite in WAL mode by default, so
+``status`` can read while the daemon writes; any SQLAlchemy URL works (PostgreSQL).
+
+ATTENTION: the tables below are a stored format. Change them only together with a new
+entry in :data:`MIGRATIONS` (named, ordered, each run once in a transaction, recorded in
+``schema_migrations``).
+
+Rows:
+
+* ``documents``: one per (source, path): the stat fast-path key (size, mtime_ns,
+  ctime_ns, inode), the content hash (sha256 hex of the raw bytes), the rule
+  fingerprint, ``state`` (``ok`` or ``failed``) and the last error.
+* ``chunks``: one per point id of a document, with its chunk hash, ordinal and
+  character offsets. ``pending`` rows are ids recorded *before* their upsert
+  (write order, DESIGN.md point 5): after a crash they are still known, so the next
+  attempt deletes whatever of them is stale.
+* ``sources`` and ``collections``: source roots, and the embedding model that made a
+  collection's vectors (a mismatch is an error, never silent mixing).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    delete,
+    event,
+    func,
+    insert,
+    select,
+    update,
+)
+from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+__all__ = ["ChunkRow", "DocRow", "Manifest", "ModelMismatchError", "sqlite_url"]
+
+
+class Base(DeclarativeBase):
+    """Declarative base of the manifest tables."""
+
+
+class SchemaMigration(Base):
+    """One applied migration."""
+
+    __tablename__ = "schema_migrations"
+    name: Mapped[str] = mapped_column(String(200), primary_key=True)
+    applied_at: Mapped[float] = mapped_column(Float)
+
+
+class SourceTable(Base):
+    """A configured source, by name."""
+
+    __tablename__ = "sources"
+    name: Mapped[str] = mapped_column(String(1000), primary_key=True)
+    root: Mapped[str] = mapped_column(Text)
+    collection: Mapped[str] = mapped_column(String(255))
+    last_sync: Mapped[float | None] = mapped_column(Float, nullable=True)
+
+
+class CollectionTable(Base):
+    """The embedding model that made a collection's vectors."""
+
+    __tablename__ = "collections"
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    model: Mapped[str] = mapped_column(Text)
+    model_fingerprint: Mapped[str] = mapped_column(String(64))
+    dim: Mapped[int] = mapped_column(Integer)
+
+
+class DocumentTable(Base):
+    """One file of one source."""
+
+    __tablename__ = "documents"
+    __table_args__ = (UniqueConstraint("source", "path"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    source: Mapped[str] = mapped_column(String(1000))
+    path: Mapped[str] = mapped_column(String(4000))
+    size: Mapped[int] = mapped_column(BigInteger)
+    mtime_ns: Mapped[int] = mapped_column(BigInteger)
+    ctime_ns: Mapped[int] = mapped_column(BigInteger)
+    inode: Mapped[int] = mapped_column(BigInteger)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    rule_fingerprint: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16), default="ok")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    git_commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    indexed_at: Mapped[float] = mapped_column(Float)
+
+
+class ChunkTable(Base):
+    """One point id of one document."""
+
+    __tablename__ = "chunks"
+    __table_args__ = (Index("ix_chunks_doc", "doc_id"), Index("ix_chunks_hash", "chunk_hash"))
+    point_id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    doc_id: Mapped[int] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"))
+    chunk_hash: Mapped[str] = mapped_column(String(64))
+    ordinal: Mapped[int] = mapped_column(Integer)
+    start_char: Mapped[int] = mapped_column(Integer)
+    end_char: Mapped[int] = mapped_column(Integer)
+    pending: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+def _m001_initial(conn: Connection) -> None:
+    Base.metadata.create_all(conn)
+
+
+#: Ordered, named schema migrations. Append only.
+MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
+    ("001_initial", _m001_initial),
+]
+
+D = DocumentTable.__table__
+C = ChunkTable.__table__
+S = SourceTable.__table__
+K = CollectionTable.__table__
+
+
+class ModelMismatchError(RuntimeError):
+    """A collection holds vectors of another embedding model than the configured one."""
+
+
+@dataclass(frozen=True, slots=True)
+class DocRow:
+    """A document as the manifest knows it."""
+
+    id: int
+    source: str
+    path: str
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+    content_hash: str
+    rule_fingerprint: str
+    state: str
+    error: str | None
+    git_commit: str | None
+    indexed_at: float
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkRow:
+    """One recorded point of a document (offsets in characters)."""
+
+    point_id: str
+    chunk_hash: str
+    ordinal: int
+    start_char: int
+    end_char: int
+    pending: bool = False
+
+
+def sqlite_url(path: str | Path) -> str:
+    """SQLAlchemy URL of a SQLite file."""
+    return f"sqlite:///{Path(path)}"
+
+
+def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA journal_mode=WAL")
+    cur.execute("PRAGMA synchronous=NORMAL")
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.execute("PRAGMA foreign_keys=ON")
+    cur.close()
+
+
+class Manifest:
+    """Record of documents and their point ids, in any SQLAlchemy database.
+
+    Args:
+        url: SQLAlchemy URL; SQLite files get WAL, ``busy_timeout`` 10 s and foreign keys.
+        now: the clock (seconds since the epoch); injected for tests.
+
+    Raises:
+        sqlalchemy.exc.SQLAlchemyError: the database cannot be opened or migrated.
+    """
+
+    def __init__(self, url: str, *, now: Callable[[], float] = time.time) -> None:
+        self.url = url
+        self.now = now
+        self.engine: Engine = create_engine(url, future=True)
+        if self.engine.dialect.name == "sqlite":
+            event.listen(self.engine, "connect", _sqlite_pragmas)
+        self._migrate()
+
+    # -- schema ------------------------------------------------------------------
+
+    def _migrate(self) -> None:
+        with self.engine.begin() as conn:
+            SchemaMigration.__table__.create(conn, checkfirst=True)
+            done = set(conn.scalars(select(SchemaMigration.name)))
+            for name, step in MIGRATIONS:
+                if name not in done:
+                    step(conn)
+                    conn.execute(insert(SchemaMigration).values(name=name, applied_at=self.now()))
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self.engine.dispose()
+
+    # -- sources and collections ----------------------------------------------------
+
+    def ensure_source(self, name: str, root: str, collection: str) -> None:
+        """Record source ``name`` (root and collection updated if they changed)."""
+        with self.engine.begin() as conn:
+            row = conn.execute(select(S.c.name).where(S.c.name == name)).first()
+            if row is None:
+                conn.execute(insert(S).values(name=name, root=root, collection=collection))
+            else:
+                conn.execute(
+                    update(S).where(S.c.name == name).values(root=root, collection=collection)
+                )
+
+    def sources(self) -> list[dict[str, Any]]:
+        """All recorded sources: ``name``, ``root``, ``collection``, ``last_sync``."""
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(select(S).order_by(S.c.name))]
+
+    def set_last_sync(self, name: str, when: float | None = None) -> None:
+        """Record the end of a complete sync of source ``name``."""
+        with self.engine.begin() as conn:
+            conn.execute(update(S).where(S.c.name == name).values(last_sync=when or self.now()))
+
+    def check_collection(self, name: str, model: str, fingerprint: str, dim: int) -> None:
+        """Record or check the model of collection ``name``.
+
+        Raises:
+            ModelMismatchError: the collection was filled by another model.
+        """
+        with self.engine.begin() as conn:
+            row = conn.execute(select(K).where(K.c.name == name)).first()
+            if row is None:
+                conn.execute(
+                    insert(K).values(name=name, model=model, model_fingerprint=fingerprint, dim=dim)
+                )
+            elif row.model_fingerprint != fingerprint or row.dim != dim:
+                raise ModelMismatchError(
+                    f"collection {name!r} holds vectors of model {row.model!r} "
+                    f"(fingerprint {row.model_fingerprint[:12]}, dim {row.dim}), but the "
+                    f"configured model is {model!r} (fingerprint {fingerprint[:12]}, dim {dim}); "
+                    "use another collection name, or `ingestd forget` its sources first"
+                )
+
+    def forget_collection(self, name: str) -> None:
+        """Drop the model record of collection ``name``."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(K).where(K.c.name == name))
+
+    # -- documents ---------------------------------------------------------------------
+
+    def documents(self, source: str, prefix: str | None = None) -> dict[str, DocRow]:
+        """Documents of ``source`` by path, optionally only those under folder ``prefix``."""
+        q = select(D).where(D.c.source == source)
+        if prefix:
+            p = prefix.rstrip("/") + "/"
+            q = q.where((D.c.path == prefix) | (func.substr(D.c.path, 1, len(p)) == p))
+        with self.engine.connect() as conn:
+            return {r.path: DocRow(**r._mapping) for r in conn.execute(q)}
+
+    def document(self, source: str, path: str) -> DocRow | None:
+        """One document, or ``None``."""
+        with self.engine.connect() as conn:
+            r = conn.execute(select(D).where(D.c.source == source, D.c.path == path)).first()
+        return DocRow(**r._mapping) if r else None
+
+    def chunks(self, doc_id: int) -> list[ChunkRow]:
+        """Every recorded point of a document, committed and pending, by ordinal."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(
+                    C.c.point_id,
+                    C.c.chunk_hash,
+                    C.c.ordinal,
+                    C.c.start_char,
+                    C.c.end_char,
+                    C.c.pending,
+                )
+                .where(C.c.doc_id == doc_id)
+                .order_by(C.c.pending, C.c.ordinal)
+            )
+            return [ChunkRow(*r) for r in rows]
+
+    def chunks_of_source(self, source: str) -> dict[str, ChunkRow]:
+        """Every recorded point of a source, by point id."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(
+                    C.c.point_id,
+                    C.c.chunk_hash,
+                    C.c.ordinal,
+                    C.c.start_char,
+                    C.c.end_char,
+                    C.c.pending,
+                )
+                .join(D, D.c.id == C.c.doc_id)
+                .where(D.c.source == source)
+            )
+            return {r[0]: ChunkRow(*r) for r in rows}
+
+    def point_rows(self, source: str) -> list[tuple[str, int, bool]]:
+        """``(point_id, doc_id, pending)`` of every recorded point of ``source``."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(C.c.point_id, C.c.doc_id, C.c.pending)
+                .join(D, D.c.id == C.c.doc_id)
+                .where(D.c.source == source)
+            )
+            return [(str(p), int(d), bool(x)) for p, d, x in rows]
+
+    def pending_doc_ids(self, source: str) -> set[int]:
+        """Ids of the documents of ``source`` that hold pending point ids."""
+        with self.engine.connect() as conn:
+            return set(
+                conn.scalars(
+                    select(C.c.doc_id)
+                    .join(D, D.c.id == C.c.doc_id)
+                    .where(D.c.source == source, C.c.pending.is_(True))
+                    .distinct()
+                )
+            )
+
+    def point_ids_for_hashes(self, hashes: Iterable[str]) -> dict[str, str]:
+        """A committed point id holding each chunk hash, where one exists (hash -> id)."""
+        out: dict[str, str] = {}
+        hs = list(set(hashes))
+        with self.engine.connect() as conn:
+            for i in range(0, len(hs), 500):
+                rows = conn.execute(
+                    select(C.c.chunk_hash, C.c.point_id).where(
+                        C.c.chunk_hash.in_(hs[i : i + 500]), C.c.pending.is_(False)
+                    )
+                )
+                for h, pid in rows:
+                    out.setdefault(h, pid)
+        return out
+
+    def upsert_document(self, source: str, path: str, **fields: Any) -> int:
+        """Create or update the row of (source, path); returns its id.
+
+        ``fields`` are columns of ``documents`` (size, mtime_ns, ...).
+        """
+        with self.engine.begin() as conn:
+            return self._upsert_document(conn, source, path, fields)
+
+    def _upsert_document(
+        self, conn: Connection, source: str, path: str, fields: dict[str, Any]
+    ) -> int:
+        row = conn.execute(select(D.c.id).where(D.c.source == source, D.c.path == path)).first()
+        if row is None:
+            values = {
+                "size": 0,
+                "mtime_ns": 0,
+                "ctime_ns": 0,
+                "inode": 0,
+                "content_hash": "",
+                "rule_fingerprint": "",
+                "state": "new",
+                "indexed_at": self.now(),
+            }
+            values.update(fields)
+            res = conn.execute(insert(D).values(source=source, path=path, **values))
+            return int(res.inserted_primary_key[0])  # type: ignore[index]
+        if fields:
+            conn.execute(update(D).where(D.c.id == row.id).values(**fields))
+        return int(row.id)
+
+    def add_pending(self, doc_id: int, rows: Sequence[ChunkRow]) -> None:
+        """Record ``rows`` as pending point ids of ``doc_id`` (write order, step a).
+
+        Ids the document already holds (committed or pending) are left as they are.
+        """
+        if not rows:
+            return
+        with self.engine.begin() as conn:
+            known = set(conn.scalars(select(C.c.point_id).where(C.c.doc_id == doc_id)))
+            new = [
+                {
+                    "point_id": r.point_id,
+                    "doc_id": doc_id,
+                    "chunk_hash": r.chunk_hash,
+                    "ordinal": r.ordinal,
+                    "start_char": r.start_char,
+                    "end_char": r.end_char,
+                    "pending": True,
+                }
+                for r in rows
+                if r.point_id not in known
+            ]
+            if new:
+                # an id recorded under another document (a path re-used after a move) moves
+                conn.execute(delete(C).where(C.c.point_id.in_([n["point_id"] for n in new])))
+                conn.execute(insert(C), new)
+
+    def commit_document(self, doc_id: int, rows: Sequence[ChunkRow], **fields: Any) -> None:
+        """Make ``rows`` the document's points and update its columns (write order, step d)."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(C).where(C.c.doc_id == doc_id))
+            if rows:
+                conn.execute(
+                    insert(C),
+                    [
+                        {
+                            "point_id": r.point_id,
+                            "doc_id": doc_id,
+                            "chunk_hash": r.chunk_hash,
+                            "ordinal": r.ordinal,
+                            "start_char": r.start_char,
+                            "end_char": r.end_char,
+                            "pending": False,
+                        }
+                        for r in rows
+                    ],
+                )
+            if fields:
+                conn.execute(update(D).where(D.c.id == doc_id).values(**fields))
+
+    def update_document(self, doc_id: int, **fields: Any) -> None:
+        """Update columns of one document (e.g. the stat after an unchanged hash)."""
+        with self.engine.begin() as conn:
+            conn.execute(update(D).where(D.c.id == doc_id).values(**fields))
+
+    def delete_document(self, doc_id: int) -> None:
+        """Drop a document and its point rows."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(C).where(C.c.doc_id == doc_id))
+            conn.execute(delete(D).where(D.c.id == doc_id))
+
+    def forget_source(self, source: str) -> None:
+        """Drop a source with all its documents and point rows."""
+        with self.engine.begin() as conn:
+            ids = select(D.c.id).where(D.c.source == source).scalar_subquery()
+            conn.execute(delete(C).where(C.c.doc_id.in_(ids)))
+            conn.execute(delete(D).where(D.c.source == source))
+            conn.execute(delete(S).where(S.c.name == source))
+
+    # -- reporting -------------------------------------------------------------------
+
+    def counts(self, source: str) -> dict[str, int]:
+        """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source."""
+        with self.engine.connect() as conn:
+            docs = conn.execute(
+                select(func.count()).select_from(D).where(D.c.source == source)
+            ).scalar_one()
+            failed = conn.execute(
+                select(func.count())
+                .select_from(D)
+                .where(D.c.source == source, D.c.state == "failed")
+            ).scalar_one()
+            chunks = conn.execute(
+                select(C.c.pending, func.count())
+                .join(D, D.c.id == C.c.doc_id)
+                .where(D.c.source == source)
+                .group_by(C.c.pending)
+            ).all()
+        by = {bool(p): int(n) for p, n in chunks}
+        return {
+            "documents": int(docs),
+            "chunks": by.get(False, 0),
+            "pending": by.get(True, 0),
+            "failed": int(failed),
+        }
+
+    def failed(self, source: str) -> list[tuple[str, str]]:
+        """``(path, error)`` of the documents of ``source`` that failed."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(D.c.path, D.c.error)
+                .where(D.c.source == source, D.c.state == "failed")
+                .order_by(D.c.path)
+            )
+            return [(p, e or "") for p, e in rows]
+
+    def has_pending(self, source: str) -> bool:
+        """Whether a document of ``source`` has pending (uncommitted) point ids."""
+        return self.counts(source)["pending"] > 0
+
+    def iter_documents(self, source: str) -> Iterator[DocRow]:
+        """Documents of ``source`` in path order."""
+        yield from sorted(self.documents(source).values(), key=lambda d: d.path)
