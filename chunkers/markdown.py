@@ -324,7 +324,7 @@ class MarkdownChunker(Chunker):
             self.budget,
             min_tokens=self.options.min_tokens,
             prefix=self._prefix_fn(title),
-            carry=_carry,
+            carry=_carry if self.options.heading_prefix else (lambda _t, _b: ""),
         )
 
     def _prefix_fn(self, title: str | None) -> Callable[[tuple[str, ...]], str]:

@@ -33,7 +33,10 @@ from .base import Budget, Chunk, Chunker, LineIndex
 __all__ = ["Block", "Packer", "Section", "Span"]
 
 _PIECE = 4096
-_LONG_RUN = re.compile(r"\S{%d,}" % _PIECE)
+_LONG_RUN = re.compile(r"\S{" + str(_PIECE) + ",}")
+_SECTION_CHARS = 5  # a section this many chars per budget token is counted whole first
+_BLOCK_CHARS = 8  # a block longer than this many chars per budget token is counted by lines
+_WINDOW, _SEC = -2, -3  # markers in _Unit.body
 _ANCHOR_KINDS = frozenset({"para", "line", "list", "heading"})
 
 
@@ -90,7 +93,7 @@ class _Unit:
     ) -> None:  # fmt: skip
         self.start, self.end, self.next, self.tok, self.sec = start, end, nxt, tok, sec
         self.first, self.anchor, self.carry, self.exact = first, anchor, carry, exact
-        self.body = start if body < 0 else body  # -2 marks a token window
+        self.body = start if body == -1 else body
 
 
 def _common(paths: list[tuple[str, ...]]) -> tuple[str, ...]:
@@ -136,6 +139,7 @@ class Packer:
         self._count = budget.sizer.count
         self._sec_tok: dict[int, int] = {}
         self._prefixes: dict[tuple[tuple[str, ...], str], str] = {}
+        self._ws: dict[str, int] = {}
 
     # -- units ------------------------------------------------------------------
 
@@ -152,45 +156,93 @@ class Packer:
         return self._count(s), True
 
     def units(self, lo: int = 0, hi: int | None = None) -> list[_Unit]:
-        """The packing units of sections ``lo..hi-1``: blocks, or lines of big blocks."""
+        """The packing units of sections ``lo..hi-1``: whole sections that fit, else blocks.
+
+        A block over budget is cut into lines, a line over budget into token windows.
+        """
         out: list[_Unit] = []
-        text = self.text
         for si in range(lo, len(self.sections) if hi is None else hi):
-            total = 0
-            for bi, b in enumerate(self.sections[si].blocks):
-                tok, exact = self.count(text[b.start : b.next])
-                u = _Unit(b.start, b.end, b.next, tok, si, first=bi == 0, exact=exact,
-                          anchor=b.kind in _ANCHOR_KINDS, body=b.body)  # fmt: skip
-                if tok > self.max:
-                    parts = self._split_lines(u, self._carry(text, b))
-                else:
-                    parts = [u]
-                total += sum(p.tok for p in parts)
-                out.extend(parts)
-            self._sec_tok[si] = total
+            out.extend(self._section_units(si, whole=True))
         return out
 
+    def _section_units(self, si: int, *, whole: bool) -> list[_Unit]:
+        blocks = self.sections[si].blocks
+        if not blocks:
+            return []
+        a, z = blocks[0].start, blocks[-1].next
+        if whole and len(blocks) > 1 and z - a <= self.max * _SECTION_CHARS:
+            tok, exact = self.count(self.text[a:z])
+            if tok <= self.max:
+                self._sec_tok[si] = tok
+                return [_Unit(a, blocks[-1].end, z, tok, si, first=True, exact=exact, body=_SEC)]
+        out: list[_Unit] = []
+        for bi, b in enumerate(blocks):
+            out.extend(self._block_units(b, si, first=bi == 0))
+        self._sec_tok[si] = sum(u.tok for u in out)
+        return out
+
+    def _block_units(self, b: Block, si: int, *, first: bool) -> list[_Unit]:
+        u = _Unit(b.start, b.end, b.next, 0, si, first=first, anchor=b.kind in _ANCHOR_KINDS,
+                  body=b.body)  # fmt: skip
+        if b.next - b.start > self.max * _BLOCK_CHARS:  # surely too big: count its lines
+            parts = self._split_lines(u, self._carry(self.text, b))
+            tok = sum(p.tok for p in parts)
+            if tok > self.max or not all(p.exact and p.body != _WINDOW for p in parts):
+                return parts
+            u.tok = tok
+            return [u]
+        u.tok, u.exact = self.count(self.text[b.start : b.next])
+        if u.tok > self.max:
+            return self._split_lines(u, self._carry(self.text, b))
+        return [u]
+
     def _split_lines(self, u: _Unit, carry: str) -> list[_Unit]:
-        """Cut ``u`` at the starts of its non-blank lines; lines over budget into windows."""
+        """Cut ``u`` at blank lines into paragraphs, and paragraphs over budget at lines."""
+        groups = self._starts(u, after_blank=True)
+        if len(groups) <= 1:
+            return self._lines(u, carry)
+        out: list[_Unit] = []
+        body_eol = self.text.find("\n", u.body, u.end)
+        for k, (s, end, nxt) in enumerate(groups):
+            tok, exact = self.count(self.text[s:nxt])
+            g = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
+                      carry=carry if s > body_eol >= 0 else "", exact=exact, body=s)  # fmt: skip
+            out.extend(self._lines(g, carry) if tok > self.max else [g])
+        return out
+
+    def _starts(self, u: _Unit, *, after_blank: bool) -> list[tuple[int, int, int]]:
+        """``(start, end, next)`` of the non-blank lines of ``u`` (or of its paragraphs)."""
         text = self.text
-        starts: list[int] = []
-        pos = u.start
+        spans: list[tuple[int, int, int]] = []
+        pos, blank = u.start, True
         while pos < u.end:
             eol = text.find("\n", pos, u.end)
             eol = u.end if eol == -1 else eol
-            if not text[pos:eol].isspace() and pos < eol:
-                starts.append(pos)
+            if pos < eol and not text[pos:eol].isspace():
+                if blank or not after_blank:
+                    spans.append((pos, eol, eol))
+                else:
+                    spans[-1] = (spans[-1][0], eol, eol)
+                blank = False
+            else:
+                blank = True
             pos = eol + 1
+        for k in range(len(spans)):
+            s, e, _ = spans[k]
+            while e > s and text[e - 1].isspace():
+                e -= 1
+            spans[k] = (s, e, spans[k + 1][0] if k + 1 < len(spans) else u.next)
+        return spans
+
+    def _lines(self, u: _Unit, carry: str) -> list[_Unit]:
+        """Cut ``u`` at the starts of its non-blank lines; lines over budget into windows."""
+        starts = self._starts(u, after_blank=False)
         if len(starts) <= 1:
             return self._windows(u, self.max)
-        body_eol = text.find("\n", u.body, u.end)
+        body_eol = self.text.find("\n", u.body, u.end)
         out: list[_Unit] = []
-        for k, s in enumerate(starts):
-            nxt = starts[k + 1] if k + 1 < len(starts) else u.next
-            end = min(nxt, u.end)
-            while end > s and text[end - 1].isspace():
-                end -= 1
-            tok, exact = self.count(text[s:nxt])
+        for k, (s, end, nxt) in enumerate(starts):
+            tok, exact = self.count(self.text[s:nxt])
             line = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
                          carry=carry if s > body_eol >= 0 else "", exact=exact)  # fmt: skip
             out.extend(self._windows(line, self.max) if tok > self.max else [line])
@@ -221,7 +273,7 @@ class Packer:
                 end -= 1
             if out:
                 out[-1].next = a
-            out.append(_Unit(a, end, b, n, u.sec, carry=u.carry, exact=False, body=-2))
+            out.append(_Unit(a, end, b, n, u.sec, carry=u.carry, exact=False, body=_WINDOW))
         if not out:  # cannot happen for a unit with content; keep the unit whole
             return [u]
         out[0].first = u.first
@@ -306,20 +358,39 @@ class Packer:
         return Span(s, e, n, path, pre)
 
     def _tail(self, s: int, e: int, nxt: int) -> int:
-        """Tokens of the whitespace after ``e`` (up to ``nxt``) counted in the sum."""
+        """Tokens that the whitespace ``text[e:nxt]`` adds to ``text[s:e]``.
+
+        Tokenizers split before whitespace that follows a letter or digit; after other
+        characters the trailing run of them is recounted with and without the whitespace.
+        """
         if nxt == e:
             return 0
-        ls = max(s, self.text.rfind("\n", s, e) + 1)
-        return self._count(self.text[ls:nxt]) - self._count(self.text[ls:e])
+        text = self.text
+        p = e
+        while p > s and not text[p - 1].isalnum() and not text[p - 1].isspace() and e - p < 64:
+            p -= 1
+        if p == e:
+            ws = text[e:nxt]
+            n = self._ws.get(ws)
+            if n is None:
+                n = self._ws[ws] = self._count(ws)
+            return n
+        if e - p >= 64 or (p > s and not text[p - 1].isalnum() and not text[p - 1].isspace()):
+            p = max(s, text.rfind("\n", s, e) + 1)
+        elif p > s and text[p - 1] == " ":
+            p -= 1
+        return self._count(text[p:nxt]) - self._count(text[p:e])
 
     def _split_unit(self, u: _Unit, target: int) -> list[_Unit] | None:
         """Smaller units covering ``u``, or ``None`` when ``u`` is a single token."""
-        if u.body != -2:
+        if u.body == _SEC:
+            return self._section_units(u.sec, whole=False)
+        if u.body != _WINDOW:
             parts = self._split_lines(u, u.carry)
             if len(parts) > 1:
                 return parts
-            u = parts[0] if parts[0].body == -2 else u
-        n = u.tok if u.body == -2 else self._count(self.text[u.start : u.end])
+            u = parts[0] if parts[0].body == _WINDOW else u
+        n = u.tok if u.body == _WINDOW else self._count(self.text[u.start : u.end])
         if n <= 1:
             return None
         parts = self._windows(u, max(1, min(n - 1, target)))

@@ -1,14 +1,221 @@
-"""``rst``: placeholder until the strategy lands; packs sentences for now."""
+"""``rst``: reStructuredText sections and blocks, packed to a token budget.
+
+Section titles are recognised by their adornment: a line of one repeated punctuation
+character (at least 3) under the title, optionally also over it. As in docutils, the
+level of a style (character, with or without overline) is the order in which the
+style first appears in the document. Titles of levels ``1..section_levels`` open
+sections; deeper titles stay inside their section, glued to the block that follows.
+Hyperlink targets (``.. _label:``) just before a title belong to that title's section.
+
+A block starts at a non-blank line and runs over following lines that are non-blank,
+or indented deeper than its first line (across blank lines): so a directive
+(``.. code-block::``, ``.. note::``...) with its indented body, and a paragraph ending
+in ``::`` with its literal block, are one block. Packing is the ``markdown`` strategy's
+(:class:`~ingestd.chunkers.packing.Packer`): blocks whole when they fit, lines
+otherwise; a chunk that continues a directive carries the directive line in its prefix.
+
+Units: ``max_tokens`` and ``min_tokens`` are budget-sizer tokens (tiktoken ``cl100k_base``
+by default); offsets are ``str`` indices into the decoded text.
+"""
 
 from __future__ import annotations
 
-from .sentence import SentenceChunker
+import re
 
-__all__ = ["RstChunker"]
+from pydantic import model_validator
+
+from .base import Chunk, Chunker, ChunkerOptions, LineIndex
+from .markdown import heading_prefix
+from .packing import Block, Packer, Section
+
+__all__ = ["RstChunker", "RstOptions", "parse_rst"]
+
+_ADORN = re.compile(r"([!-/:-@\[-`{-~])\1{2,}[ \t]*$")
+_TARGET = re.compile(r"\.\. _[^:]*:")
 
 
-class RstChunker(SentenceChunker):
-    """Placeholder: behaves as ``sentence``."""
+class RstOptions(ChunkerOptions):
+    """Options of the ``rst`` strategy.
+
+    Attributes:
+        max_tokens: budget per chunk, in budget tokens (default 200).
+        section_levels: title levels (by first appearance) that open a section (1-6,
+            default 3).
+        min_tokens: a chunk under this many tokens takes in the next section when the
+            whole section fits (0 turns merging off; default 64; below ``max_tokens``).
+        heading_prefix: prefix the title path (and the directive line of a continued
+            directive) to the embedded text (default on).
+    """
+
+    max_tokens: int = 200
+    section_levels: int = 3
+    min_tokens: int = 64
+    heading_prefix: bool = True
+
+    @model_validator(mode="after")
+    def _check(self) -> RstOptions:
+        if self.max_tokens <= 0:
+            raise ValueError("max_tokens must be > 0")
+        if not 1 <= self.section_levels <= 6:
+            raise ValueError("section_levels must be between 1 and 6")
+        if not 0 <= self.min_tokens < self.max_tokens:
+            raise ValueError("min_tokens must be >= 0 and < max_tokens")
+        return self
+
+
+def _indent(line: str) -> int:
+    return len(line) - len(line.lstrip())
+
+
+def _title_at(lines: list[str], i: int) -> tuple[str, tuple[str, bool], int] | None:
+    """``(title, style, n_lines)`` if a section title starts at line ``i``."""
+    line = lines[i]
+    n = len(lines)
+    over = _ADORN.match(line)
+    if over and i + 2 < n and lines[i + 1].strip():
+        under = _ADORN.match(lines[i + 2])
+        if under and under.group(1) == over.group(1) and not _ADORN.match(lines[i + 1]):
+            return lines[i + 1].strip(), (over.group(1), True), 3
+    if over or _indent(line) or i + 1 >= n:
+        return None
+    under = _ADORN.match(lines[i + 1])
+    if under and len(lines[i + 1].rstrip()) >= min(3, len(line.rstrip())):
+        return line.strip(), (under.group(1), False), 2
+    return None
+
+
+def _block_end(lines: list[str], i: int) -> int:
+    """Index one past the last line of the block that starts at line ``i``."""
+    base = _indent(lines[i])
+    n = len(lines)
+    j = i + 1
+    while j < n:
+        if lines[j].strip():
+            j += 1
+            continue
+        k = j
+        while k < n and not lines[k].strip():
+            k += 1
+        if k < n and _indent(lines[k]) > base:
+            j = k
+            continue
+        break
+    return j
+
+
+def _kind(line: str) -> str:
+    body = line.lstrip()
+    if body.startswith(".. "):
+        if "::" in body:
+            return "directive"
+        return "target" if _TARGET.match(body) else "comment"
+    if body[:1] in "-*+•" and body[1:2] in (" ", ""):
+        return "list"
+    if body[:1] in "+=" and _ADORN.match(body) is None:
+        return "table"
+    return "para"
+
+
+def parse_rst(text: str, section_levels: int = 3) -> list[Section]:
+    """Cut ``text`` into sections of blocks (see the module docstring)."""
+    lines = text.split("\n")
+    offsets = [0] * len(lines)
+    pos = 0
+    for k, line in enumerate(lines):
+        offsets[k] = pos
+        pos += len(line) + 1
+    sections = [Section((), 0, [])]
+    styles: list[tuple[str, bool]] = []
+    stack: list[tuple[int, str]] = []
+    i, n = 0, len(lines)
+    while i < n:
+        if not lines[i].strip():
+            i += 1
+            continue
+        a = offsets[i]
+        found = _title_at(lines, i)
+        if found is not None:
+            title, style, used = found
+            if style not in styles:
+                styles.append(style)
+            level = styles.index(style) + 1
+            end = offsets[i + used - 1] + len(lines[i + used - 1])
+            block = Block(a, end, end, "heading")
+            i += used
+            if level > section_levels:
+                sections[-1].blocks.append(block)
+                continue
+            while stack and stack[-1][0] >= level:
+                stack.pop()
+            stack.append((level, title))
+            moved: list[Block] = []
+            while sections[-1].blocks and sections[-1].blocks[-1].kind == "target":
+                moved.insert(0, sections[-1].blocks.pop())
+            sections.append(Section(tuple(t for _, t in stack), level, [*moved, block]))
+            continue
+        j = _block_end(lines, i)
+        end = offsets[j - 1] + len(lines[j - 1])
+        kind = _kind(lines[i])
+        if kind == "para" and lines[j - 1].rstrip().endswith("::"):
+            kind = "literal"
+        sections[-1].blocks.append(Block(a, end, end, kind))
+        i = j
+    return _finish(text, sections)
+
+
+def _finish(text: str, sections: list[Section]) -> list[Section]:
+    """Trim block ends, link ``next`` offsets, glue targets and headings to what follows."""
+    flat = [b for s in sections for b in s.blocks]
+    for k, blk in enumerate(flat):
+        while blk.end > blk.start and text[blk.end - 1].isspace():
+            blk.end -= 1
+        blk.next = flat[k + 1].start if k + 1 < len(flat) else len(text)
+    for sec in sections:
+        glued: list[Block] = []
+        for blk in sec.blocks:
+            prev = glued[-1] if glued else None
+            if prev is not None and prev.kind in ("heading", "target"):
+                kind = "heading" if blk.kind == "heading" else blk.kind
+                body = blk.body if blk.kind == "heading" else blk.start
+                glued[-1] = Block(prev.start, blk.end, blk.next, kind, body)
+            else:
+                glued.append(blk)
+        sec.blocks = glued
+    return sections
+
+
+def _carry(text: str, blk: Block) -> str:
+    """The directive line (``.. code-block:: python``) for a chunk that continues it."""
+    if blk.kind not in ("directive", "literal"):
+        return ""
+    eol = text.find("\n", blk.body, blk.end)
+    first = text[blk.body : eol if eol != -1 else blk.end]
+    return " ".join(first.split()) if blk.kind == "directive" else ""
+
+
+class RstChunker(Chunker):
+    """Title-aware reStructuredText chunking; see the module docstring.
+
+    Raises:
+        ValueError: from :class:`RstOptions` validation.
+    """
 
     name = "rst"
-    version = 0
+    version = 1
+    Options = RstOptions
+    options: RstOptions
+
+    def chunk(self, text: str) -> list[Chunk]:
+        """Split reStructuredText ``text`` into title-aware chunks, in document order."""
+        sections = parse_rst(text, self.options.section_levels)
+        with_prefix = self.options.heading_prefix
+        packer = Packer(
+            text,
+            sections,
+            self.budget,
+            min_tokens=self.options.min_tokens,
+            prefix=(lambda path: heading_prefix(path, None)) if with_prefix else (lambda _: ""),
+            carry=_carry if with_prefix else (lambda _t, _b: ""),
+        )
+        lines = LineIndex(text)
+        return [packer.to_chunk(self, lines, span, {}) for span in packer.pack_all()]
