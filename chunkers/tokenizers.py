@@ -7,11 +7,23 @@ as ``<|endoftext|>`` as ordinary text.
 from __future__ import annotations
 
 import functools
+import re
+from collections.abc import Iterator
 from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CharSizer", "ModelSizer", "TiktokenSizer", "load_tiktoken"]
+__all__ = ["MAX_RUN", "CharSizer", "ModelSizer", "TiktokenSizer", "load_tiktoken", "run_pieces"]
+
+#: Longest run of whitespace, or of non-whitespace, that :class:`TiktokenSizer` encodes
+#: in one call, in characters. Byte-pair merging can be quadratic in the length of one
+#: pre-token (older tiktoken releases are; 0.14 measured linear here), so a longer run is
+#: encoded in pieces of this many characters. Real prose never has such runs, so counts
+#: of ordinary text are exact; for a pathological run the count may exceed the exact one
+#: by about one token per cut.
+MAX_RUN = 2048
+
+_LONG_RUNS = re.compile(rf"(?<!\S)\S{{{MAX_RUN + 1},}}|(?<!\s)\s{{{MAX_RUN + 1},}}")
 
 
 class TokenizerError(ValueError):
@@ -38,6 +50,24 @@ def load_tiktoken(name: str) -> Any:
             f"{', '.join(n.removesuffix('_offline') for n in available) or 'none'}"
         )
     return tiktoken.get_encoding(offline)
+
+
+def run_pieces(text: str) -> Iterator[str]:
+    """Cut ``text`` inside runs longer than :data:`MAX_RUN` characters; yield the pieces.
+
+    A run is a maximal stretch of whitespace or of non-whitespace characters. Each long
+    run is cut every :data:`MAX_RUN` characters from its start; text between long runs
+    is not cut. The pieces concatenate to ``text``. The cuts depend only on ``text``, so
+    a chunk's text is always re-counted the same way.
+    """
+    pos = 0
+    for match in _LONG_RUNS.finditer(text):
+        cut = match.start() + MAX_RUN
+        while cut < match.end():
+            yield text[pos:cut]
+            pos = cut
+            cut += MAX_RUN
+    yield text[pos:]
 
 
 def _char_offsets(text: str, byte_ends: list[int]) -> list[int]:
@@ -75,18 +105,29 @@ class TiktokenSizer:
         self._enc = load_tiktoken(encoding)
 
     def count(self, text: str) -> int:
-        """Number of tokens of ``text``."""
-        return len(self._enc.encode_ordinary(text)) if text else 0
+        """Number of tokens of ``text`` (long runs encoded in pieces, see :func:`run_pieces`)."""
+        if not text:
+            return 0
+        encode = self._enc.encode_ordinary
+        if len(text) <= MAX_RUN:
+            return len(encode(text))
+        return sum(len(encode(piece)) for piece in run_pieces(text))
 
     def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` (ordinary encoding)."""
-        return list(self._enc.encode_ordinary(text))
+        """Token ids of ``text`` (ordinary encoding, long runs encoded in pieces)."""
+        encode = self._enc.encode_ordinary
+        if len(text) <= MAX_RUN:
+            return list(encode(text))
+        return [t for piece in run_pieces(text) for t in encode(piece)]
 
     def boundaries(self, text: str) -> list[int]:
-        """Character offsets at which tokens end (see :class:`~ingestd.chunkers.base.Sizer`)."""
+        """Character offsets at which tokens end (see :class:`~ingestd.chunkers.base.Sizer`).
+
+        Consistent with :meth:`count`: the boundaries are those of :meth:`encode`.
+        """
         if not text:
             return []
-        tokens = self._enc.encode_ordinary(text)
+        tokens = self.encode(text)
         byte_ends = list(accumulate(len(b) for b in self._enc.decode_tokens_bytes(tokens)))
         return _char_offsets(text, byte_ends)
 
