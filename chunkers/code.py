@@ -1,14 +1,316 @@
-"""``code``: placeholder until the strategy lands; packs sentences for now."""
+"""``code``: source files split at definitions (Python, via ``ast``) or at blank lines.
+
+Python (``language: python``, the default) is parsed with the standard library's
+``ast``; statement lines (``lineno``/``end_lineno``, decorators included) cut the file
+into *units* that tile it line by line, so the comments and blank lines before a
+statement belong to it and nothing is dropped. A unit that fits the budget is kept
+whole (a function or class with its decorators and docstring); small units are packed
+together. A class or function over the budget is split into its body's statements,
+packed the same way, and every chunk that does not hold the definition line gets that
+line (e.g. ``class Foo(Bar):``) as :attr:`~ingestd.chunkers.base.Chunk.prefix`, which is
+embedded but is not part of the verbatim text. Any other statement over the budget is
+cut by the line packer.
+
+The line packer, used for other source files (``language: text``) and for Python that
+does not parse, packs blank-line-separated blocks; a block over the budget is cut at
+lines and an over-long line at token boundaries
+(:func:`~ingestd.chunkers.token.split_to_fit`).
+
+Packing is local, so that editing one function leaves the other chunks (and their ids)
+alone: a greedy pass restarts at every *anchor*, a unit whose first line hashes to 0
+modulo ``anchor_every`` (content-defined boundaries, as in content-defined chunking).
+An edit can therefore only re-pack the units between two anchors.
+"""
 
 from __future__ import annotations
 
-from .sentence import SentenceChunker
+import ast
+import zlib
+from dataclasses import dataclass, field
+from typing import Literal
 
-__all__ = ["CodeChunker"]
+from pydantic import model_validator
+
+from .base import Chunk, Chunker, ChunkerOptions, LineIndex, strip_span
+from .token import pack, split_to_fit
+
+__all__ = ["CodeChunker", "CodeOptions"]
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_Def = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
 
 
-class CodeChunker(SentenceChunker):
-    """Placeholder: behaves as ``sentence``."""
+class CodeOptions(ChunkerOptions):
+    """Options of the ``code`` strategy.
+
+    Attributes:
+        max_tokens: budget per chunk, in budget tokens (default 200: fits
+            all-MiniLM-L6-v2).
+        language: ``"python"`` (parse with ``ast``, fall back to the line packer on a
+            syntax error) or ``"text"`` (the line packer: any other source file).
+        anchor_every: about one unit in ``anchor_every`` starts a chunk whatever the
+            budget (``>= 1``; 1 disables packing). Smaller values keep edits more local,
+            larger ones pack small units tighter. Default 4.
+    """
+
+    max_tokens: int = 200
+    language: Literal["python", "text"] = "python"
+    anchor_every: int = 4
+
+    @model_validator(mode="after")
+    def _check(self) -> CodeOptions:
+        if self.max_tokens <= 0:
+            raise ValueError("max_tokens must be > 0")
+        if self.anchor_every < 1:
+            raise ValueError("anchor_every must be >= 1")
+        return self
+
+
+@dataclass(slots=True)
+class _Unit:
+    """Consecutive whole lines ``[start, end)`` holding one or more statements."""
+
+    start: int
+    end: int
+    nodes: list[ast.stmt] = field(default_factory=list)
+    header: bool = False
+
+    def names(self) -> list[str]:
+        return [n.name for n in self.nodes if isinstance(n, _DEFS)]
+
+
+@dataclass(frozen=True, slots=True)
+class _Piece:
+    """A chunk to be: its span, heading path and embedding prefix."""
+
+    start: int
+    end: int
+    heading_path: tuple[str, ...]
+    prefix: str
+
+
+class CodeChunker(Chunker):
+    """Definition-aware chunks of source code; see the module docstring.
+
+    Offsets are ``str`` indices; ``max_tokens`` is in budget tokens; there is no overlap.
+    ``heading_path`` is the qualified name of the innermost definition that holds the
+    chunk (``("Foo", "bar")`` for method ``Foo.bar``), when it is one definition; the
+    enclosing scope otherwise (empty at module level).
+
+    Raises:
+        ValueError: from :class:`CodeOptions` validation.
+    """
 
     name = "code"
-    version = 0
+    version = 1
+    Options = CodeOptions
+    options: CodeOptions
+
+    def chunk(self, text: str) -> list[Chunk]:
+        """Split source ``text`` into chunks of at most ``max_tokens`` tokens."""
+        if not text.strip():
+            return []
+        lines = LineIndex(text)
+        out: list[_Piece] = []
+        body = self._parse(text) if self.options.language == "python" else None
+        if body:
+            self._statements(text, lines, body, 0, len(text), (), "", None, out)
+        else:
+            self._lines(text, 0, len(text), (), "", out)
+        return [
+            self.make_chunk(
+                text, lines, p.start, p.end, heading_path=p.heading_path, prefix=p.prefix
+            )
+            for p in out
+        ]
+
+    @staticmethod
+    def _parse(text: str) -> list[ast.stmt] | None:
+        """Top-level statements, or ``None`` when ``text`` is not Python."""
+        try:
+            return ast.parse(text).body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+
+    # -- Python -------------------------------------------------------------------
+
+    def _statements(
+        self,
+        text: str,
+        lines: LineIndex,
+        body: list[ast.stmt],
+        start: int,
+        end: int,
+        scope: tuple[str, ...],
+        prefix: str,
+        header: tuple[_Unit, str] | None,
+        out: list[_Piece],
+    ) -> None:
+        """Chunk the statements ``body`` that tile ``text[start:end]``.
+
+        ``header`` is the unit holding the definition line(s) of the enclosing class or
+        function being split, packed first, and the prefix of the chunk that holds it
+        (the outer one); the other chunks get ``prefix``, which ends with that line.
+        """
+        units = _tile(text, lines, body, start, end)
+        outer = prefix
+        if header is not None:
+            units.insert(0, header[0])
+            outer = header[1]
+        spans: list[tuple[int, int]] = []
+        kinds: list[_Unit | None] = []
+        for unit in units:
+            a, b = strip_span(text, unit.start, unit.end)
+            if a == b:
+                continue
+            if self.budget.fits(text[a:b], prefix):
+                spans.append((a, b))
+                kinds.append(unit)
+                continue
+            self._flush(text, spans, kinds, scope, (prefix, outer), out)
+            spans, kinds = [], []
+            self._big(text, lines, unit, scope, prefix, out)
+        self._flush(text, spans, kinds, scope, (prefix, outer), out)
+
+    def _big(
+        self,
+        text: str,
+        lines: LineIndex,
+        unit: _Unit,
+        scope: tuple[str, ...],
+        prefix: str,
+        out: list[_Piece],
+    ) -> None:
+        """Chunk a unit over the budget: split a definition by its body, else by lines."""
+        node = unit.nodes[0] if len(unit.nodes) == 1 else None
+        if isinstance(node, _DEFS) and node.body[0].lineno > node.lineno:
+            split_at = lines.line_start(_first_line(node.body[0]))
+            sig = self._signature(text, lines, node, split_at)
+            head = _Unit(unit.start, split_at, [], header=True)
+            inner = (*scope, node.name)
+            self._statements(
+                text, lines, node.body, split_at, unit.end, inner, prefix + sig, (head, prefix), out
+            )
+            return
+        names = unit.names()
+        path = (*scope, names[0]) if len(names) == 1 else scope
+        self._lines(text, unit.start, unit.end, path, prefix, out)
+
+    def _signature(self, text: str, lines: LineIndex, node: _Def, split_at: int) -> str:
+        """The definition line(s) of ``node`` as prefix text, ending with a newline.
+
+        The lines from ``def``/``class`` to the end of the signature; a signature that
+        would take more than a quarter of the budget is cut to its first line.
+        """
+        first = lines.line_start(node.lineno)
+        sig_end = text.rfind(":", first, split_at)
+        sig_end = text.find("\n", sig_end if sig_end >= 0 else first, split_at)
+        sig = text[first : sig_end if sig_end >= 0 else split_at].rstrip()
+        if "\n" in sig and self.budget.count(sig) > self.budget.max_tokens // 4:
+            sig = sig[: sig.index("\n")].rstrip() + " ..."
+        return sig + "\n"
+
+    def _flush(
+        self,
+        text: str,
+        spans: list[tuple[int, int]],
+        kinds: list[_Unit | None],
+        scope: tuple[str, ...],
+        prefixes: tuple[str, str],
+        out: list[_Piece],
+    ) -> None:
+        """Pack the fitting units collected so far and emit their chunks.
+
+        ``prefixes`` holds the prefix of the chunks and that of a chunk holding the
+        enclosing definition's header unit.
+        """
+        if not spans:
+            return
+        prefix, outer = prefixes
+        breaks = [i for i in range(1, len(spans)) if self._anchor(text, spans[i])]
+        for i, j in pack(self.budget, text, spans, prefix=prefix, breaks=breaks):
+            group = [k for k in kinds[i:j] if k is not None]
+            names = [name for k in group for name in k.names()]
+            if any(k.header for k in group):
+                path, pre = scope, outer
+            else:
+                path, pre = ((*scope, names[0]) if len(names) == 1 else scope), prefix
+            out.append(_Piece(spans[i][0], spans[j - 1][1], path, pre))
+
+    # -- lines --------------------------------------------------------------------
+
+    def _lines(
+        self,
+        text: str,
+        start: int,
+        end: int,
+        scope: tuple[str, ...],
+        prefix: str,
+        out: list[_Piece],
+    ) -> None:
+        """The line packer: blank-line blocks, cut at lines and tokens when too big."""
+        spans: list[tuple[int, int]] = []
+        for a, b in _blocks(text, start, end):
+            if self.budget.fits(text[a:b], prefix):
+                spans.append((a, b))
+            else:
+                spans.extend(split_to_fit(self.budget, text, a, b, prefix))
+        self._flush(text, spans, [None] * len(spans), scope, (prefix, prefix), out)
+
+    def _anchor(self, text: str, span: tuple[int, int]) -> bool:
+        """Whether the unit at ``span`` starts a chunk whatever the budget."""
+        nl = text.find("\n", span[0], span[1])
+        first = text[span[0] : nl if nl >= 0 else span[1]].strip()
+        return zlib.crc32(first.encode("utf-8")) % self.options.anchor_every == 0
+
+
+def _first_line(node: ast.stmt) -> int:
+    """1-based first line of ``node``, decorators included."""
+    decorators = getattr(node, "decorator_list", None) or []
+    return min([node.lineno, *(d.lineno for d in decorators)])
+
+
+def _line_end(text: str, lines: LineIndex, line: int) -> int:
+    """Offset just past line ``line`` (past its newline), or ``len(text)``."""
+    return lines.line_start(line + 1) if line < lines.n_lines else len(text)
+
+
+def _tile(text: str, lines: LineIndex, body: list[ast.stmt], start: int, end: int) -> list[_Unit]:
+    """Units of whole lines tiling ``text[start:end]``, one per statement (or line group).
+
+    Each unit runs from the end of the previous one to the end of its statement's last
+    line, so leading comments belong to the next statement; trailing lines after the
+    last statement form a unit of their own.
+    """
+    units: list[_Unit] = []
+    cursor = start
+    for node in body:
+        stop = min(end, _line_end(text, lines, node.end_lineno or node.lineno))
+        if units and stop <= cursor:  # several statements on one line
+            units[-1].nodes.append(node)
+            continue
+        units.append(_Unit(cursor, stop, [node]))
+        cursor = stop
+    if cursor < end:
+        units.append(_Unit(cursor, end))
+    return units
+
+
+def _blocks(text: str, start: int, end: int) -> list[tuple[int, int]]:
+    """Blank-line-separated blocks of ``text[start:end]``, trimmed."""
+    out: list[tuple[int, int]] = []
+    block = -1
+    pos = start
+    while pos < end:
+        nl = text.find("\n", pos, end)
+        stop = end if nl < 0 else nl + 1
+        blank = text[pos:stop].isspace() or pos == stop
+        if blank and block >= 0:
+            out.append(strip_span(text, block, pos))
+            block = -1
+        elif not blank and block < 0:
+            block = pos
+        pos = stop
+    if block >= 0:
+        out.append(strip_span(text, block, end))
+    return [(a, b) for a, b in out if a < b]
