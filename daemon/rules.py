@@ -128,7 +128,7 @@ class RuleSet:
                     config=r,
                     fingerprint=fp,
                     chunker=cls(options, ctx),
-                    spec=pathspec.PathSpec.from_lines("gitwildmatch", r.match),
+                    spec=pathspec.GitIgnoreSpec.from_lines(r.match),
                 )
             )
 

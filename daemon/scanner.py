@@ -84,8 +84,8 @@ class SourceFilter:
     def __init__(self, source: SourceConfig, state_dir: Path | None = None) -> None:
         self.source = source
         self.root = Path(source.root)
-        self._include = pathspec.PathSpec.from_lines("gitwildmatch", source.include)
-        self._exclude = pathspec.PathSpec.from_lines("gitwildmatch", source.exclude)
+        self._include = pathspec.GitIgnoreSpec.from_lines(source.include)
+        self._exclude = pathspec.GitIgnoreSpec.from_lines(source.exclude)
         self._gitignores: dict[str, pathspec.PathSpec | None] = {}
         self._state_rel: str | None = None
         if state_dir is not None:

@@ -197,9 +197,15 @@ class SentenceTransformerEmbedder:
                 os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                # no third-party progress bars in logs
+                os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+                os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
                 t0 = time.monotonic()
                 import torch
+                import transformers
                 from sentence_transformers import SentenceTransformer
+
+                transformers.utils.logging.disable_progress_bar()
 
                 if self.threads:
                     torch.set_num_threads(self.threads)
@@ -278,9 +284,11 @@ class EmbeddingCache:
                 for h, blob in rows:
                     out[h] = np.frombuffer(blob, dtype=np.float32)
                 if rows:
+                    hit = [h for h, _ in rows]
                     self._db.execute(
-                        f"UPDATE vectors SET used = ? WHERE model = ? AND hash IN ({q})",
-                        [self._tick, model, *[h for h, _ in rows]],
+                        "UPDATE vectors SET used = ? WHERE model = ? AND hash IN "
+                        f"({','.join('?' * len(hit))})",
+                        [self._tick, model, *hit],
                     )
         return out
 
@@ -367,13 +375,13 @@ class CachedEmbedder:
         in the cache.
         """
         want = dict(items)
-        found = self.cache.get_many(self.fingerprint, list(want)) if self.cache else {}
+        found = self.cache.get_many(self.fingerprint, list(want)) if self.cache is not None else {}
         missing = [h for h in want if h not in found]
         if missing and fallback is not None:
             extra = fallback(missing)
             if extra:
                 found.update(extra)
-                if self.cache:
+                if self.cache is not None:
                     self.cache.put_many(self.fingerprint, extra)
                 missing = [h for h in missing if h not in found]
         self.stats.reused += len(want) - len(missing)
@@ -381,7 +389,7 @@ class CachedEmbedder:
             vecs = self.model([want[h] for h in missing])
             new = {h: vecs[i] for i, h in enumerate(missing)}
             self.stats.embedded += len(missing)
-            if self.cache:
+            if self.cache is not None:
                 self.cache.put_many(self.fingerprint, new)
             found.update(new)
         return {h: found[h] for h in want}

@@ -1,0 +1,5 @@
+"""``python -m ingestd.daemon``: the ``ingestd`` command."""
+
+from .cli import main
+
+main()

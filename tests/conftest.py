@@ -1,0 +1,56 @@
+"""Shared fixtures: real corpora subsets, a fake and a real embedder."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import CountingEmbedder, copy_tree, fake_vectors
+
+
+@pytest.fixture
+def fake_embedder() -> CountingEmbedder:
+    """A deterministic fake embedder that counts what it embeds."""
+    return CountingEmbedder(fake_vectors)
+
+
+@pytest.fixture(scope="session")
+def real_model() -> Any:
+    """The bundled all-MiniLM-L6-v2, loaded once per test session (offline)."""
+    from ingestd.store.embedder import SentenceTransformerEmbedder, model_info
+
+    emb = SentenceTransformerEmbedder(model_info("all-MiniLM-L6-v2"), batch_size=16)
+    emb(["warm up"])
+    return emb
+
+
+@pytest.fixture
+def real_embedder(real_model: Any) -> CountingEmbedder:
+    """The real model, counting what it embeds."""
+    return CountingEmbedder(real_model)
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    """A small writable docs tree of real md-docs pages."""
+    return copy_tree(tmp_path / "docs")
+
+
+@pytest.fixture
+def no_thread_leaks() -> Iterator[None]:
+    """Fail when a test leaves threads running."""
+    before = set(threading.enumerate())
+    yield
+
+    def leaked() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t not in before and t.is_alive()]
+
+    deadline = time.monotonic() + 5
+    while leaked() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not leaked(), f"threads leaked: {leaked()}"

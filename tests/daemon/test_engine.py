@@ -1,0 +1,218 @@
+"""The sync engine keeps the store equal to a from-scratch ingest (the invariant).
+
+Each test edits a tree of real md-docs pages, syncs incrementally, and compares the
+store, opened directly with qdrant-client, with the oracle: a from-scratch ingest of
+the final tree into a fresh state dir (ids and payload; provenance excluded).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import (
+    MD_DOCS,
+    CountingEmbedder,
+    assert_matches_oracle,
+    fake_vectors,
+    make_engine,
+    store_snapshot,
+)
+
+
+def _sync(eng, paths=None, **kw):
+    (name,) = eng.sources
+    return eng.sync(name, paths, **kw)
+
+
+def test_first_ingest_then_noop(tree: Path, tmp_path: Path, fake_embedder: CountingEmbedder) -> None:
+    state = tmp_path / "state"
+    eng = make_engine(tree, state, fake_embedder)
+    res = _sync(eng)
+    assert res.indexed == 6 and res.failed == 0
+    assert res.chunks_written > 30
+    n = len(fake_embedder.texts)
+    again = _sync(eng)
+    assert (again.indexed, again.deleted, again.chunks_written) == (0, 0, 0)
+    assert len(fake_embedder.texts) == n, "a no-op sync embedded something"
+    name = next(iter(eng.sources))
+    assert eng.verify(name).clean
+    eng.close()
+    assert_matches_oracle(tree, state, tmp_path, fake_vectors)
+
+
+def test_edit_add_rename_delete_match_oracle(
+    tree: Path, tmp_path: Path, fake_embedder: CountingEmbedder
+) -> None:
+    state = tmp_path / "state"
+    eng = make_engine(tree, state, fake_embedder)
+    _sync(eng)
+    first = len(fake_embedder.texts)
+
+    # one-paragraph edit: only the touched chunk(s) are embedded again
+    p = tree / "docs/concepts/glossary.md"
+    text = p.read_text()
+    p.write_text(text.replace("## Aggregation", "## Aggregation\n\nA new sentence about sums.", 1))
+    # rename: no embedding at all
+    os.rename(tree / "docs/collector/quick-start.md", tree / "docs/collector/start-here.md")
+    # delete
+    (tree / "docs/languages/python/exporters.md").unlink()
+    # add a copy of an existing file: every chunk text is known, nothing embedded
+    shutil.copyfile(tree / "docs/concepts/signals/traces.md", tree / "docs/traces-copy.md")
+
+    res = _sync(eng)
+    assert res.deleted == 2  # exporters.md and the old name of quick-start.md
+    new_texts = fake_embedder.texts[first:]
+    assert 1 <= len(new_texts) <= 3, f"re-embedded {len(new_texts)} chunks for one edit"
+    assert all("A new sentence about sums." in t for t in new_texts)
+    name = next(iter(eng.sources))
+    assert eng.verify(name).clean
+    eng.close()
+    assert_matches_oracle(tree, state, tmp_path, fake_vectors)
+
+
+def test_rename_is_rekeyed_without_embedding_even_with_empty_cache(
+    tree: Path, tmp_path: Path, fake_embedder: CountingEmbedder
+) -> None:
+    state = tmp_path / "state"
+    eng = make_engine(tree, state, fake_embedder)
+    _sync(eng)
+    eng.close()
+    (state / "embeddings.db").unlink()  # vectors now come from the old points
+    for suffix in ("-wal", "-shm"):
+        (state / f"embeddings.db{suffix}").unlink(missing_ok=True)
+    eng = make_engine(tree, state, fake_embedder)
+    n = len(fake_embedder.texts)
+    os.rename(tree / "docs/collector", tree / "docs/otel-collector")
+    plan = eng.plan(next(iter(eng.sources)))
+    assert len(plan.moves) == 3
+    _sync(eng)
+    assert len(fake_embedder.texts) == n
+    eng.close()
+    assert_matches_oracle(tree, state, tmp_path, fake_vectors)
+
+
+def test_rule_change_rechunks_only_its_documents(
+    tree: Path, tmp_path: Path, fake_embedder: CountingEmbedder
+) -> None:
+    from ingestd.daemon.config import RuleConfig
+
+    state = tmp_path / "state"
+    eng = make_engine(tree, state, fake_embedder)
+    _sync(eng)
+    eng.close()
+    rules = [
+        RuleConfig(name="glossary", match=("docs/concepts/glossary.md",), chunker="token",
+                   params={"max_tokens": 64, "overlap": 8}),
+        RuleConfig(name="markdown", match=("*.md",), chunker="markdown"),
+    ]
+    eng = make_engine(tree, state, fake_embedder, rules=[r.model_dump() for r in rules])
+    plan = eng.plan(next(iter(eng.sources)))
+    assert plan.index == ["docs/concepts/glossary.md"]
+    _sync(eng)
+    assert eng.verify(next(iter(eng.sources))).clean
+    eng.close()
+
+
+def test_broken_files_do_not_harm_others(
+    tree: Path, tmp_path: Path, fake_embedder: CountingEmbedder
+) -> None:
+    state = tmp_path / "state"
+    (tree / "latin1.md").write_bytes("caf\xe9 au lait\n".encode("latin-1"))
+    (tree / "binary.txt").write_bytes(b"\x89PNG\r\n\x1a\n\0\0\0")
+    eng = make_engine(tree, state, fake_embedder)
+    res = _sync(eng)
+    assert res.failed == 2 and res.indexed == 6
+    name = next(iter(eng.sources))
+    failed = dict(eng.manifest.failed(name))
+    assert "not valid UTF-8 (byte 0xe9 at offset 3)" in failed["latin1.md"]
+    assert "binary" in failed["binary.txt"]
+    assert eng.verify(name).clean
+    # fixing the file indexes it
+    (tree / "latin1.md").write_text("café au lait\n")
+    res = _sync(eng)
+    assert res.indexed == 1 and not eng.manifest.failed(name)[:-1]
+    eng.close()
+    assert_matches_oracle(tree, state, tmp_path, fake_vectors)
+
+
+def test_mass_deletion_guard_holds_scan_deletes(
+    tmp_path: Path, fake_embedder: CountingEmbedder
+) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    for i in range(20):
+        (root / f"page{i}.md").write_text(f"# Page {i}\n\nSome text number {i}.\n")
+    state = tmp_path / "state"
+    eng = make_engine(root, state, fake_embedder)
+    _sync(eng)
+    for i in range(15):
+        (root / f"page{i}.md").unlink()
+    res = _sync(eng)
+    assert len(res.held) == 15 and res.deleted == 0
+    assert len(manifest_paths(eng)) == 20
+    res = _sync(eng, allow_mass_delete=True)
+    assert res.deleted == 15
+    eng.close()
+    assert_matches_oracle(root, state, tmp_path, fake_vectors)
+
+
+def manifest_paths(eng) -> list[str]:
+    name = next(iter(eng.sources))
+    return [r.path for r in eng.manifest.iter_documents(name)]
+
+
+def test_event_paths_folder_moved_out(tree: Path, tmp_path: Path, fake_embedder) -> None:
+    state = tmp_path / "state"
+    eng = make_engine(tree, state, fake_embedder)
+    _sync(eng)
+    shutil.move(str(tree / "docs/collector"), str(tmp_path / "elsewhere"))
+    res = _sync(eng, ["docs/collector"])
+    assert res.deleted == 3
+    shutil.move(str(tmp_path / "elsewhere"), str(tree / "docs/collector"))
+    n = len(fake_embedder.texts)
+    res = _sync(eng, ["docs/collector"])
+    assert res.indexed == 3 and len(fake_embedder.texts) == n
+    eng.close()
+    assert_matches_oracle(tree, state, tmp_path, fake_vectors)
+
+
+@pytest.mark.slow
+def test_real_model_incremental_equals_from_scratch(
+    tree: Path, tmp_path: Path, real_embedder: CountingEmbedder
+) -> None:
+    """End to end with the real model: vectors of kept points equal fresh ones."""
+    import numpy as np
+    from qdrant_client import QdrantClient
+
+    state = tmp_path / "state"
+    eng = make_engine(tree, state, real_embedder)
+    _sync(eng)
+    p = tree / "docs/collector/architecture.md"
+    p.write_text(p.read_text() + "\n\n## Appendix\n\nThe collector can also be run as a sidecar.\n")
+    os.rename(tree / "docs/concepts/glossary.md", tree / "docs/glossary.md")
+    _sync(eng)
+    eng.close()
+    assert_matches_oracle(tree, state, tmp_path, real_embedder)
+    fresh = tmp_path / "fresh"
+    eng2 = make_engine(tree, fresh, real_embedder.fn)
+    _sync(eng2)
+    eng2.close()
+    ids = list(store_snapshot(fresh))
+    a, b = QdrantClient(path=str(state / "qdrant")), QdrantClient(path=str(fresh / "qdrant"))
+    try:
+        va = {str(r.id): r.vector for r in a.retrieve("ingestd", ids, with_vectors=True)}
+        vb = {str(r.id): r.vector for r in b.retrieve("ingestd", ids, with_vectors=True)}
+        assert set(va) == set(vb) == set(ids)
+        cos = [float(np.dot(va[i], vb[i])) for i in ids]
+        assert min(cos) >= 0.999
+    finally:
+        a.close()
+        b.close()
+
+
+def test_md_docs_corpus_exists() -> None:
+    assert (MD_DOCS / "docs").is_dir(), "the shared corpora must sit beside the repository"

@@ -1,0 +1,153 @@
+"""Test helpers: corpus subsets, a fake embedder, the from-scratch oracle, polling."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+REPO = Path(__file__).resolve().parent.parent
+CORPORA = (REPO.parent / "shared" / "corpora").resolve()
+MD_DOCS = CORPORA / "md-docs"
+
+#: A few small real pages of md-docs (front matter, headings, code fences, shortcodes).
+SMALL_MD = (
+    "docs/collector/quick-start.md",
+    "docs/collector/deploy/gateway.md",
+    "docs/concepts/signals/traces.md",
+    "docs/concepts/glossary.md",
+    "docs/languages/python/exporters.md",
+    "docs/collector/architecture.md",
+)
+
+
+def fake_vectors(texts: Sequence[str], dim: int = 384) -> Any:
+    """Deterministic unit vectors from text hashes (for fast unit tests only)."""
+    out = np.empty((len(texts), dim), dtype=np.float32)
+    for i, t in enumerate(texts):
+        seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
+        v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
+        out[i] = v / np.linalg.norm(v)
+    return out
+
+
+class CountingEmbedder:
+    """Wraps an embedding callable and counts the texts it embedded."""
+
+    def __init__(self, fn: Callable[[Sequence[str]], Any]) -> None:
+        self.fn = fn
+        self.texts: list[str] = []
+
+    def __call__(self, texts: Sequence[str]) -> Any:
+        self.texts.extend(texts)
+        return self.fn(texts)
+
+
+def copy_tree(dest: Path, files: Sequence[str] = SMALL_MD, base: Path = MD_DOCS) -> Path:
+    """Copy real corpus files into ``dest`` (writable), keeping their relative paths."""
+    for rel in files:
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(base / rel, target)
+    return dest
+
+
+def make_engine(root: Path, state: Path, embed: Any, **overrides: Any) -> Any:
+    from ingestd.daemon.config import load_config
+    from ingestd.daemon.engine import Engine
+
+    cfg = load_config(None, roots=[root], overrides=overrides or None)
+    return Engine(cfg, state, embed_model=embed)
+
+
+def store_snapshot(state: Path, collection: str = "ingestd") -> dict[str, dict[str, Any]]:
+    """Every point of an embedded store, opened directly with qdrant-client (id -> payload)."""
+    from qdrant_client import QdrantClient
+
+    client = QdrantClient(path=str(state / "qdrant"))
+    try:
+        out: dict[str, dict[str, Any]] = {}
+        if not client.collection_exists(collection):
+            return out
+        offset = None
+        while True:
+            recs, offset = client.scroll(collection, limit=1000, offset=offset, with_payload=True)
+            for r in recs:
+                out[str(r.id)] = dict(r.payload or {})
+            if offset is None:
+                return out
+    finally:
+        client.close()
+
+
+def without_provenance(points: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        pid: {k: v for k, v in p.items() if k not in ("indexed_at", "git_commit")}
+        for pid, p in points.items()
+    }
+
+
+def oracle(root: Path, tmp: Path, embed: Any) -> dict[str, dict[str, Any]]:
+    """Points of a from-scratch ingest of ``root`` into a fresh state dir."""
+    state = tmp / f"oracle-{time.monotonic_ns()}"
+    eng = make_engine(root, state, embed)
+    try:
+        for name in eng.sources:
+            eng.sync(name)
+    finally:
+        eng.close()
+    return without_provenance(store_snapshot(state))
+
+
+def assert_matches_oracle(root: Path, state: Path, tmp: Path, embed: Any) -> None:
+    """The store of ``state`` holds exactly the points a from-scratch ingest would."""
+    got = without_provenance(store_snapshot(state))
+    want = oracle(root, tmp, embed)
+    assert set(got) == set(want), (
+        f"{len(set(want) - set(got))} missing, {len(set(got) - set(want))} orphans"
+    )
+    diff = [pid for pid in want if got[pid] != want[pid]]
+    assert not diff, f"{len(diff)} points with a different payload, e.g. {diff[:3]}"
+
+
+def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
+    """Poll ``cond`` until it returns a truthy value or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    last: Any = None
+    while time.monotonic() < deadline:
+        last = cond()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
+
+
+def ingestd_cmd() -> list[str]:
+    """The installed console script, or the module fallback."""
+    exe = Path(sys.executable).parent / "ingestd"
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "ingestd.daemon"]
+
+
+def run_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
+            check: bool = False) -> subprocess.CompletedProcess[str]:
+    full_env = {**os.environ, **(env or {})}
+    proc = subprocess.run(
+        [*ingestd_cmd(), *args], capture_output=True, text=True, timeout=timeout, env=full_env
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"ingestd {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
+    return proc
+
+
