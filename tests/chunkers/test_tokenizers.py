@@ -1,0 +1,104 @@
+"""Sizers: tiktoken offline and bounded on hostile runs, the model's tokenizer untruncated."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ingestd.chunkers.tokenizers import (
+    MAX_RUN,
+    CharSizer,
+    ModelSizer,
+    TiktokenSizer,
+    load_tiktoken,
+    run_pieces,
+)
+
+
+def test_tiktoken_loads_offline_by_canonical_name(tiktoken_sizer: TiktokenSizer) -> None:
+    assert tiktoken_sizer.name == "tiktoken:cl100k_base"
+    assert load_tiktoken("cl100k_base") is load_tiktoken("cl100k_base")
+    assert tiktoken_sizer.count("hello world") == 2
+
+
+def test_unknown_encoding_names_the_offline_ones() -> None:
+    with pytest.raises(ValueError, match="no offline copy; available offline: .*cl100k_base"):
+        TiktokenSizer("no_such_encoding")
+
+
+def test_special_token_text_is_ordinary_text(tiktoken_sizer: TiktokenSizer) -> None:
+    assert tiktoken_sizer.count("<|endoftext|>") > 1
+    assert tiktoken_sizer.boundaries("<|endoftext|>")[-1] == len("<|endoftext|>")
+
+
+@pytest.mark.parametrize(
+    ("text", "ends"),
+    [("", []), ("éé", [1, 2]), ("hello world", [5, 11]), ("😀", [1])],
+    ids=["empty", "multibyte", "words", "emoji-of-two-tokens"],
+)
+def test_tiktoken_boundaries_are_str_offsets(
+    tiktoken_sizer: TiktokenSizer, text: str, ends: list[int]
+) -> None:
+    assert tiktoken_sizer.boundaries(text) == ends
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(max_size=300))
+def test_boundaries_agree_with_count(text: str) -> None:
+    sizer = TiktokenSizer()
+    ends = sizer.boundaries(text)
+    assert ends == sorted(set(ends))
+    assert (ends[-1] if ends else 0) == len(text)
+    assert len(ends) <= sizer.count(text)
+    assert "".join(text[a:b] for a, b in zip([0, *ends], ends, strict=False)) == text
+
+
+def test_long_runs_are_encoded_in_pieces() -> None:
+    text = "ab " + "x" * (MAX_RUN * 2 + 5) + " " * (MAX_RUN + 3) + "end"
+    pieces = list(run_pieces(text))
+    assert "".join(pieces) == text
+    # cut every MAX_RUN characters inside each long run, counted from the run's start
+    assert [len(p) for p in pieces] == [3 + MAX_RUN, MAX_RUN, 5 + MAX_RUN, 3 + 3]
+    assert list(run_pieces("short text")) == ["short text"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["!" * 1_000_000, "a" * 200_000, "-" * 1_000_000, " " * 1_000_000, "é" * 300_000],
+    ids=["1M-bang", "200k-letter", "1M-dash", "1M-space", "300k-multibyte"],
+)
+def test_tiktoken_stays_fast_on_one_huge_pre_token(
+    tiktoken_sizer: TiktokenSizer, text: str
+) -> None:
+    started = time.perf_counter()
+    n = tiktoken_sizer.count(text)
+    ends = tiktoken_sizer.boundaries(text)
+    assert time.perf_counter() - started < 5
+    assert ends[-1] == len(text) and len(ends) <= n
+
+
+def test_count_of_a_slice_is_recountable(tiktoken_sizer: TiktokenSizer) -> None:
+    text = "!" * 10_000
+    ends = tiktoken_sizer.boundaries(text)
+    piece = text[ends[10] : ends[300]]
+    assert tiktoken_sizer.count(piece) == len(tiktoken_sizer.boundaries(piece))
+
+
+def test_model_sizer_counts_past_the_bundled_truncation(model_sizer: ModelSizer) -> None:
+    text = "hello world " * 200
+    assert model_sizer.count(text) == 400 > 128
+    assert model_sizer.count_many([text, "hello"]) == [400, 1]
+    assert model_sizer.count("") == 0
+
+
+def test_model_sizer_adds_no_special_tokens(model_sizer: ModelSizer) -> None:
+    assert model_sizer.count("hello") == 1
+    assert model_sizer.boundaries("hello world") == [5, 11]
+
+
+def test_char_sizer() -> None:
+    assert CharSizer().count("éé") == 2
+    assert CharSizer().boundaries("abc") == [1, 2, 3]
