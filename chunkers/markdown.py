@@ -1,4 +1,4 @@
-"""``markdown``: sections at headings, blocks kept whole, packed to a token budget.
+r"""``markdown``: sections at headings, blocks kept whole, packed to a token budget.
 
 The document is cut into *sections* at the headings whose level opens a section (ATX
 ``#``..``######`` and setext ``===``/``---``; levels 1-3 by default), and each section
@@ -20,7 +20,7 @@ merged).
 
 Each chunk is a verbatim slice that starts at a line (or token) boundary and ends
 without trailing whitespace. ``heading_path`` holds the section titles, outermost first.
-With ``heading_prefix`` on, ``prefix`` is ``"Title > Section > Sub\\n\\n"`` (the document
+With ``heading_prefix`` on, ``prefix`` is ``"Title > Section > Sub\n\n"`` (the document
 title from YAML front matter as the root, unless the first heading repeats it), plus
 the header row of a table or the opening fence of a code block that the chunk
 continues. YAML front matter (``---`` ... ``---`` at the top, or TOML ``+++``) is not body
@@ -33,9 +33,12 @@ by default); offsets are ``str`` indices into the decoded text.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from pydantic import model_validator
@@ -115,7 +118,7 @@ def parse_front_matter(text: str) -> tuple[int, dict[str, str]]:
             import yaml
 
             data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        except Exception:  # noqa: BLE001 - malformed front matter is still not body text
+        except Exception:  # malformed front matter is still not body text
             data = None
     if not isinstance(data, dict):
         sep = "=" if fence == "+++" else ":"
@@ -138,8 +141,6 @@ class _Open:
     start: int
     kind: str
     last: int  # end of its last non-blank line
-    lines: int = 1
-    indent: int = 0
 
 
 @dataclass(slots=True)
@@ -178,11 +179,100 @@ def _kind(line: str, indent: int) -> str:
     return "para"
 
 
-def _lines(text: str, start: int) -> Iterator[tuple[int, str]]:
-    pos = start
-    for line in text[start:].split("\n"):
-        yield pos, line
-        pos += len(line) + 1
+@functools.cache
+def _closing_fence(char: str, length: int) -> re.Pattern[str]:
+    return re.compile(rf"^[ \t]*{re.escape(char)}{{{length},}}[ \t]*$", re.M)
+
+
+class _Parser:
+    """Line scanner behind :func:`parse_markdown`; fenced code is skipped by regex."""
+
+    def __init__(self, text: str, start: int, levels: int) -> None:
+        self.text = text
+        self.lines = text[start:].split("\n")
+        self.offsets = list(accumulate((len(x) + 1 for x in self.lines[:-1]), initial=start))
+        self.st = _State(levels)
+        self.cur: _Open | None = None
+
+    def close(self) -> None:
+        if self.cur is not None:
+            self.st.add(Block(self.cur.start, self.cur.last, self.cur.last, self.cur.kind))
+            self.cur = None
+
+    def run(self) -> list[Section]:
+        lines, offsets = self.lines, self.offsets
+        blank = False
+        i, n = 0, len(lines)
+        while i < n:
+            line = lines[i]
+            body = line.lstrip()
+            if not body:
+                blank = True
+                i += 1
+                continue
+            a = offsets[i]
+            b = a + len(line)
+            indent = len(line) - len(body)
+            first = body[0]
+            if first == "#" and indent < 4 and (m := _ATX.match(line)):
+                self.close()
+                level = len(m.group(1))
+                self.st.heading(level, _title(m.group(2) or ""), Block(a, b, b, "heading"))
+            elif first in "=-" and not blank and self._setext(line, b):
+                pass
+            else:
+                self._extend(line, a, b, indent, blank)
+                if first in "`~" and (m := _FENCE.match(line)):
+                    i = self._fence(i, m)
+            blank = False
+            i += 1
+        self.close()
+        return self.st.sections
+
+    def _setext(self, line: str, b: int) -> bool:
+        cur = self.cur
+        if cur is None or cur.kind != "para" or not _SETEXT.match(line):
+            return False
+        level = 1 if line.lstrip()[0] == "=" else 2
+        title = _title(self.text[cur.start : cur.last])
+        self.cur = None
+        self.st.heading(level, title, Block(cur.start, b, b, "heading"))
+        return True
+
+    def _extend(self, line: str, a: int, b: int, indent: int, blank: bool) -> None:
+        cur = self.cur
+        if cur is not None and blank:
+            keep = (cur.kind == "list" and (indent >= 2 or _LIST.match(line) is not None)) or (
+                cur.kind == "code" and indent >= 4
+            )
+            if not keep:
+                self.close()
+                cur = None
+        if cur is None:
+            self.cur = _Open(a, _kind(line, indent), b)
+        else:
+            cur.last = b
+
+    def _fence(self, i: int, m: re.Match[str]) -> int:
+        """Index of the line that closes the fence opened at line ``i`` (or the last line)."""
+        mark = m.group(1)
+        if mark[0] == "`" and "`" in m.group(2):
+            return i  # not a fence: an info string may not hold a backtick
+        assert self.cur is not None
+        if self.cur.start == self.offsets[i]:
+            self.cur.kind = "fence"
+        if i + 1 >= len(self.lines):
+            return i
+        close = _closing_fence(mark[0], len(mark)).search(self.text, self.offsets[i + 1])
+        j = (
+            len(self.lines) - 1
+            if close is None
+            else bisect.bisect_right(self.offsets, close.start()) - 1
+        )
+        while j > i and not self.lines[j].strip():
+            j -= 1
+        self.cur.last = self.offsets[j] + len(self.lines[j])
+        return j
 
 
 def parse_markdown(text: str, start: int = 0, section_levels: int = 3) -> list[Section]:
@@ -192,74 +282,7 @@ def parse_markdown(text: str, start: int = 0, section_levels: int = 3) -> list[S
     with no blocks); every other section starts with its heading block. Blocks tile
     the non-blank text: ``Block.next`` is the start of the following block.
     """
-    st = _State(section_levels)
-    cur: _Open | None = None
-    fence: tuple[str, int] | None = None
-    blank = False
-
-    def close() -> None:
-        nonlocal cur
-        if cur is not None:
-            st.add(Block(cur.start, cur.last, cur.last, cur.kind))
-            cur = None
-
-    for a, line in _lines(text, start):
-        b = a + len(line)
-        if fence is not None:
-            assert cur is not None
-            if line.strip():
-                cur.last = b
-                m = _FENCE.match(line)
-                if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= fence[1]:
-                    if not m.group(2).strip():
-                        fence = None
-            continue
-        body = line.lstrip()
-        if not body:
-            blank = True
-            continue
-        indent = len(line) - len(body)
-        first = body[0]
-        if first == "#" and indent < 4 and (m := _ATX.match(line)):
-            close()
-            level = len(m.group(1))
-            st.heading(level, _title(m.group(2) or ""), Block(a, b, b, "heading"))
-            blank = False
-            continue
-        if (
-            first in "=-"
-            and cur is not None
-            and not blank
-            and cur.kind == "para"
-            and (m := _SETEXT.match(line))
-        ):
-            level = 1 if first == "=" else 2
-            title = _title(text[cur.start : cur.last])
-            block = Block(cur.start, b, b, "heading")
-            cur = None
-            st.heading(level, title, block)
-            continue
-        if cur is not None and blank:
-            keep = (cur.kind == "list" and (indent >= 2 or _LIST.match(line) is not None)) or (
-                cur.kind == "code" and indent >= 4
-            )
-            if not keep:
-                close()
-        blank = False
-        if cur is None:
-            kind = _kind(line, indent)
-            cur = _Open(a, kind, b, indent=indent)
-        else:
-            cur.last = b
-            cur.lines += 1
-        if first in "`~" and (m := _FENCE.match(line)):
-            mark = m.group(1)
-            if mark[0] == "~" or "`" not in m.group(2):
-                fence = (mark[0], len(mark))
-                if cur.start == a:
-                    cur.kind = "fence"
-    close()
-    return _finish(text, st.sections)
+    return _finish(text, _Parser(text, start, section_levels).run())
 
 
 def _finish(text: str, sections: list[Section]) -> list[Section]:
@@ -294,7 +317,7 @@ def _carry(text: str, blk: Block) -> str:
 
 
 def heading_prefix(path: tuple[str, ...], title: str | None) -> str:
-    """``"Title > A > B\\n\\n"``, without repeating a title that the first heading repeats."""
+    r"""``"Title > A > B\n\n"``, without repeating a title that the first heading repeats."""
     parts = list(path)
     if title and not (parts and parts[0].casefold() == title.casefold()):
         parts.insert(0, title)
