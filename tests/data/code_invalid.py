@@ -1,0 +1,6 @@
+def broken(:
+    return 1
+
+
+def fine():
+    return 2
