@@ -108,7 +108,7 @@ def test_one_definition_per_chunk_with_anchor_every_one(tik: ChunkContext) -> No
 
 
 def test_syntax_error_falls_back_to_the_line_packer(tik: ChunkContext) -> None:
-    text = (DATA / "code_invalid.py").read_text()
+    text = (DATA / "code_invalid_py.txt").read_text()
     chunks = chunk(text, tik, max_tokens=8)
     assert [c.text for c in chunks] == ["def broken(:\n    return 1", "def fine():\n    return 2"]
     assert chunks == chunk(text, tik, max_tokens=8, language="text")
