@@ -121,6 +121,14 @@ def _kind(line: str) -> str:
     return "para"
 
 
+def _intro_ends_with_colons(lines: list[str], i: int, j: int) -> bool:
+    """Whether the first paragraph of lines ``i..j-1`` ends with ``::`` (a literal block)."""
+    k = i
+    while k + 1 < j and lines[k + 1].strip():
+        k += 1
+    return lines[k].rstrip().endswith("::")
+
+
 def parse_rst(text: str, section_levels: int = 3) -> list[Section]:
     """Cut ``text`` into sections of blocks (see the module docstring)."""
     lines = text.split("\n")
@@ -161,7 +169,7 @@ def parse_rst(text: str, section_levels: int = 3) -> list[Section]:
         j = _block_end(lines, i)
         end = offsets[j - 1] + len(lines[j - 1])
         kind = _kind(lines[i])
-        if kind == "para" and lines[j - 1].rstrip().endswith("::"):
+        if kind == "para" and _intro_ends_with_colons(lines, i, j):
             kind = "literal"
         sections[-1].blocks.append(Block(a, end, end, kind))
         i = j
