@@ -16,6 +16,7 @@ progress in ``STATUS=``.
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import logging
 import os
@@ -41,6 +42,8 @@ __all__ = ["Service"]
 logger = logging.getLogger(__name__)
 
 URGENT, CHANGES, SCAN = 0, 1, 2
+RETRY_MIN_S, RETRY_MAX_S = 1.0, 60.0  # back-off of a failed batch or scan
+UNWATCHED_RESCAN_S = 60.0  # rescan period of a source whose watch could not be set
 
 
 @dataclass(order=True)
@@ -49,6 +52,8 @@ class _Job:
     seq: int
     run: Callable[[], Any] = field(compare=False)
     future: Future[Any] | None = field(default=None, compare=False)
+    #: called instead of the default rescan when a background job fails
+    on_error: Callable[[Exception], None] | None = field(default=None, compare=False)
 
 
 class Service:
@@ -91,6 +96,13 @@ class Service:
         self.started_at = time.time()
         self._last_rescan = time.monotonic()
         self._lag: list[float] = []
+        self._delayed: list[tuple[float, int, _Job]] = []  # heap of (due, seq, job)
+        self._failures: dict[str, int] = {}  # consecutive failures per source
+        self.last_error: dict[str, str] = {}
+        self._unwatched: dict[str, float] = {}  # source -> last rescan (monotonic)
+        self._next_ping = 0.0
+        self._ping_every = systemd.watchdog_interval()
+        self.metrics: Any = None
 
     # -- public ------------------------------------------------------------------------------
 
@@ -118,13 +130,15 @@ class Service:
         self._lock.acquire("ingestd run")
         self.engine = self.engine_factory(self.cfg, self.state_dir)
         _ = self.engine.store  # open it now: a locked or unreachable store fails start-up
+        self._instrument(self.engine)
         self._start_watching()
         self._control = ControlServer(self.state_dir, self._dispatch)
         self._control.start()
+        self._start_metrics()
         systemd.notify("READY=1")
         self.phase = "reconciling"
         for name in self.engine.sources:
-            self._queue.put(_Job(SCAN, next(self._seq), self._scan_job(name, "start-up")))
+            self._queue_scan(name, "start-up")
         self.started.set()
         logger.info(
             "ready: %d source(s), control socket %s", len(self.engine.sources), self._control.path
@@ -137,43 +151,86 @@ class Service:
             Batcher(w.debounce_ms / 1000, w.max_delay_ms / 1000), self._on_batch
         )
         self._batcher.start()
+        self._unwatched.clear()
         for name, flt in self.engine.filters.items():
             sw = SourceWatcher(flt, self._batcher.put, self._on_lost)
             try:
                 sw.start()
             except OSError as exc:
+                sw.stop()
                 logger.error(
                     "cannot watch source %s (%s); it is rescanned every %.0f s instead "
                     "(raise fs.inotify.max_user_watches?)",
                     name,
                     exc,
-                    w.rescan_interval_s or 60,
+                    UNWATCHED_RESCAN_S,
                 )
+                self._unwatched[name] = time.monotonic()
                 continue
             self._watchers.append(sw)
 
     def main_loop(self) -> None:
-        """Run jobs until :attr:`should_exit`; ping the systemd watchdog."""
-        ping = systemd.watchdog_interval()
-        next_ping = time.monotonic()
+        """Run jobs until :attr:`should_exit`; ping the systemd watchdog.
+
+        Exits with :attr:`exit_code` 1 when a file watcher or the batcher died: the
+        daemon never runs on without its watches (systemd restarts it).
+        """
         while not self.should_exit.is_set():
-            now = time.monotonic()
-            if ping and now >= next_ping:
-                systemd.notify("WATCHDOG=1")
-                next_ping = now + ping
+            self._ping()
             if self._reload.is_set():
                 self._reload.clear()
                 self._do_reload()
-            if any(not w.alive() for w in self._watchers):
-                logger.error("a file watcher died; exiting so that the service is restarted")
+            dead = self._dead_watchers()
+            if dead:
+                logger.error(
+                    "file watching stopped (%s); exiting so that the service is restarted",
+                    ", ".join(dead),
+                )
                 self.exit_code = 1
                 return
+            now = time.monotonic()
             self._maybe_rescan(now)
+            wait = self._release_delayed(now)
             try:
-                job = self._queue.get(timeout=min(0.5, ping or 0.5))
+                job = self._queue.get(timeout=min(0.5, self._ping_every or 0.5, wait))
             except queue.Empty:
                 continue
             self._run_job(job)
+
+    def _dead_watchers(self) -> list[str]:
+        dead = [f"watcher of {w.source}" for w in self._watchers if not w.alive()]
+        if self._batcher is not None and not self._batcher.alive():
+            dead.append("batcher thread")
+        return dead
+
+    def _ping(self) -> None:
+        """``WATCHDOG=1`` at half of systemd's interval (also called between batches)."""
+        if self._ping_every is None:
+            return
+        now = time.monotonic()
+        if now >= self._next_ping:
+            systemd.notify("WATCHDOG=1")
+            self._next_ping = now + self._ping_every
+
+    def _defer(self, delay: float, job: _Job) -> None:
+        """Queue ``job`` after ``delay`` seconds (main thread only)."""
+        heapq.heappush(self._delayed, (time.monotonic() + delay, job.seq, job))
+
+    def _release_delayed(self, now: float) -> float:
+        """Queue the delayed jobs that are due; returns seconds until the next one."""
+        while self._delayed and self._delayed[0][0] <= now:
+            _, _, job = heapq.heappop(self._delayed)
+            self._queue.put(job)
+        return max(0.01, self._delayed[0][0] - now) if self._delayed else 0.5
+
+    def _backoff(self, source: str) -> float:
+        n = self._failures.get(source, 0) + 1
+        self._failures[source] = n
+        return float(min(RETRY_MAX_S, RETRY_MIN_S * 2 ** (n - 1)))
+
+    def _succeeded(self, source: str) -> None:
+        self._failures.pop(source, None)
+        self.last_error.pop(source, None)
 
     def shutdown(self) -> None:
         """Stop watchers, the socket and the engine; release the lock."""
@@ -185,6 +242,9 @@ class Service:
             self._batcher.stop()
         if self._control is not None:
             self._control.close()
+        if self.metrics is not None:
+            self.metrics.close()
+        self._delayed.clear()
         while True:  # fail whatever is still queued
             try:
                 job = self._queue.get_nowait()
@@ -232,15 +292,41 @@ class Service:
         except Exception as exc:
             if job.future is not None:
                 job.future.set_exception(exc)
+            elif job.on_error is not None:
+                job.on_error(exc)
             else:
-                logger.exception("job failed; the source will be rescanned")
+                logger.exception("job failed; the sources will be rescanned")
                 self._schedule_retry_rescan()
             return
         if job.future is not None:
             job.future.set_result(result)
 
+    def _failed(self, source: str, what: str, exc: Exception, retry: _Job) -> None:
+        """Log a failed background job and queue it again after a back-off."""
+        from ingestd.store.vectors import StoreUnavailableError
+
+        delay = self._backoff(source)
+        self.last_error[source] = f"{type(exc).__name__}: {exc}"
+        if self.metrics is not None:
+            self.metrics.job_errors.inc()
+        expected = isinstance(exc, StoreUnavailableError | ConnectionError | TimeoutError) or (
+            type(exc).__module__.startswith("qdrant_client")
+        )
+        logger.log(
+            logging.ERROR,
+            "%s of source %s failed (%s: %s); retrying in %.0f s",
+            what,
+            source,
+            type(exc).__name__,
+            exc,
+            delay,
+            exc_info=not expected,
+        )
+        self._defer(delay, retry)
+
     def _serve_urgent(self) -> None:
         """Run queued urgent jobs (searches, status) between write batches."""
+        self._ping()
         held: list[_Job] = []
         while True:
             try:
@@ -259,12 +345,20 @@ class Service:
             assert self.engine is not None
             logger.info("scanning source %s (%s)", source, why)
 
+            if source not in self.engine.sources:
+                return None  # removed by a reload
+
             def progress(done: int, total: int) -> None:
                 self.progress[source] = f"{done}/{total}"
                 systemd.notify(f"STATUS=indexing {source}: {done}/{total} documents")
+                self._ping()
 
-            res = self.engine.sync(source, progress=progress, between=self._serve_urgent)
-            self.progress.pop(source, None)
+            try:
+                res = self.engine.sync(source, progress=progress, between=self._serve_urgent)
+            finally:
+                self.progress.pop(source, None)
+            self._succeeded(source)
+            self._observe(res, None)
             logger.info(
                 "source %s in sync: %d indexed, %d deleted, %d failed, %d embedded, %d reused",
                 source,
@@ -279,6 +373,20 @@ class Service:
 
         return run
 
+    def _queue_scan(self, source: str, why: str, delay: float = 0.0) -> None:
+        job = _Job(SCAN, next(self._seq), self._scan_job(source, why))
+        job.on_error = lambda exc: self._failed(
+            source, "scan", exc, _Job(SCAN, next(self._seq), job.run, on_error=job.on_error)
+        )
+        if delay:
+            self._defer(delay, job)
+        else:
+            self._queue.put(job)
+
+    def _observe(self, res: Any, first: float | None) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_sync(res, None if first is None else time.monotonic() - first)
+
     def _idle_status(self) -> None:
         if not self.progress and self.engine is not None:
             self.phase = "watching"
@@ -287,14 +395,20 @@ class Service:
                 f"{self.engine.embedder.stats.embedded} chunks embedded since start"
             )
 
-    def _on_batch(self, source: str, paths: set[str]) -> None:
-        queued = time.monotonic()
+    def _on_batch(self, source: str, paths: set[str], first: float | None = None) -> None:
+        """Queue a batch of changed paths (called on the batcher thread)."""
+        self._queue.put(self._batch_job(source, set(paths), first or time.monotonic()))
 
+    def _batch_job(self, source: str, paths: set[str], first: float) -> _Job:
         def run() -> Any:
             assert self.engine is not None
+            if source not in self.engine.sources:
+                return None  # removed by a reload
             res = self.engine.sync(source, paths, between=self._serve_urgent)
-            self._lag.append(time.monotonic() - queued)
+            self._succeeded(source)
+            self._lag.append(time.monotonic() - first)
             del self._lag[:-100]
+            self._observe(res, first)
             if res.indexed or res.deleted or res.failed:
                 logger.info(
                     "source %s: %d changed path(s): %d indexed, %d deleted, %d failed",
@@ -304,61 +418,107 @@ class Service:
                     res.deleted,
                     res.failed,
                 )
-            if res.retry:
-                self._retry_later(source, res.retry)
+            if res.retry:  # files that vanished or were locked mid-read
+                self._defer(RETRY_MIN_S, self._batch_job(source, set(res.retry), first))
             return res.as_dict()
 
-        self._queue.put(_Job(CHANGES, next(self._seq), run))
-
-    def _retry_later(self, source: str, paths: list[str]) -> None:
-        assert self._batcher is not None
-        timer = threading.Timer(1.0, lambda: [self._batcher.put(source, p) for p in paths])  # type: ignore[union-attr]
-        timer.daemon = True
-        timer.start()
+        job = _Job(CHANGES, next(self._seq), run)
+        job.on_error = lambda exc: self._failed(
+            source, f"a batch of {len(paths)} change(s)", exc, self._batch_job(source, paths, first)
+        )
+        return job
 
     def _on_lost(self, source: str, why: str) -> None:
+        """Events may have been lost: rescan the source (thread-safe)."""
         logger.warning("events of source %s may have been lost (%s); rescanning", source, why)
-        self._queue.put(_Job(SCAN, next(self._seq), self._scan_job(source, why)))
+        self._queue_scan(source, why)
 
     def _schedule_retry_rescan(self) -> None:
         assert self.engine is not None
         for name in self.engine.sources:
-            self._queue.put(_Job(SCAN, next(self._seq), self._scan_job(name, "after an error")))
+            self._queue_scan(name, "after an error", self._backoff(name))
 
     def _maybe_rescan(self, now: float) -> None:
+        assert self.engine is not None
+        for name, last in list(self._unwatched.items()):
+            if now - last >= UNWATCHED_RESCAN_S:
+                self._unwatched[name] = now
+                self._queue_scan(name, "unwatched source")
         interval = self.cfg.watch.rescan_interval_s
         if not interval or now - self._last_rescan < interval:
             return
         self._last_rescan = now
-        assert self.engine is not None
         for name in self.engine.sources:
-            self._queue.put(_Job(SCAN, next(self._seq), self._scan_job(name, "periodic rescan")))
+            self._queue_scan(name, "periodic rescan")
 
     def _do_reload(self) -> None:
+        """Apply a new config (SIGHUP); an invalid one keeps the running config.
+
+        The new engine is built before the old one is closed, so a config whose rules,
+        tokenizer or model cannot be loaded is rejected with the old engine intact. A
+        scan of every source follows: only documents whose rule fingerprint changed
+        are re-chunked.
+        """
         if self.reload_config is None:
+            logger.warning("SIGHUP ignored: no config file to reload")
             return
         systemd.notify("RELOADING=1")
+        logger.info("reloading the configuration")
         try:
             new = self.reload_config()
-        except ConfigError as exc:
-            logger.error("reload failed, keeping the running config:\n%s", exc)
+            if not new.sources:
+                raise ConfigError(["sources: the new config has no source to watch"])
+            engine = self.engine_factory(new, self.state_dir)
+        except Exception as exc:
+            logger.error(
+                "reload failed, keeping the running config:\n%s",
+                exc if isinstance(exc, ConfigError) else f"{type(exc).__name__}: {exc}",
+            )
             systemd.notify("READY=1")
             return
-        logger.info("reloading the configuration")
         assert self.engine is not None
         for w in self._watchers:
             w.stop()
         self._watchers.clear()
         if self._batcher is not None:
             self._batcher.stop()
+        if self.metrics is not None:
+            self.metrics.embedded_before += self.engine.embedder.stats.embedded
+            self.metrics.reused_before += self.engine.embedder.stats.reused
         self.engine.close()
         self.cfg = new
-        self.engine = self.engine_factory(new, self.state_dir)
+        self.engine = engine
         _ = self.engine.store
+        self._instrument(self.engine)
         self._start_watching()
         for name in self.engine.sources:
-            self._queue.put(_Job(SCAN, next(self._seq), self._scan_job(name, "reload")))
+            self._queue_scan(name, "reload")
         systemd.notify("READY=1")
+        logger.info("configuration reloaded: %d source(s)", len(self.engine.sources))
+
+    # -- metrics ---------------------------------------------------------------------------------
+
+    def _instrument(self, engine: Engine) -> None:
+        """Count calls of the embedding model (wraps the embedders' model callable)."""
+        for emb in (engine.embedder, engine.sentence_embedder):
+            model = emb.model
+
+            def counted(texts: Any, _model: Any = model) -> Any:
+                if self.metrics is not None:
+                    self.metrics.embedding_calls.inc()
+                return _model(texts)
+
+            emb.model = counted
+
+    def _start_metrics(self) -> None:
+        m = self.cfg.metrics
+        if m.port is None:
+            return
+        from .metrics import Metrics
+
+        self.metrics = Metrics(self)
+        self.metrics.serve(m.host, m.port)
+        logger.info("metrics on http://%s:%d/metrics", m.host, self.metrics.port)
 
     # -- control commands --------------------------------------------------------------------------
 
@@ -388,7 +548,9 @@ class Service:
             "queue_depth": (self._batcher.depth() if self._batcher else 0) + self._queue.qsize(),
             "lag_seconds": round(time.monotonic() - oldest, 3) if oldest else 0.0,
             "watchers_alive": all(w.alive() for w in self._watchers),
+            "unwatched_sources": sorted(self._unwatched),
             "started_at": self.started_at,
-            "healthy": all(w.alive() for w in self._watchers),
+            "last_error": dict(self.last_error),
+            "healthy": not self._dead_watchers() and not self.last_error,
         }
         return st

@@ -19,13 +19,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from .scanner import SourceFilter
 
-__all__ = ["Batcher", "BatcherThread", "SourceWatcher"]
+__all__ = ["Batch", "Batcher", "BatcherThread", "SourceWatcher"]
 
 logger = logging.getLogger(__name__)
+
+
+class Batch(NamedTuple):
+    """A due batch: the source, its changed relative paths, and when the first came in."""
+
+    source: str
+    paths: set[str]
+    first: float
 
 
 @dataclass
@@ -56,12 +64,12 @@ class Batcher:
         p.paths.add(path)
         p.last = now
 
-    def due(self, now: float) -> list[tuple[str, set[str]]]:
+    def due(self, now: float) -> list[Batch]:
         """Batches ready at ``now``: quiet for ``debounce`` or waiting ``max_delay``."""
         ready = []
         for source, p in list(self._pending.items()):
             if now - p.last >= self.debounce or now - p.first >= self.max_delay:
-                ready.append((source, p.paths))
+                ready.append(Batch(source, p.paths, p.first))
                 del self._pending[source]
         return ready
 
@@ -85,16 +93,19 @@ class Batcher:
 class BatcherThread:
     """Runs a :class:`Batcher`: ``put`` from any thread, batches go to ``emit``.
 
+    An exception from ``emit`` is logged and never ends the thread.
+
     Args:
         batcher: the coalescing state.
-        emit: called on this thread with ``(source, paths)`` for each due batch.
+        emit: called on this thread with ``(source, paths, first)`` for each due
+            batch (``first``: clock time of its oldest change).
         clock: monotonic clock in seconds.
     """
 
     def __init__(
         self,
         batcher: Batcher,
-        emit: Callable[[str, set[str]], None],
+        emit: Callable[[str, set[str], float], None],
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.batcher = batcher
@@ -124,6 +135,10 @@ class BatcherThread:
         with self._cond:
             return self.batcher.oldest()
 
+    def alive(self) -> bool:
+        """Whether the thread runs."""
+        return self._thread.is_alive()
+
     def _run(self) -> None:
         while True:
             with self._cond:
@@ -134,8 +149,11 @@ class BatcherThread:
                 if timeout is None or timeout > 0:
                     self._cond.wait(timeout)
                 ready = self.batcher.due(self.clock())
-            for source, paths in ready:
-                self.emit(source, paths)
+            for batch in ready:
+                try:
+                    self.emit(*batch)
+                except Exception:
+                    logger.exception("cannot hand over a batch of source %s", batch.source)
 
     def stop(self) -> None:
         """Stop the thread (pending paths are dropped: the next scan finds them)."""
@@ -145,8 +163,57 @@ class BatcherThread:
         self._thread.join(timeout=5)
 
 
+def _under(path: str, root: str) -> bool:
+    return path == root or path.startswith(root + os.sep) or root.startswith(path + os.sep)
+
+
+class _OverflowHook(logging.Handler):
+    """Turns watchdog's "Inotify queue overflowed" log record into ``on_lost`` calls.
+
+    watchdog rebuilds its watches after an ``IN_Q_OVERFLOW`` but emits no event for
+    it; the events the kernel dropped are only found again by a rescan.
+    """
+
+    _watchers: set[SourceWatcher] = set()
+    _lock = threading.Lock()
+    _installed: _OverflowHook | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "overflow" not in record.getMessage().lower():
+            return
+        with self._lock:
+            watchers = list(self._watchers)
+        args = record.args if isinstance(record.args, tuple) else ()
+        where = [os.path.realpath(os.fsdecode(a)) for a in args if isinstance(a, str | bytes)]
+        mine = [w for w in watchers if any(_under(p, w.root) for p in where)]
+        for w in mine or watchers:
+            try:
+                w._on_lost(w.source, "the inotify event queue overflowed")
+            except Exception:  # pragma: no cover - a logging handler must not raise
+                logger.debug("overflow callback failed", exc_info=True)
+
+    @classmethod
+    def register(cls, w: SourceWatcher) -> None:
+        with cls._lock:
+            cls._watchers.add(w)
+            if cls._installed is None:
+                cls._installed = cls(logging.WARNING)
+                logging.getLogger("watchdog.observers.inotify").addHandler(cls._installed)
+
+    @classmethod
+    def unregister(cls, w: SourceWatcher) -> None:
+        with cls._lock:
+            cls._watchers.discard(w)
+
+
 class SourceWatcher:
     """A watchdog observer on one source, forwarding relevant paths to ``put``.
+
+    Every event is reduced to the relative paths it names (both ends of a move); the
+    filter drops ignored paths (``.git``, editor temporaries, excludes, the state
+    dir). An exception while handling an event is logged and never ends the
+    observer thread; :meth:`alive` tells whether the observer and its emitter
+    threads still run (the service exits non-zero when they do not).
 
     Args:
         flt: the source's filter; ignored paths never reach ``put``.
@@ -170,16 +237,21 @@ class SourceWatcher:
         watcher = self
 
         class Handler(FileSystemEventHandler):
-            def on_any_event(self, event: FileSystemEvent) -> None:
+            def dispatch(self, event: FileSystemEvent) -> None:
                 try:
                     watcher._on_event(event)
                 except Exception:
-                    logger.exception("error handling %r", event)
+                    logger.exception("error handling %r; rescanning", event)
+                    try:
+                        watcher._on_lost(watcher.source, "an event could not be handled")
+                    except Exception:
+                        logger.exception("cannot schedule a rescan")
 
         self._observer: Any = Observer()
         self._handler = Handler()
         self._put = put
         self._on_lost = on_lost
+        self._started = False
 
     def _rel(self, path: str | bytes) -> str | None:
         p = os.fsdecode(path)
@@ -223,13 +295,18 @@ class SourceWatcher:
         """
         self._observer.schedule(self._handler, self.root, recursive=True)
         self._observer.start()
+        self._started = True
+        _OverflowHook.register(self)
 
     def alive(self) -> bool:
-        """Whether the observer thread still runs."""
-        return bool(self._observer.is_alive())
+        """Whether the observer thread and every emitter thread still run."""
+        if not self._observer.is_alive():
+            return False
+        return all(e.is_alive() for e in list(getattr(self._observer, "emitters", ())))
 
     def stop(self) -> None:
         """Stop and join the observer thread."""
+        _OverflowHook.unregister(self)
         self._observer.stop()
-        if self._observer.is_alive():
+        if self._started and self._observer.is_alive():
             self._observer.join(timeout=5)
