@@ -8,7 +8,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -140,8 +140,9 @@ def ingestd_cmd() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "ingestd.daemon"]
 
 
-def run_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
-            check: bool = False) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, timeout: float = 120, env: dict[str, str] | None = None, check: bool = False
+) -> subprocess.CompletedProcess[str]:
     full_env = {**os.environ, **(env or {})}
     proc = subprocess.run(
         [*ingestd_cmd(), *args], capture_output=True, text=True, timeout=timeout, env=full_env
@@ -149,5 +150,3 @@ def run_cli(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
     if check and proc.returncode != 0:
         raise AssertionError(f"ingestd {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
     return proc
-
-

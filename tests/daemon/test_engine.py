@@ -28,7 +28,9 @@ def _sync(eng, paths=None, **kw):
     return eng.sync(name, paths, **kw)
 
 
-def test_first_ingest_then_noop(tree: Path, tmp_path: Path, fake_embedder: CountingEmbedder) -> None:
+def test_first_ingest_then_noop(
+    tree: Path, tmp_path: Path, fake_embedder: CountingEmbedder
+) -> None:
     state = tmp_path / "state"
     eng = make_engine(tree, state, fake_embedder)
     res = _sync(eng)
@@ -105,8 +107,12 @@ def test_rule_change_rechunks_only_its_documents(
     _sync(eng)
     eng.close()
     rules = [
-        RuleConfig(name="glossary", match=("docs/concepts/glossary.md",), chunker="token",
-                   params={"max_tokens": 64, "overlap": 8}),
+        RuleConfig(
+            name="glossary",
+            match=("docs/concepts/glossary.md",),
+            chunker="token",
+            params={"max_tokens": 64, "overlap": 8},
+        ),
         RuleConfig(name="markdown", match=("*.md",), chunker="markdown"),
     ]
     eng = make_engine(tree, state, fake_embedder, rules=[r.model_dump() for r in rules])

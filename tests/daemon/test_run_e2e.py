@@ -85,13 +85,18 @@ def test_run_follows_edits_and_stops_cleanly(tmp_path: Path) -> None:
     env = {**os.environ, "INGESTD_STATE_DIR": ""}
     proc = subprocess.Popen(
         [*ingestd_cmd(), "run", "--state-dir", str(state), str(root)],
-        stdout=log, stderr=subprocess.STDOUT, env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=env,
     )
     try:
         wait_for(
-            lambda: (tmp_path / "state" / "control-socket").exists()
-            and (_status(state).get("daemon") or {}).get("phase") == "watching",
-            240, "the first reconcile",
+            lambda: (
+                (tmp_path / "state" / "control-socket").exists()
+                and (_status(state).get("daemon") or {}).get("phase") == "watching"
+            ),
+            240,
+            "the first reconcile",
         )
         st = _status(state)
         (src,) = st["sources"]
@@ -101,22 +106,34 @@ def test_run_follows_edits_and_stops_cleanly(tmp_path: Path) -> None:
         # add
         new = root / "docs/zebra.md"
         new.write_text("# Zebra crossings\n\nA zebra crossing is a striped pedestrian crossing.\n")
-        wait_for(lambda: "docs/zebra.md" in _paths(_search(state, "striped pedestrian crossing")),
-                 15, "the added file in search")
+        wait_for(
+            lambda: "docs/zebra.md" in _paths(_search(state, "striped pedestrian crossing")),
+            15,
+            "the added file in search",
+        )
         # edit
         new.write_text("# Zebra crossings\n\nPelican crossings have traffic lights instead.\n")
-        wait_for(lambda: any("Pelican" in h["text"] for h in _search(state, "pelican crossing")),
-                 15, "the edit in search")
+        wait_for(
+            lambda: any("Pelican" in h["text"] for h in _search(state, "pelican crossing")),
+            15,
+            "the edit in search",
+        )
         embedded1 = _status(state)["embedded_since_start"]
         # rename: re-keyed, never embedded again
         os.rename(root / "docs/concepts/glossary.md", root / "docs/glossary.md")
-        wait_for(lambda: "docs/glossary.md" in _paths(_search(state, "glossary of terms", 5)),
-                 15, "the renamed file in search")
+        wait_for(
+            lambda: "docs/glossary.md" in _paths(_search(state, "glossary of terms", 5)),
+            15,
+            "the renamed file in search",
+        )
         assert _status(state)["embedded_since_start"] == embedded1
         # delete
         new.unlink()
-        wait_for(lambda: "docs/zebra.md" not in _paths(_search(state, "pelican crossing", 10)),
-                 15, "the deleted file to leave search")
+        wait_for(
+            lambda: "docs/zebra.md" not in _paths(_search(state, "pelican crossing", 10)),
+            15,
+            "the deleted file to leave search",
+        )
         assert embedded1 > embedded0
 
         verify = run_cli("verify", "--state-dir", str(state), "--json", timeout=120)
