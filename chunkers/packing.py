@@ -295,27 +295,35 @@ class Packer:
         out: list[Span] = []
         i = 0
         while i < len(units):
-            j, tok = self._take(units, i)
-            while True:
-                res = self._check(units, i, j, tok)
-                if isinstance(res, Span):
-                    break
-                if j - i > 1:
-                    jj, t = j - 1, tok - units[j - 1].tok
-                    while jj - 1 > i and t > res:
-                        jj -= 1
-                        t -= units[jj].tok
-                    j, tok = jj, t
-                    continue
-                sub = self._split_unit(units[i], res)
-                if sub is None:  # one token that does not fit with its prefix: drop it
-                    res = self._check(units, i, j, tok, prefix=False, force=True)
-                    break
-                units[i : i + 1] = sub
-                j, tok = self._take(units, i)
-            out.append(res)
-            i = j
+            span, i = self._fit(units, i)
+            out.append(span)
         return out
+
+    def _fit(self, units: list[_Unit], i: int) -> tuple[Span, int]:
+        """The chunk that starts at ``units[i]`` and the index of the unit after it.
+
+        Units that turn out too big (for the exact count or for the model) are split in
+        place, in ``units``.
+        """
+        j, tok = self._take(units, i)
+        while True:
+            res = self._check(units, i, j, tok)
+            if isinstance(res, Span):
+                return res, j
+            if j - i > 1:
+                jj, t = j - 1, tok - units[j - 1].tok
+                while jj - 1 > i and t > res:
+                    jj -= 1
+                    t -= units[jj].tok
+                j, tok = jj, t
+                continue
+            sub = self._split_unit(units[i], res)
+            if sub is None:  # one token that does not fit with its prefix: drop the prefix
+                forced = self._check(units, i, j, tok, prefix=False, force=True)
+                assert isinstance(forced, Span)
+                return forced, j
+            units[i : i + 1] = sub
+            j, tok = self._take(units, i)
 
     def pack_all(self) -> list[Span]:
         """Pack every section."""
