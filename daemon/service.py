@@ -103,6 +103,7 @@ class Service:
         self._next_ping = 0.0
         self._ping_every = systemd.watchdog_interval()
         self.metrics: Any = None
+        self.batches_done = 0  # live batches applied (tests and status)
 
     # -- public ------------------------------------------------------------------------------
 
@@ -219,8 +220,8 @@ class Service:
     def _release_delayed(self, now: float) -> float:
         """Queue the delayed jobs that are due; returns seconds until the next one."""
         while self._delayed and self._delayed[0][0] <= now:
-            _, _, job = heapq.heappop(self._delayed)
-            self._queue.put(job)
+            self._queue.put(self._delayed[0][2])  # queued before it leaves the heap: idle()
+            heapq.heappop(self._delayed)
         return max(0.01, self._delayed[0][0] - now) if self._delayed else 0.5
 
     def _backoff(self, source: str) -> float:
@@ -286,7 +287,23 @@ class Service:
 
     # -- jobs ------------------------------------------------------------------------------------
 
+    def idle(self) -> bool:
+        """Whether nothing waits: no changed path, no queued, delayed or running job."""
+        batcher = self._batcher
+        return (
+            self._queue.unfinished_tasks == 0
+            and not self._delayed
+            and (batcher is None or batcher.depth() == 0)
+        )
+
     def _run_job(self, job: _Job) -> None:
+        """Run a job taken from the queue (and mark it done)."""
+        try:
+            self._run_job_inner(job)
+        finally:
+            self._queue.task_done()
+
+    def _run_job_inner(self, job: _Job) -> None:
         try:
             result = job.run()
         except Exception as exc:
@@ -339,6 +356,7 @@ class Service:
                 held.append(job)
         for job in held:
             self._queue.put(job)
+            self._queue.task_done()  # the get above
 
     def _scan_job(self, source: str, why: str) -> Callable[[], Any]:
         def run() -> Any:
@@ -405,6 +423,7 @@ class Service:
             if source not in self.engine.sources:
                 return None  # removed by a reload
             res = self.engine.sync(source, paths, between=self._serve_urgent)
+            self.batches_done += 1
             self._succeeded(source)
             self._lag.append(time.monotonic() - first)
             del self._lag[:-100]

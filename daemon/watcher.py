@@ -113,6 +113,7 @@ class BatcherThread:
         self.clock = clock
         self._cond = threading.Condition()
         self._stopped = False
+        self._emitting = 0  # paths taken from the batcher, not yet handed to ``emit``
         self._thread = threading.Thread(target=self._run, name="ingestd-batcher", daemon=True)
 
     def start(self) -> None:
@@ -126,9 +127,9 @@ class BatcherThread:
             self._cond.notify()
 
     def depth(self) -> int:
-        """Paths waiting for their quiet period."""
+        """Paths waiting for their quiet period or being handed over."""
         with self._cond:
-            return self.batcher.depth()
+            return self.batcher.depth() + self._emitting
 
     def oldest(self) -> float | None:
         """Monotonic time of the oldest waiting change."""
@@ -149,11 +150,15 @@ class BatcherThread:
                 if timeout is None or timeout > 0:
                     self._cond.wait(timeout)
                 ready = self.batcher.due(self.clock())
+                self._emitting += sum(len(b.paths) for b in ready)
             for batch in ready:
                 try:
                     self.emit(*batch)
                 except Exception:
                     logger.exception("cannot hand over a batch of source %s", batch.source)
+                finally:
+                    with self._cond:
+                        self._emitting -= len(batch.paths)
 
     def stop(self) -> None:
         """Stop the thread (pending paths are dropped: the next scan finds them)."""
@@ -274,8 +279,12 @@ class SourceWatcher:
                 continue
             name = rel.rsplit("/", 1)[-1]
             if name == ".gitignore":
-                self.flt.forget_gitignore(rel.rsplit("/", 1)[0] if "/" in rel else "")
-                self._on_lost(self.source, f"{rel} changed")
+                # re-plan the whole folder in the same batch as the other changes (a
+                # checkout that adds a .gitignore is still one batch)
+                folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
+                self.flt.forget_gitignore(folder)
+                if folder == "" or not self.flt.ignores_dir(folder):
+                    self._put(self.source, folder)
                 continue
             if rel == "":
                 if event.event_type == "deleted":
