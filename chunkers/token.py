@@ -72,10 +72,22 @@ class Windows:
 
     def fits(self, s: int, e: int, *, strip: bool = False) -> bool:
         """Whether window ``(s, e)`` (trimmed of whitespace if ``strip``) fits."""
-        a, b = self.offset(s), self.offset(e)
-        if strip:
-            a, b = strip_span(self.text, a, b)
+        a, b = self._span(s, e, strip)
         return a == b or self.budget.fits(self.text[a:b], self.prefix)
+
+    def _span(self, s: int, e: int, strip: bool) -> tuple[int, int]:
+        a, b = self.offset(s), self.offset(e)
+        return strip_span(self.text, a, b) if strip else (a, b)
+
+    def _pieces(self, s: int, e: int, strip: bool) -> int:
+        """Word pieces of the model in ``prefix`` + window (0 without a model sizer)."""
+        model = self.budget.model_sizer
+        a, b = self._span(s, e, strip)
+        return model.count(self.prefix + self.text[a:b]) if model is not None else 0
+
+    def _budget_ok(self, s: int, e: int, strip: bool) -> bool:
+        a, b = self._span(s, e, strip)
+        return self.budget.sizer.count(self.text[a:b]) <= self.budget.max_tokens
 
     def fit(self, s: int, e: int, *, strip: bool = False) -> int:
         """Largest ``e2`` with ``s < e2 <= e`` whose window fits (``s + 1`` if none does).
@@ -88,10 +100,12 @@ class Windows:
         if self._chars_per_piece:
             guess = self._model_guess(s, e)
             if guess < e:
-                if ok(guess):
+                pieces = self._pieces(s, guess, strip)
+                limit = self.budget.model_max_tokens
+                if pieces <= limit and self._budget_ok(s, guess, strip):
                     step = max(1, (guess - s) // 8)
-                    if not ok(min(e, guess + step)):
-                        return guess
+                    if pieces * 10 >= limit * 9 or not ok(min(e, guess + step)):
+                        return guess  # within 10% of the model's limit: good enough
                     end = _gallop(guess, e, ok)
                     if end == e:  # the model's limit no longer bites: stop guessing
                         self._chars_per_piece = 0.0
@@ -102,9 +116,7 @@ class Windows:
         model = self.budget.model_sizer
         if model is not None:
             for _ in range(3):
-                a, b = self.offset(s), self.offset(e)
-                if strip:
-                    a, b = strip_span(self.text, a, b)
+                a, b = self._span(s, e, strip)
                 pieces = model.count(self.prefix + self.text[a:b])
                 if pieces <= self.budget.model_max_tokens or b == a:
                     break
@@ -299,8 +311,10 @@ class TokenChunker(Chunker):
     """Token windows with overlap; see the module docstring.
 
     Offsets are ``str`` indices. Each window starts exactly ``overlap`` tokens before
-    the end of the previous one, unless the model's limit made that window shorter
-    than ``overlap + 1`` tokens (then it starts one token later). ``meta`` of each
+    the end of the previous one; when the model's limit (or a multi-token character
+    at the edge) made the previous window shorter than ``max_tokens``, the overlap
+    shrinks in proportion (``overlap * length // max_tokens``), so that a run of
+    punctuation does not turn into one window per token. ``meta`` of each
     chunk holds ``start_token`` and ``end_token`` (token indices into the whole
     document, end exclusive).
 
@@ -331,5 +345,6 @@ class TokenChunker(Chunker):
                 chunks.append(self.make_chunk(text, lines, start, end, meta=meta))
             if e >= n:
                 break
-            s = max(s + 1, e - overlap)
+            # a window the model's limit shortened shares proportionally fewer tokens
+            s = max(s + 1, e - overlap * (e - s) // size)
         return chunks
