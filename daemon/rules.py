@@ -32,7 +32,8 @@ class Rule:
         index: position in the rule list.
         name: payload ``rule``.
         config: the rule as configured.
-        fingerprint: sha256 hex of what decides this rule's chunks.
+        fingerprint: sha256 hex of what decides this rule's chunks and payload (name,
+            chunker, version, params, tokenizer, model fingerprint, model fit).
         chunker: the strategy instance.
     """
 
@@ -113,6 +114,7 @@ class RuleSet:
             options = cls.Options.model_validate(dict(r.params))
             fp = _fingerprint(
                 {
+                    "rule": name,  # the payload carries it
                     "chunker": r.chunker,
                     "version": cls.version,
                     "params": options.model_dump(mode="json"),

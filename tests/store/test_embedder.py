@@ -1,0 +1,80 @@
+"""The embedding cache and the model fingerprint."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ingestd.store.embedder import CachedEmbedder, EmbeddingCache, model_info
+from ingestd.store.ids import chunk_hash
+from tests.helpers import CountingEmbedder, fake_vectors
+
+
+def test_cache_round_trip_and_lru_bound(tmp_path: Path) -> None:
+    cache = EmbeddingCache(tmp_path / "embeddings.db", max_entries=3)
+    vecs = fake_vectors(["a", "b", "c", "d"])
+    cache.put_many("m", {"a": vecs[0], "b": vecs[1], "c": vecs[2]})
+    assert len(cache) == 3
+    got = cache.get_many("m", ["a", "zz"])  # touch "a": "b" is now the least recently used
+    assert set(got) == {"a"} and np.array_equal(got["a"], vecs[0])
+    cache.put_many("m", {"d": vecs[3]})
+    assert len(cache) == 3
+    assert set(cache.get_many("m", ["a", "b", "c", "d"])) == {"a", "c", "d"}
+    assert cache.get_many("other-model", ["a"]) == {}
+    cache.close()
+    reopened = EmbeddingCache(tmp_path / "embeddings.db", max_entries=3)
+    assert set(reopened.get_many("m", ["a", "c", "d"])) == {"a", "c", "d"}
+    reopened.close()
+
+
+def test_cached_embedder_embeds_each_text_once(tmp_path: Path) -> None:
+    model = CountingEmbedder(fake_vectors)
+    cache = EmbeddingCache(":memory:")
+    emb = CachedEmbedder(model, "fp", cache, chunk_hash)
+    items = [(chunk_hash(t), t) for t in ("x", "y", "x")]
+    first = emb.vectors(items)
+    again = emb.vectors(items)
+    assert model.texts == ["x", "y"]
+    assert emb.stats.embedded == 2 and emb.stats.reused == 2
+    assert all(np.array_equal(first[h], again[h]) for h in first)
+
+
+def test_empty_cache_is_still_used(tmp_path: Path) -> None:
+    """Regression: an empty cache is falsy (len 0) and was once skipped entirely."""
+    model = CountingEmbedder(fake_vectors)
+    emb = CachedEmbedder(model, "fp", EmbeddingCache(":memory:"), chunk_hash)
+    emb.vectors([(chunk_hash("x"), "x")])
+    emb.vectors([(chunk_hash("x"), "x")])
+    assert model.texts == ["x"]
+
+
+def test_model_fingerprint_comes_from_files_not_path(tmp_path: Path) -> None:
+    bundled = model_info("all-MiniLM-L6-v2")
+    copy = tmp_path / "copy-of-model"
+    shutil.copytree(bundled.path, copy)
+    assert model_info(str(copy)).fingerprint == bundled.fingerprint
+    assert bundled.dim == 384 and bundled.max_seq_length == 256
+    (copy / "config.json").write_text((copy / "config.json").read_text().replace("384", "385", 1))
+    from ingestd.store import embedder
+
+    embedder._INFO_CACHE.clear()
+    assert model_info(str(copy)).fingerprint != bundled.fingerprint
+
+
+def test_unknown_model_is_a_clear_error() -> None:
+    from ingestd.store.embedder import ModelNotFoundError
+
+    with pytest.raises(ModelNotFoundError, match="not bundled and is not a local folder"):
+        model_info("no-such/model-anywhere")
+
+
+@pytest.mark.slow
+def test_real_model_vectors_are_unit_and_deterministic(real_model) -> None:
+    a = real_model(["The collector receives telemetry.", "Zebra"])
+    b = real_model(["The collector receives telemetry."])
+    assert a.shape == (2, 384) and a.dtype == np.float32
+    assert np.allclose(np.linalg.norm(a, axis=1), 1, atol=1e-5)
+    assert float(a[0] @ b[0]) > 0.999

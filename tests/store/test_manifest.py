@@ -1,0 +1,64 @@
+"""The manifest: migrations, documents and their point rows, SQLite pragmas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ingestd.store.manifest import ChunkRow, Manifest, ModelMismatchError, sqlite_url
+
+
+@pytest.fixture
+def manifest(tmp_path: Path):
+    m = Manifest(sqlite_url(tmp_path / "manifest.db"), now=lambda: 1000.0)
+    yield m
+    m.close()
+
+
+def test_migrations_run_once(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "m.db")
+    Manifest(url).close()
+    m = Manifest(url)
+    with m.engine.connect() as conn:
+        names = [r[0] for r in conn.exec_driver_sql("SELECT name FROM schema_migrations")]
+        mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
+    assert names == ["001_initial"]
+    assert mode == "wal"
+    m.close()
+
+
+def test_pending_then_commit(manifest: Manifest) -> None:
+    manifest.ensure_source("s", "/r", "ingestd")
+    doc = manifest.upsert_document("s", "a.md")
+    rows = [ChunkRow(f"id{i}", f"h{i}", i, i * 10, i * 10 + 9) for i in range(3)]
+    manifest.add_pending(doc, rows[:2])
+    assert manifest.pending_doc_ids("s") == {doc}
+    assert [c.pending for c in manifest.chunks(doc)] == [True, True]
+    manifest.commit_document(doc, rows, content_hash="c", state="ok")
+    assert manifest.pending_doc_ids("s") == set()
+    assert [c.point_id for c in manifest.chunks(doc)] == ["id0", "id1", "id2"]
+    assert manifest.counts("s") == {"documents": 1, "chunks": 3, "pending": 0, "failed": 0}
+    assert manifest.point_ids_for_hashes(["h1", "nope"]) == {"h1": "id1"}
+
+
+def test_prefix_query_finds_a_folder(manifest: Manifest) -> None:
+    manifest.ensure_source("s", "/r", "ingestd")
+    for p in ("a/x.md", "a/b/y.md", "ab/z.md", "a.md"):
+        manifest.upsert_document("s", p)
+    assert sorted(manifest.documents("s", prefix="a")) == ["a/b/y.md", "a/x.md"]
+
+
+def test_forget_source_removes_rows(manifest: Manifest) -> None:
+    manifest.ensure_source("s", "/r", "ingestd")
+    doc = manifest.upsert_document("s", "a.md")
+    manifest.commit_document(doc, [ChunkRow("id", "h", 0, 0, 1)])
+    manifest.forget_source("s")
+    assert manifest.sources() == [] and manifest.counts("s")["chunks"] == 0
+
+
+def test_collection_model_mismatch_is_an_error(manifest: Manifest) -> None:
+    manifest.check_collection("ingestd", "all-MiniLM-L6-v2", "f" * 64, 384)
+    manifest.check_collection("ingestd", "all-MiniLM-L6-v2", "f" * 64, 384)
+    with pytest.raises(ModelMismatchError, match="holds vectors of model"):
+        manifest.check_collection("ingestd", "other", "e" * 64, 768)
