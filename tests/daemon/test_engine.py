@@ -222,3 +222,54 @@ def test_real_model_incremental_equals_from_scratch(
 
 def test_md_docs_corpus_exists() -> None:
     assert (MD_DOCS / "docs").is_dir(), "the shared corpora must sit beside the repository"
+
+
+def test_verify_finds_and_repairs_drift(tree: Path, tmp_path: Path, fake_embedder) -> None:
+    from ingestd.store.vectors import Point
+
+    state = tmp_path / "state"
+    eng = make_engine(tree, state, fake_embedder)
+    name = next(iter(eng.sources))
+    _sync(eng)
+    ids = sorted(eng.manifest.chunks_of_source(name))
+    eng.store.delete("ingestd", ids[:2])  # missing
+    eng.store.set_payload("ingestd", [(ids[5], {"text": "tampered"})])  # stale
+    orphan = "00000000-0000-4000-8000-000000000001"
+    eng.store.upsert("ingestd", [Point(orphan, fake_vectors(["x"])[0], {"source": name})])
+    report = eng.verify(name)
+    assert set(report.missing) == set(ids[:2])
+    assert report.stale == [ids[5]]
+    assert report.orphans == [orphan]
+    n = len(fake_embedder.texts)
+    repaired = eng.verify(name, repair=True)
+    assert repaired.clean, repaired.as_dict()
+    assert len(fake_embedder.texts) == n, "repair re-embedded instead of using the cache"
+    eng.close()
+    assert_matches_oracle(tree, state, tmp_path, fake_vectors)
+
+
+def test_dry_run_plans_without_writing(tree: Path, tmp_path: Path, fake_embedder) -> None:
+    from click.testing import CliRunner
+
+    from ingestd.daemon.cli import cli
+
+    state = tmp_path / "state"
+    eng = make_engine(tree, state, fake_embedder)
+    _sync(eng)
+    eng.close()
+    os.rename(tree / "docs/collector/quick-start.md", tree / "docs/quick-start.md")
+    (tree / "docs/concepts/glossary.md").unlink()
+    (tree / "docs/new.md").write_text("# New\n\ntext\n")
+    p = tree / "docs/collector/architecture.md"
+    p.write_text(p.read_text() + "\nmore\n")
+    before = store_snapshot(state)
+    res = CliRunner().invoke(
+        cli, ["resync", "--dry-run", "--json", "--state-dir", str(state), str(tree)]
+    )
+    assert res.exit_code == 0, res.output
+    (plan,) = __import__("json").loads(res.output)["sources"]
+    assert plan["add"] == ["docs/new.md"]
+    assert plan["update"] == ["docs/collector/architecture.md"]
+    assert plan["rekey"] == [{"from": "docs/collector/quick-start.md", "to": "docs/quick-start.md"}]
+    assert plan["delete"] == ["docs/concepts/glossary.md"]
+    assert store_snapshot(state) == before
