@@ -267,7 +267,7 @@ class CodeChunker(Chunker):
 def _first_line(node: ast.stmt) -> int:
     """1-based first line of ``node``, decorators included."""
     decorators = getattr(node, "decorator_list", None) or []
-    return min([node.lineno, *(d.lineno for d in decorators)])
+    return min([node.lineno, *(int(d.lineno) for d in decorators)])
 
 
 def _line_end(text: str, lines: LineIndex, line: int) -> int:

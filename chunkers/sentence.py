@@ -105,7 +105,7 @@ def _sentence_starts(text: str) -> list[int]:
     if n_out == -1 or n_out > size:
         return [0]
     n = out.value.count(b"\n") + 1
-    byte_starts = np.frombuffer(begins, dtype=np.int32, count=n)
+    byte_starts = np.frombuffer(memoryview(begins), dtype=np.int32, count=n)
     byte_starts = byte_starts[(byte_starts >= 0) & (byte_starts < len(data))]
     if len(data) != len(text):  # byte offset -> index of the character holding it
         raw = np.frombuffer(data, dtype=np.uint8)

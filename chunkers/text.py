@@ -36,14 +36,14 @@ class NotUTF8Error(UndecodableError):
 
 
 def decode(data: bytes) -> str:
-    """Decode file bytes to the normalised text that chunks slice.
+    r"""Decode file bytes to the normalised text that chunks slice.
 
     Args:
         data: the file's bytes.
 
     Returns:
-        The text: UTF-8 decoded, leading BOM removed, ``\\r\\n`` and lone ``\\r``
-        replaced by ``\\n``.
+        The text: UTF-8 decoded, leading BOM removed, ``\r\n`` and lone ``\r``
+        replaced by ``\n``.
 
     Raises:
         BinaryFileError: a NUL byte within the first 8,000 bytes.

@@ -266,9 +266,9 @@ def pack(
             acc, macc = acc + sizes[j], macc + msizes[j]
             j += 1
         if j > i + 1 and not ok(i, j):
-            j = _largest(i + 1, j - 1, lambda x, i=i: ok(i, x))
+            j = _largest(i + 1, j - 1, functools.partial(ok, i))
         elif j < limit and not over(i, j + 1):
-            j = _gallop(j, limit, lambda x, i=i: ok(i, x))
+            j = _gallop(j, limit, functools.partial(ok, i))
         groups.append((i, j))
         if j >= n:
             break
