@@ -32,7 +32,7 @@ from typing import Literal
 from pydantic import model_validator
 
 from .base import Chunk, Chunker, ChunkerOptions, LineIndex, strip_span
-from .token import pack, split_to_fit
+from .token import measure, pack, split_to_fit
 
 __all__ = ["CodeChunker", "CodeOptions"]
 
@@ -157,20 +157,35 @@ class CodeChunker(Chunker):
         if header is not None:
             units.insert(0, header[0])
             outer = header[1]
-        spans: list[tuple[int, int]] = []
-        kinds: list[_Unit | None] = []
-        for unit in units:
-            a, b = strip_span(text, unit.start, unit.end)
-            if a == b:
+        stripped = [(strip_span(text, u.start, u.end), u) for u in units]
+        stripped = [(span, u) for span, u in stripped if span[0] < span[1]]
+        sizes, msizes, fits = measure(self.budget, text, [span for span, _ in stripped], prefix)
+        run: list[int] = []  # indices into `stripped` of fitting units not yet packed
+        for k, (_, unit) in enumerate(stripped):
+            if fits[k]:
+                run.append(k)
                 continue
-            if self.budget.fits(text[a:b], prefix):
-                spans.append((a, b))
-                kinds.append(unit)
-                continue
-            self._flush(text, spans, kinds, scope, (prefix, outer), out)
-            spans, kinds = [], []
+            self._flush_run(text, stripped, run, sizes, msizes, scope, (prefix, outer), out)
+            run = []
             self._big(text, lines, unit, scope, prefix, out)
-        self._flush(text, spans, kinds, scope, (prefix, outer), out)
+        self._flush_run(text, stripped, run, sizes, msizes, scope, (prefix, outer), out)
+
+    def _flush_run(
+        self,
+        text: str,
+        stripped: list[tuple[tuple[int, int], _Unit]],
+        run: list[int],
+        sizes: list[int],
+        msizes: list[int],
+        scope: tuple[str, ...],
+        prefixes: tuple[str, str],
+        out: list[_Piece],
+    ) -> None:
+        """:meth:`_flush` the units ``run`` of ``stripped``, with their known sizes."""
+        spans = [stripped[k][0] for k in run]
+        kinds: list[_Unit | None] = [stripped[k][1] for k in run]
+        counts = ([sizes[k] for k in run], [msizes[k] for k in run])
+        self._flush(text, spans, kinds, scope, prefixes, out, counts)
 
     def _big(
         self,
@@ -218,6 +233,7 @@ class CodeChunker(Chunker):
         scope: tuple[str, ...],
         prefixes: tuple[str, str],
         out: list[_Piece],
+        counts: tuple[list[int], list[int]] | None = None,
     ) -> None:
         """Pack the fitting units collected so far and emit their chunks.
 
@@ -228,7 +244,11 @@ class CodeChunker(Chunker):
             return
         prefix, outer = prefixes
         breaks = [i for i in range(1, len(spans)) if self._anchor(text, spans[i])]
-        for i, j in pack(self.budget, text, spans, prefix=prefix, breaks=breaks):
+        sizes, msizes = counts if counts is not None else (None, None)
+        groups = pack(
+            self.budget, text, spans, prefix=prefix, breaks=breaks, sizes=sizes, msizes=msizes
+        )
+        for i, j in groups:
             group = [k for k in kinds[i:j] if k is not None]
             names = [name for k in group for name in k.names()]
             if any(k.header for k in group):
@@ -250,8 +270,9 @@ class CodeChunker(Chunker):
     ) -> None:
         """The line packer: blank-line blocks, cut at lines and tokens when too big."""
         spans: list[tuple[int, int]] = []
-        for a, b in _blocks(text, start, end):
-            if self.budget.fits(text[a:b], prefix):
+        blocks = _blocks(text, start, end)
+        for (a, b), fits in zip(blocks, measure(self.budget, text, blocks, prefix)[2], strict=True):
+            if fits:
                 spans.append((a, b))
             else:
                 spans.extend(split_to_fit(self.budget, text, a, b, prefix))

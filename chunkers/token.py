@@ -22,7 +22,7 @@ from pydantic import model_validator
 
 from .base import Budget, Chunk, Chunker, ChunkerOptions, LineIndex, Sizer, strip_span
 
-__all__ = ["TokenChunker", "TokenOptions", "Windows", "pack", "split_to_fit"]
+__all__ = ["TokenChunker", "TokenOptions", "Windows", "measure", "pack", "split_to_fit"]
 
 Span = tuple[int, int]
 
@@ -220,6 +220,7 @@ def pack(
     overlap: int = 0,
     breaks: Collection[int] = (),
     sizes: Sequence[int] | None = None,
+    msizes: Sequence[int] | None = None,
 ) -> list[Span]:
     """Group consecutive ``units`` greedily into chunks that fit ``budget``.
 
@@ -234,6 +235,7 @@ def pack(
             at least one new unit.
         breaks: unit indices that must start a chunk.
         sizes: budget tokens of each unit, if already known (an estimate is enough).
+        msizes: the model's word pieces of each unit, likewise (see :func:`measure`).
 
     Returns:
         ``(i, j)`` unit index ranges, ``j`` exclusive, in order; every unit is in one.
@@ -244,9 +246,11 @@ def pack(
     if sizes is None:
         sizes = [budget.count(text[a:b]) for a, b in units]
     cap, room = budget.max_tokens, budget.max_tokens
-    msizes: Sequence[int] = [0] * n
-    if budget.model_sizer is not None:
-        msizes = _count_many(budget.model_sizer, [text[a:b] for a, b in units])
+    if budget.model_sizer is None:
+        msizes = [0] * n
+    else:
+        if msizes is None:
+            msizes = _count_many(budget.model_sizer, [text[a:b] for a, b in units])
         room = budget.model_max_tokens - budget.model_sizer.count(prefix)
     hard = sorted(set(breaks))
 
@@ -277,6 +281,34 @@ def pack(
             k -= 1
         i = j - k
     return groups
+
+
+def measure(
+    budget: Budget, text: str, spans: Sequence[Span], prefix: str = ""
+) -> tuple[list[int], list[int], list[bool]]:
+    """Budget tokens, model word pieces and "fits on its own" of each span.
+
+    Counts every span once (the model's in one batch, and only for spans within the
+    budget: the others get 0 and must not be packed). A span is taken to fit with
+    ``prefix`` when the sum of the prefix's and its own word pieces is clearly below
+    the model's limit (pieces never merge across the newline a prefix ends with);
+    spans near the limit are counted together with the prefix.
+    """
+    texts = [text[a:b] for a, b in spans]
+    sizes = [budget.count(t) for t in texts]
+    model = budget.model_sizer
+    if model is None:
+        return sizes, [0] * len(texts), [n <= budget.max_tokens for n in sizes]
+    small = [k for k, n in enumerate(sizes) if n <= budget.max_tokens]
+    msizes = [0] * len(texts)  # spans over the budget are never packed: not counted
+    for k, m in zip(small, _count_many(model, [texts[k] for k in small]), strict=True):
+        msizes[k] = m
+    room = budget.model_max_tokens - model.count(prefix) - 4
+    fits = [
+        n <= budget.max_tokens and (m <= room or budget.fits(t, prefix))
+        for t, n, m in zip(texts, sizes, msizes, strict=True)
+    ]
+    return sizes, msizes, fits
 
 
 def _count_many(sizer: Sizer, texts: list[str]) -> list[int]:

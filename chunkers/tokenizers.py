@@ -157,16 +157,21 @@ class ModelSizer:
         self._tok = Tokenizer.from_file(str(tokenizer_json))
         self._tok.no_truncation()
         self._tok.no_padding()
+        self._encode_fast = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
 
     def count(self, text: str) -> int:
         """Number of word pieces of ``text``, special tokens excluded."""
         if not text:
             return 0
-        return len(self._tok.encode(text, add_special_tokens=False).ids)
+        return self.count_many([text])[0]
 
     def count_many(self, texts: list[str]) -> list[int]:
-        """Word-piece counts of several texts (batched, parallel in Rust)."""
-        encs = self._tok.encode_batch(texts, add_special_tokens=False)
+        """Word-piece counts of several texts (batched, parallel in Rust).
+
+        Uses ``encode_batch_fast`` (tokenizers >= 0.20: no character offsets, ~15%
+        faster) when the installed ``tokenizers`` has it.
+        """
+        encs = self._encode_fast(texts, add_special_tokens=False)
         return [len(e.ids) for e in encs]
 
     def boundaries(self, text: str) -> list[int]:
