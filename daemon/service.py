@@ -104,6 +104,8 @@ class Service:
         self._ping_every = systemd.watchdog_interval()
         self.metrics: Any = None
         self.batches_done = 0  # live batches applied (tests and status)
+        self.reloads = 0  # successful reloads
+        self._reloading = False
 
     # -- public ------------------------------------------------------------------------------
 
@@ -179,8 +181,12 @@ class Service:
         while not self.should_exit.is_set():
             self._ping()
             if self._reload.is_set():
+                self._reloading = True
                 self._reload.clear()
-                self._do_reload()
+                try:
+                    self._do_reload()
+                finally:
+                    self._reloading = False
             dead = self._dead_watchers()
             if dead:
                 logger.error(
@@ -278,6 +284,11 @@ class Service:
     def _on_hup(self, _sig: int, _frame: FrameType | None) -> None:
         self._reload.set()
 
+    def request_reload(self) -> None:
+        """Ask the service to reload its config between jobs (what SIGHUP does)."""
+        self._reload.set()
+        self._queue.put(_Job(URGENT, next(self._seq), lambda: None))
+
     def request_exit(self) -> None:
         """Ask the service to stop after the batch in flight (thread-safe)."""
         self.should_exit.set()
@@ -291,7 +302,9 @@ class Service:
         """Whether nothing waits: no changed path, no queued, delayed or running job."""
         batcher = self._batcher
         return (
-            self._queue.unfinished_tasks == 0
+            not self._reload.is_set()
+            and not self._reloading
+            and self._queue.unfinished_tasks == 0
             and not self._delayed
             and (batcher is None or batcher.depth() == 0)
         )
@@ -512,6 +525,7 @@ class Service:
         self._start_watching()
         for name in self.engine.sources:
             self._queue_scan(name, "reload")
+        self.reloads += 1
         systemd.notify("READY=1")
         logger.info("configuration reloaded: %d source(s)", len(self.engine.sources))
 

@@ -1,0 +1,251 @@
+"""The service loop: reload, stop, retries, lost events, unwatched sources, status.
+
+A real :class:`Service` runs in a thread (real observer, real engine, fake embedder);
+``request_reload()`` and ``request_exit()`` are what the SIGHUP and SIGTERM handlers
+do (the signal path itself is covered by ``test_systemd.py``, which runs the process).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ingestd.daemon import service as service_mod
+from ingestd.daemon.control import request
+from tests.daemon.harness import Harness, fast_tmp
+from tests.helpers import CountingEmbedder, copy_tree, fake_vectors, wait_for
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning"),
+]
+
+PAGES = (
+    "blog/2023/php-beta-release.md",
+    "blog/2023/integrations.md",
+    "community/end-user/otel-in-practice.md",
+)
+
+
+@pytest.fixture
+def scratch() -> Path:
+    with fast_tmp() as d:
+        yield d
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    root = copy_tree(tmp_path / "docs", PAGES)
+    (root / "notes.txt").write_text("Exporters send telemetry to a backend. " * 40)
+    (root / "more.txt").write_text("Receivers accept telemetry from applications. " * 40)
+    return root
+
+
+def _config(path: Path, root: Path, txt_tokens: int, extra: str = "") -> Path:
+    path.write_text(
+        f"""\
+sources:
+  - name: docs
+    root: {root}
+rules:
+  - name: md
+    match: ["*.md"]
+    chunker: markdown
+  - name: notes
+    match: ["notes.txt"]
+    chunker: token
+    params: {{max_tokens: {txt_tokens}, overlap: 8}}
+  - name: text
+    match: ["*.txt"]
+    chunker: sentence
+watch:
+  debounce_ms: 150
+  max_delay_ms: 3000
+  rescan_interval_s: 0
+{extra}"""
+    )
+    return path
+
+
+def test_reload_rechunks_only_the_documents_of_a_changed_rule(
+    tree: Path, tmp_path: Path, scratch: Path, fake_embedder: CountingEmbedder
+) -> None:
+    cfg = _config(tmp_path / "config.yaml", tree, 64)
+    with Harness(tree, scratch / "state", fake_embedder, config_path=cfg) as h:
+        old_engine, p = h.service.engine, len(h.applied)
+        _config(cfg, tree, 40)
+        h.service.request_reload()
+        wait_for(lambda: h.service.reloads == 1, 20, "the reload")
+        assert h.service.engine is not old_engine
+        h.wait_idle()
+        assert h.paths_applied(p) == ["notes.txt"]
+        assert h.verify().clean
+        # the reloaded daemon still watches
+        b = h.service.batches_done
+        (tree / "blog/new.md").write_text("# New\n\nWritten after the reload.\n")
+        h.settle(b)
+
+
+def test_invalid_config_on_reload_keeps_the_running_one(
+    tree: Path,
+    tmp_path: Path,
+    scratch: Path,
+    fake_embedder: CountingEmbedder,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cfg = _config(tmp_path / "config.yaml", tree, 64)
+    with Harness(tree, scratch / "state", fake_embedder, config_path=cfg) as h:
+        engine = h.service.engine
+        for bad, why in [
+            ("sources: [\n", "invalid YAML"),
+            (_config(tmp_path / "b.yaml", tree, -1).read_text(), "max_tokens must be > 0"),
+            (_config(tmp_path / "c.yaml", tree, 64, "colour: blue\n").read_text(), "colour"),
+        ]:
+            cfg.write_text(bad)
+            caplog.clear()
+            h.service.request_reload()
+            wait_for(lambda: "reload failed" in caplog.text, 20, "the reload to be refused")
+            assert why in caplog.text
+            assert h.service.engine is engine and h.alive
+        # and it still works
+        b = h.service.batches_done
+        (tree / "blog/still.md").write_text("# Still\n\nWatching with the old config.\n")
+        h.settle(b)
+
+
+def test_stop_finishes_the_batch_in_flight_and_exits_zero(
+    tmp_path: Path, scratch: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "seed.md").write_text("# Seed\n\nOne page.\n")
+    calls: list[int] = []
+
+    def slow(texts: Any) -> Any:  # ~50 ms per call: a long reconcile
+        calls.append(len(texts))
+        time.sleep(0.05)
+        return fake_vectors(texts)
+
+    embed = CountingEmbedder(slow)
+    h = Harness(root, scratch / "state", embed).start()
+    b = h.service.batches_done
+    for i in range(400):
+        (root / f"p{i:03d}.md").write_text(f"# Page {i}\n\nText of page {i}.\n")
+    wait_for(lambda: len(calls) >= 3, 30, "indexing to be under way")
+    t0 = time.monotonic()
+    assert h.stop(timeout=20) == 0
+    assert time.monotonic() - t0 < 10, "SIGTERM must exit within a bounded time"
+    assert h.service.batches_done >= b
+    # what was written is consistent: a new daemon finishes the job and verifies clean
+    with Harness(root, scratch / "state", CountingEmbedder(fake_vectors)) as h2:
+        assert h2.verify().clean
+        h2.assert_matches_oracle(scratch)
+
+
+def test_lost_events_trigger_a_rescan(
+    tree: Path, scratch: Path, fake_embedder: CountingEmbedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    with Harness(tree, scratch / "state", fake_embedder) as h:
+        (watcher,) = h.service._watchers
+        watcher._observer.stop()  # no events from now on ...
+        watcher._observer.join(5)
+        h.service._watchers.clear()  # ... without the daemon exiting for it
+        (tree / "blog/unseen.md").write_text("# Unseen\n\nNo event announced this file.\n")
+        caplog.set_level(logging.WARNING)
+        logging.getLogger("watchdog.observers.inotify").warning(
+            "Inotify queue overflowed; reconciling recursive watches below %r",
+            str(tree).encode(),
+        )
+        watcher.stop()
+        wait_for(lambda: "inotify event queue overflowed" in caplog.text, 10, "the rescan")
+        h.settle()
+        assert "blog/unseen.md" in {p["path"] for p in h.points().values()}
+
+
+def test_unwatchable_source_is_rescanned_periodically(
+    tree: Path,
+    scratch: Path,
+    fake_embedder: CountingEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    def no_watch(self: Any) -> None:
+        raise OSError(28, "inotify watch limit reached")
+
+    monkeypatch.setattr(service_mod.SourceWatcher, "start", no_watch)
+    monkeypatch.setattr(service_mod, "UNWATCHED_RESCAN_S", 0.3)
+    with Harness(tree, scratch / "state", fake_embedder) as h:
+        assert "raise fs.inotify.max_user_watches?" in caplog.text
+        st = h.service.status()["daemon"]
+        assert st["unwatched_sources"] == [h.source]
+        (tree / "blog/late.md").write_text("# Late\n\nFound by a rescan.\n")
+        wait_for(
+            lambda: "blog/late.md" in {p["path"] for p in h.points().values()},
+            20,
+            "the periodic rescan",
+        )
+        assert h.verify().clean
+
+
+class _FlakyStore:
+    """Wraps a store: the next ``n`` writes raise a connection error."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.fail = 0
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self.inner, name)
+        if name in ("upsert", "delete", "set_payload") and callable(attr):
+
+            def flaky(*a: Any, **kw: Any) -> Any:
+                if self.fail > 0:
+                    self.fail -= 1
+                    raise ConnectionError("qdrant is restarting")
+                return attr(*a, **kw)
+
+            return flaky
+        return attr
+
+
+def test_failed_batch_is_queued_again_with_backoff(
+    tree: Path,
+    scratch: Path,
+    fake_embedder: CountingEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from ingestd.store.vectors import QdrantStore
+
+    monkeypatch.setattr(service_mod, "RETRY_MIN_S", 0.05)
+    stores: list[_FlakyStore] = []
+
+    def factory(state: Path) -> Any:
+        stores.append(_FlakyStore(QdrantStore(path=str(state / "qdrant"))))
+        return stores[-1]
+
+    with Harness(tree, scratch / "state", fake_embedder, store_factory=factory) as h:
+        b = h.service.batches_done
+        stores[-1].fail = 3
+        (tree / "blog/2023/integrations.md").unlink()
+        (tree / "blog/added.md").write_text("# Added\n\nWhile the store was away.\n")
+        h.settle(b, timeout=30)
+        assert caplog.text.count("retrying in") >= 3
+        assert h.service.status()["daemon"]["healthy"]
+        h.assert_matches_oracle(h.state.parent)
+
+
+def test_status_over_the_control_socket(
+    tree: Path, scratch: Path, fake_embedder: CountingEmbedder
+) -> None:
+    with Harness(tree, scratch / "state", fake_embedder) as h:
+        st = request(h.state, "status", {}, timeout=10)
+        (src,) = st["sources"]
+        assert src["documents"] == 5 and src["chunks"] > 0
+        d = st["daemon"]
+        assert d["healthy"] and d["watchers_alive"] and d["queue_depth"] == 0
+        assert d["phase"] == "watching"
