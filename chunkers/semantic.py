@@ -31,7 +31,7 @@ from pydantic import model_validator
 
 from .base import Chunk, ChunkContext, Chunker, ChunkerOptions, LineIndex
 from .sentence import sentence_spans
-from .token import pack, split_to_fit
+from .token import measure, pack, split_to_fit
 
 __all__ = ["SemanticChunker", "SemanticOptions"]
 
@@ -111,9 +111,10 @@ class SemanticChunker(Chunker):
             return []
         units: list[tuple[int, int]] = []
         first_unit: list[int] = []  # index in `units` of each sentence's first piece
-        for s, e in sentences:
+        fits = measure(self.budget, text, sentences)[2]
+        for (s, e), whole in zip(sentences, fits, strict=True):
             first_unit.append(len(units))
-            if self.budget.fits(text[s:e]):
+            if whole:
                 units.append((s, e))
             else:
                 units.extend(split_to_fit(self.budget, text, s, e))

@@ -17,7 +17,7 @@ import re
 from pydantic import model_validator
 
 from .base import Chunk, Chunker, ChunkerOptions, LineIndex, strip_span
-from .token import pack, split_to_fit
+from .token import measure, pack, split_to_fit
 from .tokenizers import MAX_RUN
 
 __all__ = ["SentenceChunker", "SentenceOptions", "sentence_spans"]
@@ -132,22 +132,31 @@ class SentenceChunker(Chunker):
 
     def chunk(self, text: str) -> list[Chunk]:
         """Pack the sentences of ``text`` into chunks of at most ``max_tokens`` tokens."""
-        units, sizes = self._units(text)
+        units, sizes, msizes = self._units(text)
         lines = LineIndex(text)
-        groups = pack(self.budget, text, units, overlap=self.options.overlap, sizes=sizes)
+        overlap = self.options.overlap
+        groups = pack(self.budget, text, units, overlap=overlap, sizes=sizes, msizes=msizes)
         return [self.make_chunk(text, lines, units[i][0], units[j - 1][1]) for i, j in groups]
 
-    def _units(self, text: str) -> tuple[list[tuple[int, int]], list[int]]:
-        """Sentence spans, with sentences over budget cut by :func:`split_to_fit`."""
+    def _units(self, text: str) -> tuple[list[tuple[int, int]], list[int], list[int]]:
+        """Sentence spans, with sentences over budget cut by :func:`split_to_fit`.
+
+        Returns the spans and, for each, its budget tokens and model word pieces.
+        """
+        sentences = sentence_spans(text)
+        sizes, msizes, fits = measure(self.budget, text, sentences)
         units: list[tuple[int, int]] = []
-        sizes: list[int] = []
-        for s, e in sentence_spans(text):
-            n = self.budget.count(text[s:e])
-            if n <= self.budget.max_tokens and self.budget.fits(text[s:e]):
+        usizes: list[int] = []
+        umsizes: list[int] = []
+        for k, (s, e) in enumerate(sentences):
+            if fits[k]:
                 units.append((s, e))
-                sizes.append(n)
+                usizes.append(sizes[k])
+                umsizes.append(msizes[k])
                 continue
-            for a, b in split_to_fit(self.budget, text, s, e):
-                units.append((a, b))
-                sizes.append(self.budget.count(text[a:b]))
-        return units, sizes
+            pieces = split_to_fit(self.budget, text, s, e)
+            psizes, pmsizes, _ = measure(self.budget, text, pieces)
+            units.extend(pieces)
+            usizes.extend(psizes)
+            umsizes.extend(pmsizes)
+        return units, usizes, umsizes
