@@ -149,12 +149,15 @@ class QdrantStore:
             Retrying,
             retry_if_exception,
             stop_after_delay,
-            wait_exponential_jitter,
+            wait_exponential,
+            wait_random,
         )
 
         for attempt in Retrying(
             retry=retry_if_exception(_transient),
-            wait=wait_exponential_jitter(initial=0.2, max=10),
+            # exponential back-off with jitter; tenacity 9 deprecates
+            # wait_exponential_jitter(initial=...), this form works with 8.2 and 9
+            wait=wait_exponential(multiplier=0.2, max=10) + wait_random(0, 0.2),
             stop=stop_after_delay(self.retry_seconds),
             reraise=True,
             before_sleep=lambda rs: logger.warning(
