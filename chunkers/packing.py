@@ -24,6 +24,8 @@ model (``Budget.model_sizer``, prefix included) and shrunk if it does not fit.
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
 import zlib
 from collections.abc import Callable, Mapping
@@ -31,11 +33,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from .base import Budget, Chunk, Chunker, LineIndex
+from .tokenizers import TiktokenSizer
 
 __all__ = ["Block", "Packer", "Section", "Span"]
 
 _PIECE = 4096
 _LONG_RUN = re.compile(r"\S{" + str(_PIECE) + ",}")
+_ANY_LONG_RUN = re.compile(r"\S{2049,}|\s{2049,}")  # TiktokenSizer counts these in pieces
 _SECTION_CHARS = 5  # a section this many chars per budget token is counted whole first
 _BLOCK_CHARS = 8  # a block longer than this many chars per budget token is counted by lines
 _WINDOW, _SEC = -2, -3  # markers in _Unit.body
@@ -87,6 +91,41 @@ class Span:
     n_tokens: int
     path: tuple[str, ...]
     prefix: str
+
+
+@functools.cache
+def _byte_lengths(enc: Any) -> Any:
+    """Byte length of every token id of the tiktoken encoding ``enc`` (numpy array)."""
+    import numpy as np
+
+    lengths = np.zeros(enc.n_vocab, dtype=np.int64)
+    for i in range(enc.n_vocab):
+        try:
+            lengths[i] = len(enc.decode_single_token_bytes(i))
+        except KeyError:  # holes in the vocabulary
+            pass
+    return lengths
+
+
+def _token_ends(sizer: Any, text: str) -> list[int] | None:
+    """Character offsets where the tokens of the whole ``text`` end, or ``None``.
+
+    With tiktoken, one pass over the document replaces a count per block: a count
+    between two line starts (which are always token boundaries) is a difference of
+    two bisections. Texts with runs that :class:`TiktokenSizer` counts in pieces, and
+    other sizers, return ``None`` (blocks are then counted one by one).
+    """
+    if not isinstance(sizer, TiktokenSizer) or not text or _ANY_LONG_RUN.search(text):
+        return None
+    import numpy as np
+
+    tokens = sizer._enc.encode_ordinary(text)
+    ends = np.cumsum(_byte_lengths(sizer._enc)[np.asarray(tokens, dtype=np.int64)])
+    if not text.isascii():  # byte offsets -> character offsets
+        data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+        ends = np.searchsorted(np.flatnonzero((data & 0xC0) != 0x80), ends, "left")
+    out: list[int] = ends.tolist()
+    return out
 
 
 class _Unit:
@@ -145,6 +184,7 @@ class Packer:
         self._sec_tok: dict[int, int] = {}
         self._prefixes: dict[tuple[tuple[str, ...], str], str] = {}
         self._ws: dict[str, int] = {}
+        self._ends = _token_ends(budget.sizer, text)
 
     # -- units ------------------------------------------------------------------
 
@@ -159,6 +199,13 @@ class Packer:
                 pos = m.end()
             return total + self._count(s[pos:]), False
         return self._count(s), True
+
+    def count_span(self, a: int, b: int) -> tuple[int, bool]:
+        """Tokens of ``text[a:b]`` (``a`` and ``b`` at line starts) and whether exact."""
+        ends = self._ends
+        if ends is None:
+            return self.count(self.text[a:b])
+        return bisect.bisect_right(ends, b) - bisect.bisect_right(ends, a), True
 
     def units(self, lo: int = 0, hi: int | None = None) -> list[_Unit]:
         """The packing units of sections ``lo..hi-1``: whole sections that fit, else blocks.
@@ -176,7 +223,7 @@ class Packer:
             return []
         a, z = blocks[0].start, blocks[-1].next
         if whole and len(blocks) > 1 and z - a <= self.max * _SECTION_CHARS:
-            tok, exact = self.count(self.text[a:z])
+            tok, exact = self.count_span(a, z)
             if tok <= self.max:
                 self._sec_tok[si] = tok
                 return [_Unit(a, blocks[-1].end, z, tok, si, first=True, exact=exact, body=_SEC)]
@@ -196,7 +243,7 @@ class Packer:
                 return parts
             u.tok = tok
             return [u]
-        u.tok, u.exact = self.count(self.text[b.start : b.next])
+        u.tok, u.exact = self.count_span(b.start, b.next)
         if u.tok > self.max:
             return self._split_lines(u, self._carry(self.text, b), b.kind)
         return [u]
@@ -212,7 +259,7 @@ class Packer:
         out: list[_Unit] = []
         body_eol = self.text.find("\n", u.body, u.end)
         for k, (s, end, nxt) in enumerate(groups):
-            tok, exact = self.count(self.text[s:nxt])
+            tok, exact = self.count_span(s, nxt)
             g = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
                       carry=carry if s > body_eol >= 0 else "", exact=exact, body=s)  # fmt: skip
             out.extend(self._lines(g, carry) if tok > self.max else [g])
@@ -250,16 +297,23 @@ class Packer:
         body_eol = self.text.find("\n", u.body, u.end)
         out: list[_Unit] = []
         for k, (s, end, nxt) in enumerate(starts):
-            tok, exact = self.count(self.text[s:nxt])
+            tok, exact = self.count_span(s, nxt)
             line = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
                          carry=carry if s > body_eol >= 0 else "", exact=exact)  # fmt: skip
             out.extend(self._windows(line, self.max) if tok > self.max else [line])
         return out
 
     def _windows(self, u: _Unit, size: int) -> list[_Unit]:
-        """Cut ``u`` (one line) into windows of ``size`` tokens, at token boundaries."""
+        """Cut ``u`` (one line) into windows of ``size`` tokens, at token boundaries.
+
+        With a model sizer, a window also stops before two thirds of the model's limit
+        in its word pieces (the rest is room for the prefix), so that a run of
+        punctuation (one word piece per character) is not cut and re-cut.
+        """
         text = self.text
         raw: list[tuple[int, int, int]] = []
+        model = self.budget.model_sizer
+        room = self.budget.model_max_tokens * 2 // 3
         s = u.start
         while s < u.end:
             e = min(u.end, s + _PIECE)
@@ -267,10 +321,17 @@ class Packer:
                 ws = max(text.rfind(" ", s + _PIECE // 4, e), text.rfind("\t", s + _PIECE // 4, e))
                 e = ws + 1 if ws != -1 else e
             ends = self.budget.sizer.boundaries(text[s:e])
-            for k in range(0, len(ends), size):
-                a = s + (ends[k - 1] if k else 0)
+            pieces = model.boundaries(text[s:e]) if model is not None and room > 0 else None
+            k = 0
+            while k < len(ends):
+                a = ends[k - 1] if k else 0
                 m = min(len(ends), k + size)
-                raw.append((a, s + ends[m - 1], m - k))
+                if pieces is not None:
+                    p = bisect.bisect_right(pieces, a) + room  # word pieces that fit
+                    if p < len(pieces):
+                        m = max(k + 1, min(m, bisect.bisect_right(ends, pieces[p - 1])))
+                raw.append((s + a, s + ends[m - 1], m - k))
+                k = m
             s = e
         out: list[_Unit] = []
         for a, b, n in raw:
@@ -335,8 +396,8 @@ class Packer:
         j, n, mx, half = i + 1, len(units), self.max, self.max // _ANCHOR_FILL
         while j < n:
             v = units[j]
-            if tok + v.tok > mx:
-                break
+            if tok + v.tok > mx or v.body == _WINDOW or units[j - 1].body == _WINDOW:
+                break  # a window (a piece of an over-long line) is a chunk of its own
             if v.first:
                 if tok >= self.min_tokens or tok + self._sec_tok.get(v.sec, mx + 1) > mx:
                     break

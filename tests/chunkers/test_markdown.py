@@ -231,15 +231,21 @@ def test_inputs_that_break_splitters(text: str, model_sizer: ModelSizer) -> None
     assert (chunks == []) == (not text[parse_front_matter(text)[0] :].strip())
 
 
-def test_million_punctuation_run_finishes_fast(model_sizer: ModelSizer) -> None:
+def test_million_punctuation_run_finishes_fast() -> None:
     text = "!" * 1_000_000
     started = time.perf_counter()
-    chunks = chunker(model=model_sizer).chunk(text)
+    chunks = chunker().chunk(text)
     assert time.perf_counter() - started < 20
     assert "".join(c.text for c in chunks) == text
-    assert all(
-        TIKTOKEN.count(c.text) <= 200 and model_sizer.count(c.embed_text) <= 254 for c in chunks
-    )
+    assert all(TIKTOKEN.count(c.text) <= 200 for c in chunks)
+
+
+def test_punctuation_run_fits_the_model(model_sizer: ModelSizer) -> None:
+    # one word piece per character: windows are sized by the model's pieces as well
+    text = "# Title\n\n" + "=" * 30_000
+    chunks = chunker(model=model_sizer).chunk(text)
+    check_properties(text, chunks, 200, TIKTOKEN, model_sizer)
+    assert all(c.prefix == "Title\n\n" for c in chunks)
 
 
 def test_crlf_file_chunks_like_its_lf_twin() -> None:
