@@ -218,6 +218,22 @@ def library_impls(corpus: str, enc: Any, only: list[str]) -> tuple[list[Impl], l
     return out, notes
 
 
+def model_tokenizer_impl() -> Impl:
+    """One pass of all-MiniLM-L6-v2's own tokenizer (what ``fit_model`` counts with)."""
+    from ingestd.chunkers.tokenizers import ModelSizer
+    from ingestd.store.embedder import model_info
+
+    info = model_info("all-MiniLM-L6-v2")
+    sizer = ModelSizer(info.tokenizer_json or "", name="minilm")
+    return Impl(
+        "reference: model tokenizer count",
+        "-",
+        lambda texts: sum(sizer.count(t) > 0 for t in texts),
+        "reference",
+        "one WordPiece pass per file; not a chunker",
+    )
+
+
 def interleaved(run: Run, baseline: Run, texts: Sequence[str]) -> tuple[float, float, int]:
     """Time ``run`` and ``baseline`` file by file, alternating, so that load changes on
     the shared machine hit both alike. Returns (run seconds, baseline seconds, chunks)."""
@@ -242,6 +258,8 @@ def bench_corpus(corpus: str, args: argparse.Namespace, enc: Any) -> dict[str, A
     impls = ingestd_impls(corpus, args.only)
     libs, notes = library_impls(corpus, enc, args.only)
     impls += libs
+    if not args.only or any(o in "model tokenizer" for o in args.only):
+        impls.append(model_tokenizer_impl())
 
     def base() -> Run:
         return lambda ts: sum(len(enc.encode_ordinary(t)) for t in ts)
