@@ -50,7 +50,7 @@ def test_metrics_off_by_default(
 
 @pytest.mark.slow
 def test_metrics_are_scraped_on_loopback(
-    tmp_path: Path, scratch: Path, fake_embedder: CountingEmbedder
+    tmp_path: Path, scratch: Path, fake_embedder: CountingEmbedder, no_thread_leaks: None
 ) -> None:
     root = copy_tree(tmp_path / "docs", PAGES)
     port = _free_port()

@@ -72,7 +72,11 @@ watch:
 
 
 def test_reload_rechunks_only_the_documents_of_a_changed_rule(
-    tree: Path, tmp_path: Path, scratch: Path, fake_embedder: CountingEmbedder
+    tree: Path,
+    tmp_path: Path,
+    scratch: Path,
+    fake_embedder: CountingEmbedder,
+    no_thread_leaks: None,
 ) -> None:
     cfg = _config(tmp_path / "config.yaml", tree, 64)
     with Harness(tree, scratch / "state", fake_embedder, config_path=cfg) as h:

@@ -429,3 +429,27 @@ def test_dead_watcher_makes_the_daemon_exit_nonzero(
     wait_for(lambda: not h.alive, 10, "the service to exit")
     assert h.code == 1
     assert "file watching stopped" in caplog.text
+
+
+@pytest.mark.slow
+def test_symlinks_are_not_followed_and_loops_do_not_hang(
+    small_tree: Path,
+    tmp_path: Path,
+    scratch: Path,
+    fake_embedder: CountingEmbedder,
+    no_thread_leaks: None,
+) -> None:
+    outside = copy_tree(tmp_path / "outside", WATCH_MD[:1])
+    os.symlink("..", small_tree / "blog/loop")  # a loop back to the root
+    os.symlink(outside, small_tree / "linked-outside")  # a folder outside the root
+    os.symlink(small_tree / WATCH_MD[1], small_tree / "alias.md")  # a symlinked document
+    with _run(small_tree, scratch, fake_embedder) as h:
+        paths = {p["path"] for p in h.points().values()}
+        assert paths == set(WATCH_MD)
+        b = h.service.batches_done
+        (outside / "blog/2023/extra.md").write_text("# Outside\n\nNever indexed.\n")
+        (small_tree / "blog/inside.md").write_text("# Inside\n\nIndexed.\n")
+        h.settle(b)
+        paths = {p["path"] for p in h.points().values()}
+        assert paths == {*WATCH_MD, "blog/inside.md"}
+        h.assert_matches_oracle(scratch)
