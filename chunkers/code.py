@@ -17,9 +17,10 @@ lines and an over-long line at token boundaries
 (:func:`~ingestd.chunkers.token.split_to_fit`).
 
 Packing is local, so that editing one function leaves the other chunks (and their ids)
-alone: a greedy pass restarts at every *anchor*, a unit whose first line hashes to 0
-modulo ``anchor_every`` (content-defined boundaries, as in content-defined chunking).
-An edit can therefore only re-pack the units between two anchors.
+alone: a greedy pass restarts at every *anchor*, a unit chosen by the hash of its first
+line with a probability proportional to its size (content-defined boundaries, as in
+content-defined chunking), about one per ``anchor_tokens`` tokens. An edit can
+therefore only re-pack the units between two anchors.
 """
 
 from __future__ import annotations
@@ -48,21 +49,23 @@ class CodeOptions(ChunkerOptions):
             all-MiniLM-L6-v2).
         language: ``"python"`` (parse with ``ast``, fall back to the line packer on a
             syntax error) or ``"text"`` (the line packer: any other source file).
-        anchor_every: about one unit in ``anchor_every`` starts a chunk whatever the
-            budget (``>= 1``; 1 disables packing). Smaller values keep edits more local,
-            larger ones pack small units tighter. Default 4.
+        anchor_tokens: mean distance between anchors, units that start a chunk
+            whatever the budget, in budget tokens (``0``, the default: ``max_tokens``,
+            measured to keep one-function edits to at most 3 new chunks; ``1``
+            disables packing). Smaller values keep edits more
+            local, larger ones pack small units tighter.
     """
 
     max_tokens: int = 200
     language: Literal["python", "text"] = "python"
-    anchor_every: int = 4
+    anchor_tokens: int = 0
 
     @model_validator(mode="after")
     def _check(self) -> CodeOptions:
         if self.max_tokens <= 0:
             raise ValueError("max_tokens must be > 0")
-        if self.anchor_every < 1:
-            raise ValueError("anchor_every must be >= 1")
+        if self.anchor_tokens < 0:
+            raise ValueError("anchor_tokens must be >= 0")
         return self
 
 
@@ -243,8 +246,10 @@ class CodeChunker(Chunker):
         if not spans:
             return
         prefix, outer = prefixes
-        breaks = [i for i in range(1, len(spans)) if self._anchor(text, spans[i])]
         sizes, msizes = counts if counts is not None else (None, None)
+        if sizes is None:
+            sizes = [self.budget.count(text[a:b]) for a, b in spans]
+        breaks = [i for i in range(1, len(spans)) if self._anchor(text, spans[i], sizes[i])]
         groups = pack(
             self.budget, text, spans, prefix=prefix, breaks=breaks, sizes=sizes, msizes=msizes
         )
@@ -278,11 +283,17 @@ class CodeChunker(Chunker):
                 spans.extend(split_to_fit(self.budget, text, a, b, prefix))
         self._flush(text, spans, [None] * len(spans), scope, (prefix, prefix), out)
 
-    def _anchor(self, text: str, span: tuple[int, int]) -> bool:
-        """Whether the unit at ``span`` starts a chunk whatever the budget."""
+    def _anchor(self, text: str, span: tuple[int, int], size: int) -> bool:
+        """Whether the unit at ``span`` (``size`` tokens) starts a chunk whatever the budget.
+
+        A content-defined choice: the hash of the unit's first line, as a fraction of
+        2**32, is below ``size / anchor_tokens``, so there is about one anchor per
+        ``anchor_tokens`` tokens whatever the sizes of the units.
+        """
+        spacing = self.options.anchor_tokens or self.options.max_tokens
         nl = text.find("\n", span[0], span[1])
         first = text[span[0] : nl if nl >= 0 else span[1]].strip()
-        return zlib.crc32(first.encode("utf-8")) % self.options.anchor_every == 0
+        return zlib.crc32(first.encode("utf-8")) < (1 << 32) * min(1.0, size / spacing)
 
 
 def _first_line(node: ast.stmt) -> int:

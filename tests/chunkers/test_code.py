@@ -100,8 +100,8 @@ def test_module_fits_in_few_chunks_at_the_default_budget(tik: ChunkContext) -> N
     assert chunks[-1].text.endswith("# trailing comment")
 
 
-def test_one_definition_per_chunk_with_anchor_every_one(tik: ChunkContext) -> None:
-    chunks = chunk(SAMPLE, tik, anchor_every=1)
+def test_one_definition_per_chunk_with_anchor_tokens_one(tik: ChunkContext) -> None:
+    chunks = chunk(SAMPLE, tik, anchor_tokens=1)
     outside = [c for c in chunks if c.heading_path[:1] != ("Registry",)]
     tops = ast.parse(SAMPLE).body
     assert len(outside) == len(tops) - 1 + 1  # Registry is split; + the trailing comment
@@ -128,7 +128,7 @@ def test_line_packer_splits_big_blocks_at_lines_and_long_lines_at_tokens(
     tik: ChunkContext,
 ) -> None:
     text = "a = 1\nb = 2\nc = 3\n" + "x" * 300 + "\n"
-    chunks = chunk(text, tik, max_tokens=10, language="text", anchor_every=1000)
+    chunks = chunk(text, tik, max_tokens=10, language="text", anchor_tokens=100_000)
     check(text, chunks, 10, tik)
     assert [c.text for c in chunks[:2]] == ["a = 1\nb = 2", "c = 3"]
     assert "".join(c.text for c in chunks[2:]) == "x" * 300
@@ -143,7 +143,7 @@ def test_exact_small_cases() -> None:
 
 
 @pytest.mark.parametrize(
-    "params", [{"max_tokens": 0}, {"anchor_every": 0}, {"language": "rust"}, {"x": 1}]
+    "params", [{"max_tokens": 0}, {"anchor_tokens": -1}, {"language": "rust"}, {"x": 1}]
 )
 def test_invalid_options_are_rejected(params: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
