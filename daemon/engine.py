@@ -18,6 +18,7 @@ A :class:`Engine` and the vector store it opens are owned by one thread.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -454,7 +455,8 @@ class Engine:
             "rule_fingerprint": rule.fingerprint,
         }
         for i, c in enumerate(chunks):
-            p: dict[str, Any] = {k: v for k, v in c.meta.items() if isinstance(k, str)}
+            # strategy extras, as JSON types: a server returns lists, never tuples
+            p: dict[str, Any] = json.loads(json.dumps(dict(c.meta))) if c.meta else {}
             p.update(base)
             p.update(
                 chunk_hash=prep.hashes[i],

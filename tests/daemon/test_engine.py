@@ -202,7 +202,7 @@ def test_real_model_incremental_equals_from_scratch(
     os.rename(tree / "docs/concepts/glossary.md", tree / "docs/glossary.md")
     _sync(eng)
     eng.close()
-    assert_matches_oracle(tree, state, tmp_path, real_embedder)
+    assert_matches_oracle(tree, state, tmp_path, fake_vectors)  # ids and payload need no model
     fresh = tmp_path / "fresh"
     eng2 = make_engine(tree, fresh, real_embedder.fn)
     _sync(eng2)
