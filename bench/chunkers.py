@@ -361,6 +361,34 @@ def verdict(res: dict[str, Any]) -> None:
         print(f"verdict [{res['corpus']}] {msg}")
 
 
+def provenance() -> str:
+    """git HEAD, and a hash of chunkers/*.py as they are on disk (others edit them live)."""
+    import hashlib
+    import subprocess
+
+    root = HERE.parent
+    h = hashlib.sha256()
+    for p in sorted((root / "chunkers").glob("*.py")):
+        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "chunkers"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+    except OSError:
+        head, dirty = "?", ""
+    state = "chunkers/ modified in the work tree" if dirty else "chunkers/ clean"
+    return f"git {head or '?'}, {state}, chunkers/*.py sha256 {h.hexdigest()[:12]}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -390,6 +418,7 @@ def main() -> None:
         f" corpora, {args.repeat} round(s); x tiktoken = MB/s / raw tiktoken MB/s, timed "
         "interleaved file by file in the same run (shared machine: compare ratios)"
     )
+    print(f"code: {provenance()}")
     for res in results:
         print_table(res)
     print()

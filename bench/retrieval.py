@@ -342,6 +342,34 @@ def report(idx: Index, qs: list[Question], res: list[Result], misses: int) -> di
     return {"span5": sm["R@5"], "path5": pm["R@5"]}
 
 
+def provenance() -> str:
+    """git HEAD, and a hash of chunkers/*.py as they are on disk (others edit them live)."""
+    import hashlib
+    import subprocess
+
+    root = HERE.parent
+    h = hashlib.sha256()
+    for p in sorted((root / "chunkers").glob("*.py")):
+        h.update(p.name.encode() + b"\0" + p.read_bytes())
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain", "--", "chunkers"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+    except OSError:
+        head, dirty = "?", ""
+    state = "chunkers/ modified in the work tree" if dirty else "chunkers/ clean"
+    return f"git {head or '?'}, {state}, chunkers/*.py sha256 {h.hexdigest()[:12]}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
@@ -387,6 +415,7 @@ def main() -> None:
     wc = defaultdict(int)
     for q in qs:
         wc[q.where] += 1
+    print(f"\ncode: {provenance()}")
     print(
         f"\nquestions: {len(qs)} from {args.qa} (answer starts in: {dict(wc)}); "
         f"model {info.name}; cosine brute force over all chunks"
