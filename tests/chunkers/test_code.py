@@ -177,3 +177,30 @@ def test_one_function_edit_keeps_most_chunk_ids(
         after = ids(chunk("\n".join(edited), ctx))
         assert len(before & after) >= 0.8 * len(before), fn.name
         assert len(after - before) <= 3, fn.name
+
+
+def test_newer_syntax_is_outlined_from_tokens(tik: ChunkContext) -> None:
+    text = (DATA / "code_py312_syntax.txt").read_text()
+    chunks = chunk(text, tik, max_tokens=40, anchor_tokens=1)
+    check(text, chunks, 40, tik)
+    paths = [c.heading_path for c in chunks]
+    assert ("Box", "__init__") in paths and ("Box", "doubled") in paths and ("first",) in paths
+    doubled = next(c for c in chunks if c.heading_path == ("Box", "doubled"))
+    assert doubled.text.startswith("@property") and doubled.prefix == "class Box[T]:\n"
+
+
+@pytest.mark.parametrize(
+    "source",
+    [SAMPLE, (CODE / "sphinx/ext/napoleon/docstring.py").read_text()],
+    ids=["sample", "napoleon-docstring"],
+)
+def test_outline_chunks_like_ast(
+    source: str, tik: ChunkContext, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    expected = chunk(source, tik)
+
+    def reject(*args: object, **kwargs: object) -> None:
+        raise SyntaxError("pretend this is newer Python")
+
+    monkeypatch.setattr(ast, "parse", reject)
+    assert chunk(source, tik) == expected
