@@ -173,6 +173,11 @@ def handle_errors(f: F) -> F:
         except KeyboardInterrupt:
             click.echo("Interrupted (^C)", err=True)
             sys.exit(130)
+        except BrokenPipeError:
+            # the reader went away (`ingestd chunk F | head`): stop quietly, as cat does
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(0)
         except known as exc:
             raise Fatal(str(exc)) from None
         except Exception as exc:

@@ -124,6 +124,8 @@ def preview(
             obj["n_model_tokens"] = model_counts[i]
         if c.heading_path:
             obj["heading_path"] = list(c.heading_path)
+        if c.prefix:
+            obj["prefix"] = c.prefix  # embedded before the text (the chunk hash covers it)
         if c.parent is not None:
             obj["parent_id"] = ids[c.parent]
         if c.is_parent:
