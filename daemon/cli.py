@@ -447,6 +447,10 @@ def _print_status(st: dict[str, Any]) -> None:
     else:
         click.echo("daemon: not running")
     click.echo(f"state dir: {st['state_dir']}")
+    for w in st.get("rule_warnings", []):
+        click.echo(f"warning: {w}")
+    for r in st.get("unused_rules", []):
+        click.echo(f"rule {r!r} matches no indexed document")
     if not st["sources"]:
         click.echo("no sources indexed yet")
     for s in st["sources"]:

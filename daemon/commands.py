@@ -166,6 +166,9 @@ def status_of(manifest: Manifest, engine: Engine | None, state_dir: Path) -> dic
         },
     }
     if engine is not None:
+        out["rule_warnings"] = list(engine.rule_warnings)
+        paths = [p for s in engine.sources for p in engine.manifest.documents(s)]
+        out["unused_rules"] = engine.rules.unmatched(paths) if paths else []
         out["embedded_since_start"] = engine.embedder.stats.embedded
         out["reused_since_start"] = engine.embedder.stats.reused
         out["model"] = {"name": engine.model.name, "fingerprint": engine.model.fingerprint[:16]}

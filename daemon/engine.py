@@ -210,6 +210,9 @@ class Engine:
         ctx, tok = build_context(cfg, embed=self.sentence_embedder.embed_texts)
         self.ctx = ctx
         self.rules = RuleSet(cfg.rules, ctx, tok, self.model.fingerprint)
+        self.rule_warnings = self.rules.fit_warnings(ctx)
+        for w in self.rule_warnings:
+            logger.warning("%s", w)
         self.sources = {s.name: s for s in cfg.sources}
         self.filters = {s.name: SourceFilter(s, self.state_dir) for s in cfg.sources}
         self.retry: dict[str, set[str]] = {}

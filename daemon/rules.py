@@ -141,6 +141,33 @@ class RuleSet:
                 return rule
         return self.rules[-1]
 
+    def fit_warnings(self, ctx: ChunkContext) -> list[str]:
+        """Rules whose budget does not fit the embedding model, one message each.
+
+        Uses the ratio measured on md-docs, about 1.22 all-MiniLM-L6-v2 word pieces per
+        cl100k token, to estimate a budget's length in model word pieces.
+        """
+        out = []
+        for r in self.rules:
+            budget = getattr(r.chunker.options, "max_tokens", None)
+            if not isinstance(budget, int):
+                continue
+            approx = budget if ctx.sizer is ctx.model_sizer else int(budget * 1.22)
+            if approx <= ctx.model_max_tokens:
+                continue
+            if ctx.model_sizer is None:
+                out.append(
+                    f"rule {r.name!r}: max_tokens {budget} is about {approx} model word pieces, "
+                    f"over the model's {ctx.model_max_tokens}: the model will silently drop the "
+                    "rest of long chunks (set embedding.fit_model: true or lower max_tokens)"
+                )
+            else:
+                out.append(
+                    f"rule {r.name!r}: max_tokens {budget} is about {approx} model word pieces; "
+                    f"chunks are capped at the model's {ctx.model_max_tokens} instead"
+                )
+        return out
+
     def unmatched(self, paths: Sequence[str]) -> list[str]:
         """Names of rules that match none of ``paths`` first (candidates for removal)."""
         used = {self.match(p).name for p in paths}

@@ -273,3 +273,21 @@ def test_dry_run_plans_without_writing(tree: Path, tmp_path: Path, fake_embedder
     assert plan["rekey"] == [{"from": "docs/collector/quick-start.md", "to": "docs/quick-start.md"}]
     assert plan["delete"] == ["docs/concepts/glossary.md"]
     assert store_snapshot(state) == before
+
+
+def test_budget_over_the_model_is_reported(tmp_path: Path, caplog) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    rules = [{"match": ["*"], "chunker": "token", "params": {"max_tokens": 512, "overlap": 0}}]
+    eng = make_engine(root, tmp_path / "s", fake_vectors, rules=rules)
+    assert eng.rule_warnings == [
+        "rule 'token': max_tokens 512 is about 624 model word pieces; chunks are capped at "
+        "the model's 254 instead"
+    ]
+    eng.close()
+    eng = make_engine(
+        root, tmp_path / "s2", fake_vectors, rules=rules, embedding={"fit_model": False}
+    )
+    assert "the model will silently drop the rest" in eng.rule_warnings[0]
+    assert "the model will silently drop the rest" in caplog.text
+    eng.close()
