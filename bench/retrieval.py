@@ -388,6 +388,7 @@ def main() -> None:
     )
     ap.add_argument("--misses", type=int, default=100, help="list at most N span misses")
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--json", type=Path, help="also write per-question results here")
     args = ap.parse_args()
     args.corpus = args.corpus.resolve()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -421,15 +422,23 @@ def main() -> None:
         f"model {info.name}; cosine brute force over all chunks"
     )
     summary = []
+    dump: dict[str, Any] = {}
     for idx in indexes:
         res = evaluate(idx, qs, qvecs)
         m = report(idx, qs, res, args.misses if idx is indexes[0] else min(args.misses, 0))
         summary.append((idx.label, m["span5"], m["path5"]))
+        dump[idx.label] = [
+            {"id": q.id, "where": q.where, "kind": q.kind, "path": q.path,
+             "path_rank": r.path_rank, "span_rank": r.span_rank, "top1": r.top1}
+            for q, r in zip(qs, res, strict=True)
+        ]  # fmt: skip
+    if args.json:
+        args.json.write_text(json.dumps(dump, indent=1))
     print("\n== summary: span R@5 / path R@5 ==")
     for label, s5, p5 in summary:
-        print(f"  measured  {label:<58}{s5:>6.1f} /{p5:>6.1f}")
+        print(f"  measured  {label:<66}{s5:>6.1f} /{p5:>6.1f}")
     for label, s5, p5 in QUOTED:
-        print(f"  quoted    {label + ' (issue 3, not re-measured)':<58}{s5:>6.1f} /{p5:>6.1f}")
+        print(f"  quoted    {label + ' (issue 3, not re-measured)':<66}{s5:>6.1f} /{p5:>6.1f}")
     s5, p5 = summary[0][1], summary[0][2]
     ok = s5 >= TARGET_SPAN5 and p5 >= TARGET_PATH5
     print(
