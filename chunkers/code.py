@@ -15,7 +15,7 @@ under Python 3.11) is outlined from ``tokenize``'s logical lines and indentation
 instead, with the same result wherever ``ast`` would have succeeded.
 
 The line packer, used for other source files (``language: text``) and for Python that
-does not parse, packs blank-line-separated blocks; a block over the budget is cut at
+does not even tokenize, packs blank-line-separated blocks; a block over the budget is cut at
 lines and an over-long line at token boundaries
 (:func:`~ingestd.chunkers.token.split_to_fit`).
 
@@ -341,7 +341,8 @@ def _outline(text: str) -> list[_Stmt] | None:
     Returns ``None`` when even tokenizing fails (then the line packer takes over).
     """
     logical: list[tuple[int, int, int, str, str]] = []  # depth, first, last, keyword, name
-    depth, words, start = 0, [], 0
+    depth, start = 0, 0
+    words: list[str] = []
     try:
         for tok in tokenize.generate_tokens(io.StringIO(text).readline):
             if tok.type == tokenize.INDENT:
