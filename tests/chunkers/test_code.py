@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from ingestd.chunkers import Chunk, ChunkContext
+from ingestd.chunkers import Chunk, ChunkContext, decode
 from ingestd.chunkers.code import CodeChunker, CodeOptions
 from ingestd.chunkers.tokenizers import CharSizer, ModelSizer, TiktokenSizer
 
@@ -204,3 +204,10 @@ def test_outline_chunks_like_ast(
 
     monkeypatch.setattr(ast, "parse", reject)
     assert chunk(source, tik) == expected
+
+
+def test_crlf_file_chunks_like_its_lf_twin(ctx: ChunkContext) -> None:
+    lf = (CODE / "sphinx/util/nodes.py").read_bytes()
+    chunks = chunk(decode(lf), ctx)
+    assert chunk(decode(lf.replace(b"\n", b"\r\n")), ctx) == chunks
+    assert chunk(decode(b"\xef\xbb\xbf" + lf), ctx) == chunks

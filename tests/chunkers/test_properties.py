@@ -188,6 +188,18 @@ def test_properties_with_tiktoken_and_the_model(
     check(name, text, make(name, ctx, **params).chunk(text), params, ctx)
 
 
+@pytest.mark.parametrize("name", names("model-budget"))
+@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=texts, size=st.sampled_from([8, 64]))
+def test_properties_with_budgets_in_model_word_pieces(
+    name: str, text: str, size: int, model_sizer: ModelSizer
+) -> None:
+    """``tokenizer: model``: the budget itself counts the embedding model's word pieces."""
+    ctx = ChunkContext(model_sizer, model_sizer, 254, embed=bag_of_words)
+    params = params_for(name, size)
+    check(name, text, make(name, ctx, **params).chunk(text), params, ctx)
+
+
 @pytest.mark.parametrize("name", names("determinism"))
 @FAST
 @given(text=texts)
