@@ -38,8 +38,10 @@ from .tokenizers import TiktokenSizer
 __all__ = ["Block", "Packer", "Section", "Span"]
 
 _PIECE = 4096
-_LONG_RUN = re.compile(r"\S{" + str(_PIECE) + ",}")
-_ANY_LONG_RUN = re.compile(r"\S{2049,}|\s{2049,}")  # TiktokenSizer counts these in pieces
+_LONG_RUN = re.compile(r"(?<!\S)\S{" + str(_PIECE) + ",}")
+# TiktokenSizer counts runs this long in pieces (the lookbehinds keep the search linear)
+_MAX_RUN = 2048
+_ANY_LONG_RUN = re.compile(rf"(?<!\S)\S{{{_MAX_RUN + 1}}}|(?<!\s)\s{{{_MAX_RUN + 1}}}")
 _SECTION_CHARS = 5  # a section this many chars per budget token is counted whole first
 _BLOCK_CHARS = 8  # a block longer than this many chars per budget token is counted by lines
 _WINDOW, _SEC = -2, -3  # markers in _Unit.body
@@ -115,7 +117,11 @@ def _token_ends(sizer: Any, text: str) -> list[int] | None:
     two bisections. Texts with runs that :class:`TiktokenSizer` counts in pieces, and
     other sizers, return ``None`` (blocks are then counted one by one).
     """
-    if not isinstance(sizer, TiktokenSizer) or not text or _ANY_LONG_RUN.search(text):
+    if not isinstance(sizer, TiktokenSizer) or not text:
+        return None
+    if max(map(len, text.split("\n"))) > _MAX_RUN or (
+        "\n" * 64 in text and _ANY_LONG_RUN.search(text)  # long runs of blank lines
+    ):
         return None
     import numpy as np
 
@@ -420,7 +426,7 @@ class Packer:
         first, last = units[i], units[j - 1]
         s, e = first.start, last.end
         if all(units[k].exact for k in range(i, j)):
-            n = tok - self._tail(s, e, last.next)
+            n = self._exact(s, e, last.next, tok)
         else:
             n = self._count(text[s:e])
         if n > self.max and not force:
@@ -434,6 +440,26 @@ class Packer:
             if m > self.budget.model_max_tokens and not force:
                 return max(0, min(tok - 1, tok * self.budget.model_max_tokens // m - 1))
         return Span(s, e, n, path, pre)
+
+    def _exact(self, s: int, e: int, nxt: int, tok: int) -> int:
+        """Tokens of ``text[s:e]``, given ``tok`` tokens in ``text[s:nxt]`` (``e..nxt`` blank)."""
+        ends = self._ends
+        if ends is None or nxt == e:
+            return tok - self._tail(s, e, nxt)
+        lo = bisect.bisect_right(ends, s)
+        k = bisect.bisect_right(ends, e)
+        if k and ends[k - 1] == e:  # a token ends at e: count from the document's tokens
+            return k - lo
+        text = self.text
+        p = e  # else the last pre-token is a punctuation run that took the newlines
+        while p > s and not text[p - 1].isalnum() and not text[p - 1].isspace() and e - p < 64:
+            p -= 1
+        if p > s and text[p - 1] == " ":
+            p -= 1
+        q = bisect.bisect_right(ends, p)
+        if p < e and (p == s or (q and ends[q - 1] == p)):
+            return q - lo + self._count(text[p:e])
+        return tok - self._tail(s, e, nxt)
 
     def _tail(self, s: int, e: int, nxt: int) -> int:
         """Tokens that the whitespace ``text[e:nxt]`` adds to ``text[s:e]``.
