@@ -94,6 +94,38 @@ class MarkdownOptions(ChunkerOptions):
         return self.max_tokens // 4 if self.min_tokens is None else self.min_tokens
 
 
+_SIMPLE = re.compile(
+    r"(?P<key>\w+):[ \t]+"
+    r"""(?:'(?P<sq>[^'\n]*)'|"(?P<dq>[^"\\\n]*)"|(?P<plain>[^'"\[{>|&*!%@`#\s][^#\n]*?))"""
+    r"[ \t]*"
+)
+_NOT_STRING = re.compile(r"[-+.\d]|(?:true|false|yes|no|on|off|null|~)$", re.I)
+
+
+def _simple_yaml(raw: str) -> dict[str, str] | None:
+    """The wanted keys of front matter whose lines for them are plain one-line strings.
+
+    ``None`` when a wanted key's value needs a real YAML parser (block scalars, flow
+    collections, escapes, comments, numbers, continuation lines).
+    """
+    out: dict[str, str] = {}
+    lines = raw.split("\n")
+    for k, line in enumerate(lines):
+        key = line.partition(":")[0]
+        if key not in _META_KEYS:
+            continue
+        m = _SIMPLE.fullmatch(line)
+        nxt = lines[k + 1] if k + 1 < len(lines) else ""
+        if m is None or nxt[:1] in (" ", "\t"):
+            return None
+        plain = m.group("plain")
+        if plain is not None and _NOT_STRING.match(plain):
+            return None
+        quoted = m.group("sq") if m.group("sq") is not None else m.group("dq")
+        out[key] = plain if plain is not None else quoted
+    return out
+
+
 def parse_front_matter(text: str) -> tuple[int, dict[str, str]]:
     """Find YAML (``---``) or TOML (``+++``) front matter at the top of ``text``.
 
@@ -112,8 +144,8 @@ def parse_front_matter(text: str) -> tuple[int, dict[str, str]]:
     body = m.end() + 1 if m.end() < len(text) else m.end()
     meta: dict[str, str] = {}
     raw = text[4 : m.start()]
-    data: Any = None
-    if fence == "---":
+    data: Any = _simple_yaml(raw) if fence == "---" else None
+    if fence == "---" and data is None:
         try:
             import yaml
 
