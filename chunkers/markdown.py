@@ -242,10 +242,14 @@ class _Parser:
                 blank = True
                 i += 1
                 continue
+            first = body[0]
+            if not blank and self.cur is not None and first not in "#=-`~":
+                self.cur.last = offsets[i] + len(line)  # the common case: a block goes on
+                i += 1
+                continue
             a = offsets[i]
             b = a + len(line)
             indent = len(line) - len(body)
-            first = body[0]
             if first == "#" and indent < 4 and (m := _ATX.match(line)):
                 self.close()
                 level = len(m.group(1))
