@@ -11,15 +11,19 @@ whole blocks into chunks:
   to its size (about 2.5 anchors per ``max_tokens`` tokens): boundaries are
   content-defined, so after an edit the packing falls back into step with the old one
   within a chunk or two;
-* a block over budget is cut at line starts, a line over budget at token boundaries
-  (``Sizer.boundaries``, on pieces of at most 4,096 characters, so a huge run of one
-  character costs linear time).
+* a block over budget is cut at blank lines, then at line starts (code at line starts
+  straight away), and a line over budget at token boundaries (``Sizer.boundaries``, on
+  pieces of at most 4,096 characters, so a huge run of one character costs linear
+  time); a piece of a line is a chunk of its own.
 
 Token counts are additive at line starts (every tokenizer in use splits there), so a
 chunk's count is the sum of its blocks' counts, corrected for the trailing whitespace
-that the chunk leaves out by re-counting only its last line. Pieces cut at token
-boundaries are recounted exactly. Each chunk is checked once against the embedding
-model (``Budget.model_sizer``, prefix included) and shrunk if it does not fit.
+that the chunk leaves out. With tiktoken the document is encoded once and every count
+between line starts is a difference of two bisections in its token end offsets; other
+sizers count each block once. Pieces cut at token boundaries are recounted exactly.
+Each chunk is checked once against the embedding model (``Budget.model_sizer``, prefix
+included) and shrunk if it does not fit: a multi-block chunk drops blocks at its end,
+a single block is cut as above.
 """
 
 from __future__ import annotations
