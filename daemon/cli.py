@@ -34,7 +34,7 @@ class Fatal(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]
 
 
 def setup_logging(level: str = "INFO") -> None:
@@ -371,7 +371,9 @@ def search(
     from ingestd.daemon import commands
 
     cfg, sd = _load(config_path, (), state_dir, log_level)
-    args = {"query": query, "k": k, "source": source, "path": path_prefix, "expand": expand}
+    args: dict[str, Any] = {
+        "query": query, "k": k, "source": source, "path": path_prefix, "expand": expand,
+    }
     ok, hits = _remote(sd, "search", args)
     if not ok:
         cfg = _with_manifest_sources(cfg, sd, config_path is not None)

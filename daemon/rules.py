@@ -42,7 +42,7 @@ class Rule:
     config: RuleConfig
     fingerprint: str
     chunker: Chunker
-    spec: pathspec.PathSpec
+    spec: pathspec.GitIgnoreSpec
 
     @property
     def chunker_name(self) -> str:

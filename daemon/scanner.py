@@ -86,7 +86,7 @@ class SourceFilter:
         self.root = Path(source.root)
         self._include = pathspec.GitIgnoreSpec.from_lines(source.include)
         self._exclude = pathspec.GitIgnoreSpec.from_lines(source.exclude)
-        self._gitignores: dict[str, pathspec.PathSpec | None] = {}
+        self._gitignores: dict[str, pathspec.GitIgnoreSpec | None] = {}
         self._state_rel: str | None = None
         if state_dir is not None:
             try:
@@ -124,7 +124,7 @@ class SourceFilter:
             return False
         return not (self.source.gitignore and self._gitignored(rel, is_dir=False))
 
-    def _spec_for(self, folder: str) -> pathspec.PathSpec | None:
+    def _spec_for(self, folder: str) -> pathspec.GitIgnoreSpec | None:
         if folder not in self._gitignores:
             f = self.root / folder / ".gitignore" if folder else self.root / ".gitignore"
             try:

@@ -205,7 +205,7 @@ class SentenceTransformerEmbedder:
                 import transformers
                 from sentence_transformers import SentenceTransformer
 
-                transformers.utils.logging.disable_progress_bar()
+                transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 
                 if self.threads:
                     torch.set_num_threads(self.threads)

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from sqlalchemy import (
     BigInteger,
@@ -37,6 +37,7 @@ from sqlalchemy import (
     Index,
     Integer,
     String,
+    Table,
     Text,
     UniqueConstraint,
     create_engine,
@@ -128,10 +129,10 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("001_initial", _m001_initial),
 ]
 
-D = DocumentTable.__table__
-C = ChunkTable.__table__
-S = SourceTable.__table__
-K = CollectionTable.__table__
+D = cast(Table, DocumentTable.__table__)
+C = cast(Table, ChunkTable.__table__)
+S = cast(Table, SourceTable.__table__)
+K = cast(Table, CollectionTable.__table__)
 
 
 class ModelMismatchError(RuntimeError):
@@ -206,7 +207,7 @@ class Manifest:
 
     def _migrate(self) -> None:
         with self.engine.begin() as conn:
-            SchemaMigration.__table__.create(conn, checkfirst=True)
+            cast(Table, SchemaMigration.__table__).create(conn, checkfirst=True)
             done = set(conn.scalars(select(SchemaMigration.name)))
             for name, step in MIGRATIONS:
                 if name not in done:
