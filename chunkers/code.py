@@ -212,7 +212,7 @@ class CodeChunker(Chunker):
         node = unit.nodes[0] if len(unit.nodes) == 1 else None
         if node is not None and node.name and node.body and node.body[0].first > node.lineno:
             split_at = lines.line_start(node.body[0].first)
-            sig = self._signature(text, lines, node, split_at)
+            sig = self._signature(text, lines, node, split_at, prefix)
             head = _Unit(unit.start, split_at, [], header=True)
             inner = (*scope, node.name)
             self._statements(
@@ -223,11 +223,14 @@ class CodeChunker(Chunker):
         path = (*scope, names[0]) if len(names) == 1 else scope
         self._lines(text, unit.start, unit.end, path, prefix, out)
 
-    def _signature(self, text: str, lines: LineIndex, node: _Stmt, split_at: int) -> str:
+    def _signature(
+        self, text: str, lines: LineIndex, node: _Stmt, split_at: int, prefix: str
+    ) -> str:
         """The definition line(s) of ``node`` as prefix text, ending with a newline.
 
         The lines from ``def``/``class`` to the end of the signature; a signature that
-        would take more than a quarter of the budget is cut to its first line.
+        would take more than a quarter of the budget is cut to its first line, and
+        left out (``""``) when ``prefix`` plus it would take more than half.
         """
         first = lines.line_start(node.lineno)
         sig_end = text.rfind(":", first, split_at)
@@ -235,6 +238,8 @@ class CodeChunker(Chunker):
         sig = text[first : sig_end if sig_end >= 0 else split_at].rstrip()
         if "\n" in sig and self.budget.count(sig) > self.budget.max_tokens // 4:
             sig = sig[: sig.index("\n")].rstrip() + " ..."
+        if self.budget.count(prefix + sig) > self.budget.max_tokens // 2:
+            return ""
         return sig + "\n"
 
     def _flush(

@@ -211,3 +211,12 @@ def test_crlf_file_chunks_like_its_lf_twin(ctx: ChunkContext) -> None:
     chunks = chunk(decode(lf), ctx)
     assert chunk(decode(lf.replace(b"\n", b"\r\n")), ctx) == chunks
     assert chunk(decode(b"\xef\xbb\xbf" + lf), ctx) == chunks
+
+
+def test_huge_signature_is_left_out_of_the_prefix(ctx: ChunkContext) -> None:
+    params = ", ".join(f"argument_number_{i}: int = {i}" for i in range(400))
+    body = "\n".join(f"        value_{i} = compute({i})" for i in range(200))
+    text = f"class Big:\n    def method(self, {params}) -> None:\n{body}\n"
+    chunks = chunk(text, ctx)
+    check(text, chunks, 200, ctx)
+    assert all(len(c.prefix) < 400 for c in chunks)
