@@ -53,6 +53,8 @@ _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
 _LIST = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 _ANCHOR_ID = re.compile(r"[ \t]*\{#[^}]*\}[ \t]*$")
+_TAG = re.compile(r"<[^<>\n]*>")
+_LINK = re.compile(r"\[([^\]\n]*)\](?:\([^)\n]*\)|\[[^\]\n]*\])")
 _META_KEYS = ("title", "linkTitle", "description")
 
 
@@ -195,7 +197,10 @@ class _State:
 
 
 def _title(raw: str) -> str:
-    return " ".join(_ANCHOR_ID.sub("", raw).split())
+    """Heading text for the path: no ``{#id}``, HTML tags (outside code) or link targets."""
+    parts = _ANCHOR_ID.sub("", raw).split("`")
+    parts[::2] = [_LINK.sub(r"\1", _TAG.sub("", p)) for p in parts[::2]]
+    return " ".join("`".join(parts).split())
 
 
 def _kind(line: str, indent: int) -> str:

@@ -145,6 +145,12 @@ def test_section_levels_option() -> None:
     assert [c.heading_path for c in chunks] == [(), ("Install",)]
 
 
+def test_heading_path_drops_ids_tags_and_link_targets() -> None:
+    text = '## Exporters <img src="/e.svg"> {#exporters}\n\nBody.\n\n## See [docs](/d) `a<T>`\n\nB.'
+    chunks = chunker(min_tokens=0).chunk(text)
+    assert [c.heading_path for c in chunks] == [("Exporters",), ("See docs `a<T>`",)]
+
+
 def test_hash_lines_in_fences_are_not_headings() -> None:
     text = (
         "# Title\n\nText.\n\n````md\n```sh\n# not a heading\n```\n# still code\n````\n\n"
