@@ -343,7 +343,8 @@ def _outline(text: str) -> list[_Stmt] | None:
 
     Indentation gives the nesting; a logical line starting with ``def``, ``async def``
     or ``class`` opens a definition, and the decorator lines before it join it.
-    Returns ``None`` when even tokenizing fails (then the line packer takes over).
+    Returns ``None`` when even tokenizing fails or meets a character Python has no
+    token for (then the line packer takes over).
     """
     logical: list[tuple[int, int, int, str, str]] = []  # depth, first, last, keyword, name
     depth, start = 0, 0
@@ -354,6 +355,8 @@ def _outline(text: str) -> list[_Stmt] | None:
                 depth += 1
             elif tok.type == tokenize.DEDENT:
                 depth -= 1
+            elif tok.type == tokenize.ERRORTOKEN and not tok.string.isspace():
+                return None  # not Python at all (e.g. a run of "!"): stop early
             elif tok.type == tokenize.NEWLINE:
                 if words:
                     logical.append((depth, start, tok.start[0], *_keyword(words)))
