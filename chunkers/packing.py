@@ -462,8 +462,17 @@ class Packer:
             p -= 1
         q = bisect.bisect_right(ends, p)
         if p < e and (p == s or (q and ends[q - 1] == p)):
-            return q - lo + self._count(text[p:e])
+            return q - lo + self._small(text[p:e])
         return tok - self._tail(s, e, nxt)
+
+    def _small(self, piece: str) -> int:
+        """Tokens of a short string (a trailing punctuation run, whitespace), memoised."""
+        n = self._ws.get(piece)
+        if n is None:
+            n = self._count(piece)
+            if len(piece) <= 16:
+                self._ws[piece] = n
+        return n
 
     def _tail(self, s: int, e: int, nxt: int) -> int:
         """Tokens that the whitespace ``text[e:nxt]`` adds to ``text[s:e]``.
@@ -478,11 +487,7 @@ class Packer:
         while p > s and not text[p - 1].isalnum() and not text[p - 1].isspace() and e - p < 64:
             p -= 1
         if p == e:
-            ws = text[e:nxt]
-            n = self._ws.get(ws)
-            if n is None:
-                n = self._ws[ws] = self._count(ws)
-            return n
+            return self._small(text[e:nxt])
         if e - p >= 64 or (p > s and not text[p - 1].isalnum() and not text[p - 1].isspace()):
             p = max(s, text.rfind("\n", s, e) + 1)
         elif p > s and text[p - 1] == " ":
