@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .base import Chunker, ChunkContext
+from .base import ChunkContext, Chunker
 from .code import CodeChunker
 from .hierarchical import HierarchicalChunker
 from .markdown import MarkdownChunker

@@ -372,7 +372,11 @@ def search(
 
     cfg, sd = _load(config_path, (), state_dir, log_level)
     args: dict[str, Any] = {
-        "query": query, "k": k, "source": source, "path": path_prefix, "expand": expand,
+        "query": query,
+        "k": k,
+        "source": source,
+        "path": path_prefix,
+        "expand": expand,
     }
     ok, hits = _remote(sd, "search", args)
     if not ok:

@@ -294,8 +294,7 @@ class Engine:
             or doc.state == "new"
             or doc.id in pending
             or doc.rule_fingerprint != rule.fingerprint
-            or (doc.size, doc.mtime_ns, doc.ctime_ns, doc.inode)
-            != (st.size, st.mtime_ns, st.ctime_ns, st.inode)
+            or _stat_of(doc) != st
         )
 
     def plan(
@@ -318,60 +317,11 @@ class Engine:
         Raises:
             KeyError: unknown source.
         """
-        src = self.sources[source]
-        flt = self.filters[source]
         plan = Plan(source)
         pending = self.manifest.pending_doc_ids(source)
-        if paths is None:
-            known = self.manifest.documents(source)
-            found = scan(flt)
-        else:
-            known, found = {}, {}
-            for rel in sorted(set(paths)):
-                rel = rel.strip("/")
-                full_path = Path(src.root) / rel
-                for p, d in self.manifest.documents(source, prefix=rel).items():
-                    known[p] = d
-                if full_path.is_dir() and not full_path.is_symlink():
-                    if not flt.ignores_dir(rel):
-                        found.update(scan(flt, rel))
-                elif flt.accepts(rel):
-                    st = stat_file(full_path)
-                    if st is not None:
-                        found[rel] = st
+        known, found = self._observe(source, paths)
         for rel, st in sorted(found.items()):
-            doc = known.get(rel)
-            rule = self.rules.match(rel)
-            if not full and not self._needs_work(doc, st, rule, pending):
-                plan.unchanged += 1
-                continue
-            try:
-                data = (Path(src.root) / rel).read_bytes()
-            except OSError:
-                plan.index.append(rel)  # read again when applied; retried if it fails
-                continue
-            h = content_hash(data)
-            plan.hashes[rel] = h
-            if (
-                doc is not None
-                and doc.state != "new"
-                and doc.id not in pending
-                and doc.content_hash == h
-                and doc.rule_fingerprint == rule.fingerprint
-            ):
-                if (doc.size, doc.mtime_ns, doc.ctime_ns, doc.inode) != (
-                    st.size,
-                    st.mtime_ns,
-                    st.ctime_ns,
-                    st.inode,
-                ):
-                    plan.stat_only.append((rel, st))
-                else:
-                    plan.unchanged += 1
-                continue
-            plan.index.append(rel)
-            if doc is not None:
-                plan._updates.add(rel)
+            self._classify(plan, rel, st, known.get(rel), pending, full=full)
         gone = sorted(p for p in known if p not in found)
         by_hash = {known[p].content_hash: p for p in gone}
         for rel in plan.index:
@@ -381,6 +331,70 @@ class Engine:
         if paths is None and not allow_mass_delete:
             self._guard(plan, len(known))
         return plan
+
+    def _observe(
+        self, source: str, paths: Iterable[str] | None
+    ) -> tuple[dict[str, DocRow], dict[str, FileStat]]:
+        """Manifest rows and on-disk stats of the whole source, or of ``paths``.
+
+        A path may be a folder: it covers every document under it, on disk and in the
+        manifest (a folder moved out leaves no event for its files).
+        """
+        flt = self.filters[source]
+        if paths is None:
+            return self.manifest.documents(source), scan(flt)
+        root = Path(self.sources[source].root)
+        known: dict[str, DocRow] = {}
+        found: dict[str, FileStat] = {}
+        for rel in sorted({p.strip("/") for p in paths}):
+            known.update(self.manifest.documents(source, prefix=rel))
+            full_path = root / rel
+            if full_path.is_dir() and not full_path.is_symlink():
+                if not flt.ignores_dir(rel):
+                    found.update(scan(flt, rel))
+            elif flt.accepts(rel):
+                st = stat_file(full_path)
+                if st is not None:
+                    found[rel] = st
+        return known, found
+
+    def _classify(
+        self,
+        plan: Plan,
+        rel: str,
+        st: FileStat,
+        doc: DocRow | None,
+        pending: set[int],
+        *,
+        full: bool,
+    ) -> None:
+        """Put one present file into ``plan``: unchanged, stat-only or to index."""
+        rule = self.rules.match(rel)
+        if not full and not self._needs_work(doc, st, rule, pending):
+            plan.unchanged += 1
+            return
+        try:
+            data = (Path(self.sources[plan.source].root) / rel).read_bytes()
+        except OSError:
+            plan.index.append(rel)  # read again when applied; retried if it fails
+            return
+        h = content_hash(data)
+        plan.hashes[rel] = h
+        if (
+            doc is not None
+            and doc.state != "new"
+            and doc.id not in pending
+            and doc.content_hash == h
+            and doc.rule_fingerprint == rule.fingerprint
+        ):
+            if _stat_of(doc) != st:
+                plan.stat_only.append((rel, st))
+            else:
+                plan.unchanged += 1
+            return
+        plan.index.append(rel)
+        if doc is not None:
+            plan._updates.add(rel)
 
     def _guard(self, plan: Plan, n_known: int) -> None:
         moved = {o for o, _ in plan.moves}
@@ -514,9 +528,13 @@ class Engine:
         progress: Callable[[int, int], None] | None = None,
         between: Callable[[], None] | None = None,
     ) -> SyncResult:
-        """Plan and apply; see :meth:`plan` for the arguments.
+        """Plan and apply.
 
         Args:
+            source: a configured source name.
+            paths: changed relative paths, or ``None`` for a scan (see :meth:`plan`).
+            full: re-hash every file (no stat fast path).
+            allow_mass_delete: release deletions the guard would hold.
             progress: called with (documents done, documents to do) after each batch.
             between: called between write batches (e.g. to serve searches).
         """
@@ -534,14 +552,49 @@ class Engine:
         """Carry out ``plan``. Stops early (between batches) when :attr:`stop` is set.
 
         Args:
+            plan: from :meth:`plan` (or built by hand, e.g. for a repair).
+            progress: called with (documents done, documents to do) after each batch.
+            between: called between write batches (e.g. to serve searches).
             force: re-upsert every point of the indexed documents (repair).
         """
         source = plan.source
         res = SyncResult(source, held=list(plan.held))
         e0, r0 = self.embedder.stats.embedded, self.embedder.stats.reused
+        self._index(plan, res, progress, between, force)
+        if not self.stop.is_set():
+            for rel in plan.delete:
+                self._delete(source, rel, res)
+            for rel, st in plan.stat_only:
+                doc = self.manifest.document(source, rel)
+                if doc is not None:
+                    self.manifest.update_document(
+                        doc.id,
+                        size=st.size,
+                        mtime_ns=st.mtime_ns,
+                        ctime_ns=st.ctime_ns,
+                        inode=st.inode,
+                    )
+        for rel in plan.index:
+            if rel not in res.retry:
+                self.retry.get(source, set()).discard(rel)
+        res.embedded = self.embedder.stats.embedded - e0
+        res.reused = self.embedder.stats.reused - r0
+        if paths_complete(plan, res) and not self.stop.is_set():
+            self.manifest.set_last_sync(source, self.now())
+        return res
+
+    def _index(
+        self,
+        plan: Plan,
+        res: SyncResult,
+        progress: Callable[[int, int], None] | None,
+        between: Callable[[], None] | None,
+        force: bool,
+    ) -> None:
+        """Prepare and write ``plan.index`` in batches spanning documents."""
+        source = plan.source
         git_commit = self._git(self.sources[source]) if plan.index else None
-        total = len(plan.index)
-        done = 0
+        done, total = 0, len(plan.index)
         batch: list[_Prepared] = []
         new_chunks = 0
         for rel in plan.index:
@@ -569,27 +622,6 @@ class Engine:
             done += len(batch)
             if progress:
                 progress(done, total)
-        if not self.stop.is_set():
-            for rel in plan.delete:
-                self._delete(source, rel, res)
-            for rel, st in plan.stat_only:
-                doc = self.manifest.document(source, rel)
-                if doc is not None:
-                    self.manifest.update_document(
-                        doc.id,
-                        size=st.size,
-                        mtime_ns=st.mtime_ns,
-                        ctime_ns=st.ctime_ns,
-                        inode=st.inode,
-                    )
-        for rel in plan.index:
-            if rel not in res.retry:
-                self.retry.get(source, set()).discard(rel)
-        res.embedded = self.embedder.stats.embedded - e0
-        res.reused = self.embedder.stats.reused - r0
-        if paths_complete(plan, res) and not self.stop.is_set():
-            self.manifest.set_last_sync(source, self.now())
-        return res
 
     def _ensure_collection(self, collection: str) -> None:
         if collection in self._collections_checked:
@@ -797,6 +829,10 @@ class Engine:
             self.store.delete(collection, list(rows))
         self.manifest.forget_source(source)
         return len(rows)
+
+
+def _stat_of(doc: DocRow) -> FileStat:
+    return FileStat(doc.size, doc.mtime_ns, doc.ctime_ns, doc.inode)
 
 
 def strip_provenance(payload: dict[str, Any]) -> dict[str, Any]:

@@ -36,7 +36,8 @@ CHILD = textwrap.dedent(
     from ingestd.store.manifest import Manifest
     from ingestd.store.vectors import QdrantStore
 
-    root, state, target, when, nth = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+    root, state, target, when = sys.argv[1:5]
+    nth = int(sys.argv[5])
     owners = {{"upsert": QdrantStore, "delete": QdrantStore, "set_payload": QdrantStore,
                "add_pending": Manifest, "commit_document": Manifest}}
     cls = owners[target]
