@@ -34,6 +34,7 @@ import re
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
 from .base import Budget, Chunk, Chunker, LineIndex
@@ -100,11 +101,9 @@ class Span:
 
 
 @functools.cache
-def _byte_lengths(enc: Any) -> Any:
-    """Byte length of every token id of the tiktoken encoding ``enc`` (numpy array)."""
-    import numpy as np
-
-    lengths = np.zeros(enc.n_vocab, dtype=np.int64)
+def _byte_lengths(enc: Any) -> list[int]:
+    """Byte length of every token id of the tiktoken encoding ``enc``."""
+    lengths = [0] * enc.n_vocab
     for i in range(enc.n_vocab):
         try:
             lengths[i] = len(enc.decode_single_token_bytes(i))
@@ -127,14 +126,15 @@ def _token_ends(sizer: Any, text: str) -> list[int] | None:
         "\n" * 64 in text and _ANY_LONG_RUN.search(text)  # long runs of blank lines
     ):
         return None
-    import numpy as np
-
     tokens = sizer._enc.encode_ordinary(text)
-    ends = np.cumsum(_byte_lengths(sizer._enc)[np.asarray(tokens, dtype=np.int64)])
-    if not text.isascii():  # byte offsets -> character offsets
-        data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-        ends = np.searchsorted(np.flatnonzero((data & 0xC0) != 0x80), ends, "left")
-    out: list[int] = ends.tolist()
+    ends = list(accumulate(map(_byte_lengths(sizer._enc).__getitem__, tokens)))
+    if text.isascii():
+        return ends
+    import numpy as np  # byte offsets -> character offsets
+
+    data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
+    chars = np.searchsorted(np.flatnonzero((data & 0xC0) != 0x80), ends, "left")
+    out: list[int] = chars.tolist()
     return out
 
 
