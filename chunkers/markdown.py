@@ -55,6 +55,7 @@ _LIST = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 _ANCHOR_ID = re.compile(r"[ \t]*\{#[^}]*\}[ \t]*$")
 _TAG = re.compile(r"<[^<>\n]*>")
 _LINK = re.compile(r"\[([^\]\n]*)\](?:\([^)\n]*\)|\[[^\]\n]*\])")
+_FM_END = {f: re.compile(r"^(?:" + re.escape(f) + r"|\.\.\.)[ \t]*$", re.M) for f in ("---", "+++")}
 _META_KEYS = ("title", "linkTitle", "description")
 
 
@@ -101,14 +102,16 @@ _SIMPLE = re.compile(
     r"""(?:'(?P<sq>[^'\n]*)'|"(?P<dq>[^"\\\n]*)"|(?P<plain>[^'"\[{>|&*!%@`#\s][^#\n]*?))"""
     r"[ \t]*"
 )
-_NOT_STRING = re.compile(r"[-+.\d]|(?:true|false|yes|no|on|off|null|~)$", re.I)
+_NOT_STRING = re.compile(r"true|false|yes|no|on|off|null|~", re.I)
 
 
 def _simple_yaml(raw: str) -> dict[str, str] | None:
-    """The wanted keys of front matter whose lines for them are plain one-line strings.
+    """The wanted keys of front matter, read without a YAML parser when that is safe.
 
-    ``None`` when a wanted key's value needs a real YAML parser (block scalars, flow
-    collections, escapes, comments, numbers, continuation lines).
+    Handles one-line plain or simply quoted strings, and block scalars (``>``, ``|``)
+    and plain continuation lines, whose lines are joined with spaces (the caller
+    collapses whitespace anyway). Returns ``None`` when a wanted key needs a real
+    parser (flow collections, escapes, comments, booleans, anchors).
     """
     out: dict[str, str] = {}
     lines = raw.split("\n")
@@ -116,15 +119,26 @@ def _simple_yaml(raw: str) -> dict[str, str] | None:
         key = line.partition(":")[0]
         if key not in _META_KEYS:
             continue
+        more: list[str] = []
+        for nxt in lines[k + 1 :]:
+            if nxt[:1] not in (" ", "\t") and nxt.strip():
+                break
+            more.append(nxt.strip())
+        value = line[len(key) + 1 :].strip()
+        if value in (">", ">-", ">+", "|", "|-", "|+") or (
+            not value and more and not more[0].startswith(("- ", "[", "{", "'", '"'))
+            and ": " not in more[0]
+        ):  # fmt: skip
+            out[key] = " ".join(more)
+            continue
         m = _SIMPLE.fullmatch(line)
-        nxt = lines[k + 1] if k + 1 < len(lines) else ""
-        if m is None or nxt[:1] in (" ", "\t"):
+        if m is None or (m.group("plain") is None and any(more)):
             return None
         plain = m.group("plain")
-        if plain is not None and _NOT_STRING.match(plain):
+        if plain is not None and _NOT_STRING.fullmatch(plain):
             return None
         quoted = m.group("sq") if m.group("sq") is not None else m.group("dq")
-        out[key] = plain if plain is not None else quoted
+        out[key] = " ".join([plain if plain is not None else quoted, *more])
     return out
 
 
@@ -140,7 +154,7 @@ def parse_front_matter(text: str) -> tuple[int, dict[str, str]]:
             break
     else:
         return 0, {}
-    m = re.compile(r"^(?:" + re.escape(fence) + r"|\.\.\.)[ \t]*$", re.M).search(text, 4)
+    m = _FM_END[fence].search(text, 4)
     if m is None:
         return 0, {}
     body = m.end() + 1 if m.end() < len(text) else m.end()
@@ -163,6 +177,8 @@ def parse_front_matter(text: str) -> tuple[int, dict[str, str]]:
                 data[key.strip()] = value.strip().strip("'\"")
     for key in _META_KEYS:
         value = data.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            value = str(value)
         if isinstance(value, str) and value.strip():
             meta[key] = " ".join(value.split())
     return body, meta
