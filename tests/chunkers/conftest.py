@@ -18,8 +18,9 @@ import pytest
 
 from ingestd.chunkers import ChunkContext
 from ingestd.chunkers.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from tests.helpers import CORPORA as _CORPORA
 
-CORPORA = Path("/work/shared/corpora")
+CORPORA = _CORPORA
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 _WORD = re.compile(r"\w+")

@@ -13,9 +13,10 @@ from pydantic import ValidationError
 from ingestd.chunkers import Chunk, ChunkContext, decode
 from ingestd.chunkers.code import CodeChunker, CodeOptions
 from ingestd.chunkers.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from tests.helpers import CORPORA
 
 DATA = Path(__file__).resolve().parent.parent / "data"
-CODE = Path("/work/shared/corpora/code")
+CODE = CORPORA / "code"
 SAMPLE = (DATA / "code_sample.py").read_text()
 
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -13,8 +11,9 @@ from ingestd.chunkers import Chunk, ChunkContext, decode
 from ingestd.chunkers.hierarchical import HierarchicalChunker, HierarchicalOptions
 from ingestd.chunkers.markdown import parse_front_matter
 from ingestd.chunkers.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from tests.helpers import CORPORA
 
-CORPUS = Path("/work/shared/corpora/md-docs")
+CORPUS = CORPORA / "md-docs"
 TIKTOKEN = TiktokenSizer()
 
 

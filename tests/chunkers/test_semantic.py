@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,6 +13,7 @@ from ingestd.chunkers import Chunk, ChunkContext
 from ingestd.chunkers.semantic import SemanticChunker, SemanticOptions
 from ingestd.chunkers.sentence import sentence_spans
 from ingestd.chunkers.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from tests.helpers import CORPORA
 
 from .conftest import bag_of_words
 
@@ -146,7 +146,7 @@ def test_real_model_chunks_are_deterministic_and_fit(
     def embed(texts: Sequence[str]) -> Any:
         return real_model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True)
 
-    path = Path("/work/shared/corpora/md-docs/docs/concepts/signals/traces.md")
+    path = CORPORA / "md-docs/docs/concepts/signals/traces.md"
     text = path.read_text()[:3000]
     ctx = ChunkContext(tiktoken_sizer, model_sizer, 254, embed=embed)
     first = chunker(ctx).chunk(text)
