@@ -362,23 +362,46 @@ class Packer:
     # -- packing ----------------------------------------------------------------
 
     def pack(self, units: list[_Unit]) -> list[Span]:
-        """Pack ``units`` (from :meth:`units`) into spans that fit the budget."""
+        """Pack ``units`` (from :meth:`units`) into spans that fit the budget.
+
+        Chunks are packed to the budget first; then all of them are measured with the
+        model in one batch, and only a chunk that does not fit is packed again, alone,
+        with the model check at every step (its neighbours stay as they are).
+        """
+        model = self.budget.model_sizer
+        first = self._pack(units, model=False)
+        if model is None or not first:
+            return [span for span, _, _ in first]
+        texts = [span.prefix + self.text[span.start : span.end] for span, _, _ in first]
+        count_many = getattr(model, "count_many", None)
+        counts = count_many(texts) if count_many is not None else [model.count(t) for t in texts]
         out: list[Span] = []
-        i = 0
-        while i < len(units):
-            span, i = self._fit(units, i)
-            out.append(span)
+        for (span, i, j), m in zip(first, counts, strict=True):
+            if m <= self.budget.model_max_tokens:
+                out.append(span)
+            else:
+                out.extend(span for span, _, _ in self._pack(units[i:j], model=True))
         return out
 
-    def _fit(self, units: list[_Unit], i: int) -> tuple[Span, int]:
+    def _pack(self, units: list[_Unit], *, model: bool) -> list[tuple[Span, int, int]]:
+        """Spans with the ``[i, j)`` range of ``units`` each covers."""
+        out: list[tuple[Span, int, int]] = []
+        i = 0
+        while i < len(units):
+            span, j = self._fit(units, i, model=model)
+            out.append((span, i, j))
+            i = j
+        return out
+
+    def _fit(self, units: list[_Unit], i: int, *, model: bool) -> tuple[Span, int]:
         """The chunk that starts at ``units[i]`` and the index of the unit after it.
 
-        Units that turn out too big (for the exact count or for the model) are split in
-        place, in ``units``.
+        Units that turn out too big (for the exact count or, with ``model``, for the
+        model) are split in place, in ``units``.
         """
         j, tok = self._take(units, i)
         while True:
-            res = self._check(units, i, j, tok)
+            res = self._check(units, i, j, tok, model=model)
             if isinstance(res, Span):
                 return res, j
             if j - i > 1:
@@ -423,7 +446,7 @@ class Packer:
 
     def _check(
         self, units: list[_Unit], i: int, j: int, tok: int, *, prefix: bool = True,
-        force: bool = False,
+        force: bool = False, model: bool = True,
     ) -> Span | int:  # fmt: skip
         """The span of ``units[i:j]`` if it fits, else the size in tokens to shrink to."""
         text = self.text
@@ -438,9 +461,9 @@ class Packer:
         secs = {units[k].sec for k in range(i, j)}
         path = _common([self.sections[k].path for k in sorted(secs)])
         pre = self.prefix(path, first.carry) if prefix else ""
-        model = self.budget.model_sizer
-        if model is not None:
-            m = model.count(pre + text[s:e])
+        sizer = self.budget.model_sizer if model else None
+        if sizer is not None:
+            m = sizer.count(pre + text[s:e])
             if m > self.budget.model_max_tokens and not force:
                 return max(0, min(tok - 1, tok * self.budget.model_max_tokens // m - 1))
         return Span(s, e, n, path, pre)
