@@ -11,6 +11,7 @@ processed once, or that a rename re-keyed chunks without the embedder being call
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import tempfile
@@ -103,6 +104,9 @@ class Harness:
 
     def start(self, timeout: float = 60) -> Harness:
         """Start the service and wait for its start-up reconcile to finish."""
+        # the CLI's setup_logging() (CliRunner tests in this process) stops propagation
+        # to the root logger, where pytest's caplog listens
+        logging.getLogger("ingestd").propagate = True
         self._thread.start()
         wait_for(
             lambda: self.service.started.is_set() or not self._thread.is_alive(),

@@ -253,3 +253,24 @@ def test_status_over_the_control_socket(
         d = st["daemon"]
         assert d["healthy"] and d["watchers_alive"] and d["queue_depth"] == 0
         assert d["phase"] == "watching"
+
+
+def test_periodic_safety_rescan_finds_missed_changes(
+    tree: Path, scratch: Path, fake_embedder: CountingEmbedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="ingestd")
+    watch = {"debounce_ms": 100, "max_delay_ms": 1000, "rescan_interval_s": 0.5}
+    with Harness(tree, scratch / "state", fake_embedder, watch=watch) as h:
+        (watcher,) = h.service._watchers
+        h.service._watchers.clear()  # events are missed from now on
+        watcher.stop()
+        (tree / "blog/missed.md").write_text("# Missed\n\nNo event for this one.\n")
+        (tree / "blog/2023/integrations.md").unlink()
+        wait_for(
+            lambda: "blog/missed.md" in {p["path"] for p in h.points().values()},
+            20,
+            "the periodic rescan",
+        )
+        h.wait_idle()
+        assert "periodic rescan" in caplog.text
+        h.assert_matches_oracle(scratch)
