@@ -532,14 +532,18 @@ class Service:
     # -- metrics ---------------------------------------------------------------------------------
 
     def _instrument(self, engine: Engine) -> None:
-        """Count calls of the embedding model (wraps the embedders' model callable)."""
+        """Count calls of the embedding model and ping the systemd watchdog around them."""
         for emb in (engine.embedder, engine.sentence_embedder):
             model = emb.model
 
             def counted(texts: Any, _model: Any = model) -> Any:
                 if self.metrics is not None:
                     self.metrics.embedding_calls.inc()
-                return _model(texts)
+                self._ping()  # the first call loads the model: seconds on a small host
+                try:
+                    return _model(texts)
+                finally:
+                    self._ping()
 
             emb.model = counted
 
