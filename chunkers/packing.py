@@ -150,6 +150,14 @@ class _Unit:
         self.body = start if body == -1 else body
 
 
+def _indent(text: str, start: int) -> int:
+    """Width of the spaces and tabs at ``text[start:]``."""
+    end = start
+    while end < len(text) and text[end] in " \t":
+        end += 1
+    return end - start
+
+
 def _common(paths: list[tuple[str, ...]]) -> tuple[str, ...]:
     first = paths[0]
     n = len(first)
@@ -299,18 +307,43 @@ class Packer:
             spans[k] = (s, e, spans[k + 1][0] if k + 1 < len(spans) else u.next)
         return spans
 
-    def _lines(self, u: _Unit, carry: str) -> list[_Unit]:
-        """Cut ``u`` at the starts of its non-blank lines; lines over budget into windows."""
+    def _lines(
+        self, u: _Unit, carry: str, *, items: bool = True, body_eol: int | None = None
+    ) -> list[_Unit]:
+        """Cut ``u`` into items, items over budget into lines, lines into windows.
+
+        An item is a line no more indented than the first one, with the more indented
+        lines after it (a list item and its continuation, a statement and its body).
+        """
         starts = self._starts(u, after_blank=False)
         if len(starts) <= 1:
             return self._windows(u, self.max)
-        body_eol = self.text.find("\n", u.body, u.end)
+        text = self.text
+        if items:
+            base = _indent(text, starts[0][0])
+            grouped: list[tuple[int, int, int]] = []
+            for s, end, nxt in starts:
+                if grouped and _indent(text, s) > base:
+                    grouped[-1] = (grouped[-1][0], end, nxt)
+                else:
+                    grouped.append((s, end, nxt))
+            if len(grouped) == 1:
+                items = False
+            else:
+                starts = grouped
+        if body_eol is None:
+            body_eol = text.find("\n", u.body, u.end)
         out: list[_Unit] = []
         for k, (s, end, nxt) in enumerate(starts):
             tok, exact = self.count_span(s, nxt)
             line = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
                          carry=carry if s > body_eol >= 0 else "", exact=exact)  # fmt: skip
-            out.extend(self._windows(line, self.max) if tok > self.max else [line])
+            if tok <= self.max:
+                out.append(line)
+            elif items:
+                out.extend(self._lines(line, carry, items=False, body_eol=body_eol))
+            else:
+                out.extend(self._windows(line, self.max))
         return out
 
     def _windows(self, u: _Unit, size: int) -> list[_Unit]:
