@@ -207,11 +207,15 @@ class Config(_Model):
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
             raise ValueError(f"source names must be unique; repeated: {', '.join(dupes)}")
-        _check_rules(self.rules)
         return self
 
 
-def _check_rules(rules: Sequence[RuleConfig]) -> None:
+def check_rules(rules: Sequence[RuleConfig]) -> None:
+    """Check each rule's chunker name and ``params`` against that chunker's options.
+
+    Raises:
+        ConfigError: one ``rules[i].params.key: problem`` line per mistake.
+    """
     from pydantic import ValidationError as VE
 
     from ingestd.chunkers.registry import CHUNKERS
@@ -247,7 +251,7 @@ def _format_errors(exc: ValidationError, prefix: str = "") -> list[str]:
     lines = []
     for err in exc.errors():
         loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
-        msg = err["msg"]
+        msg = err["msg"].removeprefix("Value error, ")
         if err["type"] == "extra_forbidden":
             msg = "unknown key; check its spelling against config.example.yaml"
         elif err["type"] == "missing":
@@ -309,6 +313,7 @@ def load_config(
         cfg = Config.model_validate(data)
     except ValidationError as exc:
         raise ConfigError(_format_errors(exc)) from None
+    check_rules(cfg.rules)
     return _finish(cfg, base, roots)
 
 

@@ -662,10 +662,12 @@ class Engine:
         self._ensure_collection(collection)
         _ = self.cache  # open the cache before the first lookup
         plans = []
-        # (a) pending ids
+        # (a) pending ids, one transaction for the batch
+        doc_ids = self.manifest.upsert_documents(source, [p.path for p in batch])
+        known_rows = self.manifest.chunks_of_docs(list(doc_ids.values()))
         for prep in batch:
-            doc_id = self.manifest.upsert_document(source, prep.path)
-            known = self.manifest.chunks(doc_id)
+            doc_id = doc_ids[prep.path]
+            known = known_rows[doc_id]
             committed = {c.point_id for c in known if not c.pending}
             rows = [
                 ChunkRow(pid, h, i, c.start, c.end)
@@ -674,9 +676,9 @@ class Engine:
                 )
             ]
             fresh = [r for r in rows if force or r.point_id not in committed]
-            self.manifest.add_pending(doc_id, fresh)
             stale = {c.point_id for c in known} - set(prep.ids)
             plans.append((prep, doc_id, rows, fresh, stale))
+        self.manifest.add_pending_many({doc_id: fresh for _, doc_id, _, fresh, _ in plans})
         # (b) upsert new points, refresh payload of kept ones
         want = [
             (prep.hashes[r.ordinal], prep.chunks[r.ordinal].embed_text)
@@ -707,28 +709,35 @@ class Engine:
         stale_ids = [pid for *_, stale in plans for pid in stale]
         if stale_ids:
             self.store.delete(collection, stale_ids)
-        # (d) commit
+        # (d) commit, one transaction for the batch
+        now = self.now()
+        commits = []
         for prep, doc_id, rows, _, _ in plans:
             st = prep.stat
-            self.manifest.commit_document(
-                doc_id,
-                rows,
-                size=st.size,
-                mtime_ns=st.mtime_ns,
-                ctime_ns=st.ctime_ns,
-                inode=st.inode,
-                content_hash=prep.content_hash,
-                rule_fingerprint=prep.rule.fingerprint,
-                state="failed" if prep.error else "ok",
-                error=prep.error,
-                git_commit=prep.payloads[0].get("git_commit") if prep.payloads else None,
-                indexed_at=self.now(),
+            commits.append(
+                (
+                    doc_id,
+                    rows,
+                    {
+                        "size": st.size,
+                        "mtime_ns": st.mtime_ns,
+                        "ctime_ns": st.ctime_ns,
+                        "inode": st.inode,
+                        "content_hash": prep.content_hash,
+                        "rule_fingerprint": prep.rule.fingerprint,
+                        "state": "failed" if prep.error else "ok",
+                        "error": prep.error,
+                        "git_commit": prep.payloads[0].get("git_commit") if prep.payloads else None,
+                        "indexed_at": now,
+                    },
+                )
             )
             if prep.error:
                 logger.warning("%s: %s", prep.path, prep.error)
                 res.failed += 1
             else:
                 res.indexed += 1
+        self.manifest.commit_documents(commits)
         res.chunks_written += len(points)
         res.chunks_deleted += len(stale_ids)
 

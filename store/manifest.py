@@ -170,6 +170,18 @@ class ChunkRow:
     pending: bool = False
 
 
+def _row_values(doc_id: int, r: ChunkRow, *, pending: bool) -> dict[str, Any]:
+    return {
+        "point_id": r.point_id,
+        "doc_id": doc_id,
+        "chunk_hash": r.chunk_hash,
+        "ordinal": r.ordinal,
+        "start_char": r.start_char,
+        "end_char": r.end_char,
+        "pending": pending,
+    }
+
+
 def sqlite_url(path: str | Path) -> str:
     """SQLAlchemy URL of a SQLite file."""
     return f"sqlite:///{Path(path)}"
@@ -384,55 +396,91 @@ class Manifest:
             conn.execute(update(D).where(D.c.id == row.id).values(**fields))
         return int(row.id)
 
-    def add_pending(self, doc_id: int, rows: Sequence[ChunkRow]) -> None:
-        """Record ``rows`` as pending point ids of ``doc_id`` (write order, step a).
+    def upsert_documents(self, source: str, paths: Sequence[str]) -> dict[str, int]:
+        """Ids of the rows of ``paths`` of ``source``, creating missing rows (state ``new``).
 
-        Ids the document already holds (committed or pending) are left as they are.
+        One transaction for the whole batch.
         """
-        if not rows:
+        out: dict[str, int] = {}
+        with self.engine.begin() as conn:
+            for i in range(0, len(paths), 500):
+                part = list(paths[i : i + 500])
+                rows = conn.execute(
+                    select(D.c.path, D.c.id).where(D.c.source == source, D.c.path.in_(part))
+                )
+                out.update({p: int(d) for p, d in rows})
+            for p in paths:
+                if p not in out:
+                    out[p] = self._upsert_document(conn, source, p, {})
+        return out
+
+    def chunks_of_docs(self, doc_ids: Sequence[int]) -> dict[int, list[ChunkRow]]:
+        """Every recorded point (committed and pending) of each document, in one query."""
+        out: dict[int, list[ChunkRow]] = {d: [] for d in doc_ids}
+        with self.engine.connect() as conn:
+            for i in range(0, len(doc_ids), 500):
+                rows = conn.execute(
+                    select(
+                        C.c.doc_id,
+                        C.c.point_id,
+                        C.c.chunk_hash,
+                        C.c.ordinal,
+                        C.c.start_char,
+                        C.c.end_char,
+                        C.c.pending,
+                    )
+                    .where(C.c.doc_id.in_(list(doc_ids[i : i + 500])))
+                    .order_by(C.c.doc_id, C.c.pending, C.c.ordinal)
+                )
+                for doc_id, *rest in rows:
+                    out[int(doc_id)].append(ChunkRow(*rest))
+        return out
+
+    def add_pending(self, doc_id: int, rows: Sequence[ChunkRow]) -> None:
+        """Record ``rows`` as pending point ids of ``doc_id`` (write order, step a)."""
+        self.add_pending_many({doc_id: rows})
+
+    def add_pending_many(self, batch: dict[int, Sequence[ChunkRow]]) -> None:
+        """Record pending point ids of several documents in one transaction (step a).
+
+        Ids a document already holds (committed or pending) are left as they are.
+        """
+        if not any(batch.values()):
             return
         with self.engine.begin() as conn:
-            known = set(conn.scalars(select(C.c.point_id).where(C.c.doc_id == doc_id)))
-            new = [
-                {
-                    "point_id": r.point_id,
-                    "doc_id": doc_id,
-                    "chunk_hash": r.chunk_hash,
-                    "ordinal": r.ordinal,
-                    "start_char": r.start_char,
-                    "end_char": r.end_char,
-                    "pending": True,
-                }
-                for r in rows
-                if r.point_id not in known
-            ]
+            new = []
+            for doc_id, rows in batch.items():
+                if not rows:
+                    continue
+                known = set(conn.scalars(select(C.c.point_id).where(C.c.doc_id == doc_id)))
+                new.extend(
+                    _row_values(doc_id, r, pending=True) for r in rows if r.point_id not in known
+                )
             if new:
                 # an id recorded under another document (a path re-used after a move) moves
-                conn.execute(delete(C).where(C.c.point_id.in_([n["point_id"] for n in new])))
+                ids = [n["point_id"] for n in new]
+                for i in range(0, len(ids), 500):
+                    conn.execute(delete(C).where(C.c.point_id.in_(ids[i : i + 500])))
                 conn.execute(insert(C), new)
 
     def commit_document(self, doc_id: int, rows: Sequence[ChunkRow], **fields: Any) -> None:
         """Make ``rows`` the document's points and update its columns (write order, step d)."""
+        self.commit_documents([(doc_id, rows, fields)])
+
+    def commit_documents(
+        self, batch: Sequence[tuple[int, Sequence[ChunkRow], dict[str, Any]]]
+    ) -> None:
+        """Commit several documents in one transaction: ``(doc_id, rows, columns)`` each."""
         with self.engine.begin() as conn:
-            conn.execute(delete(C).where(C.c.doc_id == doc_id))
-            if rows:
-                conn.execute(
-                    insert(C),
-                    [
-                        {
-                            "point_id": r.point_id,
-                            "doc_id": doc_id,
-                            "chunk_hash": r.chunk_hash,
-                            "ordinal": r.ordinal,
-                            "start_char": r.start_char,
-                            "end_char": r.end_char,
-                            "pending": False,
-                        }
-                        for r in rows
-                    ],
-                )
-            if fields:
-                conn.execute(update(D).where(D.c.id == doc_id).values(**fields))
+            ids = [doc_id for doc_id, _, _ in batch]
+            for i in range(0, len(ids), 500):
+                conn.execute(delete(C).where(C.c.doc_id.in_(ids[i : i + 500])))
+            values = [_row_values(d, r, pending=False) for d, rows, _ in batch for r in rows]
+            if values:
+                conn.execute(insert(C), values)
+            for doc_id, _, fields in batch:
+                if fields:
+                    conn.execute(update(D).where(D.c.id == doc_id).values(**fields))
 
     def update_document(self, doc_id: int, **fields: Any) -> None:
         """Update columns of one document (e.g. the stat after an unchanged hash)."""

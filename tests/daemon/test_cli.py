@@ -45,11 +45,15 @@ def test_example_config_loads(tmp_path: Path) -> None:
     [
         (
             "rules:\n  - match: ['*']\n    chunker: token\n    params: {max_tokens: -1}\n",
-            "rules[0].params: Value error, max_tokens must be > 0",
+            "rules[0].params: max_tokens must be > 0",
         ),
         (
             "rules:\n  - match: ['*']\n    chunker: tokn\n",
             "rules[0].chunker: unknown chunker 'tokn'; expected one of:",
+        ),
+        (
+            "rules:\n  - match: ['*']\n    chunker: token\n    params: {max_tokens: lots}\n",
+            "rules[0].params.max_tokens: Input should be a valid integer",
         ),
         ("watch:\n  debounce_ms: soon\n", "watch.debounce_ms: Input should be a valid integer"),
         (

@@ -38,8 +38,11 @@ CHILD = textwrap.dedent(
 
     root, state, target, when = sys.argv[1:5]
     nth = int(sys.argv[5])
+    import ingestd.daemon.engine as engine_module
+
+    engine_module.GROUP_CHUNKS = 20  # several write batches, so some crashes land mid-way
     owners = {{"upsert": QdrantStore, "delete": QdrantStore, "set_payload": QdrantStore,
-               "add_pending": Manifest, "commit_document": Manifest}}
+               "add_pending_many": Manifest, "commit_documents": Manifest}}
     cls = owners[target]
     orig = getattr(cls, target)
     calls = [0]
@@ -93,13 +96,14 @@ def _edit(root: Path) -> None:
 @pytest.mark.parametrize(
     ("target", "when", "nth"),
     [
-        ("add_pending", "after", 1),
+        ("add_pending_many", "after", 1),
+        ("add_pending_many", "after", 3),
         ("upsert", "before", 1),
-        ("upsert", "after", 1),
+        ("upsert", "after", 2),
         ("delete", "after", 1),
         ("set_payload", "after", 1),
-        ("commit_document", "before", 3),
-        ("commit_document", "after", 5),
+        ("commit_documents", "before", 2),
+        ("commit_documents", "after", 3),
     ],
 )
 def test_killed_sync_is_repaired_by_the_next(
