@@ -135,6 +135,17 @@ S = cast(Table, SourceTable.__table__)
 K = cast(Table, CollectionTable.__table__)
 
 
+#: The columns of a :class:`ChunkRow`, in its field order.
+_CHUNK_COLUMNS = (
+    C.c.point_id,
+    C.c.chunk_hash,
+    C.c.ordinal,
+    C.c.start_char,
+    C.c.end_char,
+    C.c.pending,
+)
+
+
 class ModelMismatchError(RuntimeError):
     """A collection holds vectors of another embedding model than the configured one."""
 
@@ -299,14 +310,7 @@ class Manifest:
         """Every recorded point of a document, committed and pending, by ordinal."""
         with self.engine.connect() as conn:
             rows = conn.execute(
-                select(
-                    C.c.point_id,
-                    C.c.chunk_hash,
-                    C.c.ordinal,
-                    C.c.start_char,
-                    C.c.end_char,
-                    C.c.pending,
-                )
+                select(*_CHUNK_COLUMNS)
                 .where(C.c.doc_id == doc_id)
                 .order_by(C.c.pending, C.c.ordinal)
             )
@@ -316,16 +320,7 @@ class Manifest:
         """Every recorded point of a source, by point id."""
         with self.engine.connect() as conn:
             rows = conn.execute(
-                select(
-                    C.c.point_id,
-                    C.c.chunk_hash,
-                    C.c.ordinal,
-                    C.c.start_char,
-                    C.c.end_char,
-                    C.c.pending,
-                )
-                .join(D, D.c.id == C.c.doc_id)
-                .where(D.c.source == source)
+                select(*_CHUNK_COLUMNS).join(D, D.c.id == C.c.doc_id).where(D.c.source == source)
             )
             return {r[0]: ChunkRow(*r) for r in rows}
 
@@ -420,15 +415,7 @@ class Manifest:
         with self.engine.connect() as conn:
             for i in range(0, len(doc_ids), 500):
                 rows = conn.execute(
-                    select(
-                        C.c.doc_id,
-                        C.c.point_id,
-                        C.c.chunk_hash,
-                        C.c.ordinal,
-                        C.c.start_char,
-                        C.c.end_char,
-                        C.c.pending,
-                    )
+                    select(C.c.doc_id, *_CHUNK_COLUMNS)
                     .where(C.c.doc_id.in_(list(doc_ids[i : i + 500])))
                     .order_by(C.c.doc_id, C.c.pending, C.c.ordinal)
                 )
