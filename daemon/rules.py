@@ -7,10 +7,12 @@ rule fingerprint changed is re-chunked even when its bytes did not.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pathspec
@@ -33,7 +35,8 @@ class Rule:
         name: payload ``rule``.
         config: the rule as configured.
         fingerprint: sha256 hex of what decides this rule's chunks and payload (name,
-            chunker, version, params, tokenizer, model fingerprint, model fit).
+            chunker, version, params, tokenizer, model fingerprint, model fit, and the
+            chunkers' code).
         chunker: the strategy instance.
     """
 
@@ -121,6 +124,7 @@ class RuleSet:
                     "tokenizer": tokenizer,
                     "model": model_fingerprint,
                     "fit_model": ctx.model_sizer is not None,
+                    "code": chunkers_code_fingerprint(),
                 }
             )
             self.rules.append(
@@ -172,6 +176,23 @@ class RuleSet:
         """Names of rules that match none of ``paths`` first (candidates for removal)."""
         used = {self.match(p).name for p in paths}
         return [r.name for r in self.rules if r.name not in used]
+
+
+@functools.cache
+def chunkers_code_fingerprint() -> str:
+    """sha256 of the source of the installed ``ingestd.chunkers`` package.
+
+    Part of every rule fingerprint, so that an upgrade that changes how text is chunked
+    re-chunks documents even when nobody remembered to bump a chunker's ``version``:
+    ``resync`` and ``verify`` then always agree. Unchanged chunk texts keep their ids
+    and vectors, so an upgrade costs chunking and payload updates, not embeddings.
+    """
+    import ingestd.chunkers as pkg
+
+    h = hashlib.sha256()
+    for f in sorted(Path(pkg.__file__).parent.glob("*.py")):
+        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    return h.hexdigest()
 
 
 def _fingerprint(obj: Any) -> str:
