@@ -80,10 +80,14 @@ def common_options(f: F) -> F:
 
 
 def _load(
-    config_path: Path | None, paths: Sequence[str], state_flag: Path | None, log_level: str | None
+    config_path: Path | None,
+    paths: Sequence[str],
+    state_flag: Path | None,
+    log_level: str | None,
+    require_roots: bool = True,
 ) -> tuple[Config, Path]:
     try:
-        cfg = load_config(config_path, roots=paths)
+        cfg = load_config(config_path, roots=paths, require_roots=require_roots)
     except ConfigError as exc:
         raise Fatal(f"invalid configuration:\n{exc}", 2) from None
     setup_logging(log_level or cfg.log_level)
@@ -104,7 +108,6 @@ def _with_manifest_sources(cfg: Config, state_dir: Path, config_given: bool) -> 
     sources = tuple(
         SourceConfig(name=s["name"], root=Path(s["root"]), collection=s["collection"])
         for s in recorded
-        if Path(s["root"]).is_dir()
     )
     return cfg.model_copy(update={"sources": sources})
 
@@ -158,6 +161,7 @@ def handle_errors(f: F) -> F:
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from ingestd.chunkers.tokenizers import TokenizerError
+        from ingestd.daemon.control import DaemonError
         from ingestd.store.embedder import ModelNotFoundError
         from ingestd.store.manifest import ModelMismatchError
 
@@ -180,6 +184,8 @@ def handle_errors(f: F) -> F:
             sys.exit(0)
         except known as exc:
             raise Fatal(str(exc)) from None
+        except DaemonError as exc:  # raised by the shared commands in local mode too
+            raise Fatal(str(exc), exc.exit_code) from None
         except Exception as exc:
             from ingestd.store.vectors import StoreUnavailableError
 
@@ -198,8 +204,9 @@ def cli() -> None:
     """Keep a Qdrant collection in sync with documentation trees.
 
     Example:
-        ingestd run ./docs            # watch ./docs, index it, keep it in sync
 
+    
+        ingestd run ./docs            # watch ./docs, index it, keep it in sync
         ingestd search "how do I configure the exporter"
     """
 
@@ -218,17 +225,19 @@ def run(
     config; SIGTERM finishes the write batch in flight and exits 0.
 
     Example:
+
+    
         ingestd run --state-dir ./state ./docs
     """
     from ingestd.daemon.control import StateLockedError
     from ingestd.daemon.service import Service
 
-    cfg, sd = _load(config_path, paths, state_dir, log_level)
+    cfg, sd = _load(config_path, paths, state_dir, log_level, require_roots=False)
     if not cfg.sources:
         raise Fatal("nothing to watch: give PATH arguments or sources in --config", 2)
 
     def reload() -> Config:
-        return load_config(config_path, roots=paths)
+        return load_config(config_path, roots=paths, require_roots=False)
 
     try:
         code = Service(cfg, sd, reload_config=reload).serve()
@@ -261,8 +270,9 @@ def resync(
     Exit 3 when the mass-deletion guard held deletions (see --allow-mass-delete).
 
     Example:
-        ingestd resync --state-dir ./state ./docs
 
+    
+        ingestd resync --state-dir ./state ./docs
         ingestd resync --dry-run --json ./docs | jq '.sources[0].add'
     """
     from ingestd.daemon import commands
@@ -315,7 +325,7 @@ def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
             click.echo(
                 f"{s['source']}: {len(s['add'])} to add, {len(s['update'])} to update, "
                 f"{len(s['rekey'])} to re-key, {len(s['delete'])} to delete, "
-                f"{s['unchanged']} unchanged"
+                f"{s['stat_only']} touched with unchanged content, {s['unchanged']} unchanged"
             )
             for key, sign in (("add", "+"), ("update", "~"), ("delete", "-")):
                 for p in s[key]:
@@ -324,6 +334,8 @@ def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
                 click.echo(f"  > {mv['from']} -> {mv['to']}")
             for p in s["held_deletes"]:
                 click.echo(f"  - {p} (held by the mass-deletion guard)")
+            if s.get("root_missing"):
+                click.echo(f"  the root folder of {s['source']} is missing: nothing planned")
             continue
         click.echo(
             f"{s['source']}: {s['indexed']} indexed, {s['deleted']} deleted, "
@@ -331,6 +343,8 @@ def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
             f"({s['embedded']} embedded, {s['reused']} reused), "
             f"{s['chunks_deleted']} deleted"
         )
+        if s.get("root_missing"):
+            click.echo(f"  the root folder of {s['source']} is missing: nothing synced", err=True)
         if s["held"]:
             click.echo(
                 f"  {len(s['held'])} deletions held by the mass-deletion guard; "
@@ -344,7 +358,15 @@ def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
 @cli.command()
 @common_options
 @click.argument("query")
-@click.option("-k", "--limit", "k", default=5, show_default=True, help="Number of chunks.")
+@click.option(
+    "-k",
+    "--limit",
+    "k",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Number of chunks.",
+)
 @click.option("--source", help="Only this source (its name).")
 @click.option("--path", "path_prefix", help="Only paths starting with this prefix.")
 @click.option("--expand", is_flag=True, help="Add each hit's parent section (hierarchical).")
@@ -364,12 +386,15 @@ def search(
     """Show the chunks most similar to QUERY.
 
     Example:
-        ingestd search "how do I configure the collector exporter" -k 3
 
+    
+        ingestd search "how do I configure the collector exporter" -k 3
         ingestd search --json "sampling" | jq '.[0].path'
     """
     from ingestd.daemon import commands
 
+    if not query.strip():
+        raise click.UsageError("QUERY is empty")
     cfg, sd = _load(config_path, (), state_dir, log_level)
     args: dict[str, Any] = {
         "query": query,
@@ -413,6 +438,8 @@ def status(
     Exits 1 when the daemon is unhealthy (usable as a container health check).
 
     Example:
+
+    
         ingestd status --state-dir ./state --json | jq '.sources[].chunks'
     """
     from ingestd.daemon.commands import status_of
@@ -490,6 +517,8 @@ def verify(
     stale points otherwise. --repair fixes them (vectors come from the cache).
 
     Example:
+
+    
         ingestd verify --state-dir ./state ./docs
     """
     from ingestd.daemon import commands
@@ -497,6 +526,8 @@ def verify(
     cfg, sd = _load(config_path, paths, state_dir, log_level)
     ok, result = _remote(sd, "verify", {"sources": _source_names(cfg, paths), "repair": repair})
     if not ok:
+        if not cfg.manifest.url and not (sd / "manifest.db").exists():
+            raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
         cfg = _with_manifest_sources(cfg, sd, config_path is not None)
         if not cfg.sources:
             raise Fatal("nothing to verify: give PATH arguments or --config", 2)
@@ -525,6 +556,8 @@ def sources(config_path: Path | None, state_dir: Path | None, log_level: str | N
     """List the sources the state dir knows, with their roots and collections.
 
     Example:
+
+    
         ingestd sources --state-dir ./state
     """
     from ingestd.store.manifest import Manifest, sqlite_url
@@ -552,6 +585,8 @@ def forget(
     """Remove SOURCE's points from the store and its rows from the manifest.
 
     Example:
+
+    
         ingestd forget --state-dir ./state /srv/docs/old-tree
     """
     from ingestd.daemon import commands
@@ -592,8 +627,9 @@ def chunk_cmd(
     """Preview the chunks of FILE as JSON lines; needs no daemon and no store.
 
     Example:
-        ingestd chunk docs/install.md | jq -c '{start_line, n_tokens, heading_path}'
 
+    
+        ingestd chunk docs/install.md | jq -c '{start_line, n_tokens, heading_path}'
         ingestd chunk --chunker token --param max_tokens=128 --param overlap=16 --stats README.md
     """
     from ingestd.daemon.preview import preview

@@ -100,7 +100,7 @@ def resync(
         out.append(res.as_dict())
         if res.held:
             code = max(code, EXIT_HELD)
-        elif res.retry:
+        elif res.retry or res.root_missing:
             code = max(code, 1)
     return {"sources": out, "exit_code": code}
 
@@ -145,12 +145,12 @@ def status_of(manifest: Manifest, engine: Engine | None, state_dir: Path) -> dic
             "collection": s["collection"],
             **counts,
             "last_sync": s["last_sync"],
+            "held_deletes": int(s.get("held_deletes") or 0),
             "failed_documents": [
                 {"path": p, "error": e} for p, e in manifest.failed(s["name"])[:50]
             ],
         }
         if engine is not None:
-            entry["held_deletes"] = len(engine.held.get(s["name"], []))
             entry["retrying"] = sorted(engine.retry.get(s["name"], set()))
         sources.append(entry)
     out: dict[str, Any] = {

@@ -232,7 +232,7 @@ def check_rules(rules: Sequence[RuleConfig]) -> None:
         try:
             cls.Options.model_validate(dict(rule.params))
         except VE as exc:
-            problems.extend(_format_errors(exc, f"rules[{i}].params"))
+            problems.extend(format_errors(exc, f"rules[{i}].params"))
     if problems:
         raise ConfigError(problems)
 
@@ -247,7 +247,8 @@ def _format_loc(loc: Sequence[int | str], prefix: str = "") -> str:
     return out or "(top level)"
 
 
-def _format_errors(exc: ValidationError, prefix: str = "") -> list[str]:
+def format_errors(exc: ValidationError, prefix: str = "") -> list[str]:
+    """One ``key.path: problem`` line per error of ``exc``, keys under ``prefix``."""
     lines = []
     for err in exc.errors():
         loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
@@ -272,6 +273,7 @@ def load_config(
     *,
     roots: Sequence[str | Path] = (),
     overrides: Mapping[str, Any] | None = None,
+    require_roots: bool = True,
 ) -> Config:
     """Load and validate the configuration.
 
@@ -281,6 +283,8 @@ def load_config(
             sources whose root is one of them, or add a default source for each one
             that is not configured; without a file each becomes a default source.
         overrides: top-level keys to set before validation (e.g. from CLI flags).
+        require_roots: a configured source root that does not exist is an error; the
+            daemon passes ``False``: an unmounted volume must not stop the others.
 
     Returns:
         The validated config with source roots made absolute and names filled in.
@@ -312,12 +316,12 @@ def load_config(
     try:
         cfg = Config.model_validate(data)
     except ValidationError as exc:
-        raise ConfigError(_format_errors(exc)) from None
+        raise ConfigError(format_errors(exc)) from None
     check_rules(cfg.rules)
-    return _finish(cfg, base, roots)
+    return _finish(cfg, base, roots, require_roots)
 
 
-def _finish(cfg: Config, base: Path, roots: Sequence[str | Path]) -> Config:
+def _finish(cfg: Config, base: Path, roots: Sequence[str | Path], require_roots: bool) -> Config:
     sources = []
     for s in cfg.sources:
         root = _canonical(s.root if s.root.is_absolute() else base / s.root)
@@ -334,7 +338,7 @@ def _finish(cfg: Config, base: Path, roots: Sequence[str | Path]) -> Config:
         for i, s in enumerate(sources)
         if not s.root.is_dir()
     ]
-    if missing:
+    if missing and require_roots:
         raise ConfigError(missing)
     state = cfg.state_dir
     if state is not None and not state.is_absolute():

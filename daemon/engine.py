@@ -60,6 +60,8 @@ class Plan:
         held: deletions held by the mass-deletion guard (not applied).
         unchanged: documents skipped by the stat fast path or an equal hash.
         hashes: content hash of each path in ``index`` / ``stat_only`` when read.
+        root_missing: the source's root folder is missing (unmounted?): nothing planned.
+        scan: planned from a scan of the whole source (the guard applied).
     """
 
     source: str
@@ -70,6 +72,8 @@ class Plan:
     held: list[str] = field(default_factory=list)
     unchanged: int = 0
     hashes: dict[str, str] = field(default_factory=dict)
+    root_missing: bool = False
+    scan: bool = False
 
     @property
     def empty(self) -> bool:
@@ -89,6 +93,7 @@ class Plan:
             "held_deletes": sorted(self.held),
             "stat_only": len(self.stat_only),
             "unchanged": self.unchanged,
+            "root_missing": self.root_missing,
         }
 
     _updates: set[str] = field(default_factory=set)
@@ -108,6 +113,7 @@ class SyncResult:
     chunks_deleted: int = 0
     embedded: int = 0
     reused: int = 0
+    root_missing: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready counts."""
@@ -317,7 +323,13 @@ class Engine:
         Raises:
             KeyError: unknown source.
         """
-        plan = Plan(source)
+        plan = Plan(source, scan=paths is None)
+        root = Path(self.sources[source].root)
+        if not root.is_dir():
+            # an unmounted volume is not a deletion of every document: do nothing
+            logger.warning("source %s: root %s is missing; nothing synced or deleted", source, root)
+            plan.root_missing = True
+            return plan
         pending = self.manifest.pending_doc_ids(source)
         known, found = self._observe(source, paths)
         for rel, st in sorted(found.items()):
@@ -558,7 +570,7 @@ class Engine:
             force: re-upsert every point of the indexed documents (repair).
         """
         source = plan.source
-        res = SyncResult(source, held=list(plan.held))
+        res = SyncResult(source, held=list(plan.held), root_missing=plan.root_missing)
         e0, r0 = self.embedder.stats.embedded, self.embedder.stats.reused
         self._index(plan, res, progress, between, force)
         if not self.stop.is_set():
@@ -579,6 +591,8 @@ class Engine:
                 self.retry.get(source, set()).discard(rel)
         res.embedded = self.embedder.stats.embedded - e0
         res.reused = self.embedder.stats.reused - r0
+        if plan.scan and not plan.root_missing:
+            self.manifest.set_held_deletes(source, len(plan.held))
         if paths_complete(plan, res) and not self.stop.is_set():
             self.manifest.set_last_sync(source, self.now())
         return res
@@ -854,5 +868,5 @@ def _git_of(payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def paths_complete(plan: Plan, res: SyncResult) -> bool:
-    """Whether a sync applied everything it planned (nothing held or left to retry)."""
-    return not res.retry and not plan.held
+    """Whether a sync applied everything it planned (nothing held, missing or to retry)."""
+    return not res.retry and not plan.held and not plan.root_missing

@@ -9,12 +9,13 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from pydantic import ValidationError
 
 from ingestd.chunkers.registry import chunker_class
 from ingestd.chunkers.text import decode
 from ingestd.store.ids import chunk_hash, point_ids
 
-from .config import Config, RuleConfig
+from .config import Config, RuleConfig, format_errors
 from .rules import RuleSet, build_context
 
 __all__ = ["preview"]
@@ -28,6 +29,25 @@ def _parse_params(params: Sequence[str]) -> dict[str, Any]:
             raise ValueError(f"--param {p!r}: expected KEY=VALUE")
         out[key.strip()] = yaml.safe_load(value)
     return out
+
+
+def _rules_for(
+    cfg: Config, chunker_name: str | None, rule_name: str | None, params: Sequence[str]
+) -> list[RuleConfig]:
+    """The configured rules, or one rule for ``--chunker`` with its ``--param`` options."""
+    if chunker_name and rule_name:
+        raise ValueError("--rule and --chunker cannot be combined: pick a rule or a chunker")
+    if not chunker_name:
+        if params:
+            raise ValueError("--param needs --chunker")
+        return list(cfg.rules)
+    cls = chunker_class(chunker_name)
+    options = _parse_params(params)
+    try:
+        cls.Options.model_validate(options)
+    except ValidationError as exc:
+        raise ValueError("\n".join(format_errors(exc, "--param"))) from None
+    return [RuleConfig(name=chunker_name, match=("*",), chunker=chunker_name, params=options)]
 
 
 def _locate(cfg: Config, file: Path) -> tuple[str, str]:
@@ -64,18 +84,7 @@ def preview(
     lazy = SentenceTransformerEmbedder(info, device=cfg.embedding.device)
     embed = CachedEmbedder(lazy, info.fingerprint + ":sentence", None, chunk_hash)
     ctx, tok = build_context(cfg, embed=embed.embed_texts)
-    if chunker_name:
-        cls = chunker_class(chunker_name)
-        rules = [
-            RuleConfig(
-                name=chunker_name, match=("*",), chunker=chunker_name, params=_parse_params(params)
-            )
-        ]
-        cls.Options.model_validate(rules[0].params)
-    elif params:
-        raise ValueError("--param needs --chunker")
-    else:
-        rules = list(cfg.rules)
+    rules = _rules_for(cfg, chunker_name, rule_name, params)
     ruleset = RuleSet(rules, ctx, tok, info.fingerprint)
     source, rel = _locate(cfg, file)
     if rule_name:

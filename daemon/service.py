@@ -22,6 +22,7 @@ import logging
 import os
 import queue
 import signal
+import stat as stat_mod
 import threading
 import time
 from collections.abc import Callable
@@ -100,6 +101,7 @@ class Service:
         self._failures: dict[str, int] = {}  # consecutive failures per source
         self.last_error: dict[str, str] = {}
         self._unwatched: dict[str, float] = {}  # source -> last rescan (monotonic)
+        self._root_ids: dict[str, tuple[int, int] | None] = {}  # (st_dev, st_ino) watched
         self._next_ping = 0.0
         self._ping_every = systemd.watchdog_interval()
         self.metrics: Any = None
@@ -155,22 +157,42 @@ class Service:
         )
         self._batcher.start()
         self._unwatched.clear()
-        for name, flt in self.engine.filters.items():
-            sw = SourceWatcher(flt, self._batcher.put, self._on_lost)
-            try:
-                sw.start()
-            except OSError as exc:
-                sw.stop()
-                logger.error(
-                    "cannot watch source %s (%s); it is rescanned every %.0f s instead "
-                    "(raise fs.inotify.max_user_watches?)",
+        for name in self.engine.filters:
+            self._watch(name)
+
+    def _watch(self, name: str) -> bool:
+        """Start watching source ``name``; on failure it is rescanned every 60 s instead."""
+        assert self.engine is not None and self._batcher is not None
+        flt = self.engine.filters[name]
+        if not Path(flt.root).is_dir():
+            if name not in self._unwatched:
+                logger.warning(
+                    "source %s: root %s is missing (unmounted?); nothing is deleted, and "
+                    "watching resumes when it is back (checked every %.0f s)",
                     name,
-                    exc,
+                    flt.root,
                     UNWATCHED_RESCAN_S,
                 )
-                self._unwatched[name] = time.monotonic()
-                continue
-            self._watchers.append(sw)
+            self._unwatched[name] = time.monotonic()
+            return False
+        sw = SourceWatcher(flt, self._batcher.put, self._on_lost)
+        try:
+            sw.start()
+        except OSError as exc:
+            sw.stop()
+            logger.error(
+                "cannot watch source %s (%s); it is rescanned every %.0f s instead "
+                "(raise fs.inotify.max_user_watches?)",
+                name,
+                exc,
+                UNWATCHED_RESCAN_S,
+            )
+            self._unwatched[name] = time.monotonic()
+            return False
+        self._watchers.append(sw)
+        self._root_ids[name] = _root_id(flt.root)
+        self._unwatched.pop(name, None)
+        return True
 
     def main_loop(self) -> None:
         """Run jobs until :attr:`should_exit`; ping the systemd watchdog.
@@ -187,6 +209,7 @@ class Service:
                     self._do_reload()
                 finally:
                     self._reloading = False
+            self._drop_rootless_watchers()
             dead = self._dead_watchers()
             if dead:
                 logger.error(
@@ -203,6 +226,19 @@ class Service:
             except queue.Empty:
                 continue
             self._run_job(job)
+
+    def _drop_rootless_watchers(self) -> None:
+        """A root that was deleted, moved or unmounted is waited for: that is not a crash.
+
+        Its watch is dropped (an inotify watch follows a moved folder, and ends with a
+        deleted one) and the source joins the unwatched ones, retried every 60 s.
+        """
+        for w in list(self._watchers):
+            if _root_id(w.flt.root) != self._root_ids.get(w.source):
+                w.stop()
+                self._watchers.remove(w)
+                if self._watch(w.source):  # the root is back already (a remount)
+                    self._queue_scan(w.source, "root replaced")
 
     def _dead_watchers(self) -> list[str]:
         dead = [f"watcher of {w.source}" for w in self._watchers if not w.alive()]
@@ -475,6 +511,8 @@ class Service:
         for name, last in list(self._unwatched.items()):
             if now - last >= UNWATCHED_RESCAN_S:
                 self._unwatched[name] = now
+                if self._watch(name):
+                    logger.info("source %s: watching again", name)
                 self._queue_scan(name, "unwatched source")
         interval = self.cfg.watch.rescan_interval_s
         if not interval or now - self._last_rescan < interval:
@@ -591,3 +629,12 @@ class Service:
             "healthy": not self._dead_watchers() and not self.last_error,
         }
         return st
+
+
+def _root_id(root: Path | str) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of a source root, or ``None`` when it is not a folder."""
+    try:
+        st = os.stat(root)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino) if stat_mod.S_ISDIR(st.st_mode) else None

@@ -45,6 +45,7 @@ from sqlalchemy import (
     event,
     func,
     insert,
+    inspect,
     select,
     update,
 )
@@ -74,6 +75,7 @@ class SourceTable(Base):
     root: Mapped[str] = mapped_column(Text)
     collection: Mapped[str] = mapped_column(String(255))
     last_sync: Mapped[float | None] = mapped_column(Float, nullable=True)
+    held_deletes: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
 
 
 class CollectionTable(Base):
@@ -124,9 +126,16 @@ def _m001_initial(conn: Connection) -> None:
     Base.metadata.create_all(conn)
 
 
+def _m002_held_deletes(conn: Connection) -> None:
+    cols = {c["name"] for c in inspect(conn).get_columns("sources")}
+    if "held_deletes" not in cols:  # databases created before the column existed
+        conn.exec_driver_sql("ALTER TABLE sources ADD COLUMN held_deletes INTEGER DEFAULT 0")
+
+
 #: Ordered, named schema migrations. Append only.
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("001_initial", _m001_initial),
+    ("002_held_deletes", _m002_held_deletes),
 ]
 
 D = cast(Table, DocumentTable.__table__)
@@ -263,6 +272,11 @@ class Manifest:
         """Record the end of a complete sync of source ``name``."""
         with self.engine.begin() as conn:
             conn.execute(update(S).where(S.c.name == name).values(last_sync=when or self.now()))
+
+    def set_held_deletes(self, name: str, count: int) -> None:
+        """Record how many deletions the mass-deletion guard holds for source ``name``."""
+        with self.engine.begin() as conn:
+            conn.execute(update(S).where(S.c.name == name).values(held_deletes=count))
 
     def check_collection(self, name: str, model: str, fingerprint: str, dim: int) -> None:
         """Record or check the model of collection ``name``.

@@ -291,3 +291,39 @@ def test_budget_over_the_model_is_reported(tmp_path: Path, caplog) -> None:
     assert "the model will silently drop the rest" in eng.rule_warnings[0]
     assert "the model will silently drop the rest" in caplog.text
     eng.close()
+
+
+def test_missing_root_deletes_nothing(tree: Path, tmp_path: Path, fake_embedder) -> None:
+    """An unmounted volume is not a deletion of every document."""
+    state = tmp_path / "state"
+    eng = make_engine(tree, state, fake_embedder)
+    _sync(eng)
+    before = store_snapshot_ids = set(eng.manifest.chunks_of_source(next(iter(eng.sources))))
+    moved = tmp_path / "unmounted"
+    tree.rename(moved)
+    res = _sync(eng)
+    assert res.root_missing and res.deleted == 0
+    assert set(eng.manifest.chunks_of_source(next(iter(eng.sources)))) == before
+    moved.rename(tree)
+    assert _sync(eng).indexed == 0
+    eng.close()
+    assert set(store_snapshot(state)) == store_snapshot_ids
+
+
+def test_held_deletions_are_recorded_for_status(tmp_path: Path, fake_embedder) -> None:
+    from ingestd.daemon.commands import status_of
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    for i in range(12):
+        (root / f"p{i}.md").write_text(f"# P{i}\n\ntext {i}\n")
+    eng = make_engine(root, tmp_path / "state", fake_embedder)
+    _sync(eng)
+    for i in range(12):
+        (root / f"p{i}.md").unlink()
+    assert len(_sync(eng).held) == 12
+    st = status_of(eng.manifest, None, tmp_path / "state")
+    assert st["sources"][0]["held_deletes"] == 12
+    _sync(eng, allow_mass_delete=True)
+    assert status_of(eng.manifest, None, tmp_path / "state")["sources"][0]["held_deletes"] == 0
+    eng.close()

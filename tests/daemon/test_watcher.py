@@ -453,3 +453,30 @@ def test_symlinks_are_not_followed_and_loops_do_not_hang(
         paths = {p["path"] for p in h.points().values()}
         assert paths == {*WATCH_MD, "blog/inside.md"}
         h.assert_matches_oracle(scratch)
+
+
+@pytest.mark.slow
+def test_deleted_root_keeps_the_daemon_and_the_points(
+    small_tree: Path,
+    tmp_path: Path,
+    scratch: Path,
+    fake_embedder: CountingEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An unmounted or deleted root is waited for; it never deletes every document."""
+    import ingestd.daemon.service as service_module
+
+    monkeypatch.setattr(service_module, "UNWATCHED_RESCAN_S", 0.2)
+    with _run(small_tree, scratch, fake_embedder) as h:
+        before = set(h.points())
+        away = tmp_path / "unmounted"
+        shutil.move(str(small_tree), str(away))
+        wait_for(lambda: h.service._unwatched, 10, "the source to be unwatched")
+        assert h.alive and set(h.points()) == before
+        shutil.move(str(away), str(small_tree))
+        wait_for(lambda: not h.service._unwatched, 10, "watching to resume")
+        b = h.service.batches_done
+        (small_tree / "back.md").write_text("# Back\n\nThe volume is mounted again.\n")
+        h.settle(b)
+        assert "back.md" in {p["path"] for p in h.points().values()}
+        h.assert_matches_oracle(scratch)

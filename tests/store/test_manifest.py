@@ -23,7 +23,7 @@ def test_migrations_run_once(tmp_path: Path) -> None:
     with m.engine.connect() as conn:
         names = [r[0] for r in conn.exec_driver_sql("SELECT name FROM schema_migrations")]
         mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
-    assert names == ["001_initial"]
+    assert names == ["001_initial", "002_held_deletes"]
     assert mode == "wal"
     m.close()
 
