@@ -41,10 +41,8 @@ from dataclasses import dataclass, field
 from itertools import accumulate
 from typing import Any
 
-from pydantic import model_validator
-
-from .base import Chunk, Chunker, ChunkerOptions, LineIndex
-from .packing import Block, Packer, Section
+from .base import Chunk, Chunker, LineIndex
+from .packing import Block, Packer, Section, SectionOptions
 
 __all__ = ["MarkdownChunker", "MarkdownOptions", "parse_front_matter", "parse_markdown"]
 
@@ -59,7 +57,7 @@ _FM_END = {f: re.compile(r"^(?:" + re.escape(f) + r"|\.\.\.)[ \t]*$", re.M) for 
 _META_KEYS = ("title", "linkTitle", "description")
 
 
-class MarkdownOptions(ChunkerOptions):
+class MarkdownOptions(SectionOptions):
     """Options of the ``markdown`` strategy.
 
     Attributes:
@@ -75,26 +73,7 @@ class MarkdownOptions(ChunkerOptions):
             (default on).
     """
 
-    max_tokens: int = 200
-    section_levels: int = 3
-    min_tokens: int | None = None
-    heading_prefix: bool = True
     title_in_prefix: bool = True
-
-    @model_validator(mode="after")
-    def _check(self) -> MarkdownOptions:
-        if self.max_tokens <= 0:
-            raise ValueError("max_tokens must be > 0")
-        if not 1 <= self.section_levels <= 6:
-            raise ValueError("section_levels must be between 1 and 6")
-        if self.min_tokens is not None and not 0 <= self.min_tokens < self.max_tokens:
-            raise ValueError("min_tokens must be >= 0 and < max_tokens")
-        return self
-
-    @property
-    def merge_below(self) -> int:
-        """``min_tokens``, or its default: a quarter of ``max_tokens``."""
-        return self.max_tokens // 4 if self.min_tokens is None else self.min_tokens
 
 
 _SIMPLE = re.compile(

@@ -37,7 +37,9 @@ from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
 
-from .base import Budget, Chunk, Chunker, LineIndex
+from pydantic import model_validator
+
+from .base import Budget, Chunk, Chunker, ChunkerOptions, LineIndex
 from .tokenizers import TiktokenSizer
 
 __all__ = ["Block", "Packer", "Section", "Span"]
@@ -54,6 +56,43 @@ _ANCHOR_RATE = 2.5  # content-defined cut points: on average this many per max_t
 _ANCHOR_FILL = 4  # ... and one ends a chunk only if it holds at least max_tokens // this
 _ANCHOR_KINDS = frozenset({"para", "line", "list", "heading"})
 _LINE_KINDS = frozenset({"fence", "code"})
+
+
+class SectionOptions(ChunkerOptions):
+    """Options shared by the section-based strategies (``markdown``, ``rst``).
+
+    Attributes:
+        max_tokens: budget per chunk, in budget tokens (default 200).
+        section_levels: heading levels ``1..section_levels`` open a section (1-6,
+            default 3); deeper headings stay inside their section.
+        min_tokens: a chunk under this many tokens takes in the next section when the
+            whole section fits (0 turns merging off; default ``max_tokens // 4``).
+        heading_prefix: prefix the heading path (and the context line of a continued
+            block) to the embedded text (default on).
+
+    Raises:
+        ValueError: a value out of its range.
+    """
+
+    max_tokens: int = 200
+    section_levels: int = 3
+    min_tokens: int | None = None
+    heading_prefix: bool = True
+
+    @model_validator(mode="after")
+    def _check_sections(self) -> SectionOptions:
+        if self.max_tokens <= 0:
+            raise ValueError("max_tokens must be > 0")
+        if not 1 <= self.section_levels <= 6:
+            raise ValueError("section_levels must be between 1 and 6")
+        if self.min_tokens is not None and not 0 <= self.min_tokens < self.max_tokens:
+            raise ValueError("min_tokens must be >= 0 and < max_tokens")
+        return self
+
+    @property
+    def merge_below(self) -> int:
+        """``min_tokens``, or its default: a quarter of ``max_tokens``."""
+        return self.max_tokens // 4 if self.min_tokens is None else self.min_tokens
 
 
 @dataclass(slots=True)

@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import re
 
-from pydantic import model_validator
-
-from .base import Chunk, Chunker, ChunkerOptions, LineIndex
+from .base import Chunk, Chunker, LineIndex
 from .markdown import heading_prefix
-from .packing import Block, Packer, Section
+from .packing import Block, Packer, Section, SectionOptions
 
 __all__ = ["RstChunker", "RstOptions", "parse_rst"]
 
@@ -34,7 +32,7 @@ _ADORN = re.compile(r"([!-/:-@\[-`{-~])\1{2,}[ \t]*$")
 _TARGET = re.compile(r"\.\. _[^:]*:")
 
 
-class RstOptions(ChunkerOptions):
+class RstOptions(SectionOptions):
     """Options of the ``rst`` strategy.
 
     Attributes:
@@ -46,26 +44,6 @@ class RstOptions(ChunkerOptions):
         heading_prefix: prefix the title path (and the directive line of a continued
             directive) to the embedded text (default on).
     """
-
-    max_tokens: int = 200
-    section_levels: int = 3
-    min_tokens: int | None = None
-    heading_prefix: bool = True
-
-    @model_validator(mode="after")
-    def _check(self) -> RstOptions:
-        if self.max_tokens <= 0:
-            raise ValueError("max_tokens must be > 0")
-        if not 1 <= self.section_levels <= 6:
-            raise ValueError("section_levels must be between 1 and 6")
-        if self.min_tokens is not None and not 0 <= self.min_tokens < self.max_tokens:
-            raise ValueError("min_tokens must be >= 0 and < max_tokens")
-        return self
-
-    @property
-    def merge_below(self) -> int:
-        """``min_tokens``, or its default: a quarter of ``max_tokens``."""
-        return self.max_tokens // 4 if self.min_tokens is None else self.min_tokens
 
 
 def _indent(line: str) -> int:
