@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from _provenance import provenance
 
 HERE = Path(__file__).resolve().parent
 CORPORA = HERE.parent.parent / "shared" / "corpora"
@@ -376,34 +377,6 @@ def verdict(res: dict[str, Any]) -> None:
             if ahead:
                 msg += " (" + ", ".join(i.name for i in ahead) + ")"
         print(f"verdict [{res['corpus']}] {msg}")
-
-
-def provenance() -> str:
-    """git HEAD, and a hash of chunkers/*.py as they are on disk (others edit them live)."""
-    import hashlib
-    import subprocess
-
-    root = HERE.parent
-    h = hashlib.sha256()
-    for p in sorted((root / "chunkers").glob("*.py")):
-        h.update(p.name.encode() + b"\0" + p.read_bytes())
-    try:
-        head = subprocess.run(
-            ["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(root), "status", "--porcelain", "--", "chunkers"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout.strip()
-    except OSError:
-        head, dirty = "?", ""
-    state = "chunkers/ modified in the work tree" if dirty else "chunkers/ clean"
-    return f"git {head or '?'}, {state}, chunkers/*.py sha256 {h.hexdigest()[:12]}"
 
 
 def main() -> None:

@@ -80,8 +80,10 @@ def main() -> None:
     pipe_rate = res.embedded / pipeline_s
     raw_rate = len(distinct) / raw_s
     print(f"corpus: {corpus} ({res.indexed} documents, {res.failed} failed)")
-    print(f"pipeline: {res.chunks_written} chunks written, {res.embedded} embedded "
-          f"in {pipeline_s:.1f} s = {pipe_rate:.1f} chunks/s")
+    print(
+        f"pipeline: {res.chunks_written} chunks written, {res.embedded} embedded "
+        f"in {pipeline_s:.1f} s = {pipe_rate:.1f} chunks/s"
+    )
     print(f"raw model.encode: {len(distinct)} texts in {raw_s:.1f} s = {raw_rate:.1f} chunks/s")
     print(f"ratio pipeline/raw: {pipe_rate / raw_rate:.3f} (target >= 0.9)")
 
@@ -90,8 +92,10 @@ def main() -> None:
     t0 = time.perf_counter()
     n = walk_stat(corpus)
     walk_s = time.perf_counter() - t0
-    print(f"no-op resync process: {best:.2f} s (best of 3); walk+stat of {n} files: "
-          f"{walk_s * 1000:.1f} ms; ratio {best / walk_s:.0f}x")
+    print(
+        f"no-op resync process: {best:.2f} s (best of 3); walk+stat of {n} files: "
+        f"{walk_s * 1000:.1f} ms; ratio {best / walk_s:.0f}x"
+    )
     shutil.rmtree(tmp, ignore_errors=True)
 
 
