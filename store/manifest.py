@@ -449,7 +449,7 @@ class Manifest:
         if not any(batch.values()):
             return
         with self.engine.begin() as conn:
-            new = []
+            new: list[dict[str, Any]] = []
             for doc_id, rows in batch.items():
                 if not rows:
                     continue
