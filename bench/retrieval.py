@@ -376,7 +376,7 @@ def main() -> None:
     from ingestd.store.ids import chunk_hash
 
     qs = load_questions(args.qa, args.corpus)
-    code = provenance()  # at chunking time: others edit chunkers/ while this runs
+    code = provenance()  # at chunking time: chunkers/ may change while a long run goes on
     args.cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="bench-retrieval-state-", dir="/tmp") as state:
         indexes, info = build_indexes(args, Path(state))
