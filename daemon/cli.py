@@ -471,6 +471,7 @@ def _print_status(st: dict[str, Any]) -> None:
     if d:
         click.echo(
             f"daemon: pid {d['pid']}, {d['phase']}, queue {d['queue_depth']}, "
+            f"{d.get('scan_documents_left', 0)} documents left to scan, "
             f"lag {d['lag_seconds']:.1f} s, {'healthy' if d['healthy'] else 'UNHEALTHY'}"
         )
         click.echo(

@@ -621,6 +621,10 @@ class Service:
             "phase": self.phase,
             "progress": dict(self.progress),
             "queue_depth": (self._batcher.depth() if self._batcher else 0) + self._queue.qsize(),
+            # documents a running scan still has to write (the first ingest, rescans)
+            "scan_documents_left": sum(
+                int(t) - int(d) for d, t in (p.split("/") for p in list(self.progress.values()))
+            ),
             "lag_seconds": round(time.monotonic() - oldest, 3) if oldest else 0.0,
             "watchers_alive": all(w.alive() for w in self._watchers),
             "unwatched_sources": sorted(self._unwatched),
