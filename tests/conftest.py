@@ -36,6 +36,15 @@ def real_embedder(real_model: Any) -> CountingEmbedder:
 
 
 @pytest.fixture
+def scratch() -> Iterator[Path]:
+    """A state dir on a RAM-backed temp folder (embedded Qdrant commits every point)."""
+    from tests.daemon.harness import fast_tmp
+
+    with fast_tmp() as d:
+        yield d
+
+
+@pytest.fixture
 def tree(tmp_path: Path) -> Path:
     """A small writable docs tree of real md-docs pages."""
     return copy_tree(tmp_path / "docs")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.daemon.harness import Harness, fast_tmp
+from tests.daemon.harness import Harness
 from tests.helpers import CountingEmbedder, copy_tree
 
 pytestmark = [
@@ -30,12 +30,6 @@ PAGES = (
 )
 PAGE = "blog/2023/php-beta-release.md"
 ADDED = "\n\nA paragraph added in the editor, about PHP auto-instrumentation.\n"
-
-
-@pytest.fixture
-def scratch() -> Path:
-    with fast_tmp() as d:
-        yield d
 
 
 @pytest.fixture

@@ -9,18 +9,12 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.daemon.harness import Harness, fast_tmp
+from tests.daemon.harness import Harness
 from tests.helpers import CountingEmbedder, copy_tree
 
 pytestmark = pytest.mark.filterwarnings("ignore:Callback with id:RuntimeWarning")
 
 PAGES = ("blog/2023/php-beta-release.md", "blog/2023/integrations.md")
-
-
-@pytest.fixture
-def scratch() -> Path:
-    with fast_tmp() as d:
-        yield d
 
 
 def _free_port() -> int:

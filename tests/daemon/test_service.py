@@ -16,7 +16,7 @@ import pytest
 
 from ingestd.daemon import service as service_mod
 from ingestd.daemon.control import request
-from tests.daemon.harness import Harness, fast_tmp
+from tests.daemon.harness import Harness
 from tests.helpers import CountingEmbedder, copy_tree, fake_vectors, wait_for
 
 pytestmark = [
@@ -29,12 +29,6 @@ PAGES = (
     "blog/2023/integrations.md",
     "community/end-user/otel-in-practice.md",
 )
-
-
-@pytest.fixture
-def scratch() -> Path:
-    with fast_tmp() as d:
-        yield d
 
 
 @pytest.fixture

@@ -34,7 +34,7 @@ from watchdog.events import (
 from ingestd.daemon.config import load_config
 from ingestd.daemon.scanner import SourceFilter
 from ingestd.daemon.watcher import Batch, Batcher, BatcherThread, SourceWatcher
-from tests.daemon.harness import Harness, fast_tmp
+from tests.daemon.harness import Harness
 from tests.helpers import CountingEmbedder, copy_tree, wait_for
 
 #: watchdog warns (on its emitter thread) when a folder that was moved out comes back in
@@ -50,12 +50,6 @@ WATCH_MD = (
     "community/end-user/otel-in-practice.md",
     "blog/2026/otel-graduates.md",
 )
-
-
-@pytest.fixture
-def scratch() -> Path:
-    with fast_tmp() as d:
-        yield d
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from ingestd.daemon import service as service_mod
 from ingestd.store.vectors import QdrantStore
-from tests.daemon.harness import Harness, fast_tmp
+from tests.daemon.harness import Harness
 from tests.helpers import (
     CountingEmbedder,
     assert_matches_oracle,
@@ -76,12 +76,6 @@ class FaultyClient:
             return attr(*args, **kwargs)
 
         return call
-
-
-@pytest.fixture
-def scratch() -> Path:
-    with fast_tmp() as d:
-        yield d
 
 
 @pytest.fixture
