@@ -42,7 +42,7 @@ from itertools import accumulate
 from typing import Any
 
 from .base import Chunk, Chunker, LineIndex
-from .packing import Block, Packer, Section, SectionOptions
+from .packing import Block, Packer, Section, SectionOptions, first_line
 
 __all__ = ["MarkdownChunker", "MarkdownOptions", "parse_front_matter", "parse_markdown"]
 
@@ -347,9 +347,7 @@ def _carry(text: str, blk: Block) -> str:
     """Context for a chunk that continues ``blk``: table header row or opening fence line."""
     if blk.kind not in ("table", "fence"):
         return ""
-    eol = text.find("\n", blk.body, blk.end)
-    first = text[blk.body : eol if eol != -1 else blk.end]
-    return " ".join(first.split())
+    return first_line(text, blk)
 
 
 def heading_prefix(path: tuple[str, ...], title: str | None) -> str:

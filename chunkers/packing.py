@@ -58,6 +58,12 @@ _ANCHOR_KINDS = frozenset({"para", "line", "list", "heading"})
 _LINE_KINDS = frozenset({"fence", "code"})
 
 
+def first_line(text: str, blk: Block) -> str:
+    """The first line of ``blk``'s body with whitespace runs collapsed (chunk context)."""
+    eol = text.find("\n", blk.body, blk.end)
+    return " ".join(text[blk.body : eol if eol != -1 else blk.end].split())
+
+
 class SectionOptions(ChunkerOptions):
     """Options shared by the section-based strategies (``markdown``, ``rst``).
 

@@ -24,7 +24,7 @@ import re
 
 from .base import Chunk, Chunker, LineIndex
 from .markdown import heading_prefix
-from .packing import Block, Packer, Section, SectionOptions
+from .packing import Block, Packer, Section, SectionOptions, first_line
 
 __all__ = ["RstChunker", "RstOptions", "parse_rst"]
 
@@ -177,11 +177,7 @@ def _finish(text: str, sections: list[Section]) -> list[Section]:
 
 def _carry(text: str, blk: Block) -> str:
     """The directive line (``.. code-block:: python``) for a chunk that continues it."""
-    if blk.kind not in ("directive", "literal"):
-        return ""
-    eol = text.find("\n", blk.body, blk.end)
-    first = text[blk.body : eol if eol != -1 else blk.end]
-    return " ".join(first.split()) if blk.kind == "directive" else ""
+    return first_line(text, blk) if blk.kind == "directive" else ""
 
 
 class RstChunker(Chunker):
