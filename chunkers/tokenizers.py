@@ -154,6 +154,7 @@ class ModelSizer:
         from tokenizers import Tokenizer
 
         self.name = f"model:{name}"
+        self.tokenizer_json = Path(tokenizer_json)
         self._tok = Tokenizer.from_file(str(tokenizer_json))
         self._tok.no_truncation()
         self._tok.no_padding()

@@ -1,0 +1,368 @@
+r"""Exact token counts of any span of a document, from one pass over it.
+
+The structured strategies pack blocks and check every chunk against two tokenizers:
+the budget's (tiktoken ``cl100k_base`` by default) and the embedding model's (BERT
+WordPiece for all-MiniLM-L6-v2). Encoding every chunk with both costs several passes
+over the text with the model's tokenizer alone. :class:`SpanIndex` does it in one
+pass of one regular expression, with a cache of counts per *piece*:
+
+* **Pieces.** ``cl100k_base`` first splits text into pre-tokens with a regular
+  expression and byte-pair-encodes each pre-token on its own (tiktoken's ``CoreBPE``),
+  so a text's token count is the sum of its pre-tokens' counts. BERT's pre-tokenizer
+  splits at whitespace and at every punctuation character and WordPiece-encodes each
+  word on its own, so its count is also a sum over words. :data:`PIECES` is
+  cl100k's expression (for the characters below) with one change: a run of letters or
+  digits also takes the letters and digits glued to it (``abc123``, ``2024``,
+  ``'sfoo``), which cl100k splits into several pre-tokens but BERT reads as one word.
+  Every piece boundary is then a pre-token boundary of both tokenizers, so both
+  counts are sums of per-piece counts, and a piece's counts depend on its text only:
+  Zipf's law makes a dictionary of them hit almost always.
+* **Fast and slow lines.** The expression is only used on lines whose characters are
+  tab, newline and printable ASCII (``\x20``-``\x7e``): there cl100k's ``\p{L}`` and
+  ``\p{N}`` are ``[A-Za-z]`` and ``[0-9]``, and BERT's normaliser changes nothing but
+  case. Any other line (accents, CJK, emoji, control characters that BERT deletes) is
+  counted by both real tokenizers, a line group at a time. The start of a non-blank
+  line is a boundary of both tokenizers (cl100k never carries a pre-token across a
+  newline into the next line's first character; BERT splits at whitespace), so fast
+  and slow stretches are counted independently.
+
+A count between two offsets is exact when both are *boundaries*: piece ends, which
+include every non-blank line start. :meth:`SpanIndex.at` says whether an offset is one.
+Exactness against tiktoken and ``tokenizers`` is property-tested and checked on every
+file of ../shared/corpora (``tests/chunkers/test_spans.py``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import functools
+import json
+import re
+from collections.abc import Callable
+from itertools import accumulate
+from pathlib import Path
+
+from .base import Budget, Sizer
+from .tokenizers import _LONG_RUNS, MAX_RUN, ModelSizer, TiktokenSizer
+
+__all__ = ["PIECES", "PieceTable", "SpanIndex", "bert_ascii_counter", "piece_table"]
+
+#: cl100k_base's pre-token expression (tiktoken ``cl100k_base._pat_str``) restricted to
+#: tab, newline and printable ASCII, with glued letter and digit runs kept in one piece.
+#: ``\Z`` stands for the Rust ``$``: end of text only.
+PIECES = re.compile(
+    r"'(?i:[sdmt]|ll|ve|re)[A-Za-z0-9]*+"
+    r"|[^\r\nA-Za-z0-9]?+[A-Za-z]++[A-Za-z0-9]*+"
+    r"|[0-9]{1,3}+[A-Za-z0-9]*+"
+    r"| ?[^\sA-Za-z0-9]++[\r\n]*+"
+    r"|\s++\Z|\s*[\r\n]|\s+(?!\S)|\s"
+)
+_CL100K = (
+    r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++"
+    r"[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"
+)
+_SLOW = re.compile(r"[^\t\n\x20-\x7e]")
+_NEXT_LINE = re.compile(r"\n(?=[^\S\n]*\S)")  # a newline before a line with content
+_ALNUM = re.compile(r"[A-Za-z0-9]+")
+_SHIFT = 32  # a piece's counts are packed as budget + (model << _SHIFT)
+_MASK = (1 << _SHIFT) - 1
+_LONG_PIECE = MAX_RUN // 3
+_CACHE_MAX = 1_000_000  # pieces remembered per table, then the table starts afresh
+
+
+def bert_ascii_counter(model: ModelSizer) -> Callable[[str], int] | None:
+    """Word-piece counter of tab/newline/printable-ASCII strings, or ``None``.
+
+    Available when the model's ``tokenizer.json`` is a BERT pipeline
+    (``BertNormalizer`` with ``clean_text``, ``BertPreTokenizer``, ``WordPiece``): on
+    such text the normaliser only lower-cases (when configured to), the pre-tokenizer
+    splits at whitespace and at each punctuation character (BERT counts every ASCII
+    character that is neither a letter, a digit nor whitespace as punctuation), and
+    each letter/digit run is one word: one piece when it is in the vocabulary, one
+    ``[UNK]`` when longer than ``max_input_chars_per_word``, else WordPiece's own
+    greedy longest-match split (``tokenizers``' ``WordPiece.tokenize``).
+    """
+    path = getattr(model, "tokenizer_json", None)
+    if path is None:
+        return None
+    spec = json.loads(Path(path).read_text(encoding="utf-8"))
+    norm, pre, wp = spec.get("normalizer") or {}, spec.get("pre_tokenizer") or {}, spec["model"]
+    if (
+        norm.get("type") != "BertNormalizer"
+        or not norm.get("clean_text", False)
+        or pre.get("type") != "BertPreTokenizer"
+        or wp.get("type") != "WordPiece"
+    ):
+        return None
+    lower = bool(norm.get("lowercase", True))
+    vocab: dict[str, int] = wp["vocab"]
+    longest = int(wp.get("max_input_chars_per_word", 100))
+    tokenize = model._tok.model.tokenize
+
+    @functools.lru_cache(maxsize=1 << 16)
+    def word(w: str) -> int:
+        if len(w) > longest or w in vocab:
+            return 1
+        return len(tokenize(w))
+
+    def count(s: str) -> int:
+        if lower:
+            s = s.lower()
+        runs = _ALNUM.findall(s)
+        n = len(s) - s.count(" ") - s.count("\n") - s.count("\t")  # punctuation + run chars
+        for r in runs:
+            n += word(r) - len(r)
+        return n
+
+    return count
+
+
+class PieceTable:
+    """Counts of pieces for one (budget sizer, model sizer) pair, with their cache.
+
+    Args:
+        budget: counts a piece in budget tokens (a ``str -> int`` that is exact on
+            pieces, see :func:`piece_table`).
+        model: counts a piece in model word pieces, or ``None`` (no model check).
+        sizer: the budget :class:`Sizer` (exact counts of slow stretches).
+        model_sizer: the model :class:`Sizer`, or ``None``.
+    """
+
+    def __init__(
+        self,
+        budget: Callable[[str], int],
+        model: Callable[[str], int] | None,
+        sizer: Sizer,
+        model_sizer: Sizer | None,
+    ) -> None:
+        self._budget = budget
+        self._model = model
+        self.sizer = sizer
+        self.model_sizer = model_sizer
+        self._cache: dict[str, int] = {}
+
+    def value(self, s: str) -> int:
+        """Packed counts of any string ``s``: ``budget + (model << 32)``."""
+        v = self._cache.get(s)
+        if v is not None:
+            return v
+        if _SLOW.search(s) is None:
+            v = self._budget(s) + ((self._model(s) if self._model else 0) << _SHIFT)
+            if len(s) <= 64:  # short strings recur (punctuation runs at chunk ends)
+                self._cache[s] = v
+            return v
+        return self.exact([s])[0]
+
+    def exact(self, texts: list[str]) -> list[int]:
+        """Packed counts of ``texts`` from the real tokenizers (any characters)."""
+        tok = [self.sizer.count(t) for t in texts]
+        if self.model_sizer is None:
+            return tok
+        many = getattr(self.model_sizer, "count_many", None)
+        wp = many(texts) if many is not None else [self.model_sizer.count(t) for t in texts]
+        return [a + (b << _SHIFT) for a, b in zip(tok, wp, strict=True)]
+
+    def values(self, pieces: list[str], *, long_ok: bool = False) -> list[int] | None:
+        """Packed counts of fast ``pieces``; ``None`` when one is long and not ``long_ok``.
+
+        A piece of :data:`_LONG_PIECE` characters or more may be part of a whitespace
+        run that :class:`~ingestd.chunkers.tokenizers.TiktokenSizer` counts in parts
+        (a run of over :data:`~ingestd.chunkers.tokenizers.MAX_RUN` characters is at
+        most three cl100k pre-tokens); the caller then checks the text for such runs.
+        Long pieces are never cached, so the check cannot be skipped.
+        """
+        cache = self._cache
+        vals = list(map(cache.get, pieces))
+        if None not in vals:
+            return vals  # type: ignore[return-value]
+        if len(cache) > _CACHE_MAX:
+            cache.clear()
+        budget, model = self._budget, self._model
+        for p in set(pieces).difference(cache):
+            v = budget(p) + ((model(p) if model else 0) << _SHIFT)
+            if len(p) < _LONG_PIECE:
+                cache[p] = v
+            elif not long_ok:
+                return None
+        return [cache[p] if len(p) < _LONG_PIECE else self.value(p) for p in pieces]
+
+
+@functools.lru_cache(maxsize=16)
+def piece_table(sizer: Sizer, model_sizer: Sizer | None) -> PieceTable | None:
+    """The :class:`PieceTable` of a sizer pair, or ``None`` when pieces cannot be used.
+
+    Supported: a budget in tiktoken ``cl100k_base`` tokens or in the model's word
+    pieces (``tokenizer: model``), and a BERT WordPiece model (or none). Other
+    tokenizers have no per-piece counter here; callers then count spans one by one.
+    """
+    model_fn: Callable[[str], int] | None = None
+    if model_sizer is not None:
+        if not isinstance(model_sizer, ModelSizer):
+            return None
+        model_fn = bert_ascii_counter(model_sizer)
+        if model_fn is None:
+            return None
+    budget_fn: Callable[[str], int] | None = None
+    if isinstance(sizer, TiktokenSizer) and sizer._enc._pat_str == _CL100K:
+        encode = sizer._enc.encode_ordinary
+        budget_fn = lambda s: len(encode(s))  # noqa: E731
+    elif isinstance(sizer, ModelSizer):
+        budget_fn = model_fn if sizer is model_sizer else bert_ascii_counter(sizer)
+    if budget_fn is None:
+        return None
+    return PieceTable(budget_fn, model_fn, sizer, model_sizer)
+
+
+def _line_start(text: str, i: int, floor: int) -> int:
+    """Start of the last line at or before ``i`` that is not all whitespace (``>= floor``).
+
+    Such a line start is a boundary of both tokenizers; a blank line's is not (cl100k
+    joins a run of blank lines into one pre-token).
+    """
+    a = text.rfind("\n", 0, i) + 1
+    while a > floor:
+        eol = text.find("\n", a)
+        if text[a : eol if eol != -1 else len(text)].strip():
+            break
+        a = text.rfind("\n", 0, a - 1) + 1
+    return max(a, floor)
+
+
+def _line_groups(text: str) -> list[tuple[int, int, bool]]:
+    """``(start, end, fast)`` stretches of ``text`` that tile it, cut at line starts.
+
+    A stretch is slow when it holds a character outside tab, newline and printable
+    ASCII; it runs from the start of that character's line (or of the last line with
+    content before it) to the start of the next line with content (or the end).
+    """
+    n = len(text)
+    out: list[tuple[int, int, bool]] = []
+    pos = 0
+    for m in _SLOW.finditer(text):
+        i = m.start()
+        if i < pos:
+            continue
+        a = _line_start(text, i, pos)
+        nxt = _NEXT_LINE.search(text, i)
+        b = nxt.end() if nxt is not None else n
+        if a > pos:
+            out.append((pos, a, True))
+        out.append((a, b, False))
+        pos = b
+    if pos < n or not out:
+        out.append((pos, n, True))
+    return out
+
+
+class SpanIndex:
+    """Cumulative budget and model counts at the piece boundaries of one text.
+
+    Build it with :meth:`build`. Offsets are ``str`` indices; counts are exact for
+    spans whose two ends are boundaries (:meth:`at` is not ``None``).
+
+    Attributes:
+        text: the indexed text.
+        table: the :class:`PieceTable` that counted it.
+    """
+
+    __slots__ = ("_cum", "_pos", "table", "text")
+
+    def __init__(self, text: str, table: PieceTable, pos: list[int], cum: list[int]) -> None:
+        self.text = text
+        self.table = table
+        self._pos = pos
+        self._cum = cum
+
+    @classmethod
+    def build(cls, text: str, budget: Budget) -> SpanIndex | None:
+        """Index ``text`` for ``budget``'s sizers; ``None`` when not supported.
+
+        Not supported: tokenizers without a piece counter (:func:`piece_table`), and
+        texts with a run of whitespace or non-whitespace of over
+        :data:`~ingestd.chunkers.tokenizers.MAX_RUN` characters, which
+        :class:`~ingestd.chunkers.tokenizers.TiktokenSizer` counts in parts.
+        """
+        table = piece_table(budget.sizer, budget.model_sizer)
+        if table is None or not text:
+            return None
+        if max(map(len, text.split("\n"))) > MAX_RUN and _LONG_RUNS.search(text):
+            return None
+        index = cls._build(text, table, long_ok=False)
+        if index is None and not _LONG_RUNS.search(text):
+            index = cls._build(text, table, long_ok=True)
+        return index
+
+    @classmethod
+    def _build(cls, text: str, table: PieceTable, *, long_ok: bool) -> SpanIndex | None:
+        groups = _line_groups(text)
+        if len(groups) == 1 and groups[0][2]:  # all fast: the common case
+            pieces = PIECES.findall(text)
+            vals = table.values(pieces, long_ok=long_ok)
+            if vals is None:
+                return None
+            pos = list(accumulate(map(len, pieces), initial=0))
+            return cls(text, table, pos, list(accumulate(vals, initial=0)))
+        slow = [text[a:b] for a, b, fast in groups if not fast]
+        slow_vals = iter(table.exact(slow))
+        pos, cum = [0], [0]
+        for a, b, fast in groups:
+            if not fast:
+                pos.append(b)
+                cum.append(cum[-1] + next(slow_vals))
+                continue
+            pieces = PIECES.findall(text, a, b)
+            vals = table.values(pieces, long_ok=long_ok)
+            if vals is None:
+                return None
+            pos.extend(accumulate(map(len, pieces), initial=a))
+            pos.pop(-len(pieces) - 1)  # ``a`` is already there
+            cum.extend(accumulate(vals, initial=cum[-1]))
+            cum.pop(-len(vals) - 1)
+        return cls(text, table, pos, cum)
+
+    def at(self, p: int) -> int | None:
+        """Packed counts of ``text[:p]``, or ``None`` when ``p`` is not a boundary."""
+        pos = self._pos
+        i = bisect.bisect_left(pos, p)
+        if i < len(pos) and pos[i] == p:
+            return self._cum[i]
+        return None
+
+    def counts(self, a: int, b: int) -> tuple[int, int] | None:
+        """``(budget tokens, model word pieces)`` of ``text[a:b]``; ``None`` off boundaries."""
+        ca = self.at(a)
+        cb = self.at(b) if ca is not None else None
+        if cb is None or ca is None:
+            return None
+        return unpack(cb - ca)
+
+    def end_counts(self, a: int, e: int) -> tuple[int, int] | None:
+        """Counts of ``text[a:e]`` where ``a`` is a boundary and ``text[e]`` is whitespace.
+
+        ``e`` need not be a boundary: cl100k glues the newlines after a punctuation run
+        to it, so a span that ends at such a run is counted up to the run's start and
+        the run (with its leading space, if any) on its own. ``None`` if that fails.
+        """
+        ca = self.at(a)
+        if ca is None:
+            return None
+        ce = self.at(e)
+        if ce is None:
+            text = self.text
+            p = e
+            while p > a and e - p < 64 and not text[p - 1].isalnum() and not text[p - 1].isspace():
+                p -= 1
+            if p > a and text[p - 1] == " ":
+                p -= 1
+            if p == e:
+                return None
+            cp = self.at(p)
+            if cp is None:
+                return None
+            ce = cp + self.table.value(text[p:e])
+        return unpack(ce - ca)
+
+
+def unpack(v: int) -> tuple[int, int]:
+    """``(budget tokens, model word pieces)`` of a packed count."""
+    return v & _MASK, v >> _SHIFT

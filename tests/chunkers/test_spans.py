@@ -1,0 +1,130 @@
+"""SpanIndex: one pass gives exact tiktoken and word-piece counts between boundaries.
+
+Every count is checked against the real tokenizers on the very substring: hypothesis
+texts built from the characters that break per-piece counting (glued letters and
+digits, contractions, punctuation before newlines, blank-line runs, accents, CJK,
+characters BERT deletes or treats as spaces), and every file of ../shared/corpora.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ingestd.chunkers.base import Budget
+from ingestd.chunkers.spans import PIECES, SpanIndex, piece_table
+from ingestd.chunkers.text import decode
+from ingestd.chunkers.tokenizers import MAX_RUN, CharSizer, ModelSizer, TiktokenSizer
+from tests.chunkers.conftest import CORPORA
+
+_CONTENT_LINE = re.compile(r"(?m)^(?=[^\S\n]*\S)")
+
+_ATOMS = [
+    "a", "Z", "word", "Words", "x1", "2024", "123456", "abc123def", "'s", "'LL", "n't",
+    "'sfoo", " ", "  ", "\t", "\n", "\n\n", " \n", ".", ",", "...", "(", ")", "`", "#",
+    "|---|", "_", "-", "<|endoftext|>", "é", "Café", "中文", "\u3000", "\xa0", "\x0b",
+    "\x0c", "\x1c", "\x85", "\u200b", "\u2028", "😀", "\r", "\x00", "naïve", "ﬁ",
+]  # fmt: skip
+
+
+def _truth(sizer: TiktokenSizer, model: ModelSizer, s: str) -> tuple[int, int]:
+    return sizer.count(s), model.count(s)
+
+
+def _boundaries(text: str) -> list[int]:
+    return sorted({0, len(text), *(m.start() for m in _CONTENT_LINE.finditer(text))})
+
+
+@pytest.fixture(scope="module")
+def budget(tiktoken_sizer: TiktokenSizer, model_sizer: ModelSizer) -> Budget:
+    return Budget(tiktoken_sizer, 200, model_sizer, 254)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_ATOMS), max_size=60))
+def test_counts_between_line_starts_are_exact(
+    budget: Budget, tiktoken_sizer: TiktokenSizer, model_sizer: ModelSizer, atoms: list[str]
+) -> None:
+    text = "".join(atoms)
+    index = SpanIndex.build(text, budget)
+    if not text:
+        assert index is None
+        return
+    assert index is not None
+    marks = _boundaries(text)
+    for i, a in enumerate(marks):
+        for b in marks[i + 1 :]:
+            assert index.counts(a, b) == _truth(tiktoken_sizer, model_sizer, text[a:b]), (a, b)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.sampled_from(_ATOMS), min_size=1, max_size=40))
+def test_chunk_ends_before_whitespace_are_exact(
+    budget: Budget, tiktoken_sizer: TiktokenSizer, model_sizer: ModelSizer, atoms: list[str]
+) -> None:
+    text = "".join(atoms)
+    index = SpanIndex.build(text, budget)
+    assert index is not None
+    marks = _boundaries(text)
+    for a in marks[:-1]:
+        for e in range(a + 1, len(text)):
+            if text[e].isspace() and not text[e - 1].isspace():
+                got = index.end_counts(a, e)
+                if got is not None:
+                    assert got == _truth(tiktoken_sizer, model_sizer, text[a:e]), (a, e)
+
+
+def test_piece_boundaries_fall_inside_no_word() -> None:
+    # cl100k splits "abc123def" into 3 pre-tokens and "2024x" into 3; BERT reads one word
+    assert PIECES.findall("abc123def 2024x x'sfoo foo's") == [
+        "abc123def", " ", "2024x", " x", "'sfoo", " foo", "'s",
+    ]  # fmt: skip
+
+
+def test_offsets_that_are_not_boundaries_give_none(budget: Budget) -> None:
+    text = "configuration of things\nnext line\n"
+    index = SpanIndex.build(text, budget)
+    assert index is not None
+    assert index.counts(0, 5) is None  # inside a word
+    assert index.counts(0, text.index("next")) is not None
+
+
+def test_long_runs_are_left_to_the_slow_path(budget: Budget) -> None:
+    assert SpanIndex.build("x" * (MAX_RUN + 1), budget) is None
+    assert SpanIndex.build("a\n" + " \n" * (MAX_RUN // 2 + 1) + "b", budget) is None
+    assert SpanIndex.build("a " * MAX_RUN, budget) is not None  # long line, short runs
+
+
+def test_other_tokenizers_have_no_table(model_sizer: ModelSizer) -> None:
+    assert piece_table(CharSizer(), None) is None
+    assert piece_table(TiktokenSizer("cl100k_base"), CharSizer()) is None
+    assert piece_table(model_sizer, model_sizer) is not None  # tokenizer: model
+
+
+@pytest.mark.parametrize(
+    ("corpus", "ext"), [("md-docs", ".md"), ("rst-docs", ".rst"), ("code", ".py")]
+)
+def test_every_corpus_file_counts_exactly(
+    budget: Budget, tiktoken_sizer: TiktokenSizer, model_sizer: ModelSizer, corpus: str, ext: str
+) -> None:
+    rnd = random.Random(7)
+    files = sorted((CORPORA / corpus).rglob("*" + ext))
+    assert files
+    indexed = 0
+    for path in files:
+        text = decode(path.read_bytes())
+        index = SpanIndex.build(text, budget)
+        if index is None:
+            continue
+        indexed += 1
+        marks = _boundaries(text)
+        pairs = [(0, len(text)), *(tuple(sorted(rnd.sample(marks, 2))) for _ in range(2))]
+        for a, b in pairs:
+            assert index.counts(a, b) == _truth(tiktoken_sizer, model_sizer, text[a:b]), (
+                path.name, a, b,
+            )  # fmt: skip
+    assert indexed >= 0.95 * len(files)
