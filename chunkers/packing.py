@@ -18,37 +18,33 @@ whole blocks into chunks:
 
 Token counts are additive at line starts (every tokenizer in use splits there), so a
 chunk's count is the sum of its blocks' counts, corrected for the trailing whitespace
-that the chunk leaves out. With tiktoken the document is encoded once and every count
-between line starts is a difference of two bisections in its token end offsets; other
-sizers count each block once. Pieces cut at token boundaries are recounted exactly.
-Each chunk is checked once against the embedding model (``Budget.model_sizer``, prefix
-included) and shrunk if it does not fit: a multi-block chunk drops blocks at its end,
-a single block is cut as above.
+that the chunk leaves out. With tiktoken ``cl100k_base`` (and a BERT model) the
+document is counted once by :class:`~ingestd.chunkers.spans.SpanIndex`, and every
+count, in budget tokens and in model word pieces, is a difference of two lookups;
+other sizers count each block once. Pieces cut at token boundaries are recounted
+exactly. Each chunk is checked against the embedding model (``Budget.model_sizer``,
+prefix included) and shrunk if it does not fit: a multi-block chunk drops blocks at
+its end, a single block is cut as above.
 """
 
 from __future__ import annotations
 
 import bisect
-import functools
 import re
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any
 
 from pydantic import model_validator
 
 from .base import Budget, Chunk, Chunker, ChunkerOptions, LineIndex
-from .tokenizers import TiktokenSizer
+from .spans import SpanIndex
 
 __all__ = ["Block", "Packer", "Section", "Span"]
 
 _PIECE = 4096
 _LONG_RUN = re.compile(r"(?<!\S)\S{" + str(_PIECE) + ",}")
-# TiktokenSizer counts runs this long in pieces (the lookbehinds keep the search linear)
-_MAX_RUN = 2048
-_ANY_LONG_RUN = re.compile(rf"(?<!\S)\S{{{_MAX_RUN + 1}}}|(?<!\s)\s{{{_MAX_RUN + 1}}}")
 _SECTION_CHARS = 5  # a section this many chars per budget token is counted whole first
 _BLOCK_CHARS = 8  # a block longer than this many chars per budget token is counted by lines
 _WINDOW, _SEC = -2, -3  # markers in _Unit.body
@@ -145,44 +141,6 @@ class Span:
     prefix: str
 
 
-@functools.cache
-def _byte_lengths(enc: Any) -> list[int]:
-    """Byte length of every token id of the tiktoken encoding ``enc``."""
-    lengths = [0] * enc.n_vocab
-    for i in range(enc.n_vocab):
-        try:
-            lengths[i] = len(enc.decode_single_token_bytes(i))
-        except KeyError:  # holes in the vocabulary
-            pass
-    return lengths
-
-
-def _token_ends(sizer: Any, text: str) -> list[int] | None:
-    """Character offsets where the tokens of the whole ``text`` end, or ``None``.
-
-    With tiktoken, one pass over the document replaces a count per block: a count
-    between two line starts (which are always token boundaries) is a difference of
-    two bisections. Texts with runs that :class:`TiktokenSizer` counts in pieces, and
-    other sizers, return ``None`` (blocks are then counted one by one).
-    """
-    if not isinstance(sizer, TiktokenSizer) or not text:
-        return None
-    if max(map(len, text.split("\n"))) > _MAX_RUN or (
-        "\n" * 64 in text and _ANY_LONG_RUN.search(text)  # long runs of blank lines
-    ):
-        return None
-    tokens = sizer._enc.encode_ordinary(text)
-    ends = list(accumulate(map(_byte_lengths(sizer._enc).__getitem__, tokens)))
-    if text.isascii():
-        return ends
-    import numpy as np  # byte offsets -> character offsets
-
-    data = np.frombuffer(text.encode("utf-8"), dtype=np.uint8)
-    chars = np.searchsorted(np.flatnonzero((data & 0xC0) != 0x80), ends, "left")
-    out: list[int] = chars.tolist()
-    return out
-
-
 class _Unit:
     __slots__ = ("anchor", "body", "carry", "end", "exact", "first", "next", "sec", "start", "tok")
 
@@ -247,7 +205,9 @@ class Packer:
         self._sec_tok: dict[int, int] = {}
         self._prefixes: dict[tuple[tuple[str, ...], str], str] = {}
         self._ws: dict[str, int] = {}
-        self._ends = _token_ends(budget.sizer, text)
+        self._model_pre: dict[str, int] = {}
+        self._index = SpanIndex.build(text, budget)
+        self._model_in_index = self._index is not None and self._index.table.has_model
 
     # -- units ------------------------------------------------------------------
 
@@ -265,10 +225,11 @@ class Packer:
 
     def count_span(self, a: int, b: int) -> tuple[int, bool]:
         """Tokens of ``text[a:b]`` (``a`` and ``b`` at line starts) and whether exact."""
-        ends = self._ends
-        if ends is None:
-            return self.count(self.text[a:b])
-        return bisect.bisect_right(ends, b) - bisect.bisect_right(ends, a), True
+        if self._index is not None:
+            c = self._index.counts(a, b)
+            if c is not None:
+                return c[0], True
+        return self.count(self.text[a:b])
 
     def units(self, lo: int = 0, hi: int | None = None) -> list[_Unit]:
         """The packing units of sections ``lo..hi-1``: whole sections that fit, else blocks.
@@ -443,16 +404,20 @@ class Packer:
         """Pack ``units`` (from :meth:`units`) into spans that fit the budget.
 
         Chunks are packed to the budget first; then all of them are measured with the
-        model in one batch, and only a chunk that does not fit is packed again, alone,
-        with the model check at every step (its neighbours stay as they are).
+        model (from the :class:`~ingestd.chunkers.spans.SpanIndex` when it counts word
+        pieces, else in one batch), and only a chunk that does not fit is packed again,
+        alone, with the model check at every step (its neighbours stay as they are).
         """
         model = self.budget.model_sizer
         first = self._pack(units, model=False)
         if model is None or not first:
             return [span for span, _, _ in first]
-        texts = [span.prefix + self.text[span.start : span.end] for span, _, _ in first]
-        count_many = getattr(model, "count_many", None)
-        counts = count_many(texts) if count_many is not None else [model.count(t) for t in texts]
+        if self._model_in_index:
+            counts = [self._model_count(span.start, span.end, span.prefix) for span, _, _ in first]
+        else:
+            texts = [span.prefix + self.text[span.start : span.end] for span, _, _ in first]
+            count_many = getattr(model, "count_many", None)
+            counts = count_many(texts) if count_many is not None else list(map(model.count, texts))
         out: list[Span] = []
         for (span, i, j), m in zip(first, counts, strict=True):
             if m <= self.budget.model_max_tokens:
@@ -460,6 +425,25 @@ class Packer:
             else:
                 out.extend(span for span, _, _ in self._pack(units[i:j], model=True))
         return out
+
+    def _model_count(self, s: int, e: int, pre: str) -> int:
+        """Model word pieces of ``pre + text[s:e]`` (``s`` a line start, ``e`` before blanks)."""
+        model = self.budget.model_sizer
+        assert model is not None
+        counts = self._index.end_counts(s, e) if self._model_in_index else None  # type: ignore[union-attr]
+        if counts is None or (pre and pre[-1] != "\n"):
+            return model.count(pre + self.text[s:e])
+        return counts[1] + self._model_short(pre)
+
+    def _model_short(self, s: str) -> int:
+        """Model word pieces of a short string (a prefix), memoised across documents."""
+        if self._model_in_index:
+            return self._index.table.value(s) >> 32  # type: ignore[union-attr]
+        m = self._model_pre.get(s)
+        if m is None:
+            assert self.budget.model_sizer is not None
+            m = self._model_pre[s] = self.budget.model_sizer.count(s)
+        return m
 
     def _pack(self, units: list[_Unit], *, model: bool) -> list[tuple[Span, int, int]]:
         """Spans with the ``[i, j)`` range of ``units`` each covers."""
@@ -530,7 +514,10 @@ class Packer:
         text = self.text
         first, last = units[i], units[j - 1]
         s, e = first.start, last.end
-        if all(units[k].exact for k in range(i, j)):
+        counts = self._index.end_counts(s, e) if self._index is not None else None
+        if counts is not None:
+            n = counts[0]
+        elif all(units[k].exact for k in range(i, j)):
             n = self._exact(s, e, last.next, tok)
         else:
             n = self._count(text[s:e])
@@ -539,31 +526,14 @@ class Packer:
         secs = {units[k].sec for k in range(i, j)}
         path = _common([self.sections[k].path for k in sorted(secs)])
         pre = self.prefix(path, first.carry) if prefix else ""
-        sizer = self.budget.model_sizer if model else None
-        if sizer is not None:
-            m = sizer.count(pre + text[s:e])
+        if model and self.budget.model_sizer is not None:
+            m = self._model_count(s, e, pre)
             if m > self.budget.model_max_tokens and not force:
                 return max(0, min(tok - 1, tok * self.budget.model_max_tokens // m - 1))
         return Span(s, e, n, path, pre)
 
     def _exact(self, s: int, e: int, nxt: int, tok: int) -> int:
         """Tokens of ``text[s:e]``, given ``tok`` tokens in ``text[s:nxt]`` (``e..nxt`` blank)."""
-        ends = self._ends
-        if ends is None or nxt == e:
-            return tok - self._tail(s, e, nxt)
-        lo = bisect.bisect_right(ends, s)
-        k = bisect.bisect_right(ends, e)
-        if k and ends[k - 1] == e:  # a token ends at e: count from the document's tokens
-            return k - lo
-        text = self.text
-        p = e  # else the last pre-token is a punctuation run that took the newlines
-        while p > s and not text[p - 1].isalnum() and not text[p - 1].isspace() and e - p < 64:
-            p -= 1
-        if p > s and text[p - 1] == " ":
-            p -= 1
-        q = bisect.bisect_right(ends, p)
-        if p < e and (p == s or (q and ends[q - 1] == p)):
-            return q - lo + self._small(text[p:e])
         return tok - self._tail(s, e, nxt)
 
     def _small(self, piece: str) -> int:
@@ -620,9 +590,9 @@ class Packer:
                 pre += carry + "\n"
             model = self.budget.model_sizer
             cap = self.budget.model_max_tokens // 3
-            if model is not None and pre and model.count(pre) > cap:
+            if model is not None and pre and self._model_short(pre) > cap:
                 pre = self._prefix(path[-1:])
-                if model.count(pre) > cap:
+                if self._model_short(pre) > cap:
                     pre = ""
             self._prefixes[key] = pre
         return pre
@@ -631,7 +601,10 @@ class Packer:
         """One span over all of ``units`` (a parent section), whatever its size."""
         first, last = units[0], units[-1]
         s, e = first.start, last.end
-        if all(u.exact for u in units):
+        counts = self._index.end_counts(s, e) if self._index is not None else None
+        if counts is not None:
+            n = counts[0]
+        elif all(u.exact for u in units):
             n = sum(u.tok for u in units) - self._tail(s, e, last.next)
         else:
             n = self.count(self.text[s:e])[0]

@@ -18,13 +18,13 @@ pass of one regular expression, with a cache of counts per *piece*:
   counts are sums of per-piece counts, and a piece's counts depend on its text only:
   Zipf's law makes a dictionary of them hit almost always.
 * **Fast and slow lines.** The expression is only used on lines whose characters are
-  tab, newline and printable ASCII (``\x20``-``\x7e``): there cl100k's ``\p{L}`` and
-  ``\p{N}`` are ``[A-Za-z]`` and ``[0-9]``, and BERT's normaliser changes nothing but
-  case. Any other line (accents, CJK, emoji, control characters that BERT deletes) is
-  counted by both real tokenizers, a line group at a time. The start of a non-blank
-  line is a boundary of both tokenizers (cl100k never carries a pre-token across a
-  newline into the next line's first character; BERT splits at whitespace), so fast
-  and slow stretches are counted independently.
+  tab, newline, printable ASCII (``\x20``-``\x7e``) and punctuation: there cl100k's
+  ``\p{L}`` and ``\p{N}`` are ``[A-Za-z]`` and ``[0-9]``, and BERT's normaliser
+  changes nothing but case. Any other line (accents, CJK, emoji, symbols, control
+  characters that BERT deletes) is counted by both real tokenizers, a line at a time.
+  The start of a non-blank line is a boundary of both tokenizers (cl100k never
+  carries a pre-token across a newline into the next line's first character; BERT
+  splits at whitespace), so fast and slow stretches are counted independently.
 
 A count between two offsets is exact when both are *boundaries*: piece ends, which
 include every non-blank line start. :meth:`SpanIndex.at` says whether an offset is one.
@@ -38,6 +38,7 @@ import bisect
 import functools
 import json
 import re
+import unicodedata
 from collections.abc import Callable
 from itertools import accumulate
 from pathlib import Path
@@ -61,7 +62,27 @@ _CL100K = (
     r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++"
     r"[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"
 )
-_SLOW = re.compile(r"[^\t\n\x20-\x7e]")
+
+
+def _punctuation() -> str:
+    r"""Non-ASCII punctuation (P* in Unicode 3.2 and now) that NFD leaves alone.
+
+    Both tokenizers treat these like ASCII punctuation: cl100k's classes put them
+    outside ``\p{L}``, ``\p{N}`` and ``\s``, and BERT's pre-tokenizer makes each one a
+    word of its own (its ``is_punctuation`` is the P* categories). Curly quotes,
+    dashes and ellipses are most of the non-ASCII characters of English docs.
+    """
+    ucd = unicodedata.ucd_3_2_0
+    return "".join(
+        c
+        for c in map(chr, range(0x80, 0x10000))
+        if ucd.category(c)[0] == unicodedata.category(c)[0] == "P"
+        and unicodedata.normalize("NFD", c) == c
+    )
+
+
+_FAST_PUNCT = _punctuation()
+_SLOW = re.compile("[^\t\n\x20-\x7e" + re.escape(_FAST_PUNCT) + "]")
 _NEXT_LINE = re.compile(r"\n(?=[^\S\n]*\S)")  # a newline before a line with content
 _ALNUM = re.compile(r"[A-Za-z0-9]+")
 _SHIFT = 32  # a piece's counts are packed as budget + (model << _SHIFT)
@@ -109,7 +130,7 @@ def bert_ascii_counter(model: ModelSizer) -> Callable[[str], int] | None:
         if lower:
             s = s.lower()
         runs = _ALNUM.findall(s)
-        n = len(s) - s.count(" ") - s.count("\n") - s.count("\t")  # punctuation + run chars
+        n = sum(map(len, s.split()))  # punctuation (one piece each) + run characters
         for r in runs:
             n += word(r) - len(r)
         return n
@@ -138,8 +159,13 @@ class PieceTable:
         self._budget = budget
         self._model = model
         self.sizer = sizer
-        self.model_sizer = model_sizer
+        self.model_sizer = model_sizer if model is not None else None
         self._cache: dict[str, int] = {}
+
+    @property
+    def has_model(self) -> bool:
+        """Whether the packed counts hold model word pieces (else they are 0)."""
+        return self._model is not None
 
     def value(self, s: str) -> int:
         """Packed counts of any string ``s``: ``budget + (model << 32)``."""
@@ -148,7 +174,7 @@ class PieceTable:
             return v
         if _SLOW.search(s) is None:
             v = self._budget(s) + ((self._model(s) if self._model else 0) << _SHIFT)
-            if len(s) <= 64:  # short strings recur (punctuation runs at chunk ends)
+            if len(s) <= 256:  # short strings recur (chunk prefixes, punctuation runs)
                 self._cache[s] = v
             return v
         return self.exact([s])[0]
@@ -191,17 +217,15 @@ class PieceTable:
 def piece_table(sizer: Sizer, model_sizer: Sizer | None) -> PieceTable | None:
     """The :class:`PieceTable` of a sizer pair, or ``None`` when pieces cannot be used.
 
-    Supported: a budget in tiktoken ``cl100k_base`` tokens or in the model's word
-    pieces (``tokenizer: model``), and a BERT WordPiece model (or none). Other
-    tokenizers have no per-piece counter here; callers then count spans one by one.
+    Supported budgets: tiktoken ``cl100k_base`` tokens, or a BERT WordPiece model's word
+    pieces (``tokenizer: model``). The model part is filled for a BERT WordPiece
+    model (:attr:`PieceTable.has_model`); other models are left to the caller. Other
+    budget tokenizers have no per-piece counter here; callers then count spans one by
+    one.
     """
     model_fn: Callable[[str], int] | None = None
-    if model_sizer is not None:
-        if not isinstance(model_sizer, ModelSizer):
-            return None
+    if isinstance(model_sizer, ModelSizer):
         model_fn = bert_ascii_counter(model_sizer)
-        if model_fn is None:
-            return None
     budget_fn: Callable[[str], int] | None = None
     if isinstance(sizer, TiktokenSizer) and sizer._enc._pat_str == _CL100K:
         encode = sizer._enc.encode_ordinary

@@ -24,6 +24,7 @@ from tests.chunkers.conftest import CORPORA
 _CONTENT_LINE = re.compile(r"(?m)^(?=[^\S\n]*\S)")
 
 _ATOMS = [
+    "—", "’", "“", "…", "·", "«", "\xad", "。", "→", "©",
     "a", "Z", "word", "Words", "x1", "2024", "123456", "abc123def", "'s", "'LL", "n't",
     "'sfoo", " ", "  ", "\t", "\n", "\n\n", " \n", ".", ",", "...", "(", ")", "`", "#",
     "|---|", "_", "-", "<|endoftext|>", "é", "Café", "中文", "\u3000", "\xa0", "\x0b",
@@ -101,7 +102,8 @@ def test_long_runs_are_left_to_the_slow_path(budget: Budget) -> None:
 
 def test_other_tokenizers_have_no_table(model_sizer: ModelSizer) -> None:
     assert piece_table(CharSizer(), None) is None
-    assert piece_table(TiktokenSizer("cl100k_base"), CharSizer()) is None
+    budget_only = piece_table(TiktokenSizer("cl100k_base"), CharSizer())
+    assert budget_only is not None and not budget_only.has_model
     assert piece_table(model_sizer, model_sizer) is not None  # tokenizer: model
 
 
@@ -128,3 +130,16 @@ def test_every_corpus_file_counts_exactly(
                 path.name, a, b,
             )  # fmt: skip
     assert indexed >= 0.95 * len(files)
+
+
+def test_every_fast_punctuation_mark_counts_exactly(
+    budget: Budget, tiktoken_sizer: TiktokenSizer, model_sizer: ModelSizer
+) -> None:
+    from ingestd.chunkers.spans import _FAST_PUNCT
+
+    assert "\u2014" in _FAST_PUNCT and "\xad" not in _FAST_PUNCT  # soft hyphen is Cf now
+    for c in _FAST_PUNCT:
+        text = f"a{c}b {c}{c}'s x{c}\n{c}9{c}Word\n"
+        index = SpanIndex.build(text, budget)
+        assert index is not None
+        assert index.counts(0, len(text)) == _truth(tiktoken_sizer, model_sizer, text), c
