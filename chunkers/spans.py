@@ -129,6 +129,10 @@ def bert_ascii_counter(model: ModelSizer) -> Callable[[str], int] | None:
     def count(s: str) -> int:
         if lower:
             s = s.lower()
+        if s.isalnum():  # the common pieces: "word", " word", "(word"
+            return word(s)
+        if s[1:].isalnum():
+            return word(s[1:]) + (s[0] not in " \t\n")
         runs = _ALNUM.findall(s)
         n = sum(map(len, s.split()))  # punctuation (one piece each) + run characters
         for r in runs:
@@ -142,11 +146,11 @@ class PieceTable:
     """Counts of pieces for one (budget sizer, model sizer) pair, with their cache.
 
     Args:
-        budget: counts a piece in budget tokens (a ``str -> int`` that is exact on
-            pieces, see :func:`piece_table`).
+        budget: counts any string in budget tokens (``str -> int``).
         model: counts a piece in model word pieces, or ``None`` (no model check).
         sizer: the budget :class:`Sizer` (exact counts of slow stretches).
         model_sizer: the model :class:`Sizer`, or ``None``.
+        budget_piece: a faster ``budget`` that is only right on a single piece.
     """
 
     def __init__(
@@ -155,8 +159,10 @@ class PieceTable:
         model: Callable[[str], int] | None,
         sizer: Sizer,
         model_sizer: Sizer | None,
+        budget_piece: Callable[[str], int] | None = None,
     ) -> None:
         self._budget = budget
+        self._budget_piece = budget_piece or budget
         self._model = model
         self.sizer = sizer
         self.model_sizer = model_sizer if model is not None else None
@@ -203,14 +209,19 @@ class PieceTable:
             return vals  # type: ignore[return-value]
         if len(cache) > _CACHE_MAX:
             cache.clear()
-        budget, model = self._budget, self._model
+        budget, model = self._budget_piece, self._model
+        long: dict[str, int] = {}
         for p in set(pieces).difference(cache):
             v = budget(p) + ((model(p) if model else 0) << _SHIFT)
             if len(p) < _LONG_PIECE:
                 cache[p] = v
             elif not long_ok:
                 return None
-        return [cache[p] if len(p) < _LONG_PIECE else self.value(p) for p in pieces]
+            else:
+                long[p] = v
+        if long:
+            return [cache[p] if p in cache else long[p] for p in pieces]
+        return list(map(cache.__getitem__, pieces))
 
 
 @functools.lru_cache(maxsize=16)
@@ -227,14 +238,21 @@ def piece_table(sizer: Sizer, model_sizer: Sizer | None) -> PieceTable | None:
     if isinstance(model_sizer, ModelSizer):
         model_fn = bert_ascii_counter(model_sizer)
     budget_fn: Callable[[str], int] | None = None
+    budget_piece: Callable[[str], int] | None = None
     if isinstance(sizer, TiktokenSizer) and sizer._enc._pat_str == _CL100K:
-        encode = sizer._enc.encode_ordinary
-        budget_fn = lambda s: len(encode(s))  # noqa: E731
+        encode, ranks = sizer._enc.encode_ordinary, sizer._enc._mergeable_ranks
+
+        def budget_fn(s: str) -> int:
+            return len(encode(s))
+
+        def budget_piece(s: str) -> int:  # CoreBPE looks a whole piece up first
+            return 1 if s.encode() in ranks else len(encode(s))
+
     elif isinstance(sizer, ModelSizer):
         budget_fn = model_fn if sizer is model_sizer else bert_ascii_counter(sizer)
     if budget_fn is None:
         return None
-    return PieceTable(budget_fn, model_fn, sizer, model_sizer)
+    return PieceTable(budget_fn, model_fn, sizer, model_sizer, budget_piece)
 
 
 def _line_start(text: str, i: int, floor: int) -> int:
