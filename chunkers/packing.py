@@ -39,7 +39,7 @@ from typing import Any
 from pydantic import model_validator
 
 from .base import Budget, Chunk, Chunker, ChunkerOptions, LineIndex
-from .spans import SpanIndex
+from .spans import MASK, SpanIndex
 
 __all__ = ["Block", "Packer", "Section", "Span"]
 
@@ -52,6 +52,9 @@ _ANCHOR_RATE = 2.5  # content-defined cut points: on average this many per max_t
 _ANCHOR_FILL = 4  # ... and one ends a chunk only if it holds at least max_tokens // this
 _ANCHOR_KINDS = frozenset({"para", "line", "list", "heading"})
 _LINE_KINDS = frozenset({"fence", "code"})
+_LINE = r"^[^\S\n]*\S(?:[^\n]*\S)?"  # a non-blank line, without trailing whitespace
+_LINES = re.compile(_LINE, re.M)
+_PARAS = re.compile(_LINE + r"(?:[^\S\n]*\n" + _LINE[1:] + ")*", re.M)  # lines, no blank one
 
 
 def first_line(text: str, blk: Block) -> str:
@@ -139,6 +142,7 @@ class Span:
     n_tokens: int
     path: tuple[str, ...]
     prefix: str
+    n_model: int = -1  # model word pieces of the text (prefix excluded), -1 if not counted
 
 
 class _Unit:
@@ -225,10 +229,13 @@ class Packer:
 
     def count_span(self, a: int, b: int) -> tuple[int, bool]:
         """Tokens of ``text[a:b]`` (``a`` and ``b`` at line starts) and whether exact."""
-        if self._index is not None:
-            c = self._index.counts(a, b)
-            if c is not None:
-                return c[0], True
+        index = self._index
+        if index is not None:  # SpanIndex.counts, inlined: this is the hot path
+            pos = index.pos
+            i = bisect.bisect_left(pos, a)
+            j = bisect.bisect_left(pos, b, i)
+            if j < len(pos) and pos[i] == a and pos[j] == b:
+                return (index.cum[j] - index.cum[i]) & MASK, True
         return self.count(self.text[a:b])
 
     def units(self, lo: int = 0, hi: int | None = None) -> list[_Unit]:
@@ -290,28 +297,16 @@ class Packer:
         return out
 
     def _starts(self, u: _Unit, *, after_blank: bool) -> list[tuple[int, int, int]]:
-        """``(start, end, next)`` of the non-blank lines of ``u`` (or of its paragraphs)."""
-        text = self.text
-        spans: list[tuple[int, int, int]] = []
-        pos, blank = u.start, True
-        while pos < u.end:
-            eol = text.find("\n", pos, u.end)
-            eol = u.end if eol == -1 else eol
-            if pos < eol and not text[pos:eol].isspace():
-                if blank or not after_blank:
-                    spans.append((pos, eol, eol))
-                else:
-                    spans[-1] = (spans[-1][0], eol, eol)
-                blank = False
-            else:
-                blank = True
-            pos = eol + 1
-        for k in range(len(spans)):
-            s, e, _ = spans[k]
-            while e > s and text[e - 1].isspace():
-                e -= 1
-            spans[k] = (s, e, spans[k + 1][0] if k + 1 < len(spans) else u.next)
-        return spans
+        """``(start, end, next)`` of the non-blank lines of ``u`` (or of its paragraphs).
+
+        ``end`` is after the last non-whitespace character; ``next`` is the start of the
+        next line (paragraph) or ``u.next``.
+        """
+        found = (_PARAS if after_blank else _LINES).finditer(self.text, u.start, u.end)
+        spans = [m.span() for m in found]
+        nexts = [s for s, _ in spans[1:]]
+        nexts.append(u.next)
+        return [(s, e, n) for (s, e), n in zip(spans, nexts, strict=True)]
 
     def _lines(
         self, u: _Unit, carry: str, *, items: bool = True, body_eol: int | None = None
@@ -413,7 +408,12 @@ class Packer:
         if model is None or not first:
             return [span for span, _, _ in first]
         if self._model_in_index:
-            counts = [self._model_count(span.start, span.end, span.prefix) for span, _, _ in first]
+            counts = [
+                span.n_model + self._model_short(span.prefix)
+                if span.n_model >= 0 and (not span.prefix or span.prefix[-1] == "\n")
+                else self._model_count(span.start, span.end, span.prefix)
+                for span, _, _ in first
+            ]
         else:
             texts = [span.prefix + self.text[span.start : span.end] for span, _, _ in first]
             count_many = getattr(model, "count_many", None)
@@ -515,8 +515,9 @@ class Packer:
         first, last = units[i], units[j - 1]
         s, e = first.start, last.end
         counts = self._index.end_counts(s, e) if self._index is not None else None
+        n_model = -1
         if counts is not None:
-            n = counts[0]
+            n, n_model = counts
         elif all(units[k].exact for k in range(i, j)):
             n = self._exact(s, e, last.next, tok)
         else:
@@ -530,7 +531,7 @@ class Packer:
             m = self._model_count(s, e, pre)
             if m > self.budget.model_max_tokens and not force:
                 return max(0, min(tok - 1, tok * self.budget.model_max_tokens // m - 1))
-        return Span(s, e, n, path, pre)
+        return Span(s, e, n, path, pre, n_model if self._model_in_index else -1)
 
     def _exact(self, s: int, e: int, nxt: int, tok: int) -> int:
         """Tokens of ``text[s:e]``, given ``tok`` tokens in ``text[s:nxt]`` (``e..nxt`` blank)."""

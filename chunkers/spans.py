@@ -46,7 +46,7 @@ from pathlib import Path
 from .base import Budget, Sizer
 from .tokenizers import _LONG_RUNS, MAX_RUN, ModelSizer, TiktokenSizer
 
-__all__ = ["PIECES", "PieceTable", "SpanIndex", "bert_ascii_counter", "piece_table"]
+__all__ = ["MASK", "PIECES", "PieceTable", "SpanIndex", "bert_ascii_counter", "piece_table"]
 
 #: cl100k_base's pre-token expression (tiktoken ``cl100k_base._pat_str``) restricted to
 #: tab, newline and printable ASCII, with glued letter and digit runs kept in one piece.
@@ -86,7 +86,7 @@ _SLOW = re.compile("[^\t\n\x20-\x7e" + re.escape(_FAST_PUNCT) + "]")
 _NEXT_LINE = re.compile(r"\n(?=[^\S\n]*\S)")  # a newline before a line with content
 _ALNUM = re.compile(r"[A-Za-z0-9]+")
 _SHIFT = 32  # a piece's counts are packed as budget + (model << _SHIFT)
-_MASK = (1 << _SHIFT) - 1
+MASK = (1 << _SHIFT) - 1  # the budget part of a packed count
 _LONG_PIECE = MAX_RUN // 3
 _CACHE_MAX = 1_000_000  # pieces remembered per table, then the table starts afresh
 
@@ -305,15 +305,17 @@ class SpanIndex:
     Attributes:
         text: the indexed text.
         table: the :class:`PieceTable` that counted it.
+        pos: the boundaries, increasing, from 0 to ``len(text)``.
+        cum: packed counts of ``text[:pos[i]]`` (see :func:`unpack`), per boundary.
     """
 
-    __slots__ = ("_cum", "_pos", "table", "text")
+    __slots__ = ("cum", "pos", "table", "text")
 
     def __init__(self, text: str, table: PieceTable, pos: list[int], cum: list[int]) -> None:
         self.text = text
         self.table = table
-        self._pos = pos
-        self._cum = cum
+        self.pos = pos
+        self.cum = cum
 
     @classmethod
     def build(cls, text: str, budget: Budget) -> SpanIndex | None:
@@ -364,10 +366,10 @@ class SpanIndex:
 
     def at(self, p: int) -> int | None:
         """Packed counts of ``text[:p]``, or ``None`` when ``p`` is not a boundary."""
-        pos = self._pos
+        pos = self.pos
         i = bisect.bisect_left(pos, p)
         if i < len(pos) and pos[i] == p:
-            return self._cum[i]
+            return self.cum[i]
         return None
 
     def counts(self, a: int, b: int) -> tuple[int, int] | None:
@@ -407,4 +409,4 @@ class SpanIndex:
 
 def unpack(v: int) -> tuple[int, int]:
     """``(budget tokens, model word pieces)`` of a packed count."""
-    return v & _MASK, v >> _SHIFT
+    return v & MASK, v >> _SHIFT
