@@ -83,6 +83,7 @@ def _punctuation() -> str:
 
 _FAST_PUNCT = _punctuation()
 _SLOW = re.compile("[^\t\n\x20-\x7e" + re.escape(_FAST_PUNCT) + "]")
+_SLOW_OR_LONG = re.compile(f"{_SLOW.pattern}|{_LONG_RUNS.pattern}")
 _NEXT_LINE = re.compile(r"\n(?=[^\S\n]*\S)")  # a newline before a line with content
 _ALNUM = re.compile(r"[A-Za-z0-9]+")
 _SHIFT = 32  # a piece's counts are packed as budget + (model << _SHIFT)
@@ -270,7 +271,7 @@ def _line_start(text: str, i: int, floor: int) -> int:
     return max(a, floor)
 
 
-def _line_groups(text: str) -> list[tuple[int, int, bool]]:
+def _line_groups(text: str, slow: re.Pattern[str] = _SLOW) -> list[tuple[int, int, bool]]:
     """``(start, end, fast)`` stretches of ``text`` that tile it, cut at line starts.
 
     A stretch is slow when it holds a character outside tab, newline and printable
@@ -280,7 +281,7 @@ def _line_groups(text: str) -> list[tuple[int, int, bool]]:
     n = len(text)
     out: list[tuple[int, int, bool]] = []
     pos = 0
-    for m in _SLOW.finditer(text):
+    for m in slow.finditer(text):
         i = m.start()
         if i < pos:
             continue
@@ -321,24 +322,26 @@ class SpanIndex:
     def build(cls, text: str, budget: Budget) -> SpanIndex | None:
         """Index ``text`` for ``budget``'s sizers; ``None`` when not supported.
 
-        Not supported: tokenizers without a piece counter (:func:`piece_table`), and
-        texts with a run of whitespace or non-whitespace of over
+        Not supported: tokenizers without a piece counter (:func:`piece_table`). A line
+        with a run of whitespace or non-whitespace of over
         :data:`~ingestd.chunkers.tokenizers.MAX_RUN` characters, which
-        :class:`~ingestd.chunkers.tokenizers.TiktokenSizer` counts in parts.
+        :class:`~ingestd.chunkers.tokenizers.TiktokenSizer` counts in parts, is counted
+        by the sizers like a slow line.
         """
         table = piece_table(budget.sizer, budget.model_sizer)
         if table is None or not text:
             return None
-        if max(map(len, text.split("\n"))) > MAX_RUN and _LONG_RUNS.search(text):
-            return None
-        index = cls._build(text, table, long_ok=False)
-        if index is None and not _LONG_RUNS.search(text):
-            index = cls._build(text, table, long_ok=True)
+        long_line = max(map(len, text.split("\n"))) > MAX_RUN
+        index = cls._build(text, table, _SLOW_OR_LONG if long_line else _SLOW, long_ok=False)
+        if index is None:  # a long piece: perhaps a long run of blank lines
+            index = cls._build(text, table, _SLOW_OR_LONG, long_ok=True)
         return index
 
     @classmethod
-    def _build(cls, text: str, table: PieceTable, *, long_ok: bool) -> SpanIndex | None:
-        groups = _line_groups(text)
+    def _build(
+        cls, text: str, table: PieceTable, slow: re.Pattern[str], *, long_ok: bool
+    ) -> SpanIndex | None:
+        groups = _line_groups(text, slow)
         if len(groups) == 1 and groups[0][2]:  # all fast: the common case
             pieces = PIECES.findall(text)
             vals = table.values(pieces, long_ok=long_ok)
