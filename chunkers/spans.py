@@ -84,6 +84,7 @@ def _punctuation() -> str:
 _FAST_PUNCT = _punctuation()
 _SLOW = re.compile("[^\t\n\x20-\x7e" + re.escape(_FAST_PUNCT) + "]")
 _SLOW_OR_LONG = re.compile(f"{_SLOW.pattern}|{_LONG_RUNS.pattern}")
+_GLUE = re.compile("[\x0b\x0c\x1c-\x1f\x85]")  # Python splits at these, BERT deletes them
 _NEXT_LINE = re.compile(r"\n(?=[^\S\n]*\S)")  # a newline before a line with content
 _ALNUM = re.compile(r"[A-Za-z0-9]+")
 _SHIFT = 32  # a piece's counts are packed as budget + (model << _SHIFT)
@@ -168,6 +169,7 @@ class PieceTable:
         self.sizer = sizer
         self.model_sizer = model_sizer if model is not None else None
         self._cache: dict[str, int] = {}
+        self._words: dict[str, int] = {}  # model word pieces of words of slow lines
 
     @property
     def has_model(self) -> bool:
@@ -187,13 +189,37 @@ class PieceTable:
         return self.exact([s])[0]
 
     def exact(self, texts: list[str]) -> list[int]:
-        """Packed counts of ``texts`` from the real tokenizers (any characters)."""
+        r"""Packed counts of ``texts`` from the real tokenizers (any characters).
+
+        The model's count is a sum over whitespace-separated words (BERT never reads
+        across whitespace), each word counted once by the model's tokenizer and then
+        remembered; a text with a character that Python splits at but BERT deletes
+        (``\x0b``, ``\x0c``, ``\x1c``-``\x1f``, ``\x85``) is counted whole.
+        """
         tok = [self.sizer.count(t) for t in texts]
         if self.model_sizer is None:
             return tok
-        many = getattr(self.model_sizer, "count_many", None)
-        wp = many(texts) if many is not None else [self.model_sizer.count(t) for t in texts]
+        words = self._words
+        if len(words) > _CACHE_MAX:
+            words.clear()
+        whole = [t for t in texts if _GLUE.search(t)]
+        split = [t.split() for t in texts]
+        missing = list({w for ws in split for w in ws}.difference(words))
+        counted = self._count_many(missing + whole)
+        words.update(zip(missing, counted[: len(missing)], strict=True))
+        by_text = dict(zip(whole, counted[len(missing) :], strict=True))
+        wp = [
+            by_text[t] if t in by_text else sum(map(words.__getitem__, ws))
+            for t, ws in zip(texts, split, strict=True)
+        ]
         return [a + (b << _SHIFT) for a, b in zip(tok, wp, strict=True)]
+
+    def _count_many(self, texts: list[str]) -> list[int]:
+        assert self.model_sizer is not None
+        if not texts:
+            return []
+        many = getattr(self.model_sizer, "count_many", None)
+        return many(texts) if many is not None else [self.model_sizer.count(t) for t in texts]
 
     def values(self, pieces: list[str], *, long_ok: bool = False) -> list[int] | None:
         """Packed counts of fast ``pieces``; ``None`` when one is long and not ``long_ok``.
