@@ -18,6 +18,7 @@ from __future__ import annotations
 import bisect
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
@@ -144,13 +145,9 @@ class LineIndex:
     __slots__ = ("_starts",)
 
     def __init__(self, text: str) -> None:
-        starts = [0]
-        find = text.find
-        i = find("\n")
-        while i != -1:
-            starts.append(i + 1)
-            i = find("\n", i + 1)
-        self._starts = starts
+        lines = text.split("\n")
+        del lines[-1]
+        self._starts = list(accumulate(map((1).__add__, map(len, lines)), initial=0))
 
     def line_of(self, offset: int) -> int:
         """1-based line holding the character at ``offset``."""

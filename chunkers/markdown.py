@@ -222,7 +222,7 @@ class _Parser:
     def __init__(self, text: str, start: int, levels: int) -> None:
         self.text = text
         self.lines = text[start:].split("\n")
-        self.offsets = list(accumulate((len(x) + 1 for x in self.lines[:-1]), initial=start))
+        self.offsets = list(accumulate(map((1).__add__, map(len, self.lines[:-1])), initial=start))
         self.st = _State(levels)
         self.cur: _Open | None = None
 
