@@ -201,7 +201,7 @@ class PieceTable:
             return tok
         words = self._words
         if len(words) > _CACHE_MAX:
-            words.clear()
+            words = self._words = {}
         whole = [t for t in texts if _GLUE.search(t)]
         split = [t.split() for t in texts]
         missing = list({w for ws in split for w in ws}.difference(words))
@@ -231,11 +231,11 @@ class PieceTable:
         Long pieces are never cached, so the check cannot be skipped.
         """
         cache = self._cache
+        if len(cache) > _CACHE_MAX:  # replaced, not cleared: other threads keep theirs
+            cache = self._cache = {}
         vals = list(map(cache.get, pieces))
         if None not in vals:
             return vals  # type: ignore[return-value]
-        if len(cache) > _CACHE_MAX:
-            cache.clear()
         budget, model = self._budget_piece, self._model
         long: dict[str, int] = {}
         for p in set(pieces).difference(cache):
