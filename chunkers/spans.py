@@ -36,17 +36,14 @@ from __future__ import annotations
 
 import bisect
 import functools
-import json
 import re
-import unicodedata
 from collections.abc import Callable
 from itertools import accumulate
-from pathlib import Path
 
 from .base import Budget, Sizer
-from .tokenizers import _LONG_RUNS, MAX_RUN, ModelSizer, TiktokenSizer
+from .tokenizers import _LONG_RUNS, _SLOW, MAX_RUN, ModelSizer, TiktokenSizer
 
-__all__ = ["MASK", "PIECES", "PieceTable", "SpanIndex", "bert_ascii_counter", "piece_table"]
+__all__ = ["MASK", "PIECES", "PieceTable", "SpanIndex", "piece_table"]
 
 #: cl100k_base's pre-token expression (tiktoken ``cl100k_base._pat_str``) restricted to
 #: tab, newline and printable ASCII, with glued letter and digit runs kept in one piece.
@@ -64,84 +61,13 @@ _CL100K = (
 )
 
 
-def _punctuation() -> str:
-    r"""Non-ASCII punctuation (P* in Unicode 3.2 and now) that NFD leaves alone.
-
-    Both tokenizers treat these like ASCII punctuation: cl100k's classes put them
-    outside ``\p{L}``, ``\p{N}`` and ``\s``, and BERT's pre-tokenizer makes each one a
-    word of its own (its ``is_punctuation`` is the P* categories). Curly quotes,
-    dashes and ellipses are most of the non-ASCII characters of English docs.
-    """
-    ucd = unicodedata.ucd_3_2_0
-    return "".join(
-        c
-        for c in map(chr, range(0x80, 0x10000))
-        if ucd.category(c)[0] == unicodedata.category(c)[0] == "P"
-        and unicodedata.normalize("NFD", c) == c
-    )
-
-
-_FAST_PUNCT = _punctuation()
-_SLOW = re.compile("[^\t\n\x20-\x7e" + re.escape(_FAST_PUNCT) + "]")
 _SLOW_OR_LONG = re.compile(f"{_SLOW.pattern}|{_LONG_RUNS.pattern}")
 _GLUE = re.compile("[\x0b\x0c\x1c-\x1f\x85]")  # Python splits at these, BERT deletes them
 _NEXT_LINE = re.compile(r"\n(?=[^\S\n]*\S)")  # a newline before a line with content
-_ALNUM = re.compile(r"[A-Za-z0-9]+")
 _SHIFT = 32  # a piece's counts are packed as budget + (model << _SHIFT)
 MASK = (1 << _SHIFT) - 1  # the budget part of a packed count
 _LONG_PIECE = MAX_RUN // 3
 _CACHE_MAX = 1_000_000  # pieces remembered per table, then the table starts afresh
-
-
-def bert_ascii_counter(model: ModelSizer) -> Callable[[str], int] | None:
-    """Word-piece counter of tab/newline/printable-ASCII strings, or ``None``.
-
-    Available when the model's ``tokenizer.json`` is a BERT pipeline
-    (``BertNormalizer`` with ``clean_text``, ``BertPreTokenizer``, ``WordPiece``): on
-    such text the normaliser only lower-cases (when configured to), the pre-tokenizer
-    splits at whitespace and at each punctuation character (BERT counts every ASCII
-    character that is neither a letter, a digit nor whitespace as punctuation), and
-    each letter/digit run is one word: one piece when it is in the vocabulary, one
-    ``[UNK]`` when longer than ``max_input_chars_per_word``, else WordPiece's own
-    greedy longest-match split (``tokenizers``' ``WordPiece.tokenize``).
-    """
-    path = getattr(model, "tokenizer_json", None)
-    if path is None:
-        return None
-    spec = json.loads(Path(path).read_text(encoding="utf-8"))
-    norm, pre, wp = spec.get("normalizer") or {}, spec.get("pre_tokenizer") or {}, spec["model"]
-    if (
-        norm.get("type") != "BertNormalizer"
-        or not norm.get("clean_text", False)
-        or pre.get("type") != "BertPreTokenizer"
-        or wp.get("type") != "WordPiece"
-    ):
-        return None
-    lower = bool(norm.get("lowercase", True))
-    vocab: dict[str, int] = wp["vocab"]
-    longest = int(wp.get("max_input_chars_per_word", 100))
-    tokenize = model._tok.model.tokenize
-
-    @functools.lru_cache(maxsize=1 << 16)
-    def word(w: str) -> int:
-        if len(w) > longest or w in vocab:
-            return 1
-        return len(tokenize(w))
-
-    def count(s: str) -> int:
-        if lower:
-            s = s.lower()
-        if s.isalnum():  # the common pieces: "word", " word", "(word"
-            return word(s)
-        if s[1:].isalnum():
-            return word(s[1:]) + (s[0] not in " \t\n")
-        runs = _ALNUM.findall(s)
-        n = sum(map(len, s.split()))  # punctuation (one piece each) + run characters
-        for r in runs:
-            n += word(r) - len(r)
-        return n
-
-    return count
 
 
 class PieceTable:
@@ -263,7 +189,7 @@ def piece_table(sizer: Sizer, model_sizer: Sizer | None) -> PieceTable | None:
     """
     model_fn: Callable[[str], int] | None = None
     if isinstance(model_sizer, ModelSizer):
-        model_fn = bert_ascii_counter(model_sizer)
+        model_fn = model_sizer.ascii_counter
     budget_fn: Callable[[str], int] | None = None
     budget_piece: Callable[[str], int] | None = None
     if isinstance(sizer, TiktokenSizer) and sizer._enc._pat_str == _CL100K:
@@ -276,7 +202,7 @@ def piece_table(sizer: Sizer, model_sizer: Sizer | None) -> PieceTable | None:
             return 1 if s.encode() in ranks else len(encode(s))
 
     elif isinstance(sizer, ModelSizer):
-        budget_fn = model_fn if sizer is model_sizer else bert_ascii_counter(sizer)
+        budget_fn = sizer.ascii_counter
     if budget_fn is None:
         return None
     return PieceTable(budget_fn, model_fn, sizer, model_sizer, budget_piece)

@@ -33,7 +33,7 @@ _ATOMS = [
 
 
 def _truth(sizer: TiktokenSizer, model: ModelSizer, s: str) -> tuple[int, int]:
-    return sizer.count(s), model.count(s)
+    return sizer.count(s), model.count_exact(s)
 
 
 def _boundaries(text: str) -> list[int]:
@@ -150,7 +150,7 @@ def test_every_corpus_file_counts_exactly(
 def test_every_fast_punctuation_mark_counts_exactly(
     budget: Budget, tiktoken_sizer: TiktokenSizer, model_sizer: ModelSizer
 ) -> None:
-    from ingestd.chunkers.spans import _FAST_PUNCT
+    from ingestd.chunkers.tokenizers import _FAST_PUNCT
 
     assert "\u2014" in _FAST_PUNCT and "\xad" not in _FAST_PUNCT  # soft hyphen is Cf now
     for c in _FAST_PUNCT:

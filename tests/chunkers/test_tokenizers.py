@@ -102,3 +102,27 @@ def test_model_sizer_adds_no_special_tokens(model_sizer: ModelSizer) -> None:
 def test_char_sizer() -> None:
     assert CharSizer().count("éé") == 2
     assert CharSizer().boundaries("abc") == [1, 2, 3]
+
+
+_FAST_TEXT = st.text(
+    alphabet=st.sampled_from(
+        list("abcXYZ019 \t\n.,;:'\"()[]{}#|-_*/\\<>!?@$%^&=+~`") + ["—", "’", "…"]
+    ),
+    max_size=200,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(_FAST_TEXT, st.text(max_size=100)))
+def test_model_count_agrees_with_the_model_tokenizer(model_sizer: ModelSizer, text: str) -> None:
+    # the fast path (BERT rules applied in Python) must never differ from tokenizers
+    assert model_sizer.ascii_counter is not None
+    assert model_sizer.count(text) == model_sizer.count_exact(text)
+    assert model_sizer.count_many([text, text + " x"]) == [
+        model_sizer.count_exact(text), model_sizer.count_exact(text + " x"),
+    ]  # fmt: skip
+
+
+def test_model_count_of_words_out_of_the_vocabulary(model_sizer: ModelSizer) -> None:
+    for word in ["xqzvwk", "Kubernetes", "a" * 101, "internationalization", "ABC123def"]:
+        assert model_sizer.count(word) == model_sizer.count_exact(word) > 0
