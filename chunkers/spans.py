@@ -280,7 +280,8 @@ class SpanIndex:
         :class:`~ingestd.chunkers.tokenizers.TiktokenSizer` counts in parts, is counted
         by the sizers like a slow line.
         """
-        table = piece_table(budget.sizer, budget.model_sizer)
+        # sizers hash by identity; the Sizer protocol just does not say so
+        table = piece_table(budget.sizer, budget.model_sizer)  # type: ignore[arg-type]
         if table is None or not text:
             return None
         long_line = max(map(len, text.split("\n"))) > MAX_RUN
@@ -301,8 +302,7 @@ class SpanIndex:
                 return None
             pos = list(accumulate(map(len, pieces), initial=0))
             return cls(text, table, pos, list(accumulate(vals, initial=0)))
-        slow = [text[a:b] for a, b, fast in groups if not fast]
-        slow_vals = iter(table.exact(slow))
+        slow_vals = iter(table.exact([text[a:b] for a, b, fast in groups if not fast]))
         pos, cum = [0], [0]
         for a, b, fast in groups:
             if not fast:
