@@ -50,9 +50,10 @@ _SLOW = re.compile("[^\t\n\x20-\x7e" + re.escape(_FAST_PUNCT) + "]")
 _FAST_PUNCT = _punctuation()
 #: A character outside tab, newline, printable ASCII and :func:`_punctuation`: text
 #: without one is "fast" (counted without the model's tokenizer, see
-#: :func:`bert_ascii_counter` and :mod:`~ingestd.chunkers.spans`).
+#: :func:`bert_rules` and :mod:`~ingestd.chunkers.spans`).
 _SLOW = re.compile("[^\t\n\x20-\x7e" + re.escape(_FAST_PUNCT) + "]")
 _ALNUM = re.compile(r"[A-Za-z0-9]+")
+_WORDS = re.compile(r"[A-Za-z0-9]+|[^\sA-Za-z0-9]")  # BERT's words on fast text
 
 
 class TokenizerError(ValueError):
@@ -188,8 +189,9 @@ class ModelSizer:
         self._tok.no_truncation()
         self._tok.no_padding()
         self._encode_fast = getattr(self._tok, "encode_batch_fast", self._tok.encode_batch)
-        #: exact counter of "fast" text (see :func:`bert_ascii_counter`), or ``None``
-        self.ascii_counter = bert_ascii_counter(self)
+        self._rules = bert_rules(self)
+        #: exact counter of "fast" text (see :func:`bert_rules`), or ``None``
+        self.ascii_counter = self._rules.count if self._rules is not None else None
 
     def count(self, text: str) -> int:
         """Number of word pieces of ``text``, special tokens excluded."""
@@ -203,7 +205,7 @@ class ModelSizer:
         """Word-piece counts of several texts.
 
         Text of tab, newline, printable ASCII and punctuation is counted by
-        :func:`bert_ascii_counter` when the model is a BERT WordPiece one (the real
+        :func:`bert_rules` when the model is a BERT WordPiece one (the real
         tokenizer takes about 0.2 ms per 1,000 characters here); the rest goes to the
         tokenizer in one batch (``encode_batch_fast`` when the installed
         ``tokenizers`` has it: no character offsets, ~15% faster).
@@ -224,6 +226,8 @@ class ModelSizer:
         """Character offsets at which word pieces end (last one is ``len(text)``)."""
         if not text:
             return []
+        if self._rules is not None and _SLOW.search(text) is None:
+            return self._rules.boundaries(text)
         enc = self._tok.encode(text, add_special_tokens=False)
         out: list[int] = []
         for _, end in enc.offsets:
@@ -237,8 +241,11 @@ class ModelSizer:
         return f"ModelSizer({self.name!r})"
 
 
-def bert_ascii_counter(model: ModelSizer) -> Callable[[str], int] | None:
-    """Word-piece counter of tab/newline/printable-ASCII strings, or ``None``.
+def bert_rules(model: ModelSizer) -> _BertRules | None:
+    """BERT's rules on "fast" text (tab, newline, printable ASCII, punctuation), or ``None``.
+
+    The returned object counts word pieces (``count``) and finds where they end
+    (``boundaries``) the way the model's tokenizer does, without it.
 
     Available when the model's ``tokenizer.json`` is a BERT pipeline
     (``BertNormalizer`` with ``clean_text``, ``BertPreTokenizer``, ``WordPiece``): on
@@ -264,28 +271,59 @@ def bert_ascii_counter(model: ModelSizer) -> Callable[[str], int] | None:
     lower = bool(norm.get("lowercase", True))
     vocab: dict[str, int] = wp["vocab"]
     longest = int(wp.get("max_input_chars_per_word", 100))
-    tokenize = model._tok.model.tokenize
+    return _BertRules(vocab, longest, lower, model._tok.model.tokenize)
 
-    @functools.lru_cache(maxsize=1 << 16)
-    def word(w: str) -> int:
-        if len(w) > longest or w in vocab:
+
+class _BertRules:
+    """BERT's normaliser, pre-tokenizer and WordPiece on fast text (see above)."""
+
+    def __init__(
+        self, vocab: dict[str, int], longest: int, lower: bool, tokenize: Callable[[str], Any]
+    ) -> None:
+        self._vocab = vocab
+        self._longest = longest
+        self._lower = lower
+        self._tokenize = tokenize
+        self.word = functools.lru_cache(maxsize=1 << 16)(self._word)
+        self.word_ends = functools.lru_cache(maxsize=1 << 14)(self._word_ends)
+
+    def _word(self, w: str) -> int:
+        if len(w) > self._longest or w in self._vocab:
             return 1
-        return len(tokenize(w))
+        return len(self._tokenize(w))
 
-    def count(s: str) -> int:
-        if lower:
+    def _word_ends(self, w: str) -> tuple[int, ...]:
+        if len(w) > self._longest or w in self._vocab:
+            return (len(w),)
+        return tuple(t.offsets[1] for t in self._tokenize(w))
+
+    def count(self, s: str) -> int:
+        """Word pieces of fast text ``s``."""
+        if self._lower:
             s = s.lower()
+        word = self.word
         if s.isalnum():  # the common pieces: "word", " word", "(word"
             return word(s)
         if s[1:].isalnum():
             return word(s[1:]) + (s[0] not in " \t\n")
-        runs = _ALNUM.findall(s)
         n = sum(map(len, s.split()))  # punctuation (one piece each) + run characters
-        for r in runs:
+        for r in _ALNUM.findall(s):
             n += word(r) - len(r)
         return n
 
-    return count
+    def boundaries(self, s: str) -> list[int]:
+        """Offsets where the word pieces of fast text ``s`` end, then ``len(s)``."""
+        low = s.lower() if self._lower else s
+        out: list[int] = []
+        for m in _WORDS.finditer(low):
+            a, b = m.span()
+            if b - a == 1 or not low[a].isalnum():
+                out.append(b)
+            else:
+                out.extend(a + e for e in self.word_ends(low[a:b]))
+        if not out or out[-1] != len(s):
+            out.append(len(s))
+        return out
 
 
 class CharSizer:

@@ -123,6 +123,16 @@ def test_model_count_agrees_with_the_model_tokenizer(model_sizer: ModelSizer, te
     ]  # fmt: skip
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.one_of(_FAST_TEXT, st.text(max_size=100)))
+def test_model_boundaries_agree_with_the_model_tokenizer(
+    model_sizer: ModelSizer, text: str
+) -> None:
+    enc = model_sizer._tok.encode(text, add_special_tokens=False)
+    want = sorted({end for _, end in enc.offsets if end > 0} | ({len(text)} if text else set()))
+    assert model_sizer.boundaries(text) == want
+
+
 def test_model_count_of_words_out_of_the_vocabulary(model_sizer: ModelSizer) -> None:
     for word in ["xqzvwk", "Kubernetes", "a" * 101, "internationalization", "ABC123def"]:
         assert model_sizer.count(word) == model_sizer.count_exact(word) > 0
