@@ -147,21 +147,25 @@ class PieceTable:
         many = getattr(self.model_sizer, "count_many", None)
         return many(texts) if many is not None else [self.model_sizer.count(t) for t in texts]
 
-    def values(self, pieces: list[str], *, long_ok: bool = False) -> list[int] | None:
-        """Packed counts of fast ``pieces``; ``None`` when one is long and not ``long_ok``.
+    def cumulative(
+        self, pieces: list[str], base: int, *, long_ok: bool = False
+    ) -> list[int] | None:
+        """``base`` then the running sums of the packed counts of fast ``pieces``.
 
-        A piece of :data:`_LONG_PIECE` characters or more may be part of a whitespace
-        run that :class:`~ingestd.chunkers.tokenizers.TiktokenSizer` counts in parts
-        (a run of over :data:`~ingestd.chunkers.tokenizers.MAX_RUN` characters is at
-        most three cl100k pre-tokens); the caller then checks the text for such runs.
-        Long pieces are never cached, so the check cannot be skipped.
+        ``None`` when a piece is long and not ``long_ok``: a piece of
+        :data:`_LONG_PIECE` characters or more may be part of a whitespace run that
+        :class:`~ingestd.chunkers.tokenizers.TiktokenSizer` counts in parts (a run of
+        over :data:`~ingestd.chunkers.tokenizers.MAX_RUN` characters is at most three
+        cl100k pre-tokens); the caller then checks the text for such runs. Long pieces
+        are never cached, so the check cannot be skipped.
         """
         cache = self._cache
         if len(cache) > _CACHE_MAX:  # replaced, not cleared: other threads keep theirs
             cache = self._cache = {}
-        vals = list(map(cache.get, pieces))
-        if None not in vals:
-            return vals  # type: ignore[return-value]
+        try:  # warm: every piece is known
+            return list(accumulate(map(cache.__getitem__, pieces), initial=base))
+        except KeyError:
+            pass
         budget, model = self._budget_piece, self._model
         long: dict[str, int] = {}
         for p in set(pieces).difference(cache):
@@ -173,8 +177,9 @@ class PieceTable:
             else:
                 long[p] = v
         if long:
-            return [cache[p] if p in cache else long[p] for p in pieces]
-        return list(map(cache.__getitem__, pieces))
+            vals = [cache[p] if p in cache else long[p] for p in pieces]
+            return list(accumulate(vals, initial=base))
+        return list(accumulate(map(cache.__getitem__, pieces), initial=base))
 
 
 @functools.lru_cache(maxsize=16)
@@ -297,11 +302,10 @@ class SpanIndex:
         groups = _line_groups(text, slow)
         if len(groups) == 1 and groups[0][2]:  # all fast: the common case
             pieces = PIECES.findall(text)
-            vals = table.values(pieces, long_ok=long_ok)
-            if vals is None:
+            cum = table.cumulative(pieces, 0, long_ok=long_ok)
+            if cum is None:
                 return None
-            pos = list(accumulate(map(len, pieces), initial=0))
-            return cls(text, table, pos, list(accumulate(vals, initial=0)))
+            return cls(text, table, list(accumulate(map(len, pieces), initial=0)), cum)
         slow_vals = iter(table.exact([text[a:b] for a, b, fast in groups if not fast]))
         pos, cum = [0], [0]
         for a, b, fast in groups:
@@ -310,13 +314,13 @@ class SpanIndex:
                 cum.append(cum[-1] + next(slow_vals))
                 continue
             pieces = PIECES.findall(text, a, b)
-            vals = table.values(pieces, long_ok=long_ok)
-            if vals is None:
+            more = table.cumulative(pieces, cum[-1], long_ok=long_ok)
+            if more is None:
                 return None
             pos.extend(accumulate(map(len, pieces), initial=a))
             pos.pop(-len(pieces) - 1)  # ``a`` is already there
-            cum.extend(accumulate(vals, initial=cum[-1]))
-            cum.pop(-len(vals) - 1)
+            cum.extend(more)
+            cum.pop(-len(more))
         return cls(text, table, pos, cum)
 
     def at(self, p: int) -> int | None:
