@@ -366,7 +366,7 @@ class MarkdownChunker(Chunker):
     """
 
     name = "markdown"
-    version = 1
+    version = 2
     Options = MarkdownOptions
     options: MarkdownOptions
 

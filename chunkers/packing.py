@@ -600,7 +600,7 @@ class Packer:
         if u.body == _SEC:
             return self._section_units(u.sec, whole=False)
         if u.body != _WINDOW:
-            parts = self._split_lines(u, u.carry)
+            parts = self._split_lines(u, u.carry or self._block_carry(u))
             if len(parts) > 1:
                 return parts
             u = parts[0] if parts[0].body == _WINDOW else u
@@ -609,6 +609,17 @@ class Packer:
             return None
         parts = self._windows(u, max(1, min(n - 1, target)))
         return parts if len(parts) > 1 else None
+
+    def _block_carry(self, u: _Unit) -> str:
+        """The context line of the block that holds ``u``, for the pieces ``u`` is cut into.
+
+        A block that fits the budget but not the model is split on the way, after
+        :meth:`_block_units`: its pieces after the first line need the line too.
+        """
+        for b in self.sections[u.sec].blocks:
+            if b.start <= u.start < b.next:
+                return self._carry(self.text, b)
+        return ""
 
     def prefix(self, path: tuple[str, ...], carry: str) -> str:
         """The embedding prefix for ``path`` plus ``carry``, capped to a third of the model."""

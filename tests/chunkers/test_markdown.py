@@ -181,6 +181,19 @@ def test_blocks_kept_whole_and_big_blocks_split_at_lines() -> None:
     assert len(small) == 1 and small[0].text.endswith("```")
 
 
+def test_table_cut_for_the_model_keeps_its_header_row(model_sizer: ModelSizer) -> None:
+    # under the budget in tiktoken tokens, over the model's 254 word pieces (dashes)
+    dash = "-" * 80
+    rows = "\n".join(f"| k{i} | value number {i} |" for i in range(16))
+    table = f"| key | value |\n| {dash} | {dash} |\n{rows}"
+    text = f"# Doc\n\n{table}\n"
+    assert TIKTOKEN.count(table) <= 200 < model_sizer.count(table)
+    chunks = chunker(model=model_sizer).chunk(text)
+    check_properties(text, chunks, 200, TIKTOKEN, model_sizer)
+    cont = [c for c in chunks if c.text.startswith("| k") and not c.text.startswith("| key")]
+    assert cont and all(c.prefix == "Doc\n\n| key | value |\n" for c in cont)
+
+
 def test_big_section_is_cut_at_paragraphs() -> None:
     paras = [
         f"Paragraph {i} says something about topic {i}, briefly and plainly." for i in range(40)
