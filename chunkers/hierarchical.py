@@ -68,7 +68,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 2
+    version = 3
     Options = HierarchicalOptions
     options: HierarchicalOptions
 

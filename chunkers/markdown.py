@@ -260,6 +260,8 @@ class _Parser:
                 self._extend(line, a, b, indent, blank)
                 if first in "`~" and (m := _FENCE.match(line)):
                     i = self._fence(i, m)
+                elif first == "<" and body.startswith("<!--") and self.cur.start == a:
+                    i = self._comment(i)
             blank = False
             i += 1
         self.close()
@@ -288,6 +290,25 @@ class _Parser:
             self.cur = _Open(a, _kind(line, indent), b)
         else:
             cur.last = b
+
+    def _comment(self, i: int) -> int:
+        """Index of the last line of the HTML comment opened at line ``i``.
+
+        As in CommonMark, the comment block ends at the line that holds ``-->``, so a
+        table or list right under ``<!-- prettier-ignore-start -->`` is a block of its
+        own. A comment that does not close before a blank line is left as it was read.
+        """
+        assert self.cur is not None
+        a = self.offsets[i]
+        close = self.text.find("-->", a + 4)
+        if close == -1:
+            return i
+        j = bisect.bisect_right(self.offsets, close) - 1
+        if any(not self.lines[k].strip() for k in range(i + 1, j)):
+            return i
+        self.cur.last = self.offsets[j] + len(self.lines[j])
+        self.close()
+        return j
 
     def _fence(self, i: int, m: re.Match[str]) -> int:
         """Index of the line that closes the fence opened at line ``i`` (or the last line)."""
@@ -366,7 +387,7 @@ class MarkdownChunker(Chunker):
     """
 
     name = "markdown"
-    version = 2
+    version = 3
     Options = MarkdownOptions
     options: MarkdownOptions
 

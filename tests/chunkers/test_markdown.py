@@ -194,6 +194,18 @@ def test_table_cut_for_the_model_keeps_its_header_row(model_sizer: ModelSizer) -
     assert cont and all(c.prefix == "Doc\n\n| key | value |\n" for c in cont)
 
 
+def test_html_comment_line_is_a_block_of_its_own() -> None:
+    rows = "\n".join(f"| k{i} | v{i} |" for i in range(60))
+    text = f"# Doc\n\n<!-- prettier-ignore-start -->\n| key | value |\n| --- | --- |\n{rows}\n"
+    chunks = chunker(max_tokens=100).chunk(text)
+    check_properties(text, chunks, 100, TIKTOKEN)
+    cont = [c for c in chunks if c.text.startswith("| k") and not c.text.startswith("| key")]
+    assert cont and all(c.prefix == "Doc\n\n| key | value |\n" for c in cont)
+    # an unclosed comment, or one with a blank line inside, still ends at a blank line
+    text = "<!-- note\n\nmore -->\n| a |\n"
+    assert [c.text for c in chunker(min_tokens=0).chunk(text)] == [text.rstrip()]
+
+
 def test_big_section_is_cut_at_paragraphs() -> None:
     paras = [
         f"Paragraph {i} says something about topic {i}, briefly and plainly." for i in range(40)
