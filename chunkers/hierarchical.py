@@ -68,7 +68,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 3
+    version = 4
     Options = HierarchicalOptions
     options: HierarchicalOptions
 

@@ -14,7 +14,8 @@ then at line boundaries (code at lines straight away), and a line that does not 
 at token boundaries. Inside a section, blocks whose content hash falls under a
 threshold end a chunk that is at least a quarter full (content-defined chunking, see
 :mod:`~ingestd.chunkers.packing`): after an edit the packing falls back into step at
-the next such block, so most chunks of a large section survive the edit. A chunk under
+the next such block, so most chunks of a large section survive the edit; a block under a
+heading too deep to open a section is always such a block. A chunk under
 ``min_tokens`` takes in the next section when the whole section fits (tiny sections are
 merged).
 
@@ -387,7 +388,7 @@ class MarkdownChunker(Chunker):
     """
 
     name = "markdown"
-    version = 3
+    version = 4
     Options = MarkdownOptions
     options: MarkdownOptions
 

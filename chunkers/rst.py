@@ -188,7 +188,7 @@ class RstChunker(Chunker):
     """
 
     name = "rst"
-    version = 2
+    version = 3
     Options = RstOptions
     options: RstOptions
 

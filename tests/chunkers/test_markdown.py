@@ -206,6 +206,20 @@ def test_html_comment_line_is_a_block_of_its_own() -> None:
     assert [c.text for c in chunker(min_tokens=0).chunk(text)] == [text.rstrip()]
 
 
+def test_chunks_start_at_sub_headings_when_a_quarter_full() -> None:
+    # level-4 headings stay inside the section, but a chunk that is a quarter full ends
+    # before one rather than carrying the start of the next subsection
+    subs = [
+        f"#### Step {i}\n\n"
+        + " ".join(f"Step {i} point {k}: do the thing number {k} with care." for k in range(4))
+        for i in range(6)
+    ]
+    text = "## Steps\n\n" + "\n\n".join(subs) + "\n"
+    chunks = chunker(min_tokens=0).chunk(text)
+    check_properties(text, chunks, 200, TIKTOKEN)
+    assert [c.text.split("\n")[0] for c in chunks[1:]] == [f"#### Step {i}" for i in range(1, 6)]
+
+
 def test_big_section_is_cut_at_paragraphs() -> None:
     paras = [
         f"Paragraph {i} says something about topic {i}, briefly and plainly." for i in range(40)
