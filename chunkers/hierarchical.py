@@ -68,7 +68,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 4
+    version = 5
     Options = HierarchicalOptions
     options: HierarchicalOptions
 

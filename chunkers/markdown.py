@@ -4,8 +4,9 @@ The document is cut into *sections* at the headings whose level opens a section 
 ``#``..``######`` and setext ``===``/``---``; levels 1-3 by default), and each section
 into *blocks*: paragraphs, fenced code (```` ``` ```` and ``~~~``, any fence length),
 indented code, tables, lists (with their blank-line-separated items and indented
-continuations), HTML. A heading stays with the block that follows it. Lines inside a
-fence are never headings.
+continuations), HTML. A heading stays with the block that follows it, and so does a
+paragraph that ends in ``:`` with the list, code block or table it introduces. Lines
+inside a fence are never headings.
 
 Blocks are packed into chunks of at most ``max_tokens`` budget tokens, from the start of
 each section, so an edit never re-packs another section. A section that does not fit
@@ -56,6 +57,7 @@ _TAG = re.compile(r"<[^<>\n]*>")
 _LINK = re.compile(r"\[([^\]\n]*)\](?:\([^)\n]*\)|\[[^\]\n]*\])")
 _FM_END = {f: re.compile(r"^(?:" + re.escape(f) + r"|\.\.\.)[ \t]*$", re.M) for f in ("---", "+++")}
 _META_KEYS = ("title", "linkTitle", "description")
+_INTRODUCED = frozenset({"list", "fence", "code", "table"})  # glued to a paragraph ending in ':'
 
 
 class MarkdownOptions(SectionOptions):
@@ -344,7 +346,11 @@ def parse_markdown(text: str, start: int = 0, section_levels: int = 3) -> list[S
 
 
 def _finish(text: str, sections: list[Section]) -> list[Section]:
-    """Trim block ends, link ``next`` offsets and glue each heading to its next block."""
+    """Trim block ends, link ``next`` offsets and glue each heading to its next block.
+
+    A paragraph ending in ``:`` is glued to the list, code block or table after it, as
+    a heading is (its ``body`` is where that block starts).
+    """
     flat = [b for s in sections for b in s.blocks]
     n = len(text)
     for k, blk in enumerate(flat):
@@ -357,7 +363,10 @@ def _finish(text: str, sections: list[Section]) -> list[Section]:
         glued: list[Block] = []
         for blk in sec.blocks:
             prev = glued[-1] if glued else None
-            if prev is not None and prev.kind == "heading":
+            if prev is not None and (
+                prev.kind == "heading"
+                or (prev.kind == "para" and blk.kind in _INTRODUCED and text[prev.end - 1] == ":")
+            ):
                 glued[-1] = Block(prev.start, blk.end, blk.next, blk.kind, blk.start)
             else:
                 glued.append(blk)
@@ -388,7 +397,7 @@ class MarkdownChunker(Chunker):
     """
 
     name = "markdown"
-    version = 4
+    version = 5
     Options = MarkdownOptions
     options: MarkdownOptions
 

@@ -10,8 +10,9 @@ whole blocks into chunks:
   block is an anchor when the CRC-32 of its text falls below a threshold proportional
   to its size (about 2.5 anchors per ``max_tokens`` tokens): boundaries are
   content-defined, so after an edit the packing falls back into step with the old one
-  within a chunk or two. A block with a heading glued before it (a heading too deep to
-  open a section) is always an anchor: a chunk a quarter full ends before it;
+  within a chunk or two. A block with a lead glued before it (a heading too deep to
+  open a section, an intro paragraph) is always an anchor: a chunk a quarter full ends
+  before it;
 * a block over budget is cut at blank lines, then at line starts (code at line starts
   straight away), and a line over budget at token boundaries (``Sizer.boundaries``, on
   pieces of at most 4,096 characters, so a huge run of one character costs linear
@@ -298,7 +299,7 @@ class Packer:
         return out
 
     def _block_units(self, b: Block, si: int, *, first: bool) -> list[_Unit]:
-        anchor = b.kind in _ANCHOR_KINDS or b.body > b.start  # a sub-heading glued before it
+        anchor = b.kind in _ANCHOR_KINDS or b.body > b.start  # a lead glued before it
         u = _Unit(b.start, b.end, b.next, 0, si, first=first, anchor=anchor, body=b.body)
         if b.next - b.start > self.max * _BLOCK_CHARS:  # surely too big: count its lines
             parts = self._split_lines(u, self._carry(self.text, b), b.kind)

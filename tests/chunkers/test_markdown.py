@@ -220,6 +220,16 @@ def test_chunks_start_at_sub_headings_when_a_quarter_full() -> None:
     assert [c.text.split("\n")[0] for c in chunks[1:]] == [f"#### Step {i}" for i in range(1, 6)]
 
 
+def test_intro_paragraph_ending_in_colon_stays_with_its_block() -> None:
+    filler = "\n\n".join(f"Filler paragraph {i} about the topic, said plainly." for i in range(30))
+    code = "\n".join(f"run step {i}" for i in range(8))
+    text = f"# Doc\n\n{filler}\n\nRun the following commands:\n\n```sh\n{code}\n```\n"
+    chunks = chunker(max_tokens=60, min_tokens=0).chunk(text)
+    check_properties(text, chunks, 60, TIKTOKEN)
+    (c,) = [c for c in chunks if "following commands" in c.text]
+    assert c.text.startswith("Run the following") and c.text.endswith("```")
+
+
 def test_big_section_is_cut_at_paragraphs() -> None:
     paras = [
         f"Paragraph {i} says something about topic {i}, briefly and plainly." for i in range(40)
