@@ -68,7 +68,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 5
+    version = 6
     Options = HierarchicalOptions
     options: HierarchicalOptions
 

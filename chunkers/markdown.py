@@ -397,7 +397,7 @@ class MarkdownChunker(Chunker):
     """
 
     name = "markdown"
-    version = 5
+    version = 6
     Options = MarkdownOptions
     options: MarkdownOptions
 

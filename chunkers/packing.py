@@ -24,8 +24,9 @@ that the chunk leaves out. With tiktoken the document is encoded once and every 
 between line starts is a difference of two bisections in its token end offsets; other
 sizers count each block once. Pieces cut at token boundaries are recounted exactly.
 Each chunk is checked once against the embedding model (``Budget.model_sizer``, prefix
-included) and shrunk if it does not fit: a multi-block chunk drops blocks at its end,
-a single block is cut as above.
+included) and shrunk if it does not fit: a multi-block chunk drops blocks at its end
+(or, when that would leave it under a quarter of the budget, cuts the first block it
+would drop at lines and takes its first lines), a single block is cut as above.
 """
 
 from __future__ import annotations
@@ -489,6 +490,10 @@ class Packer:
                 while jj - 1 > i and t > res:
                     jj -= 1
                     t -= units[jj].tok
+                if t < self.max // _ANCHOR_FILL and (sub := self._split_lines_of(units[jj])):
+                    units[jj : jj + 1] = sub  # rather than leave a heading alone
+                    j, tok = self._take(units, i)
+                    continue
                 j, tok = jj, t
                 continue
             sub = self._split_unit(units[i], res)
@@ -610,6 +615,18 @@ class Packer:
         if n <= 1:
             return None
         parts = self._windows(u, max(1, min(n - 1, target)))
+        return parts if len(parts) > 1 else None
+
+    def _split_lines_of(self, u: _Unit) -> list[_Unit] | None:
+        """``u`` cut at lines (as :meth:`_split_lines` does), or ``None`` for one line.
+
+        A chunk that the model check would shrink to under a quarter of the budget (a
+        heading before a table whose divider row costs many word pieces) takes the
+        first lines of the unit it would drop instead.
+        """
+        if u.body in (_SEC, _WINDOW) or self.text.find("\n", u.start, u.end) == -1:
+            return None
+        parts = self._split_lines(u, self._block_carry(u))
         return parts if len(parts) > 1 else None
 
     def _block_carry(self, u: _Unit) -> str:

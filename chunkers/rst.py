@@ -188,7 +188,7 @@ class RstChunker(Chunker):
     """
 
     name = "rst"
-    version = 3
+    version = 4
     Options = RstOptions
     options: RstOptions
 

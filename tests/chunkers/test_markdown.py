@@ -192,6 +192,8 @@ def test_table_cut_for_the_model_keeps_its_header_row(model_sizer: ModelSizer) -
     check_properties(text, chunks, 200, TIKTOKEN, model_sizer)
     cont = [c for c in chunks if c.text.startswith("| k") and not c.text.startswith("| key")]
     assert cont and all(c.prefix == "Doc\n\n| key | value |\n" for c in cont)
+    # the heading is not left alone in a chunk: it takes the table's first rows
+    assert chunks[0].text.startswith("# Doc\n\n| key | value |\n") and "| k0 |" in chunks[0].text
 
 
 def test_html_comment_line_is_a_block_of_its_own() -> None:
