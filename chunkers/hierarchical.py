@@ -68,7 +68,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 6
+    version = 7
     Options = HierarchicalOptions
     options: HierarchicalOptions
 

@@ -15,10 +15,11 @@ then at line boundaries (code at lines straight away), and a line that does not 
 at token boundaries. Inside a section, blocks whose content hash falls under a
 threshold end a chunk that is at least a quarter full (content-defined chunking, see
 :mod:`~ingestd.chunkers.packing`): after an edit the packing falls back into step at
-the next such block, so most chunks of a large section survive the edit; a block under a
-heading too deep to open a section is always such a block. A chunk under
-``min_tokens`` takes in the next section when the whole section fits (tiny sections are
-merged).
+the next such block, so most chunks of a large section survive the edit; a block with
+a heading too deep to open a section or an intro paragraph glued before it is always
+such a block. A chunk under ``min_tokens`` takes in the next section when the whole
+section fits (tiny sections are merged); a section that holds only its heading always
+opens the next one's first chunk.
 
 Each chunk is a verbatim slice that starts at a line (or token) boundary and ends
 without trailing whitespace. ``heading_path`` holds the section titles, outermost first.
@@ -397,7 +398,7 @@ class MarkdownChunker(Chunker):
     """
 
     name = "markdown"
-    version = 6
+    version = 7
     Options = MarkdownOptions
     options: MarkdownOptions
 

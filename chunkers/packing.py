@@ -5,7 +5,8 @@ each a list of :class:`Block` spans. :class:`Packer` counts every block once and
 whole blocks into chunks:
 
 * a chunk never crosses a section start, unless it is under ``min_tokens`` and the
-  whole next section fits (tiny sections are merged);
+  whole next section fits (tiny sections are merged), or it holds only the heading of
+  a section without body (that heading opens the next section's first chunk);
 * inside a section, an *anchor* block ends a chunk that is at least a quarter full. A
   block is an anchor when the CRC-32 of its text falls below a threshold proportional
   to its size (about 2.5 anchors per ``max_tokens`` tokens): boundaries are
@@ -251,6 +252,9 @@ class Packer:
         self._prefixes: dict[tuple[tuple[str, ...], str], str] = {}
         self._ws: dict[str, int] = {}
         self._ends = _token_ends(budget.sizer, text)
+        self._bare = {  # sections that hold only their heading: merged into the next one
+            k for k, sec in enumerate(sections) if [b.kind for b in sec.blocks] == ["heading"]
+        }
 
     # -- units ------------------------------------------------------------------
 
@@ -517,7 +521,10 @@ class Packer:
             if tok + v.tok > mx or v.body == _WINDOW or units[j - 1].body == _WINDOW:
                 break  # a window (a piece of an over-long line) is a chunk of its own
             if v.first:
-                if tok >= self.min_tokens or tok + self._sec_tok.get(v.sec, mx + 1) > mx:
+                bare = j == i + 1 and units[i].sec in self._bare  # a heading alone so far
+                if not bare and (
+                    tok >= self.min_tokens or tok + self._sec_tok.get(v.sec, mx + 1) > mx
+                ):
                     break
             elif v.anchor and tok >= half and (v.body > v.start or self._is_anchor(v)):
                 break

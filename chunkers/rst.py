@@ -188,7 +188,7 @@ class RstChunker(Chunker):
     """
 
     name = "rst"
-    version = 4
+    version = 5
     Options = RstOptions
     options: RstOptions
 

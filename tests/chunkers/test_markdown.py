@@ -232,6 +232,15 @@ def test_intro_paragraph_ending_in_colon_stays_with_its_block() -> None:
     assert c.text.startswith("Run the following") and c.text.endswith("```")
 
 
+def test_section_with_only_its_heading_opens_the_next_chunk() -> None:
+    paras = "\n\n".join(f"Paragraph {i} about public APIs, said plainly." for i in range(40))
+    text = f"# Doc\n\nIntro.\n\n## What to instrument\n\n### Public APIs\n\n{paras}\n"
+    chunks = chunker(min_tokens=0).chunk(text)
+    check_properties(text, chunks, 200, TIKTOKEN)
+    assert chunks[1].text.startswith("## What to instrument\n\n### Public APIs\n\nParagraph 0")
+    assert all(c.heading_path[-1:] == ("Public APIs",) for c in chunks[2:])
+
+
 def test_big_section_is_cut_at_paragraphs() -> None:
     paras = [
         f"Paragraph {i} says something about topic {i}, briefly and plainly." for i in range(40)
