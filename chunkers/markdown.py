@@ -26,9 +26,10 @@ without trailing whitespace. ``heading_path`` holds the section titles, outermos
 With ``heading_prefix`` on, ``prefix`` is ``"Title > Section > Sub\n\n"`` (the document
 title from YAML front matter as the root, unless the first heading repeats it), plus
 the header row of a table or the opening fence of a code block that the chunk
-continues. YAML front matter (``---`` ... ``---`` at the top, or TOML ``+++``) is not body
-text: no chunk covers it, and its ``title``, ``linkTitle`` and ``description`` go to
-``meta``.
+continues, or the last sentence of the paragraph ending in ``:`` that introduces the
+list, code block or table the chunk starts with (when the two did not fit together).
+YAML front matter (``---`` ... ``---`` at the top, or TOML ``+++``) is not body text: no
+chunk covers it, and its ``title``, ``linkTitle`` and ``description`` go to ``meta``.
 
 Units: ``max_tokens`` and ``min_tokens`` are budget-sizer tokens (tiktoken ``cl100k_base``
 by default); offsets are ``str`` indices into the decoded text.
@@ -375,11 +376,30 @@ def _finish(text: str, sections: list[Section]) -> list[Section]:
     return sections
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+_INTRO_WORDS = 30
+
+
 def _carry(text: str, blk: Block) -> str:
     """Context for a chunk that continues ``blk``: table header row or opening fence line."""
     if blk.kind not in ("table", "fence"):
         return ""
     return first_line(text, blk)
+
+
+def _intro(text: str, blk: Block) -> str:
+    """Context for a chunk that starts at ``blk``'s body: the introducing sentence.
+
+    The last sentence (at most 30 words) of the paragraph ending in ``:`` glued before
+    the body, else ``""``.
+    """
+    lead = text[blk.start : blk.body].rstrip()
+    if not lead.endswith(":"):
+        return ""
+    para = lead[lead.rfind("\n\n") + 1 :].strip()
+    if para.startswith("#"):
+        return ""
+    return " ".join(_SENTENCE_END.split(para)[-1].split()[-_INTRO_WORDS:])
 
 
 def heading_prefix(path: tuple[str, ...], title: str | None) -> str:
@@ -398,7 +418,7 @@ class MarkdownChunker(Chunker):
     """
 
     name = "markdown"
-    version = 7
+    version = 8
     Options = MarkdownOptions
     options: MarkdownOptions
 
@@ -420,6 +440,7 @@ class MarkdownChunker(Chunker):
             min_tokens=self.options.merge_below,
             prefix=self._prefix_fn(title),
             carry=_carry if self.options.heading_prefix else (lambda _t, _b: ""),
+            intro=_intro if self.options.heading_prefix else None,
         )
 
     def _prefix_fn(self, title: str | None) -> Callable[[tuple[str, ...]], str]:

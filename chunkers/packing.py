@@ -228,6 +228,8 @@ class Packer:
         min_tokens: a chunk under this size takes in the next section if it fits whole.
         prefix: heading path -> text prepended for embedding.
         carry: (text, block) -> context line for a chunk that continues the block.
+        intro: (text, block) -> context line for a chunk that starts where the body of
+            a block with a lead glued before it starts (default none).
     """
 
     def __init__(
@@ -239,6 +241,7 @@ class Packer:
         min_tokens: int,
         prefix: Callable[[tuple[str, ...]], str],
         carry: Callable[[str, Block], str],
+        intro: Callable[[str, Block], str] | None = None,
     ) -> None:
         self.text = text
         self.sections = sections
@@ -252,6 +255,12 @@ class Packer:
         self._prefixes: dict[tuple[tuple[str, ...], str], str] = {}
         self._ws: dict[str, int] = {}
         self._ends = _token_ends(budget.sizer, text)
+        self._intros: dict[int, str] = {}  # body start of a block with a lead -> context
+        if intro is not None:
+            for sec in sections:
+                for b in sec.blocks:
+                    if b.body > b.start and (ctx := intro(text, b)):
+                        self._intros[b.body] = ctx
         self._bare = {  # sections that hold only their heading: merged into the next one
             k for k, sec in enumerate(sections) if [b.kind for b in sec.blocks] == ["heading"]
         }
@@ -331,7 +340,8 @@ class Packer:
         for k, (s, end, nxt) in enumerate(groups):
             tok, exact = self.count_span(s, nxt)
             g = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
-                      carry=carry if s > body_eol >= 0 else "", exact=exact, body=s)  # fmt: skip
+                      carry=carry if s > body_eol >= 0 else self._intros.get(s, ""),
+                      exact=exact, body=s)  # fmt: skip
             out.extend(self._lines(g, carry) if tok > self.max else [g])
         return out
 
@@ -389,7 +399,8 @@ class Packer:
         for k, (s, end, nxt) in enumerate(starts):
             tok, exact = self.count_span(s, nxt)
             line = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
-                         carry=carry if s > body_eol >= 0 else "", exact=exact)  # fmt: skip
+                         carry=carry if s > body_eol >= 0 else self._intros.get(s, ""),
+                         exact=exact)  # fmt: skip
             if tok <= self.max:
                 out.append(line)
             elif items:

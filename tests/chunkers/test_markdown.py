@@ -241,6 +241,16 @@ def test_section_with_only_its_heading_opens_the_next_chunk() -> None:
     assert all(c.heading_path[-1:] == ("Public APIs",) for c in chunks[2:])
 
 
+def test_chunk_that_starts_an_introduced_list_carries_the_intro_sentence() -> None:
+    intro = " ".join(f"Sentence {i} says a thing about memory." for i in range(15))
+    items = "\n".join(f"{i}. Rule {i} keeps memory use flat and predictable." for i in range(12))
+    text = f"# Doc\n\n{intro} Here are the rules the SDK follows:\n\n{items}\n"
+    chunks = chunker(min_tokens=0).chunk(text)
+    check_properties(text, chunks, 200, TIKTOKEN)
+    (c,) = [c for c in chunks if c.text.startswith("0. Rule 0")]
+    assert c.prefix == "Doc\n\nHere are the rules the SDK follows:\n"
+
+
 def test_big_section_is_cut_at_paragraphs() -> None:
     paras = [
         f"Paragraph {i} says something about topic {i}, briefly and plainly." for i in range(40)
