@@ -68,7 +68,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 1
+    version = 8
     Options = HierarchicalOptions
     options: HierarchicalOptions
 

@@ -4,8 +4,9 @@ The document is cut into *sections* at the headings whose level opens a section 
 ``#``..``######`` and setext ``===``/``---``; levels 1-3 by default), and each section
 into *blocks*: paragraphs, fenced code (```` ``` ```` and ``~~~``, any fence length),
 indented code, tables, lists (with their blank-line-separated items and indented
-continuations), HTML. A heading stays with the block that follows it. Lines inside a
-fence are never headings.
+continuations), HTML. A heading stays with the block that follows it, and so does a
+paragraph that ends in ``:`` with the list, code block or table it introduces. Lines
+inside a fence are never headings.
 
 Blocks are packed into chunks of at most ``max_tokens`` budget tokens, from the start of
 each section, so an edit never re-packs another section. A section that does not fit
@@ -14,18 +15,21 @@ then at line boundaries (code at lines straight away), and a line that does not 
 at token boundaries. Inside a section, blocks whose content hash falls under a
 threshold end a chunk that is at least a quarter full (content-defined chunking, see
 :mod:`~ingestd.chunkers.packing`): after an edit the packing falls back into step at
-the next such block, so most chunks of a large section survive the edit. A chunk under
-``min_tokens`` takes in the next section when the whole section fits (tiny sections are
-merged).
+the next such block, so most chunks of a large section survive the edit; a block with
+a heading too deep to open a section or an intro paragraph glued before it is always
+such a block. A chunk under ``min_tokens`` takes in the next section when the whole
+section fits (tiny sections are merged); a section that holds only its heading always
+opens the next one's first chunk.
 
 Each chunk is a verbatim slice that starts at a line (or token) boundary and ends
 without trailing whitespace. ``heading_path`` holds the section titles, outermost first.
 With ``heading_prefix`` on, ``prefix`` is ``"Title > Section > Sub\n\n"`` (the document
 title from YAML front matter as the root, unless the first heading repeats it), plus
 the header row of a table or the opening fence of a code block that the chunk
-continues. YAML front matter (``---`` ... ``---`` at the top, or TOML ``+++``) is not body
-text: no chunk covers it, and its ``title``, ``linkTitle`` and ``description`` go to
-``meta``.
+continues, or the last sentence of the paragraph ending in ``:`` that introduces the
+list, code block or table the chunk starts with (when the two did not fit together).
+YAML front matter (``---`` ... ``---`` at the top, or TOML ``+++``) is not body text: no
+chunk covers it, and its ``title``, ``linkTitle`` and ``description`` go to ``meta``.
 
 Units: ``max_tokens`` and ``min_tokens`` are budget-sizer tokens (tiktoken ``cl100k_base``
 by default); offsets are ``str`` indices into the decoded text.
@@ -55,6 +59,7 @@ _TAG = re.compile(r"<[^<>\n]*>")
 _LINK = re.compile(r"\[([^\]\n]*)\](?:\([^)\n]*\)|\[[^\]\n]*\])")
 _FM_END = {f: re.compile(r"^(?:" + re.escape(f) + r"|\.\.\.)[ \t]*$", re.M) for f in ("---", "+++")}
 _META_KEYS = ("title", "linkTitle", "description")
+_INTRODUCED = frozenset({"list", "fence", "code", "table"})  # glued to a paragraph ending in ':'
 
 
 class MarkdownOptions(SectionOptions):
@@ -260,6 +265,8 @@ class _Parser:
                 self._extend(line, a, b, indent, blank)
                 if first in "`~" and (m := _FENCE.match(line)):
                     i = self._fence(i, m)
+                elif first == "<" and body.startswith("<!--") and self.cur.start == a:
+                    i = self._comment(i)
             blank = False
             i += 1
         self.close()
@@ -288,6 +295,25 @@ class _Parser:
             self.cur = _Open(a, _kind(line, indent), b)
         else:
             cur.last = b
+
+    def _comment(self, i: int) -> int:
+        """Index of the last line of the HTML comment opened at line ``i``.
+
+        As in CommonMark, the comment block ends at the line that holds ``-->``, so a
+        table or list right under ``<!-- prettier-ignore-start -->`` is a block of its
+        own. A comment that does not close before a blank line is left as it was read.
+        """
+        assert self.cur is not None
+        a = self.offsets[i]
+        close = self.text.find("-->", a + 4)
+        if close == -1:
+            return i
+        j = bisect.bisect_right(self.offsets, close) - 1
+        if any(not self.lines[k].strip() for k in range(i + 1, j)):
+            return i
+        self.cur.last = self.offsets[j] + len(self.lines[j])
+        self.close()
+        return j
 
     def _fence(self, i: int, m: re.Match[str]) -> int:
         """Index of the line that closes the fence opened at line ``i`` (or the last line)."""
@@ -322,7 +348,11 @@ def parse_markdown(text: str, start: int = 0, section_levels: int = 3) -> list[S
 
 
 def _finish(text: str, sections: list[Section]) -> list[Section]:
-    """Trim block ends, link ``next`` offsets and glue each heading to its next block."""
+    """Trim block ends, link ``next`` offsets and glue each heading to its next block.
+
+    A paragraph ending in ``:`` is glued to the list, code block or table after it, as
+    a heading is (its ``body`` is where that block starts).
+    """
     flat = [b for s in sections for b in s.blocks]
     n = len(text)
     for k, blk in enumerate(flat):
@@ -335,7 +365,10 @@ def _finish(text: str, sections: list[Section]) -> list[Section]:
         glued: list[Block] = []
         for blk in sec.blocks:
             prev = glued[-1] if glued else None
-            if prev is not None and prev.kind == "heading":
+            if prev is not None and (
+                prev.kind == "heading"
+                or (prev.kind == "para" and blk.kind in _INTRODUCED and text[prev.end - 1] == ":")
+            ):
                 glued[-1] = Block(prev.start, blk.end, blk.next, blk.kind, blk.start)
             else:
                 glued.append(blk)
@@ -343,11 +376,30 @@ def _finish(text: str, sections: list[Section]) -> list[Section]:
     return sections
 
 
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+_INTRO_WORDS = 30
+
+
 def _carry(text: str, blk: Block) -> str:
     """Context for a chunk that continues ``blk``: table header row or opening fence line."""
     if blk.kind not in ("table", "fence"):
         return ""
     return first_line(text, blk)
+
+
+def _intro(text: str, blk: Block) -> str:
+    """Context for a chunk that starts at ``blk``'s body: the introducing sentence.
+
+    The last sentence (at most 30 words) of the paragraph ending in ``:`` glued before
+    the body, else ``""``.
+    """
+    lead = text[blk.start : blk.body].rstrip()
+    if not lead.endswith(":"):
+        return ""
+    para = lead[lead.rfind("\n\n") + 1 :].strip()
+    if para.startswith("#"):
+        return ""
+    return " ".join(_SENTENCE_END.split(para)[-1].split()[-_INTRO_WORDS:])
 
 
 def heading_prefix(path: tuple[str, ...], title: str | None) -> str:
@@ -366,7 +418,7 @@ class MarkdownChunker(Chunker):
     """
 
     name = "markdown"
-    version = 1
+    version = 8
     Options = MarkdownOptions
     options: MarkdownOptions
 
@@ -388,6 +440,7 @@ class MarkdownChunker(Chunker):
             min_tokens=self.options.merge_below,
             prefix=self._prefix_fn(title),
             carry=_carry if self.options.heading_prefix else (lambda _t, _b: ""),
+            intro=_intro if self.options.heading_prefix else None,
         )
 
     def _prefix_fn(self, title: str | None) -> Callable[[tuple[str, ...]], str]:

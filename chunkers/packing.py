@@ -5,12 +5,15 @@ each a list of :class:`Block` spans. :class:`Packer` counts every block once and
 whole blocks into chunks:
 
 * a chunk never crosses a section start, unless it is under ``min_tokens`` and the
-  whole next section fits (tiny sections are merged);
+  whole next section fits (tiny sections are merged), or it holds only the heading of
+  a section without body (that heading opens the next section's first chunk);
 * inside a section, an *anchor* block ends a chunk that is at least a quarter full. A
   block is an anchor when the CRC-32 of its text falls below a threshold proportional
   to its size (about 2.5 anchors per ``max_tokens`` tokens): boundaries are
   content-defined, so after an edit the packing falls back into step with the old one
-  within a chunk or two;
+  within a chunk or two. A block with a lead glued before it (a heading too deep to
+  open a section, an intro paragraph) is always an anchor: a chunk a quarter full ends
+  before it;
 * a block over budget is cut at blank lines, then at line starts (code at line starts
   straight away), and a line over budget at token boundaries (``Sizer.boundaries``, on
   pieces of at most 4,096 characters, so a huge run of one character costs linear
@@ -24,7 +27,9 @@ count, in budget tokens and in model word pieces, is a difference of two lookups
 other sizers count each block once. Pieces cut at token boundaries are recounted
 exactly. Each chunk is checked against the embedding model (``Budget.model_sizer``,
 prefix included) and shrunk if it does not fit: a multi-block chunk drops blocks at
-its end, a single block is cut as above.
+its end (or, when that would leave it under a quarter of the budget, cuts the first
+block it would drop at lines and takes its first lines), a single block is cut as
+above.
 """
 
 from __future__ import annotations
@@ -186,6 +191,8 @@ class Packer:
         min_tokens: a chunk under this size takes in the next section if it fits whole.
         prefix: heading path -> text prepended for embedding.
         carry: (text, block) -> context line for a chunk that continues the block.
+        intro: (text, block) -> context line for a chunk that starts where the body of
+            a block with a lead glued before it starts (default none).
     """
 
     def __init__(
@@ -197,6 +204,7 @@ class Packer:
         min_tokens: int,
         prefix: Callable[[tuple[str, ...]], str],
         carry: Callable[[str, Block], str],
+        intro: Callable[[str, Block], str] | None = None,
     ) -> None:
         self.text = text
         self.sections = sections
@@ -212,6 +220,15 @@ class Packer:
         self._model_pre: dict[str, int] = {}
         self._index = SpanIndex.build(text, budget)
         self._model_in_index = self._index is not None and self._index.table.has_model
+        self._intros: dict[int, str] = {}  # body start of a block with a lead -> context
+        if intro is not None:
+            for sec in sections:
+                for b in sec.blocks:
+                    if b.body > b.start and (ctx := intro(text, b)):
+                        self._intros[b.body] = ctx
+        self._bare = {  # sections that hold only their heading: merged into the next one
+            k for k, sec in enumerate(sections) if [b.kind for b in sec.blocks] == ["heading"]
+        }
 
     # -- units ------------------------------------------------------------------
 
@@ -265,8 +282,8 @@ class Packer:
         return out
 
     def _block_units(self, b: Block, si: int, *, first: bool) -> list[_Unit]:
-        u = _Unit(b.start, b.end, b.next, 0, si, first=first, anchor=b.kind in _ANCHOR_KINDS,
-                  body=b.body)  # fmt: skip
+        anchor = b.kind in _ANCHOR_KINDS or b.body > b.start  # a lead glued before it
+        u = _Unit(b.start, b.end, b.next, 0, si, first=first, anchor=anchor, body=b.body)
         if b.next - b.start > self.max * _BLOCK_CHARS:  # surely too big: count its lines
             parts = self._split_lines(u, self._carry(self.text, b), b.kind)
             tok = sum(p.tok for p in parts)
@@ -292,7 +309,8 @@ class Packer:
         for k, (s, end, nxt) in enumerate(groups):
             tok, exact = self.count_span(s, nxt)
             g = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
-                      carry=carry if s > body_eol >= 0 else "", exact=exact, body=s)  # fmt: skip
+                      carry=carry if s > body_eol >= 0 else self._intros.get(s, ""),
+                      exact=exact, body=s)  # fmt: skip
             out.extend(self._lines(g, carry) if tok > self.max else [g])
         return out
 
@@ -338,7 +356,8 @@ class Packer:
         for k, (s, end, nxt) in enumerate(starts):
             tok, exact = self.count_span(s, nxt)
             line = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
-                         carry=carry if s > body_eol >= 0 else "", exact=exact)  # fmt: skip
+                         carry=carry if s > body_eol >= 0 else self._intros.get(s, ""),
+                         exact=exact)  # fmt: skip
             if tok <= self.max:
                 out.append(line)
             elif items:
@@ -471,6 +490,10 @@ class Packer:
                 while jj - 1 > i and t > res:
                     jj -= 1
                     t -= units[jj].tok
+                if t < self.max // _ANCHOR_FILL and (sub := self._split_lines_of(units[jj])):
+                    units[jj : jj + 1] = sub  # rather than leave a heading alone
+                    j, tok = self._take(units, i)
+                    continue
                 j, tok = jj, t
                 continue
             sub = self._split_unit(units[i], res)
@@ -494,9 +517,12 @@ class Packer:
             if tok + v.tok > mx or v.body == _WINDOW or units[j - 1].body == _WINDOW:
                 break  # a window (a piece of an over-long line) is a chunk of its own
             if v.first:
-                if tok >= self.min_tokens or tok + self._sec_tok.get(v.sec, mx + 1) > mx:
+                bare = j == i + 1 and units[i].sec in self._bare  # a heading alone so far
+                if not bare and (
+                    tok >= self.min_tokens or tok + self._sec_tok.get(v.sec, mx + 1) > mx
+                ):
                     break
-            elif v.anchor and tok >= half and self._is_anchor(v):
+            elif v.anchor and tok >= half and (v.body > v.start or self._is_anchor(v)):
                 break
             tok += v.tok
             j += 1
@@ -571,7 +597,7 @@ class Packer:
         if u.body == _SEC:
             return self._section_units(u.sec, whole=False)
         if u.body != _WINDOW:
-            parts = self._split_lines(u, u.carry)
+            parts = self._split_lines(u, u.carry or self._block_carry(u))
             if len(parts) > 1:
                 return parts
             u = parts[0] if parts[0].body == _WINDOW else u
@@ -580,6 +606,29 @@ class Packer:
             return None
         parts = self._windows(u, max(1, min(n - 1, target)))
         return parts if len(parts) > 1 else None
+
+    def _split_lines_of(self, u: _Unit) -> list[_Unit] | None:
+        """``u`` cut at lines (as :meth:`_split_lines` does), or ``None`` for one line.
+
+        A chunk that the model check would shrink to under a quarter of the budget (a
+        heading before a table whose divider row costs many word pieces) takes the
+        first lines of the unit it would drop instead.
+        """
+        if u.body in (_SEC, _WINDOW) or self.text.find("\n", u.start, u.end) == -1:
+            return None
+        parts = self._split_lines(u, self._block_carry(u))
+        return parts if len(parts) > 1 else None
+
+    def _block_carry(self, u: _Unit) -> str:
+        """The context line of the block that holds ``u``, for the pieces ``u`` is cut into.
+
+        A block that fits the budget but not the model is split on the way, after
+        :meth:`_block_units`: its pieces after the first line need the line too.
+        """
+        for b in self.sections[u.sec].blocks:
+            if b.start <= u.start < b.next:
+                return self._carry(self.text, b)
+        return ""
 
     def prefix(self, path: tuple[str, ...], carry: str) -> str:
         """The embedding prefix for ``path`` plus ``carry``, capped to a third of the model."""

@@ -188,7 +188,7 @@ class RstChunker(Chunker):
     """
 
     name = "rst"
-    version = 1
+    version = 5
     Options = RstOptions
     options: RstOptions
 

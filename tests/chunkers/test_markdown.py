@@ -181,6 +181,76 @@ def test_blocks_kept_whole_and_big_blocks_split_at_lines() -> None:
     assert len(small) == 1 and small[0].text.endswith("```")
 
 
+def test_table_cut_for_the_model_keeps_its_header_row(model_sizer: ModelSizer) -> None:
+    # under the budget in tiktoken tokens, over the model's 254 word pieces (dashes)
+    dash = "-" * 80
+    rows = "\n".join(f"| k{i} | value number {i} |" for i in range(16))
+    table = f"| key | value |\n| {dash} | {dash} |\n{rows}"
+    text = f"# Doc\n\n{table}\n"
+    assert TIKTOKEN.count(table) <= 200 < model_sizer.count(table)
+    chunks = chunker(model=model_sizer).chunk(text)
+    check_properties(text, chunks, 200, TIKTOKEN, model_sizer)
+    cont = [c for c in chunks if c.text.startswith("| k") and not c.text.startswith("| key")]
+    assert cont and all(c.prefix == "Doc\n\n| key | value |\n" for c in cont)
+    # the heading is not left alone in a chunk: it takes the table's first rows
+    assert chunks[0].text.startswith("# Doc\n\n| key | value |\n") and "| k0 |" in chunks[0].text
+
+
+def test_html_comment_line_is_a_block_of_its_own() -> None:
+    rows = "\n".join(f"| k{i} | v{i} |" for i in range(60))
+    text = f"# Doc\n\n<!-- prettier-ignore-start -->\n| key | value |\n| --- | --- |\n{rows}\n"
+    chunks = chunker(max_tokens=100).chunk(text)
+    check_properties(text, chunks, 100, TIKTOKEN)
+    cont = [c for c in chunks if c.text.startswith("| k") and not c.text.startswith("| key")]
+    assert cont and all(c.prefix == "Doc\n\n| key | value |\n" for c in cont)
+    # an unclosed comment, or one with a blank line inside, still ends at a blank line
+    text = "<!-- note\n\nmore -->\n| a |\n"
+    assert [c.text for c in chunker(min_tokens=0).chunk(text)] == [text.rstrip()]
+
+
+def test_chunks_start_at_sub_headings_when_a_quarter_full() -> None:
+    # level-4 headings stay inside the section, but a chunk that is a quarter full ends
+    # before one rather than carrying the start of the next subsection
+    subs = [
+        f"#### Step {i}\n\n"
+        + " ".join(f"Step {i} point {k}: do the thing number {k} with care." for k in range(4))
+        for i in range(6)
+    ]
+    text = "## Steps\n\n" + "\n\n".join(subs) + "\n"
+    chunks = chunker(min_tokens=0).chunk(text)
+    check_properties(text, chunks, 200, TIKTOKEN)
+    assert [c.text.split("\n")[0] for c in chunks[1:]] == [f"#### Step {i}" for i in range(1, 6)]
+
+
+def test_intro_paragraph_ending_in_colon_stays_with_its_block() -> None:
+    filler = "\n\n".join(f"Filler paragraph {i} about the topic, said plainly." for i in range(30))
+    code = "\n".join(f"run step {i}" for i in range(8))
+    text = f"# Doc\n\n{filler}\n\nRun the following commands:\n\n```sh\n{code}\n```\n"
+    chunks = chunker(max_tokens=60, min_tokens=0).chunk(text)
+    check_properties(text, chunks, 60, TIKTOKEN)
+    (c,) = [c for c in chunks if "following commands" in c.text]
+    assert c.text.startswith("Run the following") and c.text.endswith("```")
+
+
+def test_section_with_only_its_heading_opens_the_next_chunk() -> None:
+    paras = "\n\n".join(f"Paragraph {i} about public APIs, said plainly." for i in range(40))
+    text = f"# Doc\n\nIntro.\n\n## What to instrument\n\n### Public APIs\n\n{paras}\n"
+    chunks = chunker(min_tokens=0).chunk(text)
+    check_properties(text, chunks, 200, TIKTOKEN)
+    assert chunks[1].text.startswith("## What to instrument\n\n### Public APIs\n\nParagraph 0")
+    assert all(c.heading_path[-1:] == ("Public APIs",) for c in chunks[2:])
+
+
+def test_chunk_that_starts_an_introduced_list_carries_the_intro_sentence() -> None:
+    intro = " ".join(f"Sentence {i} says a thing about memory." for i in range(15))
+    items = "\n".join(f"{i}. Rule {i} keeps memory use flat and predictable." for i in range(12))
+    text = f"# Doc\n\n{intro} Here are the rules the SDK follows:\n\n{items}\n"
+    chunks = chunker(min_tokens=0).chunk(text)
+    check_properties(text, chunks, 200, TIKTOKEN)
+    (c,) = [c for c in chunks if c.text.startswith("0. Rule 0")]
+    assert c.prefix == "Doc\n\nHere are the rules the SDK follows:\n"
+
+
 def test_big_section_is_cut_at_paragraphs() -> None:
     paras = [
         f"Paragraph {i} says something about topic {i}, briefly and plainly." for i in range(40)
