@@ -26,8 +26,13 @@ pass of one regular expression, with a cache of counts per *piece*:
   carries a pre-token across a newline into the next line's first character; BERT
   splits at whitespace), so fast and slow stretches are counted independently.
 
-A count between two offsets is exact when both are *boundaries*: piece ends, which
-include every non-blank line start. :meth:`SpanIndex.at` says whether an offset is one.
+Counts are exact for the spans the packer asks about: from the start of the text or of
+a non-blank line, to the start of a non-blank line, to the end of the text, or (see
+:meth:`SpanIndex.end_counts`) to a non-whitespace character followed by whitespace.
+Such offsets are *boundaries* (piece ends; :meth:`SpanIndex.at` says whether an
+offset is one). Not every boundary ends an exact span: a span that ends inside a run
+of whitespace is encoded differently on its own (cl100k joins a run that ends a text
+into one token).
 Exactness against tiktoken and ``tokenizers`` is property-tested and checked on every
 file of ../shared/corpora (``tests/chunkers/test_spans.py``).
 """
@@ -243,7 +248,9 @@ def _line_groups(text: str, slow: re.Pattern[str] = _SLOW) -> list[tuple[int, in
         if i < pos:
             continue
         a = _line_start(text, i, pos)
-        nxt = _NEXT_LINE.search(text, i)
+        # a long run may hold characters Python's \s counts as space and cl100k does
+        # not (\x1c-\x1f...): the stretch covers the whole match, then its line
+        nxt = _NEXT_LINE.search(text, m.end() - 1)
         b = nxt.end() if nxt is not None else n
         if a > pos:
             out.append((pos, a, True))
@@ -257,8 +264,8 @@ def _line_groups(text: str, slow: re.Pattern[str] = _SLOW) -> list[tuple[int, in
 class SpanIndex:
     """Cumulative budget and model counts at the piece boundaries of one text.
 
-    Build it with :meth:`build`. Offsets are ``str`` indices; counts are exact for
-    spans whose two ends are boundaries (:meth:`at` is not ``None``).
+    Build it with :meth:`build`. Offsets are ``str`` indices; which spans count
+    exactly is said in the module docstring.
 
     Attributes:
         text: the indexed text.
@@ -332,7 +339,11 @@ class SpanIndex:
         return None
 
     def counts(self, a: int, b: int) -> tuple[int, int] | None:
-        """``(budget tokens, model word pieces)`` of ``text[a:b]``; ``None`` off boundaries."""
+        """``(budget tokens, model word pieces)`` of ``text[a:b]``; ``None`` off boundaries.
+
+        Exact when ``a`` is 0 or a non-blank line start and ``b`` is a non-blank line
+        start or ``len(text)`` (see the module docstring).
+        """
         ca = self.at(a)
         cb = self.at(b) if ca is not None else None
         if cb is None or ca is None:

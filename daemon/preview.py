@@ -112,9 +112,10 @@ def preview(
             "mean_tokens": round(statistics.fmean(toks), 1),
             "max_tokens": max(toks),
         }
-        if model_counts:
-            out["max_model_tokens"] = max(model_counts)
-            out["over_model_limit"] = sum(n > ctx.model_max_tokens for n in model_counts)
+        searched = [n for n, c in zip(model_counts, chunks, strict=False) if not c.is_parent]
+        if searched:  # hierarchical parents are context for `search --expand`, not hits
+            out["max_model_tokens"] = max(searched)
+            out["over_model_limit"] = sum(n > ctx.model_max_tokens for n in searched)
         yield out
         return
     for i, c in enumerate(chunks):

@@ -175,5 +175,10 @@ def test_chunk_preview_json_lines(tmp_path: Path) -> None:
     res = CliRunner().invoke(cli, ["chunk", str(f), "--stats"])
     stats = json.loads(res.output)
     assert stats["count"] >= 1 and stats["chunker"] == "markdown"
+    big = f.parent / "big.md"
+    big.write_text("# Title\n\n" + "A sentence of several words here. " * 300 + "\n")
+    res = CliRunner().invoke(cli, ["chunk", str(big), "--chunker", "hierarchical", "--stats"])
+    stats = json.loads(res.output)  # the parent is over the model's length, by design
+    assert stats["over_model_limit"] == 0 and 0 < stats["max_model_tokens"] <= 254
     res = CliRunner().invoke(cli, ["chunk", str(f), "--chunker", "nope"])
     assert res.exit_code == 2 and "unknown chunker 'nope'" in res.output
