@@ -270,7 +270,9 @@ def pack(
             acc, macc = acc + sizes[j], macc + msizes[j]
             j += 1
         if j > i + 1 and not ok(i, j):
-            j = _largest(i + 1, j - 1, functools.partial(ok, i))
+            # from below: a far estimate (units that leave long gaps between them
+            # uncounted) must not be measured whole, nor bisected from its far end
+            j = _gallop(i + 1, j - 1, functools.partial(ok, i))
         elif j < limit and not over(i, j + 1):
             j = _gallop(j, limit, functools.partial(ok, i))
         groups.append((i, j))
