@@ -48,7 +48,7 @@ from itertools import accumulate
 from .base import Budget, Sizer
 from .tokenizers import _LONG_RUNS, _SLOW, MAX_RUN, ModelSizer, TiktokenSizer
 
-__all__ = ["MASK", "PIECES", "PieceTable", "SpanIndex", "piece_table"]
+__all__ = ["MASK", "PIECES", "PieceTable", "SpanIndex", "piece_table", "unpack"]
 
 #: cl100k_base's pre-token expression (tiktoken ``cl100k_base._pat_str``) restricted to
 #: tab, newline and printable ASCII, with glued letter and digit runs kept in one piece.
