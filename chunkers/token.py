@@ -165,6 +165,11 @@ def _largest(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
     return lo
 
 
+#: A candidate chunk longer than this many characters per budget token is not measured
+#: whole (prose has about 4; only long whitespace runs come near it).
+_FAR_CHARS = 32
+
+
 def _gallop(lo: int, hi: int, ok: Callable[[int], bool]) -> int:
     """The largest ``j`` in ``[lo, hi]`` with ``ok(j)``, knowing ``ok(lo)``, probing upwards.
 
@@ -269,10 +274,11 @@ def pack(
         while j < limit and acc + sizes[j] <= cap and macc + msizes[j] <= room:
             acc, macc = acc + sizes[j], macc + msizes[j]
             j += 1
-        if j > i + 1 and not ok(i, j):
-            # from below: a far estimate (units that leave long gaps between them
-            # uncounted) must not be measured whole, nor bisected from its far end
-            j = _gallop(i + 1, j - 1, functools.partial(ok, i))
+        # units that leave long gaps uncounted between them (tab-indented lines) make
+        # a far estimate: it is searched from below, never measured whole
+        far = units[j - 1][1] - units[i][0] > _FAR_CHARS * cap
+        if j > i + 1 and (far or not ok(i, j)):
+            j = _gallop(i + 1, j if far else j - 1, functools.partial(ok, i))
         elif j < limit and not over(i, j + 1):
             j = _gallop(j, limit, functools.partial(ok, i))
         groups.append((i, j))

@@ -285,3 +285,18 @@ def test_million_punctuation_run_in_bounded_time(
     assert all(c.n_tokens <= 200 and model_sizer.count(c.prefix + c.text) <= 254 for c in leaves)
     for prev, nxt in zip(leaves, leaves[1:], strict=False):
         assert nxt.start <= prev.end  # no gap in a text without whitespace
+
+
+@pytest.mark.parametrize("name", names("million"))
+def test_whitespace_heavy_lines_in_bounded_time(
+    name: str, tiktoken_sizer: TiktokenSizer, model_sizer: ModelSizer
+) -> None:
+    # tab-indented lines: sentence units leave ~2,000 uncounted tabs between them, so a
+    # greedy estimate ran to the end of the text and was measured whole for every chunk
+    ctx = ChunkContext(tiktoken_sizer, model_sizer, 254, embed=bag_of_words)
+    chunker = make(name, ctx, **params_for(name, 200))
+    line = "\t" * 2047 + "x\n"
+    chunks = linear_time(lambda n: chunker.chunk(line * (n // len(line))), 50_000, 500_000)
+    leaves = [c for c in chunks if not c.is_parent]
+    assert sum(c.text.count("x") for c in leaves) >= 500_000 // len(line)
+    assert all(c.n_tokens <= 200 and model_sizer.count(c.prefix + c.text) <= 254 for c in leaves)
