@@ -46,8 +46,6 @@ def _punctuation() -> str:
 
 
 _FAST_PUNCT = _punctuation()
-_SLOW = re.compile("[^\t\n\x20-\x7e" + re.escape(_FAST_PUNCT) + "]")
-_FAST_PUNCT = _punctuation()
 #: A character outside tab, newline, printable ASCII and :func:`_punctuation`: text
 #: without one is "fast" (counted without the model's tokenizer, see
 #: :func:`bert_rules` and :mod:`~ingestd.chunkers.spans`).
