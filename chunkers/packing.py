@@ -44,7 +44,7 @@ from typing import Any
 from pydantic import model_validator
 
 from .base import Budget, Chunk, Chunker, ChunkerOptions, LineIndex
-from .spans import MASK, SpanIndex
+from .spans import AT, MASK, SpanIndex
 
 __all__ = ["Block", "Packer", "Section", "Span"]
 
@@ -248,11 +248,11 @@ class Packer:
         """Tokens of ``text[a:b]`` (``a`` and ``b`` at line starts) and whether exact."""
         index = self._index
         if index is not None:  # SpanIndex.counts, inlined: this is the hot path
-            pos = index.pos
-            i = bisect.bisect_left(pos, a)
-            j = bisect.bisect_left(pos, b, i)
-            if j < len(pos) and pos[i] == a and pos[j] == b:
-                return (index.cum[j] - index.cum[i]) & MASK, True
+            cum = index.cum
+            i = bisect.bisect_left(cum, a << AT)
+            j = bisect.bisect_left(cum, b << AT, i)
+            if j < len(cum) and cum[i] >> AT == a and cum[j] >> AT == b:
+                return (cum[j] - cum[i]) & MASK, True
         return self.count(self.text[a:b])
 
     def units(self, lo: int = 0, hi: int | None = None) -> list[_Unit]:

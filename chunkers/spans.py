@@ -48,7 +48,7 @@ from itertools import accumulate
 from .base import Budget, Sizer
 from .tokenizers import _LONG_RUNS, _SLOW, MAX_RUN, ModelSizer, TiktokenSizer
 
-__all__ = ["MASK", "PIECES", "PieceTable", "SpanIndex", "piece_table", "unpack"]
+__all__ = ["AT", "MASK", "PIECES", "PieceTable", "SpanIndex", "piece_table", "unpack"]
 
 #: cl100k_base's pre-token expression (tiktoken ``cl100k_base._pat_str``) restricted to
 #: tab, newline and printable ASCII, with glued letter and digit runs kept in one piece.
@@ -71,6 +71,8 @@ _GLUE = re.compile("[\x0b\x0c\x1c-\x1f\x85]")  # Python splits at these, BERT de
 _NEXT_LINE = re.compile(r"\n(?=[^\S\n]*\S)")  # a newline before a line with content
 _SHIFT = 32  # a piece's counts are packed as budget + (model << _SHIFT)
 MASK = (1 << _SHIFT) - 1  # the budget part of a packed count
+AT = _AT = 64  # ... and the position (characters) a running sum has reached, from bit 64
+_COUNTS = (1 << _AT) - 1  # the budget and model parts
 _LONG_PIECE = MAX_RUN // 3
 _CACHE_MAX = 1_000_000  # pieces remembered per table, then the table starts afresh
 
@@ -111,11 +113,11 @@ class PieceTable:
         """Packed counts of any string ``s``: ``budget + (model << 32)``."""
         v = self._cache.get(s)
         if v is not None:
-            return v
+            return v & _COUNTS
         if _SLOW.search(s) is None:
             v = self._budget(s) + ((self._model(s) if self._model else 0) << _SHIFT)
             if len(s) <= 256:  # short strings recur (chunk prefixes, punctuation runs)
-                self._cache[s] = v
+                self._cache[s] = v + (len(s) << _AT)
             return v
         return self.exact([s])[0]
 
@@ -157,6 +159,9 @@ class PieceTable:
     ) -> list[int] | None:
         """``base`` then the running sums of the packed counts of fast ``pieces``.
 
+        Each cached value also holds its piece's length from bit 64 up, so a running
+        sum also says where in the text it stands.
+
         ``None`` when a piece is long and not ``long_ok``: a piece of
         :data:`_LONG_PIECE` characters or more may be part of a whitespace run that
         :class:`~ingestd.chunkers.tokenizers.TiktokenSizer` counts in parts (a run of
@@ -174,7 +179,7 @@ class PieceTable:
         budget, model = self._budget_piece, self._model
         long: dict[str, int] = {}
         for p in set(pieces).difference(cache):
-            v = budget(p) + ((model(p) if model else 0) << _SHIFT)
+            v = budget(p) + ((model(p) if model else 0) << _SHIFT) + (len(p) << _AT)
             if len(p) < _LONG_PIECE:
                 cache[p] = v
             elif not long_ok:
@@ -270,16 +275,16 @@ class SpanIndex:
     Attributes:
         text: the indexed text.
         table: the :class:`PieceTable` that counted it.
-        pos: the boundaries, increasing, from 0 to ``len(text)``.
-        cum: packed counts of ``text[:pos[i]]`` (see :func:`unpack`), per boundary.
+        cum: one running sum per boundary, increasing: packed counts of the text
+            before it (see :func:`unpack`) plus the boundary's offset from bit 64 up,
+            so ``bisect_left(cum, p << 64)`` finds the boundary at ``p``.
     """
 
-    __slots__ = ("cum", "pos", "table", "text")
+    __slots__ = ("cum", "table", "text")
 
-    def __init__(self, text: str, table: PieceTable, pos: list[int], cum: list[int]) -> None:
+    def __init__(self, text: str, table: PieceTable, cum: list[int]) -> None:
         self.text = text
         self.table = table
-        self.pos = pos
         self.cum = cum
 
     @classmethod
@@ -308,34 +313,27 @@ class SpanIndex:
     ) -> SpanIndex | None:
         groups = _line_groups(text, slow)
         if len(groups) == 1 and groups[0][2]:  # all fast: the common case
-            pieces = PIECES.findall(text)
-            cum = table.cumulative(pieces, 0, long_ok=long_ok)
-            if cum is None:
-                return None
-            return cls(text, table, list(accumulate(map(len, pieces), initial=0)), cum)
+            cum = table.cumulative(PIECES.findall(text), 0, long_ok=long_ok)
+            return None if cum is None else cls(text, table, cum)
         slow_vals = iter(table.exact([text[a:b] for a, b, fast in groups if not fast]))
-        pos, cum = [0], [0]
+        cum = [0]
         for a, b, fast in groups:
             if not fast:
-                pos.append(b)
-                cum.append(cum[-1] + next(slow_vals))
+                cum.append(cum[-1] + next(slow_vals) + ((b - a) << _AT))
                 continue
-            pieces = PIECES.findall(text, a, b)
-            more = table.cumulative(pieces, cum[-1], long_ok=long_ok)
+            more = table.cumulative(PIECES.findall(text, a, b), cum[-1], long_ok=long_ok)
             if more is None:
                 return None
-            pos.extend(accumulate(map(len, pieces), initial=a))
-            pos.pop(-len(pieces) - 1)  # ``a`` is already there
             cum.extend(more)
-            cum.pop(-len(more))
-        return cls(text, table, pos, cum)
+            cum.pop(-len(more))  # ``cum[-1]`` was already there
+        return cls(text, table, cum)
 
     def at(self, p: int) -> int | None:
         """Packed counts of ``text[:p]``, or ``None`` when ``p`` is not a boundary."""
-        pos = self.pos
-        i = bisect.bisect_left(pos, p)
-        if i < len(pos) and pos[i] == p:
-            return self.cum[i]
+        cum = self.cum
+        i = bisect.bisect_left(cum, p << _AT)
+        if i < len(cum) and cum[i] >> _AT == p:
+            return cum[i] & _COUNTS
         return None
 
     def counts(self, a: int, b: int) -> tuple[int, int] | None:
@@ -379,4 +377,4 @@ class SpanIndex:
 
 def unpack(v: int) -> tuple[int, int]:
     """``(budget tokens, model word pieces)`` of a packed count."""
-    return v & MASK, v >> _SHIFT
+    return v & MASK, (v >> _SHIFT) & MASK
