@@ -265,7 +265,7 @@ class _Parser:
                 self._extend(line, a, b, indent, blank)
                 if first in "`~" and (m := _FENCE.match(line)):
                     i = self._fence(i, m)
-                elif first == "<" and body.startswith("<!--") and self.cur.start == a:
+                elif first == "<" and body.startswith("<!--") and self.cur and self.cur.start == a:
                     i = self._comment(i)
             blank = False
             i += 1
