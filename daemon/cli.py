@@ -633,6 +633,7 @@ def chunk_cmd(
         ingestd chunk docs/install.md | jq -c '{start_line, n_tokens, heading_path}'
         ingestd chunk --chunker token --param max_tokens=128 --param overlap=16 --stats README.md
     """
+    from ingestd.chunkers.text import UndecodableError
     from ingestd.daemon.preview import preview
 
     cfg, _ = _load(config_path, (), state_dir, log_level)
@@ -641,6 +642,8 @@ def chunk_cmd(
             cfg, file, rule_name=rule_name, chunker_name=chunker_name, params=params, stats=stats
         ):
             click.echo(json.dumps(line, ensure_ascii=False))
+    except UndecodableError as exc:  # the file, not the command, is at fault
+        raise Fatal(f"{file}: {exc}", 1) from None
     except ValueError as exc:
         raise Fatal(str(exc), 2) from None
 

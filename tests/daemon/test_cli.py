@@ -182,3 +182,7 @@ def test_chunk_preview_json_lines(tmp_path: Path) -> None:
     assert stats["over_model_limit"] == 0 and 0 < stats["max_model_tokens"] <= 254
     res = CliRunner().invoke(cli, ["chunk", str(f), "--chunker", "nope"])
     assert res.exit_code == 2 and "unknown chunker 'nope'" in res.output
+    blob = f.parent / "blob.md"
+    blob.write_bytes(b"# x\n\x00\x01binary")
+    res = CliRunner().invoke(cli, ["chunk", str(blob)])  # a bad file is no usage error
+    assert res.exit_code == 1 and "blob.md: binary file" in res.output
