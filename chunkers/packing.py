@@ -550,8 +550,11 @@ class Packer:
             n = self._count(text[s:e])
         if n > self.max and not force:
             return max(0, min(tok - 1, tok * self.max // n - 1))
-        secs = {units[k].sec for k in range(i, j)}
-        path = _common([self.sections[k].path for k in sorted(secs)])
+        if first.sec == last.sec:  # the common case: one section
+            path = self.sections[first.sec].path
+        else:
+            secs = {units[k].sec for k in range(i, j)}
+            path = _common([self.sections[k].path for k in sorted(secs)])
         pre = self.prefix(path, first.carry) if prefix else ""
         if model and self.budget.model_sizer is not None:
             m = self._model_count(s, e, pre)

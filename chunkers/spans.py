@@ -355,24 +355,27 @@ class SpanIndex:
         to it, so a span that ends at such a run is counted up to the run's start and
         the run (with its leading space, if any) on its own. ``None`` if that fails.
         """
-        ca = self.at(a)
-        if ca is None:
+        cum = self.cum  # self.at(a) and self.at(e), inlined: the packer's hot path
+        i = bisect.bisect_left(cum, a << _AT)
+        if i == len(cum) or cum[i] >> _AT != a:
             return None
-        ce = self.at(e)
-        if ce is None:
-            text = self.text
-            p = e
-            while p > a and e - p < 64 and not text[p - 1].isalnum() and not text[p - 1].isspace():
-                p -= 1
-            if p > a and text[p - 1] == " ":
-                p -= 1
-            if p == e:
-                return None
-            cp = self.at(p)
-            if cp is None:
-                return None
-            ce = cp + self.table.value(text[p:e])
-        return unpack(ce - ca)
+        ca = cum[i] & _COUNTS
+        k = bisect.bisect_left(cum, e << _AT, i)
+        if k < len(cum) and cum[k] >> _AT == e:
+            d = (cum[k] & _COUNTS) - ca
+            return d & MASK, d >> _SHIFT
+        text = self.text  # e is inside a punctuation run's piece
+        p = e
+        while p > a and e - p < 64 and not text[p - 1].isalnum() and not text[p - 1].isspace():
+            p -= 1
+        if p > a and text[p - 1] == " ":
+            p -= 1
+        if p == e:
+            return None
+        cp = self.at(p)
+        if cp is None:
+            return None
+        return unpack(cp + self.table.value(text[p:e]) - ca)
 
 
 def unpack(v: int) -> tuple[int, int]:
