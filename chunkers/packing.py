@@ -44,7 +44,7 @@ from typing import Any
 from pydantic import model_validator
 
 from .base import Budget, Chunk, Chunker, ChunkerOptions, LineIndex
-from .spans import AT, MASK, SpanIndex
+from .spans import SpanIndex
 
 __all__ = ["Block", "Packer", "Section", "Span"]
 
@@ -246,13 +246,9 @@ class Packer:
 
     def count_span(self, a: int, b: int) -> tuple[int, bool]:
         """Tokens of ``text[a:b]`` (``a`` and ``b`` at line starts) and whether exact."""
-        index = self._index
-        if index is not None:  # SpanIndex.counts, inlined: this is the hot path
-            cum = index.cum
-            i = bisect.bisect_left(cum, a << AT)
-            j = bisect.bisect_left(cum, b << AT, i)
-            if j < len(cum) and cum[i] >> AT == a and cum[j] >> AT == b:
-                return (cum[j] - cum[i]) & MASK, True
+        counts = self._index.counts(a, b) if self._index is not None else None
+        if counts is not None:
+            return counts[0], True
         return self.count(self.text[a:b])
 
     def units(self, lo: int = 0, hi: int | None = None) -> list[_Unit]:
@@ -427,12 +423,7 @@ class Packer:
         if model is None or not first:
             return [span for span, _, _ in first]
         if self._model_in_index:
-            counts = [
-                span.n_model + self._model_short(span.prefix)
-                if span.n_model >= 0 and (not span.prefix or span.prefix[-1] == "\n")
-                else self._model_count(span.start, span.end, span.prefix)
-                for span, _, _ in first
-            ]
+            counts = [self._model_count(p.start, p.end, p.prefix, p.n_model) for p, _, _ in first]
         else:
             texts = [span.prefix + self.text[span.start : span.end] for span, _, _ in first]
             count_many = getattr(model, "count_many", None)
@@ -445,14 +436,22 @@ class Packer:
                 out.extend(span for span, _, _ in self._pack(units[i:j], model=True))
         return out
 
-    def _model_count(self, s: int, e: int, pre: str) -> int:
-        """Model word pieces of ``pre + text[s:e]`` (``s`` a line start, ``e`` before blanks)."""
+    def _model_count(self, s: int, e: int, pre: str, body: int = -1) -> int:
+        """Model word pieces of ``pre + text[s:e]`` (``s`` a line start, ``e`` before blanks).
+
+        ``body``: the word pieces of ``text[s:e]`` when already known (else -1). A
+        prefix that ends in a newline adds its own count (BERT never reads across it).
+        """
         model = self.budget.model_sizer
         assert model is not None
-        counts = self._index.end_counts(s, e) if self._model_in_index else None  # type: ignore[union-attr]
-        if counts is None or (pre and pre[-1] != "\n"):
+        if pre and pre[-1] != "\n":
             return model.count(pre + self.text[s:e])
-        return counts[1] + self._model_short(pre)
+        if body < 0:
+            counts = self._index.end_counts(s, e) if self._model_in_index else None  # type: ignore[union-attr]
+            if counts is None:
+                return model.count(pre + self.text[s:e])
+            body = counts[1]
+        return body + self._model_short(pre)
 
     def _model_short(self, s: str) -> int:
         """Model word pieces of a short string (a prefix), memoised across documents."""

@@ -340,13 +340,16 @@ class SpanIndex:
         """``(budget tokens, model word pieces)`` of ``text[a:b]``; ``None`` off boundaries.
 
         Exact when ``a`` is 0 or a non-blank line start and ``b`` is a non-blank line
-        start or ``len(text)`` (see the module docstring).
+        start or ``len(text)`` (see the module docstring). The packer's hot path: both
+        lookups are :meth:`at` inlined.
         """
-        ca = self.at(a)
-        cb = self.at(b) if ca is not None else None
-        if cb is None or ca is None:
-            return None
-        return unpack(cb - ca)
+        cum = self.cum
+        i = bisect.bisect_left(cum, a << _AT)
+        j = bisect.bisect_left(cum, b << _AT, i)
+        if j < len(cum) and cum[i] >> _AT == a and cum[j] >> _AT == b:
+            d = (cum[j] & _COUNTS) - (cum[i] & _COUNTS)
+            return d & MASK, d >> _SHIFT
+        return None
 
     def end_counts(self, a: int, e: int) -> tuple[int, int] | None:
         """Counts of ``text[a:e]`` where ``a`` is a boundary and ``text[e]`` is whitespace.
@@ -355,15 +358,12 @@ class SpanIndex:
         to it, so a span that ends at such a run is counted up to the run's start and
         the run (with its leading space, if any) on its own. ``None`` if that fails.
         """
-        cum = self.cum  # self.at(a) and self.at(e), inlined: the packer's hot path
-        i = bisect.bisect_left(cum, a << _AT)
-        if i == len(cum) or cum[i] >> _AT != a:
+        found = self.counts(a, e)
+        if found is not None:
+            return found
+        ca = self.at(a)
+        if ca is None:
             return None
-        ca = cum[i] & _COUNTS
-        k = bisect.bisect_left(cum, e << _AT, i)
-        if k < len(cum) and cum[k] >> _AT == e:
-            d = (cum[k] & _COUNTS) - ca
-            return d & MASK, d >> _SHIFT
         text = self.text  # e is inside a punctuation run's piece
         p = e
         while p > a and e - p < 64 and not text[p - 1].isalnum() and not text[p - 1].isspace():
