@@ -68,7 +68,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 8
+    version = 9
     Options = HierarchicalOptions
     options: HierarchicalOptions
 

@@ -418,7 +418,7 @@ class MarkdownChunker(Chunker):
     """
 
     name = "markdown"
-    version = 8
+    version = 9
     Options = MarkdownOptions
     options: MarkdownOptions
 

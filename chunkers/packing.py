@@ -151,15 +151,19 @@ class Span:
 
 
 class _Unit:
-    __slots__ = ("anchor", "body", "carry", "end", "exact", "first", "next", "sec", "start", "tok")
+    __slots__ = (
+        "anchor", "body", "carry", "end", "exact", "first", "mtok", "next", "sec", "start", "tok"
+    )  # fmt: skip
 
     def __init__(
         self, start: int, end: int, nxt: int, tok: int, sec: int, *, first: bool = False,
         anchor: bool = False, carry: str = "", exact: bool = True, body: int = -1,
+        mtok: int = -1,
     ) -> None:  # fmt: skip
         self.start, self.end, self.next, self.tok, self.sec = start, end, nxt, tok, sec
         self.first, self.anchor, self.carry, self.exact = first, anchor, carry, exact
         self.body = start if body == -1 else body
+        self.mtok = mtok  # model word pieces of text[start:next], -1 when not counted
 
 
 def _indent(text: str, start: int) -> int:
@@ -218,6 +222,7 @@ class Packer:
         self._prefixes: dict[tuple[tuple[str, ...], str], str] = {}
         self._ws: dict[str, int] = {}
         self._model_pre: dict[str, int] = {}
+        self._rooms: dict[tuple[int, str], int] = {}  # (section, carry) -> _model_room
         self._index = SpanIndex.build(text, budget)
         self._model_in_index = self._index is not None and self._index.table.has_model
         self._intros: dict[int, str] = {}  # body start of a block with a lead -> context
@@ -244,12 +249,18 @@ class Packer:
             return total + self._count(s[pos:]), False
         return self._count(s), True
 
-    def count_span(self, a: int, b: int) -> tuple[int, bool]:
-        """Tokens of ``text[a:b]`` (``a`` and ``b`` at line starts) and whether exact."""
+    def count_span(self, a: int, b: int) -> tuple[int, bool, int]:
+        """Counts of ``text[a:b]`` (``a`` and ``b`` at line starts).
+
+        Returns:
+            ``(budget tokens, exact, model word pieces)``; ``exact`` is false when long
+            runs were counted in pieces; the model count is -1 when the index does not
+            hold it.
+        """
         counts = self._index.counts(a, b) if self._index is not None else None
         if counts is not None:
-            return counts[0], True
-        return self.count(self.text[a:b])
+            return counts[0], True, counts[1] if self._model_in_index else -1
+        return (*self.count(self.text[a:b]), -1)
 
     def units(self, lo: int = 0, hi: int | None = None) -> list[_Unit]:
         """The packing units of sections ``lo..hi-1``: whole sections that fit, else blocks.
@@ -267,10 +278,11 @@ class Packer:
             return []
         a, z = blocks[0].start, blocks[-1].next
         if whole and len(blocks) > 1 and z - a <= self.max * _SECTION_CHARS:
-            tok, exact = self.count_span(a, z)
+            tok, exact, mtok = self.count_span(a, z)
             if tok <= self.max:
                 self._sec_tok[si] = tok
-                return [_Unit(a, blocks[-1].end, z, tok, si, first=True, exact=exact, body=_SEC)]
+                return [_Unit(a, blocks[-1].end, z, tok, si, first=True, exact=exact, body=_SEC,
+                              mtok=mtok)]  # fmt: skip
         out: list[_Unit] = []
         for bi, b in enumerate(blocks):
             out.extend(self._block_units(b, si, first=bi == 0))
@@ -286,8 +298,9 @@ class Packer:
             if tok > self.max or not all(p.exact and p.body != _WINDOW for p in parts):
                 return parts
             u.tok = tok
+            u.mtok = sum(p.mtok for p in parts) if all(p.mtok >= 0 for p in parts) else -1
             return [u]
-        u.tok, u.exact = self.count_span(b.start, b.next)
+        u.tok, u.exact, u.mtok = self.count_span(b.start, b.next)
         if u.tok > self.max:
             return self._split_lines(u, self._carry(self.text, b), b.kind)
         return [u]
@@ -303,10 +316,10 @@ class Packer:
         out: list[_Unit] = []
         body_eol = self.text.find("\n", u.body, u.end)
         for k, (s, end, nxt) in enumerate(groups):
-            tok, exact = self.count_span(s, nxt)
+            tok, exact, mtok = self.count_span(s, nxt)
             g = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
                       carry=carry if s > body_eol >= 0 else self._intros.get(s, ""),
-                      exact=exact, body=s)  # fmt: skip
+                      exact=exact, body=s, mtok=mtok)  # fmt: skip
             out.extend(self._lines(g, carry) if tok > self.max else [g])
         return out
 
@@ -350,10 +363,10 @@ class Packer:
             body_eol = text.find("\n", u.body, u.end)
         out: list[_Unit] = []
         for k, (s, end, nxt) in enumerate(starts):
-            tok, exact = self.count_span(s, nxt)
+            tok, exact, mtok = self.count_span(s, nxt)
             line = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
                          carry=carry if s > body_eol >= 0 else self._intros.get(s, ""),
-                         exact=exact)  # fmt: skip
+                         exact=exact, mtok=mtok)  # fmt: skip
             if tok <= self.max:
                 out.append(line)
             elif items:
@@ -419,6 +432,8 @@ class Packer:
         alone, with the model check at every step (its neighbours stay as they are).
         """
         model = self.budget.model_sizer
+        if model is not None and self._model_in_index:  # model counts cost nothing here
+            return [span for span, _, _ in self._pack(units, model=True)]
         first = self._pack(units, model=False)
         if model is None or not first:
             return [span for span, _, _ in first]
@@ -508,13 +523,24 @@ class Packer:
         return self.pack(self.units())
 
     def _take(self, units: list[_Unit], i: int) -> tuple[int, int]:
-        """Greedy end of the chunk that starts at ``units[i]``, and its estimated size."""
-        tok = units[i].tok
+        """Greedy end of the chunk that starts at ``units[i]``, and its estimated size.
+
+        With the model's counts in the index, a chunk at least a quarter full also stops
+        before its word pieces (prefix included) would pass the model's limit, so that
+        :meth:`_check` rarely has to shrink it.
+        """
+        u = units[i]
+        tok, m = u.tok, u.mtok
+        room = self._model_room(u) if m >= 0 else -1
         j, n, mx, half = i + 1, len(units), self.max, self.max // _ANCHOR_FILL
         while j < n:
             v = units[j]
             if tok + v.tok > mx or v.body == _WINDOW or units[j - 1].body == _WINDOW:
                 break  # a window (a piece of an over-long line) is a chunk of its own
+            if room >= 0 and (v.mtok < 0 or m + v.mtok > room):
+                if v.mtok >= 0 and tok >= half:
+                    break
+                room = -1  # left to the check, which cuts ``v`` rather than end so small
             if v.first:
                 bare = j == i + 1 and units[i].sec in self._bare  # a heading alone so far
                 if not bare and (
@@ -524,8 +550,26 @@ class Packer:
             elif v.anchor and tok >= half and (v.body > v.start or self._is_anchor(v)):
                 break
             tok += v.tok
+            m += v.mtok
             j += 1
         return j, tok
+
+    def _model_room(self, u: _Unit) -> int:
+        """Word pieces left for the text of a chunk that starts at ``u``, or -1 (no check).
+
+        The prefix is the one of ``u``'s section: a chunk that crosses sections takes a
+        common, shorter path, so the room is never overestimated.
+        """
+        key = (u.sec, u.carry)
+        room = self._rooms.get(key)
+        if room is None:
+            pre = self.prefix(self.sections[u.sec].path, u.carry)
+            if not self._model_in_index or (pre and pre[-1] != "\n"):
+                room = -1
+            else:
+                room = self.budget.model_max_tokens - self._model_short(pre)
+            self._rooms[key] = room
+        return room
 
     def _is_anchor(self, v: _Unit) -> bool:
         crc = zlib.crc32(self.text[v.start : v.end].encode("utf-8", "surrogatepass"))
@@ -556,7 +600,7 @@ class Packer:
             path = _common([self.sections[k].path for k in sorted(secs)])
         pre = self.prefix(path, first.carry) if prefix else ""
         if model and self.budget.model_sizer is not None:
-            m = self._model_count(s, e, pre)
+            m = self._model_count(s, e, pre, n_model)
             if m > self.budget.model_max_tokens and not force:
                 return max(0, min(tok - 1, tok * self.budget.model_max_tokens // m - 1))
         return Span(s, e, n, path, pre, n_model if self._model_in_index else -1)

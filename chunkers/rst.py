@@ -188,7 +188,7 @@ class RstChunker(Chunker):
     """
 
     name = "rst"
-    version = 5
+    version = 6
     Options = RstOptions
     options: RstOptions
 

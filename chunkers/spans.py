@@ -115,10 +115,12 @@ class PieceTable:
         if v is not None:
             return v & _COUNTS
         if _SLOW.search(s) is None:
-            v = self._budget(s) + ((self._model(s) if self._model else 0) << _SHIFT)
             if len(s) <= 256:  # short strings recur (chunk prefixes, punctuation runs)
-                self._cache[s] = v + (len(s) << _AT)
-            return v
+                cum = self.cumulative(PIECES.findall(s), 0, long_ok=True)
+                assert cum is not None  # long_ok
+                self._cache[s] = cum[-1]
+                return cum[-1] & _COUNTS
+            return self._budget(s) + ((self._model(s) if self._model else 0) << _SHIFT)
         return self.exact([s])[0]
 
     def exact(self, texts: list[str]) -> list[int]:
