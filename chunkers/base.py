@@ -140,14 +140,20 @@ class Chunk:
 
 
 class LineIndex:
-    """Maps character offsets of one text to 1-based line numbers in O(log n)."""
+    r"""Maps character offsets of one text to 1-based line numbers in O(log n).
 
-    __slots__ = ("_starts",)
+    Attributes:
+        lines: the text split at ``"\n"`` (a trailing newline leaves an empty last
+            line), shared with parsers so that a text is split once.
+        longest: length of the longest line, in characters.
+    """
+
+    __slots__ = ("_starts", "lines", "longest")
 
     def __init__(self, text: str) -> None:
-        lines = text.split("\n")
-        del lines[-1]
-        self._starts = list(accumulate(map((1).__add__, map(len, lines)), initial=0))
+        self.lines = text.split("\n")
+        self.longest = max(map(len, self.lines))
+        self._starts = list(accumulate(map((1).__add__, map(len, self.lines[:-1])), initial=0))
 
     def line_of(self, offset: int) -> int:
         """1-based line holding the character at ``offset``."""
@@ -156,6 +162,11 @@ class LineIndex:
     def span(self, start: int, end: int) -> tuple[int, int]:
         """``(start_line, end_line)`` of the slice ``[start, end)`` (``end_line`` inclusive)."""
         return self.line_of(start), self.line_of(max(start, end - 1))
+
+    @property
+    def starts(self) -> list[int]:
+        """Offset of the first character of each line (``starts[k]`` is line ``k + 1``)."""
+        return self._starts
 
     def line_start(self, line: int) -> int:
         """Offset of the first character of 1-based ``line``."""

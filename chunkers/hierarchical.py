@@ -76,10 +76,10 @@ class HierarchicalChunker(Chunker):
         """Split markdown ``text`` into parents and their children, in document order."""
         opts = self.options
         body, meta = parse_front_matter(text)
-        sections = parse_markdown(text, body, opts.section_levels)
-        title = meta.get("title") if opts.title_in_prefix else None
-        packer = MarkdownChunker(opts, self.ctx).packer(text, sections, title)
         lines = LineIndex(text)
+        sections = parse_markdown(text, body, opts.section_levels, lines)
+        title = meta.get("title") if opts.title_in_prefix else None
+        packer = MarkdownChunker(opts, self.ctx).packer(text, sections, title, lines)
         out: list[Chunk] = []
         for lo, hi in _groups(sections, opts.parent_levels):
             units = packer.units(lo, hi)

@@ -198,6 +198,8 @@ class _State:
 
 def _title(raw: str) -> str:
     """Heading text for the path: no ``{#id}``, HTML tags (outside code) or link targets."""
+    if "{" not in raw and "<" not in raw and "[" not in raw:
+        return " ".join(raw.split())
     parts = _ANCHOR_ID.sub("", raw).split("`")
     parts[::2] = [_LINK.sub(r"\1", _TAG.sub("", p)) for p in parts[::2]]
     return " ".join("`".join(parts).split())
@@ -224,10 +226,16 @@ def _closing_fence(char: str, length: int) -> re.Pattern[str]:
 class _Parser:
     """Line scanner behind :func:`parse_markdown`; fenced code is skipped by regex."""
 
-    def __init__(self, text: str, start: int, levels: int) -> None:
+    def __init__(self, text: str, start: int, levels: int, index: LineIndex | None) -> None:
         self.text = text
-        self.lines = text[start:].split("\n")
-        self.offsets = list(accumulate(map((1).__add__, map(len, self.lines[:-1])), initial=start))
+        if index is None or start >= len(text):
+            self.lines = text[start:].split("\n")
+            self.offsets = list(
+                accumulate(map((1).__add__, map(len, self.lines[:-1])), initial=start)
+            )
+        else:  # ``start`` is a line start
+            k = bisect.bisect_left(index.starts, start)
+            self.lines, self.offsets = index.lines[k:], index.starts[k:]
         self.st = _State(levels)
         self.cur: _Open | None = None
 
@@ -337,14 +345,18 @@ class _Parser:
         return j
 
 
-def parse_markdown(text: str, start: int = 0, section_levels: int = 3) -> list[Section]:
+def parse_markdown(
+    text: str, start: int = 0, section_levels: int = 3, lines: LineIndex | None = None
+) -> list[Section]:
     """Cut ``text[start:]`` into sections of blocks (see the module docstring).
 
     The first section is the text before the first section heading (possibly empty,
     with no blocks); every other section starts with its heading block. Blocks tile
-    the non-blank text: ``Block.next`` is the start of the following block.
+    the non-blank text: ``Block.next`` is the start of the following block. ``start``
+    must be a line start; ``lines``, the :class:`LineIndex` of ``text`` if the caller
+    has one, saves splitting the text again.
     """
-    return _finish(text, _Parser(text, start, section_levels).run())
+    return _finish(text, _Parser(text, start, section_levels, lines).run())
 
 
 def _finish(text: str, sections: list[Section]) -> list[Section]:
@@ -425,13 +437,15 @@ class MarkdownChunker(Chunker):
     def chunk(self, text: str) -> list[Chunk]:
         """Split markdown ``text`` into heading-aware chunks, in document order."""
         body, meta = parse_front_matter(text)
-        sections = parse_markdown(text, body, self.options.section_levels)
-        title = meta.get("title") if self.options.title_in_prefix else None
-        packer = self.packer(text, sections, title)
         lines = LineIndex(text)
+        sections = parse_markdown(text, body, self.options.section_levels, lines)
+        title = meta.get("title") if self.options.title_in_prefix else None
+        packer = self.packer(text, sections, title, lines)
         return [packer.to_chunk(self, lines, span, meta) for span in packer.pack_all()]
 
-    def packer(self, text: str, sections: list[Section], title: str | None) -> Packer:
+    def packer(
+        self, text: str, sections: list[Section], title: str | None, lines: LineIndex | None = None
+    ) -> Packer:
         """A :class:`Packer` over ``sections`` with this strategy's prefix rule."""
         return Packer(
             text,
@@ -441,6 +455,7 @@ class MarkdownChunker(Chunker):
             prefix=self._prefix_fn(title),
             carry=_carry if self.options.heading_prefix else (lambda _t, _b: ""),
             intro=_intro if self.options.heading_prefix else None,
+            lines=lines,
         )
 
     def _prefix_fn(self, title: str | None) -> Callable[[tuple[str, ...]], str]:

@@ -44,7 +44,7 @@ from typing import Any
 from pydantic import model_validator
 
 from .base import Budget, Chunk, Chunker, ChunkerOptions, LineIndex
-from .spans import SpanIndex
+from .spans import MASK, SpanIndex
 
 __all__ = ["Block", "Packer", "Section", "Span"]
 
@@ -166,12 +166,14 @@ class _Unit:
         self.mtok = mtok  # model word pieces of text[start:next], -1 when not counted
 
 
+_BLANKS = re.compile(r"[ \t]*")
+
+
 def _indent(text: str, start: int) -> int:
     """Width of the spaces and tabs at ``text[start:]``."""
-    end = start
-    while end < len(text) and text[end] in " \t":
-        end += 1
-    return end - start
+    m = _BLANKS.match(text, start)
+    assert m is not None  # matches the empty string
+    return m.end() - start
 
 
 def _common(paths: list[tuple[str, ...]]) -> tuple[str, ...]:
@@ -197,6 +199,7 @@ class Packer:
         carry: (text, block) -> context line for a chunk that continues the block.
         intro: (text, block) -> context line for a chunk that starts where the body of
             a block with a lead glued before it starts (default none).
+        lines: the :class:`~ingestd.chunkers.base.LineIndex` of ``text``, if known.
     """
 
     def __init__(
@@ -209,6 +212,7 @@ class Packer:
         prefix: Callable[[tuple[str, ...]], str],
         carry: Callable[[str, Block], str],
         intro: Callable[[str, Block], str] | None = None,
+        lines: LineIndex | None = None,
     ) -> None:
         self.text = text
         self.sections = sections
@@ -223,7 +227,7 @@ class Packer:
         self._ws: dict[str, int] = {}
         self._model_pre: dict[str, int] = {}
         self._rooms: dict[tuple[int, str], int] = {}  # (section, carry) -> _model_room
-        self._index = SpanIndex.build(text, budget)
+        self._index = SpanIndex.build(text, budget, None if lines is None else lines.longest)
         self._model_in_index = self._index is not None and self._index.table.has_model
         self._intros: dict[int, str] = {}  # body start of a block with a lead -> context
         if intro is not None:
@@ -583,12 +587,13 @@ class Packer:
         text = self.text
         first, last = units[i], units[j - 1]
         s, e = first.start, last.end
-        counts = self._index.end_counts(s, e) if self._index is not None else None
         n_model = -1
-        if counts is not None:
-            n, n_model = counts
-        elif all(units[k].exact for k in range(i, j)):
+        if all(units[k].exact for k in range(i, j)):  # ``tok`` counts text[s:last.next]
             n = self._exact(s, e, last.next, tok)
+            if self._model_in_index and all(units[k].mtok >= 0 for k in range(i, j)):
+                n_model = sum(units[k].mtok for k in range(i, j))  # blanks are 0 pieces
+        elif (counts := self._index.end_counts(s, e) if self._index else None) is not None:
+            n, n_model = counts
         else:
             n = self._count(text[s:e])
         if n > self.max and not force:
@@ -611,6 +616,8 @@ class Packer:
 
     def _small(self, piece: str) -> int:
         """Tokens of a short string (a trailing punctuation run, whitespace), memoised."""
+        if self._index is not None:
+            return self._index.table.value(piece) & MASK
         n = self._ws.get(piece)
         if n is None:
             n = self._count(piece)
@@ -636,7 +643,7 @@ class Packer:
             p = max(s, text.rfind("\n", s, e) + 1)
         elif p > s and text[p - 1] == " ":
             p -= 1
-        return self._count(text[p:nxt]) - self._count(text[p:e])
+        return self._small(text[p:nxt]) - self._small(text[p:e])
 
     def _split_unit(self, u: _Unit, target: int) -> list[_Unit] | None:
         """Smaller units covering ``u``, or ``None`` when ``u`` is a single token."""

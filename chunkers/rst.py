@@ -203,6 +203,6 @@ class RstChunker(Chunker):
             min_tokens=self.options.merge_below,
             prefix=(lambda path: heading_prefix(path, None)) if with_prefix else (lambda _: ""),
             carry=_carry if with_prefix else (lambda _t, _b: ""),
+            lines=(lines := LineIndex(text)),
         )
-        lines = LineIndex(text)
         return [packer.to_chunk(self, lines, span, {}) for span in packer.pack_all()]

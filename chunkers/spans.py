@@ -290,8 +290,10 @@ class SpanIndex:
         self.cum = cum
 
     @classmethod
-    def build(cls, text: str, budget: Budget) -> SpanIndex | None:
+    def build(cls, text: str, budget: Budget, longest: int | None = None) -> SpanIndex | None:
         """Index ``text`` for ``budget``'s sizers; ``None`` when not supported.
+
+        ``longest``: the length of the text's longest line (characters), when known.
 
         Not supported: tokenizers without a piece counter (:func:`piece_table`). A line
         with a run of whitespace or non-whitespace of over
@@ -303,7 +305,9 @@ class SpanIndex:
         table = piece_table(budget.sizer, budget.model_sizer)  # type: ignore[arg-type]
         if table is None or not text:
             return None
-        long_line = max(map(len, text.split("\n"))) > MAX_RUN
+        if longest is None:
+            longest = max(map(len, text.split("\n")))
+        long_line = longest > MAX_RUN
         index = cls._build(text, table, _SLOW_OR_LONG if long_line else _SLOW, long_ok=False)
         if index is None:  # a long piece: perhaps a long run of blank lines
             index = cls._build(text, table, _SLOW_OR_LONG, long_ok=True)
