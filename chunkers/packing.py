@@ -44,7 +44,7 @@ from typing import Any
 from pydantic import model_validator
 
 from .base import Budget, Chunk, Chunker, ChunkerOptions, LineIndex
-from .spans import MASK, SpanIndex
+from .spans import AT, MASK, SpanIndex
 
 __all__ = ["Block", "Packer", "Section", "Span"]
 
@@ -60,6 +60,16 @@ _LINE_KINDS = frozenset({"fence", "code"})
 _LINE = r"^[^\S\n]*\S(?:[^\n]*\S)?"  # a non-blank line, without trailing whitespace
 _LINES = re.compile(_LINE, re.M)
 _PARAS = re.compile(_LINE + r"(?:[^\S\n]*\n" + _LINE[1:] + ")*", re.M)  # lines, no blank one
+
+
+def _budget_of(c: int) -> int:
+    """Budget tokens of a running sum of :attr:`SpanIndex.cum`."""
+    return c & MASK
+
+
+def _model_of(c: int) -> int:
+    """Model word pieces of a running sum of :attr:`SpanIndex.cum`."""
+    return (c >> 32) & MASK
 
 
 def first_line(text: str, blk: Block) -> str:
@@ -387,11 +397,11 @@ class Packer:
         punctuation (one word piece per character) is not cut and re-cut.
         """
         text = self.text
-        raw: list[tuple[int, int, int]] = []
+        raw = self._piece_windows(u, size)
         model = self.budget.model_sizer
         room = self.budget.model_max_tokens * 2 // 3
-        s = u.start
-        while s < u.end:
+        s = raw[-1][1] if raw else u.start
+        while s < u.end:  # the rest (all of it without an index) at token boundaries
             e = min(u.end, s + _PIECE)
             if e < u.end:  # prefer to cut a piece after whitespace
                 ws = max(text.rfind(" ", s + _PIECE // 4, e), text.rfind("\t", s + _PIECE // 4, e))
@@ -424,6 +434,36 @@ class Packer:
         out[0].first = u.first
         out[-1].next = u.next
         return out
+
+    def _piece_windows(self, u: _Unit, size: int) -> list[tuple[int, int, int]]:
+        """``(start, end, tokens)`` windows of ``u`` cut at the index's piece boundaries.
+
+        Greedy, like :meth:`_windows`: each window is the longest run of pieces within
+        ``size`` budget tokens and two thirds of the model's limit, found by bisection
+        on the running sums. Stops (possibly at once) where no piece boundary is left
+        or the next piece alone does not fit; :meth:`_windows` cuts the rest at token
+        boundaries.
+        """
+        index = self._index
+        if index is None or (self.budget.model_sizer is not None and not self._model_in_index):
+            return []
+        cum = index.cum
+        i = bisect.bisect_left(cum, u.start << AT)
+        hi = bisect.bisect_left(cum, (u.end + 1) << AT)  # boundaries up to u.end
+        if i >= hi or cum[i] >> AT != u.start:
+            return []
+        room = self.budget.model_max_tokens * 2 // 3 if self._model_in_index else 0
+        out: list[tuple[int, int, int]] = []
+        while True:
+            c = cum[i]
+            k = bisect.bisect_right(cum, (c & MASK) + size, i + 1, hi, key=_budget_of) - 1
+            if room > 0:
+                m = bisect.bisect_right(cum, _model_of(c) + room, i + 1, hi, key=_model_of) - 1
+                k = min(k, m)
+            if k <= i:
+                return out
+            out.append((c >> AT, cum[k] >> AT, (cum[k] & MASK) - (c & MASK)))
+            i = k
 
     # -- packing ----------------------------------------------------------------
 

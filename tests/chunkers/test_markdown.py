@@ -181,6 +181,22 @@ def test_blocks_kept_whole_and_big_blocks_split_at_lines() -> None:
     assert len(small) == 1 and small[0].text.endswith("```")
 
 
+def test_long_line_is_cut_between_words(model_sizer: ModelSizer) -> None:
+    # one 1,500-character line: over the budget, indexed piece by piece, so its
+    # windows end at pre-token boundaries: no word is cut in two
+    words = [f"word{i}x{'yz' * (i % 5)}" for i in range(200)]
+    line = " ".join(words)
+    text = f"# Doc\n\n{line}\n"
+    for model in (None, model_sizer):
+        chunks = chunker(model=model, max_tokens=64).chunk(text)
+        check_properties(text, chunks, 64, TIKTOKEN, model)
+        body = [c for c in chunks if c.start > len("# Doc")]
+        assert len(body) > 5
+        for c in body:
+            assert c.text.split() == words[words.index(c.text.split()[0]) :][: len(c.text.split())]
+            assert TIKTOKEN.count(c.text) > 40  # greedy: windows are filled
+
+
 def test_table_cut_for_the_model_keeps_its_header_row(model_sizer: ModelSizer) -> None:
     # under the budget in tiktoken tokens, over the model's 254 word pieces (dashes)
     dash = "-" * 80
