@@ -236,7 +236,7 @@ class Packer:
         self._prefixes: dict[tuple[tuple[str, ...], str], str] = {}
         self._ws: dict[str, int] = {}
         self._model_pre: dict[str, int] = {}
-        self._rooms: dict[tuple[int, str], int] = {}  # (section, carry) -> _model_room
+        self._rooms: dict[tuple[int, str], int] = {}  # (section, carry) -> _room
         self._index = SpanIndex.build(text, budget, None if lines is None else lines.longest)
         self._model_in_index = self._index is not None and self._index.table.has_model
         self._intros: dict[int, str] = {}  # body start of a block with a lead -> context
@@ -293,7 +293,7 @@ class Packer:
         a, z = blocks[0].start, blocks[-1].next
         if whole and len(blocks) > 1 and z - a <= self.max * _SECTION_CHARS:
             tok, exact, mtok = self.count_span(a, z)
-            if tok <= self.max:
+            if tok <= self.max and not self._over_model(mtok, si):
                 self._sec_tok[si] = tok
                 return [_Unit(a, blocks[-1].end, z, tok, si, first=True, exact=exact, body=_SEC,
                               mtok=mtok)]  # fmt: skip
@@ -311,11 +311,13 @@ class Packer:
             tok = sum(p.tok for p in parts)
             if tok > self.max or not all(p.exact and p.body != _WINDOW for p in parts):
                 return parts
-            u.tok = tok
-            u.mtok = sum(p.mtok for p in parts) if all(p.mtok >= 0 for p in parts) else -1
+            mtok = sum(p.mtok for p in parts) if all(p.mtok >= 0 for p in parts) else -1
+            if self._over_model(mtok, si):
+                return parts
+            u.tok, u.mtok = tok, mtok
             return [u]
         u.tok, u.exact, u.mtok = self.count_span(b.start, b.next)
-        if u.tok > self.max:
+        if u.tok > self.max or self._over_model(u.mtok, si):
             return self._split_lines(u, self._carry(self.text, b), b.kind)
         return [u]
 
@@ -334,7 +336,8 @@ class Packer:
             g = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
                       carry=carry if s > body_eol >= 0 else self._intros.get(s, ""),
                       exact=exact, body=s, mtok=mtok)  # fmt: skip
-            out.extend(self._lines(g, carry) if tok > self.max else [g])
+            too_big = tok > self.max or self._over_model(mtok, u.sec)
+            out.extend(self._lines(g, carry) if too_big else [g])
         return out
 
     def _starts(self, u: _Unit, *, after_blank: bool) -> list[tuple[int, int, int]]:
@@ -381,7 +384,7 @@ class Packer:
             line = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
                          carry=carry if s > body_eol >= 0 else self._intros.get(s, ""),
                          exact=exact, mtok=mtok)  # fmt: skip
-            if tok <= self.max:
+            if tok <= self.max and not self._over_model(mtok, u.sec):
                 out.append(line)
             elif items:
                 out.extend(self._lines(line, carry, items=False, body_eol=body_eol))
@@ -575,7 +578,7 @@ class Packer:
         """
         u = units[i]
         tok, m = u.tok, u.mtok
-        room = self._model_room(u) if m >= 0 else -1
+        room = self._room(u.sec, u.carry) if m >= 0 else -1
         j, n, mx, half = i + 1, len(units), self.max, self.max // _ANCHOR_FILL
         while j < n:
             v = units[j]
@@ -598,16 +601,21 @@ class Packer:
             j += 1
         return j, tok
 
-    def _model_room(self, u: _Unit) -> int:
-        """Word pieces left for the text of a chunk that starts at ``u``, or -1 (no check).
+    def _over_model(self, mtok: int, sec: int) -> bool:
+        """Whether ``mtok`` word pieces surely do not fit a chunk of section ``sec``."""
+        return mtok >= 0 and mtok > self._room(sec, "") >= 0
 
-        The prefix is the one of ``u``'s section: a chunk that crosses sections takes a
+    def _room(self, sec: int, carry: str) -> int:
+        """Word pieces left for a chunk's text after its prefix, or -1 (no model check).
+
+        For a chunk of section ``sec`` whose first unit has context line ``carry``. The
+        prefix is the one of that section: a chunk that crosses sections takes a
         common, shorter path, so the room is never overestimated.
         """
-        key = (u.sec, u.carry)
+        key = (sec, carry)
         room = self._rooms.get(key)
         if room is None:
-            pre = self.prefix(self.sections[u.sec].path, u.carry)
+            pre = self.prefix(self.sections[sec].path, carry)
             if not self._model_in_index or (pre and pre[-1] != "\n"):
                 room = -1
             else:
