@@ -405,9 +405,12 @@ def _intro(text: str, blk: Block) -> str:
     The last sentence (at most 30 words) of the paragraph ending in ``:`` glued before
     the body, else ``""``.
     """
-    lead = text[blk.start : blk.body].rstrip()
-    if not lead.endswith(":"):
+    k = blk.body - 1
+    while k > blk.start and text[k].isspace():
+        k -= 1
+    if text[k] != ":":  # the common case: a heading glued to its first block
         return ""
+    lead = text[blk.start : k + 1]
     para = lead[lead.rfind("\n\n") + 1 :].strip()
     if para.startswith("#"):
         return ""

@@ -44,7 +44,8 @@ from typing import Any
 from pydantic import model_validator
 
 from .base import Budget, Chunk, Chunker, ChunkerOptions, LineIndex
-from .spans import AT, MASK, SpanIndex
+from .spans import AT, MASK, PIECES, SpanIndex
+from .tokenizers import _SLOW
 
 __all__ = ["Block", "Packer", "Section", "Span"]
 
@@ -148,7 +149,7 @@ class Section:
     blocks: list[Block]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Span:
     """A packed chunk before it becomes a :class:`~ingestd.chunkers.base.Chunk`."""
 
@@ -166,7 +167,7 @@ class _Unit:
     )  # fmt: skip
 
     def __init__(
-        self, start: int, end: int, nxt: int, tok: int, sec: int, *, first: bool = False,
+        self, start: int, end: int, nxt: int, tok: int, sec: int, first: bool = False,
         anchor: bool = False, carry: str = "", exact: bool = True, body: int = -1,
         mtok: int = -1,
     ) -> None:  # fmt: skip
@@ -379,17 +380,21 @@ class Packer:
         if body_eol is None:
             body_eol = text.find("\n", u.body, u.end)
         out: list[_Unit] = []
-        for k, (s, end, nxt) in enumerate(starts):
-            tok, exact, mtok = self.count_span(s, nxt)
-            line = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
-                         carry=carry if s > body_eol >= 0 else self._intros.get(s, ""),
-                         exact=exact, mtok=mtok)  # fmt: skip
-            if tok <= self.max and not self._over_model(mtok, u.sec):
+        sec, mx, intros, count_span = u.sec, self.max, self._intros, self.count_span
+        room = self._room(sec, "") if self._model_in_index else -1
+        if room < 0:
+            room = 1 << 62
+        for s, end, nxt in starts:
+            tok, exact, mtok = count_span(s, nxt)
+            ctx = carry if s > body_eol >= 0 else intros.get(s, "")
+            line = _Unit(s, end, nxt, tok, sec, False, True, ctx, exact, -1, mtok)
+            if tok <= mx and mtok <= room:
                 out.append(line)
             elif items:
                 out.extend(self._lines(line, carry, items=False, body_eol=body_eol))
             else:
-                out.extend(self._windows(line, self.max))
+                out.extend(self._windows(line, mx))
+        out[0].first, out[0].anchor = u.first, False
         return out
 
     def _windows(self, u: _Unit, size: int) -> list[_Unit]:
@@ -419,11 +424,11 @@ class Packer:
                     p = bisect.bisect_right(pieces, a) + room  # word pieces that fit
                     if p < len(pieces):
                         m = max(k + 1, min(m, bisect.bisect_right(ends, pieces[p - 1])))
-                raw.append((s + a, s + ends[m - 1], m - k))
+                raw.append((s + a, s + ends[m - 1], m - k, -1))
                 k = m
             s = e
         out: list[_Unit] = []
-        for a, b, n in raw:
+        for a, b, n, mtok in raw:
             if text[a:b].isspace():
                 continue
             end = b
@@ -431,21 +436,24 @@ class Packer:
                 end -= 1
             if out:
                 out[-1].next = a
-            out.append(_Unit(a, end, b, n, u.sec, carry=u.carry, exact=False, body=_WINDOW))
+            out.append(
+                _Unit(a, end, b, n, u.sec, carry=u.carry, exact=False, body=_WINDOW, mtok=mtok)
+            )
         if not out:  # cannot happen for a unit with content; keep the unit whole
             return [u]
         out[0].first = u.first
         out[-1].next = u.next
         return out
 
-    def _piece_windows(self, u: _Unit, size: int) -> list[tuple[int, int, int]]:
-        """``(start, end, tokens)`` windows of ``u`` cut at the index's piece boundaries.
+    def _piece_windows(self, u: _Unit, size: int) -> list[tuple[int, int, int, int]]:
+        """``(start, end, tokens, word pieces)`` windows of ``u`` cut at piece boundaries.
 
         Greedy, like :meth:`_windows`: each window is the longest run of pieces within
         ``size`` budget tokens and two thirds of the model's limit, found by bisection
-        on the running sums. Stops (possibly at once) where no piece boundary is left
-        or the next piece alone does not fit; :meth:`_windows` cuts the rest at token
-        boundaries.
+        on the running sums of the index (or, for a line the index counted whole, of
+        the line's own pieces). Stops (possibly at once) where no piece boundary is
+        left or the next piece alone does not fit; :meth:`_windows` cuts the rest at
+        token boundaries. The word pieces are -1 when the index does not count them.
         """
         index = self._index
         if index is None or (self.budget.model_sizer is not None and not self._model_in_index):
@@ -455,8 +463,15 @@ class Packer:
         hi = bisect.bisect_left(cum, (u.end + 1) << AT)  # boundaries up to u.end
         if i >= hi or cum[i] >> AT != u.start:
             return []
+        if hi - i < 3 and _SLOW.search(self.text, u.start, u.end) is None:
+            # counted whole (a long run, see SpanIndex.build): count its pieces here
+            local = index.table.cumulative(
+                PIECES.findall(self.text, u.start, u.end), u.start << AT, long_ok=True
+            )
+            assert local is not None  # long_ok
+            cum, i, hi = local, 0, len(local)
         room = self.budget.model_max_tokens * 2 // 3 if self._model_in_index else 0
-        out: list[tuple[int, int, int]] = []
+        out: list[tuple[int, int, int, int]] = []
         while True:
             c = cum[i]
             k = bisect.bisect_right(cum, (c & MASK) + size, i + 1, hi, key=_budget_of) - 1
@@ -465,7 +480,8 @@ class Packer:
                 k = min(k, m)
             if k <= i:
                 return out
-            out.append((c >> AT, cum[k] >> AT, (cum[k] & MASK) - (c & MASK)))
+            mtok = _model_of(cum[k]) - _model_of(c) if room > 0 else -1
+            out.append((c >> AT, cum[k] >> AT, (cum[k] & MASK) - (c & MASK), mtok))
             i = k
 
     # -- packing ----------------------------------------------------------------
@@ -644,6 +660,8 @@ class Packer:
             n, n_model = counts
         else:
             n = self._count(text[s:e])
+            if self._model_in_index and all(units[k].mtok >= 0 for k in range(i, j)):
+                n_model = sum(units[k].mtok for k in range(i, j))  # pieces of windows
         if n > self.max and not force:
             return max(0, min(tok - 1, tok * self.max // n - 1))
         if first.sec == last.sec:  # the common case: one section

@@ -197,6 +197,20 @@ def test_long_line_is_cut_between_words(model_sizer: ModelSizer) -> None:
             assert TIKTOKEN.count(c.text) > 40  # greedy: windows are filled
 
 
+def test_long_run_is_cut_between_pieces(model_sizer: ModelSizer) -> None:
+    # a 6,889-character path with no whitespace (a long run, counted whole by the
+    # index): its windows still end between pre-tokens, never inside seg123
+    run = "/".join(f"seg{i}" for i in range(1000))
+    assert len(run) > 3 * 2048
+    text = f"# Doc\n\nSee {run}\n"
+    for model in (None, model_sizer):
+        chunks = chunker(model=model).chunk(text)
+        check_properties(text, chunks, 200, TIKTOKEN, model)
+        parts = [c.text for c in chunks if "seg" in c.text]
+        assert len(parts) > 10
+        assert all(re.fullmatch(r"(?:See )?/?seg\d+(?:/seg\d+)*", p) for p in parts)
+
+
 def test_table_cut_for_the_model_keeps_its_header_row(model_sizer: ModelSizer) -> None:
     # under the budget in tiktoken tokens, over the model's 254 word pieces (dashes)
     dash = "-" * 80
