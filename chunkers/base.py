@@ -152,8 +152,10 @@ class LineIndex:
 
     def __init__(self, text: str) -> None:
         self.lines = text.split("\n")
-        self.longest = max(map(len, self.lines))
-        self._starts = list(accumulate(map((1).__add__, map(len, self.lines[:-1])), initial=0))
+        lengths = list(map(len, self.lines))
+        self.longest = max(lengths)
+        self._starts = list(accumulate(map((1).__add__, lengths), initial=0))
+        self._starts.pop()  # the end of the last line
 
     def line_of(self, offset: int) -> int:
         """1-based line holding the character at ``offset``."""

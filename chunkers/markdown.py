@@ -414,7 +414,12 @@ def _intro(text: str, blk: Block) -> str:
     para = lead[lead.rfind("\n\n") + 1 :].strip()
     if para.startswith("#"):
         return ""
-    return " ".join(_SENTENCE_END.split(para)[-1].split()[-_INTRO_WORDS:])
+    tail = para[-1000:]  # the last sentence is usually in here
+    parts = _SENTENCE_END.split(tail)
+    words = parts[-1].split()
+    if len(parts) == 1 and len(tail) < len(para) and len(words) <= _INTRO_WORDS:
+        words = _SENTENCE_END.split(para)[-1].split()
+    return " ".join(words[-_INTRO_WORDS:])
 
 
 def heading_prefix(path: tuple[str, ...], title: str | None) -> str:

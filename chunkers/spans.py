@@ -67,6 +67,7 @@ _CL100K = (
 
 
 _SLOW_OR_LONG = re.compile(f"{_SLOW.pattern}|{_LONG_RUNS.pattern}")
+_FAST_ASCII = bytes([9, 10, *range(0x20, 0x7F)])  # tab, newline, printable ASCII
 _GLUE = re.compile("[\x0b\x0c\x1c-\x1f\x85]")  # Python splits at these, BERT deletes them
 _NEXT_LINE = re.compile(r"\n(?=[^\S\n]*\S)")  # a newline before a line with content
 _SHIFT = 32  # a piece's counts are packed as budget + (model << _SHIFT)
@@ -248,6 +249,10 @@ def _line_groups(text: str, slow: re.Pattern[str] = _SLOW) -> list[tuple[int, in
     content before it) to the start of the next line with content (or the end).
     """
     n = len(text)
+    if slow is _SLOW:  # the common case, all fast: ~10x faster than the search below
+        rest = text.encode("utf-8", "surrogatepass").translate(None, _FAST_ASCII)
+        if not rest or _SLOW.search(rest.decode("utf-8", "surrogatepass")) is None:
+            return [(0, n, True)]
     out: list[tuple[int, int, bool]] = []
     pos = 0
     for m in slow.finditer(text):
