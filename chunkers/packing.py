@@ -277,6 +277,23 @@ class Packer:
             return counts[0], True, counts[1] if self._model_in_index else -1
         return (*self.count(self.text[a:b]), -1)
 
+    def _span_counts(self, bounds: list[int]) -> list[tuple[int, bool, int]]:
+        """:meth:`count_span` of each ``[bounds[k], bounds[k + 1])`` (increasing bounds)."""
+        index = self._index
+        if index is None:
+            return [self.count_span(a, b) for a, b in zip(bounds, bounds[1:])]
+        at = index.at_many(bounds)
+        model = self._model_in_index
+        out: list[tuple[int, bool, int]] = []
+        for k in range(len(bounds) - 1):
+            a, b = at[k], at[k + 1]
+            if a >= 0 and b >= 0:
+                d = b - a
+                out.append((d & MASK, True, d >> 32 if model else -1))
+            else:
+                out.append(self.count_span(bounds[k], bounds[k + 1]))
+        return out
+
     def units(self, lo: int = 0, hi: int | None = None) -> list[_Unit]:
         """The packing units of sections ``lo..hi-1``: whole sections that fit, else blocks.
 
@@ -332,8 +349,8 @@ class Packer:
             return self._lines(u, carry)
         out: list[_Unit] = []
         body_eol = self.text.find("\n", u.body, u.end)
-        for k, (s, end, nxt) in enumerate(groups):
-            tok, exact, mtok = self.count_span(s, nxt)
+        counts = self._span_counts([s for s, _, _ in groups] + [groups[-1][2]])
+        for k, ((s, end, nxt), (tok, exact, mtok)) in enumerate(zip(groups, counts)):
             g = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
                       carry=carry if s > body_eol >= 0 else self._intros.get(s, ""),
                       exact=exact, body=s, mtok=mtok)  # fmt: skip
@@ -380,12 +397,12 @@ class Packer:
         if body_eol is None:
             body_eol = text.find("\n", u.body, u.end)
         out: list[_Unit] = []
-        sec, mx, intros, count_span = u.sec, self.max, self._intros, self.count_span
+        sec, mx, intros = u.sec, self.max, self._intros
         room = self._room(sec, "") if self._model_in_index else -1
         if room < 0:
             room = 1 << 62
-        for s, end, nxt in starts:
-            tok, exact, mtok = count_span(s, nxt)
+        counts = self._span_counts([s for s, _, _ in starts] + [starts[-1][2]])
+        for (s, end, nxt), (tok, exact, mtok) in zip(starts, counts):
             ctx = carry if s > body_eol >= 0 else intros.get(s, "")
             line = _Unit(s, end, nxt, tok, sec, False, True, ctx, exact, -1, mtok)
             if tok <= mx and mtok <= room:

@@ -347,6 +347,26 @@ class SpanIndex:
             return cum[i] & _COUNTS
         return None
 
+    def at_many(self, points: list[int]) -> list[int]:
+        """:meth:`at` of each of the increasing ``points``, with -1 for ``None``.
+
+        One bisection per point, over at most as many running sums as there are
+        characters since the last point found (a piece holds at least one).
+        """
+        cum = self.cum
+        n = len(cum)
+        out: list[int] = []
+        lo = 0
+        for p in points:
+            hi = min(n, lo + p - (cum[lo] >> _AT) + 1)
+            i = bisect.bisect_left(cum, p << _AT, lo, hi)
+            if i < n and cum[i] >> _AT == p:
+                out.append(cum[i] & _COUNTS)
+            else:
+                out.append(-1)
+            lo = min(i, n - 1)
+        return out
+
     def counts(self, a: int, b: int) -> tuple[int, int] | None:
         """``(budget tokens, model word pieces)`` of ``text[a:b]``; ``None`` off boundaries.
 
