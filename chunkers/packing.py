@@ -45,7 +45,7 @@ from pydantic import model_validator
 
 from .base import Budget, Chunk, Chunker, ChunkerOptions, LineIndex
 from .spans import AT, MASK, PIECES, SpanIndex
-from .tokenizers import _SLOW
+from .tokenizers import _SLOW, MAX_RUN
 
 __all__ = ["Block", "Packer", "Section", "Span"]
 
@@ -441,29 +441,32 @@ class Packer:
                     p = bisect.bisect_right(pieces, a) + room  # word pieces that fit
                     if p < len(pieces):
                         m = max(k + 1, min(m, bisect.bisect_right(ends, pieces[p - 1])))
-                raw.append((s + a, s + ends[m - 1], m - k, -1))
+                raw.append((s + a, s + ends[m - 1], m - k, -1, False))
                 k = m
             s = e
         out: list[_Unit] = []
-        for a, b, n, mtok in raw:
+        for a, b, n, mtok, piece in raw:
             if text[a:b].isspace():
                 continue
             end = b
             while text[end - 1].isspace():
                 end -= 1
             if out:
+                out[-1].exact &= out[-1].next == a  # no blank window left out
                 out[-1].next = a
-            out.append(
-                _Unit(a, end, b, n, u.sec, carry=u.carry, exact=False, body=_WINDOW, mtok=mtok)
-            )
+            # a piece window's count is exact (also on its own), up to long runs
+            exact = piece and b - a <= MAX_RUN
+            out.append(_Unit(a, end, b, n, u.sec, carry=u.carry, exact=exact, body=_WINDOW,
+                             mtok=mtok))  # fmt: skip
         if not out:  # cannot happen for a unit with content; keep the unit whole
             return [u]
         out[0].first = u.first
+        out[-1].exact &= out[-1].next == u.next
         out[-1].next = u.next
         return out
 
-    def _piece_windows(self, u: _Unit, size: int) -> list[tuple[int, int, int, int]]:
-        """``(start, end, tokens, word pieces)`` windows of ``u`` cut at piece boundaries.
+    def _piece_windows(self, u: _Unit, size: int) -> list[tuple[int, int, int, int, bool]]:
+        """``(start, end, tokens, word pieces, True)`` windows of ``u`` cut at piece boundaries.
 
         Greedy, like :meth:`_windows`: each window is the longest run of pieces within
         ``size`` budget tokens and two thirds of the model's limit, found by bisection
@@ -488,7 +491,7 @@ class Packer:
             assert local is not None  # long_ok
             cum, i, hi = local, 0, len(local)
         room = self.budget.model_max_tokens * 2 // 3 if self._model_in_index else 0
-        out: list[tuple[int, int, int, int]] = []
+        out: list[tuple[int, int, int, int, bool]] = []
         while True:
             c = cum[i]
             k = bisect.bisect_right(cum, (c & MASK) + size, i + 1, hi, key=_budget_of) - 1
@@ -498,7 +501,7 @@ class Packer:
             if k <= i:
                 return out
             mtok = _model_of(cum[k]) - _model_of(c) if room > 0 else -1
-            out.append((c >> AT, cum[k] >> AT, (cum[k] & MASK) - (c & MASK), mtok))
+            out.append((c >> AT, cum[k] >> AT, (cum[k] & MASK) - (c & MASK), mtok, True))
             i = k
 
     # -- packing ----------------------------------------------------------------
