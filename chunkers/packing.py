@@ -281,7 +281,7 @@ class Packer:
         """:meth:`count_span` of each ``[bounds[k], bounds[k + 1])`` (increasing bounds)."""
         index = self._index
         if index is None:
-            return [self.count_span(a, b) for a, b in zip(bounds, bounds[1:])]
+            return [self.count_span(a, b) for a, b in zip(bounds, bounds[1:], strict=False)]
         at = index.at_many(bounds)
         model = self._model_in_index
         out: list[tuple[int, bool, int]] = []
@@ -309,21 +309,37 @@ class Packer:
         if not blocks:
             return []
         a, z = blocks[0].start, blocks[-1].next
+        at = self._index.at_many([b.start for b in blocks] + [z]) if self._index else None
+        if at is not None and min(at) < 0:
+            at = None
+        model = self._model_in_index
         if whole and len(blocks) > 1 and z - a <= self.max * _SECTION_CHARS:
-            tok, exact, mtok = self.count_span(a, z)
+            if at is not None:
+                d = at[-1] - at[0]
+                tok, exact, mtok = d & MASK, True, (d >> 32 if model else -1)
+            else:
+                tok, exact, mtok = self.count_span(a, z)
             if tok <= self.max and not self._over_model(mtok, si):
                 self._sec_tok[si] = tok
                 return [_Unit(a, blocks[-1].end, z, tok, si, first=True, exact=exact, body=_SEC,
                               mtok=mtok)]  # fmt: skip
         out: list[_Unit] = []
         for bi, b in enumerate(blocks):
-            out.extend(self._block_units(b, si, first=bi == 0))
+            if at is not None:
+                d = at[bi + 1] - at[bi]
+                counts = (d & MASK, True, d >> 32 if model else -1)
+            else:
+                counts = None
+            out.extend(self._block_units(b, si, bi == 0, counts))
         self._sec_tok[si] = sum(u.tok for u in out)
         return out
 
-    def _block_units(self, b: Block, si: int, *, first: bool) -> list[_Unit]:
+    def _block_units(
+        self, b: Block, si: int, first: bool, counts: tuple[int, bool, int] | None
+    ) -> list[_Unit]:
+        """Units of block ``b``; ``counts``: its :meth:`count_span`, when known."""
         anchor = b.kind in _ANCHOR_KINDS or b.body > b.start  # a lead glued before it
-        u = _Unit(b.start, b.end, b.next, 0, si, first=first, anchor=anchor, body=b.body)
+        u = _Unit(b.start, b.end, b.next, 0, si, first, anchor, "", True, b.body)
         if b.next - b.start > self.max * _BLOCK_CHARS:  # surely too big: count its lines
             parts = self._split_lines(u, self._carry(self.text, b), b.kind)
             tok = sum(p.tok for p in parts)
@@ -334,7 +350,7 @@ class Packer:
                 return parts
             u.tok, u.mtok = tok, mtok
             return [u]
-        u.tok, u.exact, u.mtok = self.count_span(b.start, b.next)
+        u.tok, u.exact, u.mtok = counts or self.count_span(b.start, b.next)
         if u.tok > self.max or self._over_model(u.mtok, si):
             return self._split_lines(u, self._carry(self.text, b), b.kind)
         return [u]
@@ -350,7 +366,7 @@ class Packer:
         out: list[_Unit] = []
         body_eol = self.text.find("\n", u.body, u.end)
         counts = self._span_counts([s for s, _, _ in groups] + [groups[-1][2]])
-        for k, ((s, end, nxt), (tok, exact, mtok)) in enumerate(zip(groups, counts)):
+        for k, ((s, end, nxt), (tok, exact, mtok)) in enumerate(zip(groups, counts, strict=True)):
             g = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
                       carry=carry if s > body_eol >= 0 else self._intros.get(s, ""),
                       exact=exact, body=s, mtok=mtok)  # fmt: skip
@@ -402,7 +418,7 @@ class Packer:
         if room < 0:
             room = 1 << 62
         counts = self._span_counts([s for s, _, _ in starts] + [starts[-1][2]])
-        for (s, end, nxt), (tok, exact, mtok) in zip(starts, counts):
+        for (s, end, nxt), (tok, exact, mtok) in zip(starts, counts, strict=True):
             ctx = carry if s > body_eol >= 0 else intros.get(s, "")
             line = _Unit(s, end, nxt, tok, sec, False, True, ctx, exact, -1, mtok)
             if tok <= mx and mtok <= room:
