@@ -240,6 +240,9 @@ class Packer:
         self._rooms: dict[tuple[int, str], int] = {}  # (section, carry) -> _room
         self._index = SpanIndex.build(text, budget, None if lines is None else lines.longest)
         self._model_in_index = self._index is not None and self._index.table.has_model
+        # a lower bound of every _room: prefixes are capped to a third of the model
+        cap = budget.model_max_tokens // 3
+        self._safe_room = budget.model_max_tokens - cap if self._model_in_index else -1
         self._intros: dict[int, str] = {}  # body start of a block with a lead -> context
         if intro is not None:
             for sec in sections:
@@ -630,16 +633,19 @@ class Packer:
         """
         u = units[i]
         tok, m = u.tok, u.mtok
-        room = self._room(u.sec, u.carry) if m >= 0 else -1
+        room, known = (self._safe_room, False) if m >= 0 else (-1, True)
         j, n, mx, half = i + 1, len(units), self.max, self.max // _ANCHOR_FILL
         while j < n:
             v = units[j]
             if tok + v.tok > mx or v.body == _WINDOW or units[j - 1].body == _WINDOW:
                 break  # a window (a piece of an over-long line) is a chunk of its own
             if room >= 0 and (v.mtok < 0 or m + v.mtok > room):
-                if v.mtok >= 0 and tok >= half:
-                    break
-                room = -1  # left to the check, which cuts ``v`` rather than end so small
+                if not known and v.mtok >= 0:  # past the lower bound: the real room
+                    room, known = self._room(u.sec, u.carry), True
+                if room >= 0 and (v.mtok < 0 or m + v.mtok > room):
+                    if v.mtok >= 0 and tok >= half:
+                        break
+                    room = -1  # left to the check, which cuts ``v`` rather than end so small
             if v.first:
                 bare = j == i + 1 and units[i].sec in self._bare  # a heading alone so far
                 if not bare and (
@@ -655,7 +661,7 @@ class Packer:
 
     def _over_model(self, mtok: int, sec: int) -> bool:
         """Whether ``mtok`` word pieces surely do not fit a chunk of section ``sec``."""
-        return mtok >= 0 and mtok > self._room(sec, "") >= 0
+        return mtok > self._safe_room >= 0 and mtok > self._room(sec, "") >= 0
 
     def _room(self, sec: int, carry: str) -> int:
         """Word pieces left for a chunk's text after its prefix, or -1 (no model check).
