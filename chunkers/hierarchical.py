@@ -85,10 +85,10 @@ class HierarchicalChunker(Chunker):
             units = packer.units(lo, hi)
             if not units:
                 continue
-            parent = packer.to_chunk(self, lines, packer.whole(units), meta)
+            parent = packer.to_chunk(lines, packer.whole(units), meta)
             index = len(out)
             out.append(dataclasses.replace(parent, is_parent=True))
             for span in packer.pack(units):
-                child = packer.to_chunk(self, lines, span, meta)
+                child = packer.to_chunk(lines, span, meta)
                 out.append(dataclasses.replace(child, parent=index))
         return out

@@ -449,7 +449,7 @@ class MarkdownChunker(Chunker):
         sections = parse_markdown(text, body, self.options.section_levels, lines)
         title = meta.get("title") if self.options.title_in_prefix else None
         packer = self.packer(text, sections, title, lines)
-        return [packer.to_chunk(self, lines, span, meta) for span in packer.pack_all()]
+        return [packer.to_chunk(lines, span, meta) for span in packer.pack_all()]
 
     def packer(
         self, text: str, sections: list[Section], title: str | None, lines: LineIndex | None = None

@@ -43,7 +43,7 @@ from typing import Any
 
 from pydantic import model_validator
 
-from .base import Budget, Chunk, Chunker, ChunkerOptions, LineIndex
+from .base import Budget, Chunk, ChunkerOptions, LineIndex
 from .spans import AT, MASK, PIECES, SpanIndex
 from .tokenizers import _SLOW, MAX_RUN
 
@@ -693,17 +693,18 @@ class Packer:
         text = self.text
         first, last = units[i], units[j - 1]
         s, e = first.start, last.end
-        n_model = -1
-        if all(units[k].exact for k in range(i, j)):  # ``tok`` counts text[s:last.next]
+        exact, msum = first.exact, first.mtok  # model word pieces: blanks are 0 pieces
+        for k in range(i + 1, j):
+            v = units[k]
+            exact = exact and v.exact
+            msum = msum + v.mtok if msum >= 0 and v.mtok >= 0 else -1
+        n_model = msum if self._model_in_index else -1
+        if exact:  # ``tok`` counts text[s:last.next]
             n = self._exact(s, e, last.next, tok)
-            if self._model_in_index and all(units[k].mtok >= 0 for k in range(i, j)):
-                n_model = sum(units[k].mtok for k in range(i, j))  # blanks are 0 pieces
         elif (counts := self._index.end_counts(s, e) if self._index else None) is not None:
             n, n_model = counts
         else:
             n = self._count(text[s:e])
-            if self._model_in_index and all(units[k].mtok >= 0 for k in range(i, j)):
-                n_model = sum(units[k].mtok for k in range(i, j))  # pieces of windows
         if n > self.max and not force:
             return max(0, min(tok - 1, tok * self.max // n - 1))
         if first.sec == last.sec:  # the common case: one section
@@ -822,11 +823,10 @@ class Packer:
         path = _common([self.sections[k].path for k in sorted({u.sec for u in units})])
         return Span(s, e, n, path, self.prefix(path, ""))
 
-    def to_chunk(
-        self, chunker: Chunker, lines: LineIndex, span: Span, meta: Mapping[str, Any]
-    ) -> Chunk:
-        """The :class:`Chunk` of ``span``."""
-        return chunker.make_chunk(
-            self.text, lines, span.start, span.end,
-            heading_path=span.path, prefix=span.prefix, meta=meta, n_tokens=span.n_tokens,
+    def to_chunk(self, lines: LineIndex, span: Span, meta: Mapping[str, Any]) -> Chunk:
+        """The :class:`Chunk` of ``span``; ``lines`` is the :class:`LineIndex` of the text."""
+        start, end = span.start, span.end
+        return Chunk(
+            self.text[start:end], start, end, *lines.span(start, end), span.n_tokens,
+            span.path, span.prefix, dict(meta),
         )  # fmt: skip

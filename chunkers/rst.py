@@ -205,4 +205,4 @@ class RstChunker(Chunker):
             carry=_carry if with_prefix else (lambda _t, _b: ""),
             lines=(lines := LineIndex(text)),
         )
-        return [packer.to_chunk(self, lines, span, {}) for span in packer.pack_all()]
+        return [packer.to_chunk(lines, span, {}) for span in packer.pack_all()]
