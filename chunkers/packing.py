@@ -629,7 +629,8 @@ class Packer:
 
         With the model's counts in the index, a chunk at least a quarter full also stops
         before its word pieces (prefix included) would pass the model's limit, so that
-        :meth:`_check` rarely has to shrink it.
+        :meth:`_check` rarely has to shrink it; a smaller one cuts the unit that would
+        pass the limit into lines, in ``units``, and goes on with them.
         """
         u = units[i]
         tok, m = u.tok, u.mtok
@@ -645,7 +646,10 @@ class Packer:
                 if room >= 0 and (v.mtok < 0 or m + v.mtok > room):
                     if v.mtok >= 0 and tok >= half:
                         break
-                    room = -1  # left to the check, which cuts ``v`` rather than end so small
+                    if v.mtok >= 0 and (sub := self._split_lines_of(v)):
+                        units[j : j + 1] = sub  # take its first lines rather than end so small
+                        continue
+                    room = -1  # left to the check
             if v.first:
                 bare = j == i + 1 and units[i].sec in self._bare  # a heading alone so far
                 if not bare and (
