@@ -60,6 +60,7 @@ _ANCHOR_KINDS = frozenset({"para", "line", "list", "heading"})
 _LINE_KINDS = frozenset({"fence", "code"})
 _LINE = r"^[^\S\n]*\S(?:[^\n]*\S)?"  # a non-blank line, without trailing whitespace
 _LINES = re.compile(_LINE, re.M)
+_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
 _PARAS = re.compile(_LINE + r"(?:[^\S\n]*\n" + _LINE[1:] + ")*", re.M)  # lines, no blank one
 
 
@@ -363,7 +364,8 @@ class Packer:
 
         Code (``kind`` ``"fence"`` or ``"code"``) is cut at lines straight away.
         """
-        groups = [] if kind in _LINE_KINDS else self._starts(u, after_blank=True)
+        paras = kind not in _LINE_KINDS and _BLANK_LINE.search(self.text, u.start, u.end)
+        groups = self._starts(u, after_blank=True) if paras else []
         if len(groups) <= 1:
             return self._lines(u, carry)
         out: list[_Unit] = []
