@@ -46,7 +46,7 @@ from collections.abc import Callable
 from itertools import accumulate
 
 from .base import Budget, Sizer
-from .tokenizers import _LONG_RUNS, _SLOW, MAX_RUN, ModelSizer, TiktokenSizer
+from .tokenizers import _LONG_RUNS, _SLOW, MAX_RUN, ModelSizer, TiktokenSizer, run_pieces
 
 __all__ = ["AT", "MASK", "PIECES", "PieceTable", "SpanIndex", "piece_table", "unpack"]
 
@@ -132,7 +132,7 @@ class PieceTable:
         remembered; a text with a character that Python splits at but BERT deletes
         (``\x0b``, ``\x0c``, ``\x1c``-``\x1f``, ``\x85``) is counted whole.
         """
-        tok = [self.sizer.count(t) for t in texts]
+        tok = [self._budget_exact(t) for t in texts]
         if self.model_sizer is None:
             return tok
         words = self._words
@@ -149,6 +149,26 @@ class PieceTable:
             for t, ws in zip(texts, split, strict=True)
         ]
         return [a + (b << _SHIFT) for a, b in zip(tok, wp, strict=True)]
+
+    def _budget_exact(self, text: str) -> int:
+        """Budget tokens of ``text`` as the budget sizer counts it.
+
+        Fast text that tiktoken counts in parts (a line with a run of over
+        :data:`~ingestd.chunkers.tokenizers.MAX_RUN` characters) is counted the same
+        way, part by part, from the pieces of each part.
+        """
+        if (
+            len(text) > MAX_RUN
+            and isinstance(self.sizer, TiktokenSizer)
+            and _SLOW.search(text) is None
+        ):
+            total = 0
+            for part in run_pieces(text):
+                cum = self.cumulative(PIECES.findall(part), 0, long_ok=True)
+                assert cum is not None  # long_ok
+                total += cum[-1] & MASK
+            return total
+        return self.sizer.count(text)
 
     def _count_many(self, texts: list[str]) -> list[int]:
         assert self.model_sizer is not None
