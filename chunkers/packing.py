@@ -365,7 +365,7 @@ class Packer:
         Code (``kind`` ``"fence"`` or ``"code"``) is cut at lines straight away.
         """
         paras = kind not in _LINE_KINDS and _BLANK_LINE.search(self.text, u.start, u.end)
-        groups = self._starts(u, after_blank=True) if paras else []
+        groups = self._paragraphs(u) if paras else []
         if len(groups) <= 1:
             return self._lines(u, carry)
         out: list[_Unit] = []
@@ -379,14 +379,13 @@ class Packer:
             out.extend(self._lines(g, carry) if too_big else [g])
         return out
 
-    def _starts(self, u: _Unit, *, after_blank: bool) -> list[tuple[int, int, int]]:
-        """``(start, end, next)`` of the non-blank lines of ``u`` (or of its paragraphs).
+    def _paragraphs(self, u: _Unit) -> list[tuple[int, int, int]]:
+        """``(start, end, next)`` of the paragraphs (runs of non-blank lines) of ``u``.
 
         ``end`` is after the last non-whitespace character; ``next`` is the start of the
-        next line (paragraph) or ``u.next``.
+        next paragraph or ``u.next``.
         """
-        found = (_PARAS if after_blank else _LINES).finditer(self.text, u.start, u.end)
-        spans = [m.span() for m in found]
+        spans = [m.span() for m in _PARAS.finditer(self.text, u.start, u.end)]
         nexts = [s for s, _ in spans[1:]]
         nexts.append(u.next)
         return [(s, e, n) for (s, e), n in zip(spans, nexts, strict=True)]
@@ -399,34 +398,39 @@ class Packer:
         An item is a line no more indented than the first one, with the more indented
         lines after it (a list item and its continuation, a statement and its body).
         """
-        starts = self._starts(u, after_blank=False)
-        if len(starts) <= 1:
-            return self._windows(u, self.max)
         text = self.text
+        spans = [m.span() for m in _LINES.finditer(text, u.start, u.end)]
+        if len(spans) <= 1:
+            return self._windows(u, self.max)
         if items:
-            base = _indent(text, starts[0][0])
-            grouped: list[tuple[int, int, int]] = []
-            for s, end, nxt in starts:
-                if grouped and _indent(text, s) > base:
-                    grouped[-1] = (grouped[-1][0], end, nxt)
+            base = _indent(text, spans[0][0])
+            grouped: list[tuple[int, int]] = []
+            for sp in spans:
+                if grouped and _indent(text, sp[0]) > base:
+                    grouped[-1] = (grouped[-1][0], sp[1])
                 else:
-                    grouped.append((s, end, nxt))
+                    grouped.append(sp)
             if len(grouped) == 1:
                 items = False
             else:
-                starts = grouped
+                spans = grouped
         if body_eol is None:
             body_eol = text.find("\n", u.body, u.end)
         out: list[_Unit] = []
-        sec, mx, intros = u.sec, self.max, self._intros
-        room = self._room(sec, "") if self._model_in_index else -1
-        if room < 0:
-            room = 1 << 62
-        counts = self._span_counts([s for s, _, _ in starts] + [starts[-1][2]])
-        for (s, end, nxt), (tok, exact, mtok) in zip(starts, counts, strict=True):
+        sec, mx, intros, model = u.sec, self.max, self._intros, self._model_in_index
+        safe = self._safe_room if self._safe_room >= 0 else 1 << 62
+        bounds = [s for s, _ in spans]
+        bounds.append(u.next)
+        at = self._index.at_many(bounds) if self._index is not None else None
+        for k, (s, end) in enumerate(spans):
+            nxt = bounds[k + 1]
+            if at is not None and (a := at[k]) >= 0 and (b := at[k + 1]) >= 0:
+                tok, exact, mtok = (b - a) & MASK, True, (b - a) >> 32 if model else -1
+            else:
+                tok, exact, mtok = self.count_span(s, nxt)
             ctx = carry if s > body_eol >= 0 else intros.get(s, "")
             line = _Unit(s, end, nxt, tok, sec, False, True, ctx, exact, -1, mtok)
-            if tok <= mx and mtok <= room:
+            if tok <= mx and (mtok <= safe or not self._over_model(mtok, sec)):
                 out.append(line)
             elif items:
                 out.extend(self._lines(line, carry, items=False, body_eol=body_eol))
