@@ -328,14 +328,25 @@ class Packer:
                 return [_Unit(a, blocks[-1].end, z, tok, si, first=True, exact=exact, body=_SEC,
                               mtok=mtok)]  # fmt: skip
         out: list[_Unit] = []
+        mx, big, safe = self.max, self.max * _BLOCK_CHARS, self._safe_room
+        total = 0
         for bi, b in enumerate(blocks):
-            if at is not None:
-                d = at[bi + 1] - at[bi]
-                counts = (d & MASK, True, d >> 32 if model else -1)
+            if at is None:
+                units = self._block_units(b, si, bi == 0, None)
             else:
-                counts = None
-            out.extend(self._block_units(b, si, bi == 0, counts))
-        self._sec_tok[si] = sum(u.tok for u in out)
+                d = at[bi + 1] - at[bi]
+                tok, mtok = d & MASK, d >> 32 if model else -1
+                if b.next - b.start <= big and tok <= mx and (mtok <= safe or mtok < 0):
+                    anchor = b.kind in _ANCHOR_KINDS or b.body > b.start  # a lead glued before it
+                    u = _Unit(b.start, b.end, b.next, tok, si, bi == 0, anchor, "", True, b.body,
+                              mtok)  # fmt: skip
+                    out.append(u)  # the common case: a block that surely fits
+                    total += tok
+                    continue
+                units = self._block_units(b, si, bi == 0, (tok, True, mtok))
+            out.extend(units)
+            total += sum(u.tok for u in units)
+        self._sec_tok[si] = total
         return out
 
     def _block_units(
