@@ -388,7 +388,7 @@ def _finish(text: str, sections: list[Section]) -> list[Section]:
     return sections
 
 
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+(?=\S)")
+_SENTENCE_END = re.compile(r"[.!?]\s+(?=\S)")  # the last part: the last sentence
 _INTRO_WORDS = 30
 
 
