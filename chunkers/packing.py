@@ -313,20 +313,16 @@ class Packer:
         if not blocks:
             return []
         a, z = blocks[0].start, blocks[-1].next
-        at = self._index.at_many([b.start for b in blocks] + [z]) if self._index else None
-        if at is not None and min(at) < 0:
-            at = None
         model = self._model_in_index
         if whole and len(blocks) > 1 and z - a <= self.max * _SECTION_CHARS:
-            if at is not None:
-                d = at[-1] - at[0]
-                tok, exact, mtok = d & MASK, True, (d >> 32 if model else -1)
-            else:
-                tok, exact, mtok = self.count_span(a, z)
+            tok, exact, mtok = self.count_span(a, z)
             if tok <= self.max and not self._over_model(mtok, si):
                 self._sec_tok[si] = tok
                 return [_Unit(a, blocks[-1].end, z, tok, si, first=True, exact=exact, body=_SEC,
                               mtok=mtok)]  # fmt: skip
+        at = self._index.at_many([b.start for b in blocks] + [z]) if self._index else None
+        if at is not None and min(at) < 0:
+            at = None
         out: list[_Unit] = []
         mx, big, safe = self.max, self.max * _BLOCK_CHARS, self._safe_room
         total = 0
