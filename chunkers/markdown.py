@@ -38,7 +38,6 @@ by default); offsets are ``str`` indices into the decoded text.
 from __future__ import annotations
 
 import bisect
-import functools
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -218,9 +217,25 @@ def _kind(line: str, indent: int) -> str:
     return "para"
 
 
-@functools.cache
-def _closing_fence(char: str, length: int) -> re.Pattern[str]:
-    return re.compile(rf"^[ \t]*{re.escape(char)}{{{length},}}[ \t]*$", re.M)
+def _closing_fence(text: str, mark: str, pos: int) -> int:
+    """Start of the first line at or after ``pos`` (a line start) that closes a fence.
+
+    Such a line holds, between spaces and tabs, a run of ``mark[0]`` at least as long
+    as ``mark``. Returns -1 when there is none. Found with ``str.find`` (fenced code is
+    a large part of documentation; a line-anchored regular expression tries every
+    position).
+    """
+    char, n = mark[0], len(text)
+    while (k := text.find(mark, pos)) != -1:
+        start = text.rfind("\n", 0, k) + 1
+        end = k + len(mark)
+        while end < n and text[end] == char:
+            end += 1
+        eol = text.find("\n", end)
+        if not text[start:k].strip(" \t") and not text[end : n if eol == -1 else eol].strip(" \t"):
+            return start
+        pos = end
+    return -1
 
 
 class _Parser:
@@ -333,12 +348,8 @@ class _Parser:
             self.cur.kind = "fence"
         if i + 1 >= len(self.lines):
             return i
-        close = _closing_fence(mark[0], len(mark)).search(self.text, self.offsets[i + 1])
-        j = (
-            len(self.lines) - 1
-            if close is None
-            else bisect.bisect_right(self.offsets, close.start()) - 1
-        )
+        close = _closing_fence(self.text, mark, self.offsets[i + 1])
+        j = len(self.lines) - 1 if close < 0 else bisect.bisect_right(self.offsets, close) - 1
         while j > i and not self.lines[j].strip():
             j -= 1
         self.cur.last = self.offsets[j] + len(self.lines[j])

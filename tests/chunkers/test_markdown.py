@@ -181,6 +181,24 @@ def test_blocks_kept_whole_and_big_blocks_split_at_lines() -> None:
     assert len(small) == 1 and small[0].text.endswith("```")
 
 
+@settings(max_examples=500, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from("`~ \tx\n\r"), max_size=40),
+    st.sampled_from(["```", "````", "~~~"]),
+    st.data(),
+)
+def test_closing_fence_is_found_like_the_commonmark_rule(
+    text: str, mark: str, data: st.DataObject
+) -> None:
+    from ingestd.chunkers.markdown import _closing_fence
+
+    starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
+    pos = data.draw(st.sampled_from(starts))
+    rule = re.compile(rf"^[ \t]*{re.escape(mark[0])}{{{len(mark)},}}[ \t]*$", re.M)
+    found = rule.search(text, pos)
+    assert _closing_fence(text, mark, pos) == (found.start() if found else -1)
+
+
 def test_long_line_is_cut_between_words(model_sizer: ModelSizer) -> None:
     # one 1,500-character line: over the budget, indexed piece by piece, so its
     # windows end at pre-token boundaries: no word is cut in two
