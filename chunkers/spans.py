@@ -376,15 +376,18 @@ class SpanIndex:
         cum = self.cum
         n = len(cum)
         out: list[int] = []
-        lo = 0
+        lo = lo_pos = 0  # a running sum's index and its offset, at or before the point
+        left = bisect.bisect_left
         for p in points:
-            hi = min(n, lo + p - (cum[lo] >> _AT) + 1)
-            i = bisect.bisect_left(cum, p << _AT, lo, hi)
-            if i < n and cum[i] >> _AT == p:
-                out.append(cum[i] & _COUNTS)
-            else:
-                out.append(-1)
-            lo = min(i, n - 1)
+            hi = lo + p - lo_pos + 1
+            i = left(cum, p << _AT, lo, hi if hi < n else n)
+            if i < n:
+                c = cum[i]
+                lo, lo_pos = i, c >> _AT
+                if lo_pos == p:
+                    out.append(c & _COUNTS)
+                    continue
+            out.append(-1)
         return out
 
     def counts(self, a: int, b: int) -> tuple[int, int] | None:

@@ -46,6 +46,17 @@ def budget(tiktoken_sizer: TiktokenSizer, model_sizer: ModelSizer) -> Budget:
 
 
 @settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_ATOMS), min_size=1, max_size=60), st.data())
+def test_at_many_is_at_of_each_point(budget: Budget, atoms: list[str], data: st.DataObject) -> None:
+    text = "".join(atoms)
+    index = SpanIndex.build(text, budget)
+    assert index is not None
+    points = sorted(data.draw(st.lists(st.integers(0, len(text)), max_size=20)))
+    want = [index.at(p) for p in points]
+    assert index.at_many(points) == [-1 if w is None else w for w in want]
+
+
+@settings(max_examples=300, deadline=None)
 @given(st.lists(st.sampled_from(_ATOMS), max_size=60))
 def test_counts_between_line_starts_are_exact(
     budget: Budget, tiktoken_sizer: TiktokenSizer, model_sizer: ModelSizer, atoms: list[str]
