@@ -416,6 +416,8 @@ def _intro(text: str, blk: Block) -> str:
     The last sentence (at most 30 words) of the paragraph ending in ``:`` glued before
     the body, else ``""``.
     """
+    if blk.kind not in _INTRODUCED:  # only these take a paragraph ending in ':'
+        return ""
     k = blk.body - 1
     while k > blk.start and text[k].isspace():
         k -= 1

@@ -251,7 +251,9 @@ class Packer:
                     if b.body > b.start and (ctx := intro(text, b)):
                         self._intros[b.body] = ctx
         self._bare = {  # sections that hold only their heading: merged into the next one
-            k for k, sec in enumerate(sections) if [b.kind for b in sec.blocks] == ["heading"]
+            k
+            for k, sec in enumerate(sections)
+            if len(sec.blocks) == 1 and sec.blocks[0].kind == "heading"
         }
 
     # -- units ------------------------------------------------------------------
