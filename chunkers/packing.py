@@ -14,8 +14,10 @@ whole blocks into chunks:
   within a chunk or two. A block with a lead glued before it (a heading too deep to
   open a section, an intro paragraph) is always an anchor: a chunk a quarter full ends
   before it;
-* a block over budget is cut at blank lines, then at line starts (code at line starts
-  straight away), and a line over budget at token boundaries (``Sizer.boundaries``, on
+* a block over budget (or, with the model's counts at hand, over what the model reads
+  after the prefix) is cut at blank lines, then at line starts (code at line starts
+  straight away), and a line over budget into windows: between the index's pieces
+  (pre-tokens) where it has them, else at token boundaries (``Sizer.boundaries``, on
   pieces of at most 4,096 characters, so a huge run of one character costs linear
   time); a piece of a line is a chunk of its own.
 
@@ -24,12 +26,16 @@ chunk's count is the sum of its blocks' counts, corrected for the trailing white
 that the chunk leaves out. With tiktoken ``cl100k_base`` (and a BERT model) the
 document is counted once by :class:`~ingestd.chunkers.spans.SpanIndex`, and every
 count, in budget tokens and in model word pieces, is a difference of two lookups;
-other sizers count each block once. Pieces cut at token boundaries are recounted
-exactly. Each chunk is checked against the embedding model (``Budget.model_sizer``,
-prefix included) and shrunk if it does not fit: a multi-block chunk drops blocks at
-its end (or, when that would leave it under a quarter of the budget, cuts the first
-block it would drop at lines and takes its first lines), a single block is cut as
-above.
+other sizers count each block once. Windows cut at token boundaries are recounted
+exactly. With word pieces in the index, a chunk at least a quarter full also ends
+before the model's limit while it is packed (a smaller one cuts the block that would
+pass it into lines). Every chunk is then checked against the embedding model
+(``Budget.model_sizer``, prefix included) and shrunk if it does not fit: a multi-block
+chunk drops blocks at its end (or, when that would leave it under a quarter of the
+budget, cuts the first block it would drop at lines and takes its first lines), a
+single block is cut as above. Without word pieces in the index, chunks are packed to
+the budget first and only those that fail the check are packed again, measured at
+every step.
 """
 
 from __future__ import annotations
@@ -543,9 +549,10 @@ class Packer:
     def pack(self, units: list[_Unit]) -> list[Span]:
         """Pack ``units`` (from :meth:`units`) into spans that fit the budget.
 
-        Chunks are packed to the budget first; then all of them are measured with the
-        model (from the :class:`~ingestd.chunkers.spans.SpanIndex` when it counts word
-        pieces, else in one batch), and only a chunk that does not fit is packed again,
+        When the :class:`~ingestd.chunkers.spans.SpanIndex` counts word pieces, chunks
+        are packed once, with the model check at every step (it costs two lookups).
+        Otherwise they are packed to the budget first; then all of them are measured
+        with the model in one batch, and only a chunk that does not fit is packed again,
         alone, with the model check at every step (its neighbours stay as they are).
         """
         model = self.budget.model_sizer
