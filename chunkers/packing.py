@@ -51,7 +51,7 @@ from pydantic import model_validator
 
 from .base import Budget, Chunk, ChunkerOptions, LineIndex
 from .spans import AT, MASK, PIECES, SpanIndex
-from .tokenizers import _SLOW, MAX_RUN
+from .tokenizers import _LONG_RUNS, _SLOW, MAX_RUN
 
 __all__ = ["Block", "Packer", "Section", "Span"]
 
@@ -274,20 +274,25 @@ class Packer:
                     total += self._count(s[k : min(k + _PIECE, m.end())])
                 pos = m.end()
             return total + self._count(s[pos:]), False
-        return self._count(s), True
+        # a sizer that counts long runs in parts is not additive across them
+        return self._count(s), not (len(s) > MAX_RUN and _LONG_RUNS.search(s))
 
     def count_span(self, a: int, b: int) -> tuple[int, bool, int]:
         """Counts of ``text[a:b]`` (``a`` and ``b`` at line starts).
 
         Returns:
-            ``(budget tokens, exact, model word pieces)``; ``exact`` is false when long
-            runs were counted in pieces; the model count is -1 when the index does not
-            hold it.
+            ``(budget tokens, exact, model word pieces)``; ``exact`` is false when the
+            count of ``text[a:b]`` on its own need not add up with its neighbours'
+            (long runs counted in parts; a line start inside a stretch that the index
+            counts whole, which only a long run makes); the model count is -1 when the
+            index does not hold it.
         """
-        counts = self._index.counts(a, b) if self._index is not None else None
+        index = self._index
+        counts = index.counts(a, b) if index is not None else None
         if counts is not None:
             return counts[0], True, counts[1] if self._model_in_index else -1
-        return (*self.count(self.text[a:b]), -1)
+        n, exact = self.count(self.text[a:b])
+        return n, exact and index is None, -1
 
     def _span_counts(self, bounds: list[int]) -> list[tuple[int, bool, int]]:
         """:meth:`count_span` of each ``[bounds[k], bounds[k + 1])`` (increasing bounds)."""
@@ -494,8 +499,9 @@ class Packer:
             if out:
                 out[-1].exact &= out[-1].next == a  # no blank window left out
                 out[-1].next = a
-            # a piece window's count is exact (also on its own), up to long runs
-            exact = piece and b - a <= MAX_RUN
+            # a piece window's count is exact (also on its own), up to long runs; not so
+            # once its trailing blanks are cut off (a run inside a line splits otherwise)
+            exact = piece and end == b and b - a <= MAX_RUN
             out.append(_Unit(a, end, b, n, u.sec, carry=u.carry, exact=exact, body=_WINDOW,
                              mtok=mtok))  # fmt: skip
         if not out:  # cannot happen for a unit with content; keep the unit whole

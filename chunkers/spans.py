@@ -121,7 +121,8 @@ class PieceTable:
                 assert cum is not None  # long_ok
                 self._cache[s] = cum[-1]
                 return cum[-1] & _COUNTS
-            return self._budget(s) + ((self._model(s) if self._model else 0) << _SHIFT)
+            # counted as the budget sizer counts it (tiktoken: long runs in parts)
+            return self._budget_exact(s) + ((self._model(s) if self._model else 0) << _SHIFT)
         return self.exact([s])[0]
 
     def exact(self, texts: list[str]) -> list[int]:

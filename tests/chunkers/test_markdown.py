@@ -199,6 +199,21 @@ def test_closing_fence_is_found_like_the_commonmark_rule(
     assert _closing_fence(text, mark, pos) == (found.start() if found else -1)
 
 
+def test_counts_stay_exact_where_pieces_do_not_add_up() -> None:
+    # windows that end in blanks inside a line (the blanks tokenise otherwise alone),
+    # and long runs, which the sizer counts in parts: n_tokens is still the exact count
+    # and no chunk passes its budget
+    cases = [
+        (30, "# Doc\n\n" + "\t\t".join(f"`x{i}`" for i in range(80)) + "\n"),
+        (20, "x\n" + " " * 2051 + "w"),
+        (20, "é\n" + " " * 2050),
+        (8, "!-?_?_a?b,\t/ \t,?"),
+    ]
+    for max_tokens, text in cases:
+        chunks = chunker(max_tokens=max_tokens).chunk(text)
+        check_properties(text, chunks, max_tokens, TIKTOKEN)
+
+
 def test_long_line_is_cut_between_words(model_sizer: ModelSizer) -> None:
     # one 1,500-character line: over the budget, indexed piece by piece, so its
     # windows end at pre-token boundaries: no word is cut in two

@@ -104,6 +104,15 @@ Run it.
 """
 
 
+def test_counts_stay_exact_in_windows_and_long_runs() -> None:
+    for max_tokens, text in [
+        (8, "!-?_?_a?b,\t/ \t,?"),
+        (20, "Title\n=====\n\n" + " " * 2051 + "w"),
+    ]:
+        chunks = chunker(max_tokens=max_tokens).chunk(text)
+        check_properties(text, chunks, max_tokens, TIKTOKEN)
+
+
 def test_titles_levels_by_first_appearance_and_paths() -> None:
     chunks = chunker(min_tokens=0).chunk(DOC)
     assert [c.heading_path for c in chunks] == [
