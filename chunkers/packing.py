@@ -798,7 +798,11 @@ class Packer:
         n = u.tok if u.body == _WINDOW else self._count(self.text[u.start : u.end])
         if n <= 1:
             return None
-        parts = self._windows(u, max(1, min(n - 1, target)))
+        size = max(1, min(n - 1, target))
+        parts = self._windows(u, size)
+        while len(parts) == 1 and size > 1:  # several tokens end inside one character
+            size //= 2  # (an emoji, CJK): a window counts characters' boundaries
+            parts = self._windows(u, size)
         return parts if len(parts) > 1 else None
 
     def _split_lines_of(self, u: _Unit) -> list[_Unit] | None:

@@ -208,6 +208,9 @@ def test_counts_stay_exact_where_pieces_do_not_add_up() -> None:
         (20, "x\n" + " " * 2051 + "w"),
         (20, "é\n" + " " * 2050),
         (8, "!-?_?_a?b,\t/ \t,?"),
+        # tokens that end inside one character (emoji, CJK): a window cut there is
+        # still cut until it fits
+        (16, "é:\x0bé😀  !d日\x85😀`日`\x85\x85w"),
     ]
     for max_tokens, text in cases:
         chunks = chunker(max_tokens=max_tokens).chunk(text)
