@@ -66,7 +66,7 @@ _CL100K = (
 )
 
 
-_SLOW_OR_LONG = re.compile(f"{_SLOW.pattern}|{_LONG_RUNS.pattern}")
+_SLOW_OR_LONG = re.compile(f"{_LONG_RUNS.pattern}|{_SLOW.pattern}")  # a run first: \r may start one
 _FAST_ASCII = bytes([9, 10, *range(0x20, 0x7F)])  # tab, newline, printable ASCII
 _GLUE = re.compile("[\x0b\x0c\x1c-\x1f\x85]")  # Python splits at these, BERT deletes them
 _NEXT_LINE = re.compile(r"\n(?=[^\S\n]*\S)")  # a newline before a line with content
@@ -278,13 +278,17 @@ def _line_groups(text: str, slow: re.Pattern[str] = _SLOW) -> list[tuple[int, in
     pos = 0
     for m in slow.finditer(text):
         i = m.start()
-        if i < pos:
+        if i < pos and m.end() <= pos:
             continue
-        a = _line_start(text, i, pos)
         # a long run may hold characters Python's \s counts as space and cl100k does
         # not (\x1c-\x1f...): the stretch covers the whole match, then its line
         nxt = _NEXT_LINE.search(text, m.end() - 1)
         b = nxt.end() if nxt is not None else n
+        if i < pos:  # a long run that starts in the last slow stretch: it goes on to b
+            out[-1] = (out[-1][0], b, False)
+            pos = b
+            continue
+        a = _line_start(text, i, pos)
         if a > pos:
             out.append((pos, a, True))
         out.append((a, b, False))

@@ -114,6 +114,10 @@ def test_offsets_that_are_not_boundaries_give_none(budget: Budget) -> None:
         "a " * MAX_RUN,
         "x\n" + " \n" * 1100 + "\x1dk",  # Python's \s takes \x1d into the run
         "x\n" + " \n" * 1100 + "  \x1fab",
+        # a run that starts on a slow line and goes on into the next one
+        "# Doc\n\n" + "é" * 100 + "\n" + " " * 2060 + "word\n",
+        # a run that starts with \r, itself a slow character
+        "limit.\r\n" + " " * 2051 + "word\r\n\r\nThree\r\n",
     ],
 )
 def test_long_runs_count_like_the_sizer(
