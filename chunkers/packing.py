@@ -460,7 +460,10 @@ class Packer:
         return out
 
     def _windows(self, u: _Unit, size: int) -> list[_Unit]:
-        """Cut ``u`` (one line) into windows of ``size`` tokens, at token boundaries.
+        """Cut ``u`` (one line) into windows of ``size`` tokens.
+
+        Between the index's pieces where it has them (:meth:`_piece_windows`: no word
+        is cut in two), else at token boundaries.
 
         With a model sizer, a window also stops before two thirds of the model's limit
         in its word pieces (the rest is room for the prefix), so that a run of
