@@ -19,8 +19,6 @@ by default); offsets are ``str`` indices into the decoded text.
 
 from __future__ import annotations
 
-import dataclasses
-
 from pydantic import model_validator
 
 from .base import Chunk, Chunker, LineIndex
@@ -85,10 +83,9 @@ class HierarchicalChunker(Chunker):
             units = packer.units(lo, hi)
             if not units:
                 continue
-            parent = packer.to_chunk(lines, packer.whole(units), meta)
             index = len(out)
-            out.append(dataclasses.replace(parent, is_parent=True))
-            for span in packer.pack(units):
-                child = packer.to_chunk(lines, span, meta)
-                out.append(dataclasses.replace(child, parent=index))
+            out.append(packer.to_chunk(lines, packer.whole(units), meta, is_parent=True))
+            out.extend(
+                packer.to_chunk(lines, span, meta, parent=index) for span in packer.pack(units)
+            )
         return out

@@ -862,10 +862,17 @@ class Packer:
         path = _common([self.sections[k].path for k in sorted({u.sec for u in units})])
         return Span(s, e, n, path, self.prefix(path, ""))
 
-    def to_chunk(self, lines: LineIndex, span: Span, meta: Mapping[str, Any]) -> Chunk:
-        """The :class:`Chunk` of ``span``; ``lines`` is the :class:`LineIndex` of the text."""
+    def to_chunk(
+        self, lines: LineIndex, span: Span, meta: Mapping[str, Any], *,
+        parent: int | None = None, is_parent: bool = False,
+    ) -> Chunk:  # fmt: skip
+        """The :class:`Chunk` of ``span``; ``lines`` is the :class:`LineIndex` of the text.
+
+        ``parent`` and ``is_parent`` are the hierarchical strategy's fields of
+        :class:`Chunk`.
+        """
         start, end = span.start, span.end
         return Chunk(
             self.text[start:end], start, end, *lines.span(start, end), span.n_tokens,
-            span.path, span.prefix, dict(meta),
+            span.path, span.prefix, dict(meta), parent, is_parent,
         )  # fmt: skip
