@@ -50,7 +50,7 @@ from typing import Any
 from pydantic import model_validator
 
 from .base import Budget, Chunk, ChunkerOptions, LineIndex
-from .spans import AT, MASK, PIECES, SpanIndex
+from .spans import AT, MASK, PIECES, SpanIndex, unpack
 from .tokenizers import _LONG_RUNS, _SLOW, MAX_RUN
 
 __all__ = ["Block", "Packer", "Section", "Span"]
@@ -305,8 +305,8 @@ class Packer:
         for k in range(len(bounds) - 1):
             a, b = at[k], at[k + 1]
             if a >= 0 and b >= 0:
-                d = b - a
-                out.append((d & MASK, True, d >> 32 if model else -1))
+                tok, mtok = unpack(b - a)
+                out.append((tok, True, mtok if model else -1))
             else:
                 out.append(self.count_span(bounds[k], bounds[k + 1]))
         return out
@@ -326,36 +326,17 @@ class Packer:
         if not blocks:
             return []
         a, z = blocks[0].start, blocks[-1].next
-        model = self._model_in_index
         if whole and len(blocks) > 1 and z - a <= self.max * _SECTION_CHARS:
             tok, exact, mtok = self.count_span(a, z)
             if tok <= self.max and not self._over_model(mtok, si):
                 self._sec_tok[si] = tok
                 return [_Unit(a, blocks[-1].end, z, tok, si, first=True, exact=exact, body=_SEC,
                               mtok=mtok)]  # fmt: skip
-        at = self._index.at_many([b.start for b in blocks] + [z]) if self._index else None
-        if at is not None and min(at) < 0:
-            at = None
+        counts = self._span_counts([b.start for b in blocks] + [z])
         out: list[_Unit] = []
-        mx, big, safe = self.max, self.max * _BLOCK_CHARS, self._safe_room
-        total = 0
-        for bi, b in enumerate(blocks):
-            if at is None:
-                units = self._block_units(b, si, bi == 0, None)
-            else:
-                d = at[bi + 1] - at[bi]
-                tok, mtok = d & MASK, d >> 32 if model else -1
-                if b.next - b.start <= big and tok <= mx and (mtok <= safe or mtok < 0):
-                    anchor = b.kind in _ANCHOR_KINDS or b.body > b.start  # a lead glued before it
-                    u = _Unit(b.start, b.end, b.next, tok, si, bi == 0, anchor, "", True, b.body,
-                              mtok)  # fmt: skip
-                    out.append(u)  # the common case: a block that surely fits
-                    total += tok
-                    continue
-                units = self._block_units(b, si, bi == 0, (tok, True, mtok))
-            out.extend(units)
-            total += sum(u.tok for u in units)
-        self._sec_tok[si] = total
+        for bi, (b, c) in enumerate(zip(blocks, counts, strict=True)):
+            out.extend(self._block_units(b, si, bi == 0, c))
+        self._sec_tok[si] = sum(u.tok for u in out)
         return out
 
     def _block_units(
@@ -437,20 +418,15 @@ class Packer:
         if body_eol is None:
             body_eol = text.find("\n", u.body, u.end)
         out: list[_Unit] = []
-        sec, mx, intros, model = u.sec, self.max, self._intros, self._model_in_index
-        safe = self._safe_room if self._safe_room >= 0 else 1 << 62
+        sec, mx, intros = u.sec, self.max, self._intros
         bounds = [s for s, _ in spans]
         bounds.append(u.next)
-        at = self._index.at_many(bounds) if self._index is not None else None
-        for k, (s, end) in enumerate(spans):
+        counts = self._span_counts(bounds)
+        for k, ((s, end), (tok, exact, mtok)) in enumerate(zip(spans, counts, strict=True)):
             nxt = bounds[k + 1]
-            if at is not None and (a := at[k]) >= 0 and (b := at[k + 1]) >= 0:
-                tok, exact, mtok = (b - a) & MASK, True, (b - a) >> 32 if model else -1
-            else:
-                tok, exact, mtok = self.count_span(s, nxt)
             ctx = carry if s > body_eol >= 0 else intros.get(s, "")
             line = _Unit(s, end, nxt, tok, sec, False, True, ctx, exact, -1, mtok)
-            if tok <= mx and (mtok <= safe or not self._over_model(mtok, sec)):
+            if tok <= mx and not self._over_model(mtok, sec):
                 out.append(line)
             elif items:
                 out.extend(self._lines(line, carry, items=False, body_eol=body_eol))
