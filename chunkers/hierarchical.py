@@ -66,7 +66,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 9
+    version = 10
     Options = HierarchicalOptions
     options: HierarchicalOptions
 

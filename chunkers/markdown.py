@@ -451,7 +451,7 @@ class MarkdownChunker(Chunker):
     """
 
     name = "markdown"
-    version = 9
+    version = 10
     Options = MarkdownOptions
     options: MarkdownOptions
 

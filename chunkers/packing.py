@@ -16,10 +16,10 @@ whole blocks into chunks:
   before it;
 * a block over budget (or, with the model's counts at hand, over what the model reads
   after the prefix) is cut at blank lines, then at line starts (code at line starts
-  straight away), and a line over budget into windows: between the index's pieces
-  (pre-tokens) where it has them, else at token boundaries (``Sizer.boundaries``, on
-  pieces of at most 4,096 characters, so a huge run of one character costs linear
-  time); a piece of a line is a chunk of its own.
+  straight away), and a line over budget into windows: between its pieces
+  (pre-tokens) when it is fast text with an index, else at token boundaries
+  (``Sizer.boundaries``, on pieces of at most 4,096 characters, so a huge run of one
+  character costs linear time); a piece of a line is a chunk of its own.
 
 Token counts are additive at line starts (every tokenizer in use splits there), so a
 chunk's count is the sum of its blocks' counts, corrected for the trailing whitespace
@@ -438,8 +438,8 @@ class Packer:
     def _windows(self, u: _Unit, size: int) -> list[_Unit]:
         """Cut ``u`` (one line) into windows of ``size`` tokens.
 
-        Between the index's pieces where it has them (:meth:`_piece_windows`: no word
-        is cut in two), else at token boundaries.
+        Between the line's pieces where it can (:meth:`_piece_windows`: no word is cut
+        in two), else at token boundaries.
 
         With a model sizer, a window also stops before two thirds of the model's limit
         in its word pieces (the rest is room for the prefix), so that a run of
@@ -495,26 +495,23 @@ class Packer:
 
         Greedy, like :meth:`_windows`: each window is the longest run of pieces within
         ``size`` budget tokens and two thirds of the model's limit, found by bisection
-        on the running sums of the index (or, for a line the index counted whole, of
-        the line's own pieces). Stops (possibly at once) where no piece boundary is
-        left or the next piece alone does not fit; :meth:`_windows` cuts the rest at
-        token boundaries. The word pieces are -1 when the index does not count them.
+        on the running sums of the pieces of ``u``'s text on its own (so a window's
+        count is its own text's, whatever follows it). Stops (possibly at once) where
+        no piece boundary is left or the next piece alone does not fit;
+        :meth:`_windows` cuts the rest at token boundaries. Empty for a slow line (see
+        :mod:`~ingestd.chunkers.spans`) or without an index. The word pieces are -1
+        when the index does not count them.
         """
         index = self._index
         if index is None or (self.budget.model_sizer is not None and not self._model_in_index):
             return []
-        cum = index.cum
-        i = bisect.bisect_left(cum, u.start << AT)
-        hi = bisect.bisect_left(cum, (u.end + 1) << AT)  # boundaries up to u.end
-        if i >= hi or cum[i] >> AT != u.start:
+        if _SLOW.search(self.text, u.start, u.end) is not None:
             return []
-        if hi - i < 3 and _SLOW.search(self.text, u.start, u.end) is None:
-            # counted whole (a long run, see SpanIndex.build): count its pieces here
-            local = index.table.cumulative(
-                PIECES.findall(self.text, u.start, u.end), u.start << AT, long_ok=True
-            )
-            assert local is not None  # long_ok
-            cum, i, hi = local, 0, len(local)
+        cum = index.table.cumulative(
+            PIECES.findall(self.text, u.start, u.end), u.start << AT, long_ok=True
+        )
+        assert cum is not None  # long_ok
+        i, hi = 0, len(cum)
         room = self.budget.model_max_tokens * 2 // 3 if self._model_in_index else 0
         out: list[tuple[int, int, int, int, bool]] = []
         while True:

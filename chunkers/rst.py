@@ -188,7 +188,7 @@ class RstChunker(Chunker):
     """
 
     name = "rst"
-    version = 6
+    version = 7
     Options = RstOptions
     options: RstOptions
 

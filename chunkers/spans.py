@@ -4,7 +4,7 @@ The structured strategies pack blocks and check every chunk against two tokenize
 the budget's (tiktoken ``cl100k_base`` by default) and the embedding model's (BERT
 WordPiece for all-MiniLM-L6-v2). Encoding every chunk with both costs several passes
 over the text with the model's tokenizer alone. :class:`SpanIndex` does it in one
-pass of one regular expression, with a cache of counts per *piece*:
+pass over the text, with a cache of counts per *piece* and per *word*:
 
 * **Pieces.** ``cl100k_base`` first splits text into pre-tokens with a regular
   expression and byte-pair-encodes each pre-token on its own (tiktoken's ``CoreBPE``),
@@ -25,11 +25,18 @@ pass of one regular expression, with a cache of counts per *piece*:
   The start of a non-blank line is a boundary of both tokenizers (cl100k never
   carries a pre-token across a newline into the next line's first character; BERT
   splits at whitespace), so fast and slow stretches are counted independently.
+* **Words.** Fast text is not matched piece by piece: each *segment* (a line with
+  content and the blank lines after it) is split at single spaces into words, and a
+  word's counts (the sum of its pieces') are looked up like a piece's
+  (:meth:`PieceTable.segments`). ``str.split`` and one lookup per word cost about
+  half of a regular-expression match and a lookup per piece. Text where that split
+  would part a run of whitespace that cl100k keeps whole is counted piece by piece.
 
 Counts are exact for the spans the packer asks about: from the start of the text or of
 a non-blank line, to the start of a non-blank line, to the end of the text, or (see
 :meth:`SpanIndex.end_counts`) to a non-whitespace character followed by whitespace.
-Such offsets are *boundaries* (piece ends; :meth:`SpanIndex.at` says whether an
+Offsets where the index holds a running sum are *boundaries* (segment ends, or piece
+ends where the text was counted piece by piece; :meth:`SpanIndex.at` says whether an
 offset is one). Not every boundary ends an exact span: a span that ends inside a run
 of whitespace is encoded differently on its own (cl100k joins a run that ends a text
 into one token).
@@ -44,6 +51,7 @@ import functools
 import re
 from collections.abc import Callable
 from itertools import accumulate
+from operator import add
 
 from .base import Budget, Sizer
 from .tokenizers import _LONG_RUNS, _SLOW, MAX_RUN, ModelSizer, TiktokenSizer, run_pieces
@@ -76,6 +84,47 @@ AT = _AT = 64  # ... and the position (characters) a running sum has reached, fr
 _COUNTS = (1 << _AT) - 1  # the budget and model parts
 _LONG_PIECE = MAX_RUN // 3
 _CACHE_MAX = 1_000_000  # pieces remembered per table, then the table starts afresh
+_WORDS_MAX = 500_000  # words remembered per table (see PieceTable.segments)
+_PAIR = "\x01\x01"  # two spaces, in the copy of a text that is split into words
+_START = "\x02"  # marks the first word of a segment (no space before it)
+# a newline before a line with content, in that copy (a line of spaces is blank)
+_SEGMENT = re.compile(r"\n(?=[ \t\x01]*[^\s\x01])")
+# a lone space between whitespace (or whitespace and the end): the words around it are
+# not counted on their own the way cl100k counts them in context. The space comes
+# first, then a look behind it: the search skips ahead to the next space.
+_ODD_SPACE = re.compile(r" (?<=[\t\n\x01] )(?:[\t\n]|\Z)")
+_ONE = 1 << _AT  # a position of 1 in a running sum
+
+
+class _LongWord(Exception):
+    """A word holds a piece too long to count on its own (see ``cumulative``)."""
+
+
+class _Words(dict[str, int]):
+    """Packed counts of words (no position), counted on first use by ``table``.
+
+    A key is a word of a segment split at spaces (see :meth:`PieceTable.segments`): it
+    stands for itself after a space, or, when it starts with :data:`_START`, for
+    itself at the start of a segment; :data:`_PAIR` stands for two spaces.
+    """
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: PieceTable) -> None:
+        super().__init__()
+        self.table = table
+
+    def __missing__(self, key: str) -> int:
+        text = key[1:] if key[:1] == _START else " " + key
+        if "\x01" in text:
+            text = text.replace("\x01", " ")
+        cum = self.table.cumulative(PIECES.findall(text), 0)
+        if cum is None:
+            raise _LongWord(key)
+        v = cum[-1] & _COUNTS
+        if len(key) < _LONG_PIECE:  # as pieces are
+            self[key] = v
+        return v
 
 
 class PieceTable:
@@ -104,6 +153,7 @@ class PieceTable:
         self.model_sizer = model_sizer if model is not None else None
         self._cache: dict[str, int] = {}
         self._words: dict[str, int] = {}  # model word pieces of words of slow lines
+        self._segment_words = _Words(self)  # packed counts of words of fast text
 
     @property
     def has_model(self) -> bool:
@@ -214,6 +264,49 @@ class PieceTable:
             vals = [cache[p] if p in cache else long[p] for p in pieces]
             return list(accumulate(vals, initial=base))
         return list(accumulate(map(cache.__getitem__, pieces), initial=base))
+
+    def segments(self, text: str, a: int, b: int, base: int) -> list[int] | None:
+        """``base`` then the running sums at the segment ends of fast ``text[a:b]``.
+
+        A *segment* runs from the start of a line with content (or ``a``, a boundary)
+        to the start of the next one (or ``b``): a line and the blank lines after it.
+        Segment starts are boundaries of both tokenizers (see the module docstring), so
+        a segment is counted on its own; it is split at single spaces into *words*,
+        each counted once (its pieces, from :data:`PIECES`) and then remembered, so a
+        text costs one ``str.split`` and a dictionary lookup per word instead of a
+        regular-expression match and a lookup per piece. A space before a word is a
+        boundary of both tokenizers when its neighbours are not both whitespace:
+        cl100k's pieces hold a space only at their start or inside a run of
+        whitespace, and BERT splits at every space. Runs of spaces stay inside words
+        (two spaces are replaced by :data:`_PAIR` before the split), so such a run is
+        counted whole, as cl100k counts it.
+
+        Returns ``None`` when the text has a lone space between two whitespace
+        characters (a blank line holding a space, three spaces before a newline): the
+        caller then counts it piece by piece. Also ``None`` when a word holds a piece
+        too long to count on its own (see :meth:`cumulative`).
+        """
+        words = self._segment_words
+        if len(words) > _WORDS_MAX:  # replaced, not cleared: other threads keep theirs
+            words = self._segment_words = _Words(self)
+        s = text if a == 0 and b == len(text) else text[a:b]
+        s = s.replace("  ", _PAIR)
+        if _ODD_SPACE.search(s) is not None:
+            return None
+        segs = _SEGMENT.split(s)
+        last = segs.pop()
+        get = words.__getitem__
+        try:  # counts only: sums that fit a machine word are summed faster
+            vals = [sum(map(get, f"{_START}{g}\n".split(" "))) for g in segs]
+            vals.append(sum(map(get, (_START + last).split(" "))))
+        except _LongWord:
+            return None
+        segs.append(last)
+        ends = accumulate(map((1).__add__, map(len, segs)), initial=base >> _AT)  # + "\n"
+        counts = accumulate(vals, initial=base & _COUNTS)
+        cum = list(map(add, counts, map(_ONE.__mul__, ends)))
+        cum[-1] -= _ONE  # the last segment has no newline after it
+        return cum
 
 
 @functools.lru_cache(maxsize=16)
@@ -345,11 +438,12 @@ class SpanIndex:
 
     @classmethod
     def _build(
-        cls, text: str, table: PieceTable, slow: re.Pattern[str], *, long_ok: bool
-    ) -> SpanIndex | None:
+        cls, text: str, table: PieceTable, slow: re.Pattern[str], *, long_ok: bool,
+        words: bool = True,
+    ) -> SpanIndex | None:  # fmt: skip
         groups = _line_groups(text, slow)
         if len(groups) == 1 and groups[0][2]:  # all fast: the common case
-            cum = table.cumulative(PIECES.findall(text), 0, long_ok=long_ok)
+            cum = cls._fast(text, 0, len(text), 0, table, long_ok=long_ok, words=words)
             return None if cum is None else cls(text, table, cum)
         slow_vals = iter(table.exact([text[a:b] for a, b, fast in groups if not fast]))
         cum = [0]
@@ -357,12 +451,21 @@ class SpanIndex:
             if not fast:
                 cum.append(cum[-1] + next(slow_vals) + ((b - a) << _AT))
                 continue
-            more = table.cumulative(PIECES.findall(text, a, b), cum[-1], long_ok=long_ok)
+            more = cls._fast(text, a, b, cum[-1], table, long_ok=long_ok, words=words)
             if more is None:
                 return None
             cum.extend(more)
             cum.pop(-len(more))  # ``cum[-1]`` was already there
         return cls(text, table, cum)
+
+    @staticmethod
+    def _fast(
+        text: str, a: int, b: int, base: int, table: PieceTable, *, long_ok: bool, words: bool
+    ) -> list[int] | None:
+        """Running sums over fast ``text[a:b]``: at segment ends, else at piece ends."""
+        if words and not long_ok and (cum := table.segments(text, a, b, base)) is not None:
+            return cum
+        return table.cumulative(PIECES.findall(text, a, b), base, long_ok=long_ok)
 
     def at(self, p: int) -> int | None:
         """Packed counts of ``text[:p]``, or ``None`` when ``p`` is not a boundary."""
@@ -413,28 +516,40 @@ class SpanIndex:
     def end_counts(self, a: int, e: int) -> tuple[int, int] | None:
         """Counts of ``text[a:e]`` where ``a`` is a boundary and ``text[e]`` is whitespace.
 
-        ``e`` need not be a boundary: cl100k glues the newlines after a punctuation run
-        to it, so a span that ends at such a run is counted up to the run's start and
-        the run (with its leading space, if any) on its own. ``None`` if that fails.
+        ``e`` need not be a boundary. When only whitespace lies between ``e`` and the
+        next boundary ``b``, the span is counted as ``text[a:b]`` less what that
+        whitespace adds: nothing but its own count after a letter or digit; after a
+        run of ASCII punctuation, whose cl100k piece takes the newlines after it, the
+        run (with its leading space, if any) is counted with and without the
+        whitespace. ``None`` if that fails (a punctuation run of 64 characters or
+        more, other characters before the whitespace, content before ``b``).
         """
         found = self.counts(a, e)
         if found is not None:
             return found
-        ca = self.at(a)
-        if ca is None:
+        cum = self.cum
+        i = bisect.bisect_left(cum, a << _AT)
+        j = bisect.bisect_left(cum, e << _AT, i)
+        if j >= len(cum) or cum[i] >> _AT != a:
             return None
-        text = self.text  # e is inside a punctuation run's piece
+        text, b = self.text, cum[j] >> _AT
+        if e <= a or not text[e:b].isspace():
+            return None
         p = e
-        while p > a and e - p < 64 and not text[p - 1].isalnum() and not text[p - 1].isspace():
-            p -= 1
-        if p > a and text[p - 1] == " ":
+        while p > a and not text[p - 1].isalnum() and not text[p - 1].isspace():
+            if e - p >= 64:
+                return None
             p -= 1
         if p == e:
+            if not text[e - 1].isalnum():
+                return None
+        elif not text[max(a, p - 1) : e].isascii():  # ASCII punctuation: BERT's too
             return None
-        cp = self.at(p)
-        if cp is None:
-            return None
-        return unpack(cp + self.table.value(text[p:e]) - ca)
+        elif p > a and text[p - 1] == " ":
+            p -= 1
+        table = self.table
+        tail = table.value(text[p:b]) - (table.value(text[p:e]) if p < e else 0)
+        return unpack((cum[j] & _COUNTS) - (cum[i] & _COUNTS) - tail)
 
 
 def unpack(v: int) -> tuple[int, int]:

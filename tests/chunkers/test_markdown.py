@@ -247,6 +247,18 @@ def test_long_run_is_cut_between_pieces(model_sizer: ModelSizer) -> None:
         assert all(re.fullmatch(r"(?:See )?/?seg\d+(?:/seg\d+)*", p) for p in parts)
 
 
+def test_long_line_window_keeps_its_last_piece(model_sizer: ModelSizer) -> None:
+    # a divider row over the model's room is cut into windows between its pieces; the
+    # row's closing " |" (in context one piece with the newline after it) stays in
+    # the last window, not in a chunk of its own
+    row = "| " + " | ".join(["-" * 92] * 4) + " |"
+    text = f"# Doc\n\n| a | b | c | d |\n{row}\n| e | f | g | h |\n"
+    chunks = chunker(model=model_sizer).chunk(text)
+    check_properties(text, chunks, 200, TIKTOKEN, model_sizer)
+    assert all(c.text.strip() != "|" for c in chunks)
+    assert [c.text for c in chunks if "-" in c.text][-1].endswith("- |")
+
+
 def test_table_cut_for_the_model_keeps_its_header_row(model_sizer: ModelSizer) -> None:
     # under the budget in tiktoken tokens, over the model's 254 word pieces (dashes)
     dash = "-" * 80

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ingestd.chunkers.base import Budget
-from ingestd.chunkers.spans import PIECES, SpanIndex, piece_table
+from ingestd.chunkers.spans import AT, PIECES, SpanIndex, piece_table
 from ingestd.chunkers.text import decode
-from ingestd.chunkers.tokenizers import MAX_RUN, CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.tokenizers import _SLOW, MAX_RUN, CharSizer, ModelSizer, TiktokenSizer
 from tests.chunkers.conftest import CORPORA
 
 _CONTENT_LINE = re.compile(r"(?m)^(?=[^\S\n]*\S)")
@@ -88,6 +88,48 @@ def test_chunk_ends_before_whitespace_are_exact(
                 got = index.end_counts(a, e)
                 if got is not None:
                     assert got == _truth(tiktoken_sizer, model_sizer, text[a:e]), (a, e)
+
+
+_SPACES = ["a", "word", "x1", "'s", ".", ")", "|", "-", " ", "  ", "   ", "\t", "\n", "\n\n",
+           " \n", "  \n", "   \n", "\n \n", "\t\n", " \t", "\t ", "é"]  # fmt: skip
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(_SPACES), min_size=1, max_size=60))
+def test_word_sums_agree_with_piece_sums(budget: Budget, atoms: list[str]) -> None:
+    # the index sums words (text split at single spaces) per segment; every running
+    # sum it keeps is one that summing piece by piece gives at the same offset
+    text = "".join(atoms)
+    table = piece_table(budget.sizer, budget.model_sizer)
+    assert table is not None
+    words = SpanIndex.build(text, budget)
+    pieces = SpanIndex._build(text, table, _SLOW, long_ok=False, words=False)
+    assert words is not None and pieces is not None
+    assert set(words.cum) <= set(pieces.cum)
+    assert words.cum[-1] == pieces.cum[-1]
+
+
+def test_segments_are_summed_by_words(budget: Budget) -> None:
+    text = "Intro line, with words.\n\n    indented  code   here\nlast line\n"
+    index = SpanIndex.build(text, budget)
+    assert index is not None
+    # one running sum per segment (a line with content and the blank lines after it)
+    starts = [0, text.index("    indented"), text.index("last"), len(text)]
+    assert [c >> AT for c in index.cum] == starts
+    assert index.at(text.index("with")) is None  # no boundaries inside a line
+
+
+def test_end_counts_before_a_newline(
+    budget: Budget, tiktoken_sizer: TiktokenSizer, model_sizer: ModelSizer
+) -> None:
+    # chunks end at line ends, which a word-summed index does not hold: the span up to
+    # the next segment, less what the whitespace adds (glued to punctuation or not)
+    text = "First line ends here\nSecond one ends with dots...\n\nThird (x).\n  \nEnd"
+    index = SpanIndex.build(text, budget)
+    assert index is not None
+    for line in ("First line ends here", "Second one ends with dots...", "Third (x)."):
+        e = text.index(line) + len(line)
+        assert index.end_counts(0, e) == _truth(tiktoken_sizer, model_sizer, text[:e]), line
 
 
 def test_piece_boundaries_fall_inside_no_word() -> None:
