@@ -118,10 +118,15 @@ class _Words(dict[str, int]):
         text = key[1:] if key[:1] == _START else " " + key
         if "\x01" in text:
             text = text.replace("\x01", " ")
-        cum = self.table.cumulative(PIECES.findall(text), 0)
-        if cum is None:
-            raise _LongWord(key)
-        v = cum[-1] & _COUNTS
+        table = self.table
+        known = table._cache.get
+        v = 0
+        for p in PIECES.findall(text):
+            c = known(p)
+            if c is None and (c := table.piece(p)) is None:
+                raise _LongWord(key)
+            v += c
+        v &= _COUNTS
         if len(key) < _LONG_PIECE:  # as pieces are
             self[key] = v
         return v
@@ -228,6 +233,20 @@ class PieceTable:
         many = getattr(self.model_sizer, "count_many", None)
         return many(texts) if many is not None else [self.model_sizer.count(t) for t in texts]
 
+    def piece(self, p: str, *, long_ok: bool = False) -> int | None:
+        """Packed counts of piece ``p`` plus its length from bit 64 up, remembered.
+
+        ``None`` for a piece of :data:`_LONG_PIECE` characters or more unless
+        ``long_ok`` (see :meth:`cumulative`); such a piece is never remembered.
+        """
+        if len(p) >= _LONG_PIECE and not long_ok:
+            return None
+        model = self._model
+        v = self._budget_piece(p) + ((model(p) if model else 0) << _SHIFT) + (len(p) << _AT)
+        if len(p) < _LONG_PIECE:
+            self._cache[p] = v
+        return v
+
     def cumulative(
         self, pieces: list[str], base: int, *, long_ok: bool = False
     ) -> list[int] | None:
@@ -250,15 +269,12 @@ class PieceTable:
             return list(accumulate(map(cache.__getitem__, pieces), initial=base))
         except KeyError:
             pass
-        budget, model = self._budget_piece, self._model
         long: dict[str, int] = {}
         for p in set(pieces).difference(cache):
-            v = budget(p) + ((model(p) if model else 0) << _SHIFT) + (len(p) << _AT)
-            if len(p) < _LONG_PIECE:
-                cache[p] = v
-            elif not long_ok:
-                return None
-            else:
+            if self.piece(p) is None:  # long: counted, not remembered
+                v = self.piece(p, long_ok=True) if long_ok else None
+                if v is None:
+                    return None
                 long[p] = v
         if long:
             vals = [cache[p] if p in cache else long[p] for p in pieces]
