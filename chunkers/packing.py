@@ -50,7 +50,7 @@ from typing import Any
 from pydantic import model_validator
 
 from .base import Budget, Chunk, ChunkerOptions, LineIndex
-from .spans import AT, MASK, PIECES, SpanIndex, unpack
+from .spans import AT, MASK, PIECES, SpanIndex
 from .tokenizers import _LONG_RUNS, _SLOW, MAX_RUN
 
 __all__ = ["Block", "Packer", "Section", "Span"]
@@ -65,7 +65,7 @@ _ANCHOR_FILL = 4  # ... and one ends a chunk only if it holds at least max_token
 _ANCHOR_KINDS = frozenset({"para", "line", "list", "heading"})
 _LINE_KINDS = frozenset({"fence", "code"})
 _LINE = r"^[^\S\n]*\S(?:[^\n]*\S)?"  # a non-blank line, without trailing whitespace
-_LINES = re.compile(_LINE, re.M)
+_LINES = re.compile(r"^([ \t]*)" + _LINE[1:], re.M)  # group 1: its indent (see _indent)
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
 _PARAS = re.compile(_LINE + r"(?:[^\S\n]*\n" + _LINE[1:] + ")*", re.M)  # lines, no blank one
 
@@ -184,16 +184,6 @@ class _Unit:
         self.mtok = mtok  # model word pieces of text[start:next], -1 when not counted
 
 
-_BLANKS = re.compile(r"[ \t]*")
-
-
-def _indent(text: str, start: int) -> int:
-    """Width of the spaces and tabs at ``text[start:]``."""
-    m = _BLANKS.match(text, start)
-    assert m is not None  # matches the empty string
-    return m.end() - start
-
-
 def _common(paths: list[tuple[str, ...]]) -> tuple[str, ...]:
     first = paths[0]
     n = len(first)
@@ -304,9 +294,8 @@ class Packer:
         out: list[tuple[int, bool, int]] = []
         for k in range(len(bounds) - 1):
             a, b = at[k], at[k + 1]
-            if a >= 0 and b >= 0:
-                tok, mtok = unpack(b - a)
-                out.append((tok, True, mtok if model else -1))
+            if a >= 0 and b >= 0:  # b - a: the packed counts of the span (see unpack)
+                out.append(((b - a) & MASK, True, (b - a) >> 32 if model else -1))
             else:
                 out.append(self.count_span(bounds[k], bounds[k + 1]))
         return out
@@ -400,21 +389,22 @@ class Packer:
         lines after it (a list item and its continuation, a statement and its body).
         """
         text = self.text
-        spans = [m.span() for m in _LINES.finditer(text, u.start, u.end)]
-        if len(spans) <= 1:
+        found = list(_LINES.finditer(text, u.start, u.end))
+        if len(found) <= 1:
             return self._windows(u, self.max)
+        spans: list[tuple[int, int]] = []
         if items:
-            base = _indent(text, spans[0][0])
-            grouped: list[tuple[int, int]] = []
-            for sp in spans:
-                if grouped and _indent(text, sp[0]) > base:
-                    grouped[-1] = (grouped[-1][0], sp[1])
+            base = found[0].end(1) - found[0].start()
+            for m in found:
+                if spans and m.end(1) - m.start() > base:
+                    spans[-1] = (spans[-1][0], m.end())
                 else:
-                    grouped.append(sp)
-            if len(grouped) == 1:
+                    spans.append(m.span())
+            if len(spans) == 1:
                 items = False
-            else:
-                spans = grouped
+                spans = [m.span() for m in found]
+        else:
+            spans = [m.span() for m in found]
         if body_eol is None:
             body_eol = text.find("\n", u.body, u.end)
         out: list[_Unit] = []
