@@ -120,12 +120,14 @@ class _Words(dict[str, int]):
             text = text.replace("\x01", " ")
         table = self.table
         known = table._cache.get
-        v = 0
-        for p in PIECES.findall(text):
-            c = known(p)
-            if c is None and (c := table.piece(p)) is None:
-                raise _LongWord(key)
-            v += c
+        v = known(text)  # a known piece is its own only piece (see PieceTable.piece)
+        if v is None:
+            v = 0
+            for p in PIECES.findall(text):
+                c = known(p)
+                if c is None and (c := table.piece(p)) is None:
+                    raise _LongWord(key)
+                v += c
         v &= _COUNTS
         if len(key) < _LONG_PIECE:  # as pieces are
             self[key] = v
@@ -238,6 +240,9 @@ class PieceTable:
 
         ``None`` for a piece of :data:`_LONG_PIECE` characters or more unless
         ``long_ok`` (see :meth:`cumulative`); such a piece is never remembered.
+        A piece found in a text is also the one piece :data:`PIECES` finds in it on
+        its own: the alternative that matched it is tried on the same characters, and
+        at the end of a string a run of whitespace is matched whole, as it was.
         """
         if len(p) >= _LONG_PIECE and not long_ok:
             return None

@@ -109,6 +109,15 @@ def test_word_sums_agree_with_piece_sums(budget: Budget, atoms: list[str]) -> No
     assert words.cum[-1] == pieces.cum[-1]
 
 
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_ATOMS + _SPACES), min_size=1, max_size=60))
+def test_a_piece_is_its_own_only_piece(atoms: list[str]) -> None:
+    # a word's counts are taken from the piece table when the word is a known piece
+    text = "".join(atoms)
+    for p in PIECES.findall(text):
+        assert PIECES.findall(p) == [p], p
+
+
 def test_segments_are_summed_by_words(budget: Budget) -> None:
     text = "Intro line, with words.\n\n    indented  code   here\nlast line\n"
     index = SpanIndex.build(text, budget)
