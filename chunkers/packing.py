@@ -65,7 +65,7 @@ _ANCHOR_FILL = 4  # ... and one ends a chunk only if it holds at least max_token
 _ANCHOR_KINDS = frozenset({"para", "line", "list", "heading"})
 _LINE_KINDS = frozenset({"fence", "code"})
 _LINE = r"^[^\S\n]*\S(?:[^\n]*\S)?"  # a non-blank line, without trailing whitespace
-_LINES = re.compile(r"^([ \t]*)" + _LINE[1:], re.M)  # group 1: its indent (see _indent)
+_LINES = re.compile(r"^([ \t]*)" + _LINE[1:], re.M)  # group 1: its indent, spaces and tabs
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
 _PARAS = re.compile(_LINE + r"(?:[^\S\n]*\n" + _LINE[1:] + ")*", re.M)  # lines, no blank one
 
