@@ -15,6 +15,8 @@ from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 __all__ = ["MAX_RUN", "CharSizer", "ModelSizer", "TiktokenSizer", "load_tiktoken", "run_pieces"]
 
 #: Longest run of whitespace, or of non-whitespace, that :class:`TiktokenSizer` encodes
@@ -99,22 +101,24 @@ def run_pieces(text: str) -> Iterator[str]:
 
 
 def _char_offsets(text: str, byte_ends: list[int]) -> list[int]:
-    """Turn token end offsets in UTF-8 bytes into ``str`` offsets, merging split characters."""
+    """Turn token end offsets in UTF-8 bytes into ``str`` offsets, merging split characters.
+
+    A token that ends inside a character (part of an emoji, say) gets no offset of its
+    own: the character's end closes the token that completes it. Vectorised: the start
+    of every character is a byte that is not a UTF-8 continuation byte (``10xxxxxx``).
+    """
     encoded = text.encode("utf-8")
     if len(encoded) == len(text):  # ASCII: bytes are characters
         return byte_ends
-    # byte offset of each character boundary -> character index
-    char_at: dict[int, int] = {}
-    for i, b in enumerate(accumulate((len(c.encode("utf-8")) for c in text), initial=0)):
-        char_at[b] = i
-    out: list[int] = []
-    for b in byte_ends:
-        c = char_at.get(b)
-        if c is not None and (not out or c > out[-1]):
-            out.append(c)
+    data = np.frombuffer(encoded, dtype=np.uint8)
+    starts = np.append(np.flatnonzero((data & 0xC0) != 0x80), len(encoded))  # + the end
+    ends = np.asarray(byte_ends, dtype=np.int64)
+    chars = np.searchsorted(starts, ends)  # character index of each byte offset
+    on = starts[np.minimum(chars, len(starts) - 1)] == ends  # ends on a character
+    out = np.unique(chars[on]).tolist()
     if not out or out[-1] != len(text):
         out.append(len(text))
-    return out
+    return [c for c in out if c > 0]
 
 
 class TiktokenSizer:

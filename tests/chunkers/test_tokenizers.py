@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from itertools import accumulate
 
 import pytest
 from hypothesis import given, settings
@@ -54,6 +55,26 @@ def test_boundaries_agree_with_count(text: str) -> None:
     assert (ends[-1] if ends else 0) == len(text)
     assert len(ends) <= sizer.count(text)
     assert "".join(text[a:b] for a, b in zip([0, *ends], ends, strict=False)) == text
+
+
+def _char_offsets_reference(text: str, byte_ends: list[int]) -> list[int]:
+    """Character by character: the offset of each token end that ends a character."""
+    at = {len(text[:i].encode()): i for i in range(len(text) + 1)}
+    out: list[int] = []
+    for b in byte_ends:
+        if b in at and (not out or at[b] > out[-1]):
+            out.append(at[b])
+    return out if out and out[-1] == len(text) else [*out, len(text)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=200))
+def test_char_offsets_match_a_character_by_character_walk(text: str) -> None:
+    from ingestd.chunkers.tokenizers import _char_offsets
+
+    enc = TiktokenSizer()._enc
+    byte_ends = list(accumulate(len(b) for b in enc.decode_tokens_bytes(enc.encode_ordinary(text))))
+    assert _char_offsets(text, byte_ends) == _char_offsets_reference(text, byte_ends)
 
 
 def test_long_runs_are_encoded_in_pieces() -> None:
