@@ -769,6 +769,8 @@ class Packer:
         while len(parts) == 1 and size > 1:  # several tokens end inside one character
             size //= 2  # (an emoji, CJK): a window counts characters' boundaries
             parts = self._windows(u, size)
+        if len(parts) == 1 and parts[0].end - parts[0].start < u.end - u.start:
+            return parts  # only blank windows were left out (wide spaces that cost tokens)
         return parts if len(parts) > 1 else None
 
     def _split_lines_of(self, u: _Unit) -> list[_Unit] | None:

@@ -376,6 +376,19 @@ def _line_start(text: str, i: int, floor: int) -> int:
     return max(a, floor)
 
 
+def _long_space(text: str, a: int) -> bool:
+    """Whether a long run of whitespace goes on across line start ``a``.
+
+    Long: over :data:`~ingestd.chunkers.tokenizers.MAX_RUN` characters, blank lines
+    and then an indent, which tiktoken counts in parts from the run's start.
+    """
+    if a >= len(text) or not text[a].isspace():
+        return False
+    before = text[max(0, a - MAX_RUN - 1) : a]
+    after = text[a : a + MAX_RUN + 1]
+    return len(before) - len(before.rstrip()) + len(after) - len(after.lstrip()) > MAX_RUN
+
+
 def _line_groups(text: str, slow: re.Pattern[str] = _SLOW) -> list[tuple[int, int, bool]]:
     """``(start, end, fast)`` stretches of ``text`` that tile it, cut at line starts.
 
@@ -443,7 +456,9 @@ class SpanIndex:
         with a run of whitespace or non-whitespace of over
         :data:`~ingestd.chunkers.tokenizers.MAX_RUN` characters, which
         :class:`~ingestd.chunkers.tokenizers.TiktokenSizer` counts in parts, is counted
-        by the sizers like a slow line.
+        by the sizers like a slow line; so is a run of whitespace of that length over
+        several lines (blank lines, then an indent), found by its long piece in fast
+        text or where it crosses from one stretch into the next.
         """
         # sizers hash by identity; the Sizer protocol just does not say so
         table = piece_table(budget.sizer, budget.model_sizer)  # type: ignore[arg-type]
@@ -453,7 +468,7 @@ class SpanIndex:
             longest = max(map(len, text.split("\n")))
         long_line = longest > MAX_RUN
         index = cls._build(text, table, _SLOW_OR_LONG if long_line else _SLOW, long_ok=False)
-        if index is None:  # a long piece: perhaps a long run of blank lines
+        if index is None:  # a long piece or run: perhaps a long run of blank lines
             index = cls._build(text, table, _SLOW_OR_LONG, long_ok=True)
         return index
 
@@ -466,6 +481,8 @@ class SpanIndex:
         if len(groups) == 1 and groups[0][2]:  # all fast: the common case
             cum = cls._fast(text, 0, len(text), 0, table, long_ok=long_ok, words=words)
             return None if cum is None else cls(text, table, cum)
+        if slow is _SLOW and any(_long_space(text, a) for a, _, _ in groups[1:]):
+            return None  # a long run of whitespace goes on across stretches: see build
         slow_vals = iter(table.exact([text[a:b] for a, b, fast in groups if not fast]))
         cum = [0]
         for a, b, fast in groups:

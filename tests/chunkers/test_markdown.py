@@ -259,6 +259,16 @@ def test_long_line_window_keeps_its_last_piece(model_sizer: ModelSizer) -> None:
     assert [c.text for c in chunks if "-" in c.text][-1].endswith("- |")
 
 
+@pytest.mark.parametrize("space", ["\u2003", "\u3000", "\xa0", "\x85", " ", "\t"])
+def test_indent_of_wide_spaces_is_cut_off_to_fit(space: str) -> None:
+    # four em spaces cost 8 tokens: the line's windows leave the blank one out and
+    # the chunk "y" fits, instead of the whole line being forced in over budget
+    for n in (4, 40, 300):
+        text = f"x\n\n{space * n}y\n"
+        for size in (8, 20):
+            check_properties(text, chunker(max_tokens=size).chunk(text), size, TIKTOKEN)
+
+
 def test_table_cut_for_the_model_keeps_its_header_row(model_sizer: ModelSizer) -> None:
     # under the budget in tiktoken tokens, over the model's 254 word pieces (dashes)
     dash = "-" * 80

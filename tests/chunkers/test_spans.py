@@ -169,6 +169,11 @@ def test_offsets_that_are_not_boundaries_give_none(budget: Budget) -> None:
         "# Doc\n\n" + "é" * 100 + "\n" + " " * 2060 + "word\n",
         # a run that starts with \r, itself a slow character
         "limit.\r\n" + " " * 2051 + "word\r\n\r\nThree\r\n",
+        # runs over MAX_RUN made of short lines that cross from one stretch into the next
+        "\n\n\n" + " " * 2047 + "é",
+        "Café\n" + "\n" * 2046 + "    x = 1\n",
+        "é\n" + "\n" * 1400 + " " * 650 + "x\n",
+        "é\n" + "\n" * 1500 + " " * 600 + "ü\n",
     ],
 )
 def test_long_runs_count_like_the_sizer(
