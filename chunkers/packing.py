@@ -753,7 +753,10 @@ class Packer:
         return self._small(text[p:nxt]) - self._small(text[p:e])
 
     def _split_unit(self, u: _Unit, target: int) -> list[_Unit] | None:
-        """Smaller units covering ``u``, or ``None`` when ``u`` is a single token."""
+        """Smaller units covering ``u``'s text but for blank windows, or ``None``.
+
+        ``None`` when ``u`` is a single token (or cannot be cut into smaller ones).
+        """
         if u.body == _SEC:
             return self._section_units(u.sec, whole=False)
         if u.body != _WINDOW:
