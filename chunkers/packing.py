@@ -50,7 +50,7 @@ from typing import Any
 from pydantic import model_validator
 
 from .base import Budget, Chunk, ChunkerOptions, LineIndex
-from .spans import AT, MASK, PIECES, SpanIndex
+from .spans import _RUN_LOOK, AT, MASK, PIECES, SpanIndex, trailing_run
 from .tokenizers import _LONG_RUNS, _SLOW, MAX_RUN
 
 __all__ = ["Block", "Packer", "Section", "Span"]
@@ -741,12 +741,10 @@ class Packer:
         if nxt == e:
             return 0
         text = self.text
-        p = e
-        while p > s and not text[p - 1].isalnum() and not text[p - 1].isspace() and e - p < 64:
-            p -= 1
+        p = trailing_run(text, s, e)
         if p == e:
             return self._small(text[e:nxt])
-        if e - p >= 64 or (p > s and not text[p - 1].isalnum() and not text[p - 1].isspace()):
+        if p < 0 or e - p >= _RUN_LOOK:  # a long run: recounted from its line's start
             p = max(s, text.rfind("\n", s, e) + 1)
         elif p > s and text[p - 1] == " ":
             p -= 1

@@ -56,7 +56,9 @@ from operator import add
 from .base import Budget, Sizer
 from .tokenizers import _LONG_RUNS, _SLOW, MAX_RUN, ModelSizer, TiktokenSizer, run_pieces
 
-__all__ = ["AT", "MASK", "PIECES", "PieceTable", "SpanIndex", "piece_table", "unpack"]
+__all__ = [
+    "AT", "MASK", "PIECES", "PieceTable", "SpanIndex", "piece_table", "trailing_run", "unpack"
+]  # fmt: skip
 
 #: cl100k_base's pre-token expression (tiktoken ``cl100k_base._pat_str``) restricted to
 #: tab, newline and printable ASCII, with glued letter and digit runs kept in one piece.
@@ -94,6 +96,7 @@ _SEGMENT = re.compile(r"\n(?=[ \t\x01]*[^\s\x01])")
 # first, then a look behind it: the search skips ahead to the next space.
 _ODD_SPACE = re.compile(r" (?<=[\t\n\x01] )(?:[\t\n]|\Z)")
 _ONE = 1 << _AT  # a position of 1 in a running sum
+_RUN_LOOK = 64  # characters a trailing punctuation run is followed back, at most
 
 
 class _LongWord(Exception):
@@ -120,7 +123,8 @@ class _Words(dict[str, int]):
             text = text.replace("\x01", " ")
         table = self.table
         known = table._cache.get
-        v = known(text)  # a known piece is its own only piece (see PieceTable.piece)
+        v = known(text)  # the counts of this very text: a piece (see PieceTable.piece)
+        # or a short string that PieceTable.value counted whole
         if v is None:
             v = 0
             for p in PIECES.findall(text):
@@ -573,11 +577,9 @@ class SpanIndex:
         text, b = self.text, cum[j] >> _AT
         if e <= a or not text[e:b].isspace():
             return None
-        p = e
-        while p > a and not text[p - 1].isalnum() and not text[p - 1].isspace():
-            if e - p >= 64:
-                return None
-            p -= 1
+        p = trailing_run(text, a, e)
+        if p < 0:
+            return None
         if p == e:
             if not text[e - 1].isalnum():
                 return None
@@ -588,6 +590,22 @@ class SpanIndex:
         table = self.table
         tail = table.value(text[p:b]) - (table.value(text[p:e]) if p < e else 0)
         return unpack((cum[j] & _COUNTS) - (cum[i] & _COUNTS) - tail)
+
+
+def trailing_run(text: str, lo: int, e: int) -> int:
+    r"""Start of the run of punctuation that ends at ``e`` (not before ``lo``).
+
+    Punctuation here: characters neither alphanumeric nor whitespace. cl100k's piece
+    for such a run takes the newlines after it (``".\n\n"``), so what whitespace after
+    ``e`` adds is counted from the run's start. Returns ``e`` when ``text[e - 1]`` is
+    not punctuation, and -1 when the run goes on for over :data:`_RUN_LOOK` characters.
+    """
+    p = e
+    while p > lo and not text[p - 1].isalnum() and not text[p - 1].isspace():
+        if e - p >= _RUN_LOOK:
+            return -1
+        p -= 1
+    return p
 
 
 def unpack(v: int) -> tuple[int, int]:
