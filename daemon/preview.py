@@ -72,8 +72,10 @@ def preview(
     """Chunk ``file`` and yield one JSON-ready object per chunk (or one stats object).
 
     Each object has ``id``, ``source``, ``path``, ``ordinal``, ``start_char``, ``end_char``,
-    ``start_line``, ``end_line``, ``n_tokens``, ``n_model_tokens``, ``heading_path`` and
-    ``text``, plus strategy extras (``start_token``/``end_token`` for ``token``).
+    ``start_line``, ``end_line``, ``n_tokens``, ``n_model_tokens`` (with a model),
+    ``heading_path`` (when the chunk has a heading above it) and ``text``, plus ``prefix``
+    when there is one, ``parent_id``/``is_parent`` (``hierarchical``) and strategy extras
+    (``start_token``/``end_token`` for ``token``, front-matter ``title``).
 
     Raises:
         ValueError: unknown rule or chunker, bad params, or an undecodable file.
