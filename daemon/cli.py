@@ -243,7 +243,13 @@ def run(
         code = Service(cfg, sd, reload_config=reload).serve()
     except StateLockedError as exc:
         raise Fatal(str(exc)) from None
-    sys.exit(code)
+    # Everything is closed and logged ("ingestd stopped"): skip the interpreter's
+    # teardown of torch and its thread pools, which takes seconds (systemd's stop
+    # timeout and SIGTERM's promise count them).
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 @cli.command()
@@ -291,29 +297,56 @@ def resync(
 
 
 @contextlib.contextmanager
-def _progress(quiet: bool) -> Iterator[Callable[[str, int, int], None] | None]:
-    """A rich progress bar on an interactive terminal; nothing under systemd or pipes."""
+def _progress(quiet: bool) -> Iterator[Callable[[Any], None] | None]:
+    """A progress bar on an interactive terminal; nothing under systemd or pipes.
+
+    One line per source: documents done, chunks embedded, and the time left at the
+    rate so far (:meth:`~ingestd.daemon.engine.SyncProgress.eta_seconds`); "loading
+    embedding model" while the model loads.
+    """
     if quiet or not sys.stderr.isatty() or os.environ.get("JOURNAL_STREAM"):
         yield None
         return
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+    from rich.progress import BarColumn, Progress, TextColumn
 
     tasks: dict[str, Any] = {}
     with Progress(
-        "[progress.description]{task.description}",
+        TextColumn("[progress.description]{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
+        TextColumn("{task.fields[detail]}"),
         transient=True,
         console=None,
     ) as prog:
 
-        def update(source: str, done: int, total: int) -> None:
-            if source not in tasks:
-                tasks[source] = prog.add_task(f"indexing {Path(source).name}", total=total)
-            prog.update(tasks[source], completed=done, total=total)
+        def update(p: Any) -> None:
+            name = Path(p.source).name or p.source
+            if p.source not in tasks:
+                tasks[p.source] = prog.add_task(name, total=max(1, p.bytes_total), detail="")
+            eta = p.eta_seconds()
+            detail = f"{p.docs_done}/{p.docs_total} documents, {p.chunks_embedded} chunks embedded"
+            if p.phase != "indexing":
+                detail = f"{p.phase}... " + detail
+            elif eta is not None:
+                detail += f", {_duration(eta)} left"
+            prog.update(
+                tasks[p.source],
+                completed=p.bytes_done,
+                total=max(1, p.bytes_total),
+                description=f"indexing {name}",
+                detail=detail,
+            )
 
         yield update
+
+
+def _duration(seconds: float) -> str:
+    """``1h02m``, ``3m05s`` or ``42s``."""
+    s = int(round(seconds))
+    if s >= 3600:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
 
 
 def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:

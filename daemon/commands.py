@@ -15,7 +15,7 @@ from typing import Any
 from ingestd.store.manifest import Manifest
 
 from .control import DaemonError
-from .engine import Engine
+from .engine import Engine, SyncProgress
 
 __all__ = ["REMOTE", "resync", "search", "status_of", "verify"]
 
@@ -49,7 +49,7 @@ def search(
     """
     names = _selected(engine, [source] if source else None)
     collections = sorted({engine.sources[n].collection for n in names})
-    vec = engine._embed([query])[0]
+    vec = engine.embed_query(query)
     hits: list[dict[str, Any]] = []
     for coll in collections:
         if not engine.store.has_collection(coll):
@@ -76,7 +76,7 @@ def resync(
     full: bool = False,
     dry_run: bool = False,
     allow_mass_delete: bool = False,
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: Callable[[SyncProgress], None] | None = None,
 ) -> dict[str, Any]:
     """Reconcile the selected sources with their files.
 
@@ -95,12 +95,11 @@ def resync(
             if plan.held:
                 code = max(code, EXIT_HELD)
             continue
-        cb = (lambda d, t, n=name: progress(n, d, t)) if progress else None
-        res = engine.apply(plan, progress=cb)
+        res = engine.apply(plan, progress=progress)
         out.append(res.as_dict())
         if res.held:
             code = max(code, EXIT_HELD)
-        elif res.retry or res.root_missing:
+        elif res.retry or res.root_missing or res.interrupted or res.deferred:
             code = max(code, 1)
     return {"sources": out, "exit_code": code}
 

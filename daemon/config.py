@@ -118,6 +118,9 @@ class EmbeddingConfig(_Model):
         threads: torch threads (``None``: torch's default, one per core).
         fit_model: hold every chunk to the model's max_seq_length - 2 word pieces.
         cache_max_entries: most vectors kept in the embedding cache.
+        preload: ``ingestd run`` loads the model in the background right after it is
+            ready, so the first search or edit does not wait for it (CLI commands
+            load it only when they embed something).
     """
 
     model: str = "all-MiniLM-L6-v2"
@@ -126,6 +129,7 @@ class EmbeddingConfig(_Model):
     threads: int | None = Field(None, ge=1)
     fit_model: bool = True
     cache_max_entries: int = Field(500_000, ge=0)
+    preload: bool = True
 
 
 class QdrantConfig(_Model):
@@ -166,9 +170,16 @@ class WatchConfig(_Model):
 
 
 class FilesConfig(_Model):
-    """File policy: files over ``max_bytes`` bytes are skipped (reported in ``status``)."""
+    """File policy: what is too big to index (skipped, with an entry in ``status``).
+
+    Attributes:
+        max_bytes: files over this many bytes are skipped unread.
+        max_chunks: files that would make more chunks than this are skipped (20,000
+            chunks take about 10-15 minutes of embedding on two CPU cores).
+    """
 
     max_bytes: int = Field(10 * 1024 * 1024, ge=1)
+    max_chunks: int = Field(20_000, ge=1)
 
 
 class MassDeleteConfig(_Model):

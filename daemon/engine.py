@@ -4,21 +4,18 @@ Everything here is an optimisation of "ingest everything from scratch" that must
 change its result (DESIGN.md, the invariant): the store ends up holding exactly the
 points :meth:`Engine.expected_points` derives from the current files.
 
-Write order per batch of documents (DESIGN.md point 5), which makes a crash at any
-point harmless:
-
-a. record the documents' new point ids as *pending* in the manifest;
-b. upsert the new points (``wait=True``) and refresh the payload of kept points;
-c. delete every id the manifest holds for the documents (committed or pending) that
-   is not in the new set;
-d. commit: the new ids become the documents' ids.
+Documents are prepared by :mod:`~ingestd.daemon.documents` and written by
+:mod:`~ingestd.daemon.writer` in the crash-safe write order, slice by slice. Long work
+reaches a *checkpoint* every slice (and every half second while planning): the owner
+of the engine (the daemon) pings the systemd watchdog there and serves other jobs, and
+a stop request ends the work with :class:`SyncInterrupted` (DESIGN.md, "Long work is
+sliced").
 
 A :class:`Engine` and the vector store it opens are owned by one thread.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -27,23 +24,48 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ingestd.chunkers.base import Chunk
-from ingestd.chunkers.text import UndecodableError, decode
-from ingestd.store.ids import chunk_hash, content_hash, point_ids
-from ingestd.store.manifest import ChunkRow, DocRow, Manifest, sqlite_url
+from ingestd.store.ids import content_hash
+from ingestd.store.manifest import DocRow, Manifest, sqlite_url
 
 from .config import Config, SourceConfig
+from .documents import (
+    PreparedDocument,
+    SyncInterrupted,
+    UnreadableFile,
+    prepare_document,
+    strip_provenance,
+)
 from .rules import Rule, RuleSet, build_context
 from .scanner import FileStat, SourceFilter, git_head, scan, stat_file
+from .verify import VerifyReport
+from .verify import verify as verify_source
+from .writer import InFlight, Writer
 
-__all__ = ["Engine", "Plan", "SyncResult", "VerifyReport"]
+__all__ = [
+    "Engine",
+    "Plan",
+    "SyncInterrupted",
+    "SyncProgress",
+    "SyncResult",
+    "VerifyReport",
+    "strip_provenance",
+]
 
 logger = logging.getLogger(__name__)
 
-#: Payload keys that say when and from where a point was written; outside comparisons.
-PROVENANCE_KEYS = frozenset({"indexed_at", "git_commit"})
-GROUP_DOCS = 16  # documents per write batch: SIGTERM finishes at most one batch
-GROUP_CHUNKS = 128  # new chunks per write batch (embedding batches span documents)
+GROUP_DOCS = 16  # documents per manifest commit
+GROUP_CHUNKS = 128  # new chunks per manifest commit (embedding batches span documents)
+HEARTBEAT_S = 0.5  # seconds between checkpoints of a long planning or verify loop
+#: Target duration of one call of the embedding model, in seconds: calls shrink below
+#: ``embedding.batch_size`` texts when the machine is slow, so that pings and stop
+#: requests are never far apart.
+SECONDS_PER_EMBED_CALL = 1.0
+#: Files from this size on (bytes) are chunked in a worker thread while the engine thread
+#: keeps reaching checkpoints: a slow chunker on a big file takes seconds.
+THREADED_PREPARE_BYTES = 64 * 1024
+#: Longest a chunker may run on one file with checkpoints (pings) going on meanwhile;
+#: past it the pings stop, so a chunker that hangs trips the systemd watchdog.
+PREPARE_GRACE_S = 300.0
 
 
 @dataclass
@@ -60,6 +82,7 @@ class Plan:
         held: deletions held by the mass-deletion guard (not applied).
         unchanged: documents skipped by the stat fast path or an equal hash.
         hashes: content hash of each path in ``index`` / ``stat_only`` when read.
+        sizes: size in bytes of each path in ``index`` (for progress and its ETA).
         root_missing: the source's root folder is missing (unmounted?): nothing planned.
         scan: planned from a scan of the whole source (the guard applied).
     """
@@ -72,6 +95,7 @@ class Plan:
     held: list[str] = field(default_factory=list)
     unchanged: int = 0
     hashes: dict[str, str] = field(default_factory=dict)
+    sizes: dict[str, int] = field(default_factory=dict)
     root_missing: bool = False
     scan: bool = False
 
@@ -101,7 +125,23 @@ class Plan:
 
 @dataclass
 class SyncResult:
-    """Counts of one sync (documents unless noted)."""
+    """Counts of one sync (documents unless noted).
+
+    Attributes:
+        source: the source name.
+        indexed: documents written.
+        deleted: documents deleted.
+        failed: documents recorded as failed (no chunks; their error in ``status``).
+        retry: paths that could not be read (vanished or locked): retried later.
+        held: deletions held by the mass-deletion guard.
+        deferred: paths left for later because another job was writing them.
+        chunks_written: points upserted.
+        chunks_deleted: points deleted.
+        embedded: chunks embedded by the model.
+        reused: vectors taken from the embedding cache or the store.
+        root_missing: the source's root folder is missing: nothing was synced.
+        interrupted: a stop request ended the sync before it was complete.
+    """
 
     source: str
     indexed: int = 0
@@ -109,11 +149,13 @@ class SyncResult:
     failed: int = 0
     retry: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
+    deferred: list[str] = field(default_factory=list)
     chunks_written: int = 0
     chunks_deleted: int = 0
     embedded: int = 0
     reused: int = 0
     root_missing: bool = False
+    interrupted: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready counts."""
@@ -121,55 +163,53 @@ class SyncResult:
 
 
 @dataclass
-class VerifyReport:
-    """Differences between the files, the manifest and the store for one source.
+class SyncProgress:
+    """Where a running sync stands, reported after every slice.
 
-    ``missing``: expected points absent from the store; ``orphans``: store points no
-    file produces; ``stale``: points whose payload differs; ``manifest``: paths whose
-    manifest record disagrees with the files.
+    Attributes:
+        source: the source name.
+        phase: ``"indexing"``, or ``"loading embedding model"`` while the model loads.
+        docs_done: documents of the plan written (or failed) so far.
+        docs_total: documents the plan indexes.
+        bytes_done: bytes of those documents done, the document in flight pro rata.
+        bytes_total: bytes of the documents the plan indexes.
+        chunks_written: points upserted so far.
+        chunks_embedded: chunks embedded by the model so far (the costly unit of work).
+        path: the document in flight, if any.
+        started: when the sync started (``time.monotonic()`` seconds).
     """
 
     source: str
-    expected: int = 0
-    missing: list[str] = field(default_factory=list)
-    orphans: list[str] = field(default_factory=list)
-    stale: list[str] = field(default_factory=list)
-    manifest: list[str] = field(default_factory=list)
+    phase: str = "indexing"
+    docs_done: int = 0
+    docs_total: int = 0
+    bytes_done: int = 0
+    bytes_total: int = 0
+    chunks_written: int = 0
+    chunks_embedded: int = 0
+    path: str | None = None
+    started: float = field(default_factory=time.monotonic)
 
-    @property
-    def clean(self) -> bool:
-        """Whether files, manifest and store agree."""
-        return not (self.missing or self.orphans or self.stale or self.manifest)
+    def eta_seconds(self, now: float | None = None) -> float | None:
+        """Seconds left at the rate so far, or ``None`` before anything was done.
+
+        Embedding dominates the cost, and a document's chunks grow with its bytes, so
+        the bytes still to do are timed at the rate bytes were done so far.
+        """
+        elapsed = (time.monotonic() if now is None else now) - self.started
+        if self.bytes_done <= 0 or elapsed <= 0:
+            return None
+        return max(0.0, (self.bytes_total - self.bytes_done) * elapsed / self.bytes_done)
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready report (lists capped at 100 ids each, with totals)."""
-        out: dict[str, Any] = {
-            "source": self.source,
-            "expected": self.expected,
-            "clean": self.clean,
-        }
-        for k in ("missing", "orphans", "stale", "manifest"):
-            v = getattr(self, k)
-            out[k] = v[:100]
-            out[f"n_{k}"] = len(v)
+        """JSON-ready fields, with ``eta_seconds``."""
+        out = {k: v for k, v in self.__dict__.items() if k != "started"}
+        eta = self.eta_seconds()
+        out["eta_seconds"] = None if eta is None else round(eta, 1)
         return out
 
 
-@dataclass
-class _Prepared:
-    path: str
-    stat: FileStat
-    content_hash: str
-    rule: Rule
-    chunks: list[Chunk] = field(default_factory=list)
-    ids: list[str] = field(default_factory=list)
-    hashes: list[str] = field(default_factory=list)
-    payloads: list[dict[str, Any]] = field(default_factory=list)
-    error: str | None = None
-
-
-class _Unreadable(Exception):
-    """A file vanished or could not be opened mid-read: retried, never a delete."""
+ProgressFn = Callable[[SyncProgress], None]
 
 
 class Engine:
@@ -181,6 +221,12 @@ class Engine:
         embed_model: embedding callable overriding the configured model (tests).
         store: vector store overriding the configured one (tests, fault injection).
         now: the clock, seconds since the epoch.
+
+    Attributes:
+        stop: set to end long work at its next checkpoint (:class:`SyncInterrupted`).
+        on_checkpoint: called at every checkpoint with ``serve_changes``: ``True``
+            between write slices (other files' changes may be written there),
+            ``False`` inside planning and verify loops (searches only).
 
     Raises:
         ingestd.store.embedder.ModelNotFoundError: the model is not available locally.
@@ -197,6 +243,7 @@ class Engine:
         now: Callable[[], float] = time.time,
     ) -> None:
         from ingestd.store.embedder import CachedEmbedder, model_info
+        from ingestd.store.ids import chunk_hash
 
         self.cfg = cfg
         self.state_dir = Path(state_dir)
@@ -209,9 +256,16 @@ class Engine:
         self._store = store
         self._embed_model = embed_model
         self._cache: Any = None
-        self.embedder = CachedEmbedder(self._embed, self.model.fingerprint, None, chunk_hash)
-        self.sentence_embedder = CachedEmbedder(
-            self._embed, self.model.fingerprint + ":sentence", None, chunk_hash
+        self.embedder, self.sentence_embedder = (
+            CachedEmbedder(
+                self._embed,
+                fingerprint,
+                None,
+                chunk_hash,
+                max_texts_per_call=cfg.embedding.batch_size,
+                seconds_per_call=SECONDS_PER_EMBED_CALL,
+            )
+            for fingerprint in (self.model.fingerprint, self.model.fingerprint + ":sentence")
         )
         ctx, tok = build_context(cfg, embed=self.sentence_embedder.embed_texts)
         self.ctx = ctx
@@ -225,8 +279,11 @@ class Engine:
         self.held: dict[str, list[str]] = {}
         self.last_error: dict[str, str] = {}
         self.stop = threading.Event()
+        self.on_checkpoint: Callable[[bool], None] | None = None
+        self.writer = Writer(self)
         self._collections_checked: set[str] = set()
-        self._model_obj: Any = None
+        self._progress: list[tuple[SyncProgress, ProgressFn | None]] = []
+        self._last_heartbeat = time.monotonic()
         for s in cfg.sources:
             self.manifest.ensure_source(s.name, str(s.root), s.collection)
 
@@ -268,7 +325,7 @@ class Engine:
         """Whether the vector store has been opened."""
         return self._store is not None
 
-    def _embed(self, texts: Sequence[str]) -> Any:
+    def _model(self) -> Any:
         if self._embed_model is None:
             from ingestd.store.embedder import SentenceTransformerEmbedder
 
@@ -276,7 +333,37 @@ class Engine:
             self._embed_model = SentenceTransformerEmbedder(
                 self.model, device=e.device, batch_size=e.batch_size, threads=e.threads
             )
-        return self._embed_model(texts)
+        return self._embed_model
+
+    def _embed(self, texts: Sequence[str]) -> Any:
+        """The embedding model (a stop request ends work here too: see :meth:`checkpoint`)."""
+        if self.stop.is_set():
+            raise SyncInterrupted("stop requested")
+        model = self._model()
+        if not getattr(model, "loaded", True):
+            self._set_phase("loading embedding model")
+        try:
+            return model(texts)
+        finally:
+            self._set_phase("indexing")
+
+    def embed_query(self, text: str) -> Any:
+        """The vector of a search query, shape ``(dim,)``."""
+        return self._model()([text])[0]
+
+    def load_model(self) -> bool:
+        """Load the embedding model now (thread-safe; the daemon preloads it in the background).
+
+        Returns:
+            ``True`` when a model was loaded, ``False`` when there was nothing to load
+            (already loaded, or an injected embedding callable).
+        """
+        model = self._model()
+        load = getattr(model, "load", None)
+        if load is None or getattr(model, "loaded", True):
+            return False
+        load()
+        return True
 
     def close(self) -> None:
         """Close the store, the cache and the manifest."""
@@ -287,6 +374,59 @@ class Engine:
             self._cache.close()
             self._cache = None
         self.manifest.close()
+
+    # -- checkpoints and progress -------------------------------------------------------------
+
+    def checkpoint(self, *, serve_changes: bool = True) -> None:
+        """A point where long work may pause: the owner serves jobs, a stop ends the work.
+
+        Raises:
+            SyncInterrupted: :attr:`stop` is set.
+        """
+        self._last_heartbeat = time.monotonic()
+        if self.on_checkpoint is not None:
+            self.on_checkpoint(serve_changes)
+        if self.stop.is_set():
+            raise SyncInterrupted("stop requested")
+
+    def heartbeat(self) -> None:
+        """A :meth:`checkpoint` (searches only) when the last one is over 0.5 s old.
+
+        Raises:
+            SyncInterrupted: :attr:`stop` is set.
+        """
+        if self.stop.is_set() or time.monotonic() - self._last_heartbeat >= HEARTBEAT_S:
+            self.checkpoint(serve_changes=False)
+
+    @property
+    def in_flight(self) -> list[InFlight]:
+        """Documents being written right now (pending until their group commits)."""
+        return list(self.writer.in_flight.values())
+
+    @property
+    def progress(self) -> list[SyncProgress]:
+        """The running syncs, outermost first (a nested one serves a change mid-way)."""
+        return [p for p, _ in self._progress]
+
+    def _set_phase(self, phase: str) -> None:
+        if not self._progress:
+            return
+        prog, fn = self._progress[-1]
+        if prog.phase != phase:
+            prog.phase = phase
+            if fn is not None:
+                fn(prog)
+
+    def _report(
+        self, prog: SyncProgress, fn: ProgressFn | None, e0: int, bytes_before: int
+    ) -> None:
+        prog.chunks_embedded = self.embedder.stats.embedded - e0
+        flying = [f for f in self.writer.in_flight.values() if f.source == prog.source]
+        prog.path = flying[-1].path if flying else None
+        partial = sum(f.size * f.chunks_done // f.chunks_total for f in flying if f.chunks_total)
+        prog.bytes_done = bytes_before + partial
+        if fn is not None:
+            fn(prog)
 
     # -- planning --------------------------------------------------------------------------
 
@@ -322,18 +462,20 @@ class Engine:
 
         Raises:
             KeyError: unknown source.
+            SyncInterrupted: a stop was requested while planning.
         """
         plan = Plan(source, scan=paths is None)
         root = Path(self.sources[source].root)
         if not root.is_dir():
             # an unmounted volume is not a deletion of every document: do nothing
-            logger.warning("source %s: root %s is missing; nothing synced or deleted", source, root)
+            logger.error("source %s: root %s is missing; nothing synced or deleted", source, root)
             plan.root_missing = True
             return plan
         pending = self.manifest.pending_doc_ids(source)
         known, found = self._observe(source, paths)
         for rel, st in sorted(found.items()):
             self._classify(plan, rel, st, known.get(rel), pending, full=full)
+            self.heartbeat()
         gone = sorted(p for p in known if p not in found)
         by_hash = {known[p].content_hash: p for p in gone}
         for rel in plan.index:
@@ -385,6 +527,7 @@ class Engine:
         if not full and not self._needs_work(doc, st, rule, pending):
             plan.unchanged += 1
             return
+        plan.sizes[rel] = st.size
         try:
             data = (Path(self.sources[plan.source].root) / rel).read_bytes()
         except OSError:
@@ -428,84 +571,59 @@ class Engine:
         else:
             self.held.pop(plan.source, None)
 
-    # -- preparing documents ------------------------------------------------------------------
+    # -- documents ------------------------------------------------------------------------------
 
-    def prepare(self, source: str, rel: str, git_commit: str | None = None) -> _Prepared:
+    def prepare(self, source: str, rel: str, git_commit: str | None = None) -> PreparedDocument:
         """Read, decode and chunk one file; compute its point ids and payloads.
 
         Raises:
-            _Unreadable: the file vanished or could not be opened (retry later).
+            UnreadableFile: the file vanished or could not be opened (retry later).
+            SyncInterrupted: a stop was requested while the chunker embedded sentences.
         """
         src = self.sources[source]
-        path = Path(src.root) / rel
-        st = stat_file(path)
-        if st is None:
-            raise _Unreadable(f"{rel}: vanished before it could be read")
-        rule = self.rules.match(rel)
-        try:
-            if st.size > self.cfg.files.max_bytes:
-                return _Prepared(
-                    rel,
-                    st,
-                    "",
-                    rule,
-                    error=f"file too large ({st.size} bytes > files.max_bytes "
-                    f"{self.cfg.files.max_bytes}); skipped",
-                )
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise _Unreadable(f"{rel}: vanished while being read") from None
-        except OSError as exc:
-            raise _Unreadable(
-                f"{rel}: cannot be read ({exc.strerror or exc}); will retry"
-            ) from None
-        h = content_hash(data)
-        prep = _Prepared(rel, st, h, rule)
-        try:
-            text = decode(data)
-        except UndecodableError as exc:
-            prep.error = str(exc)
-            return prep
-        try:
-            chunks = rule.chunker.chunk(text)
-        except Exception as exc:
-            logger.exception("chunker %s failed on %s", rule.name, rel)
-            prep.error = f"chunker {rule.name!r} failed: {type(exc).__name__}: {exc}"
-            return prep
-        prep.chunks = chunks
-        prep.hashes = [chunk_hash(c.embed_text) for c in chunks]
-        prep.ids = point_ids(source, rel, prep.hashes)
-        base = {
-            "source": source,
-            "path": rel,
-            "doc_hash": h,
-            "chunker": rule.chunker_name,
-            "rule": rule.name,
-            "rule_fingerprint": rule.fingerprint,
-        }
-        for i, c in enumerate(chunks):
-            # strategy extras, as JSON types: a server returns lists, never tuples
-            p: dict[str, Any] = json.loads(json.dumps(dict(c.meta))) if c.meta else {}
-            p.update(base)
-            p.update(
-                chunk_hash=prep.hashes[i],
-                ordinal=i,
-                start_char=c.start,
-                end_char=c.end,
-                start_line=c.start_line,
-                end_line=c.end_line,
-                n_tokens=c.n_tokens,
-                heading_path=list(c.heading_path),
-                text=c.text,
-            )
-            if c.parent is not None:
-                p["parent_id"] = prep.ids[c.parent]
-            if c.is_parent:
-                p["is_parent"] = True
-            if git_commit:
-                p["git_commit"] = git_commit
-            prep.payloads.append(p)
-        return prep
+        return prepare_document(
+            source, Path(src.root), rel, self.rules.match(rel), self.cfg.files, git_commit
+        )
+
+    def _prepare_watched(
+        self, source: str, rel: str, git_commit: str | None, size: int
+    ) -> PreparedDocument:
+        """:meth:`prepare`, in a worker thread for a big file, with checkpoints meanwhile.
+
+        Chunking is the one step of a document that cannot be sliced: a big file is
+        chunked in a daemon thread while this (the engine) thread reaches a checkpoint
+        every half second (searches are served, a stop request returns at once and
+        leaves the thread to finish on its own), for at most :data:`PREPARE_GRACE_S`.
+        """
+        if self.on_checkpoint is None or size < THREADED_PREPARE_BYTES:
+            return self.prepare(source, rel, git_commit)
+        box: list[Any] = []
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                box.append(self.prepare(source, rel, git_commit))
+            except BaseException as exc:  # re-raised on the engine thread
+                box.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="ingestd-prepare", daemon=True).start()
+        deadline = time.monotonic() + PREPARE_GRACE_S
+        overdue = False
+        while not done.wait(HEARTBEAT_S):
+            if self.stop.is_set():
+                raise SyncInterrupted("stop requested")
+            if time.monotonic() < deadline:
+                self.checkpoint(serve_changes=False)
+            elif not overdue:
+                overdue = True
+                logger.warning("chunking %s takes over %.0f s", rel, PREPARE_GRACE_S)
+        result = box[0]
+        if isinstance(result, BaseException):
+            raise result
+        assert isinstance(result, PreparedDocument)
+        return result
 
     def expected_points(
         self, source: str
@@ -515,13 +633,17 @@ class Engine:
         Returns:
             ``(points, docs)``: point id -> payload (provenance keys removed), and
             path -> error (``None`` for documents that chunked fine).
+
+        Raises:
+            SyncInterrupted: a stop was requested.
         """
         points: dict[str, dict[str, Any]] = {}
         docs: dict[str, str | None] = {}
         for rel in sorted(scan(self.filters[source])):
+            self.heartbeat()
             try:
                 prep = self.prepare(source, rel)
-            except _Unreadable:
+            except UnreadableFile:
                 continue
             docs[rel] = prep.error
             for pid, payload in zip(prep.ids, prep.payloads, strict=True):
@@ -537,8 +659,7 @@ class Engine:
         *,
         full: bool = False,
         allow_mass_delete: bool = False,
-        progress: Callable[[int, int], None] | None = None,
-        between: Callable[[], None] | None = None,
+        progress: ProgressFn | None = None,
     ) -> SyncResult:
         """Plan and apply.
 
@@ -547,97 +668,140 @@ class Engine:
             paths: changed relative paths, or ``None`` for a scan (see :meth:`plan`).
             full: re-hash every file (no stat fast path).
             allow_mass_delete: release deletions the guard would hold.
-            progress: called with (documents done, documents to do) after each batch.
-            between: called between write batches (e.g. to serve searches).
+            progress: called with a :class:`SyncProgress` after every write slice.
+
+        Returns:
+            The counts; ``interrupted`` when a stop request ended it early.
         """
-        plan = self.plan(source, paths, full=full, allow_mass_delete=allow_mass_delete)
-        return self.apply(plan, progress=progress, between=between)
+        try:
+            plan = self.plan(source, paths, full=full, allow_mass_delete=allow_mass_delete)
+        except SyncInterrupted:
+            return SyncResult(source, interrupted=True)
+        return self.apply(plan, progress=progress)
 
     def apply(
         self,
         plan: Plan,
         *,
-        progress: Callable[[int, int], None] | None = None,
-        between: Callable[[], None] | None = None,
+        progress: ProgressFn | None = None,
         force: bool = False,
     ) -> SyncResult:
-        """Carry out ``plan``. Stops early (between batches) when :attr:`stop` is set.
+        """Carry out ``plan``; a stop request ends it at the next checkpoint.
+
+        Paths another sync is writing right now (this one runs nested inside its
+        checkpoint) are left out and listed in ``deferred``.
 
         Args:
             plan: from :meth:`plan` (or built by hand, e.g. for a repair).
-            progress: called with (documents done, documents to do) after each batch.
-            between: called between write batches (e.g. to serve searches).
+            progress: called with a :class:`SyncProgress` after every write slice.
             force: re-upsert every point of the indexed documents (repair).
+
+        Returns:
+            The counts; ``interrupted`` when a stop request ended it early (nothing of
+            the documents in flight is committed: the next sync finishes them).
         """
         source = plan.source
         res = SyncResult(source, held=list(plan.held), root_missing=plan.root_missing)
+        self._defer_in_flight(plan, res)
         e0, r0 = self.embedder.stats.embedded, self.embedder.stats.reused
-        self._index(plan, res, progress, between, force)
-        if not self.stop.is_set():
+        prog = SyncProgress(
+            source,
+            docs_total=len(plan.index),
+            bytes_total=sum(plan.sizes.get(p, 0) for p in plan.index),
+        )
+        self._progress.append((prog, progress))
+        try:
+            self._index(plan, res, prog, progress, force)
             for rel in plan.delete:
+                self.heartbeat()
                 self._delete(source, rel, res)
             for rel, st in plan.stat_only:
+                self.heartbeat()
                 doc = self.manifest.document(source, rel)
                 if doc is not None:
                     self.manifest.update_document(
-                        doc.id,
-                        size=st.size,
-                        mtime_ns=st.mtime_ns,
-                        ctime_ns=st.ctime_ns,
+                        doc.id, size=st.size, mtime_ns=st.mtime_ns, ctime_ns=st.ctime_ns,
                         inode=st.inode,
-                    )
+                    )  # fmt: skip
+        except SyncInterrupted:
+            res.interrupted = True
+        finally:
+            self._progress.pop()
+            res.embedded = self.embedder.stats.embedded - e0
+            res.reused = self.embedder.stats.reused - r0
         for rel in plan.index:
             if rel not in res.retry:
                 self.retry.get(source, set()).discard(rel)
-        res.embedded = self.embedder.stats.embedded - e0
-        res.reused = self.embedder.stats.reused - r0
         if plan.scan and not plan.root_missing:
             self.manifest.set_held_deletes(source, len(plan.held))
-        if paths_complete(plan, res) and not self.stop.is_set():
+        if paths_complete(plan, res):
             self.manifest.set_last_sync(source, self.now())
         return res
+
+    def _defer_in_flight(self, plan: Plan, res: SyncResult) -> None:
+        busy = {p for s, p in self.writer.in_flight if s == plan.source}
+        if not busy:
+            return
+        res.deferred = sorted(
+            busy & (set(plan.index) | set(plan.delete) | {p for p, _ in plan.stat_only})
+        )
+        plan.index = [p for p in plan.index if p not in busy]
+        plan.delete = [p for p in plan.delete if p not in busy]
+        plan.stat_only = [(p, st) for p, st in plan.stat_only if p not in busy]
 
     def _index(
         self,
         plan: Plan,
         res: SyncResult,
-        progress: Callable[[int, int], None] | None,
-        between: Callable[[], None] | None,
+        prog: SyncProgress,
+        progress: ProgressFn | None,
         force: bool,
     ) -> None:
-        """Prepare and write ``plan.index`` in batches spanning documents."""
+        """Prepare and write ``plan.index`` in groups spanning documents, slice by slice."""
         source = plan.source
         git_commit = self._git(self.sources[source]) if plan.index else None
-        done, total = 0, len(plan.index)
-        batch: list[_Prepared] = []
+        group: list[PreparedDocument] = []
         new_chunks = 0
+        bytes_before = 0
+        e0 = self.embedder.stats.embedded
+
+        def report() -> None:
+            prog.chunks_written = res.chunks_written
+            self._report(prog, progress, e0, bytes_before)
+
+        def flush() -> None:
+            nonlocal group, new_chunks, bytes_before
+            self.writer.write(
+                source, group, res, force=force, checkpoint=self.checkpoint, progress=report
+            )
+            prog.docs_done += len(group)
+            bytes_before += sum(p.size for p in group)
+            group, new_chunks = [], 0
+            report()
+
         for rel in plan.index:
-            if self.stop.is_set():
-                break
+            self.heartbeat()
             try:
-                prep = self.prepare(source, rel, git_commit)
-            except _Unreadable as exc:
+                prep = self._prepare_watched(source, rel, git_commit, plan.sizes.get(rel, 0))
+            except UnreadableFile as exc:
                 logger.warning("%s", exc)
                 res.retry.append(rel)
                 self.retry.setdefault(source, set()).add(rel)
+                prog.docs_done += 1
                 continue
-            batch.append(prep)
+            group.append(prep)
             new_chunks += len(prep.ids)
-            if len(batch) >= GROUP_DOCS or new_chunks >= GROUP_CHUNKS:
-                self._write(source, batch, res, force=force)
-                done += len(batch)
-                batch, new_chunks = [], 0
-                if progress:
-                    progress(done, total)
-                if between:
-                    between()
-        if batch:  # prepared before a stop request: finish it
-            self._write(source, batch, res, force=force)
-            done += len(batch)
-            if progress:
-                progress(done, total)
+            if len(group) >= GROUP_DOCS or new_chunks >= GROUP_CHUNKS:
+                flush()
+        if group:
+            flush()
 
-    def _ensure_collection(self, collection: str) -> None:
+    def ensure_collection(self, collection: str) -> None:
+        """Check the collection's model in the manifest and create it in the store if new.
+
+        Raises:
+            ingestd.store.manifest.ModelMismatchError: it holds another model's vectors.
+        """
         if collection in self._collections_checked:
             return
         self.manifest.check_collection(
@@ -646,9 +810,13 @@ class Engine:
         self.store.ensure_collection(collection, self.model.dim)
         self._collections_checked.add(collection)
 
-    def _vectors_from_store(
-        self, source: str, collection: str
-    ) -> Callable[[list[str]], dict[str, Any]]:
+    def vectors_from_store(self, collection: str) -> Callable[[list[str]], dict[str, Any]]:
+        """A lookup of vectors by chunk hash among the points already in ``collection``.
+
+        Used when the embedding cache has evicted a vector: a point with the same chunk
+        hash (a renamed or copied document) still holds it.
+        """
+
         def fallback(hashes: list[str]) -> dict[str, Any]:
             import numpy as np
 
@@ -669,92 +837,6 @@ class Engine:
 
         return fallback
 
-    def _write(self, source: str, batch: list[_Prepared], res: SyncResult, *, force: bool) -> None:
-        from ingestd.store.vectors import Point
-
-        collection = self.sources[source].collection
-        self._ensure_collection(collection)
-        _ = self.cache  # open the cache before the first lookup
-        plans = []
-        # (a) pending ids, one transaction for the batch
-        doc_ids = self.manifest.upsert_documents(source, [p.path for p in batch])
-        known_rows = self.manifest.chunks_of_docs(list(doc_ids.values()))
-        for prep in batch:
-            doc_id = doc_ids[prep.path]
-            known = known_rows[doc_id]
-            committed = {c.point_id for c in known if not c.pending}
-            rows = [
-                ChunkRow(pid, h, i, c.start, c.end)
-                for i, (pid, h, c) in enumerate(
-                    zip(prep.ids, prep.hashes, prep.chunks, strict=True)
-                )
-            ]
-            fresh = [r for r in rows if force or r.point_id not in committed]
-            stale = {c.point_id for c in known} - set(prep.ids)
-            plans.append((prep, doc_id, rows, fresh, stale))
-        self.manifest.add_pending_many({doc_id: fresh for _, doc_id, _, fresh, _ in plans})
-        # (b) upsert new points, refresh payload of kept ones
-        want = [
-            (prep.hashes[r.ordinal], prep.chunks[r.ordinal].embed_text)
-            for prep, _, _, fresh, _ in plans
-            for r in fresh
-        ]
-        vectors = (
-            self.embedder.vectors(want, self._vectors_from_store(source, collection))
-            if want
-            else {}
-        )
-        points: list[Point] = []
-        updates: list[tuple[str, dict[str, Any]]] = []
-        for prep, _, rows, fresh, _ in plans:
-            fresh_ids = {r.point_id for r in fresh}
-            for r in rows:
-                payload = dict(prep.payloads[r.ordinal])
-                if r.point_id in fresh_ids:
-                    payload["indexed_at"] = self.now()
-                    points.append(Point(r.point_id, vectors[prep.hashes[r.ordinal]], payload))
-                else:
-                    updates.append((r.point_id, strip_provenance(payload) | _git_of(payload)))
-        if points:
-            self.store.upsert(collection, points)
-        if updates:
-            self.store.set_payload(collection, updates)
-        # (c) delete stale ids
-        stale_ids = [pid for *_, stale in plans for pid in stale]
-        if stale_ids:
-            self.store.delete(collection, stale_ids)
-        # (d) commit, one transaction for the batch
-        now = self.now()
-        commits = []
-        for prep, doc_id, rows, _, _ in plans:
-            st = prep.stat
-            commits.append(
-                (
-                    doc_id,
-                    rows,
-                    {
-                        "size": st.size,
-                        "mtime_ns": st.mtime_ns,
-                        "ctime_ns": st.ctime_ns,
-                        "inode": st.inode,
-                        "content_hash": prep.content_hash,
-                        "rule_fingerprint": prep.rule.fingerprint,
-                        "state": "failed" if prep.error else "ok",
-                        "error": prep.error,
-                        "git_commit": prep.payloads[0].get("git_commit") if prep.payloads else None,
-                        "indexed_at": now,
-                    },
-                )
-            )
-            if prep.error:
-                logger.warning("%s: %s", prep.path, prep.error)
-                res.failed += 1
-            else:
-                res.indexed += 1
-        self.manifest.commit_documents(commits)
-        res.chunks_written += len(points)
-        res.chunks_deleted += len(stale_ids)
-
     def _delete(self, source: str, rel: str, res: SyncResult) -> None:
         doc = self.manifest.document(source, rel)
         if doc is None:
@@ -762,84 +844,20 @@ class Engine:
         ids = [c.point_id for c in self.manifest.chunks(doc.id)]
         if ids:
             collection = self.sources[source].collection
-            self._ensure_collection(collection)
+            self.ensure_collection(collection)
             self.store.delete(collection, ids)
         self.manifest.delete_document(doc.id)
         res.deleted += 1
         res.chunks_deleted += len(ids)
 
-    # -- verify -----------------------------------------------------------------------------------
+    # -- verify and reporting ----------------------------------------------------------------
 
     def verify(self, source: str, *, repair: bool = False) -> VerifyReport:
         """Compare expected points with the manifest and the store; optionally repair.
 
-        Repair deletes orphans by id, re-writes documents with missing or stale points
-        (vectors from the cache when known), and re-records drifted manifest rows.
+        See :func:`ingestd.daemon.verify.verify`.
         """
-        rep = VerifyReport(source)
-        expected, docs = self.expected_points(source)
-        rep.expected = len(expected)
-        collection = self.sources[source].collection
-        stored: dict[str, dict[str, Any]] = {}
-        if self.store.has_collection(collection):
-            stored = {pid: strip_provenance(p) for pid, p in self.store.scroll(collection, source)}
-        known_docs = self.manifest.documents(source)
-        rep.missing = sorted(set(expected) - set(stored))
-        rep.orphans = sorted(set(stored) - set(expected))
-        rep.stale = sorted(
-            pid for pid in set(expected) & set(stored) if expected[pid] != stored[pid]
-        )
-        expected_by_path: dict[str, set[str]] = {}
-        for pid, p in expected.items():
-            expected_by_path.setdefault(p["path"], set()).add(pid)
-        rows_by_doc: dict[int, set[str]] = {}
-        pending_docs: set[int] = set()
-        for pid, doc_id, pending in self.manifest.point_rows(source):
-            rows_by_doc.setdefault(doc_id, set()).add(pid)
-            if pending:
-                pending_docs.add(doc_id)
-        drift = []
-        for rel in sorted(set(docs) | set(known_docs)):
-            doc = known_docs.get(rel)
-            if doc is None or rel not in docs:
-                drift.append(rel)
-                continue
-            have = rows_by_doc.get(doc.id, set())
-            if have != expected_by_path.get(rel, set()) or doc.id in pending_docs:
-                drift.append(rel)
-            elif (doc.state == "failed") != (docs[rel] is not None):
-                drift.append(rel)
-        rep.manifest = drift
-        if repair and not rep.clean:
-            self._repair(source, rep, expected)
-            return self.verify(source, repair=False)
-        return rep
-
-    def _repair(self, source: str, rep: VerifyReport, expected: dict[str, dict[str, Any]]) -> None:
-        collection = self.sources[source].collection
-        if rep.orphans:
-            self._ensure_collection(collection)
-            self.store.delete(collection, rep.orphans)
-        paths = set(rep.manifest)
-        for pid in rep.missing + rep.stale:
-            paths.add(expected[pid]["path"])
-        on_disk = scan(self.filters[source])
-        plan = Plan(source)
-        for rel in sorted(paths):
-            if rel in on_disk:
-                plan.index.append(rel)
-            else:
-                plan.delete.append(rel)
-        res = self.apply(plan, force=True)
-        logger.info(
-            "repaired source %s: %d documents re-written, %d deleted, %d orphans removed",
-            source,
-            res.indexed + res.failed,
-            res.deleted,
-            len(rep.orphans),
-        )
-
-    # -- reporting -----------------------------------------------------------------------------
+        return verify_source(self, source, repair=repair)
 
     def forget(self, source: str) -> int:
         """Delete every point and row of ``source``; returns the number of points deleted."""
@@ -858,15 +876,6 @@ def _stat_of(doc: DocRow) -> FileStat:
     return FileStat(doc.size, doc.mtime_ns, doc.ctime_ns, doc.inode)
 
 
-def strip_provenance(payload: dict[str, Any]) -> dict[str, Any]:
-    """``payload`` without the provenance keys (``indexed_at``, ``git_commit``)."""
-    return {k: v for k, v in payload.items() if k not in PROVENANCE_KEYS}
-
-
-def _git_of(payload: dict[str, Any]) -> dict[str, Any]:
-    return {"git_commit": payload["git_commit"]} if "git_commit" in payload else {}
-
-
 def paths_complete(plan: Plan, res: SyncResult) -> bool:
-    """Whether a sync applied everything it planned (nothing held, missing or to retry)."""
-    return not res.retry and not plan.held and not plan.root_missing
+    """Whether a sync applied everything it planned (nothing held, deferred, to retry)."""
+    return not (res.retry or res.deferred or res.interrupted or plan.held or plan.root_missing)

@@ -2,12 +2,20 @@
 
 Lifecycle after uvicorn's ``server.py``: :meth:`Service.serve` = ``startup()`` ->
 ``main_loop()`` -> ``shutdown()``. Signal handlers only set flags: the first
-SIGINT/SIGTERM asks to exit after the write batch in flight, a second one forces it;
-SIGHUP asks to reload the config.
+SIGINT/SIGTERM asks to exit at the next checkpoint, a second one forces it; SIGHUP
+asks to reload the config.
 
 Threads: the main thread owns the engine and the vector store (embedded Qdrant is not
 thread-safe) and runs every job from one priority queue; watchdog's observers, the
-batcher and the control server only enqueue.
+batcher and the control server only enqueue, and a background thread preloads the
+embedding model once the daemon is ready.
+
+Long work never starves the daemon (DESIGN.md, "Long work is sliced"): the engine
+reaches a checkpoint after every write slice (at most 32 chunks) and every half second
+of planning. There the daemon pings the systemd watchdog (so pings come from progress:
+a real hang still trips the watchdog), runs queued searches, and, between write slices,
+other files' change batches (never one touching a document in flight: that waits for
+it); a stop request ends the work there.
 
 Start-up order (DESIGN.md point 10): take the state-dir lock, open the store, set the
 watches, serve the control socket, send ``READY=1``, then reconcile every source with
@@ -35,7 +43,7 @@ from typing import Any
 from . import systemd
 from .config import Config, ConfigError
 from .control import ControlServer, DaemonError, StateLock
-from .engine import Engine
+from .engine import Engine, SyncProgress, SyncResult
 from .watcher import Batcher, BatcherThread, SourceWatcher
 
 __all__ = ["Service"]
@@ -45,6 +53,7 @@ logger = logging.getLogger(__name__)
 URGENT, CHANGES, SCAN = 0, 1, 2
 RETRY_MIN_S, RETRY_MAX_S = 1.0, 60.0  # back-off of a failed batch or scan
 UNWATCHED_RESCAN_S = 60.0  # rescan period of a source whose watch could not be set
+MODEL_LOAD_GRACE_S = 600.0  # longest the watchdog is fed while the model preloads
 
 
 @dataclass(order=True)
@@ -55,6 +64,8 @@ class _Job:
     future: Future[Any] | None = field(default=None, compare=False)
     #: called instead of the default rescan when a background job fails
     on_error: Callable[[Exception], None] | None = field(default=None, compare=False)
+    #: may run at a checkpoint of another job (a change batch of other files)
+    nestable: bool = field(default=False, compare=False)
 
 
 class Service:
@@ -93,10 +104,15 @@ class Service:
         self._lock = StateLock(self.state_dir)
         self.engine: Engine | None = None
         self.phase = "starting"
-        self.progress: dict[str, str] = {}
+        self.progress: dict[str, Any] = {}  # source -> SyncProgress of its running scan
         self.started_at = time.time()
         self._last_rescan = time.monotonic()
         self._lag: list[float] = []
+        self._waiting: dict[int, float] = {}  # change batches queued or running -> first change
+        self._after_in_flight: dict[str, set[str]] = {}  # deferred by a nested batch
+        self._depth = 0  # jobs running inside a checkpoint of another job
+        self._preload: threading.Thread | None = None
+        self.missing_roots: dict[str, str] = {}  # source -> root, missing at the last look
         self._delayed: list[tuple[float, int, _Job]] = []  # heap of (due, seq, job)
         self._failures: dict[str, int] = {}  # consecutive failures per source
         self.last_error: dict[str, str] = {}
@@ -144,6 +160,7 @@ class Service:
         self.phase = "reconciling"
         for name in self.engine.sources:
             self._queue_scan(name, "start-up")
+        self._start_preload()
         self.started.set()
         logger.info(
             "ready: %d source(s), control socket %s", len(self.engine.sources), self._control.path
@@ -160,21 +177,40 @@ class Service:
         for name in self.engine.filters:
             self._watch(name)
 
+    def _start_preload(self) -> None:
+        """Load the embedding model in the background (``embedding.preload``)."""
+        assert self.engine is not None
+        if not self.cfg.embedding.preload:
+            return
+        engine = self.engine
+
+        def load() -> None:
+            try:
+                if engine.load_model():
+                    logger.debug("embedding model preloaded")
+            except Exception:  # the engine thread reports it when it needs the model
+                logger.debug("preloading the embedding model failed", exc_info=True)
+
+        self._preload = threading.Thread(target=load, name="ingestd-preload", daemon=True)
+        self._preload.start()
+
     def _watch(self, name: str) -> bool:
         """Start watching source ``name``; on failure it is rescanned every 60 s instead."""
         assert self.engine is not None and self._batcher is not None
         flt = self.engine.filters[name]
         if not Path(flt.root).is_dir():
             if name not in self._unwatched:
-                logger.warning(
+                logger.error(
                     "source %s: root %s is missing (unmounted?); nothing is deleted, and "
                     "watching resumes when it is back (checked every %.0f s)",
                     name,
                     flt.root,
                     UNWATCHED_RESCAN_S,
                 )
+            self.missing_roots[name] = str(flt.root)
             self._unwatched[name] = time.monotonic()
             return False
+        self.missing_roots.pop(name, None)
         sw = SourceWatcher(flt, self._batcher.put, self._on_lost)
         try:
             sw.start()
@@ -247,7 +283,7 @@ class Service:
         return dead
 
     def _ping(self) -> None:
-        """``WATCHDOG=1`` at half of systemd's interval (also called between batches)."""
+        """``WATCHDOG=1``, at most every quarter of systemd's interval (idle loop, checkpoints)."""
         if self._ping_every is None:
             return
         now = time.monotonic()
@@ -350,6 +386,8 @@ class Service:
         try:
             self._run_job_inner(job)
         finally:
+            if self._depth == 0 and self._after_in_flight:
+                self._queue_deferred()
             self._queue.task_done()
 
     def _run_job_inner(self, job: _Job) -> None:
@@ -390,45 +428,68 @@ class Service:
         )
         self._defer(delay, retry)
 
-    def _serve_urgent(self) -> None:
-        """Run queued urgent jobs (searches, status) between write batches."""
+    def _checkpoint(self, serve_changes: bool) -> None:
+        """Called by the engine between slices of long work (on the engine thread).
+
+        Pings the watchdog (the work progressed), runs queued searches and, when
+        ``serve_changes`` and not already nested, queued change batches of files:
+        their documents in flight wait (see :meth:`_batch_job`).
+        """
         self._ping()
+        nest = serve_changes and self._depth == 0
         held: list[_Job] = []
-        while True:
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job.priority == URGENT:
-                self._run_job(job)
-            else:
-                held.append(job)
-        for job in held:
-            self._queue.put(job)
-            self._queue.task_done()  # the get above
+        self._depth += 1
+        try:
+            while not self.should_exit.is_set():
+                try:
+                    job = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if job.priority == URGENT or (nest and job.nestable):
+                    self._run_job(job)
+                    self._ping()
+                else:
+                    held.append(job)
+        finally:
+            self._depth -= 1
+            for job in held:
+                self._queue.put(job)
+                self._queue.task_done()  # the get above
 
     def _scan_job(self, source: str, why: str) -> Callable[[], Any]:
         def run() -> Any:
             assert self.engine is not None
-            logger.info("scanning source %s (%s)", source, why)
-
             if source not in self.engine.sources:
                 return None  # removed by a reload
+            logger.info("scanning source %s (%s)", source, why)
 
-            def progress(done: int, total: int) -> None:
-                self.progress[source] = f"{done}/{total}"
-                systemd.notify(f"STATUS=indexing {source}: {done}/{total} documents")
-                self._ping()
+            def progress(p: SyncProgress) -> None:
+                self.progress[source] = p
+                systemd.notify(
+                    f"STATUS={p.phase} {source}: {p.docs_done}/{p.docs_total} documents, "
+                    f"{p.chunks_written} chunks"
+                )
 
             try:
-                res = self.engine.sync(source, progress=progress, between=self._serve_urgent)
+                res = self.engine.sync(source, progress=progress)
             finally:
                 self.progress.pop(source, None)
             self._succeeded(source)
             self._observe(res, None)
+            if res.interrupted:
+                logger.info(
+                    "scan of source %s interrupted: %d indexed, %d deleted, %d failed "
+                    "(the next start finishes it)",
+                    source,
+                    res.indexed,
+                    res.deleted,
+                    res.failed,
+                )
+                return res.as_dict()
             logger.info(
-                "source %s in sync: %d indexed, %d deleted, %d failed, %d embedded, %d reused",
+                "source %s %s: %d indexed, %d deleted, %d failed, %d embedded, %d reused",
                 source,
+                "in sync" if paths_complete_result(res) else "synced, not complete",
                 res.indexed,
                 res.deleted,
                 res.failed,
@@ -467,13 +528,23 @@ class Service:
         self._queue.put(self._batch_job(source, set(paths), first or time.monotonic()))
 
     def _batch_job(self, source: str, paths: set[str], first: float) -> _Job:
+        """A job syncing changed ``paths``; it counts in ``lag_seconds`` until it is done.
+
+        Run nested in another job's checkpoint, it leaves the documents that job has in
+        flight to a batch queued once that job ends (``deferred``).
+        """
+        seq = next(self._seq)
+        self._waiting[seq] = first
+
         def run() -> Any:
             assert self.engine is not None
             if source not in self.engine.sources:
+                self._waiting.pop(seq, None)
                 return None  # removed by a reload
-            res = self.engine.sync(source, paths, between=self._serve_urgent)
+            res = self.engine.sync(source, paths)
             self.batches_done += 1
             self._succeeded(source)
+            self._waiting.pop(seq, None)
             self._lag.append(time.monotonic() - first)
             del self._lag[:-100]
             self._observe(res, first)
@@ -486,15 +557,26 @@ class Service:
                     res.deleted,
                     res.failed,
                 )
+            if res.deferred:
+                self._after_in_flight.setdefault(source, set()).update(res.deferred)
             if res.retry:  # files that vanished or were locked mid-read
                 self._defer(RETRY_MIN_S, self._batch_job(source, set(res.retry), first))
+            if res.interrupted:  # stopping: the next start's scan finds these changes
+                logger.info("source %s: a batch of changes was interrupted", source)
             return res.as_dict()
 
-        job = _Job(CHANGES, next(self._seq), run)
-        job.on_error = lambda exc: self._failed(
-            source, f"a batch of {len(paths)} change(s)", exc, self._batch_job(source, paths, first)
-        )
-        return job
+        def on_error(exc: Exception) -> None:
+            self._waiting.pop(seq, None)
+            retry = self._batch_job(source, paths, first)
+            self._failed(source, f"a batch of {len(paths)} change(s)", exc, retry)
+
+        return _Job(CHANGES, seq, run, on_error=on_error, nestable=True)
+
+    def _queue_deferred(self) -> None:
+        """Queue the changes a nested batch left to the job that had them in flight."""
+        for source, paths in self._after_in_flight.items():
+            self._queue.put(self._batch_job(source, paths, time.monotonic()))
+        self._after_in_flight.clear()
 
     def _on_lost(self, source: str, why: str) -> None:
         """Events may have been lost: rescan the source (thread-safe)."""
@@ -570,20 +652,36 @@ class Service:
     # -- metrics ---------------------------------------------------------------------------------
 
     def _instrument(self, engine: Engine) -> None:
-        """Count calls of the embedding model and ping the systemd watchdog around them."""
+        """Hook the engine: checkpoints, and watchdog pings and counts around model calls.
+
+        A call of the model is at most ``embedding.batch_size`` texts (a second or so):
+        the ping after it comes from progress. A call that finds the model still
+        preloading waits for the load with pings (loading is bounded work in another
+        thread), for at most :data:`MODEL_LOAD_GRACE_S`.
+        """
+        engine.on_checkpoint = self._checkpoint
         for emb in (engine.embedder, engine.sentence_embedder):
             model = emb.model
 
             def counted(texts: Any, _model: Any = model) -> Any:
                 if self.metrics is not None:
                     self.metrics.embedding_calls.inc()
-                self._ping()  # the first call loads the model: seconds on a small host
-                try:
-                    return _model(texts)
-                finally:
-                    self._ping()
+                self._wait_for_preload()
+                self._ping()
+                out = _model(texts)
+                self._ping()
+                return out
 
             emb.model = counted
+
+    def _wait_for_preload(self) -> None:
+        t = self._preload
+        if t is None or not t.is_alive() or t is threading.current_thread():
+            return
+        deadline = time.monotonic() + MODEL_LOAD_GRACE_S
+        while t.is_alive() and time.monotonic() < deadline:
+            self._ping()
+            t.join(timeout=min(0.5, self._ping_every or 0.5))
 
     def _start_metrics(self) -> None:
         m = self.cfg.metrics
@@ -614,25 +712,43 @@ class Service:
         from . import commands
 
         assert self.engine is not None
-        st = commands.status_of(self.engine.manifest, self.engine, self.state_dir)
-        oldest = self._batcher.oldest() if self._batcher else None
+        engine = self.engine
+        st = commands.status_of(engine.manifest, engine, self.state_dir)
+        missing = dict(self.missing_roots)
+        for s in st["sources"]:
+            s["root_missing"] = s["source"] in missing
+        progress = {name: p.as_dict() for name, p in list(self.progress.items())}
         st["daemon"] = {
             "pid": os.getpid(),
             "phase": self.phase,
-            "progress": dict(self.progress),
+            "progress": progress,
+            "in_flight": [f.as_dict() for f in engine.in_flight],
             "queue_depth": (self._batcher.depth() if self._batcher else 0) + self._queue.qsize(),
             # documents a running scan still has to write (the first ingest, rescans)
-            "scan_documents_left": sum(
-                int(t) - int(d) for d, t in (p.split("/") for p in list(self.progress.values()))
-            ),
-            "lag_seconds": round(time.monotonic() - oldest, 3) if oldest else 0.0,
+            "scan_documents_left": sum(p["docs_total"] - p["docs_done"] for p in progress.values()),
+            "lag_seconds": round(self.lag(), 3),
             "watchers_alive": all(w.alive() for w in self._watchers),
             "unwatched_sources": sorted(self._unwatched),
+            "missing_roots": sorted(missing.values()),
+            "model_loaded": bool(getattr(engine._embed_model, "loaded", False)),
             "started_at": self.started_at,
             "last_error": dict(self.last_error),
-            "healthy": not self._dead_watchers() and not self.last_error,
+            "healthy": not self._dead_watchers() and not self.last_error and not missing,
         }
         return st
+
+    def lag(self) -> float:
+        """Seconds the oldest change not yet applied has waited (0.0 when none waits).
+
+        Counts changes still coalescing in the batcher and change batches queued,
+        deferred or being written.
+        """
+        firsts = list(self._waiting.values())
+        if self._batcher is not None:
+            oldest = self._batcher.oldest()
+            if oldest is not None:
+                firsts.append(oldest)
+        return max(0.0, time.monotonic() - min(firsts)) if firsts else 0.0
 
 
 def _root_id(root: Path | str) -> tuple[int, int] | None:
@@ -642,3 +758,8 @@ def _root_id(root: Path | str) -> tuple[int, int] | None:
     except OSError:
         return None
     return (st.st_dev, st.st_ino) if stat_mod.S_ISDIR(st.st_mode) else None
+
+
+def paths_complete_result(res: SyncResult) -> bool:
+    """Whether a sync left nothing behind (to retry, deferred, held or missing)."""
+    return not (res.retry or res.deferred or res.held or res.root_missing or res.interrupted)

@@ -3,7 +3,8 @@
 After gunicorn's ``gunicorn/systemd.py``: a no-op when ``$NOTIFY_SOCKET`` is unset, an
 ``@`` prefix names an abstract socket, and it never raises (failures are logged at
 debug level). Unlike gunicorn, the socket is created before the ``try`` so ``finally``
-never closes an unbound name.
+never closes an unbound name, and it never blocks: when the receiver's queue is full the
+message is dropped (a blocked send would stall the engine thread that pings).
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ def notify(state: str, env: dict[str, str] | None = None) -> bool:
         addr = "\0" + addr[1:]
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC)
     try:
+        # never block the daemon on a full notify queue: a message is dropped instead
+        sock.setblocking(False)
         sock.connect(addr)
         sock.sendall(state.encode("utf-8"))
         return True
@@ -42,9 +45,14 @@ def notify(state: str, env: dict[str, str] | None = None) -> bool:
 
 
 def watchdog_interval(env: dict[str, str] | None = None) -> float | None:
-    """Seconds between ``WATCHDOG=1`` pings: half of ``$WATCHDOG_USEC``, or ``None``.
+    """Least seconds between ``WATCHDOG=1`` pings: a quarter of ``$WATCHDOG_USEC``, or ``None``.
 
-    ``$WATCHDOG_PID``, when set, must be this process's pid.
+    systemd kills a service whose pings are ``$WATCHDOG_USEC`` apart and suggests pinging
+    at half of it. The daemon pings from progress (after each embedding call and write
+    slice, and from its idle loop), at most this often; a quarter keeps the longest gap
+    between two pings under half of ``$WATCHDOG_USEC`` even when the progress that
+    triggers a ping comes a second late. ``$WATCHDOG_PID``, when set, must be this
+    process's pid.
     """
     e = env if env is not None else os.environ
     usec = e.get("WATCHDOG_USEC")
@@ -52,6 +60,6 @@ def watchdog_interval(env: dict[str, str] | None = None) -> float | None:
     if not usec or (pid and pid != str(os.getpid())):
         return None
     try:
-        return max(0.05, int(usec) / 2_000_000)
+        return max(0.05, int(usec) / 4_000_000)
     except ValueError:
         return None

@@ -191,6 +191,10 @@ class SentenceTransformerEmbedder:
         self._lock = threading.Lock()
         self.calls = 0
 
+    def load(self) -> None:
+        """Load the model now (thread-safe; a concurrent call waits for the first)."""
+        self._load()
+
     def _load(self) -> Any:
         with self._lock:
             if self._model is None:
@@ -348,6 +352,11 @@ class CachedEmbedder:
         fingerprint: the model fingerprint (cache key part).
         cache: the embedding cache, or ``None``.
         hasher: chunk hash of a text (must match the store's chunk hashes).
+        max_texts_per_call: most texts given to ``model`` in one call (``None``: all),
+            so that whoever wraps ``model`` sees progress often.
+        seconds_per_call: when calls of ``max_texts_per_call`` texts take longer than
+            this (a loaded machine), later calls get fewer texts, so that one call
+            stays about this long; they grow back when the model is faster again.
     """
 
     def __init__(
@@ -356,11 +365,17 @@ class CachedEmbedder:
         fingerprint: str,
         cache: EmbeddingCache | None,
         hasher: Callable[[str], str],
+        *,
+        max_texts_per_call: int | None = None,
+        seconds_per_call: float | None = None,
     ) -> None:
         self.model = model
         self.fingerprint = fingerprint
         self.cache = cache
         self.hasher = hasher
+        self.max_texts_per_call = max_texts_per_call
+        self.seconds_per_call = seconds_per_call
+        self._per_call = max_texts_per_call
         self.stats = EmbedStats()
 
     def vectors(
@@ -385,14 +400,27 @@ class CachedEmbedder:
                     self.cache.put_many(self.fingerprint, extra)
                 missing = [h for h in missing if h not in found]
         self.stats.reused += len(want) - len(missing)
-        if missing:
-            vecs = self.model([want[h] for h in missing])
-            new = {h: vecs[i] for i, h in enumerate(missing)}
-            self.stats.embedded += len(missing)
+        i = 0
+        while i < len(missing):
+            part = missing[i : i + (self._per_call or len(missing))]
+            i += len(part)
+            t0 = time.monotonic()
+            vecs = self.model([want[h] for h in part])
+            self._adapt(len(part), time.monotonic() - t0)
+            new = {h: vecs[k] for k, h in enumerate(part)}
+            self.stats.embedded += len(part)
             if self.cache is not None:
                 self.cache.put_many(self.fingerprint, new)
             found.update(new)
         return {h: found[h] for h in want}
+
+    def _adapt(self, n: int, seconds: float) -> None:
+        """Size the next call to take about ``seconds_per_call`` at the rate just seen."""
+        top = self.max_texts_per_call
+        if top is None or self.seconds_per_call is None or seconds <= 0:
+            return
+        fits = int(n * self.seconds_per_call / seconds)
+        self._per_call = max(1, min(top, fits, 2 * n))
 
     def embed_texts(self, texts: Sequence[str]) -> Vectors:
         """Embed arbitrary texts through the cache (for the semantic chunker).

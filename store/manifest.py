@@ -24,7 +24,7 @@ Rows:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -441,7 +441,7 @@ class Manifest:
         """Record ``rows`` as pending point ids of ``doc_id`` (write order, step a)."""
         self.add_pending_many({doc_id: rows})
 
-    def add_pending_many(self, batch: dict[int, Sequence[ChunkRow]]) -> None:
+    def add_pending_many(self, batch: Mapping[int, Sequence[ChunkRow]]) -> None:
         """Record pending point ids of several documents in one transaction (step a).
 
         Ids a document already holds (committed or pending) are left as they are.

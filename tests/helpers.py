@@ -99,10 +99,10 @@ def without_provenance(points: dict[str, dict[str, Any]]) -> dict[str, dict[str,
     }
 
 
-def oracle(root: Path, tmp: Path, embed: Any) -> dict[str, dict[str, Any]]:
-    """Points of a from-scratch ingest of ``root`` into a fresh state dir."""
+def oracle(root: Path, tmp: Path, embed: Any, **overrides: Any) -> dict[str, dict[str, Any]]:
+    """Points of a from-scratch ingest of ``root`` into a fresh state dir (config ``overrides``)."""
     state = tmp / f"oracle-{time.monotonic_ns()}"
-    eng = make_engine(root, state, embed)
+    eng = make_engine(root, state, embed, **overrides)
     try:
         for name in eng.sources:
             eng.sync(name)

@@ -71,6 +71,7 @@ class Harness:
         self.applied: list[Any] = []  # every Plan the engine applied
         overrides.setdefault("watch", FAST_WATCH)
         self.config_path = config_path
+        self.overrides = {k: v for k, v in overrides.items() if k != "watch"}
 
         def load() -> Any:
             return load_config(
@@ -102,8 +103,8 @@ class Harness:
 
     # -- lifecycle ----------------------------------------------------------------------------
 
-    def start(self, timeout: float = 60) -> Harness:
-        """Start the service and wait for its start-up reconcile to finish."""
+    def start(self, timeout: float = 60, *, wait_idle: bool = True) -> Harness:
+        """Start the service and wait for its start-up reconcile to finish (``wait_idle``)."""
         # the CLI's setup_logging() (CliRunner tests in this process) stops propagation
         # to the root logger, where pytest's caplog listens
         logging.getLogger("ingestd").propagate = True
@@ -114,7 +115,8 @@ class Harness:
             "service start-up",
         )
         assert self.error is None, self.error
-        self.wait_idle(timeout)
+        if wait_idle:
+            self.wait_idle(timeout)
         return self
 
     def stop(self, timeout: float = 20) -> int | None:
@@ -191,7 +193,7 @@ class Harness:
     def assert_matches_oracle(self, tmp: Path) -> None:
         """The live store holds exactly a from-scratch ingest of the tree (ids and payload)."""
         got = self.points()
-        want = oracle(self.root, tmp, fake_vectors)
+        want = oracle(self.root, tmp, fake_vectors, **self.overrides)
         missing, orphans = set(want) - set(got), set(got) - set(want)
         assert not missing and not orphans, f"{len(missing)} missing, {len(orphans)} orphans"
         diff = [pid for pid in want if got[pid] != want[pid]]
