@@ -278,11 +278,13 @@ class Engine:
         self.retry: dict[str, set[str]] = {}
         self.held: dict[str, list[str]] = {}
         self.last_error: dict[str, str] = {}
+        self.roots_missing: set[str] = set()  # sources whose root was missing at the last look
         self.stop = threading.Event()
         self.on_checkpoint: Callable[[bool], None] | None = None
         self.writer = Writer(self)
         self._collections_checked: set[str] = set()
         self._progress: list[tuple[SyncProgress, ProgressFn | None]] = []
+        self._queued: list[tuple[str, set[str]]] = []  # per running apply: paths not yet read
         self._last_heartbeat = time.monotonic()
         for s in cfg.sources:
             self.manifest.ensure_source(s.name, str(s.root), s.collection)
@@ -468,9 +470,16 @@ class Engine:
         root = Path(self.sources[source].root)
         if not root.is_dir():
             # an unmounted volume is not a deletion of every document: do nothing
-            logger.error("source %s: root %s is missing; nothing synced or deleted", source, root)
+            if source not in self.roots_missing:
+                logger.error(
+                    "source %s: root %s is missing; nothing synced or deleted", source, root
+                )
+            self.roots_missing.add(source)
             plan.root_missing = True
             return plan
+        if source in self.roots_missing:
+            self.roots_missing.discard(source)
+            logger.info("source %s: root %s is back", source, root)
         pending = self.manifest.pending_doc_ids(source)
         known, found = self._observe(source, paths)
         for rel, st in sorted(found.items()):
@@ -702,7 +711,9 @@ class Engine:
         """
         source = plan.source
         res = SyncResult(source, held=list(plan.held), root_missing=plan.root_missing)
-        self._defer_in_flight(plan, res)
+        self._leave_to_running(plan, res)
+        queued = set(plan.index)
+        self._queued.append((source, queued))
         e0, r0 = self.embedder.stats.embedded, self.embedder.stats.reused
         prog = SyncProgress(
             source,
@@ -727,6 +738,7 @@ class Engine:
             res.interrupted = True
         finally:
             self._progress.pop()
+            self._queued.pop()
             res.embedded = self.embedder.stats.embedded - e0
             res.reused = self.embedder.stats.reused - r0
         for rel in plan.index:
@@ -738,16 +750,24 @@ class Engine:
             self.manifest.set_last_sync(source, self.now())
         return res
 
-    def _defer_in_flight(self, plan: Plan, res: SyncResult) -> None:
+    def _leave_to_running(self, plan: Plan, res: SyncResult) -> None:
+        """Keep a sync nested in another one's checkpoint off the other one's documents.
+
+        Documents the running sync has in flight are *deferred* (the caller syncs them
+        again once it ends); documents it has yet to read are left to it (it reads them
+        after this change, so each is processed once).
+        """
         busy = {p for s, p in self.writer.in_flight if s == plan.source}
-        if not busy:
+        ahead = set().union(*(q for s, q in self._queued if s == plan.source))
+        if not busy and not ahead:
             return
         res.deferred = sorted(
             busy & (set(plan.index) | set(plan.delete) | {p for p, _ in plan.stat_only})
         )
-        plan.index = [p for p in plan.index if p not in busy]
-        plan.delete = [p for p in plan.delete if p not in busy]
-        plan.stat_only = [(p, st) for p, st in plan.stat_only if p not in busy]
+        skip = busy | ahead
+        plan.index = [p for p in plan.index if p not in skip]
+        plan.delete = [p for p in plan.delete if p not in skip]
+        plan.stat_only = [(p, st) for p, st in plan.stat_only if p not in skip]
 
     def _index(
         self,
@@ -779,8 +799,10 @@ class Engine:
             group, new_chunks = [], 0
             report()
 
+        queued = self._queued[-1][1]
         for rel in plan.index:
             self.heartbeat()
+            queued.discard(rel)
             try:
                 prep = self._prepare_watched(source, rel, git_commit, plan.sizes.get(rel, 0))
             except UnreadableFile as exc:
@@ -838,8 +860,16 @@ class Engine:
         return fallback
 
     def _delete(self, source: str, rel: str, res: SyncResult) -> None:
+        """Delete the points and rows of a document that is gone.
+
+        A file that is back by now (re-created while a long sync ran) is not deleted:
+        its own change event, or the next scan, indexes it.
+        """
         doc = self.manifest.document(source, rel)
         if doc is None:
+            return
+        if stat_file(Path(self.sources[source].root) / rel) is not None:
+            logger.debug("%s is back; not deleted", rel)
             return
         ids = [c.point_id for c in self.manifest.chunks(doc.id)]
         if ids:

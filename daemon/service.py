@@ -486,6 +486,8 @@ class Service:
                     res.failed,
                 )
                 return res.as_dict()
+            if res.root_missing:  # logged when it went missing; rescanned until it is back
+                return res.as_dict()
             logger.info(
                 "source %s %s: %d indexed, %d deleted, %d failed, %d embedded, %d reused",
                 source,

@@ -45,14 +45,14 @@ def notify(state: str, env: dict[str, str] | None = None) -> bool:
 
 
 def watchdog_interval(env: dict[str, str] | None = None) -> float | None:
-    """Least seconds between ``WATCHDOG=1`` pings: a quarter of ``$WATCHDOG_USEC``, or ``None``.
+    """Least seconds between ``WATCHDOG=1`` pings, or ``None`` without a watchdog.
 
-    systemd kills a service whose pings are ``$WATCHDOG_USEC`` apart and suggests pinging
-    at half of it. The daemon pings from progress (after each embedding call and write
-    slice, and from its idle loop), at most this often; a quarter keeps the longest gap
-    between two pings under half of ``$WATCHDOG_USEC`` even when the progress that
-    triggers a ping comes a second late. ``$WATCHDOG_PID``, when set, must be this
-    process's pid.
+    A quarter of ``$WATCHDOG_USEC``, at most one second. systemd kills a service whose
+    pings are ``$WATCHDOG_USEC`` apart and suggests pinging at half of it. The daemon
+    pings from progress (after each embedding call and write slice, and from its idle
+    loop), at most this often, so the longest gap between two pings is this plus the
+    longest step of progress (about a second), well under half of ``$WATCHDOG_USEC``.
+    ``$WATCHDOG_PID``, when set, must be this process's pid.
     """
     e = env if env is not None else os.environ
     usec = e.get("WATCHDOG_USEC")
@@ -60,6 +60,6 @@ def watchdog_interval(env: dict[str, str] | None = None) -> float | None:
     if not usec or (pid and pid != str(os.getpid())):
         return None
     try:
-        return max(0.05, int(usec) / 4_000_000)
+        return max(0.05, min(1.0, int(usec) / 4_000_000))
     except ValueError:
         return None

@@ -375,7 +375,12 @@ class CachedEmbedder:
         self.hasher = hasher
         self.max_texts_per_call = max_texts_per_call
         self.seconds_per_call = seconds_per_call
-        self._per_call = max_texts_per_call
+        # the first call is small (its speed is unknown); calls double up to the maximum
+        self._per_call = (
+            max(1, max_texts_per_call // 4)
+            if max_texts_per_call and seconds_per_call
+            else max_texts_per_call
+        )
         self.stats = EmbedStats()
 
     def vectors(

@@ -151,3 +151,58 @@ def test_run_follows_edits_and_stops_cleanly(tmp_path: Path) -> None:
     assert "Traceback" not in logtext, logtext
     assert "Loading weights" not in logtext  # no third-party progress bars in logs
     assert_matches_oracle(root, state, tmp_path, fake_vectors)
+
+
+def test_run_preloads_the_model_reports_a_missing_root_and_stops_fast_when_idle(
+    tmp_path: Path,
+) -> None:
+    """Nothing to embed, yet the model is loaded once the daemon is ready; a source
+    whose root is missing at start makes the daemon unhealthy (never "everything
+    deleted"); SIGTERM of the idle daemon ends it within 2 s, "stopped" logged last."""
+    import time
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    missing = tmp_path / "unmounted"
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(
+        json.dumps(
+            {
+                "sources": [
+                    {"name": "docs", "root": str(root)},
+                    {"name": "gone", "root": str(missing)},
+                ]
+            }
+        )
+    )
+    state = tmp_path / "state"
+    log = tmp_path / "daemon.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [*ingestd_cmd(), "run", "--config", str(cfg), "--state-dir", str(state)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+
+        def daemon_status() -> Any:
+            p = run_cli("status", "--json", "--state-dir", str(state), timeout=60)
+            d = json.loads(p.stdout or "{}").get("daemon") if p.stdout else None
+            return (p.returncode, d) if d else None
+
+        code, d = wait_for(daemon_status, 120, "the daemon's status", interval=0.5)
+        assert code == 1 and d["healthy"] is False
+        assert d["missing_roots"] == [str(missing)]
+        wait_for(lambda: daemon_status()[1]["model_loaded"], 240, "the model to preload", 1.0)
+        assert "ERROR" in log.read_text() and str(missing) in log.read_text()
+        t0 = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+        took = time.monotonic() - t0
+        assert took < 2.0, f"an idle daemon took {took:.2f} s to stop"
+        lines = log.read_text().strip().splitlines()
+        assert lines[-1].endswith("ingestd stopped"), lines[-3:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

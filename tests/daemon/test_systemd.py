@@ -152,9 +152,10 @@ def test_notify_is_a_noop_without_socket_and_never_raises(tmp_path: Path) -> Non
     assert systemd.notify("READY=1", {"NOTIFY_SOCKET": str(tmp_path / "missing.sock")}) is False
 
 
-def test_watchdog_is_pinged_at_most_every_quarter_of_watchdog_usec() -> None:
-    # a quarter, so that the gap between two pings stays under half of WATCHDOG_USEC
-    assert systemd.watchdog_interval({"WATCHDOG_USEC": "30000000"}) == 7.5
+def test_watchdog_is_pinged_at_most_every_quarter_of_watchdog_usec_or_second() -> None:
+    # so that the gap between two pings stays well under half of WATCHDOG_USEC
+    assert systemd.watchdog_interval({"WATCHDOG_USEC": "30000000"}) == 1.0
+    assert systemd.watchdog_interval({"WATCHDOG_USEC": "2000000"}) == 0.5
     assert systemd.watchdog_interval({}) is None
     assert systemd.watchdog_interval({"WATCHDOG_USEC": "junk"}) is None
     mine = {"WATCHDOG_USEC": "1000000", "WATCHDOG_PID": str(os.getpid())}
