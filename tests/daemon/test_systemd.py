@@ -175,7 +175,9 @@ class _Systemd:
         self.messages: list[str] = []
 
     def pump(self) -> None:
-        while True:
+        """Read what arrives for up to half a second (pings may never pause longer)."""
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
             try:
                 self.messages.append(self.sock.recv(65536).decode())
             except TimeoutError:
