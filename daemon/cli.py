@@ -13,6 +13,7 @@ import functools
 import json
 import logging
 import os
+import shlex
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -162,6 +163,7 @@ def handle_errors(f: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from ingestd.chunkers.tokenizers import TokenizerError
         from ingestd.daemon.control import DaemonError
+        from ingestd.store.damage import StateDamagedError, is_disk_full
         from ingestd.store.embedder import ModelNotFoundError
         from ingestd.store.manifest import ModelMismatchError
 
@@ -172,6 +174,8 @@ def handle_errors(f: F) -> F:
         )
         try:
             return f(*args, **kwargs)
+        except StateDamagedError as exc:
+            raise Fatal(f"{exc}; `{_rebuild_command(kwargs)}` rebuilds it") from None
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except KeyboardInterrupt:
@@ -191,11 +195,28 @@ def handle_errors(f: F) -> F:
 
             if isinstance(exc, StoreUnavailableError):
                 raise Fatal(str(exc)) from None
+            if is_disk_full(exc):
+                logger.debug("disk full", exc_info=True)
+                raise Fatal(
+                    f"no space left on the device of the state dir ({type(exc).__name__}: "
+                    f"{exc}); nothing was lost: free some space and run the command again"
+                ) from None
             logger.error("unexpected error: %s: %s", type(exc).__name__, exc, exc_info=True)
             click.echo(f"ingestd: unexpected error: {type(exc).__name__}: {exc}", err=True)
             sys.exit(3)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _rebuild_command(kwargs: dict[str, Any]) -> str:
+    """``ingestd resync --rebuild`` with the options and PATHs the failed command had."""
+    words = ["ingestd", "resync", "--rebuild"]
+    if kwargs.get("config_path"):
+        words += ["--config", str(kwargs["config_path"])]
+    if kwargs.get("state_dir"):
+        words += ["--state-dir", str(kwargs["state_dir"])]
+    words += [str(p) for p in kwargs.get("paths") or ()]
+    return shlex.join(words)
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -257,6 +278,11 @@ def run(
 @click.option("--full", is_flag=True, help="Re-hash every file (no stat fast path).")
 @click.option("--dry-run", is_flag=True, help="Print the planned changes; write nothing.")
 @click.option("--allow-mass-delete", is_flag=True, help="Apply deletions the guard would hold.")
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Move a damaged manifest or store aside and rebuild it from the rest of the state.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False))
 @handle_errors
@@ -267,6 +293,7 @@ def resync(
     full: bool,
     dry_run: bool,
     allow_mass_delete: bool,
+    rebuild: bool,
     as_json: bool,
     paths: tuple[str, ...],
 ) -> None:
@@ -274,6 +301,9 @@ def resync(
 
     Without PATH or --config, re-syncs the sources the state dir already knows.
     Exit 3 when the mass-deletion guard held deletions (see --allow-mass-delete).
+    A store that lost points or a manifest that lost records is repaired first, from
+    the other half of the state. --rebuild first moves a damaged manifest.db or
+    embedded store aside (renamed *.damaged-TIME, never deleted), then rebuilds it.
 
     Example:
 
@@ -285,7 +315,11 @@ def resync(
 
     cfg, sd = _load(config_path, paths, state_dir, log_level)
     args = {"full": full, "dry_run": dry_run, "allow_mass_delete": allow_mass_delete}
-    ok, result = _remote(sd, "resync", {"sources": _source_names(cfg, paths), **args})
+    if rebuild:
+        result = _rebuild(cfg, sd, config_path is not None, args, as_json)
+        ok = True
+    else:
+        ok, result = _remote(sd, "resync", {"sources": _source_names(cfg, paths), **args})
     if not ok:
         cfg = _with_manifest_sources(cfg, sd, config_path is not None)
         if not cfg.sources:
@@ -294,6 +328,39 @@ def resync(
             result = commands.resync(engine, None, progress=bar, **args)
     _print_resync(result, as_json, dry_run)
     sys.exit(int(result["exit_code"]))
+
+
+def _rebuild(
+    cfg: Config, sd: Path, config_given: bool, args: dict[str, Any], quiet: bool
+) -> dict[str, Any]:
+    """``resync --rebuild``: set damaged parts aside under the lock, then resync."""
+    from ingestd.daemon import commands
+    from ingestd.daemon.control import StateLock, StateLockedError
+    from ingestd.daemon.repair import set_aside_damaged, sources_in_store
+
+    lock = StateLock(sd)
+    try:
+        lock.acquire("ingestd resync --rebuild")
+    except StateLockedError as exc:
+        raise Fatal(str(exc)) from None
+    try:
+        for note in set_aside_damaged(cfg, sd):
+            logger.warning("%s", note)
+        cfg = _with_manifest_sources(cfg, sd, config_given)
+        if not cfg.sources and not config_given:
+            cfg = cfg.model_copy(update={"sources": sources_in_store(cfg, sd)})
+        if not cfg.sources:
+            raise Fatal("nothing to sync: give PATH arguments or --config", 2)
+        from ingestd.daemon.engine import Engine
+
+        engine = Engine(cfg, sd)
+        try:
+            with _progress(quiet) as bar:
+                return commands.resync(engine, None, progress=bar, **args)
+        finally:
+            engine.close()
+    finally:
+        lock.release()
 
 
 @contextlib.contextmanager

@@ -88,7 +88,9 @@ def resync(
     out = []
     code = 0
     for name in _selected(engine, sources):
-        plan = engine.plan(name, full=full, allow_mass_delete=allow_mass_delete)
+        plan = engine.plan(
+            name, full=full, allow_mass_delete=allow_mass_delete, check_store=not dry_run
+        )
         if dry_run:
             summary = plan.summary()
             out.append(summary)

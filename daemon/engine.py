@@ -35,6 +35,7 @@ from .documents import (
     prepare_document,
     strip_provenance,
 )
+from .repair import HealingCache, StoreCheck, check_store, damaged_store_error
 from .rules import Rule, RuleSet, build_context
 from .scanner import FileStat, SourceFilter, git_head, scan, stat_file
 from .verify import VerifyReport
@@ -293,11 +294,13 @@ class Engine:
 
     @property
     def cache(self) -> Any:
-        """The embedding cache (``embeddings.db``), opened on first use."""
-        if self._cache is None:
-            from ingestd.store.embedder import EmbeddingCache
+        """The embedding cache (``embeddings.db``), opened on first use.
 
-            self._cache = EmbeddingCache(
+        A damaged file is moved aside and replaced by an empty cache, with a warning
+        (:class:`~ingestd.daemon.repair.HealingCache`): never a fatal error.
+        """
+        if self._cache is None:
+            self._cache = HealingCache(
                 self.state_dir / "embeddings.db", self.cfg.embedding.cache_max_entries
             )
             self.embedder.cache = self._cache
@@ -305,12 +308,22 @@ class Engine:
         return self._cache
 
     @property
+    def qdrant_path(self) -> Path:
+        """The embedded store's folder (``qdrant.path``, default ``<state dir>/qdrant``)."""
+        return Path(self.cfg.qdrant.path or self.state_dir / "qdrant")
+
+    @property
     def store(self) -> Any:
-        """The vector store, opened on first use (imports qdrant-client)."""
+        """The vector store, opened on first use (imports qdrant-client).
+
+        Raises:
+            ingestd.store.vectors.StoreUnavailableError: locked by another process.
+            ingestd.store.damage.StateDamagedError: the embedded store's files are damaged.
+        """
         if self._store is None:
             import os
 
-            from ingestd.store.vectors import QdrantStore
+            from ingestd.store.vectors import QdrantStore, StoreUnavailableError
 
             q = self.cfg.qdrant
             if q.url:
@@ -318,8 +331,15 @@ class Engine:
                     url=q.url, api_key=os.environ.get(q.api_key_env), retry_seconds=q.retry_seconds
                 )
             else:
-                path = q.path or self.state_dir / "qdrant"
-                self._store = QdrantStore(path=str(path))
+                try:
+                    self._store = QdrantStore(path=str(self.qdrant_path))
+                except StoreUnavailableError:
+                    raise
+                except Exception as exc:
+                    damage = damaged_store_error(self.qdrant_path, exc)
+                    if damage is None:
+                        raise
+                    raise damage from exc
         return self._store
 
     @property
@@ -452,8 +472,13 @@ class Engine:
         *,
         full: bool = False,
         allow_mass_delete: bool = False,
+        check_store: bool = True,
     ) -> Plan:
         """Compare the files with the manifest.
+
+        A scan first checks the store against the manifest (:meth:`check_store`: a
+        count, and a repair when they differ), so that it plans from a manifest that
+        tells the truth about the store.
 
         Args:
             source: a configured source name.
@@ -461,6 +486,8 @@ class Engine:
                 scan of the whole source (the mass-deletion guard applies to scans only).
             full: re-hash every file (no stat fast path).
             allow_mass_delete: release deletions the guard would hold.
+            check_store: check (and repair) the store before a scan; ``False`` for a
+                plan that must write nothing (``--dry-run``).
 
         Raises:
             KeyError: unknown source.
@@ -480,6 +507,8 @@ class Engine:
         if source in self.roots_missing:
             self.roots_missing.discard(source)
             logger.info("source %s: root %s is back", source, root)
+        if paths is None and check_store:
+            self.check_store(source)
         pending = self.manifest.pending_doc_ids(source)
         known, found = self._observe(source, paths)
         for rel, st in sorted(found.items()):
@@ -492,7 +521,7 @@ class Engine:
                 plan.moves.append((by_hash.pop(plan.hashes[rel]), rel))
         plan.delete = gone
         if paths is None and not allow_mass_delete:
-            self._guard(plan, len(known))
+            self._guard(plan, known, found, pending)
         return plan
 
     def _observe(
@@ -560,8 +589,28 @@ class Engine:
         if doc is not None:
             plan._updates.add(rel)
 
-    def _guard(self, plan: Plan, n_known: int) -> None:
+    def _guard(
+        self,
+        plan: Plan,
+        known: dict[str, DocRow],
+        found: dict[str, FileStat],
+        pending: set[int],
+    ) -> None:
+        """Hold the deletions of a scan that would delete too much (a vanished tree).
+
+        Moves are not deletions: neither those planned here, nor *completed* ones, whose
+        document (same content hash) the manifest already holds, committed, under a
+        path that still exists. A move interrupted after its new paths were written
+        leaves exactly those; finishing it deletes nothing that is not elsewhere.
+        """
+        n_known = len(known)
         moved = {o for o, _ in plan.moves}
+        kept = {
+            doc.content_hash
+            for rel, doc in known.items()
+            if rel in found and doc.state != "new" and doc.id not in pending
+        }
+        moved.update(p for p in plan.delete if known[p].content_hash in kept)
         real = [p for p in plan.delete if p not in moved]
         md = self.cfg.mass_delete
         if len(real) > md.min_count and len(real) > md.max_share * n_known:
@@ -817,6 +866,17 @@ class Engine:
                 flush()
         if group:
             flush()
+
+    def forget_collection_check(self, collection: str) -> None:
+        """Check ``collection`` again before the next write (it was found missing)."""
+        self._collections_checked.discard(collection)
+
+    def check_store(self, source: str) -> StoreCheck:
+        """Compare the store with the manifest for ``source``'s collection and repair.
+
+        See :func:`ingestd.daemon.repair.check_store`.
+        """
+        return check_store(self, source)
 
     def ensure_collection(self, collection: str) -> None:
         """Check the collection's model in the manifest and create it in the store if new.

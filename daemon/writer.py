@@ -130,8 +130,8 @@ class Writer:
         for key, w in zip(keys, work, strict=True):
             self.in_flight[key] = InFlight(source, w.prep.path, 0, len(w.fresh), w.prep.size)
         try:
+            self._refresh_kept(source, collection, work, checkpoint)
             self._upsert_fresh(source, collection, work, res, checkpoint, progress)
-            self._refresh_kept(collection, work, checkpoint)
             stale_ids = [pid for w in work for pid in w.stale]
             if stale_ids:  # (c)
                 eng.store.delete(collection, stale_ids)
@@ -194,18 +194,34 @@ class Writer:
                 checkpoint()
 
     def _refresh_kept(
-        self, collection: str, work: list[_DocWork], checkpoint: Callable[[], None] | None
+        self,
+        source: str,
+        collection: str,
+        work: list[_DocWork],
+        checkpoint: Callable[[], None] | None,
     ) -> None:
-        """Step (b) for kept points: payload fields that moved (ordinal, offsets, ...)."""
+        """Step (b) for kept points: payload fields that moved (ordinal, offsets, ...).
+
+        A kept point the store lost is upserted whole instead: its row joins the
+        document's fresh rows (the in-flight counts grow accordingly).
+        """
         updates: list[tuple[str, dict[str, Any]]] = []
+        rows: dict[str, tuple[_DocWork, ChunkRow]] = {}
         for w in work:
             fresh_ids = {r.point_id for r in w.fresh}
             for r in w.rows:
                 if r.point_id not in fresh_ids:
                     payload = w.prep.payloads[r.ordinal]
                     updates.append((r.point_id, strip_provenance(payload) | _git_of(payload)))
+                    rows[r.point_id] = (w, r)
         for i in range(0, len(updates), PAYLOAD_SLICE):
-            self.engine.store.set_payload(collection, updates[i : i + PAYLOAD_SLICE])
+            missing = self.engine.store.set_payload(collection, updates[i : i + PAYLOAD_SLICE])
+            for pid in missing or ():
+                w, r = rows[pid]
+                w.fresh.append(r)
+                self.in_flight[(source, w.prep.path)].chunks_total += 1
+            if missing:
+                logger.warning("%d points missing from the store are written again", len(missing))
             if checkpoint is not None and i + PAYLOAD_SLICE < len(updates):
                 checkpoint()
 

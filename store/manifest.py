@@ -50,9 +50,20 @@ from sqlalchemy import (
     update,
 )
 from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
-__all__ = ["ChunkRow", "DocRow", "Manifest", "ModelMismatchError", "sqlite_url"]
+from .damage import StateDamagedError, is_sqlite_damage
+
+__all__ = [
+    "AdoptedDocument",
+    "ChunkRow",
+    "DocRow",
+    "Manifest",
+    "ModelMismatchError",
+    "StateDamagedError",
+    "sqlite_url",
+]
 
 
 class Base(DeclarativeBase):
@@ -179,6 +190,26 @@ class DocRow:
 
 
 @dataclass(frozen=True, slots=True)
+class AdoptedDocument:
+    """A document re-recorded from the points the vector store holds for it.
+
+    Attributes:
+        content_hash: the points' ``doc_hash``.
+        rule_fingerprint: the points' ``rule_fingerprint``.
+        rows: the points, as chunk rows.
+        git_commit: the points' ``git_commit``, if any.
+        consistent: all points agree on the fields above (else the document is
+            recorded as ``new``, so that the next sync re-writes it).
+    """
+
+    content_hash: str
+    rule_fingerprint: str
+    rows: tuple[ChunkRow, ...]
+    git_commit: str | None = None
+    consistent: bool = True
+
+
+@dataclass(frozen=True, slots=True)
 class ChunkRow:
     """One recorded point of a document (offsets in characters)."""
 
@@ -231,9 +262,51 @@ class Manifest:
         self.url = url
         self.now = now
         self.engine: Engine = create_engine(url, future=True)
+        database = self.engine.url.database
+        #: the SQLite file, ``None`` for other databases and ``:memory:``
+        self.path: Path | None = None
         if self.engine.dialect.name == "sqlite":
+            if database and database != ":memory:":
+                self.path = Path(database)
             event.listen(self.engine, "connect", _sqlite_pragmas)
-        self._migrate()
+            event.listen(self.engine, "handle_error", self._on_error)
+        try:
+            self._migrate()
+        except StateDamagedError:
+            self.engine.dispose()
+            raise
+        except Exception as exc:
+            self.engine.dispose()
+            if self.path is not None and is_sqlite_damage(exc):
+                raise self._damaged(exc) from exc
+            raise
+
+    def _damaged(self, exc: BaseException) -> StateDamagedError:
+        orig = getattr(exc, "orig", None) or exc
+        return StateDamagedError(self.path or self.url, "manifest", str(orig))
+
+    def _on_error(self, ctx: Any) -> None:
+        """SQLAlchemy ``handle_error`` hook: a damaged file raises :class:`StateDamagedError`."""
+        if self.path is not None and is_sqlite_damage(ctx.original_exception):
+            raise self._damaged(ctx.original_exception)
+
+    def integrity_problem(self) -> str | None:
+        """What SQLite's ``PRAGMA quick_check`` finds wrong (``None``: nothing, or not SQLite).
+
+        Reads every page: about as long as reading the file.
+        """
+        if self.engine.dialect.name != "sqlite":
+            return None
+        try:
+            with self.engine.connect() as conn:
+                rows = [str(r[0]) for r in conn.exec_driver_sql("PRAGMA quick_check")]
+        except StateDamagedError as exc:
+            return exc.detail
+        except DBAPIError as exc:
+            if is_sqlite_damage(exc):
+                return str(exc.orig)
+            raise
+        return None if rows == ["ok"] else "; ".join(rows[:3])
 
     # -- schema ------------------------------------------------------------------
 
@@ -501,6 +574,70 @@ class Manifest:
             conn.execute(delete(C).where(C.c.doc_id.in_(ids)))
             conn.execute(delete(D).where(D.c.source == source))
             conn.execute(delete(S).where(S.c.name == source))
+
+    # -- checks and repairs ---------------------------------------------------------------
+
+    def _collection_sources(self, collection: str) -> Any:
+        return select(S.c.name).where(S.c.collection == collection).scalar_subquery()
+
+    def collection_counts(self, collection: str) -> tuple[int, int]:
+        """``(committed, pending)`` point rows of every source recorded with ``collection``."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(C.c.pending, func.count())
+                .join(D, D.c.id == C.c.doc_id)
+                .where(D.c.source.in_(self._collection_sources(collection)))
+                .group_by(C.c.pending)
+            ).all()
+        by = {bool(p): int(n) for p, n in rows}
+        return by.get(False, 0), by.get(True, 0)
+
+    def point_index(self, collection: str) -> dict[str, tuple[str, str, bool]]:
+        """Every recorded point of ``collection``: id -> ``(source, path, pending)``."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(C.c.point_id, D.c.source, D.c.path, C.c.pending)
+                .join(D, D.c.id == C.c.doc_id)
+                .where(D.c.source.in_(self._collection_sources(collection)))
+            )
+            return {str(pid): (str(s), str(p), bool(x)) for pid, s, p, x in rows}
+
+    def adopt(self, source: str, docs: Mapping[str, AdoptedDocument]) -> None:
+        """Record points the vector store holds but the manifest lost (one transaction).
+
+        A path the manifest does not know gets a row with a zero stat, so the next
+        sync reads and hashes its file: equal bytes cost a stat update, other bytes
+        (or a deleted file) take the usual way and nothing is embedded twice. A path it
+        knows gets the points as *pending*: the next sync re-writes the document and
+        deletes whichever of them is stale.
+        """
+        with self.engine.begin() as conn:
+            rows = conn.execute(select(D.c.path, D.c.id).where(D.c.source == source))
+            known = {str(p): int(i) for p, i in rows}
+            values: list[dict[str, Any]] = []
+            for path, doc in docs.items():
+                doc_id = known.get(path)
+                if doc_id is None:
+                    doc_id = self._upsert_document(
+                        conn,
+                        source,
+                        path,
+                        {
+                            "content_hash": doc.content_hash,
+                            "rule_fingerprint": doc.rule_fingerprint,
+                            "git_commit": doc.git_commit,
+                            "state": "ok" if doc.consistent else "new",
+                        },
+                    )
+                    pending = not doc.consistent
+                else:
+                    pending = True
+                values.extend(_row_values(doc_id, r, pending=pending) for r in doc.rows)
+            ids = [v["point_id"] for v in values]
+            for i in range(0, len(ids), 500):
+                conn.execute(delete(C).where(C.c.point_id.in_(ids[i : i + 500])))
+            if values:
+                conn.execute(insert(C), values)
 
     # -- reporting -------------------------------------------------------------------
 
