@@ -197,9 +197,10 @@ def handle_errors(f: F) -> F:
                 raise Fatal(str(exc)) from None
             if is_disk_full(exc):
                 logger.debug("disk full", exc_info=True)
+                detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]
                 raise Fatal(
-                    f"no space left on the device of the state dir ({type(exc).__name__}: "
-                    f"{exc}); nothing was lost: free some space and run the command again"
+                    f"no space left on the device of the state dir ({detail}); nothing was "
+                    "lost: free some space and run the command again"
                 ) from None
             logger.error("unexpected error: %s: %s", type(exc).__name__, exc, exc_info=True)
             click.echo(f"ingestd: unexpected error: {type(exc).__name__}: {exc}", err=True)
@@ -443,6 +444,14 @@ def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
             f"({s['embedded']} embedded, {s['reused']} reused), "
             f"{s['chunks_deleted']} deleted"
         )
+        if s.get("repaired"):
+            r = s["repaired"]
+            click.echo(
+                f"  repaired first: {r.get('adopted', 0)} points re-recorded in the manifest, "
+                f"{r.get('rewritten', 0)} lost points written again, "
+                f"{r.get('deleted', 0)} unusable points deleted",
+                err=True,
+            )
         if s.get("root_missing"):
             click.echo(f"  the root folder of {s['source']} is missing: nothing synced", err=True)
         if s["held"]:

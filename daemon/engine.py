@@ -86,6 +86,8 @@ class Plan:
         sizes: size in bytes of each path in ``index`` (for progress and its ETA).
         root_missing: the source's root folder is missing (unmounted?): nothing planned.
         scan: planned from a scan of the whole source (the guard applied).
+        repaired: what the check of the store before the scan repaired (counts), empty
+            when the store and the manifest agreed.
     """
 
     source: str
@@ -99,6 +101,7 @@ class Plan:
     sizes: dict[str, int] = field(default_factory=dict)
     root_missing: bool = False
     scan: bool = False
+    repaired: dict[str, int] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -142,6 +145,7 @@ class SyncResult:
         reused: vectors taken from the embedding cache or the store.
         root_missing: the source's root folder is missing: nothing was synced.
         interrupted: a stop request ended the sync before it was complete.
+        repaired: what the check of the store repaired first (see :class:`Plan`).
     """
 
     source: str
@@ -157,10 +161,11 @@ class SyncResult:
     reused: int = 0
     root_missing: bool = False
     interrupted: bool = False
+    repaired: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready counts."""
-        return dict(self.__dict__)
+        return {k: dict(v) if isinstance(v, dict) else v for k, v in self.__dict__.items()}
 
 
 @dataclass
@@ -508,7 +513,7 @@ class Engine:
             self.roots_missing.discard(source)
             logger.info("source %s: root %s is back", source, root)
         if paths is None and check_store:
-            self.check_store(source)
+            plan.repaired = self.check_store(source).repairs()
         pending = self.manifest.pending_doc_ids(source)
         known, found = self._observe(source, paths)
         for rel, st in sorted(found.items()):
@@ -759,7 +764,9 @@ class Engine:
             the documents in flight is committed: the next sync finishes them).
         """
         source = plan.source
-        res = SyncResult(source, held=list(plan.held), root_missing=plan.root_missing)
+        res = SyncResult(
+            source, held=list(plan.held), root_missing=plan.root_missing, repaired=plan.repaired
+        )
         self._leave_to_running(plan, res)
         queued = set(plan.index)
         self._queued.append((source, queued))

@@ -82,6 +82,11 @@ class StoreCheck:
     rewritten: list[str] = field(default_factory=list)
     elsewhere: list[str] = field(default_factory=list)
 
+    def repairs(self) -> dict[str, int]:
+        """Non-zero counts of what was repaired: ``adopted``, ``deleted``, ``rewritten``."""
+        out = {"adopted": self.adopted, "deleted": self.deleted, "rewritten": self.missing}
+        return {k: v for k, v in out.items() if v}
+
     @property
     def counts_agree(self) -> bool:
         """Whether the cheap count proved nothing is missing or unknown."""
