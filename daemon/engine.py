@@ -520,10 +520,15 @@ class Engine:
             self._classify(plan, rel, st, known.get(rel), pending, full=full)
             self.heartbeat()
         gone = sorted(p for p in known if p not in found)
-        by_hash = {known[p].content_hash: p for p in gone}
+        by_hash: dict[str, list[str]] = {}
+        for p in gone:
+            by_hash.setdefault(known[p].content_hash, []).append(p)
         for rel in plan.index:
-            if rel not in known and plan.hashes.get(rel) in by_hash:
-                plan.moves.append((by_hash.pop(plan.hashes[rel]), rel))
+            # a new path, one written but not committed (a move interrupted), or one
+            # overwritten by the moved file
+            olds = by_hash.get(plan.hashes.get(rel, ""))
+            if olds:
+                plan.moves.append((olds.pop(0), rel))
         plan.delete = gone
         if paths is None and not allow_mass_delete:
             self._guard(plan, known, found, pending)
@@ -606,7 +611,9 @@ class Engine:
         Moves are not deletions: neither those planned here, nor *completed* ones, whose
         document (same content hash) the manifest already holds, committed, under a
         path that still exists. A move interrupted after its new paths were written
-        leaves exactly those; finishing it deletes nothing that is not elsewhere.
+        leaves exactly those; finishing it deletes nothing that is not elsewhere. Nor
+        are documents never committed (state ``new``: a first write interrupted): their
+        deletion only clears what that write left.
         """
         n_known = len(known)
         moved = {o for o, _ in plan.moves}
@@ -615,7 +622,9 @@ class Engine:
             for rel, doc in known.items()
             if rel in found and doc.state != "new" and doc.id not in pending
         }
-        moved.update(p for p in plan.delete if known[p].content_hash in kept)
+        moved.update(
+            p for p in plan.delete if known[p].state == "new" or known[p].content_hash in kept
+        )
         real = [p for p in plan.delete if p not in moved]
         md = self.cfg.mass_delete
         if len(real) > md.min_count and len(real) > md.max_share * n_known:

@@ -9,6 +9,9 @@ embedding. Environment knobs:
 * ``INGESTD_TEST_SLICE``: chunks per write slice (smaller: more checkpoints).
 * ``INGESTD_TEST_EMBED_DELAY``: seconds each embedding call sleeps (a slower model,
   so kills land in the middle of writes).
+* ``INGESTD_TEST_KILL_AFTER``: ``Class.method:N`` (``QdrantStore.upsert``,
+  ``Manifest.commit_documents``, ...): the process kills itself with SIGKILL right
+  after the N-th call of that write step.
 """
 
 from __future__ import annotations
@@ -48,7 +51,32 @@ def main(argv: Sequence[str]) -> None:
         init(self, *args, **kwargs)
 
     engine_mod.Engine.__init__ = fake_init  # type: ignore[method-assign]
+    if os.environ.get("INGESTD_TEST_KILL_AFTER"):
+        _kill_after(os.environ["INGESTD_TEST_KILL_AFTER"])
     cli_main(argv)
+
+
+def _kill_after(spec: str) -> None:
+    """Make the process SIGKILL itself after the N-th call of ``Class.method``."""
+    import signal
+
+    from ingestd.store.manifest import Manifest
+    from ingestd.store.vectors import QdrantStore
+
+    target, nth = spec.rsplit(":", 1)
+    cls_name, method = target.split(".")
+    cls: Any = {"Manifest": Manifest, "QdrantStore": QdrantStore}[cls_name]
+    orig = getattr(cls, method)
+    calls = [0]
+
+    def wrapped(self: Any, *a: Any, **k: Any) -> Any:
+        out = orig(self, *a, **k)
+        calls[0] += 1
+        if calls[0] == int(nth):
+            os.kill(os.getpid(), signal.SIGKILL)
+        return out
+
+    setattr(cls, method, wrapped)
 
 
 if __name__ == "__main__":
