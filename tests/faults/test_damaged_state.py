@@ -374,3 +374,23 @@ def test_status_is_unhealthy_while_a_batch_waits_after_disk_full(
             h.settle(timeout=60)
             assert h.service.status()["daemon"]["healthy"]
             h.assert_matches_oracle(tmp_path)
+
+
+@pytest.mark.parametrize("lose", ["store", "manifest"])
+def test_daemon_start_up_repairs_a_lost_half(
+    tmp_path: Path, lose: str, no_thread_leaks: None
+) -> None:
+    from tests.daemon.harness import Harness
+
+    root, state = _ingested(tmp_path)
+    if lose == "store":
+        shutil.rmtree(state / "qdrant")
+    else:
+        for f in state.glob("manifest.db*"):
+            f.unlink()
+    _edit(root)
+    emb = CountingEmbedder(fake_vectors)
+    with Harness(root, state, emb).start(timeout=120) as h:
+        h.settle(timeout=60)
+        h.assert_matches_oracle(tmp_path)
+    assert len(emb.texts) <= 2, "only the edited chunks are embedded"
