@@ -44,6 +44,7 @@ __all__ = [
     "HealingCache",
     "StoreCheck",
     "check_store",
+    "count_points",
     "damaged_store_error",
     "set_aside",
     "set_aside_damaged",
