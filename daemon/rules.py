@@ -20,6 +20,7 @@ import pathspec
 from ingestd.chunkers.base import ChunkContext, Chunker, EmbedFn, Sizer
 from ingestd.chunkers.registry import chunker_class
 from ingestd.chunkers.tokenizers import ModelSizer, TiktokenSizer
+from ingestd.store.sparse import contract as bm25_contract
 
 from .config import Config, RuleConfig, default_rules
 
@@ -35,8 +36,8 @@ class Rule:
         name: payload ``rule``.
         config: the rule as configured.
         fingerprint: sha256 hex of what decides this rule's chunks and payload (name,
-            chunker, version, params, tokenizer, model fingerprint, model fit, and the
-            chunkers' code).
+            chunker, version, params, tokenizer, model fingerprint, model fit, the
+            chunkers' code) and sparse vectors (the BM25 contract).
         chunker: the strategy instance.
     """
 
@@ -125,6 +126,7 @@ class RuleSet:
                     "model": model_fingerprint,
                     "fit_model": ctx.model_sizer is not None,
                     "code": chunkers_code_fingerprint(),
+                    "bm25": bm25_contract(),  # sparse vectors are part of each point
                 }
             )
             self.rules.append(
