@@ -401,9 +401,24 @@ def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
     help="Number of chunks.",
 )
 @click.option("--source", help="Only this source (its name).")
-@click.option("--path", "path_prefix", help="Only paths starting with this prefix.")
+@click.option(
+    "--path",
+    "path_prefix",
+    help="Only this file, or the files under this folder (relative to the source root).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "dense", "sparse"]),
+    help="Ranking: dense + BM25 fused (hybrid), embeddings only, or BM25 only "
+    "[default: search.mode, hybrid].",
+)
 @click.option("--expand", is_flag=True, help="Add each hit's parent section (hierarchical).")
-@click.option("--json", "as_json", is_flag=True, help="Print hits as a JSON list.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print hits as a JSON list, with each hit's rank in the dense and sparse rankings.",
+)
 @handle_errors
 def search(
     config_path: Path | None,
@@ -413,16 +428,18 @@ def search(
     k: int,
     source: str | None,
     path_prefix: str | None,
+    mode: str | None,
     expand: bool,
     as_json: bool,
 ) -> None:
-    """Show the chunks most similar to QUERY.
+    """Show the chunks that best answer QUERY (hybrid: embeddings and BM25).
 
     Example:
 
     
         ingestd search "how do I configure the collector exporter" -k 3
-        ingestd search --json "sampling" | jq '.[0].path'
+        ingestd search --path docs/collector --mode sparse "otlp_grpc"
+        ingestd search --json "sampling" | jq '.[0] | {path, rank, dense_rank, sparse_rank}'
     """
     from ingestd.daemon import commands
 
@@ -435,6 +452,8 @@ def search(
         "source": source,
         "path": path_prefix,
         "expand": expand,
+        "mode": mode,
+        "ranks": as_json,
     }
     ok, hits = _remote(sd, "search", args)
     if not ok:
@@ -450,9 +469,8 @@ def search(
         click.echo("no results")
     for i, h in enumerate(hits, 1):
         heading = " > ".join(h.get("heading_path") or [])
-        click.secho(
-            f"{i}. {h['score']:.3f}  {h['path']}:{h['start_line']}-{h['end_line']}", bold=True
-        )
+        score = f"{h['score']:.4f}" if h.get("mode") == "hybrid" else f"{h['score']:.3f}"
+        click.secho(f"{i}. {score}  {h['path']}:{h['start_line']}-{h['end_line']}", bold=True)
         click.echo(f"   source: {h['source']}" + (f"   heading: {heading}" if heading else ""))
         text = h["text"].strip().replace("\n", "\n   ")
         click.echo("   " + (text[:600] + " ..." if len(text) > 600 else text))

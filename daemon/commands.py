@@ -40,24 +40,74 @@ def search(
     source: str | None = None,
     path: str | None = None,
     expand: bool = False,
+    mode: str | None = None,
+    ranks: bool = False,
 ) -> list[dict[str, Any]]:
     """Top ``k`` chunks for ``query`` across the collections of the selected sources.
 
+    Args:
+        engine: the engine (its store and model).
+        query: the question.
+        k: number of hits.
+        source: only this source.
+        path: only this file, or the files under this folder (relative to the root).
+        expand: add each hit's parent section.
+        mode: ``hybrid``, ``dense`` or ``sparse`` (default: ``search.mode``); only
+            ``dense`` and ``hybrid`` load the embedding model.
+        ranks: add each hit's rank and score in the dense and the sparse ranking.
+
     Returns:
-        Hits, best first: the payload keys plus ``id`` and ``score`` (cosine
-        similarity), and ``parent`` (the enclosing section's payload) with ``expand``.
+        Hits, best first: the payload keys plus ``id``, ``score`` (cosine for dense,
+        BM25 for sparse, the RRF score for hybrid), ``rank`` (1-based) and ``mode``;
+        with ``ranks`` also ``dense_rank``, ``dense_score``, ``sparse_rank`` and
+        ``sparse_score`` (``null`` when the hit is not among that ranking's
+        ``search.candidates`` best); with ``expand`` also ``parent`` (the enclosing
+        section's payload).
+
+    Raises:
+        DaemonError: unknown source or mode (exit code 2).
     """
+    from ingestd.store.search import MODES, Filters
+    from ingestd.store.sparse import query_vector
+
     names = _selected(engine, [source] if source else None)
+    conf = engine.cfg.search
+    mode = mode or conf.mode
+    if mode not in MODES:
+        raise DaemonError(f"unknown search mode {mode!r}; expected one of: {', '.join(MODES)}", 2)
     collections = sorted({engine.sources[n].collection for n in names})
-    vec = engine.embed_query(query)
+    dense = engine.embed_query(query) if mode != "sparse" or ranks else None
+    sparse = query_vector(query) if mode != "dense" or ranks else None
+    filters = Filters(source=source, path=path)
     hits: list[dict[str, Any]] = []
     for coll in collections:
         if not engine.store.has_collection(coll):
             continue
-        for h in engine.store.search(coll, vec, k, source=source, path_prefix=path):
-            hits.append({"id": h.id, "score": round(h.score, 6), **h.payload, "_collection": coll})
+        found = engine.store.search(
+            coll,
+            dense=dense,
+            sparse=sparse,
+            limit=k,
+            filters=filters,
+            mode=mode,
+            rrf_k=conf.rrf_k,
+            candidates=conf.candidates,
+            ranks=ranks,
+        )
+        used = "dense" if not engine.store.layout(coll).sparse else mode
+        for h in found:
+            hit: dict[str, Any] = {"id": h.id, "score": round(h.score, 6), "mode": used}
+            hit.update(h.payload)
+            if ranks:
+                for name, got in (("dense", h.dense), ("sparse", h.sparse)):
+                    hit[f"{name}_rank"] = got[0] if got else None
+                    hit[f"{name}_score"] = round(got[1], 6) if got else None
+            hit["_collection"] = coll
+            hits.append(hit)
     hits.sort(key=lambda h: -h["score"])
     hits = hits[:k]
+    for i, h in enumerate(hits, 1):
+        h["rank"] = i
     if expand:
         for h in hits:
             pid = h.get("parent_id")

@@ -25,6 +25,7 @@ __all__ = [
     "Config",
     "ConfigError",
     "RuleConfig",
+    "SearchConfig",
     "SourceConfig",
     "default_rules",
     "load_config",
@@ -149,6 +150,22 @@ class QdrantConfig(_Model):
     retry_seconds: float = Field(60.0, gt=0)
 
 
+class SearchConfig(_Model):
+    """How ``ingestd search`` ranks (README "Hybrid search").
+
+    Attributes:
+        mode: ``hybrid`` (dense and BM25 rankings fused by reciprocal rank fusion in
+            Qdrant), ``dense`` or ``sparse``; ``search --mode`` overrides it.
+        rrf_k: the RRF constant: a hit scores ``1 / (rrf_k + rank - 1)`` per ranking
+            (60: Cormack et al., SIGIR 2009).
+        candidates: points each ranking gives the fusion (at least ``-k``).
+    """
+
+    mode: Literal["hybrid", "dense", "sparse"] = "hybrid"
+    rrf_k: int = Field(60, ge=1)
+    candidates: int = Field(50, ge=1, le=10_000)
+
+
 class ManifestConfig(_Model):
     """The manifest database: any SQLAlchemy URL (default SQLite ``<state dir>/manifest.db``)."""
 
@@ -205,6 +222,7 @@ class Config(_Model):
     tokenizer: str = "cl100k_base"
     embedding: EmbeddingConfig = EmbeddingConfig()
     qdrant: QdrantConfig = QdrantConfig()
+    search: SearchConfig = SearchConfig()
     manifest: ManifestConfig = ManifestConfig()
     watch: WatchConfig = WatchConfig()
     files: FilesConfig = FilesConfig()
