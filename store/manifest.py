@@ -512,6 +512,19 @@ class Manifest:
                     out[int(doc_id)].append(ChunkRow(*rest))
         return out
 
+    def rule_fingerprints(self, doc_ids: Sequence[int]) -> dict[int, str]:
+        """The rule fingerprint each document was last committed with (``""`` if never)."""
+        out: dict[int, str] = {}
+        with self.engine.connect() as conn:
+            for i in range(0, len(doc_ids), 500):
+                rows = conn.execute(
+                    select(D.c.id, D.c.rule_fingerprint).where(
+                        D.c.id.in_(list(doc_ids[i : i + 500]))
+                    )
+                )
+                out.update({int(d): str(fp or "") for d, fp in rows})
+        return out
+
     def add_pending(self, doc_id: int, rows: Sequence[ChunkRow]) -> None:
         """Record ``rows`` as pending point ids of ``doc_id`` (write order, step a)."""
         self.add_pending_many({doc_id: rows})
