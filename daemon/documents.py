@@ -28,6 +28,8 @@ from typing import Any
 from ingestd.chunkers.base import Chunk
 from ingestd.chunkers.text import UndecodableError, decode
 from ingestd.store.ids import chunk_hash, content_hash, point_ids
+from ingestd.store.search import PATH_KEY, path_prefixes
+from ingestd.store.sparse import SparseVec, document_vector
 
 from .config import FilesConfig
 from .rules import Rule
@@ -39,6 +41,7 @@ __all__ = [
     "SyncInterrupted",
     "UnreadableFile",
     "prepare_document",
+    "sparse_vector",
     "strip_provenance",
 ]
 
@@ -169,6 +172,7 @@ def _payloads(
         "chunker": rule.chunker_name,
         "rule": rule.name,
         "rule_fingerprint": rule.fingerprint,
+        PATH_KEY: path_prefixes(rel),  # what `search --path` matches, exactly
     }
     out = []
     for i, c in enumerate(prep.chunks):
@@ -194,6 +198,11 @@ def _payloads(
             p["git_commit"] = git_commit
         out.append(p)
     return out
+
+
+def sparse_vector(chunk: Chunk) -> SparseVec | None:
+    """The BM25 vector of a chunk's embedded text; ``None`` for a parent (never searched)."""
+    return None if chunk.is_parent else document_vector(chunk.embed_text)
 
 
 def strip_provenance(payload: dict[str, Any]) -> dict[str, Any]:

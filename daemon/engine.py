@@ -33,6 +33,7 @@ from .documents import (
     SyncInterrupted,
     UnreadableFile,
     prepare_document,
+    sparse_vector,
     strip_provenance,
 )
 from .rules import Rule, RuleSet, build_context
@@ -635,9 +636,14 @@ class Engine:
         return result
 
     def expected_points(
-        self, source: str
+        self, source: str, sparse: dict[str, Any] | None = None
     ) -> tuple[dict[str, dict[str, Any]], dict[str, str | None]]:
         """What a from-scratch ingest of the current files would store for ``source``.
+
+        Args:
+            source: a configured source name.
+            sparse: filled, when given, with each point's expected sparse vector
+                (:func:`~ingestd.daemon.documents.sparse_vector`) by point id.
 
         Returns:
             ``(points, docs)``: point id -> payload (provenance keys removed), and
@@ -657,6 +663,8 @@ class Engine:
             docs[rel] = prep.error
             for pid, payload in zip(prep.ids, prep.payloads, strict=True):
                 points[pid] = strip_provenance(payload)
+            if sparse is not None:
+                sparse.update(zip(prep.ids, map(sparse_vector, prep.chunks), strict=True))
         return points, docs
 
     # -- applying -------------------------------------------------------------------------------
@@ -722,6 +730,9 @@ class Engine:
         )
         self._progress.append((prog, progress))
         try:
+            if plan.index or plan.delete or self._layout_due(source):
+                rebuilt = self.ensure_collection(self.sources[source].collection)
+                plan.index = [p for p in plan.index if (source, p) not in rebuilt]
             self._index(plan, res, prog, progress, force)
             for rel in plan.delete:
                 self.heartbeat()
@@ -818,19 +829,53 @@ class Engine:
         if group:
             flush()
 
-    def ensure_collection(self, collection: str) -> None:
+    def ensure_collection(self, collection: str) -> set[tuple[str, str]]:
         """Check the collection's model in the manifest and create it in the store if new.
+
+        A collection of an older layout (no sparse vectors), or one whose new version
+        was being built when the daemon stopped, is (re)built here first: see
+        :func:`ingestd.daemon.rebuild.build_version`.
+
+        Returns:
+            The documents ``(source, path)`` a build re-wrote just now (usually none).
 
         Raises:
             ingestd.store.manifest.ModelMismatchError: it holds another model's vectors.
+            SyncInterrupted: a stop was requested during a build (it resumes next time).
         """
         if collection in self._collections_checked:
-            return
+            return set()
         self.manifest.check_collection(
             collection, self.model.name, self.model.fingerprint, self.model.dim
         )
-        self.store.ensure_collection(collection, self.model.dim)
-        self._collections_checked.add(collection)
+        from ingestd.store.collections import CollectionVersions
+
+        from .rebuild import build_version
+
+        reason = CollectionVersions(self.store, self.manifest).pending(collection, self.model.dim)
+        self._collections_checked.add(collection)  # the build writes through here
+        if reason is None:
+            return set()
+        try:
+            return build_version(self, collection, reason)
+        except BaseException:
+            self._collections_checked.discard(collection)
+            raise
+
+    def _layout_due(self, source: str) -> bool:
+        """Whether the manifest says the source's collection predates the store layout.
+
+        A manifest read only: a no-op sync of an up-to-date store never opens the store.
+        """
+        from ingestd.store.vectors import LAYOUT
+
+        collection = self.sources[source].collection
+        if collection in self._collections_checked:
+            return False
+        known = self.manifest.collection_layout(collection)
+        return known is not None and (
+            known != LAYOUT or self.manifest.collection_build(collection) is not None
+        )
 
     def vectors_from_store(self, collection: str) -> Callable[[list[str]], dict[str, Any]]:
         """A lookup of vectors by chunk hash among the points already in ``collection``.
@@ -847,11 +892,13 @@ class Engine:
                 return {}
             by_id = {pid: h for h, pid in ids.items()}
             out: dict[str, Any] = {}
-            try:
-                recs = self.store.retrieve(collection, list(by_id), with_vectors=True)
-            except Exception:
-                logger.debug("vector lookup by chunk hash failed", exc_info=True)
-                return {}
+            recs = []
+            # while a new version is built, its points are not behind the alias yet
+            for name in dict.fromkeys([collection, self.store.write_target(collection)]):
+                try:
+                    recs += self.store.retrieve(name, list(by_id), with_vectors=True)
+                except Exception:
+                    logger.debug("vector lookup by chunk hash failed", exc_info=True)
             for pid, _payload, vec in recs:
                 if vec is not None and not isinstance(vec, dict):
                     out[by_id[pid]] = np.asarray(vec, dtype=np.float32)

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingestd.store.manifest import ChunkRow
 
-from .documents import PreparedDocument, strip_provenance
+from .documents import PreparedDocument, sparse_vector, strip_provenance
 
 if TYPE_CHECKING:
     from .engine import Engine, SyncResult
@@ -79,6 +79,9 @@ class _DocWork:
     rows: list[ChunkRow]
     fresh: list[ChunkRow]
     stale: set[str]
+    #: the rule fingerprint changed (e.g. the BM25 contract): kept points get their
+    #: sparse vector re-written too
+    resparse: bool = False
 
 
 class Writer:
@@ -125,7 +128,10 @@ class Writer:
         _ = eng.cache  # open the cache before the first lookup
         doc_ids = eng.manifest.upsert_documents(source, [p.path for p in group])
         known = eng.manifest.chunks_of_docs(list(doc_ids.values()))
+        fingerprints = eng.manifest.rule_fingerprints(list(doc_ids.values()))
         work = [self._plan_doc(p, doc_ids[p.path], known[doc_ids[p.path]], force) for p in group]
+        for w in work:
+            w.resparse = fingerprints.get(w.doc_id) != w.prep.rule.fingerprint
         keys = [(source, w.prep.path) for w in work]
         for key, w in zip(keys, work, strict=True):
             self.in_flight[key] = InFlight(source, w.prep.path, 0, len(w.fresh), w.prep.size)
@@ -183,7 +189,9 @@ class Writer:
             for w, r in part:
                 payload = dict(w.prep.payloads[r.ordinal])
                 payload["indexed_at"] = now
-                points.append(Point(r.point_id, vectors[w.prep.hashes[r.ordinal]], payload))
+                chunk = w.prep.chunks[r.ordinal]
+                vec = vectors[w.prep.hashes[r.ordinal]]
+                points.append(Point(r.point_id, vec, payload, sparse_vector(chunk)))
             eng.store.upsert(collection, points)  # (b)
             for w, _ in part:
                 self.in_flight[(source, w.prep.path)].chunks_done += 1
@@ -196,17 +204,29 @@ class Writer:
     def _refresh_kept(
         self, collection: str, work: list[_DocWork], checkpoint: Callable[[], None] | None
     ) -> None:
-        """Step (b) for kept points: payload fields that moved (ordinal, offsets, ...)."""
+        """Step (b) for kept points: payload fields that moved (ordinal, offsets, ...).
+
+        After a rule change their sparse vectors are re-written too (the BM25 contract
+        is part of the rule fingerprint; the text, and so the point id, is unchanged).
+        """
         updates: list[tuple[str, dict[str, Any]]] = []
+        resparse: list[tuple[str, Any]] = []
         for w in work:
             fresh_ids = {r.point_id for r in w.fresh}
             for r in w.rows:
                 if r.point_id not in fresh_ids:
                     payload = w.prep.payloads[r.ordinal]
                     updates.append((r.point_id, strip_provenance(payload) | _git_of(payload)))
+                    vec = sparse_vector(w.prep.chunks[r.ordinal]) if w.resparse else None
+                    if vec is not None:
+                        resparse.append((r.point_id, vec))
         for i in range(0, len(updates), PAYLOAD_SLICE):
             self.engine.store.set_payload(collection, updates[i : i + PAYLOAD_SLICE])
             if checkpoint is not None and i + PAYLOAD_SLICE < len(updates):
+                checkpoint()
+        for i in range(0, len(resparse), PAYLOAD_SLICE):
+            self.engine.store.set_sparse(collection, resparse[i : i + PAYLOAD_SLICE])
+            if checkpoint is not None and i + PAYLOAD_SLICE < len(resparse):
                 checkpoint()
 
     def _commit(self, work: list[_DocWork], res: SyncResult) -> None:

@@ -33,7 +33,7 @@ from typing import Any
 
 from .manifest import Manifest
 from .search import PATH_KEY, path_prefixes
-from .vectors import Layout, Point, QdrantStore, physical_name
+from .vectors import LAYOUT, Layout, Point, QdrantStore, physical_name
 
 __all__ = ["CollectionVersions"]
 
@@ -55,6 +55,10 @@ class CollectionVersions:
     def pending(self, name: str, dim: int) -> str | None:
         """Why collection ``name`` needs a new version now, or ``None``.
 
+        Records the layout in the manifest once the collection has the current one
+        (``Manifest.collection_layout``), so a later start can tell without opening
+        the store whether a build is due.
+
         ``"resume"``: a build was interrupted; ``"upgrade"``: the collection predates
         the current layout (no alias or no sparse vector). A missing collection is
         created (version 1, nothing to build).
@@ -65,7 +69,10 @@ class CollectionVersions:
         if self.manifest.collection_build(name) is not None:
             return "resume"
         lay = self.store.ensure_collection(name, dim)
-        return None if lay.current else "upgrade"
+        if not lay.current:
+            return "upgrade"
+        self.manifest.set_collection_layout(name, LAYOUT)
+        return None
 
     def begin(self, name: str, dim: int, reason: str) -> str:
         """Start (or resume) building a new version of ``name``; route writes to it.
@@ -130,6 +137,7 @@ class CollectionVersions:
         if previous and previous not in (name, target) and self.store.has_collection(previous):
             self.store.drop_collection(previous)
         self.store.route_writes(name, None)
+        self.manifest.set_collection_layout(name, LAYOUT)
         self.manifest.end_collection_build(name)
         logger.info(
             "collection %s: now version %s (%d points carried over from %s)",

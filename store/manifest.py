@@ -87,6 +87,7 @@ class CollectionTable(Base):
     model: Mapped[str] = mapped_column(Text)
     model_fingerprint: Mapped[str] = mapped_column(String(64))
     dim: Mapped[int] = mapped_column(Integer)
+    layout: Mapped[str | None] = mapped_column(String(200), nullable=True)
 
 
 class CollectionBuildTable(Base):
@@ -148,6 +149,9 @@ def _m002_held_deletes(conn: Connection) -> None:
 
 def _m003_collection_builds(conn: Connection) -> None:
     cast(Table, CollectionBuildTable.__table__).create(conn, checkfirst=True)
+    cols = {c["name"] for c in inspect(conn).get_columns("collections")}
+    if "layout" not in cols:  # NULL: written before layouts were recorded (legacy)
+        conn.exec_driver_sql("ALTER TABLE collections ADD COLUMN layout VARCHAR(200)")
 
 
 #: Ordered, named schema migrations. Append only.
@@ -317,6 +321,22 @@ class Manifest:
                     f"configured model is {model!r} (fingerprint {fingerprint[:12]}, dim {dim}); "
                     "use another collection name, or `ingestd forget` its sources first"
                 )
+
+    def collection_layout(self, name: str) -> str | None:
+        """The store layout collection ``name`` was last known to have.
+
+        Returns:
+            ``None`` when the manifest has no record of the collection, ``""`` when it
+            was written before layouts were recorded, else the layout string.
+        """
+        with self.engine.connect() as conn:
+            row = conn.execute(select(K.c.layout).where(K.c.name == name)).first()
+        return None if row is None else str(row.layout or "")
+
+    def set_collection_layout(self, name: str, layout: str) -> None:
+        """Record the store layout of collection ``name`` (its model row must exist)."""
+        with self.engine.begin() as conn:
+            conn.execute(update(K).where(K.c.name == name).values(layout=layout))
 
     def forget_collection(self, name: str) -> None:
         """Drop the model record of collection ``name``."""

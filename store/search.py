@@ -114,6 +114,10 @@ class Hit:
     sparse: tuple[int, float] | None = None
 
 
+def _floats(vec: Sequence[float] | None) -> list[float]:
+    return [] if vec is None else [float(x) for x in vec]
+
+
 def _sparse(vec: SparseVec) -> Any:
     from qdrant_client import models
 
@@ -151,7 +155,7 @@ def request(
     if mode in ("sparse", "hybrid") and sparse is None:
         raise ValueError(f"{mode} search needs the query's sparse vector")
     if mode == "dense":
-        return models.QueryRequest(query=[float(x) for x in dense or ()], filter=flt, limit=limit)
+        return models.QueryRequest(query=_floats(dense), filter=flt, limit=limit)
     assert sparse is not None
     if mode == "sparse":
         return models.QueryRequest(
@@ -160,7 +164,7 @@ def request(
     n = max(candidates, limit)
     return models.QueryRequest(
         prefetch=[
-            models.Prefetch(query=[float(x) for x in dense or ()], filter=flt, limit=n),
+            models.Prefetch(query=_floats(dense), filter=flt, limit=n),
             models.Prefetch(query=_sparse(sparse), using=SPARSE_VECTOR, filter=flt, limit=n),
         ],
         query=models.RrfQuery(rrf=models.Rrf(k=rrf_k)),

@@ -143,7 +143,11 @@ def assert_matches_oracle(root: Path, state: Path, tmp: Path, embed: Any) -> Non
         f"{len(set(want) - set(got))} missing, {len(set(got) - set(want))} orphans"
     )
     diff = [pid for pid in want if got[pid] != want[pid]]
-    assert not diff, f"{len(diff)} points with a different payload, e.g. {diff[:3]}"
+    assert not diff, (
+        f"{len(diff)} points with a different payload or sparse vector, e.g. {diff[:3]}"
+    )
+    unsparse = [pid for pid, p in got.items() if not p.get("is_parent") and p[SPARSE_KEY] is None]
+    assert not unsparse, f"{len(unsparse)} searchable points without a sparse vector"
 
 
 def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:
