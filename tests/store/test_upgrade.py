@@ -190,3 +190,37 @@ def test_path_filter_finds_every_file_and_folder_at_k_1(
         assert path == target or path.startswith(target + "/"), (target, path)
     assert commands.search(eng, "collector", k=1, path="docs/nowhere", mode=mode) == []
     eng.close()
+
+
+@pytest.mark.slow
+def test_search_cli_real_model_modes_filters_and_ranks(tmp_path: Path) -> None:
+    """``ingestd search`` as a process, with the real model: hybrid by default, exact filters."""
+    import json
+
+    from tests.helpers import run_cli
+
+    files = ("docs/collector/quick-start.md", "docs/concepts/glossary.md", *_subset()[:4])
+    root = copy_tree(tmp_path / "docs", files)
+    state = tmp_path / "state"
+    proc = run_cli("resync", "--state-dir", str(state), str(root), timeout=600)
+    assert proc.returncode == 0, proc.stderr
+
+    def search(*args: str) -> list[dict[str, Any]]:
+        proc = run_cli("search", "--state-dir", str(state), *args, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout)  # type: ignore[no-any-return]
+
+    hits = search("--json", "-k", "1", "--path", "docs/concepts/glossary.md", "docker compose")
+    assert [h["path"] for h in hits] == ["docs/concepts/glossary.md"]
+    h = hits[0]
+    assert h["mode"] == "hybrid" and h["rank"] == 1
+    assert {"dense_rank", "dense_score", "sparse_rank", "sparse_score"} <= set(h)
+    assert h["path_prefixes"] == ["docs", "docs/concepts", "docs/concepts/glossary.md"]
+    hits = search(
+        "--json", "-k", "3", "--mode", "sparse", "--path", "./docs/collector/", "telemetrygen"
+    )
+    assert hits and all(h["path"].startswith("docs/collector/") for h in hits)
+    assert all(h["mode"] == "sparse" and h["sparse_rank"] is not None for h in hits)
+    proc = run_cli("verify", "--state-dir", str(state), str(root), "--json", timeout=600)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads(proc.stdout)["sources"][0]["n_sparse"] == 0
