@@ -156,7 +156,7 @@ class CollectionVersions:
         for s in self.manifest.sources():
             if s["collection"] == name:
                 known.extend(self.manifest.chunks_of_source(s["name"]))
-        present = {pid for pid, _, _ in self.store.retrieve(target, known)}
+        present = self.store.existing(target, known)
         todo = [pid for pid in known if pid not in present]
         copied = 0
         for i in range(0, len(todo), 256):

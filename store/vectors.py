@@ -463,6 +463,10 @@ class QdrantStore:
             out.append((str(rec.id), dict(rec.payload or {}), vec))
         return out
 
+    def existing(self, collection: str, ids: Sequence[str]) -> set[str]:
+        """The ids among ``ids`` that have a point in ``collection``."""
+        return {str(r.id) for r in self._retrieve(collection, ids, payload=False, vectors=False)}
+
     def retrieve_points(self, collection: str, ids: Sequence[str]) -> list[Point]:
         """The existing points among ``ids``, whole: dense and sparse vector, payload."""
         out = []
