@@ -386,6 +386,8 @@ def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
             )
         for p in s["retry"]:
             click.echo(f"  could not read {p}; run resync again", err=True)
+        for k in s.get("skipped", []):
+            click.echo(f"  skipped {k['path']}: {k['reason']}", err=True)
 
 
 @cli.command()
@@ -545,6 +547,15 @@ def _print_status(st: dict[str, Any]) -> None:
         )
         for f in s["failed_documents"]:
             click.echo(f"  failed {f['path']}: {f['error']}")
+        for k in s.get("skipped", []):
+            click.echo(f"  skipped {k['path']}: {k['reason']}")
+        for r in s.get("retrying", []):
+            click.echo(
+                f"  cannot read {r['path']} ({r['error']}); {r['attempts']} tries, "
+                f"next in {r['retry_in_seconds']:.0f} s"
+            )
+        for f in s.get("unwatched_folders", []):
+            click.echo(f"  not watched {f['path']}: {f['reason']}")
         if s.get("held_deletes"):
             click.echo(f"  {s['held_deletes']} deletions held by the mass-deletion guard")
 

@@ -146,7 +146,7 @@ def resync(
                 code = max(code, EXIT_HELD)
             continue
         res = engine.apply(plan, progress=progress)
-        out.append(res.as_dict())
+        out.append({**res.as_dict(), "skipped": engine.skipped_entries(name)})
         if res.held:
             code = max(code, EXIT_HELD)
         elif res.retry or res.root_missing or res.interrupted or res.deferred:
@@ -199,8 +199,9 @@ def status_of(manifest: Manifest, engine: Engine | None, state_dir: Path) -> dic
                 {"path": p, "error": e} for p, e in manifest.failed(s["name"])[:50]
             ],
         }
-        if engine is not None:
-            entry["retrying"] = sorted(engine.retry.get(s["name"], set()))
+        if engine is not None and s["name"] in engine.sources:
+            entry["retrying"] = engine.retrying(s["name"])
+            entry["skipped"] = engine.skipped_entries(s["name"])
         sources.append(entry)
     out: dict[str, Any] = {
         "state_dir": str(state_dir),

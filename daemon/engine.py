@@ -27,6 +27,7 @@ from typing import Any
 from ingestd.store.ids import content_hash
 from ingestd.store.manifest import DocRow, Manifest, sqlite_url
 
+from .backoff import Backoff
 from .config import Config, SourceConfig
 from .documents import (
     PreparedDocument,
@@ -37,7 +38,16 @@ from .documents import (
     strip_provenance,
 )
 from .rules import Rule, RuleSet, build_context
-from .scanner import FileStat, SourceFilter, git_head, scan, stat_file
+from .scanner import (
+    FileStat,
+    Scan,
+    SourceFilter,
+    display_path,
+    git_head,
+    name_problem,
+    scan,
+    stat_file,
+)
 from .verify import VerifyReport
 from .verify import verify as verify_source
 from .writer import InFlight, Writer
@@ -86,6 +96,7 @@ class Plan:
         sizes: size in bytes of each path in ``index`` (for progress and its ETA).
         root_missing: the source's root folder is missing (unmounted?): nothing planned.
         scan: planned from a scan of the whole source (the guard applied).
+        scope: the changed paths planned for, when not a scan.
     """
 
     source: str
@@ -99,6 +110,7 @@ class Plan:
     sizes: dict[str, int] = field(default_factory=dict)
     root_missing: bool = False
     scan: bool = False
+    scope: list[str] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -276,7 +288,13 @@ class Engine:
             logger.warning("%s", w)
         self.sources = {s.name: s for s in cfg.sources}
         self.filters = {s.name: SourceFilter(s, self.state_dir) for s in cfg.sources}
-        self.retry: dict[str, set[str]] = {}
+        #: files that could not be read, by (source, path): tried again with back-off
+        self.retry: Backoff[tuple[str, str]] = Backoff(
+            cfg.files.retry_initial_s, cfg.files.retry_max_s
+        )
+        #: per source: what scans left out (names that are not UTF-8, unreadable
+        #: folders, documents that could not be recorded), by display path -> reason
+        self.skipped: dict[str, dict[str, str]] = {}
         self.held: dict[str, list[str]] = {}
         self.last_error: dict[str, str] = {}
         self.roots_missing: set[str] = set()  # sources whose root was missing at the last look
@@ -483,10 +501,13 @@ class Engine:
             logger.info("source %s: root %s is back", source, root)
         pending = self.manifest.pending_doc_ids(source)
         known, found = self._observe(source, paths)
+        if paths is not None:
+            plan.scope = sorted({p.strip("/") for p in paths})
         for rel, st in sorted(found.items()):
             self._classify(plan, rel, st, known.get(rel), pending, full=full)
             self.heartbeat()
-        gone = sorted(p for p in known if p not in found)
+        # a document in a folder that cannot be read is not gone: it stays as it is
+        gone = sorted(p for p in known if p not in found and not found.covers(p))
         by_hash = {known[p].content_hash: p for p in gone}
         for rel in plan.index:
             if rel not in known and plan.hashes.get(rel) in by_hash:
@@ -496,31 +517,68 @@ class Engine:
             self._guard(plan, len(known))
         return plan
 
-    def _observe(
-        self, source: str, paths: Iterable[str] | None
-    ) -> tuple[dict[str, DocRow], dict[str, FileStat]]:
+    def _observe(self, source: str, paths: Iterable[str] | None) -> tuple[dict[str, DocRow], Scan]:
         """Manifest rows and on-disk stats of the whole source, or of ``paths``.
 
         A path may be a folder: it covers every document under it, on disk and in the
-        manifest (a folder moved out leaves no event for its files).
+        manifest (a folder moved out leaves no event for its files). What the walk
+        skipped (names that are not UTF-8, unreadable folders) goes to :attr:`skipped`.
         """
         flt = self.filters[source]
         if paths is None:
-            return self.manifest.documents(source), scan(flt)
+            found = scan(flt)
+            self._note_skipped(source, None, found)
+            return self.manifest.documents(source), found
         root = Path(self.sources[source].root)
         known: dict[str, DocRow] = {}
-        found: dict[str, FileStat] = {}
-        for rel in sorted({p.strip("/") for p in paths}):
-            known.update(self.manifest.documents(source, prefix=rel))
+        found = Scan()
+        scope = sorted({p.strip("/") for p in paths})
+        for rel in scope:
             full_path = root / rel
-            if full_path.is_dir() and not full_path.is_symlink():
+            is_dir = full_path.is_dir() and not full_path.is_symlink()
+            problem = name_problem(rel)
+            if problem is not None:  # never a manifest key (see scanner.name_problem)
+                if is_dir and not flt.ignores_dir(rel):
+                    found.skipped[display_path(rel) + "/"] = (
+                        f"folder {problem}: nothing in it is indexed"
+                    )
+                elif not is_dir and flt.accepts(rel) and stat_file(full_path) is not None:
+                    found.skipped[display_path(rel)] = f"file {problem}; skipped"
+                continue
+            known.update(self.manifest.documents(source, prefix=rel))
+            if is_dir:
                 if not flt.ignores_dir(rel):
-                    found.update(scan(flt, rel))
+                    sub = scan(flt, rel)
+                    found.update(sub)
+                    found.skipped.update(sub.skipped)
+                    found.unreadable.update(sub.unreadable)
             elif flt.accepts(rel):
                 st = stat_file(full_path)
                 if st is not None:
                     found[rel] = st
+        self._note_skipped(source, scope, found)
         return known, found
+
+    def _note_skipped(self, source: str, scope: list[str] | None, found: Scan) -> None:
+        """Update :attr:`skipped` of ``source`` for the ``scope`` observed (``None``: all).
+
+        Logs one warning when an entry is first skipped (or for another reason), and
+        one line when it no longer is.
+        """
+        now = dict(found.skipped)
+        for folder, error in found.unreadable.items():
+            key = display_path(folder) + "/" if folder else "./"
+            now[key] = f"folder cannot be read ({error}): nothing in it is indexed or deleted"
+        book = self.skipped.setdefault(source, {})
+        tops = None if scope is None else [display_path(p) for p in scope]
+        for key in list(book):
+            if key not in now and (tops is None or any(_within(key, t) for t in tops)):
+                del book[key]
+                logger.info("source %s: %s is no longer skipped", source, key)
+        for key, reason in now.items():
+            if book.get(key) != reason:
+                logger.warning("source %s: skipping %s: %s", source, key, reason)
+                book[key] = reason
 
     def _classify(
         self,
@@ -548,6 +606,7 @@ class Engine:
         if (
             doc is not None
             and doc.state != "new"
+            and not (full and doc.state == "failed")  # the file policy may have changed
             and doc.id not in pending
             and doc.content_hash == h
             and doc.rule_fingerprint == rule.fingerprint
@@ -752,9 +811,7 @@ class Engine:
             self._queued.pop()
             res.embedded = self.embedder.stats.embedded - e0
             res.reused = self.embedder.stats.reused - r0
-        for rel in plan.index:
-            if rel not in res.retry:
-                self.retry.get(source, set()).discard(rel)
+        self._settle_retries(plan, res)
         if plan.scan and not plan.root_missing:
             self.manifest.set_held_deletes(source, len(plan.held))
         if paths_complete(plan, res):
@@ -779,6 +836,57 @@ class Engine:
         plan.index = [p for p in plan.index if p not in skip]
         plan.delete = [p for p in plan.delete if p not in skip]
         plan.stat_only = [(p, st) for p, st in plan.stat_only if p not in skip]
+
+    # -- files that cannot be read -----------------------------------------------------------
+
+    def _unreadable(self, source: str, rel: str, error: str) -> None:
+        """Record a failed read of ``rel``; log only when its state changes."""
+        if self.retry.failed((source, rel), error, self.now()):
+            logger.warning(
+                "source %s: %s; tried again after %.0f s, then less and less often (every "
+                "%.0f s at most); `ingestd status` lists it",
+                source,
+                error,
+                self.retry.delay(1),
+                self.retry.cap,
+            )
+
+    def _readable(self, source: str, rel: str) -> None:
+        failing = self.retry.succeeded((source, rel))
+        if failing is not None:
+            logger.info(
+                "source %s: %s can be read again (after %d failed tries)",
+                source,
+                rel,
+                failing.attempts,
+            )
+
+    def _settle_retries(self, plan: Plan, res: SyncResult) -> None:
+        """Forget failed reads that the plan covered and that did not fail again.
+
+        A path that vanished for good is no longer retried; one that failed again
+        keeps its back-off.
+        """
+        failed = set(res.retry)
+        for source, rel in self.retry:
+            if source != plan.source or rel in failed or res.interrupted:
+                continue
+            if plan.scan or any(_within(rel, top) for top in plan.scope):
+                if self.retry.succeeded((source, rel)) is not None:
+                    logger.info("source %s: %s is no longer retried (gone or read)", source, rel)
+
+    def skipped_entries(self, source: str) -> list[dict[str, str]]:
+        """What scans of ``source`` left out: ``{"path", "reason"}`` (display paths)."""
+        return [{"path": k, "reason": v} for k, v in sorted(self.skipped.get(source, {}).items())]
+
+    def retrying(self, source: str) -> list[dict[str, Any]]:
+        """Files of ``source`` that could not be read: ``path``, error, tries, next try."""
+        now = self.now()
+        return [
+            {"path": rel, **f.as_dict(now)}
+            for (s, rel), f in sorted(self.retry.items())
+            if s == source
+        ]
 
     def _index(
         self,
@@ -817,11 +925,11 @@ class Engine:
             try:
                 prep = self._prepare_watched(source, rel, git_commit, plan.sizes.get(rel, 0))
             except UnreadableFile as exc:
-                logger.warning("%s", exc)
+                self._unreadable(source, rel, str(exc))
                 res.retry.append(rel)
-                self.retry.setdefault(source, set()).add(rel)
                 prog.docs_done += 1
                 continue
+            self._readable(source, rel)
             group.append(prep)
             new_chunks += len(prep.ids)
             if len(group) >= GROUP_DOCS or new_chunks >= GROUP_CHUNKS:
@@ -947,6 +1055,12 @@ class Engine:
             self.store.delete(collection, list(rows))
         self.manifest.forget_source(source)
         return len(rows)
+
+
+def _within(key: str, top: str) -> bool:
+    """Whether skipped entry ``key`` (a display path, folders end with ``/``) is under ``top``."""
+    top = top.strip("/")
+    return not top or key.rstrip("/") == top or key.startswith(top + "/")
 
 
 def _stat_of(doc: DocRow) -> FileStat:

@@ -17,6 +17,12 @@ and other files' changes, and a stop request (SIGTERM) raises
 large, holds the daemon for longer than one slice (DESIGN.md, "Long work is sliced"),
 and a document interrupted mid-way costs the next attempt nothing but re-use of its
 cached vectors.
+
+One document never fails its neighbours: when writing a group raises an error that
+is not about the store, the manifest or the machine as a whole (those fail the group,
+which the daemon retries with back-off), the documents are written one by one, and
+one that fails alone is committed as a failed document (no points, its error in
+``status``).
 """
 
 from __future__ import annotations
@@ -28,12 +34,13 @@ from typing import TYPE_CHECKING, Any
 
 from ingestd.store.manifest import ChunkRow
 
-from .documents import PreparedDocument, sparse_vector, strip_provenance
+from .documents import PreparedDocument, SyncInterrupted, sparse_vector, strip_provenance
+from .scanner import display_path
 
 if TYPE_CHECKING:
     from .engine import Engine, SyncResult
 
-__all__ = ["SLICE_CHUNKS", "InFlight", "Writer"]
+__all__ = ["SLICE_CHUNKS", "InFlight", "Writer", "fails_whole_batch"]
 
 logger = logging.getLogger(__name__)
 
@@ -119,9 +126,60 @@ class Writer:
             checkpoint: called after every slice; may raise ``SyncInterrupted``.
             progress: called after every slice, before ``checkpoint``.
 
+        A document whose own write fails is committed as failed instead (see the
+        module docstring); the others are written.
+
         Raises:
             SyncInterrupted: from ``checkpoint``; the group stays pending, uncommitted.
+            Exception: an error for which :func:`fails_whole_batch` holds (the store or
+                the manifest cannot be written at all): nothing of the group is committed.
         """
+        counts = (res.chunks_written, res.chunks_deleted, res.indexed, res.failed)
+        try:
+            self._write(source, group, res, force, checkpoint, progress)
+            return
+        except Exception as exc:
+            if fails_whole_batch(exc):
+                raise
+            error = f"{type(exc).__name__}: {exc}"
+            res.chunks_written, res.chunks_deleted, res.indexed, res.failed = counts
+        if len(group) > 1:
+            logger.warning(
+                "writing %d documents together failed (%s); writing them one by one",
+                len(group),
+                error,
+            )
+            for prep in group:
+                self.write(
+                    source, [prep], res, force=force, checkpoint=checkpoint, progress=progress
+                )
+            return
+        prep = group[0]
+        logger.error("cannot write %s (%s); recording it as failed", prep.path, error)
+        failed = PreparedDocument(
+            prep.path, prep.stat, prep.content_hash, prep.rule, error=f"cannot be written: {error}"
+        )
+        try:
+            self._write(source, [failed], res, False, checkpoint, progress)
+        except Exception as exc:
+            if fails_whole_batch(exc):
+                raise
+            logger.error(
+                "cannot record %s as failed either (%s: %s)", prep.path, type(exc).__name__, exc
+            )
+            self.engine.skipped.setdefault(source, {})[display_path(prep.path)] = (
+                f"cannot be written or recorded: {error}"
+            )
+
+    def _write(
+        self,
+        source: str,
+        group: list[PreparedDocument],
+        res: SyncResult,
+        force: bool,
+        checkpoint: Callable[[], None] | None,
+        progress: Callable[[], None] | None,
+    ) -> None:
         eng = self.engine
         collection = eng.sources[source].collection
         eng.ensure_collection(collection)
@@ -260,6 +318,30 @@ class Writer:
             else:
                 res.indexed += 1
         eng.manifest.commit_documents(commits)
+
+
+def fails_whole_batch(exc: BaseException) -> bool:
+    """Whether ``exc`` is about the store, the manifest or the machine, not one document.
+
+    Such errors (a stop request, a store that cannot be reached, a full disk, a locked
+    database) fail the whole group, which is tried again later; any other error is
+    the document's own.
+    """
+    from sqlalchemy.exc import DisconnectionError, OperationalError
+
+    from ingestd.store.vectors import StoreUnavailableError
+
+    if isinstance(
+        exc,
+        SyncInterrupted
+        | OSError
+        | MemoryError
+        | StoreUnavailableError
+        | OperationalError
+        | DisconnectionError,
+    ):
+        return True
+    return type(exc).__module__.startswith("qdrant_client")
 
 
 def _git_of(payload: dict[str, Any]) -> dict[str, Any]:
