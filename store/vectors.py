@@ -16,6 +16,14 @@ being built while a build runs.
 Transient server errors (connection errors, 5xx, 429) are retried with exponential
 backoff (tenacity) up to ``retry_seconds``; past that the error propagates and the
 caller keeps the work queued.
+
+Memory of embedded mode: qdrant-client's local collection only *marks* a deleted point
+(``LocalCollection._delete_ids``); its id, payload (chunk text included) and vector stay
+in memory until the client is opened again, which loads the live points only. A daemon
+that rewrites files keeps deleting points, so :class:`QdrantStore` reopens an embedded
+store once :data:`COMPACT_MIN_DELETED` points were deleted and they are at least half
+as many as the live ones: memory stays within 1.5 times the live points' (plus a few
+megabytes), at the cost of one reload per that many deletions.
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from .search import MODES, PATH_KEY, Filters, Hit, Mode, request
 from .sparse import SPARSE_VECTOR, SparseVec
 
 __all__ = [
+    "COMPACT_MIN_DELETED",
     "LAYOUT",
     "Layout",
     "Point",
@@ -39,6 +48,10 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+
+#: Deleted points an embedded store holds in memory before it is reopened (see above);
+#: about 3 KB each with all-MiniLM-L6-v2 vectors and 1,000-character chunks.
+COMPACT_MIN_DELETED = 1000
 
 
 #: What a current collection looks like: alias -> ``<name>__v<N>`` with the dense vector,
@@ -210,6 +223,8 @@ class QdrantStore:
         self.client = client
         self._layouts: dict[str, Layout] = {}
         self._write_to: dict[str, str] = {}
+        self._path = path
+        self._deleted = 0  # points deleted since the embedded store was opened
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         if self.local:
@@ -405,6 +420,29 @@ class QdrantStore:
                 points_selector=models.PointIdsList(points=list(ids[i : i + 1000])),
                 wait=True,
             )
+        if self.local and self._path is not None:
+            self._deleted += len(ids)
+            self._compact_if_due()
+
+    def _compact_if_due(self) -> None:
+        """Reopen the embedded store when the deleted points it still holds are many."""
+        if self._deleted < COMPACT_MIN_DELETED:
+            return
+        names = [c.name for c in self.client.get_collections().collections]
+        live = sum(int(self.client.count(n, exact=True).count) for n in names)
+        if 2 * self._deleted < live:
+            return
+        from qdrant_client import QdrantClient
+
+        logger.debug("reopening the embedded vector store: %d points deleted", self._deleted)
+        self.client.close()
+        try:
+            self.client = QdrantClient(path=self._path)
+        except RuntimeError as exc:  # portalocker: another process took it meanwhile
+            raise StoreUnavailableError(
+                f"the embedded vector store at {self._path} could not be reopened: {exc}"
+            ) from exc
+        self._deleted = 0
 
     def set_payload(self, collection: str, updates: Sequence[tuple[str, dict[str, Any]]]) -> None:
         """Overwrite the given payload keys of each point, in batched calls (``wait=True``)."""
