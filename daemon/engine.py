@@ -280,7 +280,8 @@ class Engine:
             )
             for fingerprint in (self.model.fingerprint, self.model.fingerprint + ":sentence")
         )
-        ctx, tok = build_context(cfg, embed=self.sentence_embedder.embed_texts)
+        # lazy: the tokenizers load on the first chunk (a no-op sync never needs them)
+        ctx, tok = build_context(cfg, embed=self.sentence_embedder.embed_texts, lazy=True)
         self.ctx = ctx
         self.rules = RuleSet(cfg.rules, ctx, tok, self.model.fingerprint)
         self.rule_warnings = self.rules.fit_warnings(ctx)
