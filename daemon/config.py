@@ -4,7 +4,9 @@ Every model is frozen and rejects unknown keys. :func:`load_config` turns a
 ``ValidationError`` into :class:`ConfigError` lines of the form
 ``rules[2].params.max_tokens: Input should be greater than 0 (got -1)``.
 
-The state dir is resolved by :func:`resolve_state_dir`: ``--state-dir``, else
+The state dir is resolved by :func:`resolve_state_dir` (from
+:mod:`~ingestd.daemon.statedir`, which fast commands use without this module):
+``--state-dir``, else
 ``$INGESTD_STATE_DIR``, else the config file's ``state_dir``, else systemd's
 ``$STATE_DIRECTORY``, else ``$XDG_STATE_HOME/ingestd`` (``~/.local/state/ingestd``).
 """
@@ -18,6 +20,8 @@ from typing import Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from .statedir import resolve_state_dir
 
 __all__ = [
     "DEFAULT_EXCLUDE",
@@ -446,23 +450,3 @@ def _finish(cfg: Config, base: Path, roots: Sequence[str | Path], require_roots:
     if state is not None and not state.is_absolute():
         state = base / state
     return cfg.model_copy(update={"sources": tuple(sources), "state_dir": state})
-
-
-def resolve_state_dir(flag: str | Path | None, cfg: Config | None = None) -> Path:
-    """The state dir: flag, ``$INGESTD_STATE_DIR``, config, ``$STATE_DIRECTORY``, XDG.
-
-    Under systemd ``$STATE_DIRECTORY`` may list several folders separated by ``:``;
-    the first is used.
-    """
-    if flag:
-        return Path(flag).expanduser().absolute()
-    env = os.environ.get("INGESTD_STATE_DIR")
-    if env:
-        return Path(env).expanduser().absolute()
-    if cfg is not None and cfg.state_dir is not None:
-        return cfg.state_dir.expanduser().absolute()
-    sd = os.environ.get("STATE_DIRECTORY")
-    if sd:
-        return Path(sd.split(":")[0])
-    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(xdg) / "ingestd"

@@ -48,6 +48,7 @@ from .scanner import (
     scan,
     stat_file,
 )
+from .statedir import secure_state_dir
 from .verify import VerifyReport
 from .verify import verify as verify_source
 from .writer import InFlight, Writer
@@ -260,7 +261,7 @@ class Engine:
 
         self.cfg = cfg
         self.state_dir = Path(state_dir)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        secure_state_dir(self.state_dir)  # created 0700 when missing
         self.now = now
         self.model = model_info(cfg.embedding.model)
         self.manifest = Manifest(
