@@ -2,8 +2,14 @@
 
 Exit codes (after pre-commit's ``error_handler.py``): 0 success, 1 a known failure
 (``verify`` found differences, a locked state dir, files left to retry), 2 a usage or
-config error, 3 deletions held by the mass-deletion guard (``resync``) or an
-unexpected error, 130 interrupted.
+config error (an unknown source name included), 3 deletions held by the mass-deletion
+guard (``resync``) or an unexpected error, 130 interrupted.
+
+Start-up cost is part of the interface: this module imports click and the standard
+library only, and each command imports what it needs. ``--help``, ``status``,
+``sources`` and a ``search`` answered by a running daemon build no pydantic model and
+import neither SQLAlchemy, tiktoken, qdrant-client nor torch (``bench/cli.py`` times
+them; ``tests/daemon/test_cli.py`` checks the imports).
 """
 
 from __future__ import annotations
@@ -14,19 +20,32 @@ import json
 import logging
 import os
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from .config import Config, ConfigError, SourceConfig, load_config, resolve_state_dir
+if TYPE_CHECKING:
+    from .commands import ManifestReader
+    from .config import Config
 
 __all__ = ["cli", "main"]
 
 logger = logging.getLogger("ingestd")
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 F = TypeVar("F", bound=Callable[..., Any])
+#: Seconds a command waits for the socket of an ``ingestd run`` that is starting.
+START_WAIT_S = 60.0
+#: Exceptions that are a known failure (exit 1, one line), by module: the modules are
+#: never imported just to classify an error (a fast command never loads them).
+_KNOWN_FAILURES = (
+    ("ingestd.store.manifest", "ModelMismatchError"),
+    ("ingestd.store.embedder", "ModelNotFoundError"),
+    ("ingestd.chunkers.tokenizers", "TokenizerError"),
+    ("ingestd.store.vectors", "StoreUnavailableError"),
+)
 
 
 class Fatal(click.ClickException):
@@ -35,6 +54,10 @@ class Fatal(click.ClickException):
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
         self.exit_code = exit_code  # type: ignore[misc]
+
+
+class _DaemonStarting(Exception):
+    """The state-dir lock is held by an ``ingestd run`` whose socket does not serve yet."""
 
 
 def setup_logging(level: str = "INFO") -> None:
@@ -55,7 +78,7 @@ def setup_logging(level: str = "INFO") -> None:
 
 
 def common_options(f: F) -> F:
-    """``--config`` and ``--state-dir``, shared by every command."""
+    """``--config``, ``--state-dir`` and ``--log-level``, shared by every command."""
     f = click.option(
         "-c",
         "--config",
@@ -79,6 +102,19 @@ def common_options(f: F) -> F:
     return f
 
 
+def socket_option(f: F) -> F:
+    """``--socket``: reach a running daemon by its control socket, not its state dir."""
+    return click.option(
+        "--socket",
+        "socket_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        envvar="INGESTD_SOCKET",
+        help="Control socket of a running daemon (env INGESTD_SOCKET; default: found "
+        "from the state dir). For a daemon whose state dir you cannot read, e.g. "
+        "/run/ingestd/ingestd.sock under systemd.",
+    )(f)
+
+
 def _load(
     config_path: Path | None,
     paths: Sequence[str],
@@ -86,6 +122,10 @@ def _load(
     log_level: str | None,
     require_roots: bool = True,
 ) -> tuple[Config, Path]:
+    """The validated config and the state dir (builds the pydantic models)."""
+    from .config import ConfigError, load_config
+    from .statedir import resolve_state_dir
+
     try:
         cfg = load_config(config_path, roots=paths, require_roots=require_roots)
     except ConfigError as exc:
@@ -94,17 +134,65 @@ def _load(
     return cfg, resolve_state_dir(state_flag, cfg)
 
 
+def _load_light(
+    config_path: Path | None, state_flag: Path | None, log_level: str | None
+) -> tuple[Config | None, Path]:
+    """Like :func:`_load`, but without a config file nothing is validated or built."""
+    if config_path is not None:
+        return _load(config_path, (), state_flag, log_level)
+    from .statedir import resolve_state_dir
+
+    setup_logging(log_level or "INFO")
+    return None, resolve_state_dir(state_flag, None)
+
+
+@contextlib.contextmanager
+def _manifest_reader(cfg: Config | None, state_dir: Path) -> Iterator[ManifestReader | None]:
+    """The manifest for reading, or ``None`` when nothing was indexed yet.
+
+    A SQLite manifest is read with :class:`~ingestd.store.manifest_view.ManifestView`
+    (no SQLAlchemy); a ``manifest.url`` database with the full manifest.
+    """
+    if cfg is not None and cfg.manifest.url:
+        from ingestd.store.manifest import Manifest
+
+        m = Manifest(cfg.manifest.url)
+        try:
+            yield m
+        finally:
+            m.close()
+        return
+    path = state_dir / "manifest.db"
+    try:
+        exists = path.is_file()
+    except PermissionError:
+        exists = True  # let the open below say so
+    if not exists:
+        yield None
+        return
+    from ingestd.store.manifest_view import ManifestView
+
+    try:
+        view = ManifestView(path)
+    except PermissionError:
+        raise Fatal(
+            f"cannot read {path} (permission denied); to ask the running daemon instead, "
+            "give its control socket with --socket (under systemd: /run/ingestd/ingestd.sock)"
+        ) from None
+    except Exception as exc:  # sqlite3.Error: not a manifest
+        raise Fatal(f"cannot read the manifest {path}: {exc}") from None
+    with view:
+        yield view
+
+
 def _with_manifest_sources(cfg: Config, state_dir: Path, config_given: bool) -> Config:
     """Without a config file or PATH arguments, use the sources the manifest records."""
-    if cfg.sources or config_given or not (state_dir / "manifest.db").exists():
+    if cfg.sources or config_given:
         return cfg
-    from ingestd.store.manifest import Manifest, sqlite_url
+    from .config import SourceConfig
 
-    m = Manifest(cfg.manifest.url or sqlite_url(state_dir / "manifest.db"))
-    try:
-        recorded = m.sources()
-    finally:
-        m.close()
+    with _manifest_reader(cfg, state_dir) as m:
+        recorded = m.sources() if m is not None else []
     sources = tuple(
         SourceConfig(name=s["name"], root=Path(s["root"]), collection=s["collection"])
         for s in recorded
@@ -121,13 +209,21 @@ def _source_names(cfg: Config, paths: Sequence[str]) -> list[str] | None:
 
 @contextlib.contextmanager
 def _local_engine(cfg: Config, state_dir: Path, what: str) -> Iterator[Any]:
-    from ingestd.daemon.control import StateLock, StateLockedError
-    from ingestd.daemon.engine import Engine
+    """The engine of ``state_dir``, holding its lock.
+
+    Raises:
+        _DaemonStarting: an ``ingestd run`` holds the lock and is still starting.
+        Fatal: another process holds the lock.
+    """
+    from .control import StateLock, StateLockedError, starting_daemon
+    from .engine import Engine
 
     lock = StateLock(state_dir)
     try:
         lock.acquire(what)
     except StateLockedError as exc:
+        if starting_daemon(state_dir) is not None:
+            raise _DaemonStarting() from None
         raise Fatal(str(exc)) from None
     try:
         engine = Engine(cfg, state_dir)
@@ -139,20 +235,76 @@ def _local_engine(cfg: Config, state_dir: Path, what: str) -> Iterator[Any]:
         lock.release()
 
 
-def _remote(state_dir: Path, cmd: str, args: dict[str, Any]) -> tuple[bool, Any]:
-    """Ask the daemon of ``state_dir``; ``(False, None)`` when none runs."""
-    from ingestd.daemon.control import DaemonError, NoDaemon, request
+def _note_waiting(pid: int) -> None:
+    if sys.stderr.isatty():
+        click.echo(
+            f"waiting for ingestd run (pid {pid}) to start serving "
+            f"(up to {START_WAIT_S:.0f} s) ...",
+            err=True,
+        )
+
+
+def _remote(
+    state_dir: Path, cmd: str, args: dict[str, Any], socket_path: Path | None = None
+) -> tuple[bool, Any]:
+    """Ask the daemon of ``state_dir``; ``(False, None)`` when none runs.
+
+    A daemon that is starting (it holds the state dir, its socket does not serve yet)
+    is waited for, up to :data:`START_WAIT_S` seconds, with a one-line note on a
+    terminal. With ``socket_path``, no daemon answering there is an error.
+    """
+    from .control import DaemonError, NoDaemon, request_when_ready
 
     try:
-        return True, request(state_dir, cmd, args)
+        return True, request_when_ready(
+            state_dir,
+            cmd,
+            args,
+            socket_path=socket_path,
+            wait=START_WAIT_S,
+            on_wait=_note_waiting,
+        )
     except NoDaemon:
+        if socket_path is not None:
+            raise Fatal(f"no ingestd daemon answers on {socket_path}") from None
         return False, None
     except DaemonError as exc:
         raise Fatal(str(exc), exc.exit_code) from None
 
 
+def _run_command(
+    state_dir: Path,
+    cmd: str,
+    args: dict[str, Any],
+    socket_path: Path | None,
+    local: Callable[[], Any],
+) -> Any:
+    """Run ``cmd`` through the daemon when one runs, else ``local()`` (which locks)."""
+    ok, result = _remote(state_dir, cmd, args, socket_path)
+    if ok:
+        return result
+    try:
+        return local()
+    except _DaemonStarting:  # it took the lock after we looked: wait for its socket
+        ok, result = _remote(state_dir, cmd, args)
+        if not ok:
+            raise Fatal(
+                f"state dir {state_dir} is in use by another ingestd process; "
+                "stop it or use another --state-dir"
+            ) from None
+        return result
+
+
 def _echo_json(obj: Any) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
+
+
+def _known_failure(exc: BaseException) -> bool:
+    for module, name in _KNOWN_FAILURES:
+        mod = sys.modules.get(module)
+        if mod is not None and isinstance(exc, getattr(mod, name)):
+            return True
+    return False
 
 
 def handle_errors(f: F) -> F:
@@ -160,16 +312,6 @@ def handle_errors(f: F) -> F:
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from ingestd.chunkers.tokenizers import TokenizerError
-        from ingestd.daemon.control import DaemonError
-        from ingestd.store.embedder import ModelNotFoundError
-        from ingestd.store.manifest import ModelMismatchError
-
-        known: tuple[type[BaseException], ...] = (
-            ModelMismatchError,
-            ModelNotFoundError,
-            TokenizerError,
-        )
         try:
             return f(*args, **kwargs)
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
@@ -182,14 +324,12 @@ def handle_errors(f: F) -> F:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             sys.exit(0)
-        except known as exc:
-            raise Fatal(str(exc)) from None
-        except DaemonError as exc:  # raised by the shared commands in local mode too
-            raise Fatal(str(exc), exc.exit_code) from None
         except Exception as exc:
-            from ingestd.store.vectors import StoreUnavailableError
-
-            if isinstance(exc, StoreUnavailableError):
+            control = sys.modules.get("ingestd.daemon.control")
+            if control is not None and isinstance(exc, control.DaemonError):
+                # raised by the shared commands in local mode too
+                raise Fatal(str(exc), exc.exit_code) from None
+            if _known_failure(exc):
                 raise Fatal(str(exc)) from None
             logger.error("unexpected error: %s: %s", type(exc).__name__, exc, exc_info=True)
             click.echo(f"ingestd: unexpected error: {type(exc).__name__}: {exc}", err=True)
@@ -229,8 +369,9 @@ def run(
     
         ingestd run --state-dir ./state ./docs
     """
-    from ingestd.daemon.control import StateLockedError
-    from ingestd.daemon.service import Service
+    from .config import load_config
+    from .control import StateLockedError
+    from .service import Service
 
     cfg, sd = _load(config_path, paths, state_dir, log_level, require_roots=False)
     if not cfg.sources:
@@ -254,6 +395,7 @@ def run(
 
 @cli.command()
 @common_options
+@socket_option
 @click.option("--full", is_flag=True, help="Re-hash every file (no stat fast path).")
 @click.option("--dry-run", is_flag=True, help="Print the planned changes; write nothing.")
 @click.option("--allow-mass-delete", is_flag=True, help="Apply deletions the guard would hold.")
@@ -264,6 +406,7 @@ def resync(
     config_path: Path | None,
     state_dir: Path | None,
     log_level: str | None,
+    socket_path: Path | None,
     full: bool,
     dry_run: bool,
     allow_mass_delete: bool,
@@ -281,17 +424,20 @@ def resync(
         ingestd resync --state-dir ./state ./docs
         ingestd resync --dry-run --json ./docs | jq '.sources[0].add'
     """
-    from ingestd.daemon import commands
+    from . import commands
 
     cfg, sd = _load(config_path, paths, state_dir, log_level)
     args = {"full": full, "dry_run": dry_run, "allow_mass_delete": allow_mass_delete}
-    ok, result = _remote(sd, "resync", {"sources": _source_names(cfg, paths), **args})
-    if not ok:
-        cfg = _with_manifest_sources(cfg, sd, config_path is not None)
-        if not cfg.sources:
+
+    def local() -> Any:
+        c = _with_manifest_sources(cfg, sd, config_path is not None)
+        if not c.sources:
             raise Fatal("nothing to sync: give PATH arguments or --config", 2)
-        with _local_engine(cfg, sd, "ingestd resync") as engine, _progress(as_json) as bar:
-            result = commands.resync(engine, None, progress=bar, **args)
+        with _local_engine(c, sd, "ingestd resync") as engine, _progress(as_json) as bar:
+            return commands.resync(engine, None, progress=bar, **args)
+
+    remote_args = {"sources": _source_names(cfg, paths), **args}
+    result = _run_command(sd, "resync", remote_args, socket_path, local)
     _print_resync(result, as_json, dry_run)
     sys.exit(int(result["exit_code"]))
 
@@ -392,6 +538,7 @@ def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
 
 @cli.command()
 @common_options
+@socket_option
 @click.argument("query")
 @click.option(
     "-k",
@@ -426,6 +573,7 @@ def search(
     config_path: Path | None,
     state_dir: Path | None,
     log_level: str | None,
+    socket_path: Path | None,
     query: str,
     k: int,
     source: str | None,
@@ -443,11 +591,11 @@ def search(
         ingestd search --path docs/collector --mode sparse "otlp_grpc"
         ingestd search --json "sampling" | jq '.[0] | {path, rank, dense_rank, sparse_rank}'
     """
-    from ingestd.daemon import commands
+    from . import commands
 
     if not query.strip():
         raise click.UsageError("QUERY is empty")
-    cfg, sd = _load(config_path, (), state_dir, log_level)
+    cfg, sd = _load_light(config_path, state_dir, log_level)
     args: dict[str, Any] = {
         "query": query,
         "k": k,
@@ -457,13 +605,16 @@ def search(
         "mode": mode,
         "ranks": as_json,
     }
-    ok, hits = _remote(sd, "search", args)
-    if not ok:
-        cfg = _with_manifest_sources(cfg, sd, config_path is not None)
-        if not cfg.sources:
+
+    def local() -> Any:
+        c = cfg if cfg is not None else _load(None, (), state_dir, log_level)[0]
+        c = _with_manifest_sources(c, sd, config_path is not None)
+        if not c.sources:
             raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
-        with _local_engine(cfg, sd, "ingestd search") as engine:
-            hits = commands.search(engine, **args)
+        with _local_engine(c, sd, "ingestd search") as engine:
+            return commands.search(engine, **args)
+
+    hits = _run_command(sd, "search", args, socket_path, local)
     if as_json:
         _echo_json(hits)
         return
@@ -481,87 +632,58 @@ def search(
 
 @cli.command()
 @common_options
+@socket_option
 @click.option("--json", "as_json", is_flag=True, help="Print status as JSON.")
 @handle_errors
 def status(
-    config_path: Path | None, state_dir: Path | None, log_level: str | None, as_json: bool
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+    as_json: bool,
 ) -> None:
-    """Show per-source documents, chunks, failures and the daemon's health.
+    """Show per-source documents, chunks, failures, last sync and the daemon's health.
 
-    Exits 1 when the daemon is unhealthy (usable as a container health check).
+    Exits 1 when the daemon is unhealthy (usable as a container health check). With
+    no daemon running, the state dir is read directly (and each source's root is
+    checked).
 
     Example:
 
     
+        ingestd status --state-dir ./state
         ingestd status --state-dir ./state --json | jq '.sources[].chunks'
     """
-    from ingestd.daemon.commands import status_of
+    from .status_text import status_lines
 
-    cfg, sd = _load(config_path, (), state_dir, log_level)
-    ok, st = _remote(sd, "status", {})
+    cfg, sd = _load_light(config_path, state_dir, log_level)
+    ok, st = _remote(sd, "status", {}, socket_path)
     if not ok:
-        from ingestd.store.manifest import Manifest, sqlite_url
+        from .commands import status_of
 
-        if not cfg.manifest.url and not (sd / "manifest.db").exists():
-            st = {"state_dir": str(sd), "sources": [], "daemon": None}
-        else:
-            m = Manifest(cfg.manifest.url or sqlite_url(sd / "manifest.db"))
-            try:
+        with _manifest_reader(cfg, sd) as m:
+            if m is None:
+                st = {"state_dir": str(sd), "sources": [], "daemon": None}
+            else:
                 st = status_of(m, None, sd)
-            finally:
-                m.close()
-            st["daemon"] = None
+                st["daemon"] = None
+        from .control import lock_holder
+
+        holder = lock_holder(sd)
+        if holder is not None:
+            st["locked_by"] = holder[1]
     healthy = st.get("daemon") is None or st["daemon"].get("healthy", True)
     if as_json:
         _echo_json(st)
     else:
-        _print_status(st)
+        for line in status_lines(st, time.time()):
+            click.echo(line)
     sys.exit(0 if healthy else 1)
-
-
-def _print_status(st: dict[str, Any]) -> None:
-    d = st.get("daemon")
-    if d:
-        click.echo(
-            f"daemon: pid {d['pid']}, {d['phase']}, queue {d['queue_depth']}, "
-            f"{d.get('scan_documents_left', 0)} documents left to scan, "
-            f"lag {d['lag_seconds']:.1f} s, {'healthy' if d['healthy'] else 'UNHEALTHY'}"
-        )
-        click.echo(
-            f"embedded since start: {st.get('embedded_since_start', 0)}, "
-            f"reused: {st.get('reused_since_start', 0)}"
-        )
-    else:
-        click.echo("daemon: not running")
-    click.echo(f"state dir: {st['state_dir']}")
-    for w in st.get("rule_warnings", []):
-        click.echo(f"warning: {w}")
-    for r in st.get("unused_rules", []):
-        click.echo(f"rule {r!r} matches no indexed document")
-    if not st["sources"]:
-        click.echo("no sources indexed yet")
-    for s in st["sources"]:
-        click.echo(
-            f"{s['source']} -> {s['collection']}: {s['documents']} documents, "
-            f"{s['chunks']} chunks, {s['failed']} failed, {s['pending']} pending"
-        )
-        for f in s["failed_documents"]:
-            click.echo(f"  failed {f['path']}: {f['error']}")
-        for k in s.get("skipped", []):
-            click.echo(f"  skipped {k['path']}: {k['reason']}")
-        for r in s.get("retrying", []):
-            click.echo(
-                f"  cannot read {r['path']} ({r['error']}); {r['attempts']} tries, "
-                f"next in {r['retry_in_seconds']:.0f} s"
-            )
-        for f in s.get("unwatched_folders", []):
-            click.echo(f"  not watched {f['path']}: {f['reason']}")
-        if s.get("held_deletes"):
-            click.echo(f"  {s['held_deletes']} deletions held by the mass-deletion guard")
 
 
 @cli.command()
 @common_options
+@socket_option
 @click.option("--repair", is_flag=True, help="Fix the differences found.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False))
@@ -570,6 +692,7 @@ def verify(
     config_path: Path | None,
     state_dir: Path | None,
     log_level: str | None,
+    socket_path: Path | None,
     repair: bool,
     as_json: bool,
     paths: tuple[str, ...],
@@ -584,18 +707,21 @@ def verify(
     
         ingestd verify --state-dir ./state ./docs
     """
-    from ingestd.daemon import commands
+    from . import commands
 
     cfg, sd = _load(config_path, paths, state_dir, log_level)
-    ok, result = _remote(sd, "verify", {"sources": _source_names(cfg, paths), "repair": repair})
-    if not ok:
+
+    def local() -> Any:
         if not cfg.manifest.url and not (sd / "manifest.db").exists():
             raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
-        cfg = _with_manifest_sources(cfg, sd, config_path is not None)
-        if not cfg.sources:
+        c = _with_manifest_sources(cfg, sd, config_path is not None)
+        if not c.sources:
             raise Fatal("nothing to verify: give PATH arguments or --config", 2)
-        with _local_engine(cfg, sd, "ingestd verify") as engine:
-            result = commands.verify(engine, None, repair=repair)
+        with _local_engine(c, sd, "ingestd verify") as engine:
+            return commands.verify(engine, None, repair=repair)
+
+    remote_args = {"sources": _source_names(cfg, paths), "repair": repair}
+    result = _run_command(sd, "verify", remote_args, socket_path, local)
     if as_json:
         _echo_json(result)
     else:
@@ -614,52 +740,79 @@ def verify(
 
 @cli.command()
 @common_options
+@socket_option
 @handle_errors
-def sources(config_path: Path | None, state_dir: Path | None, log_level: str | None) -> None:
-    """List the sources the state dir knows, with their roots and collections.
+def sources(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+) -> None:
+    """List the sources the state dir knows: name, root, collection, documents.
+
+    One source per line, tab-separated. With --socket, the running daemon is asked.
 
     Example:
 
     
         ingestd sources --state-dir ./state
     """
-    from ingestd.store.manifest import Manifest, sqlite_url
-
-    cfg, sd = _load(config_path, (), state_dir, log_level)
-    if not cfg.manifest.url and not (sd / "manifest.db").exists():
+    cfg, sd = _load_light(config_path, state_dir, log_level)
+    rows: list[dict[str, Any]]
+    if socket_path is not None:
+        _, st = _remote(sd, "status", {}, socket_path)
+        rows = st["sources"]
+    else:
+        with _manifest_reader(cfg, sd) as m:
+            recorded = m.sources() if m is not None else []
+            rows = [
+                {"source": s["name"], **s, **m.counts(s["name"])} for s in recorded if m is not None
+            ]
+    if not rows:
         click.echo("no sources")
-        return
-    m = Manifest(cfg.manifest.url or sqlite_url(sd / "manifest.db"))
-    try:
-        for s in m.sources():
-            c = m.counts(s["name"])
-            click.echo(f"{s['name']}\t{s['root']}\t{s['collection']}\t{c['documents']} documents")
-    finally:
-        m.close()
+    for r in rows:
+        click.echo(f"{r['source']}\t{r['root']}\t{r['collection']}\t{r['documents']} documents")
 
 
 @cli.command()
 @common_options
+@socket_option
 @click.argument("source")
 @handle_errors
 def forget(
-    config_path: Path | None, state_dir: Path | None, log_level: str | None, source: str
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+    source: str,
 ) -> None:
     """Remove SOURCE's points from the store and its rows from the manifest.
+
+    SOURCE is a name from `ingestd sources`, or the folder of a source named after its
+    root. An unknown name exits 2 and lists the known sources.
 
     Example:
 
     
         ingestd forget --state-dir ./state /srv/docs/old-tree
     """
-    from ingestd.daemon import commands
+    from . import commands
 
-    cfg, sd = _load(config_path, (), state_dir, log_level)
-    ok, result = _remote(sd, "forget", {"source": source})
-    if not ok:
-        cfg = _with_manifest_sources(cfg, sd, config_path is not None)
-        with _local_engine(cfg, sd, "ingestd forget") as engine:
-            result = commands.forget(engine, source)
+    cfg, sd = _load_light(config_path, state_dir, log_level)
+    root = os.path.realpath(source) if os.path.isdir(source) else None
+    args = {"source": source, "root": root}
+
+    def local() -> Any:
+        with _manifest_reader(cfg, sd) as m:
+            if m is None:
+                raise Fatal(f"unknown source: {source}; nothing is indexed in {sd}", 2)
+            name = commands.known_source(m, source, root)
+        c = cfg if cfg is not None else _load(None, (), state_dir, log_level)[0]
+        c = _with_manifest_sources(c, sd, config_path is not None)
+        with _local_engine(c, sd, "ingestd forget") as engine:
+            return commands.forget(engine, name)
+
+    result = _run_command(sd, "forget", args, socket_path, local)
     click.echo(f"forgot {result['source']}: {result['points_deleted']} points deleted")
 
 
@@ -689,6 +842,10 @@ def chunk_cmd(
 ) -> None:
     """Preview the chunks of FILE as JSON lines; needs no daemon and no store.
 
+    `source`, `path` and ids are those `resync` would give: from the configured or
+    indexed source whose root holds FILE (the deepest one), else from the current
+    directory as the source root.
+
     Example:
 
     
@@ -696,12 +853,22 @@ def chunk_cmd(
         ingestd chunk --chunker token --param max_tokens=128 --param overlap=16 --stats README.md
     """
     from ingestd.chunkers.text import UndecodableError
-    from ingestd.daemon.preview import preview
 
-    cfg, _ = _load(config_path, (), state_dir, log_level)
+    from .preview import preview
+
+    cfg, sd = _load(config_path, (), state_dir, log_level)
+    known: list[tuple[str, str]] = []
+    with contextlib.suppress(Fatal), _manifest_reader(cfg, sd) as m:
+        known = [(s["name"], s["root"]) for s in m.sources()] if m is not None else []
     try:
         for line in preview(
-            cfg, file, rule_name=rule_name, chunker_name=chunker_name, params=params, stats=stats
+            cfg,
+            file,
+            rule_name=rule_name,
+            chunker_name=chunker_name,
+            params=params,
+            stats=stats,
+            known=known,
         ):
             click.echo(json.dumps(line, ensure_ascii=False))
     except UndecodableError as exc:  # the file, not the command, is at fault
@@ -711,5 +878,8 @@ def chunk_cmd(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point."""
+    """Console-script entry point: state files are created private (umask 077)."""
+    from .statedir import private_umask
+
+    private_umask()
     cli.main(args=list(argv) if argv is not None else None, prog_name="ingestd")

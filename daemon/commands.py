@@ -10,14 +10,44 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-from ingestd.store.manifest import Manifest
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .control import DaemonError
-from .engine import Engine, SyncProgress
 
-__all__ = ["REMOTE", "resync", "search", "status_of", "verify"]
+if TYPE_CHECKING:
+    from .engine import Engine, SyncProgress
+
+__all__ = [
+    "REMOTE",
+    "ManifestReader",
+    "forget",
+    "known_source",
+    "resync",
+    "search",
+    "status_of",
+    "verify",
+]
+
+
+class ManifestReader(Protocol):
+    """What :func:`status_of` reads.
+
+    A :class:`~ingestd.store.manifest.Manifest`, or the SQLAlchemy-free
+    :class:`~ingestd.store.manifest_view.ManifestView`.
+    """
+
+    def sources(self) -> list[dict[str, Any]]:
+        """Recorded sources (``name``, ``root``, ``collection``, ``last_sync``, ...)."""
+        ...
+
+    def counts(self, source: str) -> dict[str, int]:
+        """``documents``, ``chunks``, ``pending``, ``failed`` of a source."""
+        ...
+
+    def failed(self, source: str) -> list[tuple[str, str]]:
+        """``(path, error)`` of failed documents."""
+        ...
+
 
 EXIT_HELD = 3
 
@@ -166,10 +196,44 @@ def verify(
     return {"sources": reports, "clean": all(r["clean"] for r in reports)}
 
 
-def forget(engine: Engine, source: str) -> dict[str, Any]:
-    """Delete every point and manifest row of ``source``."""
-    n = engine.forget(source)
-    return {"source": source, "points_deleted": n}
+def known_source(manifest: ManifestReader, source: str, root: str | None = None) -> str:
+    """The name of a source the manifest records: ``source`` itself, or the one at ``root``.
+
+    Args:
+        manifest: the manifest.
+        source: a source name as the user typed it.
+        root: the canonical absolute path ``source`` names, when it is an existing
+            folder on the caller's side (``forget ./docs`` for the source named after
+            its root).
+
+    Raises:
+        DaemonError: exit code 2, the source is unknown; the message lists the known ones.
+    """
+    recorded = manifest.sources()
+    names = [s["name"] for s in recorded]
+    if source in names:
+        return source
+    for s in recorded:
+        if root is not None and s["root"] == root:
+            return str(s["name"])
+    known = ", ".join(names) if names else "none (nothing indexed yet)"
+    raise DaemonError(f"unknown source: {source}; known sources: {known}", 2)
+
+
+def forget(engine: Engine, source: str, root: str | None = None) -> dict[str, Any]:
+    """Delete every point and manifest row of a known source.
+
+    Args:
+        engine: the engine.
+        source: the source's name (or, with ``root``, a path naming it).
+        root: see :func:`known_source`.
+
+    Raises:
+        DaemonError: exit code 2, the source is unknown.
+    """
+    name = known_source(engine.manifest, source, root)
+    n = engine.forget(name)
+    return {"source": name, "points_deleted": n}
 
 
 def _du(path: Path) -> int:
@@ -183,14 +247,25 @@ def _du(path: Path) -> int:
     return total
 
 
-def status_of(manifest: Manifest, engine: Engine | None, state_dir: Path) -> dict[str, Any]:
-    """Per-source documents, chunks, failures, last sync; counters when ``engine`` runs."""
+def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) -> dict[str, Any]:
+    """Per-source documents, chunks, failures, last sync; counters when ``engine`` runs.
+
+    Returns:
+        ``{"state_dir", "sources": [...], "disk": {...}}`` and, with an engine,
+        ``rule_warnings`` and ``unused_rules`` (rules the user wrote only),
+        ``embedded_since_start``, ``reused_since_start`` and ``model``. Each source has
+        ``source``, ``root``, ``root_missing`` (its folder is not there: unmounted,
+        moved or deleted), ``collection``, ``documents``, ``chunks``, ``pending``,
+        ``failed``, ``last_sync`` (seconds since the epoch, or ``None``),
+        ``held_deletes`` and ``failed_documents`` (at most 50).
+    """
     sources = []
     for s in manifest.sources():
         counts = manifest.counts(s["name"])
         entry: dict[str, Any] = {
             "source": s["name"],
             "root": s["root"],
+            "root_missing": not os.path.isdir(s["root"]),
             "collection": s["collection"],
             **counts,
             "last_sync": s["last_sync"],

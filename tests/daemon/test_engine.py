@@ -272,7 +272,7 @@ def test_dry_run_plans_without_writing(tree: Path, tmp_path: Path, fake_embedder
         cli, ["resync", "--dry-run", "--json", "--state-dir", str(state), str(tree)]
     )
     assert res.exit_code == 0, res.output
-    (plan,) = __import__("json").loads(res.output)["sources"]
+    (plan,) = __import__("json").loads(res.stdout)["sources"]
     assert plan["add"] == ["docs/new.md"]
     assert plan["update"] == ["docs/collector/architecture.md"]
     assert plan["rekey"] == [{"from": "docs/collector/quick-start.md", "to": "docs/quick-start.md"}]
