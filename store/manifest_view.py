@@ -34,13 +34,27 @@ class ManifestView:
         path = Path(path)
         if not path.is_file():
             raise FileNotFoundError(str(path))
-        # mode=rw: never create the file; reads only (the WAL index needs a writable -shm)
-        self._conn = sqlite3.connect(f"file:{quote(str(path.absolute()))}?mode=rw", uri=True)
+        # never create the file: mode=rw (a WAL reader wants to write the -shm index),
+        # else mode=ro for a reader without write permission
+        uri = f"file:{quote(str(path.absolute()))}"
+        self._conn = self._open(f"{uri}?mode=rw") or sqlite3.connect(f"{uri}?mode=ro", uri=True)
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA busy_timeout=10000")
         self._tables = {
             r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
         }
+
+    @staticmethod
+    def _open(uri: str) -> sqlite3.Connection | None:
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(uri, uri=True)
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")
+            return conn
+        except sqlite3.OperationalError:
+            if conn is not None:
+                conn.close()
+            return None
 
     def close(self) -> None:
         """Close the connection."""
