@@ -717,6 +717,16 @@ def verify(
         c = _with_manifest_sources(cfg, sd, config_path is not None)
         if not c.sources:
             raise Fatal("nothing to verify: give PATH arguments or --config", 2)
+        if paths:  # a PATH names a source; verifying must not create one
+            with _manifest_reader(cfg, sd) as m:
+                known = [s["name"] for s in m.sources()] if m is not None else []
+            unknown = [s.name for s in c.sources if s.name not in known]
+            if unknown:
+                raise Fatal(
+                    f"unknown source(s): {', '.join(unknown)}; known sources: "
+                    f"{', '.join(known) or 'none'}",
+                    2,
+                )
         with _local_engine(c, sd, "ingestd verify") as engine:
             return commands.verify(engine, None, repair=repair)
 

@@ -79,6 +79,19 @@ def test_search_with_an_unknown_source_exits_2_and_lists_the_known_ones(tmp_path
     assert "unknown source(s): nope" in res.output and str(root.resolve()) in res.output
 
 
+def test_verify_of_a_folder_that_is_no_source_exits_2_and_creates_none(tmp_path: Path) -> None:
+    root, state = _indexed(tmp_path)
+    other = tmp_path / "other"
+    other.mkdir()
+    res = CliRunner().invoke(cli, ["verify", "--state-dir", str(state), str(other)])
+    assert res.exit_code == 2, res.output
+    assert f"unknown source(s): {other.resolve()}; known sources: {root.resolve()}" in res.output
+    listed = CliRunner().invoke(cli, ["sources", "--state-dir", str(state)]).stdout
+    assert str(other.resolve()) not in listed
+    res = CliRunner().invoke(cli, ["verify", "--state-dir", str(state), str(root)])
+    assert res.exit_code == 0, res.output
+
+
 # -- status -----------------------------------------------------------------------------------
 
 
