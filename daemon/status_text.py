@@ -61,6 +61,8 @@ def _daemon_lines(d: dict[str, Any], st: dict[str, Any], now: float) -> Iterator
     started = d.get("started_at")
     if started:
         yield f"  started: {format_when(float(started), now)}"
+    for name, done in (d.get("progress") or {}).items():
+        yield f"  indexing {name}: {done} documents"
     flight = d.get("in_flight")
     if flight:
         yield (

@@ -136,7 +136,12 @@ Another sentence follows here. And one more sentence ends it.
 """
 
 _RULES = [
-    {"name": "tok", "match": ["token/*"], "chunker": "token", "params": {"max_tokens": 16, "overlap": 2}},
+    {
+        "name": "tok",
+        "match": ["token/*"],
+        "chunker": "token",
+        "params": {"max_tokens": 16, "overlap": 2},
+    },
     {"name": "hier", "match": ["hier/*"], "chunker": "hierarchical"},
     {"name": "sem", "match": ["sem/*"], "chunker": "semantic"},
     {"name": "md", "match": ["*"], "chunker": "markdown"},

@@ -150,6 +150,7 @@ def test_status_text_renders_the_daemon_keys() -> None:
             "queue_depth": 0,
             "lag_seconds": 1.5,
             "missing_roots": ["/srv/docs"],
+            "progress": {"docs": "480/2210"},
             "in_flight": {
                 "source": "docs",
                 "path": "big.md",
@@ -161,6 +162,7 @@ def test_status_text_renders_the_daemon_keys() -> None:
     text = "\n".join(status_lines(st, now))
     assert "daemon: pid 42, watching, UNHEALTHY" in text
     assert "in flight: big.md of docs: 120/2384 chunks" in text
+    assert "indexing docs: 480/2210 documents" in text
     assert "missing root: /srv/docs" in text
     assert "ROOT MISSING: /srv/docs" in text
     assert "(5 min ago)" in text
