@@ -70,7 +70,7 @@ def test_setup_commands_use_separate_virtualenvs_and_ci_runs_the_readme() -> Non
         test_block.strip().replace("pip install -e", "pip install -q -e")
         in (REPO / ".ci" / "run").read_text()
     )
-    assert re.search(r"takes about \d+ minutes on 2 cores", _section("Quick start"))
+    assert re.search(r"takes about \d+ minutes on 2 idle cores", _section("Quick start"))
 
 
 # -- systemd ----------------------------------------------------------------------------------

@@ -109,17 +109,6 @@ def test_a_run_under_umask_022_leaves_nothing_readable_by_others(tmp_path: Path)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err.decode()[-2000:]
-    # a one-shot command under the same umask
-    (root / "new.md").write_text("# New\n\nA new page.\n")
-    res = subprocess.run(
-        [*ingestd_cmd(), "resync", "--state-dir", str(state), str(root)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        preexec_fn=lambda: os.umask(0o022),
-    )
-    assert res.returncode == 0, res.stderr
-    assert _open_modes(tmp_path / "var") == []
 
 
 def test_lock_and_pointer_are_private_whatever_the_umask(tmp_path: Path, loose_umask: None) -> None:
