@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,6 +60,7 @@ class LazyContext:
     ) -> None:
         self._build = build
         self._ctx: ChunkContext | None = None
+        self._lock = threading.Lock()  # documents may be chunked on a worker thread
         self.tokenizer = tokenizer
         self.fit_model = fit_model
         self.model_max_tokens = model_max_tokens
@@ -84,16 +86,18 @@ class LazyContext:
 
     def get(self) -> ChunkContext:
         """The context, built on the first call."""
-        if self._ctx is None:
-            ctx = self._build()
-            if ctx.sizer.name != self.tokenizer or (ctx.model_sizer is not None) != self.fit_model:
-                raise RuntimeError(
-                    f"chunking context {ctx.sizer.name!r} (fit_model "
-                    f"{ctx.model_sizer is not None}) differs from the one fingerprinted, "
-                    f"{self.tokenizer!r} (fit_model {self.fit_model})"
-                )
-            self._ctx = ctx
-        return self._ctx
+        with self._lock:
+            if self._ctx is None:
+                ctx = self._build()
+                fits = ctx.model_sizer is not None
+                if ctx.sizer.name != self.tokenizer or fits != self.fit_model:
+                    raise RuntimeError(
+                        f"chunking context {ctx.sizer.name!r} (fit_model {fits}) differs "
+                        f"from the one fingerprinted, {self.tokenizer!r} "
+                        f"(fit_model {self.fit_model})"
+                    )
+                self._ctx = ctx
+            return self._ctx
 
     @property
     def sizer(self) -> Sizer:

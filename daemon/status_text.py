@@ -12,7 +12,23 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["format_age", "format_when", "status_lines"]
+__all__ = ["format_age", "format_duration", "format_when", "status_lines"]
+
+
+def format_duration(seconds: float) -> str:
+    """A short duration: ``42 s``, ``5 min``, ``3 h``, ``2 days``.
+
+    Args:
+        seconds: the duration (rounded; below 1.5 minutes in seconds, below 1.5 hours in
+            minutes, below 36 hours in hours, else in days).
+    """
+    if seconds < 90:
+        return f"{max(0.0, seconds):.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 36 * 3600:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} days"
 
 
 def format_age(seconds: float) -> str:
@@ -25,13 +41,7 @@ def format_age(seconds: float) -> str:
         return "in the future"
     if seconds < 1:
         return "just now"
-    if seconds < 90:
-        return f"{seconds:.0f} s ago"
-    if seconds < 90 * 60:
-        return f"{seconds / 60:.0f} min ago"
-    if seconds < 36 * 3600:
-        return f"{seconds / 3600:.0f} h ago"
-    return f"{seconds / 86400:.0f} days ago"
+    return f"{format_duration(seconds)} ago"
 
 
 def format_when(ts: float | None, now: float) -> str:
@@ -51,6 +61,20 @@ def _plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
+def _progress_line(name: str, p: Any) -> str:
+    """One running sync: ``indexing docs: 480/2210 documents, 5120 chunks embedded, ...``."""
+    if not isinstance(p, dict):  # "done/total" from older daemons
+        return f"indexing {name}: {p} documents"
+    done, total = p.get("docs_done", 0), p.get("docs_total", "?")
+    line = f"{p.get('phase', 'indexing')} {name}: {done}/{total} documents"
+    if p.get("chunks_embedded"):
+        line += f", {p['chunks_embedded']} chunks embedded"
+    eta = p.get("eta_seconds")
+    if eta is not None:
+        line += f", about {format_duration(float(eta))} left"
+    return line
+
+
 def _daemon_lines(d: dict[str, Any], st: dict[str, Any], now: float) -> Iterator[str]:
     health = "healthy" if d.get("healthy", True) else "UNHEALTHY"
     yield (
@@ -61,13 +85,13 @@ def _daemon_lines(d: dict[str, Any], st: dict[str, Any], now: float) -> Iterator
     started = d.get("started_at")
     if started:
         yield f"  started: {format_when(float(started), now)}"
-    for name, done in (d.get("progress") or {}).items():
-        yield f"  indexing {name}: {done} documents"
-    flight = d.get("in_flight")
-    if flight:
+    for name, p in (d.get("progress") or {}).items():
+        yield f"  {_progress_line(name, p)}"
+    flight = d.get("in_flight") or []
+    for f in [flight] if isinstance(flight, dict) else flight:
         yield (
-            f"  in flight: {flight.get('path')} of {flight.get('source')}: "
-            f"{flight.get('chunks_done', 0)}/{flight.get('chunks_total', '?')} chunks"
+            f"  in flight: {f.get('path')} of {f.get('source')}: "
+            f"{f.get('chunks_done', 0)}/{f.get('chunks_total', '?')} chunks"
         )
     for root in d.get("missing_roots") or []:
         yield f"  missing root: {root} (nothing there is synced or deleted until it is back)"

@@ -150,25 +150,31 @@ def test_status_text_renders_the_daemon_keys() -> None:
             "queue_depth": 0,
             "lag_seconds": 1.5,
             "missing_roots": ["/srv/docs"],
-            "progress": {"docs": "480/2210"},
-            "in_flight": {
-                "source": "docs",
-                "path": "big.md",
-                "chunks_done": 120,
-                "chunks_total": 2384,
+            "progress": {
+                "docs": {
+                    "source": "docs",
+                    "phase": "indexing",
+                    "docs_done": 480,
+                    "docs_total": 2210,
+                    "chunks_embedded": 5120,
+                    "eta_seconds": 190.0,
+                }
             },
+            "in_flight": [
+                {"source": "docs", "path": "big.md", "chunks_done": 120, "chunks_total": 2384}
+            ],
         },
     }
     text = "\n".join(status_lines(st, now))
     assert "daemon: pid 42, watching, UNHEALTHY" in text
     assert "in flight: big.md of docs: 120/2384 chunks" in text
-    assert "indexing docs: 480/2210 documents" in text
+    assert "indexing docs: 480/2210 documents, 5120 chunks embedded, about 3 min left" in text
     assert "missing root: /srv/docs" in text
     assert "ROOT MISSING: /srv/docs" in text
     assert "(5 min ago)" in text
     assert "3 documents, 40 chunks, 1 failed, 2 pending, 7 held deletions" in text
     assert "failed bad.md: binary file" in text
-    st["daemon"]["in_flight"] = None
+    st["daemon"]["in_flight"] = []
     assert "in flight" not in "\n".join(status_lines(st, now))
     assert [format_age(s) for s in (0.2, 42, 300, 3 * 3600, 3 * 86400)] == [
         "just now",
