@@ -300,6 +300,8 @@ _FAKE_DAEMON = textwrap.dedent(
         "status": {"state_dir": str(state), "sources": [],
                    "daemon": {"pid": os.getpid(), "phase": "watching", "healthy": True}},
         "resync": {"sources": [], "exit_code": 0},
+        "search": [{"id": "1", "score": 0.5, "source": "docs", "path": "a.md",
+                    "start_line": 1, "end_line": 2, "heading_path": ["A"], "text": "hit"}],
     }
     server = ControlServer(state, lambda cmd, args: answers[cmd])
     server.start()
@@ -436,6 +438,19 @@ def test_fast_commands_load_no_heavy_module(tmp_path: Path) -> None:
         code, heavy, out = _heavy(*args)
         assert code == 0, (args, out)
         assert heavy == [], f"{args} imported {heavy}"
+
+
+def test_search_through_a_daemon_loads_no_heavy_module(tmp_path: Path) -> None:
+    state = tmp_path / "state"
+    daemon = _fake_daemon(state, 0.0)
+    try:
+        wait_for(lambda: (state / "control-socket").exists(), 60, "the socket")
+        code, heavy, out = _heavy("search", "--state-dir", str(state), "a question")
+        assert code == 0, out
+        assert "a.md:1-2" in out
+        assert heavy == [], f"search imported {heavy}"
+    finally:
+        _stop(daemon)
 
 
 def test_noop_resync_loads_no_tokenizer_model_or_store(tmp_path: Path) -> None:
