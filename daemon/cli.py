@@ -9,7 +9,8 @@ Start-up cost is part of the interface: this module imports click and the standa
 library only, and each command imports what it needs. ``--help``, ``status``,
 ``sources`` and a ``search`` answered by a running daemon build no pydantic model and
 import neither SQLAlchemy, tiktoken, qdrant-client nor torch (``bench/cli.py`` times
-them; ``tests/daemon/test_cli.py`` checks the imports).
+them; ``tests/daemon/test_cli_operator.py`` checks the imports). How a command reaches
+the daemon or the state dir is :mod:`~ingestd.daemon.cli_state`.
 """
 
 from __future__ import annotations
@@ -27,8 +28,19 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
+from .cli_state import (
+    Fatal,
+    ask_daemon,
+    load,
+    load_light,
+    local_engine,
+    manifest_reader,
+    run_command,
+    source_names,
+    with_manifest_sources,
+)
+
 if TYPE_CHECKING:
-    from .commands import ManifestReader
     from .config import Config
 
 __all__ = ["cli", "main"]
@@ -36,8 +48,6 @@ __all__ = ["cli", "main"]
 logger = logging.getLogger("ingestd")
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 F = TypeVar("F", bound=Callable[..., Any])
-#: Seconds a command waits for the socket of an ``ingestd run`` that is starting.
-START_WAIT_S = 60.0
 #: Exceptions that are a known failure (exit 1, one line), by module: the modules are
 #: never imported just to classify an error (a fast command never loads them).
 _KNOWN_FAILURES = (
@@ -46,35 +56,6 @@ _KNOWN_FAILURES = (
     ("ingestd.chunkers.tokenizers", "TokenizerError"),
     ("ingestd.store.vectors", "StoreUnavailableError"),
 )
-
-
-class Fatal(click.ClickException):
-    """A known failure: message on stderr, exit code 1 (or the given one)."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code  # type: ignore[misc]
-
-
-class _DaemonStarting(Exception):
-    """The state-dir lock is held by an ``ingestd run`` whose socket does not serve yet."""
-
-
-def setup_logging(level: str = "INFO") -> None:
-    """One stderr handler on the ``ingestd`` logger; no timestamps under journald."""
-    for h in list(logger.handlers):
-        if getattr(h, "_ingestd", False):
-            logger.removeHandler(h)
-    handler = logging.StreamHandler(sys.stderr)
-    handler._ingestd = True  # type: ignore[attr-defined]
-    if os.environ.get("JOURNAL_STREAM") or os.environ.get("INVOCATION_ID"):
-        fmt = "%(levelname)s %(name)s: %(message)s"
-    else:
-        fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-    handler.setFormatter(logging.Formatter(fmt, "%H:%M:%S"))
-    logger.addHandler(handler)
-    logger.setLevel(level)
-    logger.propagate = False
 
 
 def common_options(f: F) -> F:
@@ -113,186 +94,6 @@ def socket_option(f: F) -> F:
         "from the state dir). For a daemon whose state dir you cannot read, e.g. "
         "/run/ingestd/ingestd.sock under systemd.",
     )(f)
-
-
-def _load(
-    config_path: Path | None,
-    paths: Sequence[str],
-    state_flag: Path | None,
-    log_level: str | None,
-    require_roots: bool = True,
-) -> tuple[Config, Path]:
-    """The validated config and the state dir (builds the pydantic models)."""
-    from .config import ConfigError, load_config
-    from .statedir import resolve_state_dir
-
-    try:
-        cfg = load_config(config_path, roots=paths, require_roots=require_roots)
-    except ConfigError as exc:
-        raise Fatal(f"invalid configuration:\n{exc}", 2) from None
-    setup_logging(log_level or cfg.log_level)
-    return cfg, resolve_state_dir(state_flag, cfg)
-
-
-def _load_light(
-    config_path: Path | None, state_flag: Path | None, log_level: str | None
-) -> tuple[Config | None, Path]:
-    """Like :func:`_load`, but without a config file nothing is validated or built."""
-    if config_path is not None:
-        return _load(config_path, (), state_flag, log_level)
-    from .statedir import resolve_state_dir
-
-    setup_logging(log_level or "INFO")
-    return None, resolve_state_dir(state_flag, None)
-
-
-@contextlib.contextmanager
-def _manifest_reader(cfg: Config | None, state_dir: Path) -> Iterator[ManifestReader | None]:
-    """The manifest for reading, or ``None`` when nothing was indexed yet.
-
-    A SQLite manifest is read with :class:`~ingestd.store.manifest_view.ManifestView`
-    (no SQLAlchemy); a ``manifest.url`` database with the full manifest.
-    """
-    if cfg is not None and cfg.manifest.url:
-        from ingestd.store.manifest import Manifest
-
-        m = Manifest(cfg.manifest.url)
-        try:
-            yield m
-        finally:
-            m.close()
-        return
-    path = state_dir / "manifest.db"
-    try:
-        exists = path.is_file()
-    except PermissionError:
-        exists = True  # let the open below say so
-    if not exists:
-        yield None
-        return
-    from ingestd.store.manifest_view import ManifestView
-
-    try:
-        view = ManifestView(path)
-    except PermissionError:
-        raise Fatal(
-            f"cannot read {path} (permission denied); to ask the running daemon instead, "
-            "give its control socket with --socket (under systemd: /run/ingestd/ingestd.sock)"
-        ) from None
-    except Exception as exc:  # sqlite3.Error: not a manifest
-        raise Fatal(f"cannot read the manifest {path}: {exc}") from None
-    with view:
-        yield view
-
-
-def _with_manifest_sources(cfg: Config, state_dir: Path, config_given: bool) -> Config:
-    """Without a config file or PATH arguments, use the sources the manifest records."""
-    if cfg.sources or config_given:
-        return cfg
-    from .config import SourceConfig
-
-    with _manifest_reader(cfg, state_dir) as m:
-        recorded = m.sources() if m is not None else []
-    sources = tuple(
-        SourceConfig(name=s["name"], root=Path(s["root"]), collection=s["collection"])
-        for s in recorded
-    )
-    return cfg.model_copy(update={"sources": sources})
-
-
-def _source_names(cfg: Config, paths: Sequence[str]) -> list[str] | None:
-    if not paths:
-        return None
-    roots = {Path(os.path.realpath(p)) for p in paths}
-    return [s.name for s in cfg.sources if Path(s.root) in roots]
-
-
-@contextlib.contextmanager
-def _local_engine(cfg: Config, state_dir: Path, what: str) -> Iterator[Any]:
-    """The engine of ``state_dir``, holding its lock.
-
-    Raises:
-        _DaemonStarting: an ``ingestd run`` holds the lock and is still starting.
-        Fatal: another process holds the lock.
-    """
-    from .control import StateLock, StateLockedError, starting_daemon
-    from .engine import Engine
-
-    lock = StateLock(state_dir)
-    try:
-        lock.acquire(what)
-    except StateLockedError as exc:
-        if starting_daemon(state_dir) is not None:
-            raise _DaemonStarting() from None
-        raise Fatal(str(exc)) from None
-    try:
-        engine = Engine(cfg, state_dir)
-        try:
-            yield engine
-        finally:
-            engine.close()
-    finally:
-        lock.release()
-
-
-def _note_waiting(pid: int) -> None:
-    if sys.stderr.isatty():
-        click.echo(
-            f"waiting for ingestd run (pid {pid}) to start serving "
-            f"(up to {START_WAIT_S:.0f} s) ...",
-            err=True,
-        )
-
-
-def _remote(
-    state_dir: Path, cmd: str, args: dict[str, Any], socket_path: Path | None = None
-) -> tuple[bool, Any]:
-    """Ask the daemon of ``state_dir``; ``(False, None)`` when none runs.
-
-    A daemon that is starting (it holds the state dir, its socket does not serve yet)
-    is waited for, up to :data:`START_WAIT_S` seconds, with a one-line note on a
-    terminal. With ``socket_path``, no daemon answering there is an error.
-    """
-    from .control import DaemonError, NoDaemon, request_when_ready
-
-    try:
-        return True, request_when_ready(
-            state_dir,
-            cmd,
-            args,
-            socket_path=socket_path,
-            wait=START_WAIT_S,
-            on_wait=_note_waiting,
-        )
-    except NoDaemon:
-        if socket_path is not None:
-            raise Fatal(f"no ingestd daemon answers on {socket_path}") from None
-        return False, None
-    except DaemonError as exc:
-        raise Fatal(str(exc), exc.exit_code) from None
-
-
-def _run_command(
-    state_dir: Path,
-    cmd: str,
-    args: dict[str, Any],
-    socket_path: Path | None,
-    local: Callable[[], Any],
-) -> Any:
-    """Run ``cmd`` through the daemon when one runs, else ``local()`` (which locks)."""
-    ok, result = _remote(state_dir, cmd, args, socket_path)
-    if ok:
-        return result
-    try:
-        return local()
-    except _DaemonStarting:  # it took the lock after we looked: wait for its socket
-        ok, result = _remote(state_dir, cmd, args)
-        if not ok:
-            raise Fatal(
-                f"state dir {state_dir} is in use by another ingestd process; "
-                "stop it or use another --state-dir"
-            ) from None
-        return result
 
 
 def _echo_json(obj: Any) -> None:
@@ -373,7 +174,7 @@ def run(
     from .control import StateLockedError
     from .service import Service
 
-    cfg, sd = _load(config_path, paths, state_dir, log_level, require_roots=False)
+    cfg, sd = load(config_path, paths, state_dir, log_level, require_roots=False)
     if not cfg.sources:
         raise Fatal("nothing to watch: give PATH arguments or sources in --config", 2)
 
@@ -426,18 +227,18 @@ def resync(
     """
     from . import commands
 
-    cfg, sd = _load(config_path, paths, state_dir, log_level)
+    cfg, sd = load(config_path, paths, state_dir, log_level)
     args = {"full": full, "dry_run": dry_run, "allow_mass_delete": allow_mass_delete}
 
     def local() -> Any:
-        c = _with_manifest_sources(cfg, sd, config_path is not None)
+        c = with_manifest_sources(cfg, sd, config_path is not None)
         if not c.sources:
             raise Fatal("nothing to sync: give PATH arguments or --config", 2)
-        with _local_engine(c, sd, "ingestd resync") as engine, _progress(as_json) as bar:
+        with local_engine(c, sd, "ingestd resync") as engine, _progress(as_json) as bar:
             return commands.resync(engine, None, progress=bar, **args)
 
-    remote_args = {"sources": _source_names(cfg, paths), **args}
-    result = _run_command(sd, "resync", remote_args, socket_path, local)
+    remote_args = {"sources": source_names(cfg, paths), **args}
+    result = run_command(sd, "resync", remote_args, socket_path, local)
     _print_resync(result, as_json, dry_run)
     sys.exit(int(result["exit_code"]))
 
@@ -595,7 +396,7 @@ def search(
 
     if not query.strip():
         raise click.UsageError("QUERY is empty")
-    cfg, sd = _load_light(config_path, state_dir, log_level)
+    cfg, sd = load_light(config_path, state_dir, log_level)
     args: dict[str, Any] = {
         "query": query,
         "k": k,
@@ -607,14 +408,14 @@ def search(
     }
 
     def local() -> Any:
-        c = cfg if cfg is not None else _load(None, (), state_dir, log_level)[0]
-        c = _with_manifest_sources(c, sd, config_path is not None)
+        c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
+        c = with_manifest_sources(c, sd, config_path is not None)
         if not c.sources:
             raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
-        with _local_engine(c, sd, "ingestd search") as engine:
+        with local_engine(c, sd, "ingestd search") as engine:
             return commands.search(engine, **args)
 
-    hits = _run_command(sd, "search", args, socket_path, local)
+    hits = run_command(sd, "search", args, socket_path, local)
     if as_json:
         _echo_json(hits)
         return
@@ -656,12 +457,12 @@ def status(
     """
     from .status_text import status_lines
 
-    cfg, sd = _load_light(config_path, state_dir, log_level)
-    ok, st = _remote(sd, "status", {}, socket_path)
+    cfg, sd = load_light(config_path, state_dir, log_level)
+    ok, st = ask_daemon(sd, "status", {}, socket_path)
     if not ok:
         from .commands import status_of
 
-        with _manifest_reader(cfg, sd) as m:
+        with manifest_reader(cfg, sd) as m:
             if m is None:
                 st = {"state_dir": str(sd), "sources": [], "daemon": None}
             else:
@@ -709,16 +510,16 @@ def verify(
     """
     from . import commands
 
-    cfg, sd = _load(config_path, paths, state_dir, log_level)
+    cfg, sd = load(config_path, paths, state_dir, log_level)
 
     def local() -> Any:
         if not cfg.manifest.url and not (sd / "manifest.db").exists():
             raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
-        c = _with_manifest_sources(cfg, sd, config_path is not None)
+        c = with_manifest_sources(cfg, sd, config_path is not None)
         if not c.sources:
             raise Fatal("nothing to verify: give PATH arguments or --config", 2)
         if paths:  # a PATH names a source; verifying must not create one
-            with _manifest_reader(cfg, sd) as m:
+            with manifest_reader(cfg, sd) as m:
                 known = [s["name"] for s in m.sources()] if m is not None else []
             unknown = [s.name for s in c.sources if s.name not in known]
             if unknown:
@@ -727,11 +528,11 @@ def verify(
                     f"{', '.join(known) or 'none'}",
                     2,
                 )
-        with _local_engine(c, sd, "ingestd verify") as engine:
+        with local_engine(c, sd, "ingestd verify") as engine:
             return commands.verify(engine, None, repair=repair)
 
-    remote_args = {"sources": _source_names(cfg, paths), "repair": repair}
-    result = _run_command(sd, "verify", remote_args, socket_path, local)
+    remote_args = {"sources": source_names(cfg, paths), "repair": repair}
+    result = run_command(sd, "verify", remote_args, socket_path, local)
     if as_json:
         _echo_json(result)
     else:
@@ -767,13 +568,13 @@ def sources(
     
         ingestd sources --state-dir ./state
     """
-    cfg, sd = _load_light(config_path, state_dir, log_level)
+    cfg, sd = load_light(config_path, state_dir, log_level)
     rows: list[dict[str, Any]]
     if socket_path is not None:
-        _, st = _remote(sd, "status", {}, socket_path)
+        _, st = ask_daemon(sd, "status", {}, socket_path)
         rows = st["sources"]
     else:
-        with _manifest_reader(cfg, sd) as m:
+        with manifest_reader(cfg, sd) as m:
             recorded = m.sources() if m is not None else []
             rows = [
                 {"source": s["name"], **s, **m.counts(s["name"])} for s in recorded if m is not None
@@ -808,21 +609,21 @@ def forget(
     """
     from . import commands
 
-    cfg, sd = _load_light(config_path, state_dir, log_level)
+    cfg, sd = load_light(config_path, state_dir, log_level)
     root = os.path.realpath(source) if os.path.isdir(source) else None
     args = {"source": source, "root": root}
 
     def local() -> Any:
-        with _manifest_reader(cfg, sd) as m:
+        with manifest_reader(cfg, sd) as m:
             if m is None:
                 raise Fatal(f"unknown source: {source}; nothing is indexed in {sd}", 2)
             name = commands.known_source(m, source, root)
-        c = cfg if cfg is not None else _load(None, (), state_dir, log_level)[0]
-        c = _with_manifest_sources(c, sd, config_path is not None)
-        with _local_engine(c, sd, "ingestd forget") as engine:
+        c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
+        c = with_manifest_sources(c, sd, config_path is not None)
+        with local_engine(c, sd, "ingestd forget") as engine:
             return commands.forget(engine, name)
 
-    result = _run_command(sd, "forget", args, socket_path, local)
+    result = run_command(sd, "forget", args, socket_path, local)
     click.echo(f"forgot {result['source']}: {result['points_deleted']} points deleted")
 
 
@@ -866,9 +667,9 @@ def chunk_cmd(
 
     from .preview import preview
 
-    cfg, sd = _load(config_path, (), state_dir, log_level)
+    cfg, sd = load(config_path, (), state_dir, log_level)
     known: list[tuple[str, str]] = []
-    with contextlib.suppress(Fatal), _manifest_reader(cfg, sd) as m:
+    with contextlib.suppress(Fatal), manifest_reader(cfg, sd) as m:
         known = [(s["name"], s["root"]) for s in m.sources()] if m is not None else []
     try:
         for line in preview(
