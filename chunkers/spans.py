@@ -85,8 +85,14 @@ MASK = (1 << _SHIFT) - 1  # the budget part of a packed count
 AT = _AT = 64  # ... and the position (characters) a running sum has reached, from bit 64
 _COUNTS = (1 << _AT) - 1  # the budget and model parts
 _LONG_PIECE = MAX_RUN // 3
-_CACHE_MAX = 1_000_000  # pieces remembered per table, then the table starts afresh
-_WORDS_MAX = 500_000  # words remembered per table (see PieceTable.segments)
+# Pieces (and words of slow lines) remembered per table, then the table starts afresh;
+# and words of fast text likewise (see PieceTable.segments). About 130 bytes an entry:
+# a table holds at most ~25 MB, whatever a long-running daemon reads (a million entries
+# each let it grow by hundreds of MB on text with ever new tokens: ids, numbers). All of
+# ../shared/corpora holds 68k distinct pieces and 136k words; chunking it twice took the
+# same time with 65,536 as with 1,000,000 (within the noise of a shared machine).
+_CACHE_MAX = 65_536
+_WORDS_MAX = 65_536
 _PAIR = "\x01\x01"  # two spaces, in the copy of a text that is split into words
 _START = "\x02"  # marks the first word of a segment (no space before it)
 # a newline before a line with content, in that copy (a line of spaces is blank)

@@ -2,8 +2,15 @@
 
 Exit codes (after pre-commit's ``error_handler.py``): 0 success, 1 a known failure
 (``verify`` found differences, a locked state dir, files left to retry), 2 a usage or
-config error, 3 deletions held by the mass-deletion guard (``resync``) or an
-unexpected error, 130 interrupted.
+config error (an unknown source name included), 3 deletions held by the mass-deletion
+guard (``resync``) or an unexpected error, 130 interrupted.
+
+Start-up cost is part of the interface: this module imports click and the standard
+library only, and each command imports what it needs. ``--help``, ``status``,
+``sources`` and a ``search`` answered by a running daemon build no pydantic model and
+import neither SQLAlchemy, tiktoken, qdrant-client nor torch (``bench/cli.py`` times
+them; ``tests/daemon/test_cli_operator.py`` checks the imports). How a command reaches
+the daemon or the state dir is :mod:`~ingestd.daemon.cli_state`.
 """
 
 from __future__ import annotations
@@ -15,48 +22,45 @@ import logging
 import os
 import shlex
 import sys
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from .config import Config, ConfigError, SourceConfig, load_config, resolve_state_dir
+from .cli_state import (
+    Fatal,
+    ask_daemon,
+    load,
+    load_light,
+    local_engine,
+    manifest_reader,
+    run_command,
+    source_names,
+    with_manifest_sources,
+)
+
+if TYPE_CHECKING:
+    from .config import Config
 
 __all__ = ["cli", "main"]
 
 logger = logging.getLogger("ingestd")
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-class Fatal(click.ClickException):
-    """A known failure: message on stderr, exit code 1 (or the given one)."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code  # type: ignore[misc]
-
-
-def setup_logging(level: str = "INFO") -> None:
-    """One stderr handler on the ``ingestd`` logger; no timestamps under journald."""
-    for h in list(logger.handlers):
-        if getattr(h, "_ingestd", False):
-            logger.removeHandler(h)
-    handler = logging.StreamHandler(sys.stderr)
-    handler._ingestd = True  # type: ignore[attr-defined]
-    if os.environ.get("JOURNAL_STREAM") or os.environ.get("INVOCATION_ID"):
-        fmt = "%(levelname)s %(name)s: %(message)s"
-    else:
-        fmt = "%(asctime)s %(levelname)s %(name)s: %(message)s"
-    handler.setFormatter(logging.Formatter(fmt, "%H:%M:%S"))
-    logger.addHandler(handler)
-    logger.setLevel(level)
-    logger.propagate = False
+#: Exceptions that are a known failure (exit 1, one line), by module: the modules are
+#: never imported just to classify an error (a fast command never loads them).
+_KNOWN_FAILURES = (
+    ("ingestd.store.manifest", "ModelMismatchError"),
+    ("ingestd.store.embedder", "ModelNotFoundError"),
+    ("ingestd.chunkers.tokenizers", "TokenizerError"),
+    ("ingestd.store.vectors", "StoreUnavailableError"),
+)
 
 
 def common_options(f: F) -> F:
-    """``--config`` and ``--state-dir``, shared by every command."""
+    """``--config``, ``--state-dir`` and ``--log-level``, shared by every command."""
     f = click.option(
         "-c",
         "--config",
@@ -80,80 +84,29 @@ def common_options(f: F) -> F:
     return f
 
 
-def _load(
-    config_path: Path | None,
-    paths: Sequence[str],
-    state_flag: Path | None,
-    log_level: str | None,
-    require_roots: bool = True,
-) -> tuple[Config, Path]:
-    try:
-        cfg = load_config(config_path, roots=paths, require_roots=require_roots)
-    except ConfigError as exc:
-        raise Fatal(f"invalid configuration:\n{exc}", 2) from None
-    setup_logging(log_level or cfg.log_level)
-    return cfg, resolve_state_dir(state_flag, cfg)
-
-
-def _with_manifest_sources(cfg: Config, state_dir: Path, config_given: bool) -> Config:
-    """Without a config file or PATH arguments, use the sources the manifest records."""
-    if cfg.sources or config_given or not (state_dir / "manifest.db").exists():
-        return cfg
-    from ingestd.store.manifest import Manifest, sqlite_url
-
-    m = Manifest(cfg.manifest.url or sqlite_url(state_dir / "manifest.db"))
-    try:
-        recorded = m.sources()
-    finally:
-        m.close()
-    sources = tuple(
-        SourceConfig(name=s["name"], root=Path(s["root"]), collection=s["collection"])
-        for s in recorded
-    )
-    return cfg.model_copy(update={"sources": sources})
-
-
-def _source_names(cfg: Config, paths: Sequence[str]) -> list[str] | None:
-    if not paths:
-        return None
-    roots = {Path(os.path.realpath(p)) for p in paths}
-    return [s.name for s in cfg.sources if Path(s.root) in roots]
-
-
-@contextlib.contextmanager
-def _local_engine(cfg: Config, state_dir: Path, what: str) -> Iterator[Any]:
-    from ingestd.daemon.control import StateLock, StateLockedError
-    from ingestd.daemon.engine import Engine
-
-    lock = StateLock(state_dir)
-    try:
-        lock.acquire(what)
-    except StateLockedError as exc:
-        raise Fatal(str(exc)) from None
-    try:
-        engine = Engine(cfg, state_dir)
-        try:
-            yield engine
-        finally:
-            engine.close()
-    finally:
-        lock.release()
-
-
-def _remote(state_dir: Path, cmd: str, args: dict[str, Any]) -> tuple[bool, Any]:
-    """Ask the daemon of ``state_dir``; ``(False, None)`` when none runs."""
-    from ingestd.daemon.control import DaemonError, NoDaemon, request
-
-    try:
-        return True, request(state_dir, cmd, args)
-    except NoDaemon:
-        return False, None
-    except DaemonError as exc:
-        raise Fatal(str(exc), exc.exit_code) from None
+def socket_option(f: F) -> F:
+    """``--socket``: reach a running daemon by its control socket, not its state dir."""
+    return click.option(
+        "--socket",
+        "socket_path",
+        type=click.Path(dir_okay=False, path_type=Path),
+        envvar="INGESTD_SOCKET",
+        help="Control socket of a running daemon (env INGESTD_SOCKET; default: found "
+        "from the state dir). For a daemon whose state dir you cannot read, e.g. "
+        "/run/ingestd/ingestd.sock under systemd.",
+    )(f)
 
 
 def _echo_json(obj: Any) -> None:
     click.echo(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
+
+
+def _known_failure(exc: BaseException) -> bool:
+    for module, name in _KNOWN_FAILURES:
+        mod = sys.modules.get(module)
+        if mod is not None and isinstance(exc, getattr(mod, name)):
+            return True
+    return False
 
 
 def handle_errors(f: F) -> F:
@@ -161,17 +114,8 @@ def handle_errors(f: F) -> F:
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from ingestd.chunkers.tokenizers import TokenizerError
-        from ingestd.daemon.control import DaemonError
         from ingestd.store.damage import StateDamagedError, is_disk_full
-        from ingestd.store.embedder import ModelNotFoundError
-        from ingestd.store.manifest import ModelMismatchError
 
-        known: tuple[type[BaseException], ...] = (
-            ModelMismatchError,
-            ModelNotFoundError,
-            TokenizerError,
-        )
         try:
             return f(*args, **kwargs)
         except StateDamagedError as exc:
@@ -186,14 +130,12 @@ def handle_errors(f: F) -> F:
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             sys.exit(0)
-        except known as exc:
-            raise Fatal(str(exc)) from None
-        except DaemonError as exc:  # raised by the shared commands in local mode too
-            raise Fatal(str(exc), exc.exit_code) from None
         except Exception as exc:
-            from ingestd.store.vectors import StoreUnavailableError
-
-            if isinstance(exc, StoreUnavailableError):
+            control = sys.modules.get("ingestd.daemon.control")
+            if control is not None and isinstance(exc, control.DaemonError):
+                # raised by the shared commands in local mode too
+                raise Fatal(str(exc), exc.exit_code) from None
+            if _known_failure(exc):
                 raise Fatal(str(exc)) from None
             if is_disk_full(exc):
                 logger.debug("disk full", exc_info=True)
@@ -251,10 +193,11 @@ def run(
     
         ingestd run --state-dir ./state ./docs
     """
-    from ingestd.daemon.control import StateLockedError
-    from ingestd.daemon.service import Service
+    from .config import load_config
+    from .control import StateLockedError
+    from .service import Service
 
-    cfg, sd = _load(config_path, paths, state_dir, log_level, require_roots=False)
+    cfg, sd = load(config_path, paths, state_dir, log_level, require_roots=False)
     if not cfg.sources:
         raise Fatal("nothing to watch: give PATH arguments or sources in --config", 2)
 
@@ -276,6 +219,7 @@ def run(
 
 @cli.command()
 @common_options
+@socket_option
 @click.option("--full", is_flag=True, help="Re-hash every file (no stat fast path).")
 @click.option("--dry-run", is_flag=True, help="Print the planned changes; write nothing.")
 @click.option("--allow-mass-delete", is_flag=True, help="Apply deletions the guard would hold.")
@@ -291,6 +235,7 @@ def resync(
     config_path: Path | None,
     state_dir: Path | None,
     log_level: str | None,
+    socket_path: Path | None,
     full: bool,
     dry_run: bool,
     allow_mass_delete: bool,
@@ -312,21 +257,23 @@ def resync(
         ingestd resync --state-dir ./state ./docs
         ingestd resync --dry-run --json ./docs | jq '.sources[0].add'
     """
-    from ingestd.daemon import commands
+    from . import commands
 
-    cfg, sd = _load(config_path, paths, state_dir, log_level)
+    cfg, sd = load(config_path, paths, state_dir, log_level)
     args = {"full": full, "dry_run": dry_run, "allow_mass_delete": allow_mass_delete}
+
+    def local() -> Any:
+        c = with_manifest_sources(cfg, sd, config_path is not None)
+        if not c.sources:
+            raise Fatal("nothing to sync: give PATH arguments or --config", 2)
+        with local_engine(c, sd, "ingestd resync") as engine, _progress(as_json) as bar:
+            return commands.resync(engine, None, progress=bar, **args)
+
     if rebuild:
         result = _rebuild(cfg, sd, config_path is not None, args, as_json)
-        ok = True
     else:
-        ok, result = _remote(sd, "resync", {"sources": _source_names(cfg, paths), **args})
-    if not ok:
-        cfg = _with_manifest_sources(cfg, sd, config_path is not None)
-        if not cfg.sources:
-            raise Fatal("nothing to sync: give PATH arguments or --config", 2)
-        with _local_engine(cfg, sd, "ingestd resync") as engine, _progress(as_json) as bar:
-            result = commands.resync(engine, None, progress=bar, **args)
+        remote_args = {"sources": source_names(cfg, paths), **args}
+        result = run_command(sd, "resync", remote_args, socket_path, local)
     _print_resync(result, as_json, dry_run)
     sys.exit(int(result["exit_code"]))
 
@@ -347,7 +294,7 @@ def _rebuild(
     try:
         for note in set_aside_damaged(cfg, sd):
             logger.warning("%s", note)
-        cfg = _with_manifest_sources(cfg, sd, config_given)
+        cfg = with_manifest_sources(cfg, sd, config_given)
         if not cfg.sources and not config_given:
             cfg = cfg.model_copy(update={"sources": sources_in_store(cfg, sd)})
         if not cfg.sources:
@@ -462,10 +409,13 @@ def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
             )
         for p in s["retry"]:
             click.echo(f"  could not read {p}; run resync again", err=True)
+        for k in s.get("skipped", []):
+            click.echo(f"  skipped {k['path']}: {k['reason']}", err=True)
 
 
 @cli.command()
 @common_options
+@socket_option
 @click.argument("query")
 @click.option(
     "-k",
@@ -477,48 +427,71 @@ def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
     help="Number of chunks.",
 )
 @click.option("--source", help="Only this source (its name).")
-@click.option("--path", "path_prefix", help="Only paths starting with this prefix.")
+@click.option(
+    "--path",
+    "path_prefix",
+    help="Only this file, or the files under this folder (relative to the source root).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "dense", "sparse"]),
+    help="Ranking: dense + BM25 fused (hybrid), embeddings only, or BM25 only "
+    "[default: search.mode, hybrid].",
+)
 @click.option("--expand", is_flag=True, help="Add each hit's parent section (hierarchical).")
-@click.option("--json", "as_json", is_flag=True, help="Print hits as a JSON list.")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print hits as a JSON list, with each hit's rank in the dense and sparse rankings.",
+)
 @handle_errors
 def search(
     config_path: Path | None,
     state_dir: Path | None,
     log_level: str | None,
+    socket_path: Path | None,
     query: str,
     k: int,
     source: str | None,
     path_prefix: str | None,
+    mode: str | None,
     expand: bool,
     as_json: bool,
 ) -> None:
-    """Show the chunks most similar to QUERY.
+    """Show the chunks that best answer QUERY (hybrid: embeddings and BM25).
 
     Example:
 
     
         ingestd search "how do I configure the collector exporter" -k 3
-        ingestd search --json "sampling" | jq '.[0].path'
+        ingestd search --path docs/collector --mode sparse "otlp_grpc"
+        ingestd search --json "sampling" | jq '.[0] | {path, rank, dense_rank, sparse_rank}'
     """
-    from ingestd.daemon import commands
+    from . import commands
 
     if not query.strip():
         raise click.UsageError("QUERY is empty")
-    cfg, sd = _load(config_path, (), state_dir, log_level)
+    cfg, sd = load_light(config_path, state_dir, log_level)
     args: dict[str, Any] = {
         "query": query,
         "k": k,
         "source": source,
         "path": path_prefix,
         "expand": expand,
+        "mode": mode,
+        "ranks": as_json,
     }
-    ok, hits = _remote(sd, "search", args)
-    if not ok:
-        cfg = _with_manifest_sources(cfg, sd, config_path is not None)
-        if not cfg.sources:
+
+    def local() -> Any:
+        c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
+        c = with_manifest_sources(c, sd, config_path is not None)
+        if not c.sources:
             raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
-        with _local_engine(cfg, sd, "ingestd search") as engine:
-            hits = commands.search(engine, **args)
+        with local_engine(c, sd, "ingestd search") as engine:
+            return commands.search(engine, **args)
+
+    hits = run_command(sd, "search", args, socket_path, local)
     if as_json:
         _echo_json(hits)
         return
@@ -526,9 +499,8 @@ def search(
         click.echo("no results")
     for i, h in enumerate(hits, 1):
         heading = " > ".join(h.get("heading_path") or [])
-        click.secho(
-            f"{i}. {h['score']:.3f}  {h['path']}:{h['start_line']}-{h['end_line']}", bold=True
-        )
+        score = f"{h['score']:.4f}" if h.get("mode") == "hybrid" else f"{h['score']:.3f}"
+        click.secho(f"{i}. {score}  {h['path']}:{h['start_line']}-{h['end_line']}", bold=True)
         click.echo(f"   source: {h['source']}" + (f"   heading: {heading}" if heading else ""))
         text = h["text"].strip().replace("\n", "\n   ")
         click.echo("   " + (text[:600] + " ..." if len(text) > 600 else text))
@@ -537,78 +509,58 @@ def search(
 
 @cli.command()
 @common_options
+@socket_option
 @click.option("--json", "as_json", is_flag=True, help="Print status as JSON.")
 @handle_errors
 def status(
-    config_path: Path | None, state_dir: Path | None, log_level: str | None, as_json: bool
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+    as_json: bool,
 ) -> None:
-    """Show per-source documents, chunks, failures and the daemon's health.
+    """Show per-source documents, chunks, failures, last sync and the daemon's health.
 
-    Exits 1 when the daemon is unhealthy (usable as a container health check).
+    Exits 1 when the daemon is unhealthy (usable as a container health check). With
+    no daemon running, the state dir is read directly (and each source's root is
+    checked).
 
     Example:
 
     
+        ingestd status --state-dir ./state
         ingestd status --state-dir ./state --json | jq '.sources[].chunks'
     """
-    from ingestd.daemon.commands import status_of
+    from .status_text import status_lines
 
-    cfg, sd = _load(config_path, (), state_dir, log_level)
-    ok, st = _remote(sd, "status", {})
+    cfg, sd = load_light(config_path, state_dir, log_level)
+    ok, st = ask_daemon(sd, "status", {}, socket_path)
     if not ok:
-        from ingestd.store.manifest import Manifest, sqlite_url
+        from .commands import status_of
 
-        if not cfg.manifest.url and not (sd / "manifest.db").exists():
-            st = {"state_dir": str(sd), "sources": [], "daemon": None}
-        else:
-            m = Manifest(cfg.manifest.url or sqlite_url(sd / "manifest.db"))
-            try:
+        with manifest_reader(cfg, sd) as m:
+            if m is None:
+                st = {"state_dir": str(sd), "sources": [], "daemon": None}
+            else:
                 st = status_of(m, None, sd)
-            finally:
-                m.close()
-            st["daemon"] = None
+                st["daemon"] = None
+        from .control import lock_holder
+
+        holder = lock_holder(sd)
+        if holder is not None:
+            st["locked_by"] = holder[1]
     healthy = st.get("daemon") is None or st["daemon"].get("healthy", True)
     if as_json:
         _echo_json(st)
     else:
-        _print_status(st)
+        for line in status_lines(st, time.time()):
+            click.echo(line)
     sys.exit(0 if healthy else 1)
-
-
-def _print_status(st: dict[str, Any]) -> None:
-    d = st.get("daemon")
-    if d:
-        click.echo(
-            f"daemon: pid {d['pid']}, {d['phase']}, queue {d['queue_depth']}, "
-            f"{d.get('scan_documents_left', 0)} documents left to scan, "
-            f"lag {d['lag_seconds']:.1f} s, {'healthy' if d['healthy'] else 'UNHEALTHY'}"
-        )
-        click.echo(
-            f"embedded since start: {st.get('embedded_since_start', 0)}, "
-            f"reused: {st.get('reused_since_start', 0)}"
-        )
-    else:
-        click.echo("daemon: not running")
-    click.echo(f"state dir: {st['state_dir']}")
-    for w in st.get("rule_warnings", []):
-        click.echo(f"warning: {w}")
-    for r in st.get("unused_rules", []):
-        click.echo(f"rule {r!r} matches no indexed document")
-    if not st["sources"]:
-        click.echo("no sources indexed yet")
-    for s in st["sources"]:
-        click.echo(
-            f"{s['source']} -> {s['collection']}: {s['documents']} documents, "
-            f"{s['chunks']} chunks, {s['failed']} failed, {s['pending']} pending"
-        )
-        for f in s["failed_documents"]:
-            click.echo(f"  failed {f['path']}: {f['error']}")
-        if s.get("held_deletes"):
-            click.echo(f"  {s['held_deletes']} deletions held by the mass-deletion guard")
 
 
 @cli.command()
 @common_options
+@socket_option
 @click.option("--repair", is_flag=True, help="Fix the differences found.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 @click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False))
@@ -617,6 +569,7 @@ def verify(
     config_path: Path | None,
     state_dir: Path | None,
     log_level: str | None,
+    socket_path: Path | None,
     repair: bool,
     as_json: bool,
     paths: tuple[str, ...],
@@ -631,18 +584,31 @@ def verify(
     
         ingestd verify --state-dir ./state ./docs
     """
-    from ingestd.daemon import commands
+    from . import commands
 
-    cfg, sd = _load(config_path, paths, state_dir, log_level)
-    ok, result = _remote(sd, "verify", {"sources": _source_names(cfg, paths), "repair": repair})
-    if not ok:
+    cfg, sd = load(config_path, paths, state_dir, log_level)
+
+    def local() -> Any:
         if not cfg.manifest.url and not (sd / "manifest.db").exists():
             raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
-        cfg = _with_manifest_sources(cfg, sd, config_path is not None)
-        if not cfg.sources:
+        c = with_manifest_sources(cfg, sd, config_path is not None)
+        if not c.sources:
             raise Fatal("nothing to verify: give PATH arguments or --config", 2)
-        with _local_engine(cfg, sd, "ingestd verify") as engine:
-            result = commands.verify(engine, None, repair=repair)
+        if paths:  # a PATH names a source; verifying must not create one
+            with manifest_reader(cfg, sd) as m:
+                known = [s["name"] for s in m.sources()] if m is not None else []
+            unknown = [s.name for s in c.sources if s.name not in known]
+            if unknown:
+                raise Fatal(
+                    f"unknown source(s): {', '.join(unknown)}; known sources: "
+                    f"{', '.join(known) or 'none'}",
+                    2,
+                )
+        with local_engine(c, sd, "ingestd verify") as engine:
+            return commands.verify(engine, None, repair=repair)
+
+    remote_args = {"sources": source_names(cfg, paths), "repair": repair}
+    result = run_command(sd, "verify", remote_args, socket_path, local)
     if as_json:
         _echo_json(result)
     else:
@@ -661,52 +627,79 @@ def verify(
 
 @cli.command()
 @common_options
+@socket_option
 @handle_errors
-def sources(config_path: Path | None, state_dir: Path | None, log_level: str | None) -> None:
-    """List the sources the state dir knows, with their roots and collections.
+def sources(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+) -> None:
+    """List the sources the state dir knows: name, root, collection, documents.
+
+    One source per line, tab-separated. With --socket, the running daemon is asked.
 
     Example:
 
     
         ingestd sources --state-dir ./state
     """
-    from ingestd.store.manifest import Manifest, sqlite_url
-
-    cfg, sd = _load(config_path, (), state_dir, log_level)
-    if not cfg.manifest.url and not (sd / "manifest.db").exists():
+    cfg, sd = load_light(config_path, state_dir, log_level)
+    rows: list[dict[str, Any]]
+    if socket_path is not None:
+        _, st = ask_daemon(sd, "status", {}, socket_path)
+        rows = st["sources"]
+    else:
+        with manifest_reader(cfg, sd) as m:
+            recorded = m.sources() if m is not None else []
+            rows = [
+                {"source": s["name"], **s, **m.counts(s["name"])} for s in recorded if m is not None
+            ]
+    if not rows:
         click.echo("no sources")
-        return
-    m = Manifest(cfg.manifest.url or sqlite_url(sd / "manifest.db"))
-    try:
-        for s in m.sources():
-            c = m.counts(s["name"])
-            click.echo(f"{s['name']}\t{s['root']}\t{s['collection']}\t{c['documents']} documents")
-    finally:
-        m.close()
+    for r in rows:
+        click.echo(f"{r['source']}\t{r['root']}\t{r['collection']}\t{r['documents']} documents")
 
 
 @cli.command()
 @common_options
+@socket_option
 @click.argument("source")
 @handle_errors
 def forget(
-    config_path: Path | None, state_dir: Path | None, log_level: str | None, source: str
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+    source: str,
 ) -> None:
     """Remove SOURCE's points from the store and its rows from the manifest.
+
+    SOURCE is a name from `ingestd sources`, or the folder of a source named after its
+    root. An unknown name exits 2 and lists the known sources.
 
     Example:
 
     
         ingestd forget --state-dir ./state /srv/docs/old-tree
     """
-    from ingestd.daemon import commands
+    from . import commands
 
-    cfg, sd = _load(config_path, (), state_dir, log_level)
-    ok, result = _remote(sd, "forget", {"source": source})
-    if not ok:
-        cfg = _with_manifest_sources(cfg, sd, config_path is not None)
-        with _local_engine(cfg, sd, "ingestd forget") as engine:
-            result = commands.forget(engine, source)
+    cfg, sd = load_light(config_path, state_dir, log_level)
+    root = os.path.realpath(source) if os.path.isdir(source) else None
+    args = {"source": source, "root": root}
+
+    def local() -> Any:
+        with manifest_reader(cfg, sd) as m:
+            if m is None:
+                raise Fatal(f"unknown source: {source}; nothing is indexed in {sd}", 2)
+            name = commands.known_source(m, source, root)
+        c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
+        c = with_manifest_sources(c, sd, config_path is not None)
+        with local_engine(c, sd, "ingestd forget") as engine:
+            return commands.forget(engine, name)
+
+    result = run_command(sd, "forget", args, socket_path, local)
     click.echo(f"forgot {result['source']}: {result['points_deleted']} points deleted")
 
 
@@ -736,6 +729,10 @@ def chunk_cmd(
 ) -> None:
     """Preview the chunks of FILE as JSON lines; needs no daemon and no store.
 
+    `source`, `path` and ids are those `resync` would give: from the configured or
+    indexed source whose root holds FILE (the deepest one), else from the current
+    directory as the source root.
+
     Example:
 
     
@@ -743,12 +740,22 @@ def chunk_cmd(
         ingestd chunk --chunker token --param max_tokens=128 --param overlap=16 --stats README.md
     """
     from ingestd.chunkers.text import UndecodableError
-    from ingestd.daemon.preview import preview
 
-    cfg, _ = _load(config_path, (), state_dir, log_level)
+    from .preview import preview
+
+    cfg, sd = load(config_path, (), state_dir, log_level)
+    known: list[tuple[str, str]] = []
+    with contextlib.suppress(Fatal), manifest_reader(cfg, sd) as m:
+        known = [(s["name"], s["root"]) for s in m.sources()] if m is not None else []
     try:
         for line in preview(
-            cfg, file, rule_name=rule_name, chunker_name=chunker_name, params=params, stats=stats
+            cfg,
+            file,
+            rule_name=rule_name,
+            chunker_name=chunker_name,
+            params=params,
+            stats=stats,
+            known=known,
         ):
             click.echo(json.dumps(line, ensure_ascii=False))
     except UndecodableError as exc:  # the file, not the command, is at fault
@@ -758,5 +765,8 @@ def chunk_cmd(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Console-script entry point."""
+    """Console-script entry point: state files are created private (umask 077)."""
+    from .statedir import private_umask
+
+    private_umask()
     cli.main(args=list(argv) if argv is not None else None, prog_name="ingestd")

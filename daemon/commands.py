@@ -10,14 +10,44 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
-
-from ingestd.store.manifest import Manifest
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .control import DaemonError
-from .engine import Engine, SyncProgress
 
-__all__ = ["REMOTE", "resync", "search", "status_of", "verify"]
+if TYPE_CHECKING:
+    from .engine import Engine, SyncProgress
+
+__all__ = [
+    "REMOTE",
+    "ManifestReader",
+    "forget",
+    "known_source",
+    "resync",
+    "search",
+    "status_of",
+    "verify",
+]
+
+
+class ManifestReader(Protocol):
+    """What :func:`status_of` reads.
+
+    A :class:`~ingestd.store.manifest.Manifest`, or the SQLAlchemy-free
+    :class:`~ingestd.store.manifest_view.ManifestView`.
+    """
+
+    def sources(self) -> list[dict[str, Any]]:
+        """Recorded sources (``name``, ``root``, ``collection``, ``last_sync``, ...)."""
+        ...
+
+    def counts(self, source: str) -> dict[str, int]:
+        """``documents``, ``chunks``, ``pending``, ``failed`` of a source."""
+        ...
+
+    def failed(self, source: str) -> list[tuple[str, str]]:
+        """``(path, error)`` of failed documents."""
+        ...
+
 
 EXIT_HELD = 3
 
@@ -40,24 +70,74 @@ def search(
     source: str | None = None,
     path: str | None = None,
     expand: bool = False,
+    mode: str | None = None,
+    ranks: bool = False,
 ) -> list[dict[str, Any]]:
     """Top ``k`` chunks for ``query`` across the collections of the selected sources.
 
+    Args:
+        engine: the engine (its store and model).
+        query: the question.
+        k: number of hits.
+        source: only this source.
+        path: only this file, or the files under this folder (relative to the root).
+        expand: add each hit's parent section.
+        mode: ``hybrid``, ``dense`` or ``sparse`` (default: ``search.mode``); only
+            ``dense`` and ``hybrid`` load the embedding model.
+        ranks: add each hit's rank and score in the dense and the sparse ranking.
+
     Returns:
-        Hits, best first: the payload keys plus ``id`` and ``score`` (cosine
-        similarity), and ``parent`` (the enclosing section's payload) with ``expand``.
+        Hits, best first: the payload keys plus ``id``, ``score`` (cosine for dense,
+        BM25 for sparse, the RRF score for hybrid), ``rank`` (1-based) and ``mode``;
+        with ``ranks`` also ``dense_rank``, ``dense_score``, ``sparse_rank`` and
+        ``sparse_score`` (``null`` when the hit is not among that ranking's
+        ``search.candidates`` best); with ``expand`` also ``parent`` (the enclosing
+        section's payload).
+
+    Raises:
+        DaemonError: unknown source or mode (exit code 2).
     """
+    from ingestd.store.search import MODES, Filters
+    from ingestd.store.sparse import query_vector
+
     names = _selected(engine, [source] if source else None)
+    conf = engine.cfg.search
+    mode = mode or conf.mode
+    if mode not in MODES:
+        raise DaemonError(f"unknown search mode {mode!r}; expected one of: {', '.join(MODES)}", 2)
     collections = sorted({engine.sources[n].collection for n in names})
-    vec = engine.embed_query(query)
+    dense = engine.embed_query(query) if mode != "sparse" or ranks else None
+    sparse = query_vector(query) if mode != "dense" or ranks else None
+    filters = Filters(source=source, path=path)
     hits: list[dict[str, Any]] = []
     for coll in collections:
         if not engine.store.has_collection(coll):
             continue
-        for h in engine.store.search(coll, vec, k, source=source, path_prefix=path):
-            hits.append({"id": h.id, "score": round(h.score, 6), **h.payload, "_collection": coll})
+        found = engine.store.search(
+            coll,
+            dense=dense,
+            sparse=sparse,
+            limit=k,
+            filters=filters,
+            mode=mode,
+            rrf_k=conf.rrf_k,
+            candidates=conf.candidates,
+            ranks=ranks,
+        )
+        used = "dense" if not engine.store.layout(coll).sparse else mode
+        for h in found:
+            hit: dict[str, Any] = {"id": h.id, "score": round(h.score, 6), "mode": used}
+            hit.update(h.payload)
+            if ranks:
+                for name, got in (("dense", h.dense), ("sparse", h.sparse)):
+                    hit[f"{name}_rank"] = got[0] if got else None
+                    hit[f"{name}_score"] = round(got[1], 6) if got else None
+            hit["_collection"] = coll
+            hits.append(hit)
     hits.sort(key=lambda h: -h["score"])
     hits = hits[:k]
+    for i, h in enumerate(hits, 1):
+        h["rank"] = i
     if expand:
         for h in hits:
             pid = h.get("parent_id")
@@ -98,7 +178,7 @@ def resync(
                 code = max(code, EXIT_HELD)
             continue
         res = engine.apply(plan, progress=progress)
-        out.append(res.as_dict())
+        out.append({**res.as_dict(), "skipped": engine.skipped_entries(name)})
         if res.held:
             code = max(code, EXIT_HELD)
         elif res.retry or res.root_missing or res.interrupted or res.deferred:
@@ -118,10 +198,44 @@ def verify(
     return {"sources": reports, "clean": all(r["clean"] for r in reports)}
 
 
-def forget(engine: Engine, source: str) -> dict[str, Any]:
-    """Delete every point and manifest row of ``source``."""
-    n = engine.forget(source)
-    return {"source": source, "points_deleted": n}
+def known_source(manifest: ManifestReader, source: str, root: str | None = None) -> str:
+    """The name of a source the manifest records: ``source`` itself, or the one at ``root``.
+
+    Args:
+        manifest: the manifest.
+        source: a source name as the user typed it.
+        root: the canonical absolute path ``source`` names, when it is an existing
+            folder on the caller's side (``forget ./docs`` for the source named after
+            its root).
+
+    Raises:
+        DaemonError: exit code 2, the source is unknown; the message lists the known ones.
+    """
+    recorded = manifest.sources()
+    names = [s["name"] for s in recorded]
+    if source in names:
+        return source
+    for s in recorded:
+        if root is not None and s["root"] == root:
+            return str(s["name"])
+    known = ", ".join(names) if names else "none (nothing indexed yet)"
+    raise DaemonError(f"unknown source: {source}; known sources: {known}", 2)
+
+
+def forget(engine: Engine, source: str, root: str | None = None) -> dict[str, Any]:
+    """Delete every point and manifest row of a known source.
+
+    Args:
+        engine: the engine.
+        source: the source's name (or, with ``root``, a path naming it).
+        root: see :func:`known_source`.
+
+    Raises:
+        DaemonError: exit code 2, the source is unknown.
+    """
+    name = known_source(engine.manifest, source, root)
+    n = engine.forget(name)
+    return {"source": name, "points_deleted": n}
 
 
 def _du(path: Path) -> int:
@@ -135,14 +249,25 @@ def _du(path: Path) -> int:
     return total
 
 
-def status_of(manifest: Manifest, engine: Engine | None, state_dir: Path) -> dict[str, Any]:
-    """Per-source documents, chunks, failures, last sync; counters when ``engine`` runs."""
+def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) -> dict[str, Any]:
+    """Per-source documents, chunks, failures, last sync; counters when ``engine`` runs.
+
+    Returns:
+        ``{"state_dir", "sources": [...], "disk": {...}}`` and, with an engine,
+        ``rule_warnings`` and ``unused_rules`` (rules the user wrote only),
+        ``embedded_since_start``, ``reused_since_start`` and ``model``. Each source has
+        ``source``, ``root``, ``root_missing`` (its folder is not there: unmounted,
+        moved or deleted), ``collection``, ``documents``, ``chunks``, ``pending``,
+        ``failed``, ``last_sync`` (seconds since the epoch, or ``None``),
+        ``held_deletes`` and ``failed_documents`` (at most 50).
+    """
     sources = []
     for s in manifest.sources():
         counts = manifest.counts(s["name"])
         entry: dict[str, Any] = {
             "source": s["name"],
             "root": s["root"],
+            "root_missing": not os.path.isdir(s["root"]),
             "collection": s["collection"],
             **counts,
             "last_sync": s["last_sync"],
@@ -151,8 +276,9 @@ def status_of(manifest: Manifest, engine: Engine | None, state_dir: Path) -> dic
                 {"path": p, "error": e} for p, e in manifest.failed(s["name"])[:50]
             ],
         }
-        if engine is not None:
-            entry["retrying"] = sorted(engine.retry.get(s["name"], set()))
+        if engine is not None and s["name"] in engine.sources:
+            entry["retrying"] = engine.retrying(s["name"])
+            entry["skipped"] = engine.skipped_entries(s["name"])
         sources.append(entry)
     out: dict[str, Any] = {
         "state_dir": str(state_dir),

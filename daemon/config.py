@@ -4,7 +4,9 @@ Every model is frozen and rejects unknown keys. :func:`load_config` turns a
 ``ValidationError`` into :class:`ConfigError` lines of the form
 ``rules[2].params.max_tokens: Input should be greater than 0 (got -1)``.
 
-The state dir is resolved by :func:`resolve_state_dir`: ``--state-dir``, else
+The state dir is resolved by :func:`resolve_state_dir` (from
+:mod:`~ingestd.daemon.statedir`, which fast commands use without this module):
+``--state-dir``, else
 ``$INGESTD_STATE_DIR``, else the config file's ``state_dir``, else systemd's
 ``$STATE_DIRECTORY``, else ``$XDG_STATE_HOME/ingestd`` (``~/.local/state/ingestd``).
 """
@@ -19,16 +21,22 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .statedir import resolve_state_dir
+
 __all__ = [
     "DEFAULT_EXCLUDE",
     "DEFAULT_INCLUDE",
     "Config",
     "ConfigError",
+    "SYSTEM_ROOTS",
+    "SYSTEM_TREES",
     "RuleConfig",
+    "SearchConfig",
     "SourceConfig",
     "default_rules",
     "load_config",
     "resolve_state_dir",
+    "system_root_problem",
 ]
 
 #: Files a source indexes when its config says nothing (gitignore-style globs).
@@ -149,6 +157,22 @@ class QdrantConfig(_Model):
     retry_seconds: float = Field(60.0, gt=0)
 
 
+class SearchConfig(_Model):
+    """How ``ingestd search`` ranks (README "Hybrid search").
+
+    Attributes:
+        mode: ``hybrid`` (dense and BM25 rankings fused by reciprocal rank fusion in
+            Qdrant), ``dense`` or ``sparse``; ``search --mode`` overrides it.
+        rrf_k: the RRF constant: a hit scores ``1 / (rrf_k + rank - 1)`` per ranking
+            (60: Cormack et al., SIGIR 2009).
+        candidates: points each ranking gives the fusion (at least ``-k``).
+    """
+
+    mode: Literal["hybrid", "dense", "sparse"] = "hybrid"
+    rrf_k: int = Field(60, ge=1)
+    candidates: int = Field(50, ge=1, le=10_000)
+
+
 class ManifestConfig(_Model):
     """The manifest database: any SQLAlchemy URL (default SQLite ``<state dir>/manifest.db``)."""
 
@@ -162,24 +186,48 @@ class WatchConfig(_Model):
         debounce_ms: quiet period that closes a batch of events, in milliseconds.
         max_delay_ms: longest a change waits during continuous writes, in milliseconds.
         rescan_interval_s: periodic safety rescan (stat fast path), in seconds; 0 = off.
+        unwatched_rescan_s: rescan period, in seconds, of a source with folders that
+            cannot be watched (the inotify watch limit, a permission error) or whose
+            root is missing; its watch is set up again at each of these rescans.
     """
 
     debounce_ms: int = Field(300, ge=0)
     max_delay_ms: int = Field(5000, ge=1)
     rescan_interval_s: float = Field(3600.0, ge=0)
+    unwatched_rescan_s: float = Field(60.0, gt=0)
 
 
 class FilesConfig(_Model):
-    """File policy: what is too big to index (skipped, with an entry in ``status``).
+    """File policy: which files are not indexed (each one listed in ``status``).
 
     Attributes:
         max_bytes: files over this many bytes are skipped unread.
         max_chunks: files that would make more chunks than this are skipped (20,000
             chunks take about 10-15 minutes of embedding on two CPU cores).
+        allow_secret_names: gitignore-style globs of paths exempt from the built-in
+            deny-list of secret-bearing file names (``.env``, ``id_rsa``, ``.ssh/``,
+            ``*.pem``, ``credentials.json``, ...: see
+            :data:`ingestd.daemon.secret_files.SECRET_NAMES`).
+        allow_secret_content: gitignore-style globs of paths exempt from the check for
+            private-key blocks and access tokens in file text.
+        retry_initial_s: first delay, in seconds, before a file that could not be read
+            (locked, permission denied, vanished mid-read) is tried again; each failure
+            doubles it.
+        retry_max_s: longest delay between two tries of such a file, in seconds.
     """
 
     max_bytes: int = Field(10 * 1024 * 1024, ge=1)
     max_chunks: int = Field(20_000, ge=1)
+    allow_secret_names: tuple[str, ...] = ()
+    allow_secret_content: tuple[str, ...] = ()
+    retry_initial_s: float = Field(1.0, gt=0)
+    retry_max_s: float = Field(300.0, gt=0)
+
+    @model_validator(mode="after")
+    def _retry_order(self) -> FilesConfig:
+        if self.retry_max_s < self.retry_initial_s:
+            raise ValueError("retry_max_s must be at least retry_initial_s")
+        return self
 
 
 class MassDeleteConfig(_Model):
@@ -205,6 +253,7 @@ class Config(_Model):
     tokenizer: str = "cl100k_base"
     embedding: EmbeddingConfig = EmbeddingConfig()
     qdrant: QdrantConfig = QdrantConfig()
+    search: SearchConfig = SearchConfig()
     manifest: ManifestConfig = ManifestConfig()
     watch: WatchConfig = WatchConfig()
     files: FilesConfig = FilesConfig()
@@ -275,6 +324,43 @@ def format_errors(exc: ValidationError, prefix: str = "") -> list[str]:
     return lines
 
 
+#: Folders that are never documentation trees, refused as source roots with everything
+#: below them: virtual file systems (reading them fails or never ends) and the system's
+#: private configuration and boot files. ``/dev/shm``, a tmpfs of ordinary files, is not
+#: one of them.
+SYSTEM_TREES: tuple[str, ...] = ("/proc", "/sys", "/dev", "/run", "/boot", "/etc")
+#: Folders refused as source roots themselves (the whole file system, or a system tree
+#: of programs and their data), though a folder below them may be one (``/usr/share/doc``).
+SYSTEM_ROOTS: tuple[str, ...] = (
+    "/", "/usr", "/usr/local", "/var", "/var/lib", "/bin", "/sbin", "/lib", "/lib32",
+    "/lib64", "/libx32",
+)  # fmt: skip
+
+
+def system_root_problem(root: Path) -> str | None:
+    """Why canonical ``root`` cannot be a source root (a system tree), or ``None``."""
+    posix = root.as_posix()
+    if posix == "/":
+        return (
+            "/ is the whole file system (system trees, secrets, other users' files); "
+            "choose the folder that holds the documents"
+        )
+    if posix == "/dev/shm" or posix.startswith("/dev/shm/"):
+        return None
+    for tree in SYSTEM_TREES:
+        if posix == tree or posix.startswith(tree + "/"):
+            return (
+                f"{posix} is in the system tree {tree}, which holds no documentation; "
+                "choose the folder that holds the documents"
+            )
+    if posix in SYSTEM_ROOTS:
+        return (
+            f"{posix} is a system tree of programs and their data; "
+            "choose the folder that holds the documents (e.g. /usr/share/doc/NAME)"
+        )
+    return None
+
+
 def _canonical(root: Path) -> Path:
     return Path(os.path.realpath(root.expanduser()))
 
@@ -337,6 +423,7 @@ def _finish(cfg: Config, base: Path, roots: Sequence[str | Path], require_roots:
     for s in cfg.sources:
         root = _canonical(s.root if s.root.is_absolute() else base / s.root)
         sources.append(s.model_copy(update={"root": root, "name": s.name or str(root)}))
+    index = {s.root: i for i, s in enumerate(sources)}  # configured roots -> their index
     if roots:
         wanted = [_canonical(Path(r)) for r in roots]
         chosen = [s for s in sources if s.root in wanted]
@@ -344,6 +431,14 @@ def _finish(cfg: Config, base: Path, roots: Sequence[str | Path], require_roots:
             if not any(s.root == r for s in chosen):
                 chosen.append(SourceConfig(name=str(r), root=r))
         sources = chosen
+    problems = []
+    for s in sources:
+        problem = system_root_problem(s.root)
+        if problem is not None:
+            where = f"sources[{index[s.root]}].root" if s.root in index else f"PATH {s.root}"
+            problems.append(f"{where}: {problem}")
+    if problems:
+        raise ConfigError(problems)
     missing = [
         f"sources[{i}].root: folder {s.root} does not exist"
         for i, s in enumerate(sources)
@@ -355,23 +450,3 @@ def _finish(cfg: Config, base: Path, roots: Sequence[str | Path], require_roots:
     if state is not None and not state.is_absolute():
         state = base / state
     return cfg.model_copy(update={"sources": tuple(sources), "state_dir": state})
-
-
-def resolve_state_dir(flag: str | Path | None, cfg: Config | None = None) -> Path:
-    """The state dir: flag, ``$INGESTD_STATE_DIR``, config, ``$STATE_DIRECTORY``, XDG.
-
-    Under systemd ``$STATE_DIRECTORY`` may list several folders separated by ``:``;
-    the first is used.
-    """
-    if flag:
-        return Path(flag).expanduser().absolute()
-    env = os.environ.get("INGESTD_STATE_DIR")
-    if env:
-        return Path(env).expanduser().absolute()
-    if cfg is not None and cfg.state_dir is not None:
-        return cfg.state_dir.expanduser().absolute()
-    sd = os.environ.get("STATE_DIRECTORY")
-    if sd:
-        return Path(sd.split(":")[0])
-    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(xdg) / "ingestd"

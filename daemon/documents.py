@@ -7,11 +7,18 @@ and the from-scratch oracle compare against it, so both apply the same file poli
 
 File policy (a document that breaks it is *failed*: no chunks, its error in ``status``):
 
+* a secret-bearing name (``.env``, ``id_rsa``, ``.ssh/``, ``*.pem``, ...: see
+  :mod:`~ingestd.daemon.secret_files`): skipped unread;
 * over ``files.max_bytes`` bytes: skipped unread;
 * binary or not UTF-8 (see :func:`ingestd.chunkers.text.decode`);
-* a chunker error;
+* text holding a private-key block or an access token;
+* a chunker error, or any other error while preparing this one document;
 * more than ``files.max_chunks`` chunks (a pathological file, e.g. a megabyte of base64
   in one code fence, would otherwise hold the embedder for many minutes).
+
+Paths whose name is not valid UTF-8 never get here: the scanner skips them
+(:func:`~ingestd.daemon.scanner.name_problem`), since the manifest, the point ids and
+the payload all store paths as UTF-8 text.
 
 A file that vanished or could not be opened raises :class:`UnreadableFile`: it is
 retried later, never treated as deleted.
@@ -19,8 +26,10 @@ retried later, never treated as deleted.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -28,10 +37,13 @@ from typing import Any
 from ingestd.chunkers.base import Chunk
 from ingestd.chunkers.text import UndecodableError, decode
 from ingestd.store.ids import chunk_hash, content_hash, point_ids
+from ingestd.store.search import PATH_KEY, path_prefixes
+from ingestd.store.sparse import SparseVec, document_vector
 
 from .config import FilesConfig
 from .rules import Rule
 from .scanner import FileStat, stat_file
+from .secret_files import SecretPolicy
 
 __all__ = [
     "PROVENANCE_KEYS",
@@ -39,6 +51,8 @@ __all__ = [
     "SyncInterrupted",
     "UnreadableFile",
     "prepare_document",
+    "read_file",
+    "sparse_vector",
     "strip_provenance",
 ]
 
@@ -107,7 +121,7 @@ def prepare_document(
         root: the source root folder.
         rel: POSIX path relative to ``root``.
         rule: the rule matching ``rel``.
-        files: the file policy (``max_bytes``, ``max_chunks``).
+        files: the file policy (``max_bytes``, ``max_chunks``, the secret checks).
         git_commit: HEAD's commit of a git source (payload ``git_commit``).
 
     Raises:
@@ -118,26 +132,63 @@ def prepare_document(
     st = stat_file(path)
     if st is None:
         raise UnreadableFile(f"{rel}: vanished before it could be read")
-    if st.size > files.max_bytes:
-        return PreparedDocument(
-            rel,
-            st,
-            "",
-            rule,
-            error=f"file too large ({st.size} bytes > files.max_bytes {files.max_bytes}); skipped",
-        )
+    secrets = _secret_policy(files.allow_secret_names, files.allow_secret_content)
+    error = secrets.name_error(rel)
+    if error is None and st.size > files.max_bytes:
+        error = f"file too large ({st.size} bytes > files.max_bytes {files.max_bytes}); skipped"
+    if error is not None:
+        return PreparedDocument(rel, st, "", rule, error=error)
+    data = read_file(path, rel)
+    prep = PreparedDocument(rel, st, content_hash(data), rule)
     try:
-        data = path.read_bytes()
+        _chunk(prep, source, data, files, secrets, git_commit)
+    except SyncInterrupted:
+        raise
+    except Exception as exc:  # one document's failure is its own, never its batch's
+        logger.exception("cannot prepare %s", rel)
+        prep.error = f"cannot be prepared: {type(exc).__name__}: {exc}"
+    if prep.error is not None:
+        prep.chunks, prep.ids, prep.hashes, prep.payloads = [], [], [], []
+    return prep
+
+
+def read_file(path: Path, rel: str) -> bytes:
+    """The bytes of ``path`` (``rel`` names it in errors).
+
+    Raises:
+        UnreadableFile: it vanished or could not be opened or read (retry later).
+    """
+    try:
+        return path.read_bytes()
     except FileNotFoundError:
         raise UnreadableFile(f"{rel}: vanished while being read") from None
     except OSError as exc:
-        raise UnreadableFile(f"{rel}: cannot be read ({exc.strerror or exc}); will retry") from None
-    prep = PreparedDocument(rel, st, content_hash(data), rule)
+        raise UnreadableFile(f"{rel}: cannot be read ({exc.strerror or exc})") from None
+
+
+@functools.lru_cache(maxsize=8)
+def _secret_policy(allow_names: Sequence[str], allow_content: Sequence[str]) -> SecretPolicy:
+    return SecretPolicy(tuple(allow_names), tuple(allow_content))
+
+
+def _chunk(
+    prep: PreparedDocument,
+    source: str,
+    data: bytes,
+    files: FilesConfig,
+    secrets: SecretPolicy,
+    git_commit: str | None,
+) -> None:
+    """Decode, check and chunk ``data`` into ``prep`` (or set ``prep.error``)."""
+    rel, rule = prep.path, prep.rule
     try:
         text = decode(data)
     except UndecodableError as exc:
         prep.error = str(exc)
-        return prep
+        return
+    prep.error = secrets.content_error(rel, text)
+    if prep.error is not None:
+        return
     try:
         chunks = rule.chunker.chunk(text)
     except SyncInterrupted:
@@ -145,17 +196,16 @@ def prepare_document(
     except Exception as exc:
         logger.exception("chunker %s failed on %s", rule.name, rel)
         prep.error = f"chunker {rule.name!r} failed: {type(exc).__name__}: {exc}"
-        return prep
+        return
     if len(chunks) > files.max_chunks:
         prep.error = (
             f"would make {len(chunks)} chunks (> files.max_chunks {files.max_chunks}); skipped"
         )
-        return prep
+        return
     prep.chunks = chunks
     prep.hashes = [chunk_hash(c.embed_text) for c in chunks]
     prep.ids = point_ids(source, rel, prep.hashes)
     prep.payloads = _payloads(source, rel, prep, git_commit)
-    return prep
 
 
 def _payloads(
@@ -169,6 +219,7 @@ def _payloads(
         "chunker": rule.chunker_name,
         "rule": rule.name,
         "rule_fingerprint": rule.fingerprint,
+        PATH_KEY: path_prefixes(rel),  # what `search --path` matches, exactly
     }
     out = []
     for i, c in enumerate(prep.chunks):
@@ -194,6 +245,11 @@ def _payloads(
             p["git_commit"] = git_commit
         out.append(p)
     return out
+
+
+def sparse_vector(chunk: Chunk) -> SparseVec | None:
+    """The BM25 vector of a chunk's embedded text; ``None`` for a parent (never searched)."""
+    return None if chunk.is_parent else document_vector(chunk.embed_text)
 
 
 def strip_provenance(payload: dict[str, Any]) -> dict[str, Any]:

@@ -27,17 +27,29 @@ from typing import Any
 from ingestd.store.ids import content_hash
 from ingestd.store.manifest import DocRow, Manifest, sqlite_url
 
+from .backoff import Backoff
 from .config import Config, SourceConfig
 from .documents import (
     PreparedDocument,
     SyncInterrupted,
     UnreadableFile,
     prepare_document,
+    sparse_vector,
     strip_provenance,
 )
 from .repair import HealingCache, StoreCheck, check_store, damaged_store_error
 from .rules import Rule, RuleSet, build_context
-from .scanner import FileStat, SourceFilter, git_head, scan, stat_file
+from .scanner import (
+    FileStat,
+    Scan,
+    SourceFilter,
+    display_path,
+    git_head,
+    name_problem,
+    scan,
+    stat_file,
+)
+from .statedir import secure_state_dir
 from .verify import VerifyReport
 from .verify import verify as verify_source
 from .writer import InFlight, Writer
@@ -88,6 +100,7 @@ class Plan:
         scan: planned from a scan of the whole source (the guard applied).
         repaired: what the check of the store before the scan repaired (counts), empty
             when the store and the manifest agreed.
+        scope: the changed paths planned for, when not a scan.
     """
 
     source: str
@@ -102,6 +115,7 @@ class Plan:
     root_missing: bool = False
     scan: bool = False
     repaired: dict[str, int] = field(default_factory=dict)
+    scope: list[str] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
@@ -253,7 +267,7 @@ class Engine:
 
         self.cfg = cfg
         self.state_dir = Path(state_dir)
-        self.state_dir.mkdir(parents=True, exist_ok=True)
+        secure_state_dir(self.state_dir)  # created 0700 when missing
         self.now = now
         self.model = model_info(cfg.embedding.model)
         self.manifest = Manifest(
@@ -273,7 +287,8 @@ class Engine:
             )
             for fingerprint in (self.model.fingerprint, self.model.fingerprint + ":sentence")
         )
-        ctx, tok = build_context(cfg, embed=self.sentence_embedder.embed_texts)
+        # lazy: the tokenizers load on the first chunk (a no-op sync never needs them)
+        ctx, tok = build_context(cfg, embed=self.sentence_embedder.embed_texts, lazy=True)
         self.ctx = ctx
         self.rules = RuleSet(cfg.rules, ctx, tok, self.model.fingerprint)
         self.rule_warnings = self.rules.fit_warnings(ctx)
@@ -281,7 +296,13 @@ class Engine:
             logger.warning("%s", w)
         self.sources = {s.name: s for s in cfg.sources}
         self.filters = {s.name: SourceFilter(s, self.state_dir) for s in cfg.sources}
-        self.retry: dict[str, set[str]] = {}
+        #: files that could not be read, by (source, path): tried again with back-off
+        self.retry: Backoff[tuple[str, str]] = Backoff(
+            cfg.files.retry_initial_s, cfg.files.retry_max_s
+        )
+        #: per source: what scans left out (names that are not UTF-8, unreadable
+        #: folders, documents that could not be recorded), by display path -> reason
+        self.skipped: dict[str, dict[str, str]] = {}
         self.held: dict[str, list[str]] = {}
         self.last_error: dict[str, str] = {}
         self.roots_missing: set[str] = set()  # sources whose root was missing at the last look
@@ -516,10 +537,13 @@ class Engine:
             plan.repaired = self.check_store(source).repairs()
         pending = self.manifest.pending_doc_ids(source)
         known, found = self._observe(source, paths)
+        if paths is not None:
+            plan.scope = sorted({p.strip("/") for p in paths})
         for rel, st in sorted(found.items()):
             self._classify(plan, rel, st, known.get(rel), pending, full=full)
             self.heartbeat()
-        gone = sorted(p for p in known if p not in found)
+        # a document in a folder that cannot be read is not gone: it stays as it is
+        gone = sorted(p for p in known if p not in found and not found.covers(p))
         by_hash: dict[str, list[str]] = {}
         for p in gone:
             by_hash.setdefault(known[p].content_hash, []).append(p)
@@ -534,31 +558,68 @@ class Engine:
             self._guard(plan, known, found, pending)
         return plan
 
-    def _observe(
-        self, source: str, paths: Iterable[str] | None
-    ) -> tuple[dict[str, DocRow], dict[str, FileStat]]:
+    def _observe(self, source: str, paths: Iterable[str] | None) -> tuple[dict[str, DocRow], Scan]:
         """Manifest rows and on-disk stats of the whole source, or of ``paths``.
 
         A path may be a folder: it covers every document under it, on disk and in the
-        manifest (a folder moved out leaves no event for its files).
+        manifest (a folder moved out leaves no event for its files). What the walk
+        skipped (names that are not UTF-8, unreadable folders) goes to :attr:`skipped`.
         """
         flt = self.filters[source]
         if paths is None:
-            return self.manifest.documents(source), scan(flt)
+            found = scan(flt)
+            self._note_skipped(source, None, found)
+            return self.manifest.documents(source), found
         root = Path(self.sources[source].root)
         known: dict[str, DocRow] = {}
-        found: dict[str, FileStat] = {}
-        for rel in sorted({p.strip("/") for p in paths}):
-            known.update(self.manifest.documents(source, prefix=rel))
+        found = Scan()
+        scope = sorted({p.strip("/") for p in paths})
+        for rel in scope:
             full_path = root / rel
-            if full_path.is_dir() and not full_path.is_symlink():
+            is_dir = full_path.is_dir() and not full_path.is_symlink()
+            problem = name_problem(rel)
+            if problem is not None:  # never a manifest key (see scanner.name_problem)
+                if is_dir and not flt.ignores_dir(rel):
+                    found.skipped[display_path(rel) + "/"] = (
+                        f"folder {problem}: nothing in it is indexed"
+                    )
+                elif not is_dir and flt.accepts(rel) and stat_file(full_path) is not None:
+                    found.skipped[display_path(rel)] = f"file {problem}; skipped"
+                continue
+            known.update(self.manifest.documents(source, prefix=rel))
+            if is_dir:
                 if not flt.ignores_dir(rel):
-                    found.update(scan(flt, rel))
+                    sub = scan(flt, rel)
+                    found.update(sub)
+                    found.skipped.update(sub.skipped)
+                    found.unreadable.update(sub.unreadable)
             elif flt.accepts(rel):
                 st = stat_file(full_path)
                 if st is not None:
                     found[rel] = st
+        self._note_skipped(source, scope, found)
         return known, found
+
+    def _note_skipped(self, source: str, scope: list[str] | None, found: Scan) -> None:
+        """Update :attr:`skipped` of ``source`` for the ``scope`` observed (``None``: all).
+
+        Logs one warning when an entry is first skipped (or for another reason), and
+        one line when it no longer is.
+        """
+        now = dict(found.skipped)
+        for folder, error in found.unreadable.items():
+            key = display_path(folder) + "/" if folder else "./"
+            now[key] = f"folder cannot be read ({error}): nothing in it is indexed or deleted"
+        book = self.skipped.setdefault(source, {})
+        tops = None if scope is None else [display_path(p) for p in scope]
+        for key in list(book):
+            if key not in now and (tops is None or any(_within(key, t) for t in tops)):
+                del book[key]
+                logger.info("source %s: %s is no longer skipped", source, key)
+        for key, reason in now.items():
+            if book.get(key) != reason:
+                logger.warning("source %s: skipping %s: %s", source, key, reason)
+                book[key] = reason
 
     def _classify(
         self,
@@ -586,6 +647,7 @@ class Engine:
         if (
             doc is not None
             and doc.state != "new"
+            and not (full and doc.state == "failed")  # the file policy may have changed
             and doc.id not in pending
             and doc.content_hash == h
             and doc.rule_fingerprint == rule.fingerprint
@@ -698,9 +760,14 @@ class Engine:
         return result
 
     def expected_points(
-        self, source: str
+        self, source: str, sparse: dict[str, Any] | None = None
     ) -> tuple[dict[str, dict[str, Any]], dict[str, str | None]]:
         """What a from-scratch ingest of the current files would store for ``source``.
+
+        Args:
+            source: a configured source name.
+            sparse: filled, when given, with each point's expected sparse vector
+                (:func:`~ingestd.daemon.documents.sparse_vector`) by point id.
 
         Returns:
             ``(points, docs)``: point id -> payload (provenance keys removed), and
@@ -720,6 +787,8 @@ class Engine:
             docs[rel] = prep.error
             for pid, payload in zip(prep.ids, prep.payloads, strict=True):
                 points[pid] = strip_provenance(payload)
+            if sparse is not None:
+                sparse.update(zip(prep.ids, map(sparse_vector, prep.chunks), strict=True))
         return points, docs
 
     # -- applying -------------------------------------------------------------------------------
@@ -787,6 +856,9 @@ class Engine:
         )
         self._progress.append((prog, progress))
         try:
+            if plan.index or plan.delete or self._layout_due(source):
+                rebuilt = self.ensure_collection(self.sources[source].collection)
+                plan.index = [p for p in plan.index if (source, p) not in rebuilt]
             self._index(plan, res, prog, progress, force)
             for rel in plan.delete:
                 self.heartbeat()
@@ -806,9 +878,7 @@ class Engine:
             self._queued.pop()
             res.embedded = self.embedder.stats.embedded - e0
             res.reused = self.embedder.stats.reused - r0
-        for rel in plan.index:
-            if rel not in res.retry:
-                self.retry.get(source, set()).discard(rel)
+        self._settle_retries(plan, res)
         if plan.scan and not plan.root_missing:
             self.manifest.set_held_deletes(source, len(plan.held))
         if paths_complete(plan, res):
@@ -833,6 +903,57 @@ class Engine:
         plan.index = [p for p in plan.index if p not in skip]
         plan.delete = [p for p in plan.delete if p not in skip]
         plan.stat_only = [(p, st) for p, st in plan.stat_only if p not in skip]
+
+    # -- files that cannot be read -----------------------------------------------------------
+
+    def _unreadable(self, source: str, rel: str, error: str) -> None:
+        """Record a failed read of ``rel``; log only when its state changes."""
+        if self.retry.failed((source, rel), error, self.now()):
+            logger.warning(
+                "source %s: %s; tried again after %.0f s, then less and less often (every "
+                "%.0f s at most); `ingestd status` lists it",
+                source,
+                error,
+                self.retry.delay(1),
+                self.retry.cap,
+            )
+
+    def _readable(self, source: str, rel: str) -> None:
+        failing = self.retry.succeeded((source, rel))
+        if failing is not None:
+            logger.info(
+                "source %s: %s can be read again (after %d failed tries)",
+                source,
+                rel,
+                failing.attempts,
+            )
+
+    def _settle_retries(self, plan: Plan, res: SyncResult) -> None:
+        """Forget failed reads that the plan covered and that did not fail again.
+
+        A path that vanished for good is no longer retried; one that failed again
+        keeps its back-off.
+        """
+        failed = set(res.retry)
+        for source, rel in self.retry:
+            if source != plan.source or rel in failed or res.interrupted:
+                continue
+            if plan.scan or any(_within(rel, top) for top in plan.scope):
+                if self.retry.succeeded((source, rel)) is not None:
+                    logger.info("source %s: %s is no longer retried (gone or read)", source, rel)
+
+    def skipped_entries(self, source: str) -> list[dict[str, str]]:
+        """What scans of ``source`` left out: ``{"path", "reason"}`` (display paths)."""
+        return [{"path": k, "reason": v} for k, v in sorted(self.skipped.get(source, {}).items())]
+
+    def retrying(self, source: str) -> list[dict[str, Any]]:
+        """Files of ``source`` that could not be read: ``path``, error, tries, next try."""
+        now = self.now()
+        return [
+            {"path": rel, **f.as_dict(now)}
+            for (s, rel), f in sorted(self.retry.items())
+            if s == source
+        ]
 
     def _index(
         self,
@@ -871,11 +992,11 @@ class Engine:
             try:
                 prep = self._prepare_watched(source, rel, git_commit, plan.sizes.get(rel, 0))
             except UnreadableFile as exc:
-                logger.warning("%s", exc)
+                self._unreadable(source, rel, str(exc))
                 res.retry.append(rel)
-                self.retry.setdefault(source, set()).add(rel)
                 prog.docs_done += 1
                 continue
+            self._readable(source, rel)
             group.append(prep)
             new_chunks += len(prep.ids)
             if len(group) >= GROUP_DOCS or new_chunks >= GROUP_CHUNKS:
@@ -894,19 +1015,53 @@ class Engine:
         """
         return check_store(self, source)
 
-    def ensure_collection(self, collection: str) -> None:
+    def ensure_collection(self, collection: str) -> set[tuple[str, str]]:
         """Check the collection's model in the manifest and create it in the store if new.
+
+        A collection of an older layout (no sparse vectors), or one whose new version
+        was being built when the daemon stopped, is (re)built here first: see
+        :func:`ingestd.daemon.rebuild.build_version`.
+
+        Returns:
+            The documents ``(source, path)`` a build re-wrote just now (usually none).
 
         Raises:
             ingestd.store.manifest.ModelMismatchError: it holds another model's vectors.
+            SyncInterrupted: a stop was requested during a build (it resumes next time).
         """
         if collection in self._collections_checked:
-            return
+            return set()
         self.manifest.check_collection(
             collection, self.model.name, self.model.fingerprint, self.model.dim
         )
-        self.store.ensure_collection(collection, self.model.dim)
-        self._collections_checked.add(collection)
+        from ingestd.store.collections import CollectionVersions
+
+        from .rebuild import build_version
+
+        reason = CollectionVersions(self.store, self.manifest).pending(collection, self.model.dim)
+        self._collections_checked.add(collection)  # the build writes through here
+        if reason is None:
+            return set()
+        try:
+            return build_version(self, collection, reason)
+        except BaseException:
+            self._collections_checked.discard(collection)
+            raise
+
+    def _layout_due(self, source: str) -> bool:
+        """Whether the manifest says the source's collection predates the store layout.
+
+        A manifest read only: a no-op sync of an up-to-date store never opens the store.
+        """
+        from ingestd.store.vectors import LAYOUT
+
+        collection = self.sources[source].collection
+        if collection in self._collections_checked:
+            return False
+        known = self.manifest.collection_layout(collection)
+        return known is not None and (
+            known != LAYOUT or self.manifest.collection_build(collection) is not None
+        )
 
     def vectors_from_store(self, collection: str) -> Callable[[list[str]], dict[str, Any]]:
         """A lookup of vectors by chunk hash among the points already in ``collection``.
@@ -923,11 +1078,13 @@ class Engine:
                 return {}
             by_id = {pid: h for h, pid in ids.items()}
             out: dict[str, Any] = {}
-            try:
-                recs = self.store.retrieve(collection, list(by_id), with_vectors=True)
-            except Exception:
-                logger.debug("vector lookup by chunk hash failed", exc_info=True)
-                return {}
+            recs = []
+            # while a new version is built, its points are not behind the alias yet
+            for name in dict.fromkeys([collection, self.store.write_target(collection)]):
+                try:
+                    recs += self.store.retrieve(name, list(by_id), with_vectors=True)
+                except Exception:
+                    logger.debug("vector lookup by chunk hash failed", exc_info=True)
             for pid, _payload, vec in recs:
                 if vec is not None and not isinstance(vec, dict):
                     out[by_id[pid]] = np.asarray(vec, dtype=np.float32)
@@ -976,6 +1133,12 @@ class Engine:
             self.store.delete(collection, list(rows))
         self.manifest.forget_source(source)
         return len(rows)
+
+
+def _within(key: str, top: str) -> bool:
+    """Whether skipped entry ``key`` (a display path, folders end with ``/``) is under ``top``."""
+    top = top.strip("/")
+    return not top or key.rstrip("/") == top or key.startswith(top + "/")
 
 
 def _stat_of(doc: DocRow) -> FileStat:

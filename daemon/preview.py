@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import statistics
 from collections.abc import Iterator, Sequence
@@ -18,7 +19,9 @@ from ingestd.store.ids import chunk_hash, point_ids
 from .config import Config, RuleConfig, format_errors
 from .rules import RuleSet, build_context
 
-__all__ = ["preview"]
+__all__ = ["locate", "preview"]
+
+logger = logging.getLogger(__name__)
 
 
 def _parse_params(params: Sequence[str]) -> dict[str, Any]:
@@ -50,14 +53,44 @@ def _rules_for(
     return [RuleConfig(name=chunker_name, match=("*",), chunker=chunker_name, params=options)]
 
 
-def _locate(cfg: Config, file: Path) -> tuple[str, str]:
+def locate(
+    cfg: Config,
+    file: Path,
+    known: Sequence[tuple[str, str]] = (),
+    cwd: Path | None = None,
+) -> tuple[str, str]:
+    """``(source, path)`` of ``file`` as ``resync`` would record it.
+
+    The source is the configured one, else one the state dir's manifest knows
+    (``known``: ``(name, root)`` pairs), whose root holds the file; the deepest root
+    wins. Else the current directory is the root, as for ``ingestd resync .``. A file
+    outside all of them is placed under the file system's root (``/``), never under
+    its own folder, which no ``resync`` of a tree would do; a warning says so.
+
+    Args:
+        cfg: the config (its sources).
+        file: the file.
+        known: sources recorded in the manifest.
+        cwd: the current directory (default: :func:`os.getcwd`).
+    """
     real = Path(os.path.realpath(file))
-    for s in cfg.sources:
-        try:
-            return s.name, real.relative_to(s.root).as_posix()
-        except ValueError:
-            continue
-    return str(real.parent), real.name
+    roots = [(s.name, Path(s.root)) for s in cfg.sources]
+    roots += [(name, Path(os.path.realpath(root))) for name, root in known]
+    holding = [(name, root) for name, root in roots if real.is_relative_to(root)]
+    if holding:
+        name, root = max(holding, key=lambda nr: len(nr[1].parts))  # first of the deepest
+        return name, real.relative_to(root).as_posix()
+    base = Path(os.path.realpath(cwd if cwd is not None else os.getcwd()))
+    if real.is_relative_to(base) and real != base:
+        return str(base), real.relative_to(base).as_posix()
+    anchor = Path(real.anchor)
+    logger.warning(
+        "%s is outside every known source and the current directory: its ids are "
+        "those of a source at %s (run `ingestd chunk` from the folder you index)",
+        file,
+        anchor,
+    )
+    return str(anchor), real.relative_to(anchor).as_posix()
 
 
 def preview(
@@ -68,6 +101,7 @@ def preview(
     chunker_name: str | None = None,
     params: Sequence[str] = (),
     stats: bool = False,
+    known: Sequence[tuple[str, str]] = (),
 ) -> Iterator[dict[str, Any]]:
     """Chunk ``file`` and yield one JSON-ready object per chunk (or one stats object).
 
@@ -76,6 +110,9 @@ def preview(
     ``heading_path`` (when the chunk has a heading above it) and ``text``, plus ``prefix``
     when there is one, ``parent_id``/``is_parent`` (``hierarchical``) and strategy extras
     (``start_token``/``end_token`` for ``token``, front-matter ``title``).
+
+    ``source`` and ``path`` (and so ``id``) are those ``resync`` would give (see
+    :func:`locate`; ``known`` lists the manifest's sources as ``(name, root)``).
 
     Raises:
         ValueError: unknown rule or chunker, bad params, or an undecodable file.
@@ -88,7 +125,7 @@ def preview(
     ctx, tok = build_context(cfg, embed=embed.embed_texts)
     rules = _rules_for(cfg, chunker_name, rule_name, params)
     ruleset = RuleSet(rules, ctx, tok, info.fingerprint)
-    source, rel = _locate(cfg, file)
+    source, rel = locate(cfg, file, known)
     if rule_name:
         matches = [r for r in ruleset.rules if r.name == rule_name]
         if not matches:

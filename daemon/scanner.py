@@ -1,4 +1,4 @@
-"""Which files of a source are documents, and a fast walk that stats them.
+r"""Which files of a source are documents, and a fast walk that stats them.
 
 Filtering (shared by scans and the watcher, so ignored paths never reach the planner):
 
@@ -12,6 +12,14 @@ Filtering (shared by scans and the watcher, so ignored paths never reach the pla
 Symlink policy: symlinks are never followed, neither to files nor to folders, so
 nothing outside the root is read and a symlink loop cannot hang a walk. A symlinked
 document is simply not indexed.
+
+Names that cannot be stored: a path is a key of the manifest, a part of every point
+id and a payload value, all of them UTF-8 text. A file or folder name that is not
+valid UTF-8 (Python hands it over with surrogate escapes, ``bad\udcff.md``) is
+*skipped*: :func:`scan` leaves it out and lists it in :attr:`Scan.skipped` under its
+:func:`display_path` (``bad\xff.md``), with the reason. A folder whose entries cannot
+be read is skipped the same way (:attr:`Scan.unreadable`): nothing under it is
+indexed, and nothing the manifest knows under it is deleted.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from __future__ import annotations
 import os
 import re
 import stat as stat_mod
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +35,17 @@ import pathspec
 
 from .config import SourceConfig
 
-__all__ = ["FileStat", "SourceFilter", "git_head", "scan", "stat_file"]
+__all__ = [
+    "FileStat",
+    "Scan",
+    "SourceFilter",
+    "display_path",
+    "git_head",
+    "name_problem",
+    "scan",
+    "stat_file",
+    "walk_folders",
+]
 
 _IGNORED_DIRS = frozenset(
     {
@@ -166,13 +185,60 @@ def stat_file(path: Path) -> FileStat | None:
     return FileStat.of(st)
 
 
-def scan(flt: SourceFilter, under: str = "") -> dict[str, FileStat]:
+def name_problem(rel: str) -> str | None:
+    """Why path ``rel`` cannot be indexed as named, or ``None`` when it can.
+
+    Every path is stored as UTF-8 text (manifest key, point id, payload), so a name
+    that is not valid UTF-8 (surrogate-escaped by Python) is refused.
+    """
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return "name is not valid UTF-8"
+    return None
+
+
+def display_path(rel: str) -> str:
+    r"""``rel`` as printable text: bytes that are not UTF-8 shown as ``\xff`` escapes."""
+    return os.fsencode(rel).decode("utf-8", "backslashreplace")
+
+
+class Scan(dict[str, FileStat]):
+    """What :func:`scan` found: POSIX relative path -> :class:`FileStat` of each document.
+
+    Attributes:
+        skipped: entries left out, by :func:`display_path`: names that are not valid
+            UTF-8 (files the source would index, and folders) -> the reason.
+        unreadable: folders (relative paths, ``""`` for the root) whose entries could
+            not be read -> the error. Documents the manifest knows below them are
+            neither indexed nor deleted.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.skipped: dict[str, str] = {}
+        self.unreadable: dict[str, str] = {}
+
+    def covers(self, rel: str) -> bool:
+        """Whether ``rel`` lies in an unreadable folder (so its absence means nothing)."""
+        return any(
+            not folder or rel == folder or rel.startswith(folder + "/")
+            for folder in self.unreadable
+        )
+
+
+def scan(flt: SourceFilter, under: str = "") -> Scan:
     """Walk the source (or folder ``under`` of it) and stat every document.
 
+    Errors opening a folder or reading its entries (``PermissionError`` in ``/proc``,
+    ``EIO`` on a failing disk) never end the walk: the folder is listed in
+    :attr:`Scan.unreadable`. Names that are not valid UTF-8 are listed in
+    :attr:`Scan.skipped` (see :func:`name_problem`); a folder so named is not entered.
+
     Returns:
-        POSIX relative path -> :class:`FileStat`. Unreadable folders are skipped.
+        POSIX relative path -> :class:`FileStat`, with what was skipped.
     """
-    out: dict[str, FileStat] = {}
+    out = Scan()
     root = flt.root
     stack = [under.strip("/")]
     while stack:
@@ -181,19 +247,71 @@ def scan(flt: SourceFilter, under: str = "") -> dict[str, FileStat]:
             continue
         try:
             it = os.scandir(root / rel_dir if rel_dir else root)
-        except OSError:
+        except OSError as exc:
+            out.unreadable[rel_dir] = exc.strerror or type(exc).__name__
             continue
         with it:
-            for entry in it:
-                rel = f"{rel_dir}/{entry.name}" if rel_dir else entry.name
+            while True:
                 try:
-                    if entry.is_dir(follow_symlinks=False):
-                        stack.append(rel)
-                    elif entry.is_file(follow_symlinks=False) and flt.accepts(rel):
-                        out[rel] = FileStat.of(entry.stat(follow_symlinks=False))
-                except OSError:
-                    continue
+                    entry = next(it)
+                except StopIteration:
+                    break
+                except OSError as exc:  # reading the entries failed mid-way
+                    out.unreadable[rel_dir] = exc.strerror or type(exc).__name__
+                    break
+                _visit(flt, out, stack, entry, f"{rel_dir}/{entry.name}" if rel_dir else entry.name)
     return out
+
+
+def _visit(
+    flt: SourceFilter, out: Scan, stack: list[str], entry: os.DirEntry[str], rel: str
+) -> None:
+    try:
+        if entry.is_dir(follow_symlinks=False):
+            problem = name_problem(entry.name)
+            if problem is None:
+                stack.append(rel)
+            elif not flt.ignores_dir(rel):
+                out.skipped[display_path(rel) + "/"] = f"folder {problem}: nothing in it is indexed"
+        elif entry.is_file(follow_symlinks=False) and flt.accepts(rel):
+            problem = name_problem(rel)
+            if problem is None:
+                out[rel] = FileStat.of(entry.stat(follow_symlinks=False))
+            else:
+                out.skipped[display_path(rel)] = f"file {problem}; skipped"
+    except OSError:
+        pass  # vanished or unreadable entry: not a document now
+
+
+def walk_folders(flt: SourceFilter, under: str = "") -> Iterator[tuple[str, int]]:
+    """``(relative path, inode)`` of folder ``under`` and every folder below it.
+
+    Folders the filter ignores and names that are not UTF-8 are left out, as
+    :func:`scan` leaves them; a folder that cannot be read is yielded, not entered.
+    """
+    stack = [under.strip("/")]
+    while stack:
+        rel_dir = stack.pop()
+        if flt.ignores_dir(rel_dir):
+            continue
+        path = flt.root / rel_dir if rel_dir else flt.root
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if not stat_mod.S_ISDIR(st.st_mode):
+            continue
+        yield rel_dir, st.st_ino
+        try:
+            with os.scandir(path) as it:
+                subs = [
+                    f"{rel_dir}/{e.name}" if rel_dir else e.name
+                    for e in it
+                    if e.is_dir(follow_symlinks=False) and name_problem(e.name) is None
+                ]
+        except OSError:
+            continue
+        stack.extend(subs)
 
 
 def git_head(root: Path) -> str | None:

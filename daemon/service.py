@@ -43,7 +43,9 @@ from typing import Any
 from . import systemd
 from .config import Config, ConfigError
 from .control import ControlServer, DaemonError, StateLock
+from .coverage import WatchCoverage
 from .engine import Engine, SyncProgress, SyncResult
+from .inotify import reason_for
 from .watcher import Batcher, BatcherThread, SourceWatcher
 
 __all__ = ["Service"]
@@ -52,7 +54,6 @@ logger = logging.getLogger(__name__)
 
 URGENT, CHANGES, SCAN = 0, 1, 2
 RETRY_MIN_S, RETRY_MAX_S = 1.0, 60.0  # back-off of a failed batch or scan
-UNWATCHED_RESCAN_S = 60.0  # rescan period of a source whose watch could not be set
 MODEL_LOAD_GRACE_S = 600.0  # longest the watchdog is fed while the model preloads
 
 
@@ -116,7 +117,11 @@ class Service:
         self._delayed: list[tuple[float, int, _Job]] = []  # heap of (due, seq, job)
         self._failures: dict[str, int] = {}  # consecutive failures per source
         self.last_error: dict[str, str] = {}
-        self._unwatched: dict[str, float] = {}  # source -> last rescan (monotonic)
+        #: sources not watched at all or not in every folder -> last re-watch (monotonic);
+        #: each is watched again and rescanned every ``watch.unwatched_rescan_s``
+        self._unwatched: dict[str, float] = {}
+        self.coverage = WatchCoverage(cfg.watch.unwatched_rescan_s)
+        self._retrying: set[tuple[str, str]] = set()  # unreadable files queued for a try
         self._root_ids: dict[str, tuple[int, int] | None] = {}  # (st_dev, st_ino) watched
         self._next_ping = 0.0
         self._ping_every = systemd.watchdog_interval()
@@ -174,6 +179,8 @@ class Service:
         )
         self._batcher.start()
         self._unwatched.clear()
+        self._retrying.clear()
+        self.coverage = WatchCoverage(w.unwatched_rescan_s)
         for name in self.engine.filters:
             self._watch(name)
 
@@ -195,19 +202,29 @@ class Service:
         self._preload.start()
 
     def _watch(self, name: str) -> bool:
-        """Start watching source ``name``; on failure it is rescanned every 60 s instead."""
+        """Start watching source ``name`` and check that every folder is watched.
+
+        A source whose root is missing, whose root cannot be watched, or with folders
+        that cannot be watched (see :mod:`~ingestd.daemon.coverage`) is watched again
+        and rescanned every ``watch.unwatched_rescan_s`` seconds instead.
+
+        Returns:
+            Whether a watcher runs (possibly degraded).
+        """
         assert self.engine is not None and self._batcher is not None
         flt = self.engine.filters[name]
+        period = self.cfg.watch.unwatched_rescan_s
         if not Path(flt.root).is_dir():
-            if name not in self._unwatched:
+            if name not in self.missing_roots:
                 logger.error(
                     "source %s: root %s is missing (unmounted?); nothing is deleted, and "
                     "watching resumes when it is back (checked every %.0f s)",
                     name,
                     flt.root,
-                    UNWATCHED_RESCAN_S,
+                    period,
                 )
             self.missing_roots[name] = str(flt.root)
+            self.coverage.forget(name)
             self._unwatched[name] = time.monotonic()
             return False
         self.missing_roots.pop(name, None)
@@ -216,19 +233,28 @@ class Service:
             sw.start()
         except OSError as exc:
             sw.stop()
-            logger.error(
-                "cannot watch source %s (%s); it is rescanned every %.0f s instead "
-                "(raise fs.inotify.max_user_watches?)",
-                name,
-                exc,
-                UNWATCHED_RESCAN_S,
-            )
+            self.coverage.unwatched_source(name, reason_for(exc.errno) if exc.errno else str(exc))
             self._unwatched[name] = time.monotonic()
             return False
         self._watchers.append(sw)
         self._root_ids[name] = _root_id(flt.root)
-        self._unwatched.pop(name, None)
+        self._check_watches(sw)
         return True
+
+    def _check_watches(self, sw: SourceWatcher, under: tuple[str, ...] = ("",)) -> None:
+        """Ask the kernel whether the folders of ``sw`` (below ``under``) are watched."""
+        found = sw.unwatched_folders(under)
+        if found is None:  # the kernel cannot tell (not inotify)
+            self._unwatched.pop(sw.source, None)
+            return
+        self.coverage.update(sw.source, found, under)
+        if self.coverage.is_degraded(sw.source):
+            self._unwatched.setdefault(sw.source, time.monotonic())
+        else:
+            self._unwatched.pop(sw.source, None)
+
+    def _watcher_of(self, name: str) -> SourceWatcher | None:
+        return next((w for w in self._watchers if w.source == name), None)
 
     def main_loop(self) -> None:
         """Run jobs until :attr:`should_exit`; ping the systemd watchdog.
@@ -256,6 +282,7 @@ class Service:
                 return
             now = time.monotonic()
             self._maybe_rescan(now)
+            self._queue_due_retries()
             wait = self._release_delayed(now)
             try:
                 job = self._queue.get(timeout=min(0.5, self._ping_every or 0.5, wait))
@@ -476,6 +503,9 @@ class Service:
                 self.progress.pop(source, None)
             self._succeeded(source)
             self._observe(res, None)
+            watcher = self._watcher_of(source)
+            if watcher is not None and not res.interrupted:
+                self._check_watches(watcher)
             if res.interrupted:
                 logger.info(
                     "scan of source %s interrupted: %d indexed, %d deleted, %d failed "
@@ -529,27 +559,40 @@ class Service:
         """Queue a batch of changed paths (called on the batcher thread)."""
         self._queue.put(self._batch_job(source, set(paths), first or time.monotonic()))
 
-    def _batch_job(self, source: str, paths: set[str], first: float) -> _Job:
+    def _batch_job(
+        self, source: str, paths: set[str], first: float, *, retry: bool = False
+    ) -> _Job:
         """A job syncing changed ``paths``; it counts in ``lag_seconds`` until it is done.
 
         Run nested in another job's checkpoint, it leaves the documents that job has in
-        flight to a batch queued once that job ends (``deferred``).
+        flight to a batch queued once that job ends (``deferred``). A ``retry`` of
+        files that could not be read does not count in ``lag_seconds`` (``status``
+        lists those files under ``retrying``).
         """
         seq = next(self._seq)
-        self._waiting[seq] = first
+        if not retry:
+            self._waiting[seq] = first
 
         def run() -> Any:
             assert self.engine is not None
+            if retry:
+                self._retrying.difference_update((source, p) for p in paths)
             if source not in self.engine.sources:
                 self._waiting.pop(seq, None)
                 return None  # removed by a reload
             res = self.engine.sync(source, paths)
             self.batches_done += 1
             self._succeeded(source)
-            self._waiting.pop(seq, None)
-            self._lag.append(time.monotonic() - first)
-            del self._lag[:-100]
+            if seq in self._waiting:
+                self._waiting.pop(seq, None)
+                self._lag.append(time.monotonic() - first)
+                del self._lag[:-100]
             self._observe(res, first)
+            watcher = self._watcher_of(source)
+            if watcher is not None and not res.interrupted:
+                folders = tuple(sorted(p for p in paths if (watcher.flt.root / p).is_dir()))
+                if folders:  # new or moved-in folders: did they get their watches?
+                    self._check_watches(watcher, folders)
             if res.indexed or res.deleted or res.failed:
                 logger.info(
                     "source %s: %d changed path(s): %d indexed, %d deleted, %d failed",
@@ -561,16 +604,18 @@ class Service:
                 )
             if res.deferred:
                 self._after_in_flight.setdefault(source, set()).update(res.deferred)
-            if res.retry:  # files that vanished or were locked mid-read
-                self._defer(RETRY_MIN_S, self._batch_job(source, set(res.retry), first))
+            # files that vanished or could not be read mid-way are tried again when
+            # their back-off is due (see _queue_due_retries)
             if res.interrupted:  # stopping: the next start's scan finds these changes
                 logger.info("source %s: a batch of changes was interrupted", source)
             return res.as_dict()
 
         def on_error(exc: Exception) -> None:
             self._waiting.pop(seq, None)
-            retry = self._batch_job(source, paths, first)
-            self._failed(source, f"a batch of {len(paths)} change(s)", exc, retry)
+            again = self._batch_job(source, paths, first, retry=retry)
+            if retry:
+                self._retrying.update((source, p) for p in paths)
+            self._failed(source, f"a batch of {len(paths)} change(s)", exc, again)
 
         return _Job(CHANGES, seq, run, on_error=on_error, nestable=True)
 
@@ -585,6 +630,17 @@ class Service:
         logger.warning("events of source %s may have been lost (%s); rescanning", source, why)
         self._queue_scan(source, why)
 
+    def _queue_due_retries(self) -> None:
+        """Queue a try of each file whose read failed and whose back-off is due."""
+        assert self.engine is not None
+        due: dict[str, set[str]] = {}
+        for source, rel in self.engine.retry.due(self.engine.now()):
+            if (source, rel) not in self._retrying:
+                due.setdefault(source, set()).add(rel)
+        for source, rels in due.items():
+            self._retrying.update((source, p) for p in rels)
+            self._queue.put(self._batch_job(source, rels, time.monotonic(), retry=True))
+
     def _schedule_retry_rescan(self) -> None:
         assert self.engine is not None
         for name in self.engine.sources:
@@ -593,11 +649,16 @@ class Service:
     def _maybe_rescan(self, now: float) -> None:
         assert self.engine is not None
         for name, last in list(self._unwatched.items()):
-            if now - last >= UNWATCHED_RESCAN_S:
+            if now - last >= self.cfg.watch.unwatched_rescan_s:
                 self._unwatched[name] = now
-                if self._watch(name):
-                    logger.info("source %s: watching again", name)
-                self._queue_scan(name, "unwatched source")
+                old = self._watcher_of(name)
+                if old is not None:  # degraded: set every watch again (the limit may be raised)
+                    old.stop()
+                    self._watchers.remove(old)
+                was_missing = name in self.missing_roots
+                if self._watch(name) and was_missing:
+                    logger.info("source %s: its root is back; watching again", name)
+                self._queue_scan(name, "not every folder is watched")
         interval = self.cfg.watch.rescan_interval_s
         if not interval or now - self._last_rescan < interval:
             return
@@ -719,6 +780,8 @@ class Service:
         missing = dict(self.missing_roots)
         for s in st["sources"]:
             s["root_missing"] = s["source"] in missing
+            s["unwatched_folders"] = self.coverage.folders(s["source"])
+        watched = {w.source for w in self._watchers}
         progress = {name: p.as_dict() for name, p in list(self.progress.items())}
         st["daemon"] = {
             "pid": os.getpid(),
@@ -730,12 +793,15 @@ class Service:
             "scan_documents_left": sum(p["docs_total"] - p["docs_done"] for p in progress.values()),
             "lag_seconds": round(self.lag(), 3),
             "watchers_alive": all(w.alive() for w in self._watchers),
-            "unwatched_sources": sorted(self._unwatched),
+            # sources without any watch, and sources with folders that are not watched:
+            # both are rescanned every watch.unwatched_rescan_s
+            "unwatched_sources": sorted(n for n in self._unwatched if n not in watched),
+            "degraded_sources": self.coverage.degraded(),
             "missing_roots": sorted(missing.values()),
             "model_loaded": bool(getattr(engine._embed_model, "loaded", False)),
             "started_at": self.started_at,
             "last_error": dict(self.last_error),
-            "healthy": not self._dead_watchers() and not self.last_error and not missing,
+            "healthy": not (self._dead_watchers() or self.last_error or missing or self._unwatched),
         }
         return st
 

@@ -1,8 +1,9 @@
 """``verify``: compare the files, the manifest and the store, and repair drift.
 
 The expected state is what a from-scratch ingest of the current files would store
-(:meth:`~ingestd.daemon.engine.Engine.expected_points`): the same point ids and the same
-payloads, provenance keys aside. Repair deletes orphans by id, re-writes documents with
+(:meth:`~ingestd.daemon.engine.Engine.expected_points`): the same point ids, the same
+payloads, provenance keys aside, and the same sparse vectors, recomputed from the
+embedded text. Repair deletes orphans by id, re-writes documents with
 missing or stale points (vectors from the embedding cache when known), and re-records
 drifted manifest rows.
 """
@@ -19,7 +20,7 @@ from .scanner import scan
 if TYPE_CHECKING:
     from .engine import Engine
 
-__all__ = ["VerifyReport", "verify"]
+__all__ = ["VerifyReport", "same_sparse", "verify"]
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +30,9 @@ class VerifyReport:
     """Differences between the files, the manifest and the store for one source.
 
     ``missing``: expected points absent from the store; ``orphans``: store points no
-    file produces; ``stale``: points whose payload differs; ``manifest``: paths whose
-    manifest record disagrees with the files.
+    file produces; ``stale``: points whose payload differs; ``sparse``: points whose
+    sparse (BM25) vector differs from the one recomputed from their text;
+    ``manifest``: paths whose manifest record disagrees with the files.
     """
 
     source: str
@@ -38,12 +40,13 @@ class VerifyReport:
     missing: list[str] = field(default_factory=list)
     orphans: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
+    sparse: list[str] = field(default_factory=list)
     manifest: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
         """Whether files, manifest and store agree."""
-        return not (self.missing or self.orphans or self.stale or self.manifest)
+        return not (self.missing or self.orphans or self.stale or self.sparse or self.manifest)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready report (lists capped at 100 ids each, with totals)."""
@@ -52,7 +55,7 @@ class VerifyReport:
             "expected": self.expected,
             "clean": self.clean,
         }
-        for k in ("missing", "orphans", "stale", "manifest"):
+        for k in ("missing", "orphans", "stale", "sparse", "manifest"):
             v = getattr(self, k)
             out[k] = v[:100]
             out[f"n_{k}"] = len(v)
@@ -71,20 +74,35 @@ def verify(engine: Engine, source: str, *, repair: bool = False) -> VerifyReport
         KeyError: unknown source.
     """
     rep = VerifyReport(source)
-    expected, docs = engine.expected_points(source)
+    want_sparse: dict[str, Any] = {}
+    expected, docs = engine.expected_points(source, sparse=want_sparse)
     rep.expected = len(expected)
     collection = engine.sources[source].collection
     stored: dict[str, dict[str, Any]] = {}
+    got_sparse: dict[str, Any] = {}
+    common: list[str] = []
     if engine.store.has_collection(collection):
         stored = {pid: strip_provenance(p) for pid, p in engine.store.scroll(collection, source)}
+        common = sorted(set(expected) & set(stored))
+        got_sparse = engine.store.sparse_vectors(collection, common)
     rep.missing = sorted(set(expected) - set(stored))
     rep.orphans = sorted(set(stored) - set(expected))
-    rep.stale = sorted(pid for pid in set(expected) & set(stored) if expected[pid] != stored[pid])
+    rep.stale = [pid for pid in common if expected[pid] != stored[pid]]
+    rep.sparse = [pid for pid in common if not same_sparse(want_sparse[pid], got_sparse.get(pid))]
     rep.manifest = _manifest_drift(engine, source, expected, docs)
     if repair and not rep.clean:
         _repair(engine, source, rep, expected)
         return verify(engine, source, repair=False)
     return rep
+
+
+def same_sparse(want: Any, got: Any) -> bool:
+    """Whether two sparse vectors (or ``None``) are equal, values up to float32 noise."""
+    if want is None or got is None:
+        return want is None and got is None
+    return list(want.indices) == list(got.indices) and all(
+        abs(a - b) <= 1e-6 * max(1.0, abs(a)) for a, b in zip(want.values, got.values, strict=True)
+    )
 
 
 def _manifest_drift(
@@ -128,7 +146,7 @@ def _repair(
         engine.ensure_collection(collection)
         engine.store.delete(collection, rep.orphans)
     paths = set(rep.manifest)
-    for pid in rep.missing + rep.stale:
+    for pid in rep.missing + rep.stale + rep.sparse:
         paths.add(expected[pid]["path"])
     on_disk = scan(engine.filters[source])
     plan = Plan(source)

@@ -16,16 +16,21 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from .scanner import SourceFilter
+from . import inotify
+from .scanner import SourceFilter, walk_folders
 
 __all__ = ["Batch", "Batcher", "BatcherThread", "SourceWatcher"]
 
 logger = logging.getLogger(__name__)
+
+#: Longest a folder that could be watched but is not is waited for (its watch may be
+#: on its way: watchdog adds the watch of a new folder on its own thread), in seconds.
+SETTLE_S = 1.0
 
 
 class Batch(NamedTuple):
@@ -306,6 +311,43 @@ class SourceWatcher:
         self._observer.start()
         self._started = True
         _OverflowHook.register(self)
+
+    def unwatched_folders(self, under: Iterable[str] = ("",)) -> dict[str, str] | None:
+        """Folders of the source (or below ``under``) that the kernel does not watch.
+
+        watchdog may skip a folder silently (see :mod:`~ingestd.daemon.inotify`); this
+        asks the kernel. A folder found unwatched that could be watched now (it was
+        created a moment ago, its watch is on its way) is looked at again for up to
+        :data:`SETTLE_S` seconds before it counts.
+
+        Returns:
+            Relative folder path (``""``: the root) -> why it is not watched, or
+            ``None`` when the kernel cannot tell (not inotify).
+        """
+        inodes = inotify.watched_inodes()
+        if inodes is None:
+            return None
+        candidates: dict[str, int] = {}
+        for top in sorted(set(under)):
+            for rel, ino in walk_folders(self.flt, top):
+                if ino not in inodes:
+                    candidates[rel] = ino
+        out: dict[str, str] = {}
+        late: dict[str, int] = {}
+        for rel, ino in candidates.items():
+            reason = inotify.probe(Path(self.root) / rel)
+            if reason.startswith("not watched"):
+                late[rel] = ino
+            else:
+                out[rel] = reason
+        deadline = time.monotonic() + SETTLE_S
+        while late and time.monotonic() < deadline:
+            time.sleep(0.05)
+            inodes = inotify.watched_inodes() or set()
+            late = {rel: ino for rel, ino in late.items() if ino not in inodes}
+        for rel in late:
+            out[rel] = "not watched (watchdog set no watch on it)"
+        return out
 
     def alive(self) -> bool:
         """Whether the observer thread and every emitter thread still run."""

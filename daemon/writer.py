@@ -17,6 +17,12 @@ and other files' changes, and a stop request (SIGTERM) raises
 large, holds the daemon for longer than one slice (DESIGN.md, "Long work is sliced"),
 and a document interrupted mid-way costs the next attempt nothing but re-use of its
 cached vectors.
+
+One document never fails its neighbours: when writing a group raises an error that
+is not about the store, the manifest or the machine as a whole (those fail the group,
+which the daemon retries with back-off), the documents are written one by one, and
+one that fails alone is committed as a failed document (no points, its error in
+``status``).
 """
 
 from __future__ import annotations
@@ -28,12 +34,13 @@ from typing import TYPE_CHECKING, Any
 
 from ingestd.store.manifest import ChunkRow
 
-from .documents import PreparedDocument, strip_provenance
+from .documents import PreparedDocument, SyncInterrupted, sparse_vector, strip_provenance
+from .scanner import display_path
 
 if TYPE_CHECKING:
     from .engine import Engine, SyncResult
 
-__all__ = ["SLICE_CHUNKS", "InFlight", "Writer"]
+__all__ = ["SLICE_CHUNKS", "InFlight", "Writer", "fails_whole_batch"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +86,9 @@ class _DocWork:
     rows: list[ChunkRow]
     fresh: list[ChunkRow]
     stale: set[str]
+    #: the rule fingerprint changed (e.g. the BM25 contract): kept points get their
+    #: sparse vector re-written too
+    resparse: bool = False
 
 
 class Writer:
@@ -116,16 +126,70 @@ class Writer:
             checkpoint: called after every slice; may raise ``SyncInterrupted``.
             progress: called after every slice, before ``checkpoint``.
 
+        A document whose own write fails is committed as failed instead (see the
+        module docstring); the others are written.
+
         Raises:
             SyncInterrupted: from ``checkpoint``; the group stays pending, uncommitted.
+            Exception: an error for which :func:`fails_whole_batch` holds (the store or
+                the manifest cannot be written at all): nothing of the group is committed.
         """
+        counts = (res.chunks_written, res.chunks_deleted, res.indexed, res.failed)
+        try:
+            self._write(source, group, res, force, checkpoint, progress)
+            return
+        except Exception as exc:
+            if fails_whole_batch(exc):
+                raise
+            error = f"{type(exc).__name__}: {exc}"
+            res.chunks_written, res.chunks_deleted, res.indexed, res.failed = counts
+        if len(group) > 1:
+            logger.warning(
+                "writing %d documents together failed (%s); writing them one by one",
+                len(group),
+                error,
+            )
+            for prep in group:
+                self.write(
+                    source, [prep], res, force=force, checkpoint=checkpoint, progress=progress
+                )
+            return
+        prep = group[0]
+        logger.error("cannot write %s (%s); recording it as failed", prep.path, error)
+        failed = PreparedDocument(
+            prep.path, prep.stat, prep.content_hash, prep.rule, error=f"cannot be written: {error}"
+        )
+        try:
+            self._write(source, [failed], res, False, checkpoint, progress)
+        except Exception as exc:
+            if fails_whole_batch(exc):
+                raise
+            logger.error(
+                "cannot record %s as failed either (%s: %s)", prep.path, type(exc).__name__, exc
+            )
+            self.engine.skipped.setdefault(source, {})[display_path(prep.path)] = (
+                f"cannot be written or recorded: {error}"
+            )
+
+    def _write(
+        self,
+        source: str,
+        group: list[PreparedDocument],
+        res: SyncResult,
+        force: bool,
+        checkpoint: Callable[[], None] | None,
+        progress: Callable[[], None] | None,
+    ) -> None:
         eng = self.engine
         collection = eng.sources[source].collection
         eng.ensure_collection(collection)
         _ = eng.cache  # open the cache before the first lookup
         doc_ids = eng.manifest.upsert_documents(source, [p.path for p in group])
         known = eng.manifest.chunks_of_docs(list(doc_ids.values()))
+        fingerprints = eng.manifest.rule_fingerprints(list(doc_ids.values()))
         work = [self._plan_doc(p, doc_ids[p.path], known[doc_ids[p.path]], force) for p in group]
+        for w in work:
+            w.resparse = fingerprints.get(w.doc_id) != w.prep.rule.fingerprint
         keys = [(source, w.prep.path) for w in work]
         for key, w in zip(keys, work, strict=True):
             self.in_flight[key] = InFlight(source, w.prep.path, 0, len(w.fresh), w.prep.size)
@@ -183,7 +247,9 @@ class Writer:
             for w, r in part:
                 payload = dict(w.prep.payloads[r.ordinal])
                 payload["indexed_at"] = now
-                points.append(Point(r.point_id, vectors[w.prep.hashes[r.ordinal]], payload))
+                chunk = w.prep.chunks[r.ordinal]
+                vec = vectors[w.prep.hashes[r.ordinal]]
+                points.append(Point(r.point_id, vec, payload, sparse_vector(chunk)))
             eng.store.upsert(collection, points)  # (b)
             for w, _ in part:
                 self.in_flight[(source, w.prep.path)].chunks_done += 1
@@ -202,10 +268,13 @@ class Writer:
     ) -> None:
         """Step (b) for kept points: payload fields that moved (ordinal, offsets, ...).
 
+        After a rule change their sparse vectors are re-written too (the BM25 contract
+        is part of the rule fingerprint; the text, and so the point id, is unchanged).
         A kept point the store lost is upserted whole instead: its row joins the
         document's fresh rows (the in-flight counts grow accordingly).
         """
         updates: list[tuple[str, dict[str, Any]]] = []
+        resparse: list[tuple[str, Any]] = []
         rows: dict[str, tuple[_DocWork, ChunkRow]] = {}
         for w in work:
             fresh_ids = {r.point_id for r in w.fresh}
@@ -214,8 +283,13 @@ class Writer:
                     payload = w.prep.payloads[r.ordinal]
                     updates.append((r.point_id, strip_provenance(payload) | _git_of(payload)))
                     rows[r.point_id] = (w, r)
+                    vec = sparse_vector(w.prep.chunks[r.ordinal]) if w.resparse else None
+                    if vec is not None:
+                        resparse.append((r.point_id, vec))
+        lost: set[str] = set()
         for i in range(0, len(updates), PAYLOAD_SLICE):
             missing = self.engine.store.set_payload(collection, updates[i : i + PAYLOAD_SLICE])
+            lost.update(missing or ())
             for pid in missing or ():
                 w, r = rows[pid]
                 w.fresh.append(r)
@@ -223,6 +297,11 @@ class Writer:
             if missing:
                 logger.warning("%d points missing from the store are written again", len(missing))
             if checkpoint is not None and i + PAYLOAD_SLICE < len(updates):
+                checkpoint()
+        resparse = [(pid, vec) for pid, vec in resparse if pid not in lost]  # upserted whole
+        for i in range(0, len(resparse), PAYLOAD_SLICE):
+            self.engine.store.set_sparse(collection, resparse[i : i + PAYLOAD_SLICE])
+            if checkpoint is not None and i + PAYLOAD_SLICE < len(resparse):
                 checkpoint()
 
     def _commit(self, work: list[_DocWork], res: SyncResult) -> None:
@@ -256,6 +335,30 @@ class Writer:
             else:
                 res.indexed += 1
         eng.manifest.commit_documents(commits)
+
+
+def fails_whole_batch(exc: BaseException) -> bool:
+    """Whether ``exc`` is about the store, the manifest or the machine, not one document.
+
+    Such errors (a stop request, a store that cannot be reached, a full disk, a locked
+    database) fail the whole group, which is tried again later; any other error is
+    the document's own.
+    """
+    from sqlalchemy.exc import DisconnectionError, OperationalError
+
+    from ingestd.store.vectors import StoreUnavailableError
+
+    if isinstance(
+        exc,
+        SyncInterrupted
+        | OSError
+        | MemoryError
+        | StoreUnavailableError
+        | OperationalError
+        | DisconnectionError,
+    ):
+        return True
+    return type(exc).__module__.startswith("qdrant_client")
 
 
 def _git_of(payload: dict[str, Any]) -> dict[str, Any]:

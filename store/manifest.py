@@ -23,6 +23,7 @@ Rows:
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -97,6 +98,20 @@ class CollectionTable(Base):
     model: Mapped[str] = mapped_column(Text)
     model_fingerprint: Mapped[str] = mapped_column(String(64))
     dim: Mapped[int] = mapped_column(Integer)
+    layout: Mapped[str | None] = mapped_column(String(200), nullable=True)
+
+
+class CollectionBuildTable(Base):
+    """A new version of a collection under construction (one at a time per collection)."""
+
+    __tablename__ = "collection_builds"
+    name: Mapped[str] = mapped_column(String(255), primary_key=True)
+    target: Mapped[str] = mapped_column(String(255))
+    previous: Mapped[str | None] = mapped_column(String(255), nullable=True)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    phase: Mapped[str] = mapped_column(String(16), default="building")
+    done_sources: Mapped[str] = mapped_column(Text, default="[]")
+    started_at: Mapped[float] = mapped_column(Float)
 
 
 class DocumentTable(Base):
@@ -143,16 +158,25 @@ def _m002_held_deletes(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE sources ADD COLUMN held_deletes INTEGER DEFAULT 0")
 
 
+def _m003_collection_builds(conn: Connection) -> None:
+    cast(Table, CollectionBuildTable.__table__).create(conn, checkfirst=True)
+    cols = {c["name"] for c in inspect(conn).get_columns("collections")}
+    if "layout" not in cols:  # NULL: written before layouts were recorded (legacy)
+        conn.exec_driver_sql("ALTER TABLE collections ADD COLUMN layout VARCHAR(200)")
+
+
 #: Ordered, named schema migrations. Append only.
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_held_deletes", _m002_held_deletes),
+    ("003_collection_builds", _m003_collection_builds),
 ]
 
 D = cast(Table, DocumentTable.__table__)
 C = cast(Table, ChunkTable.__table__)
 S = cast(Table, SourceTable.__table__)
 K = cast(Table, CollectionTable.__table__)
+CB = cast(Table, CollectionBuildTable.__table__)
 
 
 #: The columns of a :class:`ChunkRow`, in its field order.
@@ -371,10 +395,81 @@ class Manifest:
                     "use another collection name, or `ingestd forget` its sources first"
                 )
 
+    def collection_layout(self, name: str) -> str | None:
+        """The store layout collection ``name`` was last known to have.
+
+        Returns:
+            ``None`` when the manifest has no record of the collection, ``""`` when it
+            was written before layouts were recorded, else the layout string.
+        """
+        with self.engine.connect() as conn:
+            row = conn.execute(select(K.c.layout).where(K.c.name == name)).first()
+        return None if row is None else str(row.layout or "")
+
+    def set_collection_layout(self, name: str, layout: str) -> None:
+        """Record the store layout of collection ``name`` (its model row must exist)."""
+        with self.engine.begin() as conn:
+            conn.execute(update(K).where(K.c.name == name).values(layout=layout))
+
     def forget_collection(self, name: str) -> None:
         """Drop the model record of collection ``name``."""
         with self.engine.begin() as conn:
             conn.execute(delete(K).where(K.c.name == name))
+
+    # -- collection builds -------------------------------------------------------------
+
+    def collection_build(self, name: str) -> dict[str, Any] | None:
+        """The build of a new version of collection ``name`` in progress, or ``None``.
+
+        Keys: ``name``, ``target``, ``previous``, ``reason``, ``phase`` (``building`` or
+        ``switching``), ``done_sources`` (list of source names), ``started_at``.
+        """
+        with self.engine.connect() as conn:
+            row = conn.execute(select(CB).where(CB.c.name == name)).first()
+        if row is None:
+            return None
+        out = dict(row._mapping)
+        out["done_sources"] = json.loads(out["done_sources"] or "[]")
+        return out
+
+    def start_collection_build(
+        self, name: str, target: str, previous: str | None, reason: str
+    ) -> None:
+        """Record that version ``target`` of collection ``name`` is being built."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(CB).where(CB.c.name == name))
+            conn.execute(
+                insert(CB).values(
+                    name=name,
+                    target=target,
+                    previous=previous,
+                    reason=reason,
+                    phase="building",
+                    done_sources="[]",
+                    started_at=self.now(),
+                )
+            )
+
+    def update_collection_build(
+        self, name: str, *, phase: str | None = None, done_source: str | None = None
+    ) -> None:
+        """Move a build to ``phase``, or record ``done_source`` as written into it."""
+        with self.engine.begin() as conn:
+            row = conn.execute(select(CB.c.done_sources).where(CB.c.name == name)).first()
+            if row is None:
+                return
+            values: dict[str, Any] = {}
+            if phase is not None:
+                values["phase"] = phase
+            if done_source is not None:
+                done = set(json.loads(row.done_sources or "[]")) | {done_source}
+                values["done_sources"] = json.dumps(sorted(done))
+            conn.execute(update(CB).where(CB.c.name == name).values(**values))
+
+    def end_collection_build(self, name: str) -> None:
+        """Forget the build of collection ``name`` (it is complete)."""
+        with self.engine.begin() as conn:
+            conn.execute(delete(CB).where(CB.c.name == name))
 
     # -- documents ---------------------------------------------------------------------
 
@@ -508,6 +603,19 @@ class Manifest:
                 )
                 for doc_id, *rest in rows:
                     out[int(doc_id)].append(ChunkRow(*rest))
+        return out
+
+    def rule_fingerprints(self, doc_ids: Sequence[int]) -> dict[int, str]:
+        """The rule fingerprint each document was last committed with (``""`` if never)."""
+        out: dict[int, str] = {}
+        with self.engine.connect() as conn:
+            for i in range(0, len(doc_ids), 500):
+                rows = conn.execute(
+                    select(D.c.id, D.c.rule_fingerprint).where(
+                        D.c.id.in_(list(doc_ids[i : i + 500]))
+                    )
+                )
+                out.update({int(d): str(fp or "") for d, fp in rows})
         return out
 
     def add_pending(self, doc_id: int, rows: Sequence[ChunkRow]) -> None:

@@ -4,9 +4,26 @@
 ``qdrant.url`` a Qdrant server or cluster: the same code path. Embedded mode is
 single-process and not thread-safe: one thread owns a :class:`QdrantStore`.
 
+Layout of a collection (:data:`LAYOUT`): the configured collection name is an alias of a
+physical collection ``<name>__v<N>`` (one per version, see
+:mod:`ingestd.store.collections`), which holds an unnamed dense vector (cosine) and the
+sparse vector :data:`~ingestd.store.sparse.SPARSE_VECTOR` with ``Modifier.IDF``. A
+collection written before versions existed is a physical collection under the name
+itself, without the sparse vector: *legacy*, searched dense-only until it is upgraded.
+Reads name the alias; writes go to :meth:`QdrantStore.write_target`, the version
+being built while a build runs.
+
 Transient server errors (connection errors, 5xx, 429) are retried with exponential
 backoff (tenacity) up to ``retry_seconds``; past that the error propagates and the
 caller keeps the work queued.
+
+Memory of embedded mode: qdrant-client's local collection only *marks* a deleted point
+(``LocalCollection._delete_ids``); its id, payload (chunk text included) and vector stay
+in memory until the client is opened again, which loads the live points only. A daemon
+that rewrites files keeps deleting points, so :class:`QdrantStore` reopens an embedded
+store once :data:`COMPACT_MIN_DELETED` points were deleted and they are at least half
+as many as the live ones: memory stays within 1.5 times the live points' (plus a few
+megabytes), at the cost of one reload per that many deletions.
 """
 
 from __future__ import annotations
@@ -17,16 +34,37 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from .search import MODES, PATH_KEY, Filters, Hit, Mode, request
+from .sparse import SPARSE_VECTOR, SparseVec
+
 __all__ = [
+    "COMPACT_MIN_DELETED",
+    "LAYOUT",
+    "Layout",
     "Point",
     "QdrantStore",
-    "ScoredPoint",
     "StoreUnavailableError",
     "VectorStore",
     "embedded_point_count",
+    "physical_name",
 ]
 
 logger = logging.getLogger(__name__)
+
+#: Deleted points an embedded store holds in memory before it is reopened (see above);
+#: about 3 KB each with all-MiniLM-L6-v2 vectors and 1,000-character chunks.
+COMPACT_MIN_DELETED = 1000
+
+
+#: What a current collection looks like: alias -> ``<name>__v<N>`` with the dense vector,
+#: the sparse BM25 vector and the payload key :data:`~ingestd.store.search.PATH_KEY`.
+LAYOUT = f"alias+dense+{SPARSE_VECTOR}+{PATH_KEY}"
+_VERSION_SEP = "__v"
+
+
+def physical_name(name: str, version: int) -> str:
+    """Name of version ``version`` of collection ``name``: ``<name>__v<version>``."""
+    return f"{name}{_VERSION_SEP}{version}"
 
 
 class StoreUnavailableError(RuntimeError):
@@ -35,27 +73,56 @@ class StoreUnavailableError(RuntimeError):
 
 @dataclass(frozen=True, slots=True)
 class Point:
-    """A point to write: id (UUID string), vector (float32 sequence), payload."""
+    """A point to write.
+
+    Attributes:
+        id: UUID string.
+        vector: the dense vector (float32 sequence).
+        payload: JSON-ready payload.
+        sparse: the BM25 vector of the embedded text; ``None`` for points never
+            searched (parent sections).
+    """
 
     id: str
     vector: Any
     payload: dict[str, Any]
+    sparse: SparseVec | None = None
 
 
 @dataclass(frozen=True, slots=True)
-class ScoredPoint:
-    """A search hit: id, cosine similarity score, payload."""
+class Layout:
+    """What stands behind a collection name.
 
-    id: str
-    score: float
-    payload: dict[str, Any]
+    Attributes:
+        name: the configured collection name.
+        physical: the physical collection it resolves to, ``None`` when missing.
+        aliased: ``name`` is an alias (else a legacy physical collection or missing).
+        sparse: the physical collection has the sparse BM25 vector.
+        dim: its dense vectors' dimension.
+    """
+
+    name: str
+    physical: str | None
+    aliased: bool = False
+    sparse: bool = False
+    dim: int | None = None
+
+    @property
+    def exists(self) -> bool:
+        """Whether anything stands behind the name."""
+        return self.physical is not None
+
+    @property
+    def current(self) -> bool:
+        """Whether the collection has the current :data:`LAYOUT`."""
+        return self.aliased and self.sparse
 
 
 class VectorStore(Protocol):
     """What ingestd needs from a vector store (a second embedded backend will follow)."""
 
-    def ensure_collection(self, name: str, dim: int) -> None:
-        """Create collection ``name`` (cosine, ``dim``) if missing."""
+    def ensure_collection(self, name: str, dim: int) -> Layout:
+        """Create collection ``name`` (current layout, ``dim``) if missing; its layout."""
         ...
 
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
@@ -76,10 +143,14 @@ class VectorStore(Protocol):
         """Exact number of points in ``collection`` (of ``sources``); 0 when it is missing."""
         ...
 
+    def set_sparse(self, collection: str, updates: Sequence[tuple[str, SparseVec]]) -> None:
+        """Overwrite the sparse vector of existing points."""
+        ...
+
     def retrieve(
         self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
     ) -> list[tuple[str, dict[str, Any], Any]]:
-        """``(id, payload, vector or None)`` of the points that exist."""
+        """``(id, payload, dense vector or None)`` of the points that exist."""
         ...
 
     def scroll(
@@ -91,13 +162,17 @@ class VectorStore(Protocol):
     def search(
         self,
         collection: str,
-        vector: Any,
-        limit: int,
         *,
-        source: str | None = None,
-        path_prefix: str | None = None,
-    ) -> list[ScoredPoint]:
-        """Nearest points by cosine similarity, best first."""
+        dense: Sequence[float] | None,
+        sparse: SparseVec | None,
+        limit: int,
+        filters: Filters | None = None,
+        mode: Mode = "hybrid",
+        rrf_k: int = 60,
+        candidates: int = 50,
+        ranks: bool = False,
+    ) -> list[Hit]:
+        """Best points for a query, best first (see :mod:`ingestd.store.search`)."""
         ...
 
     def close(self) -> None:
@@ -154,7 +229,10 @@ class QdrantStore:
                     "(is `ingestd run` active on this state dir?)"
                 ) from exc
         self.client = client
-        self._known: set[str] = set()
+        self._layouts: dict[str, Layout] = {}
+        self._write_to: dict[str, str] = {}
+        self._path = path
+        self._deleted = 0  # points deleted since the embedded store was opened
 
     def _call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         if self.local:
@@ -183,69 +261,196 @@ class QdrantStore:
                 return fn(*args, **kwargs)
         return None  # pragma: no cover
 
-    def ensure_collection(self, name: str, dim: int) -> None:
-        """Create collection ``name`` (cosine distance, ``dim`` dims) if it is missing.
+    # -- layout and versions -------------------------------------------------------------
+
+    def layout(self, name: str) -> Layout:
+        """What stands behind collection name ``name`` (cached until it changes here)."""
+        if name in self._layouts:
+            return self._layouts[name]
+        aliases = self.aliases()
+        if name in aliases:
+            physical, aliased = aliases[name], True
+        elif self._call(self.client.collection_exists, name):
+            physical, aliased = name, False
+        else:
+            return Layout(name, None)
+        params = self._call(self.client.get_collection, physical).config.params
+        out = Layout(
+            name,
+            physical,
+            aliased=aliased,
+            sparse=SPARSE_VECTOR in (params.sparse_vectors or {}),
+            dim=getattr(params.vectors, "size", None),
+        )
+        self._layouts[name] = out
+        return out
+
+    def aliases(self) -> dict[str, str]:
+        """Every alias of the store: alias -> physical collection."""
+        res = self._call(self.client.get_aliases)
+        return {a.alias_name: a.collection_name for a in res.aliases}
+
+    def versions(self, name: str) -> dict[int, str]:
+        """Physical collections that are versions of ``name``: version -> physical name."""
+        res = self._call(self.client.get_collections)
+        out = {}
+        for c in res.collections:
+            head, sep, tail = c.name.rpartition(_VERSION_SEP)
+            if sep and head == name and tail.isdigit():
+                out[int(tail)] = c.name
+        return out
+
+    def create_physical(self, physical: str, dim: int) -> None:
+        """Create physical collection ``physical`` with the current layout, if missing.
+
+        Dense vectors of ``dim`` dimensions (cosine), the sparse BM25 vector with
+        ``Modifier.IDF``, and on a server keyword indexes on ``source``, ``path`` and
+        :data:`~ingestd.store.search.PATH_KEY` (local mode ignores payload indexes).
+        """
+        from qdrant_client import models
+
+        if self._call(self.client.collection_exists, physical):
+            return
+        self._call(
+            self.client.create_collection,
+            physical,
+            vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE),
+            sparse_vectors_config={
+                SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)
+            },
+        )
+        if not self.local:
+            for key in ("source", "path", PATH_KEY):
+                self._call(
+                    self.client.create_payload_index,
+                    physical,
+                    key,
+                    field_schema=models.PayloadSchemaType.KEYWORD,
+                )
+
+    def point_alias(self, name: str, physical: str) -> None:
+        """Make ``name`` an alias of ``physical``.
+
+        Switching an existing alias is one ``update_collection_aliases`` call (delete and
+        create together), atomic in Qdrant: a reader sees the old or the new version.
+        A legacy collection that holds the name itself is deleted first (Qdrant keeps
+        aliases and collections in one namespace), so for that one switch the name is
+        briefly missing; callers record the switch before, to finish it after a crash.
+        """
+        from qdrant_client import models
+
+        before = self.layout(name)
+        ops: list[Any] = []
+        if before.aliased:
+            ops.append(
+                models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=name))
+            )
+        elif before.exists:
+            self._call(self.client.delete_collection, name)
+        ops.append(
+            models.CreateAliasOperation(
+                create_alias=models.CreateAlias(collection_name=physical, alias_name=name)
+            )
+        )
+        self._layouts.pop(name, None)
+        self._call(self.client.update_collection_aliases, change_aliases_operations=ops)
+        self._layouts.pop(name, None)
+
+    def route_writes(self, name: str, physical: str | None) -> None:
+        """Send writes for ``name`` to ``physical`` (a version being built), or back."""
+        if physical is None:
+            self._write_to.pop(name, None)
+        else:
+            self._write_to[name] = physical
+
+    def write_target(self, name: str) -> str:
+        """The collection that writes for ``name`` go to (the alias, or a build)."""
+        return self._write_to.get(name, name)
+
+    def ensure_collection(self, name: str, dim: int) -> Layout:
+        """Create collection ``name`` (``<name>__v1`` behind alias ``name``) if missing.
+
+        Returns:
+            Its layout (a legacy collection is left as it is: see
+            :class:`ingestd.store.collections.CollectionVersions`).
 
         Raises:
             ValueError: the collection exists with another dimension.
         """
-        if name in self._known:
-            return
-        from qdrant_client import models
-
-        if self._call(self.client.collection_exists, name):
-            info = self._call(self.client.get_collection, name)
-            params = info.config.params.vectors
-            size = getattr(params, "size", None)
-            if size is not None and size != dim:
-                raise ValueError(
-                    f"collection {name!r} has {size}-dim vectors, the model makes {dim}"
-                )
-        else:
-            self._call(
-                self.client.create_collection,
-                name,
-                vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE),
+        lay = self.layout(name)
+        if not lay.exists:
+            physical = physical_name(name, 1)
+            self.create_physical(physical, dim)
+            self.point_alias(name, physical)
+            lay = self.layout(name)
+        if lay.dim is not None and lay.dim != dim:
+            raise ValueError(
+                f"collection {name!r} has {lay.dim}-dim vectors, the model makes {dim}"
             )
-            if not self.local:
-                for key, schema in (
-                    ("source", models.PayloadSchemaType.KEYWORD),
-                    ("path", models.PayloadSchemaType.KEYWORD),
-                ):
-                    self._call(self.client.create_payload_index, name, key, field_schema=schema)
-        self._known.add(name)
+        return lay
 
     def has_collection(self, name: str) -> bool:
-        """Whether collection ``name`` exists."""
-        return bool(self._call(self.client.collection_exists, name))
+        """Whether collection (or alias) ``name`` exists."""
+        return self.layout(name).exists
+
+    # -- writes ----------------------------------------------------------------------
 
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
         """Upsert ``points`` with ``wait=True``, in batches of 256."""
         from qdrant_client import models
 
+        target = self.write_target(collection)
         for i in range(0, len(points), 256):
-            batch = [
-                models.PointStruct(
-                    id=p.id,
-                    vector=[float(x) for x in p.vector],
-                    payload=p.payload,
-                )
-                for p in points[i : i + 256]
-            ]
-            self._call(self.client.upsert, collection, points=batch, wait=True)
+            batch = []
+            for p in points[i : i + 256]:
+                dense = [float(x) for x in p.vector]
+                vector: Any = dense
+                if p.sparse is not None:
+                    vector = {
+                        "": dense,
+                        SPARSE_VECTOR: models.SparseVector(
+                            indices=p.sparse.indices, values=p.sparse.values
+                        ),
+                    }
+                batch.append(models.PointStruct(id=p.id, vector=vector, payload=p.payload))
+            self._call(self.client.upsert, target, points=batch, wait=True)
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         """Delete points by id, ``wait=True``."""
         from qdrant_client import models
 
+        target = self.write_target(collection)
         ids = list(ids)
         for i in range(0, len(ids), 1000):
             self._call(
                 self.client.delete,
-                collection,
+                target,
                 points_selector=models.PointIdsList(points=list(ids[i : i + 1000])),
                 wait=True,
             )
+        if self.local and self._path is not None:
+            self._deleted += len(ids)
+            self._compact_if_due()
+
+    def _compact_if_due(self) -> None:
+        """Reopen the embedded store when the deleted points it still holds are many."""
+        if self._deleted < COMPACT_MIN_DELETED:
+            return
+        names = [c.name for c in self.client.get_collections().collections]
+        live = sum(int(self.client.count(n, exact=True).count) for n in names)
+        if 2 * self._deleted < live:
+            return
+        from qdrant_client import QdrantClient
+
+        logger.debug("reopening the embedded vector store: %d points deleted", self._deleted)
+        self.client.close()
+        try:
+            self.client = QdrantClient(path=self._path)
+        except RuntimeError as exc:  # portalocker: another process took it meanwhile
+            raise StoreUnavailableError(
+                f"the embedded vector store at {self._path} could not be reopened: {exc}"
+            ) from exc
+        self._deleted = 0
 
     def set_payload(
         self, collection: str, updates: Sequence[tuple[str, dict[str, Any]]]
@@ -269,21 +474,14 @@ class QdrantStore:
                 # collection; a server answers 404 to both
                 if not _missing_point(exc):
                     raise
-                found = self._existing(collection, [pid for pid, _ in part])
+                ids = [pid for pid, _ in part]
+                self._layouts.pop(collection, None)
+                found = self.existing(collection, ids) if self.has_collection(collection) else set()
                 missing.extend(pid for pid, _ in part if pid not in found)
                 present = [(pid, p) for pid, p in part if pid in found]
                 if present:
                     self._set_payload_batch(collection, present)
         return missing
-
-    def _existing(self, collection: str, ids: Sequence[str]) -> set[str]:
-        """The ids among ``ids`` whose point exists (none when the collection is gone)."""
-        if not self.has_collection(collection):
-            return set()
-        recs = self._call(
-            self.client.retrieve, collection, ids=list(ids), with_payload=False, with_vectors=False
-        )
-        return {str(r.id) for r in recs}
 
     def _set_payload_batch(
         self, collection: str, part: Sequence[tuple[str, dict[str, Any]]]
@@ -294,24 +492,92 @@ class QdrantStore:
             models.SetPayloadOperation(set_payload=models.SetPayload(payload=payload, points=[pid]))
             for pid, payload in part
         ]
-        self._call(self.client.batch_update_points, collection, update_operations=ops, wait=True)
+        self._batch_update(collection, ops)
+
+    def set_sparse(self, collection: str, updates: Sequence[tuple[str, SparseVec]]) -> None:
+        """Overwrite the sparse vector of each point, in batched calls (``wait=True``)."""
+        from qdrant_client import models
+
+        ops = [
+            models.UpdateVectorsOperation(
+                update_vectors=models.UpdateVectors(
+                    points=[
+                        models.PointVectors(
+                            id=pid,
+                            vector={
+                                SPARSE_VECTOR: models.SparseVector(
+                                    indices=vec.indices, values=vec.values
+                                )
+                            },
+                        )
+                    ]
+                )
+            )
+            for pid, vec in updates
+        ]
+        self._batch_update(collection, ops)
+
+    def _batch_update(self, collection: str, ops: Sequence[Any]) -> None:
+        target = self.write_target(collection)
+        for i in range(0, len(ops), 256):
+            self._call(
+                self.client.batch_update_points,
+                target,
+                update_operations=list(ops[i : i + 256]),
+                wait=True,
+            )
+
+    # -- reads --------------------------------------------------------------------------
 
     def retrieve(
         self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
     ) -> list[tuple[str, dict[str, Any], Any]]:
-        """``(id, payload, vector or None)`` of the existing points among ``ids``."""
+        """``(id, payload, dense vector or None)`` of the existing points among ``ids``."""
         out: list[tuple[str, dict[str, Any], Any]] = []
+        for rec in self._retrieve(collection, ids, payload=True, vectors=with_vectors):
+            vec = rec.vector
+            if isinstance(vec, dict):
+                vec = vec.get("")
+            out.append((str(rec.id), dict(rec.payload or {}), vec))
+        return out
+
+    def existing(self, collection: str, ids: Sequence[str]) -> set[str]:
+        """The ids among ``ids`` that have a point in ``collection``."""
+        return {str(r.id) for r in self._retrieve(collection, ids, payload=False, vectors=False)}
+
+    def retrieve_points(self, collection: str, ids: Sequence[str]) -> list[Point]:
+        """The existing points among ``ids``, whole: dense and sparse vector, payload."""
+        out = []
+        for rec in self._retrieve(collection, ids, payload=True, vectors=True):
+            vec, sparse = rec.vector, None
+            if isinstance(vec, dict):
+                sv = vec.get(SPARSE_VECTOR)
+                if sv is not None:
+                    sparse = SparseVec(list(sv.indices), list(sv.values))
+                vec = vec.get("")
+            out.append(Point(str(rec.id), vec, dict(rec.payload or {}), sparse))
+        return out
+
+    def sparse_vectors(self, collection: str, ids: Sequence[str]) -> dict[str, SparseVec | None]:
+        """The sparse vector of each existing point among ``ids`` (``None``: it has none)."""
+        out: dict[str, SparseVec | None] = {}
+        for rec in self._retrieve(collection, ids, payload=False, vectors=[SPARSE_VECTOR]):
+            sv = rec.vector.get(SPARSE_VECTOR) if isinstance(rec.vector, dict) else None
+            out[str(rec.id)] = (
+                SparseVec(list(sv.indices), list(sv.values)) if sv is not None else None
+            )
+        return out
+
+    def _retrieve(self, collection: str, ids: Sequence[str], *, payload: bool, vectors: Any) -> Any:
         ids = list(ids)
         for i in range(0, len(ids), 1000):
-            recs = self._call(
+            yield from self._call(
                 self.client.retrieve,
                 collection,
                 ids=ids[i : i + 1000],
-                with_payload=True,
-                with_vectors=with_vectors,
+                with_payload=payload,
+                with_vectors=vectors,
             )
-            out.extend((str(r.id), dict(r.payload or {}), r.vector) for r in recs)
-        return out
 
     def scroll(
         self, collection: str, source: str | None = None
@@ -354,8 +620,8 @@ class QdrantStore:
         """
         from qdrant_client import models
 
+        self._layouts.pop(collection, None)  # it may have been dropped behind our back
         if not self.has_collection(collection):
-            self._known.discard(collection)
             return 0
         flt = None
         if sources is not None:
@@ -367,42 +633,96 @@ class QdrantStore:
     def search(
         self,
         collection: str,
-        vector: Any,
-        limit: int,
         *,
-        source: str | None = None,
-        path_prefix: str | None = None,
-    ) -> list[ScoredPoint]:
-        """Top ``limit`` points by cosine similarity, parents excluded, best first.
+        dense: Sequence[float] | None,
+        sparse: SparseVec | None,
+        limit: int,
+        filters: Filters | None = None,
+        mode: Mode = "hybrid",
+        rrf_k: int = 60,
+        candidates: int = 50,
+        ranks: bool = False,
+    ) -> list[Hit]:
+        """Best ``limit`` points for a query, best first, in ONE Query API call.
 
-        ``path_prefix`` keeps points whose ``path`` starts with it.
+        Args:
+            collection: collection name (alias).
+            dense: the query embedding (needed by ``dense`` and ``hybrid``).
+            sparse: the query's BM25 vector (needed by ``sparse`` and ``hybrid``).
+            limit: number of hits.
+            filters: exact conditions, applied by Qdrant before ranking (none: all).
+            mode: ``hybrid``, ``dense`` or ``sparse``; a legacy collection (no sparse
+                vector yet) is searched ``dense``.
+            rrf_k: the RRF constant (``hybrid``).
+            candidates: points each ranking gives the fusion (at least ``limit``).
+            ranks: also report each hit's rank and score in the dense and the sparse
+                ranking (their ``candidates`` best); one batch call of three queries.
+
+        Raises:
+            ValueError: unknown mode, or a vector the mode needs is missing.
         """
-        from qdrant_client import models
-
-        must: list[Any] = []
-        if source is not None:
-            must.append(models.FieldCondition(key="source", match=models.MatchValue(value=source)))
-        must_not = [models.FieldCondition(key="is_parent", match=models.MatchValue(value=True))]
-        flt = models.Filter(must=must or None, must_not=must_not)
-        # a path prefix cannot be a keyword match: over-fetch and filter here
-        fetch = limit * 20 if path_prefix else limit
-        res = self._call(
-            self.client.query_points,
-            collection,
-            query=[float(x) for x in vector],
-            query_filter=flt,
-            limit=fetch,
-            with_payload=True,
-        )
-        hits = [ScoredPoint(str(p.id), float(p.score), dict(p.payload or {})) for p in res.points]
-        if path_prefix:
-            hits = [h for h in hits if str(h.payload.get("path", "")).startswith(path_prefix)]
-        return hits[:limit]
+        if mode not in MODES:
+            raise ValueError(f"unknown search mode {mode!r}; expected one of {MODES}")
+        lay = self.layout(collection)
+        legacy = not lay.sparse
+        if legacy and mode != "dense":
+            logger.warning(
+                "collection %s has no sparse vectors yet (it is upgraded by the next sync); "
+                "searching it dense only",
+                collection,
+            )
+            mode = "dense"
+        flt = (filters or Filters()).qdrant(legacy=legacy)
+        req = request(mode, dense, sparse, limit, flt, rrf_k=rrf_k, candidates=candidates)
+        if not ranks:
+            res = self._call(
+                self.client.query_points,
+                collection,
+                query=req.query,
+                prefetch=req.prefetch,
+                using=req.using,
+                query_filter=req.filter,
+                limit=limit,
+                with_payload=True,
+            )
+            return [
+                Hit(str(p.id), float(p.score), dict(p.payload or {}), i)
+                for i, p in enumerate(res.points, 1)
+            ]
+        n = max(candidates, limit)
+        reqs = [req.model_copy(update={"with_payload": True})]
+        names = []
+        for name in ("dense", "sparse"):
+            vec = dense if name == "dense" else sparse
+            if vec is None or (name == "sparse" and legacy):
+                continue
+            one = request(name, dense, sparse, n, flt, rrf_k=rrf_k, candidates=candidates)
+            reqs.append(one.model_copy(update={"with_payload": False}))
+            names.append(name)
+        res = self._call(self.client.query_batch_points, collection, requests=reqs)
+        ranked = {
+            name: {str(p.id): (i, float(p.score)) for i, p in enumerate(r.points, 1)}
+            for name, r in zip(names, res[1:], strict=True)
+        }
+        hits = []
+        for i, p in enumerate(res[0].points, 1):
+            pid = str(p.id)
+            hits.append(
+                Hit(
+                    pid,
+                    float(p.score),
+                    dict(p.payload or {}),
+                    i,
+                    dense=ranked.get("dense", {}).get(pid),
+                    sparse=ranked.get("sparse", {}).get(pid),
+                )
+            )
+        return hits
 
     def drop_collection(self, name: str) -> None:
-        """Delete a whole collection."""
+        """Delete a whole physical collection."""
         self._call(self.client.delete_collection, name)
-        self._known.discard(name)
+        self._layouts.clear()
 
     def close(self) -> None:
         """Close the client (releases the embedded store's lock)."""

@@ -72,9 +72,22 @@ def make_engine(root: Path, state: Path, embed: Any, **overrides: Any) -> Any:
     return Engine(cfg, state, embed_model=embed)
 
 
-def store_snapshot(state: Path, collection: str = "ingestd") -> dict[str, dict[str, Any]]:
-    """Every point of an embedded store, opened directly with qdrant-client (id -> payload)."""
+#: Key under which :func:`store_snapshot` puts a point's sparse vector beside its payload.
+SPARSE_KEY = "(bm25)"
+
+
+def store_snapshot(
+    state: Path, collection: str = "ingestd", *, sparse: bool = True
+) -> dict[str, dict[str, Any]]:
+    """Every point of an embedded store, opened directly with qdrant-client.
+
+    Returns id -> payload; with ``sparse`` the payload also holds, under
+    :data:`SPARSE_KEY`, the point's BM25 vector as ``(indices, values)`` tuples (or
+    ``None``), so that comparisons cover the sparse vectors too.
+    """
     from qdrant_client import QdrantClient
+
+    from ingestd.store.sparse import SPARSE_VECTOR
 
     client = QdrantClient(path=str(state / "qdrant"))
     try:
@@ -83,9 +96,20 @@ def store_snapshot(state: Path, collection: str = "ingestd") -> dict[str, dict[s
             return out
         offset = None
         while True:
-            recs, offset = client.scroll(collection, limit=1000, offset=offset, with_payload=True)
+            recs, offset = client.scroll(
+                collection,
+                limit=1000,
+                offset=offset,
+                with_payload=True,
+                with_vectors=[SPARSE_VECTOR] if sparse else False,
+            )
             for r in recs:
                 out[str(r.id)] = dict(r.payload or {})
+                if sparse:
+                    sv = r.vector.get(SPARSE_VECTOR) if isinstance(r.vector, dict) else None
+                    out[str(r.id)][SPARSE_KEY] = (
+                        (tuple(sv.indices), tuple(sv.values)) if sv is not None else None
+                    )
             if offset is None:
                 return out
     finally:
@@ -119,7 +143,11 @@ def assert_matches_oracle(root: Path, state: Path, tmp: Path, embed: Any) -> Non
         f"{len(set(want) - set(got))} missing, {len(set(got) - set(want))} orphans"
     )
     diff = [pid for pid in want if got[pid] != want[pid]]
-    assert not diff, f"{len(diff)} points with a different payload, e.g. {diff[:3]}"
+    assert not diff, (
+        f"{len(diff)} points with a different payload or sparse vector, e.g. {diff[:3]}"
+    )
+    unsparse = [pid for pid, p in got.items() if not p.get("is_parent") and p[SPARSE_KEY] is None]
+    assert not unsparse, f"{len(unsparse)} searchable points without a sparse vector"
 
 
 def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:

@@ -22,7 +22,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from tests.helpers import CountingEmbedder, fake_vectors, oracle, wait_for, without_provenance
+from tests.helpers import (
+    SPARSE_KEY,
+    CountingEmbedder,
+    fake_vectors,
+    oracle,
+    wait_for,
+    without_provenance,
+)
 
 #: Fast batching for tests: 150 ms quiet period, 3 s cap; no periodic rescan.
 FAST_WATCH = {"debounce_ms": 150, "max_delay_ms": 3000, "rescan_interval_s": 0}
@@ -158,7 +165,16 @@ class Harness:
 
     def points(self) -> dict[str, dict[str, Any]]:
         """The store's points of the source (provenance removed)."""
-        return without_provenance(self.call(lambda e: dict(e.store.scroll("ingestd"))))
+
+        def read(e: Any) -> dict[str, dict[str, Any]]:
+            points = dict(e.store.scroll("ingestd"))
+            for pid, vec in e.store.sparse_vectors("ingestd", list(points)).items():
+                points[pid][SPARSE_KEY] = (
+                    (tuple(vec.indices), tuple(vec.values)) if vec is not None else None
+                )  # as store_snapshot gives it, to compare with the oracle
+            return points
+
+        return without_provenance(self.call(read))
 
     # -- waiting ----------------------------------------------------------------------------------
 

@@ -152,7 +152,7 @@ def test_chunk_preview_json_lines(tmp_path: Path) -> None:
         ["chunk", str(f), "--chunker", "token", "--param", "max_tokens=4", "--param", "overlap=1"],
     )
     assert res.exit_code == 0, res.output
-    lines = [json.loads(x) for x in res.output.splitlines()]
+    lines = [json.loads(x) for x in res.stdout.splitlines()]
     text = f.read_text()
     assert all(text[o["start_char"] : o["end_char"]] == o["text"] for o in lines)
     assert all(
@@ -173,12 +173,12 @@ def test_chunk_preview_json_lines(tmp_path: Path) -> None:
     )
     assert max(o["n_tokens"] for o in lines) <= 4
     res = CliRunner().invoke(cli, ["chunk", str(f), "--stats"])
-    stats = json.loads(res.output)
+    stats = json.loads(res.stdout)
     assert stats["count"] >= 1 and stats["chunker"] == "markdown"
     big = f.parent / "big.md"
     big.write_text("# Title\n\n" + "A sentence of several words here. " * 300 + "\n")
     res = CliRunner().invoke(cli, ["chunk", str(big), "--chunker", "hierarchical", "--stats"])
-    stats = json.loads(res.output)  # the parent is over the model's length, by design
+    stats = json.loads(res.stdout)  # the parent is over the model's length, by design
     assert stats["over_model_limit"] == 0 and 0 < stats["max_model_tokens"] <= 254
     res = CliRunner().invoke(cli, ["chunk", str(f), "--chunker", "nope"])
     assert res.exit_code == 2 and "unknown chunker 'nope'" in res.output

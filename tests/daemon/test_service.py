@@ -16,7 +16,7 @@ import pytest
 
 from ingestd.daemon import service as service_mod
 from ingestd.daemon.control import request
-from tests.daemon.harness import Harness
+from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import CountingEmbedder, copy_tree, fake_vectors, wait_for
 
 pytestmark = [
@@ -175,11 +175,11 @@ def test_unwatchable_source_is_rescanned_periodically(
         raise OSError(28, "inotify watch limit reached")
 
     monkeypatch.setattr(service_mod.SourceWatcher, "start", no_watch)
-    monkeypatch.setattr(service_mod, "UNWATCHED_RESCAN_S", 0.3)
-    with Harness(tree, scratch / "state", fake_embedder) as h:
-        assert "raise fs.inotify.max_user_watches?" in caplog.text
+    watch = {**FAST_WATCH, "unwatched_rescan_s": 0.3}
+    with Harness(tree, scratch / "state", fake_embedder, watch=watch) as h:
+        assert "Raise fs.inotify.max_user_watches" in caplog.text
         st = h.service.status()["daemon"]
-        assert st["unwatched_sources"] == [h.source]
+        assert st["unwatched_sources"] == [h.source] and not st["healthy"]
         (tree / "blog/late.md").write_text("# Late\n\nFound by a rescan.\n")
         wait_for(
             lambda: "blog/late.md" in {p["path"] for p in h.points().values()},

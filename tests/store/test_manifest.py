@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ingestd.store.manifest import ChunkRow, Manifest, ModelMismatchError, sqlite_url
+from ingestd.store.manifest import MIGRATIONS, ChunkRow, Manifest, ModelMismatchError, sqlite_url
 
 
 @pytest.fixture
@@ -23,8 +23,31 @@ def test_migrations_run_once(tmp_path: Path) -> None:
     with m.engine.connect() as conn:
         names = [r[0] for r in conn.exec_driver_sql("SELECT name FROM schema_migrations")]
         mode = conn.exec_driver_sql("PRAGMA journal_mode").scalar()
-    assert names == ["001_initial", "002_held_deletes"]
+    assert names == [name for name, _ in MIGRATIONS]
+    assert names[:3] == ["001_initial", "002_held_deletes", "003_collection_builds"]
     assert mode == "wal"
+    m.close()
+
+
+def test_a_manifest_from_before_collection_builds_gains_the_table(tmp_path: Path) -> None:
+    url = sqlite_url(tmp_path / "m.db")
+    m = Manifest(url)
+    with m.engine.begin() as conn:
+        conn.exec_driver_sql("DROP TABLE collection_builds")
+        conn.exec_driver_sql("DELETE FROM schema_migrations WHERE name = '003_collection_builds'")
+    m.close()
+    m = Manifest(url)
+    m.start_collection_build("c", "c__v2", "c", "upgrade")
+    m.update_collection_build("c", done_source="docs")
+    build = m.collection_build("c")
+    assert build is not None
+    assert (build["target"], build["phase"], build["done_sources"]) == (
+        "c__v2",
+        "building",
+        ["docs"],
+    )
+    m.end_collection_build("c")
+    assert m.collection_build("c") is None
     m.close()
 
 

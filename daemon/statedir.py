@@ -1,0 +1,216 @@
+"""Where ingestd keeps its state, and keeping it private.
+
+The state dir holds the manifest, the embedding cache and the embedded store: the text
+of every indexed chunk. It is created private, whatever the caller's umask: folders
+0700, files 0600 (DESIGN.md, "State is private"). The ``ingestd`` command sets its
+process umask with :func:`private_umask`, so every file a library creates (SQLite's
+``-wal`` and ``-shm`` files, embedded Qdrant's folders) is private too, and
+:func:`secure_state_dir` tightens the entries of a state dir written by an earlier
+version. A state dir that already exists keeps its own mode (systemd's
+``StateDirectoryMode=``, or the operator's choice): only its entries are tightened.
+
+The control socket's fallback folder (when neither systemd's runtime dir nor the
+state dir can hold it) is a private per-user folder: ``$XDG_RUNTIME_DIR`` when it is
+the user's own and mode 0700, else ``<temp dir>/ingestd-<uid>``, checked for owner and
+mode like tmux's and ssh-agent's folders; when another user squats that name, a fresh
+``mkdtemp`` folder is used instead, so nobody else can stop the daemon from starting.
+
+This module imports nothing beyond the standard library: fast commands use it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "PRIVATE_DIR_MODE",
+    "PRIVATE_FILE_MODE",
+    "STATE_ENTRIES",
+    "InsecureDirError",
+    "check_private_dir",
+    "make_private_dir",
+    "private_runtime_dir",
+    "private_umask",
+    "resolve_state_dir",
+    "secure_state_dir",
+]
+
+logger = logging.getLogger(__name__)
+
+PRIVATE_DIR_MODE = 0o700
+PRIVATE_FILE_MODE = 0o600
+#: Names ingestd creates in a state dir (SQLite's side files included).
+STATE_ENTRIES = (
+    "manifest.db",
+    "manifest.db-wal",
+    "manifest.db-shm",
+    "manifest.db-journal",
+    "embeddings.db",
+    "embeddings.db-wal",
+    "embeddings.db-shm",
+    "embeddings.db-journal",
+    "qdrant",
+    "ingestd.lock",
+    "control-socket",
+)
+
+
+class InsecureDirError(OSError):
+    """A folder that must be private is not: another owner, a symlink, or open modes."""
+
+
+def resolve_state_dir(flag: str | Path | None, cfg: Any = None) -> Path:
+    """The state dir: flag, ``$INGESTD_STATE_DIR``, config, ``$STATE_DIRECTORY``, XDG.
+
+    Args:
+        flag: ``--state-dir``.
+        cfg: the loaded config (anything with a ``state_dir`` attribute), or ``None``.
+
+    Under systemd ``$STATE_DIRECTORY`` may list several folders separated by ``:``;
+    the first is used. The last resort is ``$XDG_STATE_HOME/ingestd``
+    (``~/.local/state/ingestd``).
+    """
+    if flag:
+        return Path(flag).expanduser().absolute()
+    env = os.environ.get("INGESTD_STATE_DIR")
+    if env:
+        return Path(env).expanduser().absolute()
+    configured = getattr(cfg, "state_dir", None)
+    if configured is not None:
+        return Path(configured).expanduser().absolute()
+    sd = os.environ.get("STATE_DIRECTORY")
+    if sd:
+        return Path(sd.split(":")[0])
+    xdg = os.environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(xdg) / "ingestd"
+
+
+def private_umask() -> int:
+    """Add group and other bits to the process umask (``umask | 0o077``); returns the old one.
+
+    Every file and folder the process creates from then on is private, whatever the
+    caller's umask (systemd's ``UMask=0027`` becomes 0077). Sockets that must be
+    shared are ``chmod``-ed explicitly (:class:`~ingestd.daemon.control.ControlServer`).
+    """
+    old = os.umask(0o077)
+    os.umask(old | 0o077)
+    return old
+
+
+def make_private_dir(path: Path) -> Path:
+    """Create ``path`` and its missing parents with mode 0700; an existing folder is kept.
+
+    Returns:
+        ``path``.
+
+    Raises:
+        OSError: a folder cannot be created (e.g. a file is in the way).
+    """
+    path = Path(path)
+    missing: list[Path] = []
+    p = path
+    while not p.exists() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    for d in reversed(missing):
+        try:
+            d.mkdir(mode=PRIVATE_DIR_MODE)
+        except FileExistsError:
+            continue  # created meanwhile by someone else: left as it is
+        os.chmod(d, PRIVATE_DIR_MODE)  # mkdir's mode is masked by the umask; be exact
+    return path
+
+
+def secure_state_dir(state_dir: Path) -> Path:
+    """Create the state dir private, or take group and other bits off its known entries.
+
+    A state dir written by an earlier version under a loose umask left the manifest
+    and the store's chunk text readable by others: each entry of :data:`STATE_ENTRIES`
+    loses its group and other permission bits (logged once). The state dir's own mode
+    is left alone when it exists.
+
+    Returns:
+        ``state_dir``.
+    """
+    state_dir = Path(state_dir)
+    if not state_dir.exists():
+        return make_private_dir(state_dir)
+    fixed = []
+    for name in STATE_ENTRIES:
+        p = state_dir / name
+        try:
+            st = p.lstat()
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode) or not st.st_mode & 0o077:
+            continue
+        try:
+            os.chmod(p, stat.S_IMODE(st.st_mode) & ~0o077)
+        except OSError as exc:
+            logger.warning("cannot make %s private: %s", p, exc.strerror or exc)
+            continue
+        fixed.append(name)
+    if fixed:
+        logger.info("made state files private (mode 0600/0700): %s", ", ".join(fixed))
+    return state_dir
+
+
+def check_private_dir(path: Path) -> None:
+    """Check that ``path`` is a real folder of this user that nobody else can enter.
+
+    Raises:
+        InsecureDirError: it is a symlink, not a folder, owned by another user, or has
+            group or other permission bits.
+        OSError: it cannot be examined.
+    """
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise InsecureDirError(f"{path} is not a folder (a symlink or a file)")
+    if st.st_uid != os.getuid():
+        raise InsecureDirError(f"{path} belongs to uid {st.st_uid}, not to uid {os.getuid()}")
+    if st.st_mode & 0o077:
+        raise InsecureDirError(f"{path} has mode {stat.S_IMODE(st.st_mode):04o}, not 0700")
+
+
+def private_runtime_dir(env: Mapping[str, str] | None = None) -> Path:
+    """A private folder of this user for the control socket (see the module docstring).
+
+    Args:
+        env: environment to read ``XDG_RUNTIME_DIR`` from (default ``os.environ``).
+
+    Returns:
+        ``$XDG_RUNTIME_DIR`` when it passes :func:`check_private_dir`, else
+        ``<temp dir>/ingestd-<uid>`` (created 0700), else a fresh ``mkdtemp`` folder when
+        that name is taken by someone else.
+    """
+    import tempfile
+
+    e = env if env is not None else os.environ
+    xdg = e.get("XDG_RUNTIME_DIR")
+    if xdg:
+        try:
+            check_private_dir(Path(xdg))
+            return Path(xdg)
+        except OSError as exc:
+            logger.warning("not using XDG_RUNTIME_DIR for the control socket: %s", exc)
+    base = Path(tempfile.gettempdir())
+    mine = base / f"ingestd-{os.getuid()}"
+    try:
+        mine.mkdir(mode=PRIVATE_DIR_MODE)
+        os.chmod(mine, PRIVATE_DIR_MODE)
+    except FileExistsError:
+        pass
+    except OSError as exc:
+        logger.warning("cannot create %s: %s", mine, exc.strerror or exc)
+        return Path(tempfile.mkdtemp(prefix=f"ingestd-{os.getuid()}-", dir=base))
+    try:
+        check_private_dir(mine)
+        return mine
+    except OSError as exc:
+        logger.warning("not using %s for the control socket: %s", mine, exc)
+        return Path(tempfile.mkdtemp(prefix=f"ingestd-{os.getuid()}-", dir=base))

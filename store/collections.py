@@ -1,0 +1,181 @@
+"""Collection versions behind an alias: build a new version, switch atomically, drop the old.
+
+A collection name (``ingestd`` by default) is a Qdrant alias of a physical collection
+``<name>__v<N>``. When the stored layout must change in a way Qdrant cannot apply in
+place (a sparse vector cannot be added to an existing collection; a new embedding
+model changes the dense vectors), a new version is built beside the current one:
+
+1. :meth:`CollectionVersions.begin` records the build in the manifest
+   (``collection_builds``: target, previous, phase ``building``), creates
+   ``<name>__v<N+1>`` with the current layout and routes the store's writes for the name
+   to it. Searches keep reading the alias, so they answer from the current version
+   while the build runs.
+2. The caller writes every document into the new version (the engine re-chunks the
+   files: the embedded text is not in the payload) and records each finished source
+   with :meth:`CollectionVersions.source_done`.
+3. :meth:`CollectionVersions.finish` copies what the caller could not write (points the
+   manifest still knows, e.g. of a source whose root is missing, taken from the previous
+   version with the payload key :data:`~ingestd.store.search.PATH_KEY` added), records
+   phase ``switching``, points the alias at the new version (one atomic alias update),
+   drops the previous version and forgets the build.
+
+Every step is idempotent and recorded first, so a crash or SIGTERM at any point resumes:
+a build in phase ``building`` continues (sources already done are skipped, the others
+re-written; upserts of deterministic ids replay harmlessly), one in phase ``switching``
+finishes the switch. The previous version is dropped only after the alias points at the
+new one.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from .manifest import Manifest
+from .search import PATH_KEY, path_prefixes
+from .vectors import LAYOUT, Layout, Point, QdrantStore, physical_name
+
+__all__ = ["CollectionVersions"]
+
+logger = logging.getLogger(__name__)
+
+
+class CollectionVersions:
+    """Builds and switches versions of the collections of one store.
+
+    Args:
+        store: the vector store.
+        manifest: where builds are recorded, and which point ids each source holds.
+    """
+
+    def __init__(self, store: QdrantStore, manifest: Manifest) -> None:
+        self.store = store
+        self.manifest = manifest
+
+    def pending(self, name: str, dim: int) -> str | None:
+        """Why collection ``name`` needs a new version now, or ``None``.
+
+        Records the layout in the manifest once the collection has the current one
+        (``Manifest.collection_layout``), so a later start can tell without opening
+        the store whether a build is due.
+
+        ``"resume"``: a build was interrupted; ``"upgrade"``: the collection predates
+        the current layout (no alias or no sparse vector). A missing collection is
+        created (version 1, nothing to build).
+
+        Raises:
+            ValueError: the collection exists with another dimension than ``dim``.
+        """
+        if self.manifest.collection_build(name) is not None:
+            return "resume"
+        lay = self.store.ensure_collection(name, dim)
+        if not lay.current:
+            return "upgrade"
+        self.manifest.set_collection_layout(name, LAYOUT)
+        return None
+
+    def begin(self, name: str, dim: int, reason: str) -> str:
+        """Start (or resume) building a new version of ``name``; route writes to it.
+
+        Returns:
+            The physical name of the version being built.
+        """
+        build = self.manifest.collection_build(name)
+        if build is None:
+            lay = self.store.layout(name)
+            versions = self.store.versions(name)
+            target = physical_name(name, max([1, *versions]) + 1)
+            self.manifest.start_collection_build(name, target, lay.physical, reason)
+            logger.info(
+                "collection %s: building version %s (%s); searches use %s meanwhile",
+                name,
+                target,
+                reason,
+                lay.physical,
+            )
+            build = self.manifest.collection_build(name)
+            assert build is not None
+        else:
+            logger.info("collection %s: resuming the build of %s", name, build["target"])
+        target = str(build["target"])
+        if build["phase"] == "building":
+            self.store.create_physical(target, dim)
+        self.store.route_writes(name, target)
+        return target
+
+    def phase(self, name: str) -> str | None:
+        """``building`` or ``switching`` while a build of ``name`` runs, else ``None``."""
+        build = self.manifest.collection_build(name)
+        return str(build["phase"]) if build else None
+
+    def done_sources(self, name: str) -> set[str]:
+        """Sources already written into the version being built."""
+        build = self.manifest.collection_build(name)
+        return set(build["done_sources"]) if build else set()
+
+    def source_done(self, name: str, source: str) -> None:
+        """Record that every document of ``source`` is in the version being built."""
+        self.manifest.update_collection_build(name, done_source=source)
+
+    def finish(self, name: str) -> int:
+        """Copy the rest, switch the alias to the new version, drop the previous one.
+
+        Returns:
+            Number of points copied from the previous version.
+        """
+        build = self.manifest.collection_build(name)
+        if build is None:
+            return 0
+        target, previous = str(build["target"]), build["previous"]
+        copied = 0
+        if build["phase"] == "building":
+            copied = self._copy_rest(name, target, previous)
+            self.manifest.update_collection_build(name, phase="switching")
+        lay = self.store.layout(name)
+        if lay.physical != target:
+            self.store.point_alias(name, target)
+        if previous and previous not in (name, target) and self.store.has_collection(previous):
+            self.store.drop_collection(previous)
+        self.store.route_writes(name, None)
+        self.manifest.set_collection_layout(name, LAYOUT)
+        self.manifest.end_collection_build(name)
+        logger.info(
+            "collection %s: now version %s (%d points carried over from %s)",
+            name,
+            target,
+            copied,
+            previous,
+        )
+        return copied
+
+    def _copy_rest(self, name: str, target: str, previous: str | None) -> int:
+        """Copy points the manifest knows that the new version lacks from ``previous``."""
+        if previous is None or not self.store.has_collection(previous):
+            return 0
+        known: list[str] = []
+        for s in self.manifest.sources():
+            if s["collection"] == name:
+                known.extend(self.manifest.chunks_of_source(s["name"]))
+        present = self.store.existing(target, known)
+        todo = [pid for pid in known if pid not in present]
+        copied = 0
+        for i in range(0, len(todo), 256):
+            points = [
+                _with_path_key(p)
+                for p in self.store.retrieve_points(previous, todo[i : i + 256])
+                if p.vector is not None
+            ]
+            self.store.upsert(target, points)
+            copied += len(points)
+        return copied
+
+    def layout(self, name: str) -> Layout:
+        """The layout behind ``name`` (see :class:`~ingestd.store.vectors.Layout`)."""
+        return self.store.layout(name)
+
+
+def _with_path_key(p: Point) -> Point:
+    payload: dict[str, Any] = dict(p.payload)
+    if PATH_KEY not in payload and "path" in payload:
+        payload[PATH_KEY] = path_prefixes(str(payload["path"]))
+    return Point(p.id, p.vector, payload, p.sparse)

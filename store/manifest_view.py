@@ -1,0 +1,116 @@
+"""A read-only view of a SQLite manifest with the standard library's ``sqlite3``.
+
+``ingestd status``, ``sources`` and the source-name checks of other commands only read a
+few rows; importing SQLAlchemy and building its ORM tables costs more than the whole
+answer (about 0.4 s here), so they read the tables of :mod:`ingestd.store.manifest`
+directly. The answers equal :class:`~ingestd.store.manifest.Manifest`'s (a test
+compares them); a manifest on another database (``manifest.url``) is read with
+:class:`~ingestd.store.manifest.Manifest` itself.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+__all__ = ["ManifestView"]
+
+
+class ManifestView:
+    """Reads sources, counts and failures of a manifest SQLite file without writing.
+
+    Args:
+        path: the ``manifest.db`` file.
+
+    Raises:
+        FileNotFoundError: ``path`` does not exist (no database is created).
+        sqlite3.Error: the file is not a readable SQLite database.
+    """
+
+    def __init__(self, path: Path) -> None:
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(str(path))
+        # never create the file: mode=rw (a WAL reader wants to write the -shm index),
+        # else mode=ro for a reader without write permission
+        uri = f"file:{quote(str(path.absolute()))}"
+        self._conn = self._open(f"{uri}?mode=rw") or sqlite3.connect(f"{uri}?mode=ro", uri=True)
+        self._conn.row_factory = sqlite3.Row
+        self._conn.execute("PRAGMA busy_timeout=10000")
+        self._tables = {
+            r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+
+    @staticmethod
+    def _open(uri: str) -> sqlite3.Connection | None:
+        conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(uri, uri=True)
+            conn.execute("SELECT 1 FROM sqlite_master LIMIT 1")
+            return conn
+        except sqlite3.OperationalError:
+            if conn is not None:
+                conn.close()
+            return None
+
+    def close(self) -> None:
+        """Close the connection."""
+        self._conn.close()
+
+    def __enter__(self) -> ManifestView:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def sources(self) -> list[dict[str, Any]]:
+        """Recorded sources: ``name``, ``root``, ``collection``, ``last_sync``, ``held_deletes``."""
+        if "sources" not in self._tables:
+            return []
+        out = []
+        for r in self._conn.execute("SELECT * FROM sources ORDER BY name"):
+            row = dict(r)
+            row.setdefault("held_deletes", 0)  # manifests older than that column
+            out.append(row)
+        return out
+
+    def counts(self, source: str) -> dict[str, int]:
+        """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source."""
+        if "documents" not in self._tables:
+            return {"documents": 0, "chunks": 0, "pending": 0, "failed": 0}
+        docs, failed = self._conn.execute(
+            "SELECT count(*), coalesce(sum(state = 'failed'), 0) FROM documents WHERE source = ?",
+            (source,),
+        ).fetchone()
+        by = {
+            bool(p): int(n)
+            for p, n in self._conn.execute(
+                "SELECT c.pending, count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                "WHERE d.source = ? GROUP BY c.pending",
+                (source,),
+            )
+        }
+        return {
+            "documents": int(docs),
+            "chunks": by.get(False, 0),
+            "pending": by.get(True, 0),
+            "failed": int(failed),
+        }
+
+    def failed(self, source: str) -> list[tuple[str, str]]:
+        """``(path, error)`` of the documents of ``source`` that failed, by path."""
+        if "documents" not in self._tables:
+            return []
+        rows = self._conn.execute(
+            "SELECT path, error FROM documents WHERE source = ? AND state = 'failed' ORDER BY path",
+            (source,),
+        )
+        return [(p, e or "") for p, e in rows]

@@ -1,0 +1,53 @@
+"""The sqlite3 view of the manifest answers exactly as the SQLAlchemy manifest does."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from ingestd.store.manifest import ChunkRow, Manifest, sqlite_url
+from ingestd.store.manifest_view import ManifestView
+
+
+def test_view_equals_the_manifest(tmp_path: Path) -> None:
+    db = tmp_path / "manifest.db"
+    m = Manifest(sqlite_url(db), now=lambda: 1000.0)
+    try:
+        m.ensure_source("b", "/srv/b", "coll")
+        m.ensure_source("a", "/srv/a", "ingestd")
+        m.set_last_sync("a", 1234.5)
+        m.set_held_deletes("a", 7)
+        fields = {
+            "size": 1,
+            "mtime_ns": 1,
+            "ctime_ns": 1,
+            "inode": 1,
+            "content_hash": "h",
+            "rule_fingerprint": "f",
+        }
+        ok = m.upsert_document("a", "ok.md", **fields)
+        bad = m.upsert_document("a", "bad.md", **fields, state="failed", error="binary file")
+        m.upsert_document("a", "worse.md", **fields, state="failed", error=None)
+        m.commit_document(ok, [ChunkRow(f"id{i}", f"c{i}", i, 0, 1) for i in range(3)])
+        m.add_pending(bad, [ChunkRow("p1", "c", 0, 0, 1)])
+        with ManifestView(db) as view:
+            assert view.sources() == m.sources()
+            for s in ("a", "b", "nope"):
+                assert view.counts(s) == m.counts(s)
+                assert view.failed(s) == m.failed(s)
+        assert m.counts("a") == {"documents": 3, "chunks": 3, "pending": 1, "failed": 2}
+    finally:
+        m.close()
+
+
+def test_view_never_creates_a_database(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError):
+        ManifestView(tmp_path / "manifest.db")
+    assert not (tmp_path / "manifest.db").exists()
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()  # a database without the tables
+    with ManifestView(empty) as view:
+        assert view.sources() == [] and view.failed("a") == []
+        assert view.counts("a") == {"documents": 0, "chunks": 0, "pending": 0, "failed": 0}
