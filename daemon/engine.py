@@ -241,8 +241,11 @@ class Engine:
         embed_model: embedding callable overriding the configured model (tests).
         store: vector store overriding the configured one (tests, fault injection).
         now: the clock, seconds since the epoch.
+        cache_path: the embedding cache file, instead of ``<state dir>/embeddings.db``
+            (``ingestd eval`` indexes from a scratch state dir with the real cache).
 
     Attributes:
+        cache_path: the embedding cache file.
         stop: set to end long work at its next checkpoint (:class:`SyncInterrupted`).
         on_checkpoint: called at every checkpoint with ``serve_changes``: ``True``
             between write slices (other files' changes may be written there),
@@ -261,6 +264,7 @@ class Engine:
         embed_model: Callable[[Sequence[str]], Any] | None = None,
         store: Any = None,
         now: Callable[[], float] = time.time,
+        cache_path: Path | None = None,
     ) -> None:
         from ingestd.store.embedder import CachedEmbedder, model_info
         from ingestd.store.ids import chunk_hash
@@ -276,6 +280,7 @@ class Engine:
         self._store = store
         self._embed_model = embed_model
         self._cache: Any = None
+        self.cache_path = cache_path or self.state_dir / "embeddings.db"
         self.embedder, self.sentence_embedder = (
             CachedEmbedder(
                 self._embed,
@@ -320,15 +325,13 @@ class Engine:
 
     @property
     def cache(self) -> Any:
-        """The embedding cache (``embeddings.db``), opened on first use.
+        """The embedding cache (:attr:`cache_path`), opened on first use.
 
         A damaged file is moved aside and replaced by an empty cache, with a warning
         (:class:`~ingestd.daemon.repair.HealingCache`): never a fatal error.
         """
         if self._cache is None:
-            self._cache = HealingCache(
-                self.state_dir / "embeddings.db", self.cfg.embedding.cache_max_entries
-            )
+            self._cache = HealingCache(self.cache_path, self.cfg.embedding.cache_max_entries)
             self.embedder.cache = self._cache
             self.sentence_embedder.cache = self._cache
         return self._cache
