@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 __all__ = [
     "REMOTE",
     "ManifestReader",
+    "evaluate",
     "forget",
     "known_source",
     "resync",
@@ -302,8 +303,16 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
     return out
 
 
+def evaluate(engine: Engine, **args: Any) -> dict[str, Any]:
+    """``ingestd eval`` in the daemon: see :func:`ingestd.daemon.eval_runs.run_in_daemon`."""
+    from .eval_runs import run_in_daemon
+
+    return run_in_daemon(engine, **args)
+
+
 #: Commands the control socket runs on the engine thread.
 REMOTE: dict[str, Callable[..., Any]] = {
+    "eval": evaluate,
     "search": search,
     "resync": resync,
     "verify": verify,

@@ -763,6 +763,11 @@ class Service:
 
         if cmd == "status":
             return self.status()
+        if cmd.startswith("eval-"):  # progress and cancel of a running `eval`: answered here
+            from .eval_runs import WATCH_COMMANDS
+
+            if cmd in WATCH_COMMANDS:
+                return WATCH_COMMANDS[cmd](**args)
         fn = commands.REMOTE.get(cmd)
         if fn is None:
             raise DaemonError(f"unknown command {cmd!r}", 2)
