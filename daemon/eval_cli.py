@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import secrets
+import signal
 import sys
 import threading
 import time
@@ -62,7 +63,9 @@ def run(
     Raises:
         ingestd.daemon.control.DaemonError: the daemon reported an error (exit code 130
             when the run was cancelled).
-        KeyboardInterrupt: Ctrl-C (the run is cancelled and its collections dropped).
+        KeyboardInterrupt: Ctrl-C: the run is cancelled (its collections dropped, its
+            scratch state removed).
+        SystemExit: SIGTERM (exit code 143): the same.
     """
     from .control import DaemonError, NoDaemon, request
 
@@ -72,7 +75,7 @@ def run(
     except NoDaemon:
         from .eval_runs import run_local
 
-        with progress_display(quiet) as show:
+        with progress_display(quiet) as show, _sigterm_exits():
             return run_local(cfg, state_dir, corpus, questions, sets, modes, progress=show)
     args = {
         "run": run_id,
@@ -91,7 +94,7 @@ def run(
 
     worker = threading.Thread(target=call, name="ingestd-eval", daemon=True)
     worker.start()
-    with progress_display(quiet) as show:
+    with progress_display(quiet) as show, _sigterm_exits():
         try:
             while worker.is_alive():
                 worker.join(POLL_S)
@@ -100,7 +103,7 @@ def run(
                         state = request(state_dir, "eval-progress", {"run": run_id}, timeout=10)
                         if state:
                             show(EvalProgress.from_dict(state))
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, SystemExit):  # Ctrl-C, SIGTERM
             with contextlib.suppress(NoDaemon, DaemonError, OSError):
                 request(state_dir, "eval-cancel", {"run": run_id}, timeout=10)
                 worker.join(30)  # the daemon drops the run's collections, then answers
@@ -109,6 +112,23 @@ def run(
         raise box["error"]
     result: dict[str, Any] = box["result"]
     return result
+
+
+@contextlib.contextmanager
+def _sigterm_exits() -> Iterator[None]:
+    """SIGTERM unwinds like Ctrl-C (the run cancelled, scratch state removed), exit 143."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def exit_143(signum: int, frame: Any) -> None:
+        raise SystemExit(128 + signum)
+
+    previous = signal.signal(signal.SIGTERM, exit_143)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 @contextlib.contextmanager

@@ -387,6 +387,41 @@ def test_interrupted_local_run_leaves_no_scratch_state(
     assert _scratch_dirs() == before
 
 
+@pytest.mark.slow
+def test_sigterm_ends_a_local_run_with_143_and_leaves_no_scratch_state(
+    first_run: tuple[dict[str, Any], Path, list[Question]],
+    corpus: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from contextlib import contextmanager
+
+    from ingestd.daemon import eval_cli
+    from ingestd.daemon.rulesets import rule_sets
+
+    _, state, qs = first_run
+    cfg = load_config(None)
+    before = _scratch_dirs()
+    seen: list[str] = []
+
+    @contextmanager
+    def sigterm_when_searching(quiet: bool) -> Iterator[Any]:
+        def show(p: Any) -> None:
+            if p.phase == "searching" and not seen:
+                seen.append(p.phase)
+                assert _scratch_dirs() - before  # the scratch state exists now
+                os.kill(os.getpid(), signal.SIGTERM)
+
+        yield show
+
+    monkeypatch.setattr(eval_cli, "progress_display", sigterm_when_searching)
+    previous = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(SystemExit) as exc:
+        eval_cli.run(cfg, state, corpus, qs, rule_sets([], cfg, None), ["sparse"])
+    assert exc.value.code == 143 and seen == ["searching"]
+    assert _scratch_dirs() == before
+    assert signal.getsignal(signal.SIGTERM) == previous
+
+
 # -- through a daemon ---------------------------------------------------------------------------
 
 
