@@ -18,6 +18,8 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+from .statedir import PRIVATE_FILE_MODE
+
 __all__ = ["EVAL_PREFIX", "LEDGER", "EvalCollections", "collection_name"]
 
 logger = logging.getLogger(__name__)
@@ -113,7 +115,7 @@ class EvalCollections:
         if self.ledger is None:
             return
         tmp = self.ledger.with_name(self.ledger.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, PRIVATE_FILE_MODE)
         with os.fdopen(fd, "w") as f:
             f.write("".join(n + "\n" for n in names))
         os.replace(tmp, self.ledger)

@@ -29,6 +29,7 @@ from .eval_collections import LEDGER, EvalCollections
 from .evaluate import EvalCancelled, EvalError, EvalProgress, Evaluation
 from .questions import Question
 from .rulesets import RuleSet
+from .statedir import secure_state_dir
 
 __all__ = ["WATCH_COMMANDS", "eval_cancel", "eval_progress", "run_in_daemon", "run_local"]
 
@@ -67,7 +68,7 @@ def run_local(
     Raises:
         EvalError: the corpus cannot be read or indexed.
     """
-    state_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    secure_state_dir(state_dir)
     scratch = Path(tempfile.mkdtemp(prefix="ingestd-eval-"))
     try:
         host_cfg = cfg.model_copy(

@@ -57,6 +57,7 @@ STATE_ENTRIES = (
     "qdrant",
     "ingestd.lock",
     "control-socket",
+    "eval-collections",
 )
 
 
