@@ -1,8 +1,9 @@
-"""Embedding: the sentence-transformers model, loaded lazily, and the embedding cache.
+"""Embedding: the model, loaded lazily by its backend, and the embedding cache.
 
 The model is loaded once, offline, on the first text that really needs a vector:
 commands that embed nothing never import torch or sentence-transformers (importing
-sentence-transformers alone takes about 5 s).
+sentence-transformers alone takes about 5 s). :func:`load_embedder` picks the backend
+(``torch``, ``onnx``, ``onnx-int8``; see :mod:`ingestd.store.backends`).
 
 Vectors are cached in ``embeddings.db`` (SQLite), keyed by (model fingerprint, chunk
 hash), bounded in entries and evicted least-recently-used. The cache outlives the
@@ -26,6 +27,8 @@ from typing import Any
 
 import numpy as np
 
+from ingestd.store.backends import RECIPES, OnnxRecipe, backend_fingerprint
+
 __all__ = [
     "BUNDLED_MODEL",
     "EmbeddingCache",
@@ -33,6 +36,7 @@ __all__ = [
     "ModelNotFoundError",
     "SentenceTransformerEmbedder",
     "Vectors",
+    "load_embedder",
     "model_info",
 ]
 
@@ -53,15 +57,21 @@ class ModelNotFoundError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class ModelInfo:
-    """What is known about a model from its files, without loading it.
+    """What is known about a model and the backend that runs it, without loading it.
 
     Attributes:
         name: the configured name.
         path: the folder holding the model's files.
-        fingerprint: sha256 hex over the model's files (see :func:`model_info`).
+        fingerprint: what made the vectors, sha256 hex: the files' fingerprint for the
+            ``torch`` backend, else that combined with the backend and its recipe (see
+            :func:`ingestd.store.backends.backend_fingerprint`). Keys the embedding
+            cache and the collection check.
         dim: embedding dimension.
         max_seq_length: word pieces the model reads, special tokens included.
         tokenizer_json: path of its ``tokenizer.json``, if any.
+        backend: ``torch``, ``onnx`` or ``onnx-int8``.
+        recipe: how the ONNX graph is made (``None`` for ``torch``).
+        files_fingerprint: sha256 hex over the model's files alone.
     """
 
     name: str
@@ -70,6 +80,14 @@ class ModelInfo:
     dim: int
     max_seq_length: int
     tokenizer_json: Path | None = field(default=None)
+    backend: str = "torch"
+    recipe: OnnxRecipe | None = None
+    files_fingerprint: str = ""
+
+    @property
+    def label(self) -> str:
+        """The name, with the backend when it is not ``torch`` (for messages, records)."""
+        return self.name if self.backend == "torch" else f"{self.name} ({self.backend})"
 
 
 def _resolve_model_dir(name: str) -> Path:
@@ -130,20 +148,29 @@ def _read_json(p: Path) -> dict[str, Any]:
         return {}
 
 
-_INFO_CACHE: dict[str, ModelInfo] = {}
+_INFO_CACHE: dict[tuple[str, str, OnnxRecipe | None], ModelInfo] = {}
 
 
-def model_info(name: str) -> ModelInfo:
-    """Describe model ``name`` from its files; fast, no torch import.
+def model_info(name: str, backend: str = "torch", recipe: OnnxRecipe | None = None) -> ModelInfo:
+    """Describe model ``name`` run by ``backend`` from its files; fast, no torch import.
 
     The fingerprint comes from the files, not the path, so the same model installed
     elsewhere keeps its vectors and its cache entries.
 
+    Args:
+        name: ``all-MiniLM-L6-v2`` (bundled) or a model folder.
+        backend: ``torch``, ``onnx`` or ``onnx-int8``.
+        recipe: an ONNX recipe other than the backend's own (benchmarks, tests).
+
     Raises:
         ModelNotFoundError: no such local or bundled model.
+        ValueError: unknown backend.
     """
-    if name in _INFO_CACHE:
-        return _INFO_CACHE[name]
+    key = (name, backend, recipe)
+    if key in _INFO_CACHE:
+        return _INFO_CACHE[key]
+    if backend != "torch":
+        recipe = recipe or RECIPES.get(backend)
     path = _resolve_model_dir(name)
     pooling = _read_json(path / "1_Pooling" / "config.json")
     bert = _read_json(path / "sentence_bert_config.json")
@@ -151,16 +178,51 @@ def model_info(name: str) -> ModelInfo:
     dim = int(pooling.get("word_embedding_dimension") or config.get("hidden_size") or 0)
     max_seq = int(bert.get("max_seq_length") or config.get("max_position_embeddings") or 512)
     tok = path / "tokenizer.json"
+    files = _fingerprint(path)
     info = ModelInfo(
         name=name,
         path=path,
-        fingerprint=_fingerprint(path),
+        fingerprint=backend_fingerprint(files, backend, recipe),
         dim=dim,
         max_seq_length=max_seq,
         tokenizer_json=tok if tok.is_file() else None,
+        backend=backend,
+        recipe=recipe if backend != "torch" else None,
+        files_fingerprint=files,
     )
-    _INFO_CACHE[name] = info
+    _INFO_CACHE[key] = info
     return info
+
+
+def load_embedder(
+    info: ModelInfo,
+    *,
+    device: str = "cpu",
+    batch_size: int = 16,
+    threads: int | None = None,
+    cache_dir: Path | None = None,
+) -> Callable[[Sequence[str]], Vectors]:
+    """The embedder of ``info`` for its backend; nothing is loaded until the first text.
+
+    Args:
+        info: the model and backend (see :func:`model_info`).
+        device: torch device (the ONNX backends run on the CPU).
+        batch_size: texts per forward pass.
+        threads: intra-op threads of torch or onnxruntime (``None``: one per core).
+        cache_dir: where exported ONNX models are kept (``None``:
+            :func:`ingestd.store.backends.default_cache_dir`).
+
+    Returns:
+        A callable ``texts -> (n, dim)`` float32 unit vectors, with ``loaded``,
+        ``calls`` and ``batch_size`` attributes.
+    """
+    if info.backend == "torch":
+        return SentenceTransformerEmbedder(
+            info, device=device, batch_size=batch_size, threads=threads
+        )
+    from ingestd.store.onnx_embedder import OnnxEmbedder
+
+    return OnnxEmbedder(info, cache_dir=cache_dir, batch_size=batch_size, threads=threads)
 
 
 class SentenceTransformerEmbedder:
