@@ -116,14 +116,20 @@ def default_rules() -> tuple[RuleConfig, ...]:
 
 
 class EmbeddingConfig(_Model):
-    """The embedding model.
+    """The embedding model and the backend that runs it.
 
     Attributes:
         model: ``all-MiniLM-L6-v2`` (bundled, offline) or the path of a
             sentence-transformers model folder.
-        device: torch device.
+        backend: ``torch`` (sentence-transformers), ``onnx`` (the model exported to
+            ONNX, float32, run by onnxruntime) or ``onnx-int8`` (int8 quantised);
+            see README "Choosing a backend". The ONNX backends need the ``onnx`` extra.
+        cache_dir: where the ONNX backends keep the exported model (``None``:
+            ``$CACHE_DIRECTORY``, else ``$XDG_CACHE_HOME/ingestd``, else
+            ``~/.cache/ingestd``); relative paths are relative to the config file.
+        device: torch device (the ONNX backends run on the CPU).
         batch_size: texts per forward pass (4-16 measured fastest on 2 cores).
-        threads: torch threads (``None``: torch's default, one per core).
+        threads: torch or onnxruntime threads (``None``: one per core).
         fit_model: hold every chunk to the model's max_seq_length - 2 word pieces.
         cache_max_entries: most vectors kept in the embedding cache.
         preload: ``ingestd run`` loads the model in the background right after it is
@@ -132,12 +138,28 @@ class EmbeddingConfig(_Model):
     """
 
     model: str = "all-MiniLM-L6-v2"
+    backend: Literal["torch", "onnx", "onnx-int8"] = "torch"
+    cache_dir: Path | None = None
     device: str = "cpu"
     batch_size: int = Field(16, ge=1, le=1024)
     threads: int | None = Field(None, ge=1)
     fit_model: bool = True
     cache_max_entries: int = Field(500_000, ge=0)
     preload: bool = True
+
+    @field_validator("backend")
+    @classmethod
+    def _backend(cls, v: str) -> str:
+        from ingestd.store.backends import check_backend
+
+        check_backend(v)
+        return v
+
+    @model_validator(mode="after")
+    def _cpu(self) -> EmbeddingConfig:
+        if self.backend != "torch" and self.device != "cpu":
+            raise ValueError(f"backend {self.backend!r} runs on the CPU; set device: cpu")
+        return self
 
 
 class QdrantConfig(_Model):
@@ -449,4 +471,12 @@ def _finish(cfg: Config, base: Path, roots: Sequence[str | Path], require_roots:
     state = cfg.state_dir
     if state is not None and not state.is_absolute():
         state = base / state
-    return cfg.model_copy(update={"sources": tuple(sources), "state_dir": state})
+    embedding = cfg.embedding
+    if embedding.cache_dir is not None:
+        cache_dir = embedding.cache_dir.expanduser()
+        embedding = embedding.model_copy(
+            update={"cache_dir": cache_dir if cache_dir.is_absolute() else base / cache_dir}
+        )
+    return cfg.model_copy(
+        update={"sources": tuple(sources), "state_dir": state, "embedding": embedding}
+    )

@@ -273,7 +273,7 @@ class Engine:
         self.state_dir = Path(state_dir)
         secure_state_dir(self.state_dir)  # created 0700 when missing
         self.now = now
-        self.model = model_info(cfg.embedding.model)
+        self.model = model_info(cfg.embedding.model, cfg.embedding.backend)
         self.manifest = Manifest(
             cfg.manifest.url or sqlite_url(self.state_dir / "manifest.db"), now=now
         )
@@ -378,11 +378,15 @@ class Engine:
 
     def _model(self) -> Any:
         if self._embed_model is None:
-            from ingestd.store.embedder import SentenceTransformerEmbedder
+            from ingestd.store.embedder import load_embedder
 
             e = self.cfg.embedding
-            self._embed_model = SentenceTransformerEmbedder(
-                self.model, device=e.device, batch_size=e.batch_size, threads=e.threads
+            self._embed_model = load_embedder(
+                self.model,
+                device=e.device,
+                batch_size=e.batch_size,
+                threads=e.threads,
+                cache_dir=e.cache_dir,
             )
         return self._embed_model
 
@@ -1035,7 +1039,7 @@ class Engine:
         if collection in self._collections_checked:
             return set()
         self.manifest.check_collection(
-            collection, self.model.name, self.model.fingerprint, self.model.dim
+            collection, self.model.label, self.model.fingerprint, self.model.dim
         )
         from ingestd.store.collections import CollectionVersions
 

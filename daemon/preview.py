@@ -117,10 +117,11 @@ def preview(
     Raises:
         ValueError: unknown rule or chunker, bad params, or an undecodable file.
     """
-    from ingestd.store.embedder import CachedEmbedder, SentenceTransformerEmbedder, model_info
+    from ingestd.store.embedder import CachedEmbedder, load_embedder, model_info
 
-    info = model_info(cfg.embedding.model)
-    lazy = SentenceTransformerEmbedder(info, device=cfg.embedding.device)
+    e = cfg.embedding
+    info = model_info(e.model, e.backend)
+    lazy = load_embedder(info, device=e.device, threads=e.threads, cache_dir=e.cache_dir)
     embed = CachedEmbedder(lazy, info.fingerprint + ":sentence", None, chunk_hash)
     ctx, tok = build_context(cfg, embed=embed.embed_texts)
     rules = _rules_for(cfg, chunker_name, rule_name, params)
