@@ -850,6 +850,48 @@ def eval_cmd(
         click.echo(eval_report.format_table(report))
 
 
+@cli.command("export-model")
+@common_options
+@click.option(
+    "--backend",
+    type=click.Choice(["onnx", "onnx-int8"]),
+    help="Export for this backend (default: the configured one).",
+)
+@handle_errors
+def export_model(
+    config_path: Path | None, state_dir: Path | None, log_level: str | None, backend: str | None
+) -> None:
+    """Export the embedding model to ONNX now, offline (otherwise done at first use).
+
+    Prints the exported file. Run it before switching embedding.backend, so that the
+    daemon starts without the export (it imports torch once, for a minute or so).
+
+    Example:
+
+    
+        ingestd export-model --config /etc/ingestd/config.yaml --backend onnx-int8
+    """
+    from ingestd.store.backends import check_backend, default_cache_dir
+    from ingestd.store.embedder import model_info
+    from ingestd.store.onnx_export import ExportError, ensure_exported
+
+    cfg, _ = load(config_path, (), state_dir, log_level)
+    e = cfg.embedding
+    info = model_info(e.model, backend or e.backend)
+    if info.backend == "torch":
+        raise Fatal("embedding.backend is torch, which needs no export; pass --backend", 2)
+    try:
+        check_backend(info.backend)
+        path, record = ensure_exported(info, e.cache_dir or default_cache_dir())
+    except (ExportError, ValueError) as exc:
+        raise Fatal(str(exc)) from None
+    cos = record.get("probe_cosine", {})
+    click.echo(
+        f"{path} ({record['bytes'] / 1e6:.1f} MB; cosine to torch on probe texts: "
+        f"mean {cos.get('mean', float('nan')):.4f}, min {cos.get('min', float('nan')):.4f})"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Console-script entry point: state files are created private (umask 077)."""
     from .statedir import private_umask
