@@ -1,0 +1,424 @@
+"""Embedding backends: selection from the config, fingerprints, the ONNX export and its vectors.
+
+The export runs once per test session (``onnx_export`` fixture) with every network
+connection refused; the tests that need it reuse its cache folder or a copy of it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ingestd.daemon.config import ConfigError, load_config
+from ingestd.store import onnx_export
+from ingestd.store.backends import INT8_SETTINGS, RECIPES, backend_fingerprint
+from ingestd.store.embedder import (
+    BUNDLED_MODEL,
+    SentenceTransformerEmbedder,
+    load_embedder,
+    model_info,
+)
+from ingestd.store.onnx_embedder import OnnxEmbedder, load_tokenizer
+from ingestd.store.onnx_export import ensure_artifact, ensure_exported
+from tests.helpers import CORPORA, MD_DOCS, REPO
+
+#: The fingerprint of the bundled model's files, as stores made before backends
+#: existed recorded it: the torch backend must keep it.
+TORCH_FINGERPRINT = "42eee4b0444c09937db3497dbc4ab08fa91629a4d8db6b6e63cca93f76c49a9b"
+
+
+# -- selection and fingerprints (fast) -------------------------------------------------------
+
+
+def test_backend_is_chosen_in_the_config(tmp_path: Path) -> None:
+    from ingestd.daemon.engine import Engine
+
+    default = load_config(None)
+    assert default.embedding.backend == "torch"
+    cfg_file = tmp_path / "config.yaml"
+    cfg_file.write_text("embedding:\n  backend: onnx-int8\n  cache_dir: models\n")
+    cfg = load_config(cfg_file)
+    assert cfg.embedding.backend == "onnx-int8"
+    assert cfg.embedding.cache_dir == tmp_path / "models"  # relative to the config file
+    eng = Engine(cfg, tmp_path / "state")
+    try:
+        assert eng.model.backend == "onnx-int8"
+        assert eng.model.fingerprint == model_info(BUNDLED_MODEL, "onnx-int8").fingerprint
+        model = eng._model()
+        assert isinstance(model, OnnxEmbedder) and not model.loaded  # nothing loaded yet
+        assert model.cache_dir == tmp_path / "models"
+    finally:
+        eng.close()
+    eng = Engine(default, tmp_path / "state2")
+    try:
+        assert isinstance(eng._model(), SentenceTransformerEmbedder)
+    finally:
+        eng.close()
+
+
+def test_unknown_backend_and_gpu_onnx_are_config_errors() -> None:
+    with pytest.raises(ConfigError, match=r"embedding\.backend: Input should be 'torch'"):
+        load_config(None, overrides={"embedding": {"backend": "tensorrt"}})
+    with pytest.raises(ConfigError, match="runs on the CPU; set device: cpu"):
+        load_config(None, overrides={"embedding": {"backend": "onnx", "device": "cuda"}})
+
+
+def test_missing_onnxruntime_is_a_config_error_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any) -> Any:
+        return None if name == "onnxruntime" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    with pytest.raises(ConfigError) as err:
+        load_config(None, overrides={"embedding": {"backend": "onnx"}})
+    assert str(err.value).startswith("embedding.backend: backend 'onnx' needs onnxruntime")
+    assert "pip install 'ingestd[onnx]'" in str(err.value)
+    load_config(None)  # torch needs neither
+
+
+def test_torch_keeps_the_fingerprint_of_the_files() -> None:
+    torch = model_info(BUNDLED_MODEL)
+    assert torch.fingerprint == TORCH_FINGERPRINT == torch.files_fingerprint
+    assert model_info(BUNDLED_MODEL, "torch") == torch
+    assert torch.label == BUNDLED_MODEL
+
+
+def test_fingerprint_differs_per_backend_and_per_recipe_setting() -> None:
+    fps = {b: model_info(BUNDLED_MODEL, b).fingerprint for b in ("torch", "onnx", "onnx-int8")}
+    assert len(set(fps.values())) == 3
+    assert model_info(BUNDLED_MODEL, "onnx-int8").label == f"{BUNDLED_MODEL} (onnx-int8)"
+    int8 = RECIPES["onnx-int8"]
+    changed = [
+        replace(int8, quant=replace(INT8_SETTINGS, per_channel=False)),
+        replace(int8, quant=replace(INT8_SETTINGS, reduce_range=True)),
+        replace(int8, quant=replace(INT8_SETTINGS, weight_type="QUInt8")),
+        replace(int8, quant=replace(INT8_SETTINGS, op_types=("MatMul",))),
+        replace(int8, quant=replace(INT8_SETTINGS, exclude=("/output/dense/",))),
+        replace(int8, opset=18),
+        replace(int8, fusion=None),
+    ]
+    got = {backend_fingerprint(TORCH_FINGERPRINT, "onnx-int8", r) for r in changed}
+    assert len(got) == len(changed) and fps["onnx-int8"] not in got
+    assert model_info(BUNDLED_MODEL, "onnx-int8", changed[0]).fingerprint in got
+
+
+def test_collection_filled_by_another_backend_is_refused(tmp_path: Path) -> None:
+    from ingestd.store.manifest import Manifest, ModelMismatchError, sqlite_url
+
+    torch, int8 = model_info(BUNDLED_MODEL), model_info(BUNDLED_MODEL, "onnx-int8")
+    m = Manifest(sqlite_url(tmp_path / "manifest.db"))
+    try:
+        m.check_collection("docs", torch.label, torch.fingerprint, torch.dim)
+        with pytest.raises(ModelMismatchError, match=r"configured model is 'all-MiniLM-L6-v2 \("):
+            m.check_collection("docs", int8.label, int8.fingerprint, int8.dim)
+    finally:
+        m.close()
+
+
+def test_tokenizer_truncates_at_max_seq_length_like_the_model() -> None:
+    info = model_info(BUNDLED_MODEL)
+    tok = load_tokenizer(info)
+    long = (MD_DOCS / "docs/collector/architecture.md").read_text()
+    enc = tok.encode(long)
+    assert len(enc.ids) == info.max_seq_length == 256  # specials included
+    assert enc.ids[0] == tok.token_to_id("[CLS]") and enc.ids[-1] == tok.token_to_id("[SEP]")
+    assert len(tok.encode("Zebra").ids) == 3  # no padding to the file's fixed 128
+
+
+# -- the cached artifact: atomic, locked, verified (fast, no model) ---------------------------
+
+
+def _writer(payload: bytes) -> Any:
+    calls: list[Path] = []
+
+    def build(tmp: Path) -> dict[str, Any]:
+        calls.append(tmp)
+        tmp.write_bytes(payload)
+        return {"what": "test"}
+
+    build.calls = calls  # type: ignore[attr-defined]
+    return build
+
+
+def test_artifact_is_built_once_then_reused(tmp_path: Path) -> None:
+    path = tmp_path / "onnx" / "m.onnx"
+    build = _writer(b"graph bytes")
+    first = ensure_artifact(path, build)
+    second = ensure_artifact(path, build)
+    assert len(build.calls) == 1 and first == second
+    assert path.read_bytes() == b"graph bytes" and first["bytes"] == 11
+    assert sorted(p.name for p in path.parent.iterdir()) == ["m.json", "m.onnx", "m.onnx.lock"]
+
+
+@pytest.mark.parametrize("damage", ["truncated", "flipped", "no record", "bad record"])
+def test_partial_or_corrupt_artifact_is_rebuilt(tmp_path: Path, damage: str) -> None:
+    path = tmp_path / "m.onnx"
+    ensure_artifact(path, _writer(b"0123456789"))
+    if damage == "truncated":
+        path.write_bytes(b"01234")
+    elif damage == "flipped":
+        path.write_bytes(b"0123456788")
+    elif damage == "no record":  # killed between the two renames
+        path.with_suffix(".json").unlink()
+    else:
+        path.with_suffix(".json").write_text("{")
+    (tmp_path / "m.onnx.x1y2.tmp").write_bytes(b"left by a killed build")
+    build = _writer(b"0123456789")
+    record = ensure_artifact(path, build)
+    assert len(build.calls) == 1 and path.read_bytes() == b"0123456789"
+    assert record["bytes"] == 10 and not list(tmp_path.glob("*.tmp"))
+
+
+def test_failed_build_leaves_the_cache_as_it_was(tmp_path: Path) -> None:
+    path = tmp_path / "m.onnx"
+
+    def broken(tmp: Path) -> dict[str, Any]:
+        tmp.write_bytes(b"half")
+        raise RuntimeError("export failed")
+
+    with pytest.raises(RuntimeError, match="export failed"):
+        ensure_artifact(path, broken)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx.lock"]
+
+
+def test_two_processes_building_at_once_build_once(tmp_path: Path) -> None:
+    """Both get the same complete file; the second waits for the first and reuses it."""
+    script = textwrap.dedent(
+        """
+        import os, sys, time
+        from pathlib import Path
+        from ingestd.store.onnx_export import ensure_artifact
+
+        path, log = Path(sys.argv[1]), Path(sys.argv[2])
+        go = Path(sys.argv[3])
+        while not go.exists():
+            time.sleep(0.01)
+
+        def build(tmp):
+            with log.open("a") as f:
+                f.write(f"{os.getpid()}\\n")
+            with tmp.open("wb") as f:
+                for _ in range(20):  # slow enough that the other process must wait
+                    f.write(os.urandom(1 << 16))
+                    time.sleep(0.02)
+            return {}
+
+        print(ensure_artifact(path, build)["sha256"])
+        """
+    )
+    path, log, go = tmp_path / "m.onnx", tmp_path / "builds.log", tmp_path / "go"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", script, str(path), str(log), str(go)],
+            stdout=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+        )
+        for _ in range(2)
+    ]
+    go.touch()
+    outs = [p.communicate(timeout=120)[0].strip() for p in procs]
+    assert [p.returncode for p in procs] == [0, 0]
+    assert len(log.read_text().split()) == 1  # built once
+    assert outs[0] == outs[1] == onnx_export._sha256(path)
+    assert path.stat().st_size == 20 << 16
+
+
+# -- the real export (once per session, offline) ----------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def onnx_export_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Both ONNX backends of the bundled model, exported with every connection refused."""
+    cache = tmp_path_factory.mktemp("onnx-cache")
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise OSError("the export must not reach the network")
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(socket.socket, "connect", refuse)
+    mp.setattr(socket, "create_connection", refuse)
+    try:
+        for backend in ("onnx", "onnx-int8"):
+            ensure_exported(model_info(BUNDLED_MODEL, backend), cache)
+    finally:
+        mp.undo()
+    yield cache
+
+
+def _real_chunks(tmp: Path) -> list[str]:
+    """Embedded texts of real chunks from the three corpora, and two over-long texts."""
+    from ingestd.daemon.engine import Engine
+
+    texts: list[str] = []
+    picks = [
+        (MD_DOCS, ["docs/concepts/glossary.md"]),
+        (CORPORA / "rst-docs", ["usage/extensions/todo.rst"]),
+        (CORPORA / "history" / "base", ["src/ch04-01-what-is-ownership.md"]),
+    ]
+    for root, rels in picks:
+        eng = Engine(load_config(None, roots=[root]), tmp / root.name, embed_model=_no)
+        try:
+            for rel in rels:
+                chunks = [c.embed_text for c in eng.prepare(next(iter(eng.sources)), rel).chunks]
+                texts.extend(chunks[:12])
+        finally:
+            eng.close()
+    # truncation at max_seq_length must match: whole pages, far over 256 word pieces
+    texts.append((MD_DOCS / "docs/collector/architecture.md").read_text())
+    texts.append((CORPORA / "rst-docs" / "usage/extensions/todo.rst").read_text())
+    return texts
+
+
+def _no(texts: Any) -> Any:
+    raise AssertionError("must not embed")
+
+
+@pytest.fixture(scope="module")
+def chunks_and_torch(
+    real_model: Any, tmp_path_factory: pytest.TempPathFactory
+) -> tuple[list[str], Any]:
+    texts = _real_chunks(tmp_path_factory.mktemp("chunk-state"))
+    return texts, real_model(texts)
+
+
+@pytest.mark.slow
+def test_onnx_vectors_equal_torch_vectors(
+    onnx_export_dir: Path, chunks_and_torch: tuple[list[str], Any]
+) -> None:
+    texts, want = chunks_and_torch
+    model = load_embedder(model_info(BUNDLED_MODEL, "onnx"), cache_dir=onnx_export_dir)
+    got = model(texts)
+    assert got.shape == want.shape == (len(texts), 384) and got.dtype == np.float32
+    assert np.allclose(np.linalg.norm(got, axis=1), 1, atol=1e-5)
+    cos = np.sum(got * want, axis=1)
+    assert cos.min() >= 0.999, f"min cosine {cos.min():.5f} over {len(texts)} texts"
+
+
+@pytest.mark.slow
+def test_int8_vectors_are_close_to_torch_and_never_depend_on_the_batch(
+    onnx_export_dir: Path, chunks_and_torch: tuple[list[str], Any]
+) -> None:
+    texts, want = chunks_and_torch
+    model = load_embedder(model_info(BUNDLED_MODEL, "onnx-int8"), cache_dir=onnx_export_dir)
+    got = model(texts)
+    cos = np.sum(got * want, axis=1)
+    assert cos.mean() >= 0.99 and cos.min() >= 0.97, (cos.mean(), cos.min())
+    alone = model([texts[5]])
+    assert np.array_equal(alone[0], got[5])  # the same bits, whatever its neighbours
+
+
+@pytest.mark.slow
+def test_second_load_reuses_the_export(
+    onnx_export_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def fail(*args: Any) -> Any:
+        raise AssertionError("exported again")
+
+    monkeypatch.setattr(onnx_export, "_export_float32", fail)
+    monkeypatch.setattr(onnx_export, "_quantise", fail)
+    model = load_embedder(model_info(BUNDLED_MODEL, "onnx-int8"), cache_dir=onnx_export_dir)
+    model(["reused"])
+    assert model.loaded and model.path is not None
+    record = json.loads(model.path.with_suffix(".json").read_text())
+    assert record["recipe"]["quant"]["per_channel"] is INT8_SETTINGS.per_channel
+    assert record["probe_cosine"]["min"] >= 0.97
+
+
+@pytest.mark.slow
+def test_damaged_int8_export_is_rebuilt_from_the_cached_float32(
+    onnx_export_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    shutil.copytree(onnx_export_dir, cache)
+    info = model_info(BUNDLED_MODEL, "onnx-int8")
+    path, record = ensure_exported(info, cache)
+    with path.open("r+b") as f:  # a partial file under the final name
+        f.truncate(record["bytes"] // 2)
+
+    def fail(*args: Any) -> Any:
+        raise AssertionError("the float32 export is intact and must be reused")
+
+    monkeypatch.setattr(onnx_export, "_export_float32", fail)
+    model = load_embedder(info, cache_dir=cache)
+    vec = model(["The collector receives telemetry."])
+    assert path.stat().st_size == record["bytes"] and vec.shape == (1, 384)
+
+
+@pytest.mark.slow
+def test_export_model_command_reports_the_cached_export(onnx_export_dir: Path) -> None:
+    from click.testing import CliRunner
+
+    from ingestd.daemon.cli import cli
+
+    res = CliRunner().invoke(
+        cli,
+        ["export-model", "--backend", "onnx-int8"],
+        env={"CACHE_DIRECTORY": str(onnx_export_dir)},
+    )
+    assert res.exit_code == 0, res.output
+    assert "-int8-" in res.output and "cosine to torch on probe texts" in res.output
+    res = CliRunner().invoke(cli, ["export-model"])
+    assert res.exit_code == 2 and "needs no export" in res.output
+
+
+@pytest.mark.slow
+def test_int8_backend_end_to_end_incremental_equals_from_scratch(
+    onnx_export_dir: Path, tmp_path: Path
+) -> None:
+    """Configured backend, real export, engine, store: kept vectors equal fresh ones bit for bit."""
+    from qdrant_client import QdrantClient
+
+    from ingestd.daemon import commands
+    from ingestd.store.manifest import ModelMismatchError
+    from tests.helpers import copy_tree, make_engine, store_snapshot
+
+    tree = copy_tree(
+        tmp_path / "docs", ["docs/concepts/glossary.md", "docs/collector/quick-start.md"]
+    )
+    backend = {"backend": "onnx-int8", "cache_dir": str(onnx_export_dir)}
+    state = tmp_path / "state"
+    eng = make_engine(tree, state, None, embedding=backend)
+    (name,) = eng.sources
+    eng.sync(name)
+    p = tree / "docs/collector/quick-start.md"
+    p.write_text(p.read_text() + "\n\n## Appendix\n\nThe collector can also run as a sidecar.\n")
+    eng.sync(name)
+    hits = commands.search(eng, "what is an attribute in OpenTelemetry", k=3)
+    assert hits and hits[0]["path"] == "docs/concepts/glossary.md"
+    eng.close()
+    fresh = tmp_path / "fresh"
+    eng = make_engine(tree, fresh, None, embedding=backend)
+    eng.sync(name)
+    eng.close()
+    ids = sorted(store_snapshot(fresh))
+    assert ids == sorted(store_snapshot(state))
+    a, b = QdrantClient(path=str(state / "qdrant")), QdrantClient(path=str(fresh / "qdrant"))
+    try:
+        va = {str(r.id): r.vector for r in a.retrieve("ingestd", ids, with_vectors=True)}
+        vb = {str(r.id): r.vector for r in b.retrieve("ingestd", ids, with_vectors=True)}
+        assert all(np.allclose(va[i], vb[i], atol=1e-6) for i in ids)
+    finally:
+        a.close()
+        b.close()
+    eng = make_engine(tree, state, None)  # torch now: the collection holds int8 vectors
+    try:
+        with pytest.raises(ModelMismatchError, match=r"all-MiniLM-L6-v2 \(onnx-int8\)"):
+            eng.sync(name)
+    finally:
+        eng.close()
