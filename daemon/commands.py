@@ -299,7 +299,11 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
         out["unused_rules"] = engine.rules.unmatched(paths) if paths else []
         out["embedded_since_start"] = engine.embedder.stats.embedded
         out["reused_since_start"] = engine.embedder.stats.reused
-        out["model"] = {"name": engine.model.name, "fingerprint": engine.model.fingerprint[:16]}
+        out["model"] = {
+            "name": engine.model.name,
+            "backend": engine.model.backend,
+            "fingerprint": engine.model.fingerprint[:16],
+        }
     return out
 
 
