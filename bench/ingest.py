@@ -1,31 +1,353 @@
-"""Cold ingest of ../shared/corpora/md-docs: pipeline throughput vs raw ``model.encode``.
+"""Ingest speed: the embedding backends side by side, and the pipeline vs raw encode.
 
 Prints, measured in the same process (machines are shared and noisy, so only ratios
 mean something):
 
-* chunks/s of the whole pipeline (scan, read, chunk, embed, upsert, manifest) on a cold
-  state dir, with the model already loaded;
-* chunks/s of bare ``model.encode`` on the very same chunk texts, same batch size;
-* their ratio (the pipeline's overhead; target >= 0.9);
-* the wall time of a no-op ``ingestd resync`` process beside a bare walk + stat of the
-  tree in this process (target: about a second, no model loaded).
+``backends`` (the default):
 
-Usage: ``python bench/ingest.py [--corpus DIR] [--limit N]`` (N: first N files only).
+* the CPU and its vector instruction sets (avx2, avx512*, vnni, amx from /proc/cpuinfo);
+* chunks/s of each backend (``torch``, ``onnx``, ``onnx-int8``, and with ``--variants``
+  the other ONNX recipes tried) on the same sample of real chunks of the three corpora,
+  same batch size, in interleaved rounds; the ratio to torch is the median of the
+  per-round ratios;
+* mean and min cosine of each backend's vectors to torch's, over every chunk of the
+  three corpora;
+* span and path recall@5 on the three dev sets (``qa/md-docs``, ``qa/rst-docs``,
+  ``qa/rust-book``) per backend: default rules, dense cosine, brute force (the scoring
+  of ``bench/retrieval.py``, imported), and whether each backend keeps span R@5 within
+  1 point of torch on every set;
+* the idle RSS of a process that loaded each backend and embedded one text.
+
+``pipeline``: cold ingest of md-docs (scan, read, chunk, embed, upsert, manifest) vs
+bare embedding of the same texts, and a no-op ``ingestd resync`` process vs walk+stat.
+
+Usage::
+
+    python bench/ingest.py [--variants] [--sample 256] [--rounds 5] [--batch-size 16]
+    python bench/ingest.py --only speed,rss        # skip the recall part
+    python bench/ingest.py --only pipeline [--limit N] [--backend onnx-int8]
+
+Vectors of the recall part are cached by (model fingerprint, text hash) in
+``--cache`` (default ``/tmp/bench-ingest``), so reruns only embed what is new; exported
+ONNX models go to ``<cache>/models``.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import random
+import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+import numpy as np
 
 HERE = Path(__file__).resolve().parent
-DEFAULT_CORPUS = HERE.parent.parent / "shared" / "corpora" / "md-docs"
+CORPORA = HERE.parent.parent / "shared" / "corpora"
+DEFAULT_CORPUS = CORPORA / "md-docs"
+#: The three dev sets: (name, corpus folder, questions).
+DEV_SETS = (
+    ("md-docs", CORPORA / "md-docs", CORPORA / "qa" / "md-docs.jsonl"),
+    ("rst-docs", CORPORA / "rst-docs", CORPORA / "qa" / "rst-docs.jsonl"),
+    ("rust-book", CORPORA / "history" / "base", CORPORA / "qa" / "rust-book.jsonl"),
+)
+MODEL = "all-MiniLM-L6-v2"
+CPU_FLAGS = (
+    "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni",
+    "avx512_bf16", "amx_int8", "amx_bf16",
+)  # fmt: skip
+RECALL_BOUND = 1.0  # points of span R@5 a backend may lose to torch on any set
+
+
+@dataclass
+class Variant:
+    label: str
+    backend: str
+    recipe: Any = None  # OnnxRecipe; None: the backend's own
+    recall: bool = True  # float32 recipes give torch's vectors: their recall is onnx's
+
+
+def variants(explore: bool) -> list[Variant]:
+    """The shipped backends, and with ``explore`` the other recipes tried."""
+    from dataclasses import replace
+
+    from ingestd.store.backends import INT8_SETTINGS as Q
+    from ingestd.store.backends import RECIPES
+
+    out = [Variant("torch", "torch"), Variant("onnx", "onnx"), Variant("onnx-int8", "onnx-int8")]
+    if not explore:
+        return out
+    fp32 = RECIPES["onnx"]
+    ffn_out = (r"/layer\.\d+/output/dense/MatMul$",)
+    more = {
+        "onnx unfused (ORT online optimisation only)": replace(fp32, fusion=None),
+        "onnx dynamo export, bert fusion": replace(fp32, exporter="dynamo", attention="sdpa"),
+        "int8 per-tensor": replace(Q, per_channel=False),
+        "int8 per-channel, QUInt8 weights": replace(Q, weight_type="QUInt8"),
+        "int8 per-channel, reduce_range": replace(Q, reduce_range=True),
+        "int8 MatMul only (attention, embeddings fp32)": replace(Q, op_types=("MatMul",)),
+        "int8 FFN output MatMuls fp32": replace(Q, exclude=ffn_out),
+    }
+    for label, r in more.items():
+        if label.startswith("onnx"):
+            out.append(Variant(label, "onnx", r, recall=False))
+        else:
+            # dominated on speed or cosine by another variant: speed and cosine only
+            full = "QUInt8" not in label and "reduce_range" not in label
+            out.append(Variant(label, "onnx-int8", replace(fp32, quant=r), recall=full))
+    return out
+
+
+def cpu_line() -> str:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return "cpu: /proc/cpuinfo not readable"
+    model = re.search(r"^model name\s*:\s*(.*)$", text, re.M)
+    flags_m = re.search(r"^flags\s*:\s*(.*)$", text, re.M)
+    flags = set(flags_m.group(1).split()) if flags_m else set()
+    have = [f for f in CPU_FLAGS if f in flags]
+    lacks = [f for f in CPU_FLAGS if f not in flags]
+    return (
+        f"cpu: {model.group(1) if model else '?'}, {os.cpu_count()} logical cores\n"
+        f"  has: {' '.join(have) or '-'}\n  lacks: {' '.join(lacks) or '-'}"
+    )
+
+
+# -- the chunks of the three dev corpora -----------------------------------------------------
+
+
+@dataclass
+class DevSet:
+    name: str
+    questions: list[Any]
+    index: Any  # retrieval.Index
+
+
+def load_dev_sets() -> list[DevSet]:
+    import retrieval  # bench/retrieval.py: question loading, chunking and scoring
+
+    out = []
+    for name, corpus, qa in DEV_SETS:
+        args = argparse.Namespace(corpus=corpus.resolve(), extra=[])
+        with tempfile.TemporaryDirectory(prefix="bench-ingest-state-") as state:
+            indexes, _info = retrieval.build_indexes(args, Path(state))
+        out.append(DevSet(name, retrieval.load_questions(qa, corpus.resolve()), indexes[0]))
+    return out
+
+
+def make_embedder(v: Variant, cache_dir: Path, batch_size: int) -> tuple[Any, Any]:
+    from ingestd.store.embedder import load_embedder, model_info
+
+    info = model_info(MODEL, v.backend, v.recipe)
+    return info, load_embedder(info, batch_size=batch_size, cache_dir=cache_dir)
+
+
+# -- speed -----------------------------------------------------------------------------------
+
+
+def speed(
+    vs: list[Variant], sample: list[str], args: argparse.Namespace
+) -> tuple[dict[str, tuple[float, float]], dict[str, tuple[float, float]]]:
+    """Per variant: chunks/s (median) and ratio to torch (median of per-round ratios);
+    and (mean, min) cosine to torch on the sample."""
+    models = {}
+    for v in list(vs):
+        _, model = make_embedder(v, args.cache / "models", args.batch_size)
+        try:
+            model(sample[:4])  # load (and export if needed) outside the timing
+        except Exception as exc:  # e.g. the dynamo exporter needs onnxscript
+            print(f"  skipped {v.label}: {type(exc).__name__}: {exc}", file=sys.stderr)
+            vs.remove(v)
+            continue
+        models[v.label] = model
+    times: dict[str, list[float]] = {v.label: [] for v in vs}
+    vecs: dict[str, Any] = {}
+    for r in range(args.rounds):
+        order = vs if r % 2 == 0 else vs[::-1]  # neither goes always first
+        for v in order:
+            t0 = time.perf_counter()
+            vecs[v.label] = models[v.label](sample)
+            times[v.label].append(time.perf_counter() - t0)
+        line = " ".join(
+            f"{v.label.split(' ')[0]}={len(sample) / times[v.label][-1]:.1f}" for v in vs
+        )
+        print(f"  round {r + 1}: {line}", file=sys.stderr, flush=True)
+    base = times["torch"]
+    rates = {
+        label: (
+            len(sample) / statistics.median(t),
+            statistics.median(b / x for b, x in zip(base, t, strict=True)),
+        )
+        for label, t in times.items()
+    }
+    cos = {label: np.sum(v * vecs["torch"], axis=1) for label, v in vecs.items()}
+    return rates, {label: (float(c.mean()), float(c.min())) for label, c in cos.items()}
+
+
+# -- recall ----------------------------------------------------------------------------------
+
+
+def embed_all(v: Variant, texts: list[str], args: argparse.Namespace, cache: Any) -> Any:
+    import retrieval
+
+    from ingestd.store.embedder import CachedEmbedder
+    from ingestd.store.ids import chunk_hash
+
+    info, model = make_embedder(v, args.cache / "models", args.batch_size)
+    emb = CachedEmbedder(model, info.fingerprint, cache, chunk_hash)
+    return retrieval.embed(texts, emb, v.label)
+
+
+def recall(
+    vs: list[Variant], sets: list[DevSet], args: argparse.Namespace
+) -> tuple[dict[str, dict[str, tuple[float, float]]], dict[str, tuple[float, float]]]:
+    """Per variant: {set: (span R@5, path R@5)}, and (mean, min) cosine to torch."""
+    import retrieval
+
+    from ingestd.store.embedder import EmbeddingCache
+
+    cache = EmbeddingCache(args.cache / "embeddings.db", max_entries=10_000_000)
+    scores: dict[str, dict[str, tuple[float, float]]] = {}
+    cosines: dict[str, tuple[float, float]] = {}
+    torch_vecs: dict[str, Any] = {}
+    try:
+        for v in vs:
+            if not v.recall:
+                continue
+            scores[v.label] = {}
+            cos = []
+            for ds in sets:
+                qvecs = embed_all(v, [q.question for q in ds.questions], args, cache)
+                ds.index.vecs = embed_all(v, ds.index.texts, args, cache)
+                res = retrieval.evaluate(ds.index, ds.questions, qvecs)
+                span = retrieval.metrics([r.span_rank for r in res])["R@5"]
+                path = retrieval.metrics([r.path_rank for r in res])["R@5"]
+                scores[v.label][ds.name] = (span, path)
+                if v.label == "torch":
+                    torch_vecs[ds.name] = ds.index.vecs
+                cos.append(np.sum(ds.index.vecs * torch_vecs[ds.name], axis=1))
+            allcos = np.concatenate(cos)
+            cosines[v.label] = (float(allcos.mean()), float(allcos.min()))
+            print(f"  recall done: {v.label}", file=sys.stderr, flush=True)
+    finally:
+        cache.close()
+    return scores, cosines
+
+
+# -- idle RSS --------------------------------------------------------------------------------
+
+
+def rss_child(backend: str, cache_dir: Path) -> None:
+    """Load ``backend``, embed one text, print VmRSS in kB (run in a fresh process)."""
+    from ingestd.store.embedder import load_embedder, model_info
+
+    model = load_embedder(model_info(MODEL, backend), cache_dir=cache_dir)
+    model(["The collector receives telemetry."])
+    status = Path("/proc/self/status").read_text()
+    m = re.search(r"^VmRSS:\s*(\d+) kB", status, re.M)
+    print(m.group(1) if m else "0")
+
+
+def rss(vs: list[Variant], args: argparse.Namespace) -> dict[str, float]:
+    out = {}
+    for v in vs:
+        if v.recipe is not None:
+            continue
+        cmd = [sys.executable, __file__, "--rss-child", v.backend, "--cache", str(args.cache)]
+        got = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout.split()
+        out[v.label] = int(got[-1]) / 1024
+    return out
+
+
+# -- report ----------------------------------------------------------------------------------
+
+
+def report(
+    vs: list[Variant],
+    sample_n: int,
+    args: argparse.Namespace,
+    sp: dict[str, tuple[float, float]],
+    sample_co: dict[str, tuple[float, float]],
+    sc: dict[str, dict[str, tuple[float, float]]],
+    co: dict[str, tuple[float, float]],
+    mem: dict[str, float],
+) -> None:
+    from ingestd.store.backends import INT8_SETTINGS
+
+    sets = [s[0] for s in DEV_SETS]
+    print(
+        f"\nchunks/s: {sample_n} chunks of the three corpora, batch size {args.batch_size} "
+        f"(the ONNX backends run each text alone), median of {args.rounds} interleaved rounds; "
+        "cosine to torch over every chunk of the three corpora (* on the timed sample); "
+        "recall: span R@5 / path R@5 per dev set; RSS: idle, after one text"
+    )
+    head = f"{'backend':<46}{'chunks/s':>9}{'x torch':>8}{'cos mean':>9}{'cos min':>8}"
+    head += "".join(f"{s:>15}" for s in sets) + f"{'RSS MB':>8}  recall bound"
+    print(head)
+    torch_sc = sc.get("torch", {})
+    for v in vs:
+        rate, ratio = sp.get(v.label, (float("nan"), float("nan")))
+        cm, cn = co.get(v.label) or sample_co.get(v.label) or (float("nan"), float("nan"))
+        mark = " " if v.label in co else "*"
+        line = f"{v.label[:45]:<46}{rate:>9.1f}{ratio:>8.2f}{cm:>8.4f}{mark}{cn:>8.4f}"
+        ok = True
+        for s in sets:
+            if v.label in sc:
+                span, path = sc[v.label][s]
+                line += f"{span:>8.1f} /{path:>5.1f}"
+                ok = ok and span >= torch_sc[s][0] - RECALL_BOUND
+            else:
+                ok = False
+                line += f"{'-':>15}"
+        line += f"{mem[v.label]:>8.0f}" if v.label in mem else f"{'-':>8}"
+        line += "  kept" if ok and v.label in sc else ("  LOST" if v.label in sc else "  -")
+        print(line)
+    eligible = [
+        v.label
+        for v in vs
+        if v.label != "torch"
+        and v.label in sc
+        and all(sc[v.label][s][0] >= torch_sc[s][0] - RECALL_BOUND for s in sets)
+    ]
+    if eligible and sp:
+        best = max(eligible, key=lambda label: sp[label][1])
+        ratio = sp[best][1]
+        verdict = "MET" if ratio >= 1.4 else "NOT MET"
+        print(
+            f"\ntarget: best backend within {RECALL_BOUND:.0f} point of torch's span R@5 on "
+            f"every set runs >= 1.4x torch: {verdict} ({best}: {ratio:.2f}x)"
+        )
+    print(f"onnx-int8 settings: {INT8_SETTINGS}")
+
+
+def backends_main(args: argparse.Namespace) -> None:
+    print(cpu_line())
+    vs = variants(args.variants)
+    if args.backends:
+        wanted = args.backends.split(";")
+        vs = [v for v in vs if v.label in wanted or v.label == "torch"]
+    print("backends: " + ", ".join(v.label for v in vs))
+    only = set(args.only.split(","))
+    sets = load_dev_sets() if only & {"speed", "recall"} else []
+    pool = [t for ds in sets for t in ds.index.texts]
+    random.Random(0).shuffle(pool)
+    sample = pool[: args.sample]
+    sp, sample_co = speed(vs, sample, args) if "speed" in only else ({}, {})
+    sc, co = recall(vs, sets, args) if "recall" in only else ({}, {})
+    mem = rss(vs, args) if "rss" in only else {}
+    report(vs, len(sample), args, sp, sample_co, sc, co, mem)
+
+
+# -- pipeline vs raw encode (the pipeline's overhead) -----------------------------------------
 
 
 def walk_stat(root: Path) -> int:
@@ -37,16 +359,9 @@ def walk_stat(root: Path) -> int:
     return n
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
-    ap.add_argument("--limit", type=int, default=0, help="only the first N files (0: all)")
-    args = ap.parse_args()
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-
+def pipeline_main(args: argparse.Namespace) -> None:
     from ingestd.daemon.config import load_config
     from ingestd.daemon.engine import Engine
-    from ingestd.store.embedder import SentenceTransformerEmbedder, model_info
 
     tmp = Path(tempfile.mkdtemp(prefix="ingestd-bench-"))
     corpus = args.corpus.resolve()
@@ -57,10 +372,10 @@ def main() -> None:
             (sub / p.relative_to(corpus)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(p, sub / p.relative_to(corpus))
         corpus = sub
-    model = SentenceTransformerEmbedder(model_info("all-MiniLM-L6-v2"), batch_size=16)
+    _, model = make_embedder(Variant(args.backend, args.backend), args.cache / "models", 16)
     model(["warm up"])
 
-    cfg = load_config(None, roots=[corpus])
+    cfg = load_config(None, roots=[corpus], overrides={"embedding": {"backend": args.backend}})
     state = tmp / "state"
     eng = Engine(cfg, state, embed_model=model)
     name = next(iter(eng.sources))
@@ -79,12 +394,12 @@ def main() -> None:
     raw_s = time.perf_counter() - t0
     pipe_rate = res.embedded / pipeline_s
     raw_rate = len(distinct) / raw_s
-    print(f"corpus: {corpus} ({res.indexed} documents, {res.failed} failed)")
+    print(f"corpus: {corpus} ({res.indexed} documents, {res.failed} failed); {args.backend}")
     print(
         f"pipeline: {res.chunks_written} chunks written, {res.embedded} embedded "
         f"in {pipeline_s:.1f} s = {pipe_rate:.1f} chunks/s"
     )
-    print(f"raw model.encode: {len(distinct)} texts in {raw_s:.1f} s = {raw_rate:.1f} chunks/s")
+    print(f"raw embedding: {len(distinct)} texts in {raw_s:.1f} s = {raw_rate:.1f} chunks/s")
     print(f"ratio pipeline/raw: {pipe_rate / raw_rate:.3f} (target >= 0.9)")
 
     cmd = [sys.executable, "-m", "ingestd.daemon", "resync", "--state-dir", str(state), str(corpus)]
@@ -103,6 +418,35 @@ def _timed(cmd: list[str]) -> float:
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, capture_output=True)
     return time.perf_counter() - t0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument(
+        "--only",
+        default="speed,recall,rss",
+        help="comma-separated parts: speed, recall, rss, pipeline (default: all but pipeline)",
+    )
+    ap.add_argument("--variants", action="store_true", help="also the other ONNX recipes tried")
+    ap.add_argument("--backends", help="only these labels (';'-separated; torch always runs)")
+    ap.add_argument("--sample", type=int, default=256, help="chunks timed per round")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--cache", type=Path, default=Path("/tmp/bench-ingest"))
+    ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="pipeline: the tree")
+    ap.add_argument("--limit", type=int, default=0, help="pipeline: first N files only")
+    ap.add_argument("--backend", default="torch", help="pipeline: the backend")
+    ap.add_argument("--rss-child", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    args.cache.mkdir(parents=True, exist_ok=True)
+    if args.rss_child:
+        rss_child(args.rss_child, args.cache / "models")
+    elif args.only == "pipeline":
+        pipeline_main(args)
+    else:
+        backends_main(args)
 
 
 if __name__ == "__main__":
