@@ -58,9 +58,16 @@ class QuantSettings:
     """Dynamic int8 quantisation, as ``onnxruntime.quantization.quantize_dynamic`` does it.
 
     Weights are quantised once, offline; activations are quantised at run time to
-    uint8 with one scale per tensor (a whole batch), computed from its min and max.
+    uint8 with one scale and zero point per tensor (a whole batch), computed from its
+    min and max. Every field changes the graph, so every field is in the fingerprint.
 
     Attributes:
+        pre_process: run onnxruntime's ``quant_pre_process`` first (symbolic shape
+            inference, onnxruntime's basic graph optimisation, ONNX shape inference:
+            the step onnxruntime's quantisation guide recommends, so that every tensor
+            quantised has a known type and shape).
+        activation_type: ``QUInt8``, the only activation type ``quantize_dynamic``
+            supports (asymmetric, per tensor); named so that the fingerprint says it.
         weight_type: ``QInt8`` (signed weights: the u8 x s8 kernels of AVX-512 VNNI,
             AVX-VNNI and AMX) or ``QUInt8``.
         per_channel: one scale per output channel of each weight matrix instead of one
@@ -72,6 +79,8 @@ class QuantSettings:
         exclude: regular expressions of node names kept in float32 (``re.search``).
     """
 
+    pre_process: bool = True
+    activation_type: Literal["QUInt8"] = "QUInt8"
     weight_type: Literal["QInt8", "QUInt8"] = "QInt8"
     per_channel: bool = True
     reduce_range: bool = False
@@ -112,8 +121,9 @@ class OnnxRecipe:
 
 
 #: The int8 settings of ``onnx-int8``, chosen by ``bench/ingest.py`` (README "Choosing
-#: a backend"): per-channel signed weights, full 8-bit range, every projection matrix
-#: and the embedding table quantised.
+#: a backend"): ``quant_pre_process`` first, uint8 activations per tensor, per-channel
+#: signed weights, full 8-bit range, every projection matrix and the embedding table
+#: quantised, no node excluded.
 INT8_SETTINGS = QuantSettings()
 
 #: The recipe of each ONNX backend.

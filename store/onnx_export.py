@@ -354,11 +354,12 @@ def _quantise(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            # onnxruntime's recommended first step: shape inference and basic graph
-            # optimisation, so that every tensor quantised has a known type
-            quant_pre_process(str(fp32), str(pre))
+            if q.pre_process:
+                # onnxruntime's recommended first step: shape inference and basic graph
+                # optimisation, so that every tensor quantised has a known type
+                quant_pre_process(str(fp32), str(pre))
             quantize_dynamic(
-                str(pre),
+                str(pre if q.pre_process else fp32),
                 str(out),
                 op_types_to_quantize=list(q.op_types),
                 per_channel=q.per_channel,
