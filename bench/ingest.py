@@ -90,6 +90,7 @@ def variants(explore: bool) -> list[Variant]:
     more = {
         "onnx unfused (ORT online optimisation only)": replace(fp32, fusion=None),
         "onnx dynamo export, bert fusion": replace(fp32, exporter="dynamo", attention="sdpa"),
+        "int8 without quant_pre_process": replace(Q, pre_process=False),
         "int8 per-tensor": replace(Q, per_channel=False),
         "int8 per-channel, QUInt8 weights": replace(Q, weight_type="QUInt8"),
         "int8 per-channel, reduce_range": replace(Q, reduce_range=True),
@@ -101,7 +102,7 @@ def variants(explore: bool) -> list[Variant]:
             out.append(Variant(label, "onnx", r, recall=False))
         else:
             # dominated on speed or cosine by another variant: speed and cosine only
-            full = "QUInt8" not in label and "reduce_range" not in label
+            full = not any(k in label for k in ("QUInt8", "reduce_range", "pre_process"))
             out.append(Variant(label, "onnx-int8", replace(fp32, quant=r), recall=full))
     return out
 
