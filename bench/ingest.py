@@ -123,6 +123,10 @@ def cpu_line() -> str:
     )
 
 
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cores"
+
+
 # -- the chunks of the three dev corpora -----------------------------------------------------
 
 
@@ -342,7 +346,12 @@ def backends_main(args: argparse.Namespace) -> None:
     pool = [t for ds in sets for t in ds.index.texts]
     random.Random(0).shuffle(pool)
     sample = pool[: args.sample]
+    if "speed" in only:
+        print(f"load average before the timing: {_load()}")
     sp, sample_co = speed(vs, sample, args) if "speed" in only else ({}, {})
+    if "speed" in only:
+        # other work on a shared machine slows every backend, but not equally
+        print(f"load average after the timing: {_load()}")
     sc, co = recall(vs, sets, args) if "recall" in only else ({}, {})
     mem = rss(vs, args) if "rss" in only else {}
     report(vs, len(sample), args, sp, sample_co, sc, co, mem)
