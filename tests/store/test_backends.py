@@ -131,6 +131,24 @@ def test_collection_filled_by_another_backend_is_refused(tmp_path: Path) -> None
         m.close()
 
 
+def test_status_names_the_backend_and_its_fingerprint(tmp_path: Path) -> None:
+    from ingestd.daemon.commands import status_of
+    from tests.helpers import copy_tree, make_engine
+
+    tree = copy_tree(tmp_path / "docs", ["docs/concepts/glossary.md"])
+    int8 = model_info(BUNDLED_MODEL, "onnx-int8")
+    eng = make_engine(tree, tmp_path / "state", _no, embedding={"backend": "onnx-int8"})
+    try:
+        got = status_of(eng.manifest, eng, tmp_path / "state")["model"]
+    finally:
+        eng.close()
+    assert got == {
+        "name": BUNDLED_MODEL,
+        "backend": "onnx-int8",
+        "fingerprint": int8.fingerprint[:16],
+    }
+
+
 def test_tokenizer_truncates_at_max_seq_length_like_the_model() -> None:
     info = model_info(BUNDLED_MODEL)
     tok = load_tokenizer(info)
