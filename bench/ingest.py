@@ -137,11 +137,13 @@ class DevSet:
     index: Any  # retrieval.Index
 
 
-def load_dev_sets() -> list[DevSet]:
+def load_dev_sets(names: list[str]) -> list[DevSet]:
     import retrieval  # bench/retrieval.py: question loading, chunking and scoring
 
     out = []
     for name, corpus, qa in DEV_SETS:
+        if name not in names:
+            continue
         args = argparse.Namespace(corpus=corpus.resolve(), extra=[])
         with tempfile.TemporaryDirectory(prefix="bench-ingest-state-") as state:
             indexes, _info = retrieval.build_indexes(args, Path(state))
@@ -288,7 +290,7 @@ def report(
 ) -> None:
     from ingestd.store.backends import INT8_SETTINGS
 
-    sets = [s[0] for s in DEV_SETS]
+    sets = args.sets.split(",")
     print(
         f"\nchunks/s: {sample_n} chunks of the three corpora, batch size {args.batch_size} "
         f"(the ONNX backends run each text alone), median of {args.rounds} interleaved rounds; "
@@ -342,7 +344,7 @@ def backends_main(args: argparse.Namespace) -> None:
         vs = [v for v in vs if v.label in wanted or v.label == "torch"]
     print("backends: " + ", ".join(v.label for v in vs))
     only = set(args.only.split(","))
-    sets = load_dev_sets() if only & {"speed", "recall"} else []
+    sets = load_dev_sets(args.sets.split(",")) if only & {"speed", "recall"} else []
     pool = [t for ds in sets for t in ds.index.texts]
     random.Random(0).shuffle(pool)
     sample = pool[: args.sample]
@@ -439,6 +441,11 @@ def main() -> None:
     )
     ap.add_argument("--variants", action="store_true", help="also the other ONNX recipes tried")
     ap.add_argument("--backends", help="only these labels (';'-separated; torch always runs)")
+    ap.add_argument(
+        "--sets",
+        default=",".join(s[0] for s in DEV_SETS),
+        help="dev sets (comma-separated; default: all three, which the recall bound needs)",
+    )
     ap.add_argument("--sample", type=int, default=256, help="chunks timed per round")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--batch-size", type=int, default=16)
