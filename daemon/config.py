@@ -122,8 +122,9 @@ class EmbeddingConfig(_Model):
         model: ``all-MiniLM-L6-v2`` (bundled, offline) or the path of a
             sentence-transformers model folder.
         backend: ``torch`` (sentence-transformers), ``onnx`` (the model exported to
-            ONNX, float32, run by onnxruntime) or ``onnx-int8`` (int8 quantised);
-            see README "Choosing a backend". The ONNX backends need the ``onnx`` extra.
+            ONNX, float32, run by onnxruntime) or ``onnx-int8`` (int8 quantised,
+            lossy: it misses the recall bound); see README "Choosing a backend". The
+            ONNX backends need the ``onnx`` extra.
         cache_dir: where the ONNX backends keep the exported model (``None``:
             ``$CACHE_DIRECTORY``, else ``$XDG_CACHE_HOME/ingestd``, else
             ``~/.cache/ingestd``); relative paths are relative to the config file.
