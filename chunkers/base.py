@@ -113,15 +113,21 @@ class Chunk:
         end: offset one past the last character, in characters.
         start_line: 1-based line of ``start``.
         end_line: 1-based line of ``end - 1`` (inclusive).
-        n_tokens: length of ``text`` in budget tokens.
+        n_tokens: length of :attr:`clean_text` in budget tokens (the part the budget
+            limits; the prefix and a re-fenced code block's closing line only count
+            against the model's limit).
         heading_path: enclosing section titles, outermost first (may be empty).
-        prefix: context prepended to ``text`` for embedding (e.g. the heading path);
-            the chunk hash covers ``prefix + text``.
+        prefix: context prepended to the chunk for embedding (e.g. the heading path);
+            the chunk hash covers :attr:`embed_text`.
         meta: strategy-specific extras that go to the payload (e.g. ``start_token``).
         parent: index, in the same chunk list, of this chunk's parent (hierarchical
             strategy), else ``None``.
         is_parent: ``True`` for a parent section that is stored for context
             (``search --expand``) rather than searched.
+        clean: the chunk as the model reads it, prefix excluded, when that is not
+            ``text`` itself: the clean rendering of the structured strategies (link
+            targets, HTML, attribute lists... left out; a split code block re-fenced),
+            else ``None``. ``n_tokens`` counts it (see :attr:`clean_text`).
     """
 
     text: str
@@ -135,11 +141,17 @@ class Chunk:
     meta: Mapping[str, Any] = field(default_factory=dict)
     parent: int | None = None
     is_parent: bool = False
+    clean: str | None = None
+
+    @property
+    def clean_text(self) -> str:
+        """The chunk as the model reads it, without the prefix: ``clean`` or ``text``."""
+        return self.text if self.clean is None else self.clean
 
     @property
     def embed_text(self) -> str:
-        """The exact text given to the embedding model: ``prefix + text``."""
-        return self.prefix + self.text
+        """The exact text given to the embedding model: ``prefix + clean_text``."""
+        return self.prefix + (self.text if self.clean is None else self.clean)
 
 
 class LineIndex:

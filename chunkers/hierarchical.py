@@ -22,8 +22,8 @@ from __future__ import annotations
 from pydantic import model_validator
 
 from .base import Chunk, Chunker, LineIndex
-from .markdown import MarkdownChunker, MarkdownOptions, parse_front_matter, parse_markdown
-from .packing import Section
+from .markdown import MarkdownChunker, MarkdownOptions, parse_front_matter
+from .packing import Section, Span
 
 __all__ = ["HierarchicalChunker", "HierarchicalOptions"]
 
@@ -66,7 +66,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 10
+    version = 11
     Options = HierarchicalOptions
     options: HierarchicalOptions
 
@@ -75,17 +75,18 @@ class HierarchicalChunker(Chunker):
         opts = self.options
         body, meta = parse_front_matter(text)
         lines = LineIndex(text)
-        sections = parse_markdown(text, body, opts.section_levels, lines)
-        title = meta.get("title") if opts.title_in_prefix else None
-        packer = MarkdownChunker(opts, self.ctx).packer(text, sections, title, lines)
-        out: list[Chunk] = []
-        for lo, hi in _groups(sections, opts.parent_levels):
+        packer = MarkdownChunker(opts, self.ctx).packer(text, body, meta, lines)
+        parents: list[Span] = []
+        children: list[list[Span]] = []
+        for lo, hi in _groups(packer.sections, opts.parent_levels):
             units = packer.units(lo, hi)
-            if not units:
-                continue
+            if units:
+                parents.append(packer.whole(units))
+                children.append(packer.pack(units))
+        placed = iter(packer.place([c for group in children for c in group]))
+        out: list[Chunk] = []
+        for parent, at, group in zip(parents, packer.place(parents), children, strict=True):
             index = len(out)
-            out.append(packer.to_chunk(lines, packer.whole(units), meta, is_parent=True))
-            out.extend(
-                packer.to_chunk(lines, span, meta, parent=index) for span in packer.pack(units)
-            )
+            out.append(packer.chunk_of(lines, parent, at, meta, is_parent=True))
+            out.extend(packer.chunk_of(lines, c, next(placed), meta, parent=index) for c in group)
         return out

@@ -8,6 +8,15 @@ continuations), HTML. A heading stays with the block that follows it, and so doe
 paragraph that ends in ``:`` with the list, code block or table it introduces. Lines
 inside a fence are never headings.
 
+What is packed and embedded is the document's *clean rendering*
+(:func:`render_markdown`, :mod:`~ingestd.chunkers.render`): link targets, image URLs,
+HTML tags and comments, Hugo shortcodes, attribute lists (``{#id}``, ``{ #id .class }``),
+reference-link definitions, table divider rows and setext underlines are left out, code
+is kept as it is. The budget is spent on the words that are embedded; a chunk's
+``text`` and offsets stay verbatim (what the rendering leaves out between two chunks
+belongs to the earlier one), its ``clean`` text is the rendering, re-fenced with the
+closing fence line when the chunk ends inside a code block.
+
 Blocks are packed into chunks of at most ``max_tokens`` budget tokens, from the start of
 each section, so an edit never re-packs another section. A section that does not fit
 is sub-chunked at block boundaries; a block that does not fit is cut at blank lines,
@@ -45,17 +54,22 @@ from itertools import accumulate
 from typing import Any
 
 from .base import Chunk, Chunker, LineIndex
+from .markup import Edit, clean_markdown, markdown_inline, markdown_line_edits
 from .packing import Block, Packer, Section, SectionOptions, first_line
+from .render import Rendering
 
-__all__ = ["MarkdownChunker", "MarkdownOptions", "parse_front_matter", "parse_markdown"]
+__all__ = [
+    "MarkdownChunker",
+    "MarkdownOptions",
+    "parse_front_matter",
+    "parse_markdown",
+    "render_markdown",
+]
 
 _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
 _LIST = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
-_ANCHOR_ID = re.compile(r"[ \t]*\{#[^}]*\}[ \t]*$")
-_TAG = re.compile(r"<[^<>\n]*>")
-_LINK = re.compile(r"\[([^\]\n]*)\](?:\([^)\n]*\)|\[[^\]\n]*\])")
 _FM_END = {f: re.compile(r"^(?:" + re.escape(f) + r"|\.\.\.)[ \t]*$", re.M) for f in ("---", "+++")}
 _META_KEYS = ("title", "linkTitle", "description")
 _INTRODUCED = frozenset({"list", "fence", "code", "table"})  # glued to a paragraph ending in ':'
@@ -196,12 +210,8 @@ class _State:
 
 
 def _title(raw: str) -> str:
-    """Heading text for the path: no ``{#id}``, HTML tags (outside code) or link targets."""
-    if "{" not in raw and "<" not in raw and "[" not in raw:
-        return " ".join(raw.split())
-    parts = _ANCHOR_ID.sub("", raw).split("`")
-    parts[::2] = [_LINK.sub(r"\1", _TAG.sub("", p)) for p in parts[::2]]
-    return " ".join("`".join(parts).split())
+    """Heading text for the path, as the model reads it (see :func:`clean_markdown`)."""
+    return clean_markdown(raw)
 
 
 def _kind(line: str, indent: int) -> str:
@@ -285,11 +295,26 @@ class _Parser:
             elif first in "=-" and not blank and self._setext(line, b):
                 pass
             else:
-                self._extend(line, a, b, indent, blank)
-                if first in "`~" and (m := _FENCE.match(line)):
-                    i = self._fence(i, m)
-                elif first == "<" and body.startswith("<!--") and self.cur and self.cur.start == a:
-                    i = self._comment(i)
+                fence = _FENCE.match(line) if first in "`~" else None
+                if fence is not None and fence.group(1)[0] == "`" and "`" in fence.group(2):
+                    fence = None  # not a fence: an info string may not hold a backtick
+                cur = self.cur
+                if fence is not None and (indent < 4 or cur is None or cur.kind != "code"):
+                    self.close()  # a fence interrupts a paragraph or a list: a block of its own
+                    self.cur = _Open(a, "fence", b)
+                    i = self._fence(i, fence)
+                    self.close()
+                else:
+                    self._extend(line, a, b, indent, blank)
+                    if fence is not None:  # a fence line inside indented code
+                        i = self._fence(i, fence)
+                    elif (
+                        first == "<"
+                        and body.startswith("<!--")
+                        and self.cur is not None
+                        and self.cur.start == a
+                    ):
+                        i = self._comment(i)
             blank = False
             i += 1
         self.close()
@@ -339,13 +364,12 @@ class _Parser:
         return j
 
     def _fence(self, i: int, m: re.Match[str]) -> int:
-        """Index of the line that closes the fence opened at line ``i`` (or the last line)."""
+        """Index of the line that closes the fence opened at line ``i`` (or the last line).
+
+        The block being read ends there.
+        """
         mark = m.group(1)
-        if mark[0] == "`" and "`" in m.group(2):
-            return i  # not a fence: an info string may not hold a backtick
         assert self.cur is not None
-        if self.cur.start == self.offsets[i]:
-            self.cur.kind = "fence"
         if i + 1 >= len(self.lines):
             return i
         close = _closing_fence(self.text, mark, self.offsets[i + 1])
@@ -367,15 +391,50 @@ def parse_markdown(
     must be a line start; ``lines``, the :class:`LineIndex` of ``text`` if the caller
     has one, saves splitting the text again.
     """
-    return _finish(text, _Parser(text, start, section_levels, lines).run())
+    return _glue(text, _trim(text, _Parser(text, start, section_levels, lines).run()))
 
 
-def _finish(text: str, sections: list[Section]) -> list[Section]:
-    """Trim block ends, link ``next`` offsets and glue each heading to its next block.
+def render_markdown(
+    text: str,
+    sections: list[Section] | None = None,
+    body: int | None = None,
+    lines: LineIndex | None = None,
+) -> Rendering:
+    """The clean rendering of markdown ``text`` (see :mod:`~ingestd.chunkers.markup`).
 
-    A paragraph ending in ``:`` is glued to the list, code block or table after it, as
-    a heading is (its ``body`` is where that block starts).
+    Code (fenced and indented) is kept as it is; prose between code blocks is cleaned
+    as one run, so an HTML comment may span paragraphs.
+
+    Args:
+        text: the decoded document.
+        sections: its sections as parsed, before headings are glued to their blocks
+            (parsed here when ``None``).
+        body: where the body starts (after the front matter; found when ``None``).
+        lines: the :class:`LineIndex` of ``text``, if known.
     """
+    if body is None:
+        body = parse_front_matter(text)[0]
+    if sections is None:
+        sections = _trim(text, _Parser(text, body, 6, lines).run())
+    edits: list[Edit] = []
+    run = -1
+    for sec in sections:
+        for b in sec.blocks:
+            if b.kind == "fence" or b.kind == "code":
+                if run >= 0:
+                    markdown_inline(text, run, b.start, edits)
+                    run = -1
+                continue
+            if run < 0:
+                run = b.start
+            markdown_line_edits(text, b.start, b.end, b.kind, edits)
+    if run >= 0:
+        markdown_inline(text, run, len(text), edits)
+    return Rendering(text, edits, body)
+
+
+def _trim(text: str, sections: list[Section]) -> list[Section]:
+    """Trim block ends (trailing whitespace) and link ``next`` offsets."""
     flat = [b for s in sections for b in s.blocks]
     n = len(text)
     for k, blk in enumerate(flat):
@@ -384,6 +443,15 @@ def _finish(text: str, sections: list[Section]) -> list[Section]:
             end -= 1
         blk.end = end
         blk.next = flat[k + 1].start if k + 1 < len(flat) else n
+    return sections
+
+
+def _glue(text: str, sections: list[Section]) -> list[Section]:
+    """Glue each heading to its next block.
+
+    A paragraph ending in ``:`` is glued to the list, code block or table after it, as
+    a heading is (its ``body`` is where that block starts).
+    """
     for sec in sections:
         glued: list[Block] = []
         for blk in sec.blocks:
@@ -451,7 +519,7 @@ class MarkdownChunker(Chunker):
     """
 
     name = "markdown"
-    version = 10
+    version = 11
     Options = MarkdownOptions
     options: MarkdownOptions
 
@@ -459,17 +527,25 @@ class MarkdownChunker(Chunker):
         """Split markdown ``text`` into heading-aware chunks, in document order."""
         body, meta = parse_front_matter(text)
         lines = LineIndex(text)
-        sections = parse_markdown(text, body, self.options.section_levels, lines)
-        title = meta.get("title") if self.options.title_in_prefix else None
-        packer = self.packer(text, sections, title, lines)
-        return [packer.to_chunk(lines, span, meta) for span in packer.pack_all()]
+        packer = self.packer(text, body, meta, lines)
+        return packer.chunks(lines, packer.pack_all(), meta)
 
-    def packer(
-        self, text: str, sections: list[Section], title: str | None, lines: LineIndex | None = None
-    ) -> Packer:
-        """A :class:`Packer` over ``sections`` with this strategy's prefix rule."""
+    def packer(self, text: str, body: int, meta: dict[str, str], lines: LineIndex) -> Packer:
+        """A :class:`Packer` over the clean rendering of ``text[body:]``.
+
+        Args:
+            text: the decoded document.
+            body: where the body starts (after the front matter).
+            meta: the front matter's keys (its ``title`` roots the prefix).
+            lines: the :class:`LineIndex` of ``text``.
+        """
+        raw = _trim(text, _Parser(text, body, self.options.section_levels, lines).run())
+        rendering = render_markdown(text, raw, body)
+        clean = rendering.text
+        sections = _glue(clean, rendering.sections(raw))
+        title = meta.get("title") if self.options.title_in_prefix else None
         return Packer(
-            text,
+            clean,
             sections,
             self.budget,
             min_tokens=self.options.merge_below,
@@ -477,6 +553,8 @@ class MarkdownChunker(Chunker):
             carry=_carry if self.options.heading_prefix else (lambda _t, _b: ""),
             intro=_intro if self.options.heading_prefix else None,
             lines=lines,
+            rendering=rendering,
+            body=body,
         )
 
     def _prefix_fn(self, title: str | None) -> Callable[[tuple[str, ...]], str]:

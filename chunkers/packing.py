@@ -45,13 +45,16 @@ import re
 import zlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import model_validator
 
 from .base import Budget, Chunk, ChunkerOptions, LineIndex
 from .spans import _RUN_LOOK, AT, MASK, PIECES, SpanIndex, trailing_run
 from .tokenizers import _LONG_RUNS, _SLOW, MAX_RUN
+
+if TYPE_CHECKING:
+    from .render import Rendering
 
 __all__ = ["Block", "Packer", "Section", "Span"]
 
@@ -166,6 +169,7 @@ class Span:
     path: tuple[str, ...]
     prefix: str
     n_model: int = -1  # model word pieces of the text (prefix excluded), -1 if not counted
+    suffix: str = ""  # the closing fence of a code block the chunk ends inside
 
 
 class _Unit:
@@ -207,7 +211,13 @@ class Packer:
         carry: (text, block) -> context line for a chunk that continues the block.
         intro: (text, block) -> context line for a chunk that starts where the body of
             a block with a lead glued before it starts (default none).
-        lines: the :class:`~ingestd.chunkers.base.LineIndex` of ``text``, if known.
+        lines: the :class:`~ingestd.chunkers.base.LineIndex` of ``text``, or of the
+            document ``text`` renders (its longest line bounds the rendering's), if
+            known.
+        rendering: when ``text`` is the clean rendering of a document, the
+            :class:`~ingestd.chunkers.render.Rendering` that maps it back (chunks are
+            document slices, embedded as rendered).
+        body: where the document's body starts (chunks tile it from there).
     """
 
     def __init__(
@@ -221,8 +231,13 @@ class Packer:
         carry: Callable[[str, Block], str],
         intro: Callable[[str, Block], str] | None = None,
         lines: LineIndex | None = None,
+        rendering: Rendering | None = None,
+        body: int = 0,
     ) -> None:
         self.text = text
+        self._rendering = None if rendering is None or rendering.identity else rendering
+        self._source = text if self._rendering is None else self._rendering.source
+        self._body = body
         self.sections = sections
         self.budget = budget
         self.max = budget.max_tokens
@@ -251,6 +266,14 @@ class Packer:
             for k, sec in enumerate(sections)
             if len(sec.blocks) == 1 and sec.blocks[0].kind == "heading"
         }
+        # code blocks with a closing fence line: a chunk that ends inside one is re-fenced
+        self._fence_at: list[int] = []  # where the opening fence line starts
+        self._fence_close: list[tuple[int, str]] = []  # closing line: start, fence
+        for sec in sections:
+            for b in sec.blocks:
+                if b.kind == "fence" and (close := _closing_line(text, b)) is not None:
+                    self._fence_at.append(b.body)
+                    self._fence_close.append(close)
 
     # -- units ------------------------------------------------------------------
 
@@ -536,7 +559,9 @@ class Packer:
         if self._model_in_index:
             counts = [self._model_count(p.start, p.end, p.prefix, p.n_model) for p, _, _ in first]
         else:
-            texts = [span.prefix + self.text[span.start : span.end] for span, _, _ in first]
+            texts = [
+                span.prefix + self.text[span.start : span.end] + span.suffix for span, _, _ in first
+            ]
             count_many = getattr(model, "count_many", None)
             counts = count_many(texts) if count_many is not None else list(map(model.count, texts))
         out: list[Span] = []
@@ -703,6 +728,9 @@ class Packer:
             n, n_model = counts
         else:
             n = self._count(text[s:e])
+        suffix = self._suffix(e) if self._fence_at else ""
+        if suffix:  # the closing fence of a code block the chunk ends inside
+            n += self._suffix_tokens(s, e, suffix)
         if n > self.max and not force:
             return max(0, min(tok - 1, tok * self.max // n - 1))
         if first.sec == last.sec:  # the common case: one section
@@ -713,9 +741,28 @@ class Packer:
         pre = self.prefix(path, first.carry) if prefix else ""
         if model and self.budget.model_sizer is not None:
             m = self._model_count(s, e, pre, n_model)
+            if suffix:
+                m += self._model_short(suffix)
             if m > self.budget.model_max_tokens and not force:
                 return max(0, min(tok - 1, tok * self.budget.model_max_tokens // m - 1))
-        return Span(s, e, n, path, pre, n_model if self._model_in_index else -1)
+        return Span(s, e, n, path, pre, n_model if self._model_in_index else -1, suffix)
+
+    def _suffix_tokens(self, s: int, e: int, suffix: str) -> int:
+        """Budget tokens that ``suffix`` adds after ``text[s:e]`` (see :meth:`_tail`)."""
+        text = self.text
+        p = trailing_run(text, s, e)
+        if p == e:
+            return self._small(suffix)
+        if p < 0:
+            return self._count(text[s:e] + suffix) - self._count(text[s:e])
+        return self._small(text[p:e] + suffix) - self._small(text[p:e])
+
+    def _suffix(self, e: int) -> str:
+        """The closing fence for a chunk that ends at ``e`` inside a code block, else ``""``."""
+        k = bisect.bisect_left(self._fence_at, e) - 1
+        if k < 0 or e > self._fence_close[k][0]:
+            return ""
+        return "\n" + self._fence_close[k][1]
 
     def _exact(self, s: int, e: int, nxt: int, tok: int) -> int:
         """Tokens of ``text[s:e]``, given ``tok`` tokens in ``text[s:nxt]`` (``e..nxt`` blank)."""
@@ -828,17 +875,45 @@ class Packer:
         path = _common([self.sections[k].path for k in sorted({u.sec for u in units})])
         return Span(s, e, n, path, self.prefix(path, ""))
 
-    def to_chunk(
-        self, lines: LineIndex, span: Span, meta: Mapping[str, Any], *,
+    def place(self, spans: list[Span]) -> list[tuple[int, int]]:
+        """Document ``(start, end)`` of ``spans`` (in order), tiling the body."""
+        pairs = [(span.start, span.end) for span in spans]
+        return pairs if self._rendering is None else self._rendering.place(pairs, self._body)
+
+    def chunk_of(
+        self, lines: LineIndex, span: Span, at: tuple[int, int], meta: Mapping[str, Any], *,
         parent: int | None = None, is_parent: bool = False,
     ) -> Chunk:  # fmt: skip
-        """The :class:`Chunk` of ``span``; ``lines`` is the :class:`LineIndex` of the text.
+        """The :class:`Chunk` of ``span``, placed at document offsets ``at``.
 
+        ``lines`` is the :class:`~ingestd.chunkers.base.LineIndex` of the document;
         ``parent`` and ``is_parent`` are the hierarchical strategy's fields of
         :class:`Chunk`.
         """
-        start, end = span.start, span.end
+        start, end = at
+        text = self._source[start:end]
+        clean = self.text[span.start : span.end] + span.suffix
         return Chunk(
-            self.text[start:end], start, end, *lines.span(start, end), span.n_tokens,
-            span.path, span.prefix, dict(meta), parent, is_parent,
+            text, start, end, *lines.span(start, end), span.n_tokens, span.path, span.prefix,
+            dict(meta), parent, is_parent, None if clean == text else clean,
         )  # fmt: skip
+
+    def chunks(self, lines: LineIndex, spans: list[Span], meta: Mapping[str, Any]) -> list[Chunk]:
+        """The chunks of ``spans`` (:meth:`chunk_of` at :meth:`place`)."""
+        return [
+            self.chunk_of(lines, span, at, meta)
+            for span, at in zip(spans, self.place(spans), strict=True)
+        ]
+
+
+def _closing_line(text: str, b: Block) -> tuple[int, str] | None:
+    """``(start, fence)`` of the closing fence line of fenced code block ``b``, if any."""
+    eol = text.find("\n", b.body, b.end)
+    if eol == -1:
+        return None
+    opener = text[b.body : eol].strip()
+    ls = text.rfind("\n", eol, b.end) + 1
+    fence = text[ls : b.end].strip()
+    if not fence or fence[0] != opener[:1] or fence.strip(fence[0]) or len(fence) < 3:
+        return None
+    return ls, fence

@@ -14,6 +14,12 @@ in ``::`` with its literal block, are one block. Packing is the ``markdown`` str
 (:class:`~ingestd.chunkers.packing.Packer`): blocks whole when they fit, lines
 otherwise; a chunk that continues a directive carries the directive line in its prefix.
 
+As for ``markdown``, the blocks of the document's clean rendering are packed and
+embedded (:func:`~ingestd.chunkers.markup.rst_edits`): roles and hyperlink references
+keep their text (``:ref:`text <target>``` gives ``text``), hyperlink targets, comments,
+section adornments, table borders and image directives are left out, literal blocks
+and code directives are kept as they are; ``text`` and offsets stay verbatim.
+
 Units: ``max_tokens`` and ``min_tokens`` are budget-sizer tokens (tiktoken ``cl100k_base``
 by default); offsets are ``str`` indices into the decoded text.
 """
@@ -24,7 +30,9 @@ import re
 
 from .base import Chunk, Chunker, LineIndex
 from .markdown import heading_prefix
+from .markup import clean_rst, rst_edits
 from .packing import Block, Packer, Section, SectionOptions, first_line
+from .render import Rendering
 
 __all__ = ["RstChunker", "RstOptions", "parse_rst"]
 
@@ -109,6 +117,11 @@ def _intro_ends_with_colons(lines: list[str], i: int, j: int) -> bool:
 
 def parse_rst(text: str, section_levels: int = 3) -> list[Section]:
     """Cut ``text`` into sections of blocks (see the module docstring)."""
+    return _glue(text, _blocks(text, section_levels))
+
+
+def _blocks(text: str, section_levels: int) -> list[Section]:
+    """Sections of trimmed, linked blocks, not yet glued."""
     lines = text.split("\n")
     offsets = [0] * len(lines)
     pos = 0
@@ -138,7 +151,7 @@ def parse_rst(text: str, section_levels: int = 3) -> list[Section]:
                 continue
             while stack and stack[-1][0] >= level:
                 stack.pop()
-            stack.append((level, title))
+            stack.append((level, clean_rst(title)))
             moved: list[Block] = []
             while sections[-1].blocks and sections[-1].blocks[-1].kind == "target":
                 moved.insert(0, sections[-1].blocks.pop())
@@ -151,16 +164,16 @@ def parse_rst(text: str, section_levels: int = 3) -> list[Section]:
             kind = "literal"
         sections[-1].blocks.append(Block(a, end, end, kind))
         i = j
-    return _finish(text, sections)
-
-
-def _finish(text: str, sections: list[Section]) -> list[Section]:
-    """Trim block ends, link ``next`` offsets, glue targets and headings to what follows."""
     flat = [b for s in sections for b in s.blocks]
     for k, blk in enumerate(flat):
         while blk.end > blk.start and text[blk.end - 1].isspace():
             blk.end -= 1
         blk.next = flat[k + 1].start if k + 1 < len(flat) else len(text)
+    return sections
+
+
+def _glue(text: str, sections: list[Section]) -> list[Section]:
+    """Glue targets and headings to what follows them."""
     for sec in sections:
         glued: list[Block] = []
         for blk in sec.blocks:
@@ -188,21 +201,25 @@ class RstChunker(Chunker):
     """
 
     name = "rst"
-    version = 7
+    version = 8
     Options = RstOptions
     options: RstOptions
 
     def chunk(self, text: str) -> list[Chunk]:
         """Split reStructuredText ``text`` into title-aware chunks, in document order."""
-        sections = parse_rst(text, self.options.section_levels)
+        raw = _blocks(text, self.options.section_levels)
+        rendering = Rendering(text, rst_edits(text))
+        clean = rendering.text
         with_prefix = self.options.heading_prefix
+        lines = LineIndex(text)
         packer = Packer(
-            text,
-            sections,
+            clean,
+            _glue(clean, rendering.sections(raw)),
             self.budget,
             min_tokens=self.options.merge_below,
             prefix=(lambda path: heading_prefix(path, None)) if with_prefix else (lambda _: ""),
             carry=_carry if with_prefix else (lambda _t, _b: ""),
-            lines=(lines := LineIndex(text)),
+            lines=lines,
+            rendering=rendering,
         )
-        return [packer.to_chunk(lines, span, {}) for span in packer.pack_all()]
+        return packer.chunks(lines, packer.pack_all(), {})

@@ -107,8 +107,10 @@ def preview(
 
     Each object has ``id``, ``source``, ``path``, ``ordinal``, ``start_char``, ``end_char``,
     ``start_line``, ``end_line``, ``n_tokens``, ``n_model_tokens`` (with a model),
-    ``heading_path`` (when the chunk has a heading above it) and ``text``, plus ``prefix``
-    when there is one, ``parent_id``/``is_parent`` (``hierarchical``) and strategy extras
+    ``heading_path`` (when the chunk has a heading above it), ``text`` (verbatim) and
+    ``embed_text`` (what the model reads: the prefix, then the chunk's clean rendering,
+    see :attr:`ingestd.chunkers.Chunk.embed_text`), plus ``prefix`` when there is one,
+    ``parent_id``/``is_parent`` (``hierarchical``) and strategy extras
     (``start_token``/``end_token`` for ``token``, front-matter ``title``).
 
     ``source`` and ``path`` (and so ``id``) are those ``resync`` would give (see
@@ -183,4 +185,5 @@ def preview(
         for k, v in c.meta.items():
             obj.setdefault(k, v)
         obj["text"] = c.text
+        obj["embed_text"] = c.embed_text  # what the model reads: prefix + clean rendering
         yield obj

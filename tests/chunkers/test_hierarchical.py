@@ -48,7 +48,7 @@ def check_tree(text: str, chunks: list[Chunk], max_tokens: int, sizer, model=Non
     last_parent = None
     for k, c in enumerate(chunks):
         assert text[c.start : c.end] == c.text and c.text.strip()
-        assert c.n_tokens == sizer.count(c.text)
+        assert c.n_tokens == sizer.count(c.clean_text)
         assert "\ufffd" not in c.embed_text or "\ufffd" in text
         if c.is_parent:
             assert c.parent is None
@@ -59,7 +59,7 @@ def check_tree(text: str, chunks: list[Chunk], max_tokens: int, sizer, model=Non
         parent = chunks[c.parent]
         assert parent.start <= c.start and c.end <= parent.end
         if max_tokens >= 8:
-            assert sizer.count(c.text) <= max_tokens
+            assert sizer.count(c.clean_text) <= max_tokens
         if model is not None:
             assert model.count(c.embed_text) <= 254
     for a, b in zip(children, children[1:], strict=False):

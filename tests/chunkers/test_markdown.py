@@ -45,12 +45,12 @@ def check_properties(text: str, chunks: list[Chunk], max_tokens: int, sizer, mod
         last = c.end - 1
         covered[c.start : c.end] = b"\1" * (c.end - c.start)
         if max_tokens >= 8:
-            assert sizer.count(c.text) <= max_tokens
-        assert c.n_tokens == sizer.count(c.text)
+            assert sizer.count(c.clean_text) <= max_tokens
+        assert c.n_tokens == sizer.count(c.clean_text)
         if "\ufffd" not in text:
             assert "\ufffd" not in c.embed_text
         if model is not None:
-            assert model.count(c.prefix + c.text) <= 254
+            assert model.count(c.embed_text) <= 254
     missing = [i for i in range(body, len(text)) if not covered[i] and not text[i].isspace()]
     assert not missing, f"uncovered: {text[missing[0] : missing[0] + 40]!r}"
 
@@ -248,15 +248,16 @@ def test_long_run_is_cut_between_pieces(model_sizer: ModelSizer) -> None:
 
 
 def test_long_line_window_keeps_its_last_piece(model_sizer: ModelSizer) -> None:
-    # a divider row over the model's room is cut into windows between its pieces; the
-    # row's closing " |" (in context one piece with the newline after it) stays in
-    # the last window, not in a chunk of its own
-    row = "| " + " | ".join(["-" * 92] * 4) + " |"
-    text = f"# Doc\n\n| a | b | c | d |\n{row}\n| e | f | g | h |\n"
+    # a row over the model's room is cut into windows between its pieces; the row's
+    # closing " |" (in context one piece with the newline after it) stays in the last
+    # window, not in a chunk of its own (a divider row of dashes would not be embedded
+    # at all: a row of "=" is)
+    row = "| " + " | ".join(["=" * 92] * 4) + " |"
+    text = f"# Doc\n\n| a | b | c | d |\n| - | - | - | - |\n{row}\n| e | f | g | h |\n"
     chunks = chunker(model=model_sizer).chunk(text)
     check_properties(text, chunks, 200, TIKTOKEN, model_sizer)
     assert all(c.text.strip() != "|" for c in chunks)
-    assert [c.text for c in chunks if "-" in c.text][-1].endswith("- |")
+    assert [c.text for c in chunks if "=" in c.text][-1].endswith("= |")
 
 
 @pytest.mark.parametrize("space", ["\u2003", "\u3000", "\xa0", "\x85", " ", "\t"])
@@ -270,10 +271,11 @@ def test_indent_of_wide_spaces_is_cut_off_to_fit(space: str) -> None:
 
 
 def test_table_cut_for_the_model_keeps_its_header_row(model_sizer: ModelSizer) -> None:
-    # under the budget in tiktoken tokens, over the model's 254 word pieces (dashes)
-    dash = "-" * 80
+    # under the budget in tiktoken tokens, over the model's 254 word pieces (a row of
+    # "=": a divider row of dashes is not embedded at all)
+    dash = "=" * 80
     rows = "\n".join(f"| k{i} | value number {i} |" for i in range(16))
-    table = f"| key | value |\n| {dash} | {dash} |\n{rows}"
+    table = f"| key | value |\n| --- | --- |\n| {dash} | {dash} |\n{rows}"
     text = f"# Doc\n\n{table}\n"
     assert TIKTOKEN.count(table) <= 200 < model_sizer.count(table)
     chunks = chunker(model=model_sizer).chunk(text)
@@ -399,7 +401,7 @@ def test_million_punctuation_run_finishes_fast() -> None:
     md = chunker()
     chunks = linear_time(lambda n: md.chunk("!" * n), 100_000, 1_000_000)
     assert "".join(c.text for c in chunks) == text
-    assert all(TIKTOKEN.count(c.text) <= 200 for c in chunks)
+    assert all(TIKTOKEN.count(c.clean_text) <= 200 for c in chunks)
 
 
 def test_punctuation_run_fits_the_model(model_sizer: ModelSizer) -> None:

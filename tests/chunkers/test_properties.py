@@ -98,9 +98,9 @@ def check(
             continue
         covered[c.start : c.end] = b"\1" * (c.end - c.start)
         if max_tokens >= 8:
-            assert ctx.sizer.count(c.text) <= max_tokens, "over the budget"
+            assert ctx.sizer.count(c.clean_text) <= max_tokens, "over the budget"
         if ctx.model_sizer is not None:
-            assert ctx.model_sizer.count(c.prefix + c.text) <= ctx.model_max_tokens
+            assert ctx.model_sizer.count(c.embed_text) <= ctx.model_max_tokens
     leaves = [c for c in chunks if not c.is_parent]
     for kind in (leaves, [c for c in chunks if c.is_parent]):
         starts = [c.start for c in kind]
@@ -282,7 +282,7 @@ def test_million_punctuation_run_in_bounded_time(
     chunks = linear_time(lambda n: chunker.chunk("!" * n), 100_000, 1_000_000)
     leaves = [c for c in chunks if not c.is_parent]
     assert leaves[0].start == 0 and leaves[-1].end == len(text)
-    assert all(c.n_tokens <= 200 and model_sizer.count(c.prefix + c.text) <= 254 for c in leaves)
+    assert all(c.n_tokens <= 200 and model_sizer.count(c.embed_text) <= 254 for c in leaves)
     for prev, nxt in zip(leaves, leaves[1:], strict=False):
         assert nxt.start <= prev.end  # no gap in a text without whitespace
 
@@ -299,4 +299,4 @@ def test_whitespace_heavy_lines_in_bounded_time(
     chunks = linear_time(lambda n: chunker.chunk(line * (n // len(line))), 50_000, 500_000)
     leaves = [c for c in chunks if not c.is_parent]
     assert sum(c.text.count("x") for c in leaves) >= 500_000 // len(line)
-    assert all(c.n_tokens <= 200 and model_sizer.count(c.prefix + c.text) <= 254 for c in leaves)
+    assert all(c.n_tokens <= 200 and model_sizer.count(c.embed_text) <= 254 for c in leaves)

@@ -41,12 +41,12 @@ def check_properties(text: str, chunks: list[Chunk], max_tokens: int, sizer, mod
         last = c.end - 1
         covered[c.start : c.end] = b"\1" * (c.end - c.start)
         if max_tokens >= 8:
-            assert sizer.count(c.text) <= max_tokens
-        assert c.n_tokens == sizer.count(c.text)
+            assert sizer.count(c.clean_text) <= max_tokens
+        assert c.n_tokens == sizer.count(c.clean_text)
         if "\ufffd" not in text:
             assert "\ufffd" not in c.embed_text
         if model is not None:
-            assert model.count(c.prefix + c.text) <= 254
+            assert model.count(c.embed_text) <= 254
     missing = [i for i in range(len(text)) if not covered[i] and not text[i].isspace()]
     assert not missing, f"uncovered: {text[missing[0] : missing[0] + 40]!r}"
 
