@@ -27,8 +27,15 @@ threshold end a chunk that is at least a quarter full (content-defined chunking,
 the next such block, so most chunks of a large section survive the edit; a block with
 a heading too deep to open a section or an intro paragraph glued before it is always
 such a block. A chunk under ``min_tokens`` takes in the next section when the whole
-section fits (tiny sections are merged); a section that holds only its heading always
-opens the next one's first chunk.
+section fits (tiny sections are merged).
+
+Chunks are well shaped: a heading never ends a chunk (a section that holds only its
+heading opens the next one's first chunk; a heading glued to a block too big for one
+chunk stays with the block's first part), nor does an intro paragraph or a code
+block's opening fence line; a chunk without a word, or with only headings, joins a
+neighbour when the two fit together. A code block split across chunks is re-fenced:
+each piece's embedded text has the opening fence line (in the prefix) and a closing
+one; a split table repeats its header row.
 
 Each chunk is a verbatim slice that starts at a line (or token) boundary and ends
 without trailing whitespace. ``heading_path`` holds the section titles, outermost first.
@@ -61,6 +68,7 @@ from .render import Rendering
 __all__ = [
     "MarkdownChunker",
     "MarkdownOptions",
+    "intro_sentence",
     "parse_front_matter",
     "parse_markdown",
     "render_markdown",
@@ -479,13 +487,15 @@ def _carry(text: str, blk: Block) -> str:
 
 
 def _intro(text: str, blk: Block) -> str:
+    return intro_sentence(text, blk) if blk.kind in _INTRODUCED else ""
+
+
+def intro_sentence(text: str, blk: Block) -> str:
     """Context for a chunk that starts at ``blk``'s body: the introducing sentence.
 
     The last sentence (at most 30 words) of the paragraph ending in ``:`` glued before
-    the body, else ``""``.
+    the body (a list, code block or table), else ``""``.
     """
-    if blk.kind not in _INTRODUCED:  # only these take a paragraph ending in ':'
-        return ""
     k = blk.body - 1
     while k > blk.start and text[k].isspace():
         k -= 1

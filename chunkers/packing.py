@@ -5,8 +5,12 @@ each a list of :class:`Block` spans. :class:`Packer` counts every block once and
 whole blocks into chunks:
 
 * a chunk never crosses a section start, unless it is under ``min_tokens`` and the
-  whole next section fits (tiny sections are merged), or it holds only the heading of
-  a section without body (that heading opens the next section's first chunk);
+  whole next section fits (tiny sections are merged), or it holds only headings (they
+  open the chunk of what follows them, cut as far as needed to fit);
+* a heading never ends a chunk: a heading (or an intro paragraph, or an opening fence
+  line) glued before a block that is cut stays with the block's first piece, a closing
+  fence line with its last; a chunk without a word, or with only headings, joins the
+  chunk before it, or else the one after it, when the two fit together;
 * inside a section, an *anchor* block ends a chunk that is at least a quarter full. A
   block is an anchor when the CRC-32 of its text falls below a threshold proportional
   to its size (about 2.5 anchors per ``max_tokens`` tokens): boundaries are
@@ -71,6 +75,9 @@ _LINE = r"^[^\S\n]*\S(?:[^\n]*\S)?"  # a non-blank line, without trailing whites
 _LINES = re.compile(r"^([ \t]*)" + _LINE[1:], re.M)  # group 1: its indent, spaces and tabs
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
 _PARAS = re.compile(_LINE + r"(?:[^\S\n]*\n" + _LINE[1:] + ")*", re.M)  # lines, no blank one
+_WORD = re.compile(r"[^\W_]")  # a letter or digit
+_FENCE_LINE = re.compile(r"[ \t]*(?:`{3,}|~{3,})[^\n]*")  # an opening fence line
+_BARE_FENCE = re.compile(r"[ \t]*(?:`{3,}|~{3,})[ \t]*")  # a closing one
 
 
 def _budget_of(c: int) -> int:
@@ -174,18 +181,20 @@ class Span:
 
 class _Unit:
     __slots__ = (
-        "anchor", "body", "carry", "end", "exact", "first", "mtok", "next", "sec", "start", "tok"
+        "anchor", "body", "carry", "end", "exact", "first", "lead", "mtok", "next", "sec",
+        "start", "tok",
     )  # fmt: skip
 
     def __init__(
         self, start: int, end: int, nxt: int, tok: int, sec: int, first: bool = False,
         anchor: bool = False, carry: str = "", exact: bool = True, body: int = -1,
-        mtok: int = -1,
+        mtok: int = -1, lead: bool = False,
     ) -> None:  # fmt: skip
         self.start, self.end, self.next, self.tok, self.sec = start, end, nxt, tok, sec
         self.first, self.anchor, self.carry, self.exact = first, anchor, carry, exact
         self.body = start if body == -1 else body
         self.mtok = mtok  # model word pieces of text[start:next], -1 when not counted
+        self.lead = lead  # a heading with nothing after it in its block: never ends a chunk
 
 
 def _common(paths: list[tuple[str, ...]]) -> tuple[str, ...]:
@@ -255,24 +264,20 @@ class Packer:
         # a lower bound of every _room: prefixes are capped to a third of the model
         cap = budget.model_max_tokens // 3
         self._safe_room = budget.model_max_tokens - cap if self._model_in_index else -1
+        self._starts: dict[int, list[int]] = {}  # section -> its blocks' starts
         self._intros: dict[int, str] = {}  # body start of a block with a lead -> context
         if intro is not None:
             for sec in sections:
                 for b in sec.blocks:
                     if b.body > b.start and (ctx := intro(text, b)):
                         self._intros[b.body] = ctx
-        self._bare = {  # sections that hold only their heading: merged into the next one
-            k
-            for k, sec in enumerate(sections)
-            if len(sec.blocks) == 1 and sec.blocks[0].kind == "heading"
-        }
         # code blocks with a closing fence line: a chunk that ends inside one is re-fenced
-        self._fence_at: list[int] = []  # where the opening fence line starts
+        self._fence_at: list[int] = []  # where the opening fence line ends
         self._fence_close: list[tuple[int, str]] = []  # closing line: start, fence
         for sec in sections:
             for b in sec.blocks:
                 if b.kind == "fence" and (close := _closing_line(text, b)) is not None:
-                    self._fence_at.append(b.body)
+                    self._fence_at.append(text.find("\n", b.body, b.end))
                     self._fence_close.append(close)
 
     # -- units ------------------------------------------------------------------
@@ -338,7 +343,13 @@ class Packer:
         if not blocks:
             return []
         a, z = blocks[0].start, blocks[-1].next
-        if whole and len(blocks) > 1 and z - a <= self.max * _SECTION_CHARS:
+        # a section that ends with a heading goes by blocks: that heading is a lead
+        if (
+            whole
+            and len(blocks) > 1
+            and z - a <= self.max * _SECTION_CHARS
+            and (blocks[-1].kind != "heading")
+        ):
             tok, exact, mtok = self.count_span(a, z)
             if tok <= self.max and not self._over_model(mtok, si):
                 self._sec_tok[si] = tok
@@ -356,7 +367,8 @@ class Packer:
     ) -> list[_Unit]:
         """Units of block ``b``; ``counts``: its :meth:`count_span`, when known."""
         anchor = b.kind in _ANCHOR_KINDS or b.body > b.start  # a lead glued before it
-        u = _Unit(b.start, b.end, b.next, 0, si, first, anchor, "", True, b.body)
+        lead = b.kind == "heading"  # a heading with no block after it in its section
+        u = _Unit(b.start, b.end, b.next, 0, si, first, anchor, "", True, b.body, lead=lead)
         if b.next - b.start > self.max * _BLOCK_CHARS:  # surely too big: count its lines
             parts = self._split_lines(u, self._carry(self.text, b), b.kind)
             tok = sum(p.tok for p in parts)
@@ -378,19 +390,43 @@ class Packer:
         Code (``kind`` ``"fence"`` or ``"code"``) is cut at lines straight away.
         """
         paras = kind not in _LINE_KINDS and _BLANK_LINE.search(self.text, u.start, u.end)
-        groups = self._paragraphs(u) if paras else []
+        groups = self._glued(self._paragraphs(u), u) if paras else []
         if len(groups) <= 1:
             return self._lines(u, carry)
         out: list[_Unit] = []
-        body_eol = self.text.find("\n", u.body, u.end)
+        body_eol = self._body_eol(u)
         counts = self._span_counts([s for s, _, _ in groups] + [groups[-1][2]])
         for k, ((s, end, nxt), (tok, exact, mtok)) in enumerate(zip(groups, counts, strict=True)):
             g = _Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
                       carry=carry if s > body_eol >= 0 else self._intros.get(s, ""),
-                      exact=exact, body=s, mtok=mtok)  # fmt: skip
+                      exact=exact, body=u.body if s < u.body <= end else s,
+                      mtok=mtok)  # fmt: skip
             too_big = tok > self.max or self._over_model(mtok, u.sec)
-            out.extend(self._lines(g, carry) if too_big else [g])
+            out.extend(self._lines(g, carry, body_eol=body_eol) if too_big else [g])
         return out
+
+    def _glued(self, pieces: list[tuple[int, int, int]], u: _Unit) -> list[tuple[int, int, int]]:
+        """``(start, end, next)`` pieces of ``u``, with its lead and closing fence glued on.
+
+        The lead (a heading or an intro paragraph glued before the block proper, and a
+        code block's opening fence line) joins the piece after it: a heading never
+        ends a chunk. A closing fence line joins the piece before it.
+        """
+        if len(pieces) <= 1:
+            return pieces
+        text = self.text
+        lead = u.body if u.body > u.start else u.start
+        if (m := _FENCE_LINE.match(text, lead, u.end)) is not None:
+            lead = m.end()
+        k = 0
+        while k + 1 < len(pieces) and pieces[k][1] <= lead:
+            k += 1
+        if k:
+            pieces = [(pieces[0][0], pieces[k][1], pieces[k][2]), *pieces[k + 1 :]]
+        s, e, _ = pieces[-1]
+        if len(pieces) > 1 and _BARE_FENCE.fullmatch(text, s, e):
+            pieces[-2:] = [(pieces[-2][0], e, pieces[-1][2])]
+        return pieces
 
     def _paragraphs(self, u: _Unit) -> list[tuple[int, int, int]]:
         """``(start, end, next)`` of the paragraphs (runs of non-blank lines) of ``u``.
@@ -429,16 +465,21 @@ class Packer:
         else:
             spans = [m.span() for m in found]
         if body_eol is None:
-            body_eol = text.find("\n", u.body, u.end)
+            body_eol = self._body_eol(u)
+        nexts = [s for s, _ in spans[1:]]
+        nexts.append(u.next)
+        glued = self._glued([(s, e, n) for (s, e), n in zip(spans, nexts, strict=True)], u)
+        if len(glued) == 1:  # one item with its lead: its lines, else windows
+            return self._lines(u, carry, items=False) if items else self._windows(u, self.max)
         out: list[_Unit] = []
         sec, mx, intros = u.sec, self.max, self._intros
-        bounds = [s for s, _ in spans]
+        bounds = [s for s, _, _ in glued]
         bounds.append(u.next)
         counts = self._span_counts(bounds)
-        for k, ((s, end), (tok, exact, mtok)) in enumerate(zip(spans, counts, strict=True)):
-            nxt = bounds[k + 1]
+        for (s, end, nxt), (tok, exact, mtok) in zip(glued, counts, strict=True):
             ctx = carry if s > body_eol >= 0 else intros.get(s, "")
-            line = _Unit(s, end, nxt, tok, sec, False, True, ctx, exact, -1, mtok)
+            body = u.body if s < u.body <= end else -1
+            line = _Unit(s, end, nxt, tok, sec, False, True, ctx, exact, body, mtok)
             if tok <= mx and not self._over_model(mtok, sec):
                 out.append(line)
             elif items:
@@ -482,6 +523,10 @@ class Packer:
                 k = m
             s = e
         out: list[_Unit] = []
+        # a window after the block's first line continues it: it takes its context line
+        multiline = not u.carry and text.find("\n", u.start, u.end) != -1
+        body_eol = self._body_eol(u) if multiline else -1
+        block_carry = self._block_carry(u) if body_eol >= 0 else ""
         for a, b, n, mtok, piece in raw:
             if text[a:b].isspace():
                 continue
@@ -494,7 +539,8 @@ class Packer:
             # a piece window's count is exact (also on its own), up to long runs; not so
             # once its trailing blanks are cut off (a run inside a line splits otherwise)
             exact = piece and end == b and b - a <= MAX_RUN
-            out.append(_Unit(a, end, b, n, u.sec, carry=u.carry, exact=exact, body=_WINDOW,
+            carry = block_carry if a > body_eol >= 0 else u.carry
+            out.append(_Unit(a, end, b, n, u.sec, carry=carry, exact=exact, body=_WINDOW,
                              mtok=mtok))  # fmt: skip
         if not out:  # cannot happen for a unit with content; keep the unit whole
             return [u]
@@ -600,13 +646,36 @@ class Packer:
         return m
 
     def _pack(self, units: list[_Unit], *, model: bool) -> list[tuple[Span, int, int]]:
-        """Spans with the ``[i, j)`` range of ``units`` each covers."""
+        """Spans with the ``[i, j)`` range of ``units`` each covers.
+
+        A chunk without a word (no letter or digit: markup) or with nothing but
+        headings joins the chunk before it, or else the one after it, when the two
+        fit together.
+        """
         out: list[tuple[Span, int, int]] = []
         i = 0
         while i < len(units):
             span, j = self._fit(units, i, model=model)
             out.append((span, i, j))
             i = j
+        k = 0
+        while k < len(out) and len(out) > 1:
+            span, i, j = out[k]
+            if _WORD.search(self.text, span.start, span.end) and not all(
+                units[x].lead for x in range(i, j)
+            ):
+                k += 1
+                continue
+            for a, b in ((k - 1, k), (k, k + 1)):
+                if a >= 0 and b < len(out):
+                    ia, jb = out[a][1], out[b][2]
+                    tok = sum(units[x].tok for x in range(ia, jb))
+                    joined = self._check(units, ia, jb, tok, model=model)
+                    if isinstance(joined, Span):
+                        out[a : b + 1] = [(joined, ia, jb)]
+                        break
+            else:
+                k += 1
         return out
 
     def _fit(self, units: list[_Unit], i: int, *, model: bool) -> tuple[Span, int]:
@@ -622,11 +691,19 @@ class Packer:
                 return res, j
             if j - i > 1:
                 jj, t = j - 1, tok - units[j - 1].tok
-                while jj - 1 > i and t > res:
+                while jj - 1 > i and (t > res or units[jj - 1].lead):
                     jj -= 1
                     t -= units[jj].tok
+                q, lead_tok = i, 0  # the first unit after the headings the chunk starts with
+                while q < j and units[q].lead:
+                    lead_tok += units[q].tok
+                    q += 1
+                if q >= jj and (sub := self._cut_after_leads(units, q, res - lead_tok)):
+                    units[q : q + 1] = sub  # the headings take the first part of it
+                    j, tok = self._take(units, i)
+                    continue
                 if t < self.max // _ANCHOR_FILL and (sub := self._split_lines_of(units[jj])):
-                    units[jj : jj + 1] = sub  # rather than leave a heading alone
+                    units[jj : jj + 1] = sub  # rather than end so small
                     j, tok = self._take(units, i)
                     continue
                 j, tok = jj, t
@@ -650,37 +727,63 @@ class Packer:
         before its word pieces (prefix included) would pass the model's limit, so that
         :meth:`_check` rarely has to shrink it; a smaller one cuts the unit that would
         pass the limit into lines, in ``units``, and goes on with them.
+
+        A heading never ends a chunk: a chunk that holds only headings takes in what
+        follows them (the next section, cut into smaller units as far as needed), and
+        a chunk that stops after a heading ends before it instead.
         """
         u = units[i]
         tok, m = u.tok, u.mtok
         room, known = (self._safe_room, False) if m >= 0 else (-1, True)
         j, n, mx, half = i + 1, len(units), self.max, self.max // _ANCHOR_FILL
+        leads = u.lead  # only headings so far
         while j < n:
             v = units[j]
-            if tok + v.tok > mx or v.body == _WINDOW or units[j - 1].body == _WINDOW:
+            window = v.body == _WINDOW or units[j - 1].body == _WINDOW
+            if tok + v.tok > mx or (window and not leads):
+                if leads and (sub := self._split_unit(v, mx - tok)):
+                    units[j : j + 1] = sub  # the headings take the first part of it
+                    continue
                 break  # a window (a piece of an over-long line) is a chunk of its own
+            after_lead = units[j - 1].lead
             if room >= 0 and (v.mtok < 0 or m + v.mtok > room):
                 if not known and v.mtok >= 0:  # past the lower bound: the real room
                     room, known = self._room(u.sec, u.carry), True
                 if room >= 0 and (v.mtok < 0 or m + v.mtok > room):
-                    if v.mtok >= 0 and tok >= half:
+                    if v.mtok >= 0 and tok >= half and not after_lead:
                         break
                     if v.mtok >= 0 and (sub := self._split_lines_of(v)):
                         units[j : j + 1] = sub  # take its first lines rather than end so small
                         continue
                     room = -1  # left to the check
-            if v.first:
-                bare = j == i + 1 and units[i].sec in self._bare  # a heading alone so far
-                if not bare and (
-                    tok >= self.min_tokens or tok + self._sec_tok.get(v.sec, mx + 1) > mx
-                ):
-                    break
-            elif v.anchor and tok >= half and (v.body > v.start or self._is_anchor(v)):
+            if not after_lead and self._cut_before(v, tok):  # what follows a heading stays
                 break
             tok += v.tok
             m += v.mtok
+            leads = leads and v.lead
             j += 1
+        if j < n:  # stopped early: not right after a heading
+            while j - 1 > i and units[j - 1].lead:
+                j -= 1
+                tok -= units[j].tok
         return j, tok
+
+    def _cut_after_leads(self, units: list[_Unit], q: int, room: int) -> list[_Unit] | None:
+        """``units[q]``, the content after a chunk's headings, cut to take ``room`` tokens."""
+        if q >= len(units) or units[q].lead or room <= 0:
+            return None
+        return self._split_lines_of(units[q]) or self._split_unit(units[q], room)
+
+    def _cut_before(self, v: _Unit, tok: int) -> bool:
+        """Whether a chunk of ``tok`` tokens ends before unit ``v`` (which would fit).
+
+        At a section start, unless the chunk is under ``min_tokens`` and the whole
+        section fits; inside a section, at a content-defined anchor once a quarter full.
+        """
+        mx = self.max
+        if v.first:
+            return tok >= self.min_tokens or tok + self._sec_tok.get(v.sec, mx + 1) > mx
+        return v.anchor and tok >= mx // _ANCHOR_FILL and (v.body > v.start or self._is_anchor(v))
 
     def _over_model(self, mtok: int, sec: int) -> bool:
         """Whether ``mtok`` word pieces surely do not fit a chunk of section ``sec``."""
@@ -758,7 +861,10 @@ class Packer:
         return self._small(text[p:e] + suffix) - self._small(text[p:e])
 
     def _suffix(self, e: int) -> str:
-        """The closing fence for a chunk that ends at ``e`` inside a code block, else ``""``."""
+        """The closing fence for a chunk that ends at ``e`` inside a code block, else ``""``.
+
+        Inside: after its opening fence line, before its closing one.
+        """
         k = bisect.bisect_left(self._fence_at, e) - 1
         if k < 0 or e > self._fence_close[k][0]:
             return ""
@@ -833,16 +939,33 @@ class Packer:
         parts = self._split_lines(u, self._block_carry(u))
         return parts if len(parts) > 1 else None
 
+    def _block_of(self, u: _Unit) -> Block | None:
+        """The block that holds ``u`` (``None`` for a unit of several blocks)."""
+        blocks = self.sections[u.sec].blocks
+        starts = self._starts.get(u.sec)
+        if starts is None:
+            starts = self._starts[u.sec] = [b.start for b in blocks]
+        k = bisect.bisect_right(starts, u.start) - 1
+        return blocks[k] if k >= 0 and u.end <= blocks[k].end else None
+
     def _block_carry(self, u: _Unit) -> str:
         """The context line of the block that holds ``u``, for the pieces ``u`` is cut into.
 
         A block that fits the budget but not the model is split on the way, after
         :meth:`_block_units`: its pieces after the first line need the line too.
         """
-        for b in self.sections[u.sec].blocks:
-            if b.start <= u.start < b.next:
-                return self._carry(self.text, b)
-        return ""
+        b = self._block_of(u)
+        return "" if b is None else self._carry(self.text, b)
+
+    def _body_eol(self, u: _Unit) -> int:
+        """End of the first line of the body of the block that holds ``u``.
+
+        Pieces of ``u`` that start after it continue the block: they take its context
+        line (:meth:`_block_carry`).
+        """
+        b = self._block_of(u)
+        body = u.body if b is None else b.body
+        return self.text.find("\n", body, u.end if b is None else b.end)
 
     def prefix(self, path: tuple[str, ...], carry: str) -> str:
         """The embedding prefix for ``path`` plus ``carry``, capped to a third of the model."""

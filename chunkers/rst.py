@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 
 from .base import Chunk, Chunker, LineIndex
-from .markdown import heading_prefix
+from .markdown import heading_prefix, intro_sentence
 from .markup import clean_rst, rst_edits
 from .packing import Block, Packer, Section, SectionOptions, first_line
 from .render import Rendering
@@ -38,6 +38,7 @@ __all__ = ["RstChunker", "RstOptions", "parse_rst"]
 
 _ADORN = re.compile(r"([!-/:-@\[-`{-~])\1{2,}[ \t]*$")
 _TARGET = re.compile(r"\.\. _[^:]*:")
+_INTRODUCED = frozenset({"list", "table", "directive", "literal"})  # after a line ending in ':'
 
 
 class RstOptions(SectionOptions):
@@ -173,7 +174,11 @@ def _blocks(text: str, section_levels: int) -> list[Section]:
 
 
 def _glue(text: str, sections: list[Section]) -> list[Section]:
-    """Glue targets and headings to what follows them."""
+    """Glue targets and headings to what follows them, and intro paragraphs too.
+
+    A paragraph ending in ``:`` (not ``::``, which holds its literal block already) is
+    glued to the list, table or directive after it.
+    """
     for sec in sections:
         glued: list[Block] = []
         for blk in sec.blocks:
@@ -182,10 +187,21 @@ def _glue(text: str, sections: list[Section]) -> list[Section]:
                 kind = "heading" if blk.kind == "heading" else blk.kind
                 body = blk.body if blk.kind == "heading" else blk.start
                 glued[-1] = Block(prev.start, blk.end, blk.next, kind, body)
+            elif prev is not None and blk.kind in _INTRODUCED and _ends_intro(text, prev):
+                glued[-1] = Block(prev.start, blk.end, blk.next, blk.kind, blk.start)
             else:
                 glued.append(blk)
         sec.blocks = glued
     return sections
+
+
+def _ends_intro(text: str, blk: Block) -> bool:
+    """Whether ``blk`` is a paragraph ending in one ``:``."""
+    return blk.kind == "para" and text[blk.end - 1] == ":" and text[blk.end - 2 : blk.end] != "::"
+
+
+def _intro(text: str, blk: Block) -> str:
+    return intro_sentence(text, blk) if blk.kind in _INTRODUCED else ""
 
 
 def _carry(text: str, blk: Block) -> str:
@@ -219,6 +235,7 @@ class RstChunker(Chunker):
             min_tokens=self.options.merge_below,
             prefix=(lambda path: heading_prefix(path, None)) if with_prefix else (lambda _: ""),
             carry=_carry if with_prefix else (lambda _t, _b: ""),
+            intro=_intro if with_prefix else None,
             lines=lines,
             rendering=rendering,
         )
