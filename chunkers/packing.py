@@ -11,11 +11,11 @@ whole blocks into chunks:
   line) glued before a block that is cut stays with the block's first piece, a closing
   fence line with its last; a chunk without a word, or with only headings, joins the
   chunk before it, or else the one after it, when the two fit together;
-* inside a section, an *anchor* block ends a chunk that is at least a quarter full. A
-  block is an anchor when the CRC-32 of its text falls below a threshold proportional
-  to its size (about 2.5 anchors per ``max_tokens`` tokens): boundaries are
-  content-defined, so after an edit the packing falls back into step with the old one
-  within a chunk or two. A block with a lead glued before it (a heading too deep to
+* inside a section, an *anchor* block ends a chunk that is at least a quarter full
+  and holds at least ``min_tokens``. A block is an anchor when the CRC-32 of its text
+  falls below a threshold proportional to its size (about 2.5 anchors per
+  ``max_tokens`` tokens): boundaries are content-defined, so after an edit the packing
+  falls back into step with the old one within a chunk or two. A block with a lead glued before it (a heading too deep to
   open a section, an intro paragraph) is always an anchor: a chunk a quarter full ends
   before it;
 * a block over budget (or, with the model's counts at hand, over what the model reads
@@ -104,7 +104,8 @@ class SectionOptions(ChunkerOptions):
         section_levels: heading levels ``1..section_levels`` open a section (1-6,
             default 3); deeper headings stay inside their section.
         min_tokens: a chunk under this many tokens takes in the next section when the
-            whole section fits (0 turns merging off; default ``max_tokens // 4``).
+            whole section fits, and goes on past an anchor block (0 turns merging off;
+            default ``max_tokens // 4``).
         heading_prefix: prefix the heading path (and the context line of a continued
             block) to the embedded text (default on).
 
@@ -215,7 +216,8 @@ class Packer:
         text: the decoded text the sections refer to.
         sections: parsed sections, in document order.
         budget: token budget (and model limit) of each chunk.
-        min_tokens: a chunk under this size takes in the next section if it fits whole.
+        min_tokens: a chunk under this size takes in the next section if it fits whole,
+            and does not end at an anchor block.
         prefix: heading path -> text prepended for embedding.
         carry: (text, block) -> context line for a chunk that continues the block.
         intro: (text, block) -> context line for a chunk that starts where the body of
@@ -251,6 +253,7 @@ class Packer:
         self.budget = budget
         self.max = budget.max_tokens
         self.min_tokens = min_tokens
+        self._fill = max(self.max // _ANCHOR_FILL, min_tokens)  # a chunk may end at an anchor
         self._prefix = prefix
         self._carry = carry
         self._count = budget.sizer.count
@@ -735,7 +738,7 @@ class Packer:
         u = units[i]
         tok, m = u.tok, u.mtok
         room, known = (self._safe_room, False) if m >= 0 else (-1, True)
-        j, n, mx, half = i + 1, len(units), self.max, self.max // _ANCHOR_FILL
+        j, n, mx, half = i + 1, len(units), self.max, self._fill
         leads = u.lead  # only headings so far
         while j < n:
             v = units[j]
@@ -783,7 +786,7 @@ class Packer:
         mx = self.max
         if v.first:
             return tok >= self.min_tokens or tok + self._sec_tok.get(v.sec, mx + 1) > mx
-        return v.anchor and tok >= mx // _ANCHOR_FILL and (v.body > v.start or self._is_anchor(v))
+        return v.anchor and tok >= self._fill and (v.body > v.start or self._is_anchor(v))
 
     def _over_model(self, mtok: int, sec: int) -> bool:
         """Whether ``mtok`` word pieces surely do not fit a chunk of section ``sec``."""
