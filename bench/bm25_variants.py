@@ -1,8 +1,9 @@
 """Which BM25 tokeniser? Span/path recall of tokeniser variants on the dev question sets.
 
-Chunks each corpus with the default rules (``Engine.prepare``, as the daemon would),
-scores every chunk's embedded text with BM25 computed here in numpy exactly as Qdrant
-does it (IDF ``ln(1 + (N - df + 0.5) / (df + 0.5))`` over the live chunks, times the
+Chunks each corpus with the default rules (bench/retrieval.py's ``build_indexes``: the
+rule each path matches, as the daemon would), scores every chunk's embedded text with
+BM25 computed here in numpy exactly as Qdrant does it (IDF
+``ln(1 + (N - df + 0.5) / (df + 0.5))`` over the live chunks, times the
 document-side values of :func:`ingestd.store.sparse.document_vector`), and prints
 recall@1/5/10 and MRR@10 (span and path level, as bench/retrieval.py defines them) per
 tokeniser variant, plus the mean number of terms per chunk (the fixed ``AVG_LEN``) and
@@ -23,7 +24,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-import tempfile
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -139,9 +139,8 @@ def main() -> None:
     for name in args.sets:
         corpus, qa = SETS[name]
         qs = load_questions(qa, corpus)
-        ns = argparse.Namespace(corpus=corpus.resolve(), extra=[])
-        with tempfile.TemporaryDirectory(prefix="bench-bm25-") as state:
-            (idx,), info = build_indexes(ns, Path(state))
+        ns = argparse.Namespace(only={"default"}, variant=[], extra=[])
+        (idx,) = build_indexes(corpus, ns, set(), None)
         print(f"\n== {name}: {len(idx.texts)} chunks, {len(qs)} questions ==\n{header}")
         dense = None
         if args.dense:
@@ -154,7 +153,8 @@ def main() -> None:
             from ingestd.store.ids import chunk_hash
 
             args.cache.mkdir(parents=True, exist_ok=True)
-            model = SentenceTransformerEmbedder(model_info("all-MiniLM-L6-v2"), batch_size=16)
+            info = model_info("all-MiniLM-L6-v2")
+            model = SentenceTransformerEmbedder(info, batch_size=16)
             cache = EmbeddingCache(args.cache / "embeddings.db", max_entries=10_000_000)
             emb = CachedEmbedder(model, info.fingerprint, cache, chunk_hash)
             qv = embed([q.question for q in qs], emb, "questions")
