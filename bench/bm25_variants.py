@@ -139,7 +139,7 @@ def main() -> None:
     for name in args.sets:
         corpus, qa = SETS[name]
         qs = load_questions(qa, corpus)
-        ns = argparse.Namespace(only={"default"}, variant=[], extra=[])
+        ns = argparse.Namespace(only={"default"}, variant=[], extra=[], anchors="")
         (idx,) = build_indexes(corpus, ns, set(), None)
         print(f"\n== {name}: {len(idx.texts)} chunks, {len(qs)} questions ==\n{header}")
         dense = None

