@@ -15,9 +15,9 @@ whole blocks into chunks:
   and holds at least ``min_tokens``. A block is an anchor when the CRC-32 of its text
   falls below a threshold proportional to its size (about 2.5 anchors per
   ``max_tokens`` tokens): boundaries are content-defined, so after an edit the packing
-  falls back into step with the old one within a chunk or two. A block with a lead glued before it (a heading too deep to
-  open a section, an intro paragraph) is always an anchor: a chunk a quarter full ends
-  before it;
+  falls back into step with the old one within a chunk or two. A block with a lead
+  glued before it (a heading too deep to open a section, an intro paragraph) is always
+  an anchor: a chunk a quarter full ends before it;
 * a block over budget (or, with the model's counts at hand, over what the model reads
   after the prefix) is cut at blank lines, then at line starts (code at line starts
   straight away), and a line over budget into windows: between its pieces
