@@ -5,12 +5,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from ingestd.daemon.cli import cli
 
 
-def test_chunk_preview_shows_verbatim_and_embedded_text(tmp_path: Path) -> None:
+def test_chunk_preview_shows_verbatim_and_embedded_text(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)  # the folder indexed: the ids are those of this source
     f = tmp_path / "page.md"
     f.write_text(
         "# Install {#install}\n\nSee [the guide](https://example.com/guide) first.\n\n"
