@@ -190,13 +190,16 @@ def test_interrupted_write_is_finished_on_postgres(
     eng = make_engine(tree, state, fake_embedder, manifest={"url": pg_url})
     (name,) = eng.sources
 
+    class Crash(BaseException):
+        """The process dies (a store error would only fail the documents, see writer)."""
+
     def boom(*a: Any, **kw: Any) -> None:
-        raise RuntimeError("crash after the pending ids were recorded")
+        raise Crash("crash after the pending ids were recorded")
 
     real_upsert = eng.store.upsert
     eng.store.upsert = boom
     try:
-        with pytest.raises(RuntimeError):
+        with pytest.raises(Crash):
             eng.sync(name)
         assert _rows(pg_url, "SELECT count(*) FROM chunks WHERE pending")[0][0] > 0
         eng.store.upsert = real_upsert
