@@ -24,20 +24,30 @@ a build in phase ``building`` continues (sources already done are skipped, the o
 re-written; upserts of deterministic ids replay harmlessly), one in phase ``switching``
 finishes the switch. The previous version is dropped only after the alias points at the
 new one.
+
+A *migration* to another profile (embedding model, tokenizer, ``fit_model``: see
+:mod:`ingestd.daemon.migrate`) builds its version the same way with reason
+:data:`MIGRATE`, but writes are not routed (the current version stays in sync with the
+files, with the model that made it), nothing is carried over (that would mix two
+models' vectors), and it may be aborted (:meth:`CollectionVersions.abort`).
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from .manifest import Manifest
 from .search import PATH_KEY, path_prefixes
 from .vectors import LAYOUT, Layout, Point, QdrantStore, physical_name
 
-__all__ = ["CollectionVersions"]
+__all__ = ["MIGRATE", "CollectionVersions"]
 
 logger = logging.getLogger(__name__)
+
+#: Reason of a build that migrates a collection to another profile.
+MIGRATE = "migrate"
 
 
 class CollectionVersions:
@@ -61,12 +71,14 @@ class CollectionVersions:
 
         ``"resume"``: a build was interrupted; ``"upgrade"``: the collection predates
         the current layout (no alias or no sparse vector). A missing collection is
-        created (version 1, nothing to build).
+        created (version 1, nothing to build). A migration's build is not reported
+        here (see :mod:`ingestd.daemon.migrate`).
 
         Raises:
             ValueError: the collection exists with another dimension than ``dim``.
         """
-        if self.manifest.collection_build(name) is not None:
+        build = self.manifest.collection_build(name)
+        if build is not None and build["reason"] != MIGRATE:
             return "resume"
         lay = self.store.ensure_collection(name, dim)
         if not lay.current:
@@ -74,8 +86,26 @@ class CollectionVersions:
         self.manifest.set_collection_layout(name, LAYOUT)
         return None
 
-    def begin(self, name: str, dim: int, reason: str) -> str:
-        """Start (or resume) building a new version of ``name``; route writes to it.
+    def begin(
+        self,
+        name: str,
+        dim: int,
+        reason: str,
+        *,
+        route: bool = True,
+        settings: dict[str, Any] | None = None,
+        tag: str | None = None,
+    ) -> str:
+        """Start (or resume) building a new version of ``name``.
+
+        Args:
+            name: the collection name.
+            dim: dimension of the new version's dense vectors.
+            reason: why (``upgrade``, ``resume``, :data:`MIGRATE`), recorded.
+            route: send the store's writes for ``name`` to the new version meanwhile.
+            settings: a migration's ``{"previous": profile, "target": profile}``.
+            tag: ends the new version's name (a migration: the new model's short
+                fingerprint), see :func:`~ingestd.store.vectors.physical_name`.
 
         Returns:
             The physical name of the version being built.
@@ -84,8 +114,8 @@ class CollectionVersions:
         if build is None:
             lay = self.store.layout(name)
             versions = self.store.versions(name)
-            target = physical_name(name, max([1, *versions]) + 1)
-            self.manifest.start_collection_build(name, target, lay.physical, reason)
+            target = physical_name(name, max([1, *versions]) + 1, tag)
+            self.manifest.start_collection_build(name, target, lay.physical, reason, settings)
             logger.info(
                 "collection %s: building version %s (%s); searches use %s meanwhile",
                 name,
@@ -100,7 +130,8 @@ class CollectionVersions:
         target = str(build["target"])
         if build["phase"] == "building":
             self.store.create_physical(target, dim)
-        self.store.route_writes(name, target)
+        if route:
+            self.store.route_writes(name, target)
         return target
 
     def phase(self, name: str) -> str | None:
@@ -131,14 +162,7 @@ class CollectionVersions:
         if build["phase"] == "building":
             copied = self._copy_rest(name, target, previous)
             self.manifest.update_collection_build(name, phase="switching")
-        lay = self.store.layout(name)
-        if lay.physical != target:
-            self.store.point_alias(name, target)
-        if previous and previous not in (name, target) and self.store.has_collection(previous):
-            self.store.drop_collection(previous)
-        self.store.route_writes(name, None)
-        self.manifest.set_collection_layout(name, LAYOUT)
-        self.manifest.end_collection_build(name)
+        self.switch(name)
         logger.info(
             "collection %s: now version %s (%d points carried over from %s)",
             name,
@@ -147,6 +171,54 @@ class CollectionVersions:
             previous,
         )
         return copied
+
+    def switch(self, name: str, on_switched: Callable[[], None] | None = None) -> None:
+        """Point the alias at the new version, drop the previous one, forget the build.
+
+        The build must be in phase ``switching`` (recorded by the caller, with whatever
+        the manifest must say of the new version). Idempotent: a crash anywhere in it
+        is finished by calling it again.
+
+        Args:
+            name: the collection name.
+            on_switched: called once the alias points at the new version, before the
+                previous one is dropped (a test hook).
+        """
+        build = self.manifest.collection_build(name)
+        if build is None:
+            return
+        target, previous = str(build["target"]), build["previous"]
+        lay = self.store.layout(name)
+        if lay.physical != target:
+            self.store.point_alias(name, target)
+        if on_switched is not None:
+            on_switched()
+        if previous and previous not in (name, target) and self.store.has_collection(previous):
+            self.store.drop_collection(previous)
+        self.store.route_writes(name, None)
+        self.manifest.set_collection_layout(name, LAYOUT)
+        self.manifest.end_collection_build(name)
+
+    def abort(self, name: str) -> str | None:
+        """Drop the version being built and forget the build; the current one is untouched.
+
+        Returns:
+            The physical name of the dropped version, or ``None`` when there was no build.
+
+        Raises:
+            ValueError: the build is switching already (it can only be finished).
+        """
+        build = self.manifest.collection_build(name)
+        if build is None:
+            return None
+        if build["phase"] == "switching":
+            raise ValueError(f"collection {name}: the build of {build['target']} is switching")
+        target = str(build["target"])
+        if target != self.store.layout(name).physical and self.store.has_collection(target):
+            self.store.drop_collection(target)
+        self.store.route_writes(name, None)
+        self.manifest.end_collection_build(name)
+        return target
 
     def _copy_rest(self, name: str, target: str, previous: str | None) -> int:
         """Copy points the manifest knows that the new version lacks from ``previous``."""

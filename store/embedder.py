@@ -358,6 +358,23 @@ class EmbeddingCache:
                     )
         return out
 
+    def cached(self, model: str, hashes: Sequence[str]) -> set[str]:
+        """The hashes among ``hashes`` that have a vector of ``model``.
+
+        A read only: unlike :meth:`get_many` it does not count as a use.
+        """
+        out: set[str] = set()
+        uniq = list(dict.fromkeys(hashes))
+        with self._lock:
+            for i in range(0, len(uniq), 500):
+                part = uniq[i : i + 500]
+                q = ",".join("?" * len(part))
+                rows = self._db.execute(
+                    f"SELECT hash FROM vectors WHERE model = ? AND hash IN ({q})", [model, *part]
+                ).fetchall()
+                out.update(h for (h,) in rows)
+        return out
+
     def put_many(self, model: str, items: dict[str, Any]) -> None:
         """Store vectors (hash -> array), then evict past ``max_entries``."""
         if not items:

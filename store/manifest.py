@@ -91,7 +91,12 @@ class SourceTable(Base):
 
 
 class CollectionTable(Base):
-    """The embedding model that made a collection's vectors."""
+    """The settings that made a collection's points.
+
+    ``settings``: JSON of the profile (NULL: written before profiles were recorded);
+    ``aborted``: JSON of the profile a migration to which was aborted (the daemon then
+    refuses a config that still asks for it).
+    """
 
     __tablename__ = "collections"
     name: Mapped[str] = mapped_column(String(255), primary_key=True)
@@ -99,6 +104,8 @@ class CollectionTable(Base):
     model_fingerprint: Mapped[str] = mapped_column(String(64))
     dim: Mapped[int] = mapped_column(Integer)
     layout: Mapped[str | None] = mapped_column(String(200), nullable=True)
+    settings: Mapped[str | None] = mapped_column(Text, nullable=True)
+    aborted: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
 class CollectionBuildTable(Base):
@@ -112,6 +119,35 @@ class CollectionBuildTable(Base):
     phase: Mapped[str] = mapped_column(String(16), default="building")
     done_sources: Mapped[str] = mapped_column(Text, default="[]")
     started_at: Mapped[float] = mapped_column(Float)
+    #: JSON ``{"previous": profile, "target": profile}`` of a migration, else NULL
+    settings: Mapped[str | None] = mapped_column(Text, nullable=True)
+
+
+class BuildDocumentTable(Base):
+    """A document written into the version being built by a migration.
+
+    The same columns as ``documents``, and its point ids as JSON
+    (``[[point_id, chunk_hash, ordinal, start_char, end_char], ...]``): at the switch
+    these rows become the manifest's documents and chunks.
+    """
+
+    __tablename__ = "build_documents"
+    __table_args__ = (UniqueConstraint("collection", "source", "path"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    collection: Mapped[str] = mapped_column(String(255))
+    source: Mapped[str] = mapped_column(String(1000))
+    path: Mapped[str] = mapped_column(String(4000))
+    size: Mapped[int] = mapped_column(BigInteger)
+    mtime_ns: Mapped[int] = mapped_column(BigInteger)
+    ctime_ns: Mapped[int] = mapped_column(BigInteger)
+    inode: Mapped[int] = mapped_column(BigInteger)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    rule_fingerprint: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16), default="ok")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    git_commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    indexed_at: Mapped[float] = mapped_column(Float)
+    chunks: Mapped[str] = mapped_column(Text, default="[]")
 
 
 class DocumentTable(Base):
@@ -165,11 +201,24 @@ def _m003_collection_builds(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE collections ADD COLUMN layout VARCHAR(200)")
 
 
+def _m004_profiles(conn: Connection) -> None:
+    cast(Table, BuildDocumentTable.__table__).create(conn, checkfirst=True)
+    for table, names in (
+        ("collections", ("settings", "aborted")),
+        ("collection_builds", ("settings",)),
+    ):
+        cols = {c["name"] for c in inspect(conn).get_columns(table)}
+        for col in names:
+            if col not in cols:  # NULL: written before profiles were recorded
+                conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {col} TEXT")
+
+
 #: Ordered, named schema migrations. Append only.
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_held_deletes", _m002_held_deletes),
     ("003_collection_builds", _m003_collection_builds),
+    ("004_profiles", _m004_profiles),
 ]
 
 D = cast(Table, DocumentTable.__table__)
@@ -177,6 +226,7 @@ C = cast(Table, ChunkTable.__table__)
 S = cast(Table, SourceTable.__table__)
 K = cast(Table, CollectionTable.__table__)
 CB = cast(Table, CollectionBuildTable.__table__)
+BD = cast(Table, BuildDocumentTable.__table__)
 
 
 #: The columns of a :class:`ChunkRow`, in its field order.
@@ -395,6 +445,55 @@ class Manifest:
                     "use another collection name, or `ingestd forget` its sources first"
                 )
 
+    def collection_record(self, name: str) -> dict[str, Any] | None:
+        """What the manifest records of collection ``name``, or ``None``.
+
+        Keys: ``name``, ``model``, ``model_fingerprint``, ``dim``, ``layout``,
+        ``settings`` (the profile as a dict, ``None`` when written before profiles
+        were recorded) and ``aborted`` (the profile of an aborted migration, or ``None``).
+        """
+        with self.engine.connect() as conn:
+            row = conn.execute(select(K).where(K.c.name == name)).first()
+        if row is None:
+            return None
+        out = dict(row._mapping)
+        for key in ("settings", "aborted"):
+            out[key] = json.loads(out[key]) if out[key] else None
+        return out
+
+    def record_collection(self, name: str, settings: Mapping[str, Any]) -> None:
+        """Record (or replace) the profile that made collection ``name``'s points.
+
+        Args:
+            name: the collection.
+            settings: the profile (:meth:`ingestd.daemon.profile.Profile.settings`):
+                its ``model``, ``model_fingerprint`` and ``dim`` fill those columns.
+        """
+        values = {
+            "model": str(settings["model"]),
+            "model_fingerprint": str(settings["model_fingerprint"]),
+            "dim": int(settings["dim"]),
+            "settings": json.dumps(dict(settings), sort_keys=True),
+        }
+        with self.engine.begin() as conn:
+            row = conn.execute(select(K.c.name).where(K.c.name == name)).first()
+            if row is None:
+                conn.execute(insert(K).values(name=name, **values))
+            else:
+                conn.execute(update(K).where(K.c.name == name).values(**values))
+
+    def build_documents(self, collection: str) -> int:
+        """Documents written into the version of ``collection`` a migration builds."""
+        q = select(func.count()).select_from(BD).where(BD.c.collection == collection)
+        with self.engine.connect() as conn:
+            return int(conn.execute(q).scalar_one())
+
+    def set_collection_aborted(self, name: str, settings: Mapping[str, Any] | None) -> None:
+        """Record the profile of an aborted migration of ``name`` (``None`` clears it)."""
+        value = json.dumps(dict(settings), sort_keys=True) if settings is not None else None
+        with self.engine.begin() as conn:
+            conn.execute(update(K).where(K.c.name == name).values(aborted=value))
+
     def collection_layout(self, name: str) -> str | None:
         """The store layout collection ``name`` was last known to have.
 
@@ -421,8 +520,10 @@ class Manifest:
     def collection_build(self, name: str) -> dict[str, Any] | None:
         """The build of a new version of collection ``name`` in progress, or ``None``.
 
-        Keys: ``name``, ``target``, ``previous``, ``reason``, ``phase`` (``building`` or
-        ``switching``), ``done_sources`` (list of source names), ``started_at``.
+        Keys: ``name``, ``target``, ``previous``, ``reason``, ``phase`` (``building``,
+        ``switching``, or ``aborting`` for a migration), ``done_sources`` (list of
+        source names), ``started_at``, ``settings`` (a migration's ``{"previous":
+        profile, "target": profile}``, else ``None``).
         """
         with self.engine.connect() as conn:
             row = conn.execute(select(CB).where(CB.c.name == name)).first()
@@ -430,12 +531,21 @@ class Manifest:
             return None
         out = dict(row._mapping)
         out["done_sources"] = json.loads(out["done_sources"] or "[]")
+        out["settings"] = json.loads(out["settings"]) if out.get("settings") else None
         return out
 
     def start_collection_build(
-        self, name: str, target: str, previous: str | None, reason: str
+        self,
+        name: str,
+        target: str,
+        previous: str | None,
+        reason: str,
+        settings: Mapping[str, Any] | None = None,
     ) -> None:
-        """Record that version ``target`` of collection ``name`` is being built."""
+        """Record that version ``target`` of collection ``name`` is being built.
+
+        ``settings``: a migration's ``{"previous": profile, "target": profile}``.
+        """
         with self.engine.begin() as conn:
             conn.execute(delete(CB).where(CB.c.name == name))
             conn.execute(
@@ -447,6 +557,7 @@ class Manifest:
                     phase="building",
                     done_sources="[]",
                     started_at=self.now(),
+                    settings=json.dumps(dict(settings), sort_keys=True) if settings else None,
                 )
             )
 

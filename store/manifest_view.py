@@ -10,6 +10,7 @@ compares them); a manifest on another database (``manifest.url``) is read with
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 from types import TracebackType
@@ -114,3 +115,38 @@ class ManifestView:
             (source,),
         )
         return [(p, e or "") for p, e in rows]
+
+    def collection_record(self, name: str) -> dict[str, Any] | None:
+        """As :meth:`ingestd.store.manifest.Manifest.collection_record`."""
+        if "collections" not in self._tables:
+            return None
+        row = self._conn.execute("SELECT * FROM collections WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            return None
+        out = dict(row)
+        for key in ("settings", "aborted"):  # NULL, or absent from older manifests
+            out[key] = json.loads(out[key]) if out.get(key) else None
+        return out
+
+    def collection_build(self, name: str) -> dict[str, Any] | None:
+        """As :meth:`ingestd.store.manifest.Manifest.collection_build`."""
+        if "collection_builds" not in self._tables:
+            return None
+        row = self._conn.execute(
+            "SELECT * FROM collection_builds WHERE name = ?", (name,)
+        ).fetchone()
+        if row is None:
+            return None
+        out = dict(row)
+        out["done_sources"] = json.loads(out["done_sources"] or "[]")
+        out["settings"] = json.loads(out["settings"]) if out.get("settings") else None
+        return out
+
+    def build_documents(self, collection: str) -> int:
+        """As :meth:`ingestd.store.manifest.Manifest.build_documents`."""
+        if "build_documents" not in self._tables:
+            return 0
+        (n,) = self._conn.execute(
+            "SELECT count(*) FROM build_documents WHERE collection = ?", (collection,)
+        ).fetchone()
+        return int(n)

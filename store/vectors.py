@@ -47,6 +47,7 @@ __all__ = [
     "VectorStore",
     "embedded_point_count",
     "physical_name",
+    "version_of",
 ]
 
 logger = logging.getLogger(__name__)
@@ -62,9 +63,20 @@ LAYOUT = f"alias+dense+{SPARSE_VECTOR}+{PATH_KEY}"
 _VERSION_SEP = "__v"
 
 
-def physical_name(name: str, version: int) -> str:
-    """Name of version ``version`` of collection ``name``: ``<name>__v<version>``."""
-    return f"{name}{_VERSION_SEP}{version}"
+def physical_name(name: str, version: int, tag: str | None = None) -> str:
+    """Name of version ``version`` of collection ``name``: ``<name>__v<version>[-<tag>]``.
+
+    ``tag`` says what made the version: a migration names it after the short
+    fingerprint of the model (and settings) it embeds with.
+    """
+    return f"{name}{_VERSION_SEP}{version}" + (f"-{tag}" if tag else "")
+
+
+def version_of(physical: str, name: str) -> int | None:
+    """The version number of ``physical`` when it is a version of ``name``, else ``None``."""
+    head, sep, tail = physical.rpartition(_VERSION_SEP)
+    number = tail.split("-", 1)[0]
+    return int(number) if sep and head == name and number.isdigit() else None
 
 
 class StoreUnavailableError(RuntimeError):
@@ -295,9 +307,9 @@ class QdrantStore:
         res = self._call(self.client.get_collections)
         out = {}
         for c in res.collections:
-            head, sep, tail = c.name.rpartition(_VERSION_SEP)
-            if sep and head == name and tail.isdigit():
-                out[int(tail)] = c.name
+            version = version_of(c.name, name)
+            if version is not None:
+                out[version] = c.name
         return out
 
     def create_physical(self, physical: str, dim: int) -> None:
@@ -605,6 +617,23 @@ class QdrantStore:
             )
             for r in recs:
                 yield str(r.id), dict(r.payload or {})
+            if offset is None:
+                return
+
+    def point_ids(self, collection: str) -> Iterator[str]:
+        """The id of every point of ``collection`` (no payload, no vectors read)."""
+        offset = None
+        while True:
+            recs, offset = self._call(
+                self.client.scroll,
+                collection,
+                limit=1000,
+                offset=offset,
+                with_payload=False,
+                with_vectors=False,
+            )
+            for r in recs:
+                yield str(r.id)
             if offset is None:
                 return
 

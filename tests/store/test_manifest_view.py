@@ -51,3 +51,30 @@ def test_view_never_creates_a_database(tmp_path: Path) -> None:
     with ManifestView(empty) as view:
         assert view.sources() == [] and view.failed("a") == []
         assert view.counts("a") == {"documents": 0, "chunks": 0, "pending": 0, "failed": 0}
+
+
+def test_view_reads_collections_and_migration_builds_as_the_manifest(tmp_path: Path) -> None:
+    from ingestd.store.builds import BuildDoc, BuildDocuments
+
+    db = tmp_path / "manifest.db"
+    m = Manifest(sqlite_url(db), now=lambda: 1000.0)
+    try:
+        m.ensure_source("a", "/srv/a", "ingestd")
+        with ManifestView(db) as view:  # nothing recorded yet
+            assert view.collection_record("ingestd") is None is m.collection_record("ingestd")
+            assert view.collection_build("ingestd") is None
+            assert view.build_documents("ingestd") == 0
+        profile = {"model": "m", "model_fingerprint": "f" * 64, "dim": 3, "tokenizer": "t"}
+        m.record_collection("ingestd", {**profile, "fit_model": True})
+        m.set_collection_aborted("ingestd", {**profile, "fit_model": False})
+        m.start_collection_build(
+            "ingestd", "ingestd__v2-ffff", "ingestd__v1", "migrate", {"previous": {}, "target": {}}
+        )
+        doc = BuildDoc("x.md", 1, 1, 1, 1, "h", "r", "ok", None, None, 1.0)
+        BuildDocuments(m).commit("ingestd", "a", [doc])
+        with ManifestView(db) as view:
+            assert view.collection_record("ingestd") == m.collection_record("ingestd")
+            assert view.collection_build("ingestd") == m.collection_build("ingestd")
+            assert view.build_documents("ingestd") == m.build_documents("ingestd") == 1
+    finally:
+        m.close()
