@@ -37,8 +37,10 @@ from .documents import (
     sparse_vector,
     strip_provenance,
 )
+from .migration_status import describe, recorded_settings
+from .profile import Profile, ProfileUnavailableError, config_for, profile_key
 from .repair import HealingCache, StoreCheck, check_store, damaged_store_error
-from .rules import Rule, RuleSet, build_context
+from .rules import Rule
 from .scanner import (
     FileStat,
     Scan,
@@ -238,7 +240,9 @@ class Engine:
     Args:
         cfg: validated config.
         state_dir: the state dir (created if missing).
-        embed_model: embedding callable overriding the configured model (tests).
+        embed_model: embedding callable overriding every profile's model (tests).
+        model_factory: makes the embedding callable of a model (tests: a loaded model
+            shared by several engines); default: the configured backend, loaded lazily.
         store: vector store overriding the configured one (tests, fault injection).
         now: the clock, seconds since the epoch.
         cache_path: the embedding cache file, instead of ``<state dir>/embeddings.db``
@@ -246,14 +250,23 @@ class Engine:
 
     Attributes:
         cache_path: the embedding cache file.
+        profile: the configured profile (:class:`~ingestd.daemon.profile.Profile`);
+            ``model``, ``rules``, ``embedder``, ... are its parts. A collection whose
+            points another profile made keeps that one until its migration switches
+            (:meth:`profile_of`).
         stop: set to end long work at its next checkpoint (:class:`SyncInterrupted`).
         on_checkpoint: called at every checkpoint with ``serve_changes``: ``True``
             between write slices (other files' changes may be written there),
             ``False`` inside planning and verify loops (searches only).
+        migration_hook: called with ``(collection, step)`` at the steps of a migration
+            (``begun``, ``checkpoint`` after every slice written into the new version,
+            ``built``, ``switching``, ``switched``): a test hook.
 
     Raises:
         ingestd.store.embedder.ModelNotFoundError: the model is not available locally.
         ingestd.chunkers.tokenizers.TokenizerError: the tokenizer is not bundled.
+        ingestd.daemon.profile.ProfileUnavailableError: the model that made a
+            collection is gone (it is needed until the collection is migrated).
     """
 
     def __init__(
@@ -262,41 +275,35 @@ class Engine:
         state_dir: Path,
         *,
         embed_model: Callable[[Sequence[str]], Any] | None = None,
+        model_factory: Callable[[Any], Callable[[Sequence[str]], Any]] | None = None,
         store: Any = None,
         now: Callable[[], float] = time.time,
         cache_path: Path | None = None,
     ) -> None:
-        from ingestd.store.embedder import CachedEmbedder, model_info
-        from ingestd.store.ids import chunk_hash
+        from ingestd.store.embedder import EmbedStats
 
         self.cfg = cfg
         self.state_dir = Path(state_dir)
         secure_state_dir(self.state_dir)  # created 0700 when missing
         self.now = now
-        self.model = model_info(cfg.embedding.model, cfg.embedding.backend)
         self.manifest = Manifest(
             cfg.manifest.url or sqlite_url(self.state_dir / "manifest.db"), now=now
         )
         self._store = store
-        self._embed_model = embed_model
+        self._embed_override = embed_model
+        self._model_factory = model_factory
         self._cache: Any = None
         self.cache_path = cache_path or self.state_dir / "embeddings.db"
-        self.embedder, self.sentence_embedder = (
-            CachedEmbedder(
-                self._embed,
-                fingerprint,
-                None,
-                chunk_hash,
-                max_texts_per_call=cfg.embedding.batch_size,
-                seconds_per_call=SECONDS_PER_EMBED_CALL,
-            )
-            for fingerprint in (self.model.fingerprint, self.model.fingerprint + ":sentence")
-        )
-        # lazy: the tokenizers load on the first chunk (a no-op sync never needs them)
-        ctx, tok = build_context(cfg, embed=self.sentence_embedder.embed_texts, lazy=True)
-        self.ctx = ctx
-        self.rules = RuleSet(cfg.rules, ctx, tok, self.model.fingerprint)
-        self.rule_warnings = self.rules.fit_warnings(ctx)
+        self._wrap_model: Callable[[Callable[..., Any]], Callable[..., Any]] | None = None
+        self.stats = EmbedStats()
+        self._profiles: dict[str, Profile] = {}
+        self.profile = self._profile(cfg)
+        self.model = self.profile.model
+        self.embedder = self.profile.embedder
+        self.sentence_embedder = self.profile.sentence_embedder
+        self.ctx = self.profile.ctx
+        self.rules = self.profile.rules
+        self.rule_warnings = self.profile.rule_warnings
         for w in self.rule_warnings:
             logger.warning("%s", w)
         self.sources = {s.name: s for s in cfg.sources}
@@ -313,13 +320,22 @@ class Engine:
         self.roots_missing: set[str] = set()  # sources whose root was missing at the last look
         self.stop = threading.Event()
         self.on_checkpoint: Callable[[bool], None] | None = None
+        self.migration_hook: Callable[[str, str], None] | None = None
         self.writer = Writer(self)
         self._collections_checked: set[str] = set()
+        self._current: dict[str, Profile] = {}  # collection -> profile of its current version
+        self.migrations: dict[str, Any] = {}  # collection -> its migration, while it runs
         self._progress: list[tuple[SyncProgress, ProgressFn | None]] = []
         self._queued: list[tuple[str, set[str]]] = []  # per running apply: paths not yet read
         self._last_heartbeat = time.monotonic()
-        for s in cfg.sources:
-            self.manifest.ensure_source(s.name, str(s.root), s.collection)
+        try:
+            for s in cfg.sources:
+                self.manifest.ensure_source(s.name, str(s.root), s.collection)
+            for collection in sorted({s.collection for s in cfg.sources}):
+                self.profile_of(collection, check=True)
+        except BaseException:
+            self.manifest.close()
+            raise
 
     # -- lazily opened parts ---------------------------------------------------------------
 
@@ -332,8 +348,8 @@ class Engine:
         """
         if self._cache is None:
             self._cache = HealingCache(self.cache_path, self.cfg.embedding.cache_max_entries)
-            self.embedder.cache = self._cache
-            self.sentence_embedder.cache = self._cache
+            for p in self._profiles.values():
+                p.embedder.cache = p.sentence_embedder.cache = self._cache
         return self._cache
 
     @property
@@ -376,49 +392,201 @@ class Engine:
         """Whether the vector store has been opened."""
         return self._store is not None
 
-    def _model(self) -> Any:
-        if self._embed_model is None:
-            from ingestd.store.embedder import load_embedder
+    # -- profiles and models ------------------------------------------------------------
 
-            e = self.cfg.embedding
-            self._embed_model = load_embedder(
-                self.model,
-                device=e.device,
-                batch_size=e.batch_size,
-                threads=e.threads,
-                cache_dir=e.cache_dir,
-            )
-        return self._embed_model
+    def _profile(self, cfg: Config) -> Profile:
+        """The profile of ``cfg`` (one instance per profile key)."""
+        for p in self._profiles.values():
+            if p.cfg == cfg:
+                return p
+        prof = Profile(
+            cfg,
+            self._new_model,
+            self._embed,
+            self.stats,
+            max_texts_per_call=cfg.embedding.batch_size,
+            seconds_per_call=SECONDS_PER_EMBED_CALL,
+        )
+        known = self._profiles.get(prof.key)
+        if known is not None:
+            return known
+        if self._cache is not None:
+            prof.embedder.cache = prof.sentence_embedder.cache = self._cache
+        if self._wrap_model is not None:
+            self._wrap(prof, self._wrap_model)
+        self._profiles[prof.key] = prof
+        return prof
 
-    def _embed(self, texts: Sequence[str]) -> Any:
-        """The embedding model (a stop request ends work here too: see :meth:`checkpoint`)."""
+    def profile_for(self, settings: dict[str, Any]) -> Profile:
+        """The profile recorded as ``settings`` (loaded once; the configured one if equal).
+
+        Raises:
+            ProfileUnavailableError: its model is not found, or its files changed.
+        """
+        from ingestd.store.embedder import ModelNotFoundError
+
+        key = profile_key(settings)
+        if key in self._profiles:
+            return self._profiles[key]
+        try:
+            prof = self._profile(config_for(self.cfg, settings))
+        except ModelNotFoundError as exc:
+            raise ProfileUnavailableError(_unavailable(settings, str(exc))) from None
+        if prof.key != key:
+            why = f"its files changed (fingerprint now {prof.model.fingerprint[:12]})"
+            raise ProfileUnavailableError(_unavailable(settings, why))
+        return prof
+
+    def profile_of(self, collection: str, *, check: bool = False) -> Profile:
+        """The profile that made the current version of ``collection``.
+
+        The configured one, unless the manifest records another (a migration to the
+        configured one is due, running, or was aborted: see :mod:`ingestd.daemon.migrate`).
+
+        Args:
+            collection: the collection name.
+            check: read the manifest again, and forget an aborted migration when the
+                config went back to the profile of the current version.
+
+        Raises:
+            ProfileUnavailableError: the recorded profile's model cannot be loaded.
+        """
+        if not check and collection in self._current:
+            return self._current[collection]
+        rec = self.manifest.collection_record(collection)
+        if rec is None:
+            return self.profile
+        settings = recorded_settings(rec, self.profile.settings)
+        if profile_key(settings) == self.profile.key:
+            prof = self.profile
+            if check and rec.get("aborted"):  # the config went back: nothing is pending
+                self.manifest.set_collection_aborted(collection, None)
+        else:
+            aborted = rec.get("aborted")
+            if check and aborted and profile_key(aborted) == self.profile.key:
+                logger.error(
+                    "collection %s: its migration to the configured %s was aborted "
+                    "(`ingestd migrate --abort`); it keeps %s. Set the config back to that, "
+                    "or run `ingestd migrate` to start the migration again",
+                    collection,
+                    self.profile.describe(),
+                    describe(settings),
+                )
+            prof = self.profile_for(settings)
+        self._current[collection] = prof
+        return prof
+
+    def recheck_collection(self, collection: str, *, keep_checked: bool = False) -> None:
+        """Read ``collection``'s profile from the manifest again.
+
+        After a switch, or when an aborted migration is restarted. Unless
+        ``keep_checked``, what builds are due is checked again at its next write.
+        """
+        self._current.pop(collection, None)
+        if not keep_checked:
+            self._collections_checked.discard(collection)
+
+    def profile_of_source(self, source: str) -> Profile:
+        """The profile of the current version of ``source``'s collection."""
+        return self.profile_of(self.sources[source].collection)
+
+    def _new_model(self, profile: Profile) -> Any:
+        if self._embed_override is not None:
+            return self._embed_override
+        if self._model_factory is not None:
+            return self._model_factory(profile.model)
+        from ingestd.store.embedder import load_embedder
+
+        e = profile.cfg.embedding
+        return load_embedder(
+            profile.model,
+            device=e.device,
+            batch_size=e.batch_size,
+            threads=e.threads,
+            cache_dir=e.cache_dir,
+        )
+
+    def _embed(self, profile: Profile, texts: Sequence[str]) -> Any:
+        """Run ``profile``'s model (a stop request ends work here too: see :meth:`checkpoint`)."""
         if self.stop.is_set():
             raise SyncInterrupted("stop requested")
-        model = self._model()
+        model = profile.embed_model()
         if not getattr(model, "loaded", True):
-            self._set_phase("loading embedding model")
+            self._set_phase(f"loading embedding model {profile.model.name}")
         try:
             return model(texts)
         finally:
             self._set_phase("indexing")
 
+    def instrument_models(self, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+        """Wrap every model call of every profile, present and future, with ``wrap``.
+
+        The daemon counts calls and pings the watchdog around them this way.
+        """
+        self._wrap_model = wrap
+        for p in self._profiles.values():
+            self._wrap(p, wrap)
+
+    @staticmethod
+    def _wrap(profile: Profile, wrap: Callable[[Callable[..., Any]], Callable[..., Any]]) -> None:
+        for emb in (profile.embedder, profile.sentence_embedder):
+            emb.model = wrap(emb.model)
+
+    def active_profiles(self) -> list[Profile]:
+        """The configured profile, then those of current versions that differ."""
+        out = [self.profile]
+        for p in self._current.values():
+            if p not in out:
+                out.append(p)
+        return out
+
+    def release_profiles(self) -> None:
+        """Forget profiles no collection uses any more (their models' memory is freed).
+
+        Called when a migration has switched: the previous model is no longer needed.
+        """
+        active = {p.key for p in self.active_profiles()}
+        for key in [k for k in self._profiles if k not in active]:
+            del self._profiles[key]
+
+    @property
+    def model_loaded(self) -> bool:
+        """Whether the configured model's weights are loaded."""
+        return self.profile.loaded
+
     def embed_query(self, text: str) -> Any:
-        """The vector of a search query, shape ``(dim,)``."""
-        return self._model()([text])[0]
+        """The vector of a search query by the configured model, shape ``(dim,)``."""
+        return self.profile.embed_model()([text])[0]
+
+    def query_target(self, collection: str) -> tuple[str | None, Profile]:
+        """Where a search of ``collection`` reads, and the profile that made it.
+
+        Resolves the alias to its physical version once, so that the query vector and
+        the version it is compared with always come from the same model, even while a
+        migration switches the alias.
+
+        Returns:
+            ``(physical collection or None when missing, its profile)``.
+        """
+        from . import migrate
+
+        physical = self.store.layout(collection).physical
+        return physical, migrate.profile_of_version(self, collection, physical)
 
     def load_model(self) -> bool:
-        """Load the embedding model now (thread-safe; the daemon preloads it in the background).
+        """Load the models now (thread-safe; the daemon preloads them in the background).
+
+        Loads the configured model and, while a collection is not yet migrated to it,
+        the model of its current version (searches and changes need both).
 
         Returns:
             ``True`` when a model was loaded, ``False`` when there was nothing to load
             (already loaded, or an injected embedding callable).
         """
-        model = self._model()
-        load = getattr(model, "load", None)
-        if load is None or getattr(model, "loaded", True):
-            return False
-        load()
-        return True
+        loaded = False
+        for p in self.active_profiles():
+            loaded = p.load() or loaded
+        return loaded
 
     def close(self) -> None:
         """Close the store, the cache and the manifest."""
@@ -484,6 +652,10 @@ class Engine:
             fn(prog)
 
     # -- planning --------------------------------------------------------------------------
+
+    def git_commit(self, source: str) -> str | None:
+        """HEAD's commit of ``source`` when it is a git checkout, else ``None``."""
+        return self._git(self.sources[source])
 
     def _git(self, src: SourceConfig) -> str | None:
         is_git = src.git if src.git is not None else (Path(src.root) / ".git").exists()
@@ -639,7 +811,7 @@ class Engine:
         full: bool,
     ) -> None:
         """Put one present file into ``plan``: unchanged, stat-only or to index."""
-        rule = self.rules.match(rel)
+        rule = self.profile_of_source(plan.source).rules.match(rel)
         if not full and not self._needs_work(doc, st, rule, pending):
             plan.unchanged += 1
             return
@@ -722,9 +894,8 @@ class Engine:
             SyncInterrupted: a stop was requested while the chunker embedded sentences.
         """
         src = self.sources[source]
-        return prepare_document(
-            source, Path(src.root), rel, self.rules.match(rel), self.cfg.files, git_commit
-        )
+        rule = self.profile_of(src.collection).rules.match(rel)
+        return prepare_document(source, Path(src.root), rel, rule, self.cfg.files, git_commit)
 
     def _prepare_watched(
         self, source: str, rel: str, git_commit: str | None, size: int
@@ -862,14 +1033,23 @@ class Engine:
             bytes_total=sum(plan.sizes.get(p, 0) for p in plan.index),
         )
         self._progress.append((prog, progress))
+        collection = self.sources[source].collection
+        if plan.scan and collection not in self.migrations:
+            from . import migrate
+
+            if migrate.due(self, collection):  # a migration that waited may go on
+                self._collections_checked.discard(collection)
         try:
             if plan.index or plan.delete or self._layout_due(source):
-                rebuilt = self.ensure_collection(self.sources[source].collection)
+                rebuilt = self.ensure_collection(collection)
                 plan.index = [p for p in plan.index if (source, p) not in rebuilt]
             self._index(plan, res, prog, progress, force)
             for rel in plan.delete:
                 self.heartbeat()
                 self._delete(source, rel, res)
+            running = self.migrations.get(collection)
+            if running is not None:  # changes land in the version being built too
+                running.follow(source, [p for p in plan.index if p not in res.retry], plan.delete)
             for rel, st in plan.stat_only:
                 self.heartbeat()
                 doc = self.manifest.document(source, rel)
@@ -1018,56 +1198,73 @@ class Engine:
     def check_store(self, source: str) -> StoreCheck:
         """Compare the store with the manifest for ``source``'s collection and repair.
 
-        See :func:`ingestd.daemon.repair.check_store`.
+        See :func:`ingestd.daemon.repair.check_store`. A migration's switch that a
+        crash interrupted is finished first: the manifest already describes the new
+        version, the alias may still name the previous one.
         """
+        collection = self.sources[source].collection
+        build = self.manifest.collection_build(collection)
+        if build is not None and build["phase"] == "switching":
+            self.ensure_collection(collection)
         return check_store(self, source)
 
     def ensure_collection(self, collection: str) -> set[tuple[str, str]]:
-        """Check the collection's model in the manifest and create it in the store if new.
+        """Record the collection's profile, create it in the store if new, build what is due.
 
         A collection of an older layout (no sparse vectors), or one whose new version
-        was being built when the daemon stopped, is (re)built here first: see
-        :func:`ingestd.daemon.rebuild.build_version`.
+        was being built when the daemon stopped, is (re)built here first
+        (:func:`ingestd.daemon.rebuild.build_version`); then the migration to the
+        configured profile runs, when one is due (:func:`ingestd.daemon.migrate.advance`).
 
         Returns:
-            The documents ``(source, path)`` a build re-wrote just now (usually none).
+            The documents ``(source, path)`` a build or migration wrote just now, as
+            they are on disk (usually none).
 
         Raises:
-            ingestd.store.manifest.ModelMismatchError: it holds another model's vectors.
             SyncInterrupted: a stop was requested during a build (it resumes next time).
         """
         if collection in self._collections_checked:
             return set()
-        self.manifest.check_collection(
-            collection, self.model.label, self.model.fingerprint, self.model.dim
-        )
         from ingestd.store.collections import CollectionVersions
 
+        from . import migrate
         from .rebuild import build_version
 
-        reason = CollectionVersions(self.store, self.manifest).pending(collection, self.model.dim)
-        self._collections_checked.add(collection)  # the build writes through here
-        if reason is None:
-            return set()
+        current = self.profile_of(collection)
+        rec = self.manifest.collection_record(collection)
+        if rec is None or (rec["settings"] is None and current is self.profile):
+            self.manifest.record_collection(collection, current.settings)
+        self._collections_checked.add(collection)  # the builds write through here
         try:
-            return build_version(self, collection, reason)
+            rebuilt: set[tuple[str, str]] = set()
+            versions = CollectionVersions(self.store, self.manifest)
+            reason = versions.pending(collection, current.model.dim)
+            if reason is not None:
+                rebuilt = build_version(self, collection, reason)
+            return rebuilt | migrate.advance(self, collection)
         except BaseException:
             self._collections_checked.discard(collection)
             raise
 
     def _layout_due(self, source: str) -> bool:
-        """Whether the manifest says the source's collection predates the store layout.
+        """Whether the manifest says the source's collection needs a new version.
 
-        A manifest read only: a no-op sync of an up-to-date store never opens the store.
+        It predates the store layout, a build was interrupted, or a migration to the
+        configured profile is due. Manifest reads only: a no-op sync of an up-to-date
+        store never opens the store.
         """
         from ingestd.store.vectors import LAYOUT
+
+        from . import migrate
 
         collection = self.sources[source].collection
         if collection in self._collections_checked:
             return False
         known = self.manifest.collection_layout(collection)
         return known is not None and (
-            known != LAYOUT or self.manifest.collection_build(collection) is not None
+            known != LAYOUT
+            or self.manifest.collection_build(collection) is not None
+            or migrate.due(self, collection)
         )
 
     def vectors_from_store(self, collection: str) -> Callable[[list[str]], dict[str, Any]]:
@@ -1131,6 +1328,8 @@ class Engine:
 
     def forget(self, source: str) -> int:
         """Delete every point and row of ``source``; returns the number of points deleted."""
+        from . import migrate
+
         rows = self.manifest.chunks_of_source(source)
         collection = None
         for s in self.manifest.sources():
@@ -1138,6 +1337,8 @@ class Engine:
                 collection = s["collection"]
         if rows and collection and self.store.has_collection(collection):
             self.store.delete(collection, list(rows))
+        if collection:
+            migrate.forget_source(self, collection, source)
         self.manifest.forget_source(source)
         return len(rows)
 
@@ -1146,6 +1347,16 @@ def _within(key: str, top: str) -> bool:
     """Whether skipped entry ``key`` (a display path, folders end with ``/``) is under ``top``."""
     top = top.strip("/")
     return not top or key.rstrip("/") == top or key.startswith(top + "/")
+
+
+def _unavailable(settings: dict[str, Any], why: str) -> str:
+    return (
+        f"the points of this collection were made by {describe(settings)}, which cannot be "
+        f"loaded: {why}. It is needed until the collection is migrated to the configured "
+        "model (searches of the current version embed the query with it, and changes are "
+        "written with it): put it back, or `ingestd forget` the collection's sources and "
+        "index them again"
+    )
 
 
 def _stat_of(doc: DocRow) -> FileStat:

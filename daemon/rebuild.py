@@ -57,7 +57,7 @@ def build_version(engine: Engine, collection: str, reason: str) -> set[tuple[str
         SyncInterrupted: a stop was requested; the build resumes on the next start.
     """
     versions = CollectionVersions(engine.store, engine.manifest)
-    versions.begin(collection, engine.model.dim, reason)
+    versions.begin(collection, engine.profile_of(collection).model.dim, reason)
     rebuilt: set[tuple[str, str]] = set()
     if versions.phase(collection) == "building":
         done = versions.done_sources(collection)

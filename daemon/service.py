@@ -723,19 +723,20 @@ class Service:
         thread), for at most :data:`MODEL_LOAD_GRACE_S`.
         """
         engine.on_checkpoint = self._checkpoint
-        for emb in (engine.embedder, engine.sentence_embedder):
-            model = emb.model
 
-            def counted(texts: Any, _model: Any = model) -> Any:
+        def wrap(model: Callable[..., Any]) -> Callable[..., Any]:
+            def counted(texts: Any) -> Any:
                 if self.metrics is not None:
                     self.metrics.embedding_calls.inc()
                 self._wait_for_preload()
                 self._ping()
-                out = _model(texts)
+                out = model(texts)
                 self._ping()
                 return out
 
-            emb.model = counted
+            return counted
+
+        engine.instrument_models(wrap)
 
     def _wait_for_preload(self) -> None:
         t = self._preload
@@ -771,9 +772,15 @@ class Service:
         fn = commands.REMOTE.get(cmd)
         if fn is None:
             raise DaemonError(f"unknown command {cmd!r}", 2)
-        prio = URGENT if cmd == "search" else CHANGES
+        # a search, and `migrate` (abort, restart: quick), are served at the checkpoints
+        # of long work, a migration's included
+        prio = URGENT if cmd in ("search", "migrate") else CHANGES
         fut = self.submit(lambda: fn(self.engine, **args), prio)
-        return fut.result()
+        result = fut.result()
+        if cmd == "migrate" and isinstance(result, dict):
+            for name in result.get("rescan", []):
+                self._queue_scan(name, "migrate")
+        return result
 
     def status(self) -> dict[str, Any]:
         """The daemon's status (answered off the engine thread: manifest reads only)."""
@@ -803,7 +810,7 @@ class Service:
             "unwatched_sources": sorted(n for n in self._unwatched if n not in watched),
             "degraded_sources": self.coverage.degraded(),
             "missing_roots": sorted(missing.values()),
-            "model_loaded": bool(getattr(engine._embed_model, "loaded", False)),
+            "model_loaded": engine.model_loaded,
             "started_at": self.started_at,
             "last_error": dict(self.last_error),
             "healthy": not (self._dead_watchers() or self.last_error or missing or self._unwatched),

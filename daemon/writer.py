@@ -231,6 +231,7 @@ class Writer:
 
         eng = self.engine
         todo = [(w, r) for w in work for r in w.fresh]
+        embedder = eng.profile_of(collection).embedder
         fallback = eng.vectors_from_store(collection)
         for i in range(0, len(todo), SLICE_CHUNKS):
             part = todo[i : i + SLICE_CHUNKS]
@@ -241,7 +242,7 @@ class Writer:
             want = [
                 (w.prep.hashes[r.ordinal], w.prep.chunks[r.ordinal].embed_text) for w, r in part
             ]
-            vectors = eng.embedder.vectors(want, fallback)
+            vectors = embedder.vectors(want, fallback)
             now = eng.now()
             points = []
             for w, r in part:
