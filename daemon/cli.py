@@ -274,6 +274,9 @@ def resync(
     else:
         remote_args = {"sources": source_names(cfg, paths), **args}
         result = run_command(sd, "resync", remote_args, socket_path, local)
+    if dry_run and config_path is not None:
+        # what this config would cost (a running daemon may still run the previous one)
+        result["migrations"] = _migration_costs(cfg, sd)
     _print_resync(result, as_json, dry_run)
     sys.exit(int(result["exit_code"]))
 
@@ -364,26 +367,33 @@ def _duration(seconds: float) -> str:
     return f"{s}s"
 
 
+def _print_plan(s: dict[str, Any]) -> None:
+    """One source's plan (``resync --dry-run``)."""
+    click.echo(
+        f"{s['source']}: {len(s['add'])} to add, {len(s['update'])} to update, "
+        f"{len(s['rekey'])} to re-key, {len(s['delete'])} to delete, "
+        f"{s['stat_only']} touched with unchanged content, {s['unchanged']} unchanged"
+    )
+    for key, sign in (("add", "+"), ("update", "~"), ("delete", "-")):
+        for p in s[key]:
+            click.echo(f"  {sign} {p}")
+    for mv in s["rekey"]:
+        click.echo(f"  > {mv['from']} -> {mv['to']}")
+    for p in s["held_deletes"]:
+        click.echo(f"  - {p} (held by the mass-deletion guard)")
+    if s.get("root_missing"):
+        click.echo(f"  the root folder of {s['source']} is missing: nothing planned")
+
+
 def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
     if as_json:
         _echo_json(result)
         return
+    for cost in result.get("migrations", []):
+        click.echo(cost["summary"])
     for s in result["sources"]:
         if dry_run:
-            click.echo(
-                f"{s['source']}: {len(s['add'])} to add, {len(s['update'])} to update, "
-                f"{len(s['rekey'])} to re-key, {len(s['delete'])} to delete, "
-                f"{s['stat_only']} touched with unchanged content, {s['unchanged']} unchanged"
-            )
-            for key, sign in (("add", "+"), ("update", "~"), ("delete", "-")):
-                for p in s[key]:
-                    click.echo(f"  {sign} {p}")
-            for mv in s["rekey"]:
-                click.echo(f"  > {mv['from']} -> {mv['to']}")
-            for p in s["held_deletes"]:
-                click.echo(f"  - {p} (held by the mass-deletion guard)")
-            if s.get("root_missing"):
-                click.echo(f"  the root folder of {s['source']} is missing: nothing planned")
+            _print_plan(s)
             continue
         click.echo(
             f"{s['source']}: {s['indexed']} indexed, {s['deleted']} deleted, "
@@ -623,6 +633,110 @@ def verify(
                 for x in r[key][:20]:
                     click.echo(f"  {key}: {x}")
     sys.exit(0 if result["clean"] else 1)
+
+
+@cli.command()
+@common_options
+@socket_option
+@click.option(
+    "--abort",
+    is_flag=True,
+    help="Drop the version being built; the current one stays untouched and keeps "
+    "its model until the config goes back, or `ingestd migrate` starts again.",
+)
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="Say what migrating to this config would cost; needs no daemon, changes nothing.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@handle_errors
+def migrate(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+    abort: bool,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """Start, report or abort the migration to the configured embedding model.
+
+    A new embedding model, tokenizer or embedding.fit_model is a migration: a new
+    version of each collection is built in the background while searches answer from
+    the current one, then the alias switches (README "Changing the embedding model").
+    The daemon starts it on its own when it loads such a config; this command starts it
+    again after an abort (with a daemon it goes on there, see `ingestd status`; without
+    one it runs here to the end), says what it costs, or aborts it.
+
+    Example:
+
+    
+        ingestd migrate --dry-run -c new.yaml   # what the new config would cost
+        ingestd migrate --abort                 # drop the partial version
+        ingestd migrate                         # start it (again)
+    """
+    from . import commands, migration_status
+
+    cfg, sd = load(config_path, (), state_dir, log_level)
+    if not cfg.manifest.url and not (sd / "manifest.db").exists():
+        raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
+    cfg = with_manifest_sources(cfg, sd, config_path is not None)
+    if dry_run:  # from this config, beside a daemon that may run another one
+        with manifest_reader(cfg, sd) as m:
+            result: dict[str, Any] = {
+                "migrations": migration_status.status(m) if m is not None else []
+            }
+        result["costs"] = _migration_costs(cfg, sd)
+        _print_migrate(result, as_json)
+        return
+    args = {"abort": abort, "start": not abort}
+
+    def local() -> Any:
+        with local_engine(cfg, sd, "ingestd migrate") as engine, _progress(as_json) as bar:
+            out = commands.migrate(engine, **args)
+            if out.get("rescan"):
+                commands.resync(engine, out["rescan"], progress=bar)
+                out = {**out, **commands.migrate(engine)}
+            return out
+
+    result = run_command(sd, "migrate", args, socket_path, local)
+    _print_migrate(result, as_json)
+
+
+def _migration_costs(cfg: Config, sd: Path) -> list[dict[str, Any]]:
+    """What migrating to ``cfg`` would cost, per collection (manifest and cache reads only)."""
+    from ingestd.store.manifest import Manifest, sqlite_url
+
+    from . import migrate as mig
+
+    m = Manifest(cfg.manifest.url or sqlite_url(sd / "manifest.db"))
+    try:
+        return [c.as_dict() for c in mig.costs(cfg, sd, m)]
+    finally:
+        m.close()
+
+
+def _print_migrate(result: dict[str, Any], as_json: bool) -> None:
+    from .status_text import migration_lines
+
+    if as_json:
+        _echo_json(result)
+        return
+    for a in result.get("aborted", []):
+        if a["aborted"]:
+            click.echo(
+                f"collection {a['collection']}: migration aborted, {a['dropped']} dropped, "
+                f"{a['kept']} untouched; set the config back to its model"
+            )
+        else:
+            click.echo(f"collection {a['collection']}: not aborted: {a['reason']}")
+    for line in migration_lines(result.get("migrations", []), time.time()):
+        click.echo(line)
+    for c in result.get("costs", []):
+        click.echo(c["summary"])
+    if not result.get("migrations") and not result.get("costs") and not result.get("aborted"):
+        click.echo("no migration: every collection is made by the configured model")
 
 
 @cli.command()

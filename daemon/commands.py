@@ -23,6 +23,7 @@ __all__ = [
     "evaluate",
     "forget",
     "known_source",
+    "migrate",
     "resync",
     "search",
     "status_of",
@@ -47,6 +48,18 @@ class ManifestReader(Protocol):
 
     def failed(self, source: str) -> list[tuple[str, str]]:
         """``(path, error)`` of failed documents."""
+        ...
+
+    def collection_record(self, name: str) -> dict[str, Any] | None:
+        """What is recorded of a collection (its profile, an aborted migration)."""
+        ...
+
+    def collection_build(self, name: str) -> dict[str, Any] | None:
+        """The build of a new version of a collection in progress, or ``None``."""
+        ...
+
+    def build_documents(self, collection: str) -> int:
+        """Documents written into the version of ``collection`` being built."""
         ...
 
 
@@ -107,15 +120,16 @@ def search(
     if mode not in MODES:
         raise DaemonError(f"unknown search mode {mode!r}; expected one of: {', '.join(MODES)}", 2)
     collections = sorted({engine.sources[n].collection for n in names})
-    dense = engine.embed_query(query) if mode != "sparse" or ranks else None
     sparse = query_vector(query) if mode != "dense" or ranks else None
     filters = Filters(source=source, path=path)
     hits: list[dict[str, Any]] = []
+    queries: dict[str, Any] = {}  # profile key -> the query's vector by its model
     for coll in collections:
-        if not engine.store.has_collection(coll):
+        physical, dense = _dense_query(engine, coll, query, queries, mode != "sparse" or ranks)
+        if physical is None:
             continue
         found = engine.store.search(
-            coll,
+            physical,
             dense=dense,
             sparse=sparse,
             limit=k,
@@ -125,7 +139,7 @@ def search(
             candidates=conf.candidates,
             ranks=ranks,
         )
-        used = "dense" if not engine.store.layout(coll).sparse else mode
+        used = "dense" if not engine.store.layout(physical).sparse else mode
         for h in found:
             hit: dict[str, Any] = {"id": h.id, "score": round(h.score, 6), "mode": used}
             hit.update(h.payload)
@@ -133,7 +147,7 @@ def search(
                 for name, got in (("dense", h.dense), ("sparse", h.sparse)):
                     hit[f"{name}_rank"] = got[0] if got else None
                     hit[f"{name}_score"] = round(got[1], 6) if got else None
-            hit["_collection"] = coll
+            hit["_collection"] = physical
             hits.append(hit)
     hits.sort(key=lambda h: -h["score"])
     hits = hits[:k]
@@ -149,6 +163,23 @@ def search(
     for h in hits:
         h.pop("_collection", None)
     return hits
+
+
+def _dense_query(
+    engine: Engine, collection: str, query: str, queries: dict[str, Any], wanted: bool
+) -> tuple[str | None, Any]:
+    """The version of ``collection`` a search reads now, and the query's vector for it.
+
+    The vector comes from the model that made that version: during a migration two
+    versions of two models exist, and a query is never compared with the other's.
+    ``queries`` caches the vectors by profile; ``wanted`` false: no vector (sparse).
+    """
+    physical, profile = engine.query_target(collection)
+    if physical is None or not wanted:
+        return physical, None
+    if profile.key not in queries:
+        queries[profile.key] = profile.embed_model()([query])[0]
+    return physical, queries[profile.key]
 
 
 def resync(
@@ -168,7 +199,8 @@ def resync(
     """
     out = []
     code = 0
-    for name in _selected(engine, sources):
+    selected = _selected(engine, sources)
+    for name in selected:
         plan = engine.plan(
             name, full=full, allow_mass_delete=allow_mass_delete, check_store=not dry_run
         )
@@ -184,7 +216,49 @@ def resync(
             code = max(code, EXIT_HELD)
         elif res.retry or res.root_missing or res.interrupted or res.deferred:
             code = max(code, 1)
-    return {"sources": out, "exit_code": code}
+    result: dict[str, Any] = {"sources": out, "exit_code": code}
+    if dry_run:
+        from . import migrate
+
+        wanted = {engine.sources[n].collection for n in selected}
+        result["migrations"] = [
+            c.as_dict()
+            for c in migrate.costs(engine.cfg, engine.state_dir, engine.manifest)
+            if c.collection in wanted
+        ]
+    return result
+
+
+def migrate(
+    engine: Engine, abort: bool = False, dry_run: bool = False, start: bool = False
+) -> dict[str, Any]:
+    """Report, start or abort the migrations of the configured collections.
+
+    Args:
+        engine: the engine (its configured profile is the migrations' target).
+        abort: drop the versions being built; the current ones stay (see
+            :func:`ingestd.daemon.migrate.abort`).
+        dry_run: only report what the config would cost.
+        start: start a migration again after an abort (the daemon queues a scan of
+            the sources named in ``rescan``; in local mode the caller syncs them).
+
+    Returns:
+        ``{"migrations": [status...], "costs": [cost...]}``, with ``aborted`` entries
+        for ``abort`` and ``rescan`` (source names) for ``start``.
+    """
+    from . import migrate as mig
+    from . import migration_status
+
+    collections = sorted({s.collection for s in engine.sources.values()})
+    out: dict[str, Any] = {}
+    if abort:
+        out["aborted"] = mig.abort(engine, collections)
+    elif start and not dry_run:
+        due = mig.restart(engine, collections)
+        out["rescan"] = sorted(n for n, s in engine.sources.items() if s.collection in due)
+    out["migrations"] = migration_status.status(engine.manifest, engine)
+    out["costs"] = [c.as_dict() for c in mig.costs(engine.cfg, engine.state_dir, engine.manifest)]
+    return out
 
 
 def verify(
@@ -304,6 +378,9 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
             "backend": engine.model.backend,
             "fingerprint": engine.model.fingerprint[:16],
         }
+    from . import migration_status
+
+    out["migrations"] = migration_status.status(manifest, engine)
     return out
 
 
@@ -321,4 +398,5 @@ REMOTE: dict[str, Callable[..., Any]] = {
     "resync": resync,
     "verify": verify,
     "forget": forget,
+    "migrate": migrate,
 }

@@ -12,7 +12,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["format_age", "format_duration", "format_when", "status_lines"]
+__all__ = ["format_age", "format_duration", "format_when", "migration_lines", "status_lines"]
 
 
 def format_duration(seconds: float) -> str:
@@ -139,6 +139,32 @@ def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
         yield "  deletions held by the mass-deletion guard: `ingestd resync --allow-mass-delete`"
 
 
+def migration_lines(migrations: list[dict[str, Any]], now: float) -> Iterator[str]:
+    """The lines of migrations (``status`` JSON ``migrations``), one per collection.
+
+    Args:
+        migrations: entries of :func:`ingestd.daemon.migration_status.status`.
+        now: the current time, seconds since the epoch.
+    """
+    for m in migrations:
+        if m["phase"] == "aborted":
+            yield (
+                f"collection {m['collection']}: the migration to {m['to']} was aborted; "
+                f"it keeps {m['from']}"
+            )
+            continue
+        line = (
+            f"collection {m['collection']}: migration {m['phase']}, "
+            f"{m['docs_done']}/{m['docs_total']} documents in {m['version']} "
+            f"(searches read {m['current_version']}); {m['from']} -> {m['to']}"
+        )
+        if m.get("eta_seconds") is not None:
+            line += f"; {format_duration(m['eta_seconds'])} left"
+        if m.get("waiting_for"):
+            line += f"; the switch waits: {m['waiting_for']}"
+        yield line
+
+
 def status_lines(st: dict[str, Any], now: float) -> Iterator[str]:
     """The lines of ``ingestd status`` for status JSON ``st``.
 
@@ -162,3 +188,4 @@ def status_lines(st: dict[str, Any], now: float) -> Iterator[str]:
         yield "no sources indexed yet"
     for s in st["sources"]:
         yield from _source_lines(s, now)
+    yield from migration_lines(st.get("migrations") or [], now)
