@@ -55,6 +55,7 @@ class Harness:
         embed: the embedding callable (a :class:`CountingEmbedder` usually).
         store_factory: builds the vector store for an engine (fault injection).
         config_path: a YAML config to load (and reload on :meth:`reload`).
+        configure: called with each engine the service makes (test hooks).
         overrides: top-level config keys.
     """
 
@@ -66,6 +67,7 @@ class Harness:
         *,
         store_factory: Callable[[Path], Any] | None = None,
         config_path: Path | None = None,
+        configure: Callable[[Any], None] | None = None,
         **overrides: Any,
     ) -> None:
         from ingestd.daemon.config import load_config
@@ -95,6 +97,8 @@ class Harness:
                 return apply(plan, **kw)
 
             eng.apply = recording  # type: ignore[method-assign]
+            if configure is not None:
+                configure(eng)
             return eng
 
         self.service = Service(load(), state, reload_config=load, engine_factory=factory)
