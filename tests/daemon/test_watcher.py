@@ -458,10 +458,7 @@ def test_deleted_root_keeps_the_daemon_and_the_points(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """An unmounted or deleted root is waited for; it never deletes every document."""
-    import ingestd.daemon.service as service_module
-
-    monkeypatch.setattr(service_module, "UNWATCHED_RESCAN_S", 0.2)
-    with _run(small_tree, scratch, fake_embedder) as h:
+    with _run(small_tree, scratch, fake_embedder, watch={"unwatched_rescan_s": 0.2}) as h:
         before = set(h.points())
         away = tmp_path / "unmounted"
         shutil.move(str(small_tree), str(away))
