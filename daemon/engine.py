@@ -37,6 +37,7 @@ from .documents import (
     sparse_vector,
     strip_provenance,
 )
+from .memory import release_free_memory
 from .migration_status import describe, recorded_settings
 from .profile import Profile, ProfileUnavailableError, config_for, profile_key
 from .repair import HealingCache, StoreCheck, check_store, damaged_store_error
@@ -1066,6 +1067,8 @@ class Engine:
             res.embedded = self.embedder.stats.embedded - e0
             res.reused = self.embedder.stats.reused - r0
         self._settle_retries(plan, res)
+        if (plan.index or plan.delete) and not self._queued:
+            release_free_memory()  # see ingestd.daemon.memory
         if plan.scan and not plan.root_missing:
             self.manifest.set_held_deletes(source, len(plan.held))
         if paths_complete(plan, res):
