@@ -64,6 +64,7 @@ __all__ = [
     "SPARSE_VECTOR",
     "STOP_WORDS",
     "TOKENIZER",
+    "WORD_TABLE_MAX",
     "SparseVec",
     "contract",
     "document_vector",
@@ -110,7 +111,14 @@ class SparseVec:
         return {"indices": list(self.indices), "values": list(self.values)}
 
 
-@functools.lru_cache(maxsize=100_000)
+#: Words (and terms) remembered per process by :func:`_stem` and :func:`term_id`, least
+#: recently used first out. A daemon reads ever new tokens (ids, numbers): at 100,000 and
+#: 200,000 entries (~200 bytes each) these tables grew for thousands of edits, by tens of
+#: MB; at 65,536 each they hold ~13 MB at most, like the chunkers' piece tables.
+WORD_TABLE_MAX = 1 << 16
+
+
+@functools.lru_cache(maxsize=WORD_TABLE_MAX)
 def _stem(word: str) -> str:
     """Snowball English stem of a lowercased word (pure-Python snowballstemmer)."""
     return str(_stemmer().stemWord(word))
@@ -131,7 +139,7 @@ def _stemmer_version() -> str:
     return f"snowball-english:snowballstemmer-{version('snowballstemmer')}"
 
 
-@functools.lru_cache(maxsize=200_000)
+@functools.lru_cache(maxsize=WORD_TABLE_MAX)
 def term_id(term: str) -> int:
     """Stable 31-bit id of ``term``: BLAKE2b (4-byte digest) of its UTF-8, masked."""
     digest = hashlib.blake2b(term.encode("utf-8"), digest_size=4).digest()

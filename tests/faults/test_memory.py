@@ -150,3 +150,14 @@ def test_a_sync_that_wrote_gives_free_memory_back(
         assert len(calls) == 3
     finally:
         eng.close()
+
+
+def test_word_tables_of_the_sparse_vectors_are_bounded() -> None:
+    from ingestd.store import sparse
+
+    for n in range(2):  # 2 x 35,000 terms never seen before: past the bound
+        sparse.document_vector(" ".join(f"tok{n}x{i:05d}q" for i in range(35_000)))
+    for table in (sparse._stem, sparse.term_id):
+        info = table.cache_info()
+        assert info.maxsize is not None and info.maxsize <= 1 << 16
+        assert info.currsize <= 1 << 16
