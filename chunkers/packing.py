@@ -473,7 +473,9 @@ class Packer:
         nexts.append(u.next)
         glued = self._glued([(s, e, n) for (s, e), n in zip(spans, nexts, strict=True)], u)
         if len(glued) == 1:  # one item with its lead: its lines, else windows
-            return self._lines(u, carry, items=False) if items else self._windows(u, self.max)
+            if items:
+                return self._lines(u, carry, items=False)
+            return self._cut_before_fence(u, carry) or self._windows(u, self.max)
         out: list[_Unit] = []
         sec, mx, intros = u.sec, self.max, self._intros
         bounds = [s for s, _, _ in glued]
@@ -490,6 +492,37 @@ class Packer:
             else:
                 out.extend(self._windows(line, mx))
         out[0].first, out[0].anchor = u.first, False
+        return out
+
+    def _cut_before_fence(self, u: _Unit, carry: str) -> list[_Unit] | None:
+        """``u``, a lead glued to a one-line code block, cut before the opening fence line.
+
+        ``None`` unless ``u`` has a lead (headings, an introducing paragraph) before a
+        fenced code block. Token windows across the two would cut the opening fence line
+        itself, and neither piece could then be re-fenced. The lead is cut on its own
+        when over budget; when it holds only headings, it never ends a chunk. The code
+        keeps the introducing sentence as its context line.
+        """
+        text, body = self.text, u.body
+        if not u.start < body < u.end or _FENCE_LINE.match(text, body, u.end) is None:
+            return None
+        end = body
+        while end > u.start and text[end - 1].isspace():
+            end -= 1
+        intro = self._intros.get(body, "")
+        (tok, exact, mtok), (ctok, cexact, cmtok) = self._span_counts([u.start, body, u.next])
+        lead = _Unit(u.start, end, body, tok, u.sec, u.first, False, u.carry, exact, u.start,
+                     mtok, lead=not intro)  # fmt: skip
+        code = _Unit(body, u.end, u.next, ctok, u.sec, False, True, intro, cexact, body, cmtok)
+        out: list[_Unit] = []
+        for part in (lead, code):
+            if part.tok > self.max or self._over_model(part.mtok, part.sec):
+                pieces = self._lines(part, carry if part is code else "")
+                pieces[0].first, pieces[0].anchor = part.first, part.anchor
+                pieces[0].carry = pieces[0].carry or part.carry
+                out.extend(pieces)
+            else:
+                out.append(part)
         return out
 
     def _windows(self, u: _Unit, size: int) -> list[_Unit]:
@@ -868,7 +901,7 @@ class Packer:
 
         Inside: after its opening fence line, before its closing one.
         """
-        k = bisect.bisect_left(self._fence_at, e) - 1
+        k = bisect.bisect_right(self._fence_at, e) - 1
         if k < 0 or e > self._fence_close[k][0]:
             return ""
         return "\n" + self._fence_close[k][1]
