@@ -54,10 +54,19 @@ from itertools import accumulate
 from operator import add
 
 from .base import Budget, Sizer
-from .tokenizers import _LONG_RUNS, _SLOW, MAX_RUN, ModelSizer, TiktokenSizer, run_pieces
+from .tokenizers import (
+    _LONG_RUNS,
+    _SLOW,
+    MAX_RUN,
+    ModelSizer,
+    TiktokenSizer,
+    clear_word_caches,
+    run_pieces,
+)
 
 __all__ = [
-    "AT", "MASK", "PIECES", "PieceTable", "SpanIndex", "piece_table", "trailing_run", "unpack"
+    "AT", "MASK", "PIECES", "PieceTable", "SpanIndex", "clear_word_tables", "piece_table",
+    "trailing_run", "unpack",
 ]  # fmt: skip
 
 #: cl100k_base's pre-token expression (tiktoken ``cl100k_base._pat_str``) restricted to
@@ -338,6 +347,19 @@ class PieceTable:
         cum = list(map(add, counts, map(_ONE.__mul__, ends)))
         cum[-1] -= _ONE  # the last segment has no newline after it
         return cum
+
+
+def clear_word_tables() -> None:
+    """Forget every remembered piece and word count; they are counted again on use.
+
+    The tables are bounded (:data:`_CACHE_MAX`, :data:`_WORDS_MAX` entries, ~130 bytes
+    each, per table; 65,536 words per BERT sizer), but a daemon that reads ever new
+    tokens keeps them full. ``ingestd run`` calls this after each sync that wrote
+    (:mod:`ingestd.daemon.memory`), so an idle daemon holds none of it, and a big
+    resync still reads every word once. A chunker at work keeps the table it holds.
+    """
+    piece_table.cache_clear()
+    clear_word_caches()
 
 
 @functools.lru_cache(maxsize=16)

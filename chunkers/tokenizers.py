@@ -10,6 +10,7 @@ import functools
 import json
 import re
 import unicodedata
+import weakref
 from collections.abc import Callable, Iterator
 from itertools import accumulate
 from pathlib import Path
@@ -17,7 +18,10 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["MAX_RUN", "CharSizer", "ModelSizer", "TiktokenSizer", "load_tiktoken", "run_pieces"]
+__all__ = [
+    "MAX_RUN", "CharSizer", "ModelSizer", "TiktokenSizer", "clear_word_caches", "load_tiktoken",
+    "run_pieces",
+]  # fmt: skip
 
 #: Longest run of whitespace, or of non-whitespace, that :class:`TiktokenSizer` encodes
 #: in one call, in characters. Byte-pair merging can be quadratic in the length of one
@@ -276,6 +280,15 @@ def bert_rules(model: ModelSizer) -> _BertRules | None:
     return _BertRules(vocab, longest, lower, model._tok.model.tokenize)
 
 
+def clear_word_caches() -> None:
+    """Forget the word counts every BERT model sizer remembers (up to 81,920 words each).
+
+    They are counted again on use; see :func:`ingestd.chunkers.spans.clear_word_tables`.
+    """
+    for rules in list(_LIVE_RULES):
+        rules.clear()
+
+
 class _BertRules:
     """BERT's normaliser, pre-tokenizer and WordPiece on fast text (see above)."""
 
@@ -288,6 +301,12 @@ class _BertRules:
         self._tokenize = tokenize
         self.word = functools.lru_cache(maxsize=1 << 16)(self._word)
         self.word_ends = functools.lru_cache(maxsize=1 << 14)(self._word_ends)
+        _LIVE_RULES.add(self)
+
+    def clear(self) -> None:
+        """Forget the remembered word counts (they are counted again on use)."""
+        self.word.cache_clear()
+        self.word_ends.cache_clear()
 
     def _word(self, w: str) -> int:
         if len(w) > self._longest or w in self._vocab:
@@ -326,6 +345,9 @@ class _BertRules:
         if not out or out[-1] != len(s):
             out.append(len(s))
         return out
+
+
+_LIVE_RULES: weakref.WeakSet[_BertRules] = weakref.WeakSet()
 
 
 class CharSizer:

@@ -71,6 +71,7 @@ __all__ = [
     "query_vector",
     "term_id",
     "terms",
+    "clear_word_tables",
 ]
 
 #: Name of the sparse vector in a collection.
@@ -116,6 +117,16 @@ class SparseVec:
 #: 200,000 entries (~200 bytes each) these tables grew for thousands of edits, by tens of
 #: MB; at 65,536 each they hold ~13 MB at most, like the chunkers' piece tables.
 WORD_TABLE_MAX = 1 << 16
+
+
+def clear_word_tables() -> None:
+    """Forget the remembered stems and term ids (each table up to :data:`WORD_TABLE_MAX`).
+
+    They are computed again on use, to the same values. ``ingestd run`` calls this after
+    each sync that wrote (:mod:`ingestd.daemon.memory`).
+    """
+    _stem.cache_clear()
+    term_id.cache_clear()
 
 
 @functools.lru_cache(maxsize=WORD_TABLE_MAX)

@@ -11,7 +11,8 @@ whole daemon; these tests pin each bound.
 A third thing grew once those were bounded: the free memory glibc kept in its heaps,
 scattered between live blocks by embedding batches of ever other shapes (free bytes
 131 -> 211 MB in 100 edits with the real model, the bytes in use +12 MB). The engine
-now gives free pages back after each sync that wrote (``ingestd.daemon.memory``).
+now gives free pages back after each sync that wrote (``ingestd.daemon.memory``), and
+forgets the word tables first: they live for one sync.
 """
 
 from __future__ import annotations
@@ -161,3 +162,38 @@ def test_word_tables_of_the_sparse_vectors_are_bounded() -> None:
         info = table.cache_info()
         assert info.maxsize is not None and info.maxsize <= 1 << 16
         assert info.currsize <= 1 << 16
+
+
+def test_word_tables_live_for_one_sync(tmp_path: Path) -> None:
+    """After a sync that wrote, the chunkers' and BM25's word tables hold nothing."""
+    from ingestd.chunkers import spans, tokenizers
+    from ingestd.store import sparse
+
+    def remembered() -> dict[str, int]:
+        tables = [o for o in gc.get_objects() if type(o) is spans.PieceTable]
+        rules = list(tokenizers._LIVE_RULES)
+        return {
+            "piece tables": spans.piece_table.cache_info().currsize,
+            "pieces": sum(len(t._cache) + len(t._segment_words) for t in tables),
+            "model words": sum(r.word.cache_info().currsize for r in rules),
+            "stems": sparse._stem.cache_info().currsize,
+            "term ids": sparse.term_id.cache_info().currsize,
+        }
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    words = " ".join(f"req-{i:06x} collector{i}" for i in range(300))
+    (root / "a.md").write_text(f"# A\n\nFirst words: {words}.\n", encoding="utf-8")
+    eng: Any = make_engine(root, tmp_path / "state", fake_vectors)
+    try:
+        source = next(iter(eng.sources))
+        spans.piece_table.cache_clear()  # tables of earlier tests
+        eng.rules.match("a.md").chunker.chunk("# B\n\nSome words to count.\n")
+        before = sparse.document_vector(f"First words: {words}.")
+        assert all(remembered().values()), remembered()  # the tables are in use...
+        assert eng.sync(source).indexed == 1
+        gc.collect()
+        assert not any(remembered().values()), remembered()  # ... and empty after a sync
+        assert sparse.document_vector(f"First words: {words}.") == before  # recounted alike
+    finally:
+        eng.close()
