@@ -123,7 +123,29 @@ class CollectionBuildTable(Base):
     settings: Mapped[str | None] = mapped_column(Text, nullable=True)
 
 
-class BuildDocumentTable(Base):
+class DocumentColumns:
+    """The columns of a document, shared by ``documents`` and ``build_documents``.
+
+    A declarative mixin. SQLAlchemy places a table's own columns before a mixin's,
+    so each table declares its ``id`` (and ``collection``) itself, and a column that
+    follows these ones gets ``sort_order=1``: the stored column order stays as written.
+    """
+
+    source: Mapped[str] = mapped_column(String(1000))
+    path: Mapped[str] = mapped_column(String(4000))
+    size: Mapped[int] = mapped_column(BigInteger)
+    mtime_ns: Mapped[int] = mapped_column(BigInteger)
+    ctime_ns: Mapped[int] = mapped_column(BigInteger)
+    inode: Mapped[int] = mapped_column(BigInteger)
+    content_hash: Mapped[str] = mapped_column(String(64))
+    rule_fingerprint: Mapped[str] = mapped_column(String(64))
+    state: Mapped[str] = mapped_column(String(16), default="ok")
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    git_commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    indexed_at: Mapped[float] = mapped_column(Float)
+
+
+class BuildDocumentTable(DocumentColumns, Base):
     """A document written into the version being built by a migration.
 
     The same columns as ``documents``, and its point ids as JSON
@@ -135,39 +157,15 @@ class BuildDocumentTable(Base):
     __table_args__ = (UniqueConstraint("collection", "source", "path"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     collection: Mapped[str] = mapped_column(String(255))
-    source: Mapped[str] = mapped_column(String(1000))
-    path: Mapped[str] = mapped_column(String(4000))
-    size: Mapped[int] = mapped_column(BigInteger)
-    mtime_ns: Mapped[int] = mapped_column(BigInteger)
-    ctime_ns: Mapped[int] = mapped_column(BigInteger)
-    inode: Mapped[int] = mapped_column(BigInteger)
-    content_hash: Mapped[str] = mapped_column(String(64))
-    rule_fingerprint: Mapped[str] = mapped_column(String(64))
-    state: Mapped[str] = mapped_column(String(16), default="ok")
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    git_commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    indexed_at: Mapped[float] = mapped_column(Float)
-    chunks: Mapped[str] = mapped_column(Text, default="[]")
+    chunks: Mapped[str] = mapped_column(Text, default="[]", sort_order=1)
 
 
-class DocumentTable(Base):
+class DocumentTable(DocumentColumns, Base):
     """One file of one source."""
 
     __tablename__ = "documents"
     __table_args__ = (UniqueConstraint("source", "path"),)
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    source: Mapped[str] = mapped_column(String(1000))
-    path: Mapped[str] = mapped_column(String(4000))
-    size: Mapped[int] = mapped_column(BigInteger)
-    mtime_ns: Mapped[int] = mapped_column(BigInteger)
-    ctime_ns: Mapped[int] = mapped_column(BigInteger)
-    inode: Mapped[int] = mapped_column(BigInteger)
-    content_hash: Mapped[str] = mapped_column(String(64))
-    rule_fingerprint: Mapped[str] = mapped_column(String(64))
-    state: Mapped[str] = mapped_column(String(16), default="ok")
-    error: Mapped[str | None] = mapped_column(Text, nullable=True)
-    git_commit: Mapped[str | None] = mapped_column(String(64), nullable=True)
-    indexed_at: Mapped[float] = mapped_column(Float)
 
 
 class ChunkTable(Base):
