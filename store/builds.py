@@ -24,52 +24,22 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 
-from .manifest import BD, CB, C, ChunkRow, D, K, Manifest, S
+from .manifest import BD, CB, RECORD_COLUMNS, C, ChunkRow, D, DocumentRecord, K, Manifest, S
 
 __all__ = ["BuildDoc", "BuildDocuments"]
 
-_DOC_COLUMNS = (
-    "size",
-    "mtime_ns",
-    "ctime_ns",
-    "inode",
-    "content_hash",
-    "rule_fingerprint",
-    "state",
-    "error",
-    "git_commit",
-    "indexed_at",
-)
-
 
 @dataclass(frozen=True, slots=True)
-class BuildDoc:
+class BuildDoc(DocumentRecord):
     """A document as written into the version being built.
 
+    Its record is as in ``documents``, with ``rule_fingerprint`` the fingerprint of
+    the rule of the new profile that chunked it.
+
     Attributes:
-        path: POSIX path relative to the source root.
-        size: bytes, with ``mtime_ns``, ``ctime_ns`` and ``inode`` the stat read
-            before the bytes (the fast-path key, as in ``documents``).
-        content_hash: sha256 hex of the raw bytes.
-        rule_fingerprint: fingerprint of the rule (of the new profile) that chunked it.
-        state: ``ok`` or ``failed``.
-        error: why it failed, or ``None``.
-        git_commit: HEAD's commit of a git source, or ``None``.
-        indexed_at: when it was written (seconds since the epoch).
         chunks: its points in document order.
     """
 
-    path: str
-    size: int
-    mtime_ns: int
-    ctime_ns: int
-    inode: int
-    content_hash: str
-    rule_fingerprint: str
-    state: str
-    error: str | None
-    git_commit: str | None
-    indexed_at: float
     chunks: list[ChunkRow] = field(default_factory=list)
 
     @property
@@ -78,8 +48,8 @@ class BuildDoc:
         return {c.point_id for c in self.chunks}
 
     def columns(self) -> dict[str, Any]:
-        """The columns it shares with ``documents``."""
-        return {k: getattr(self, k) for k in _DOC_COLUMNS}
+        """The columns it shares with ``documents``, but ``path``."""
+        return {k: getattr(self, k) for k in RECORD_COLUMNS}
 
 
 def _chunks_json(rows: Sequence[ChunkRow]) -> str:
@@ -112,7 +82,7 @@ class BuildDocuments:
         with self.manifest.engine.connect() as conn:
             for r in conn.execute(q):
                 m = r._mapping
-                cols = {k: m[k] for k in _DOC_COLUMNS}
+                cols = {k: m[k] for k in RECORD_COLUMNS}
                 out[m["path"]] = BuildDoc(path=m["path"], chunks=_chunks_of(m["chunks"]), **cols)
         return out
 
@@ -198,7 +168,7 @@ class BuildDocuments:
                 keep: set[str] = set()
                 for r in built:
                     m = r._mapping
-                    cols = {k: m[k] for k in _DOC_COLUMNS}
+                    cols = {k: m[k] for k in RECORD_COLUMNS}
                     doc_id = known.get(m["path"])
                     if doc_id is None:
                         res = conn.execute(insert(D).values(source=source, path=m["path"], **cols))

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, cast
 
@@ -60,8 +60,10 @@ __all__ = [
     "AdoptedDocument",
     "ChunkRow",
     "DocRow",
+    "DocumentRecord",
     "Manifest",
     "ModelMismatchError",
+    "RECORD_COLUMNS",
     "StateDamagedError",
     "sqlite_url",
 ]
@@ -243,11 +245,21 @@ class ModelMismatchError(RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
-class DocRow:
-    """A document as the manifest knows it."""
+class DocumentRecord:
+    """What is recorded of a document, in ``documents`` and ``build_documents`` alike.
 
-    id: int
-    source: str
+    Attributes:
+        path: POSIX path relative to the source root.
+        size: bytes, with ``mtime_ns``, ``ctime_ns`` and ``inode`` the stat read
+            before the bytes (the fast-path key).
+        content_hash: sha256 hex of the raw bytes.
+        rule_fingerprint: fingerprint of the rule that chunked it.
+        state: ``ok`` or ``failed``.
+        error: why it failed, or ``None``.
+        git_commit: HEAD's commit of a git source, or ``None``.
+        indexed_at: when it was written (seconds since the epoch).
+    """
+
     path: str
     size: int
     mtime_ns: int
@@ -259,6 +271,19 @@ class DocRow:
     error: str | None
     git_commit: str | None
     indexed_at: float
+
+
+#: The fields of a :class:`DocumentRecord` but ``path``, in order: the values a
+#: document row holds beside its key.
+RECORD_COLUMNS = tuple(f.name for f in fields(DocumentRecord) if f.name != "path")
+
+
+@dataclass(frozen=True, slots=True)
+class DocRow(DocumentRecord):
+    """A document as the manifest knows it: its record, row ``id`` and ``source``."""
+
+    id: int
+    source: str
 
 
 @dataclass(frozen=True, slots=True)
