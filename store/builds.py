@@ -24,7 +24,19 @@ from typing import Any
 
 from sqlalchemy import delete, insert, select, update
 
-from .manifest import BD, CB, RECORD_COLUMNS, C, ChunkRow, D, DocumentRecord, K, Manifest, S
+from .manifest import (
+    BD,
+    CB,
+    RECORD_COLUMNS,
+    C,
+    ChunkRow,
+    D,
+    DocumentRecord,
+    K,
+    Manifest,
+    S,
+    chunk_values,
+)
 
 __all__ = ["BuildDoc", "BuildDocuments"]
 
@@ -177,16 +189,7 @@ class BuildDocuments:
                         conn.execute(update(D).where(D.c.id == doc_id).values(**cols))
                     keep.add(m["path"])
                     chunk_rows.extend(
-                        {
-                            "point_id": c.point_id,
-                            "doc_id": doc_id,
-                            "chunk_hash": c.chunk_hash,
-                            "ordinal": c.ordinal,
-                            "start_char": c.start_char,
-                            "end_char": c.end_char,
-                            "pending": False,
-                        }
-                        for c in _chunks_of(m["chunks"])
+                        chunk_values(doc_id, c, pending=False) for c in _chunks_of(m["chunks"])
                     )
                 gone = [i for p, i in known.items() if p not in keep]
                 for i in range(0, len(gone), 500):

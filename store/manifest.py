@@ -65,6 +65,7 @@ __all__ = [
     "ModelMismatchError",
     "RECORD_COLUMNS",
     "StateDamagedError",
+    "chunk_values",
     "sqlite_url",
 ]
 
@@ -318,7 +319,14 @@ class ChunkRow:
     pending: bool = False
 
 
-def _row_values(doc_id: int, r: ChunkRow, *, pending: bool) -> dict[str, Any]:
+def chunk_values(doc_id: int, r: ChunkRow, *, pending: bool) -> dict[str, Any]:
+    """The ``chunks`` row of point ``r`` of document ``doc_id``, as column values.
+
+    Args:
+        doc_id: the ``documents`` row id.
+        r: the point (its own ``pending`` is not used).
+        pending: whether the row records an id before its upsert.
+    """
     return {
         "point_id": r.point_id,
         "doc_id": doc_id,
@@ -770,7 +778,7 @@ class Manifest:
                     continue
                 known = set(conn.scalars(select(C.c.point_id).where(C.c.doc_id == doc_id)))
                 new.extend(
-                    _row_values(doc_id, r, pending=True) for r in rows if r.point_id not in known
+                    chunk_values(doc_id, r, pending=True) for r in rows if r.point_id not in known
                 )
             if new:
                 # an id recorded under another document (a path re-used after a move) moves
@@ -791,7 +799,7 @@ class Manifest:
             ids = [doc_id for doc_id, _, _ in batch]
             for i in range(0, len(ids), 500):
                 conn.execute(delete(C).where(C.c.doc_id.in_(ids[i : i + 500])))
-            values = [_row_values(d, r, pending=False) for d, rows, _ in batch for r in rows]
+            values = [chunk_values(d, r, pending=False) for d, rows, _ in batch for r in rows]
             if values:
                 conn.execute(insert(C), values)
             for doc_id, _, fields in batch:
@@ -874,7 +882,7 @@ class Manifest:
                     pending = not doc.consistent
                 else:
                     pending = True
-                values.extend(_row_values(doc_id, r, pending=pending) for r in doc.rows)
+                values.extend(chunk_values(doc_id, r, pending=pending) for r in doc.rows)
             ids = [v["point_id"] for v in values]
             for i in range(0, len(ids), 500):
                 conn.execute(delete(C).where(C.c.point_id.in_(ids[i : i + 500])))
