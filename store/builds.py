@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import delete, insert, select, update
+from sqlalchemy.engine import Connection
 
 from .manifest import (
     BD,
@@ -77,6 +78,17 @@ def _chunks_of(text: str | None) -> list[ChunkRow]:
     ]
 
 
+def _delete_rows(conn: Connection, collection: str, source: str, paths: list[str]) -> None:
+    for i in range(0, len(paths), 500):
+        conn.execute(
+            delete(BD).where(
+                BD.c.collection == collection,
+                BD.c.source == source,
+                BD.c.path.in_(paths[i : i + 500]),
+            )
+        )
+
+
 class BuildDocuments:
     """The ``build_documents`` rows of a manifest.
 
@@ -103,15 +115,7 @@ class BuildDocuments:
         if not docs:
             return
         with self.manifest.engine.begin() as conn:
-            paths = [d.path for d in docs]
-            for i in range(0, len(paths), 500):
-                conn.execute(
-                    delete(BD).where(
-                        BD.c.collection == collection,
-                        BD.c.source == source,
-                        BD.c.path.in_(paths[i : i + 500]),
-                    )
-                )
+            _delete_rows(conn, collection, source, [d.path for d in docs])
             conn.execute(
                 insert(BD),
                 [
@@ -128,16 +132,8 @@ class BuildDocuments:
 
     def delete(self, collection: str, source: str, paths: Iterable[str]) -> None:
         """Forget documents of ``source`` (gone from disk, or the source forgotten)."""
-        todo = list(paths)
         with self.manifest.engine.begin() as conn:
-            for i in range(0, len(todo), 500):
-                conn.execute(
-                    delete(BD).where(
-                        BD.c.collection == collection,
-                        BD.c.source == source,
-                        BD.c.path.in_(todo[i : i + 500]),
-                    )
-                )
+            _delete_rows(conn, collection, source, list(paths))
 
     def point_ids(self, collection: str) -> dict[str, tuple[str, str]]:
         """Every point id written into the new version: id -> ``(source, path)``."""
