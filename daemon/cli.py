@@ -40,6 +40,7 @@ from .cli_state import (
     source_names,
     with_manifest_sources,
 )
+from .progress import interactive, progress_bars, sync_detail
 
 if TYPE_CHECKING:
     from .config import Config
@@ -319,52 +320,19 @@ def _progress(quiet: bool) -> Iterator[Callable[[Any], None] | None]:
     """A progress bar on an interactive terminal; nothing under systemd or pipes.
 
     One line per source: documents done, chunks embedded, and the time left at the
-    rate so far (:meth:`~ingestd.daemon.engine.SyncProgress.eta_seconds`); "loading
-    embedding model" while the model loads.
+    rate so far (:func:`~ingestd.daemon.progress.sync_detail`); "loading embedding
+    model" while the model loads.
     """
-    if quiet or not sys.stderr.isatty() or os.environ.get("JOURNAL_STREAM"):
+    if quiet or not interactive():
         yield None
         return
-    from rich.progress import BarColumn, Progress, TextColumn
-
-    tasks: dict[str, Any] = {}
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[detail]}"),
-        transient=True,
-        console=None,
-    ) as prog:
+    with progress_bars(stderr=False) as show:
 
         def update(p: Any) -> None:
             name = Path(p.source).name or p.source
-            if p.source not in tasks:
-                tasks[p.source] = prog.add_task(name, total=max(1, p.bytes_total), detail="")
-            eta = p.eta_seconds()
-            detail = f"{p.docs_done}/{p.docs_total} documents, {p.chunks_embedded} chunks embedded"
-            if p.phase != "indexing":
-                detail = f"{p.phase}... " + detail
-            elif eta is not None:
-                detail += f", {_duration(eta)} left"
-            prog.update(
-                tasks[p.source],
-                completed=p.bytes_done,
-                total=max(1, p.bytes_total),
-                description=f"indexing {name}",
-                detail=detail,
-            )
+            show(p.source, f"indexing {name}", p.bytes_done, p.bytes_total, sync_detail(p))
 
         yield update
-
-
-def _duration(seconds: float) -> str:
-    """``1h02m``, ``3m05s`` or ``42s``."""
-    s = int(round(seconds))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
 
 
 def _print_plan(s: dict[str, Any]) -> None:

@@ -14,7 +14,6 @@ import logging
 import os
 import secrets
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -23,6 +22,7 @@ from typing import Any
 
 from .config import Config
 from .evaluate import EvalProgress
+from .progress import interactive, progress_bars, sync_detail
 from .questions import Question
 from .rulesets import RuleSet
 
@@ -144,35 +144,16 @@ def progress_display(quiet: bool) -> Iterator[Callable[[EvalProgress], None] | N
     if quiet:
         yield None
         return
-    if not sys.stderr.isatty() or os.environ.get("JOURNAL_STREAM"):
+    if not interactive():
         yield ProgressLog()
         return
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TextColumn
-
-    tasks: dict[int, Any] = {}
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[detail]}"),
-        transient=True,
-        console=Console(stderr=True),
-    ) as prog:
+    with progress_bars() as show:
 
         def update(p: EvalProgress) -> None:
             shown = describe(p)
-            if shown is None:
-                return
-            description, detail, done, total = shown
-            if p.index not in tasks:
-                tasks[p.index] = prog.add_task(p.rule_set, total=1, detail="")
-            prog.update(
-                tasks[p.index],
-                description=description,
-                completed=done,
-                total=max(1, total),
-                detail=detail,
-            )
+            if shown is not None:
+                description, detail, done, total = shown
+                show(p.index, description, done, total, detail)
 
         yield update
 
@@ -221,19 +202,4 @@ def describe(p: EvalProgress) -> tuple[str, str, int, int] | None:
     s = p.sync
     if s is None:
         return None
-    detail = f"{s.docs_done}/{s.docs_total} documents, {s.chunks_embedded} chunks embedded"
-    eta = s.eta_seconds()
-    if s.phase != "indexing":
-        detail = f"{s.phase}... " + detail
-    elif eta is not None:
-        detail += f", {_duration(eta)} left"
-    return f"indexing with {p.rule_set}", detail, s.bytes_done, s.bytes_total
-
-
-def _duration(seconds: float) -> str:
-    s = int(round(seconds))
-    if s >= 3600:
-        return f"{s // 3600}h{s % 3600 // 60:02d}m"
-    if s >= 60:
-        return f"{s // 60}m{s % 60:02d}s"
-    return f"{s}s"
+    return f"indexing with {p.rule_set}", sync_detail(s), s.bytes_done, s.bytes_total

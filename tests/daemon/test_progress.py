@@ -1,0 +1,35 @@
+"""The progress shown on a terminal: durations and a sync's progress in words."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from ingestd.daemon.engine import SyncProgress
+from ingestd.daemon.progress import duration, sync_detail
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(0, "0s"), (41.6, "42s"), (59.4, "59s"), (60, "1m00s"), (185, "3m05s"), (3720, "1h02m")],
+)
+def test_duration_in_words(seconds: float, text: str) -> None:
+    assert duration(seconds) == text
+
+
+def test_sync_detail_gives_the_time_left_while_indexing_and_the_phase_otherwise() -> None:
+    # a quarter of the bytes in 10 s: 30 s left (the ETA reads the real clock)
+    p = SyncProgress(
+        "docs",
+        docs_done=3,
+        docs_total=12,
+        bytes_done=10,
+        bytes_total=40,
+        chunks_embedded=40,
+        started=time.monotonic() - 10,
+    )
+    assert sync_detail(p) == "3/12 documents, 40 chunks embedded, 30s left"
+    loading = SyncProgress("docs", phase="loading embedding model", docs_total=12)
+    assert sync_detail(loading) == "loading embedding model... 0/12 documents, 0 chunks embedded"
+    assert sync_detail(SyncProgress("docs", docs_total=12)) == "0/12 documents, 0 chunks embedded"
