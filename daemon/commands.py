@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .control import DaemonError
+from .statedir import dir_bytes
 
 if TYPE_CHECKING:
     from .engine import Engine, SyncProgress
@@ -313,17 +314,6 @@ def forget(engine: Engine, source: str, root: str | None = None) -> dict[str, An
     return {"source": name, "points_deleted": n}
 
 
-def _du(path: Path) -> int:
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.lstat(os.path.join(root, f)).st_size
-            except OSError:
-                pass
-    return total
-
-
 def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) -> dict[str, Any]:
     """Per-source documents, chunks, failures, last sync; counters when ``engine`` runs.
 
@@ -359,7 +349,7 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
         "state_dir": str(state_dir),
         "sources": sources,
         "disk": {
-            "state_dir_bytes": _du(state_dir),
+            "state_dir_bytes": dir_bytes(state_dir),
             "embedding_cache_bytes": sum(
                 (state_dir / n).stat().st_size
                 for n in ("embeddings.db", "embeddings.db-wal")

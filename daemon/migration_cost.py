@@ -21,7 +21,6 @@ the vector store, so that ``ingestd migrate --dry-run`` answers beside a running
 from __future__ import annotations
 
 import hashlib
-import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ from ingestd.store.manifest import Manifest
 from .config import Config
 from .migration_status import describe
 from .profile import config_for, differences, model_of
+from .statedir import dir_bytes
 
 __all__ = ["MigrationCost", "estimate"]
 
@@ -102,21 +102,6 @@ class MigrationCost:
 
 def _mb(n: int) -> str:
     return f"{n / 1e6:.1f} MB"
-
-
-def _dir_bytes(path: Path) -> int:
-    """Bytes of the files under ``path``, following symbolic links to files.
-
-    A model in the Hugging Face cache is a folder of links to its blobs.
-    """
-    total = 0
-    for root, _dirs, files in os.walk(path):
-        for f in files:
-            try:
-                total += os.stat(os.path.join(root, f)).st_size
-            except OSError:
-                pass
-    return total
 
 
 def chunking_key(cfg: Config) -> tuple[Any, ...]:
@@ -194,9 +179,9 @@ def estimate(
         folder = Path(cfg.qdrant.path or state_dir / "qdrant") / "collection"
         current = [p for p in folder.glob(f"{collection}*") if _is_version(p.name, collection)]
         if current:
-            now = sum(_dir_bytes(p) for p in current)
+            now = sum(dir_bytes(p, follow_symlinks=True) for p in current)
             cost.store_bytes = max(0, now + 4 * cost.chunks * (dim_new - dim_old))
-            weights = _dir_bytes(model_of(cfg).path)
+            weights = dir_bytes(model_of(cfg).path, follow_symlinks=True)
             cost.memory_bytes = cost.store_bytes + weights
     return cost
 

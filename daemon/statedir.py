@@ -33,6 +33,7 @@ __all__ = [
     "STATE_ENTRIES",
     "InsecureDirError",
     "check_private_dir",
+    "dir_bytes",
     "make_private_dir",
     "private_runtime_dir",
     "private_umask",
@@ -63,6 +64,25 @@ STATE_ENTRIES = (
 
 class InsecureDirError(OSError):
     """A folder that must be private is not: another owner, a symlink, or open modes."""
+
+
+def dir_bytes(path: Path, *, follow_symlinks: bool = False) -> int:
+    """Bytes of the files under ``path`` (a folder; a missing one holds 0).
+
+    Args:
+        path: the folder, walked without entering linked folders.
+        follow_symlinks: count a link to a file by its target's size (a model in the
+            Hugging Face cache is a folder of links to its blobs); else by the link's
+            own size. A file that vanishes or cannot be read counts 0.
+    """
+    total = 0
+    for root, _dirs, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.stat(os.path.join(root, f), follow_symlinks=follow_symlinks).st_size
+            except OSError:
+                pass
+    return total
 
 
 def resolve_state_dir(flag: str | Path | None, cfg: Any = None) -> Path:
