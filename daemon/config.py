@@ -35,6 +35,7 @@ __all__ = [
     "SourceConfig",
     "default_rules",
     "load_config",
+    "read_yaml",
     "resolve_state_dir",
     "system_root_problem",
 ]
@@ -388,6 +389,28 @@ def _canonical(root: Path) -> Path:
     return Path(os.path.realpath(root.expanduser()))
 
 
+def read_yaml(path: Path, what: str) -> Any:
+    """The YAML document in a file, as ``yaml.safe_load`` gives it (``None``: empty).
+
+    Args:
+        path: the UTF-8 file.
+        what: what the file is, for the error (``config file``, ``rules file``).
+
+    Raises:
+        ConfigError: one line: ``<path>: cannot read the <what>: <reason>``, or
+            ``<path>:<line>:<column>: invalid YAML: <problem>`` (counted from 1).
+    """
+    try:
+        return yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError([f"{path}: cannot read the {what}: {exc.strerror}"]) from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError([f"{where}: invalid YAML: {problem}"]) from None
+
+
 def load_config(
     path: str | Path | None = None,
     *,
@@ -416,15 +439,7 @@ def load_config(
     base = Path.cwd()
     if path is not None:
         p = Path(path)
-        try:
-            raw = yaml.safe_load(p.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise ConfigError([f"{p}: cannot read the config file: {exc.strerror}"]) from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"{p}:{mark.line + 1}:{mark.column + 1}" if mark else str(p)
-            problem = getattr(exc, "problem", None) or str(exc)
-            raise ConfigError([f"{where}: invalid YAML: {problem}"]) from None
+        raw = read_yaml(p, "config file")
         if raw is None:
             raw = {}
         if not isinstance(raw, dict):

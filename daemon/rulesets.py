@@ -12,10 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
 from pydantic import ValidationError
 
-from .config import Config, ConfigError, RuleConfig, check_rules, format_errors
+from .config import Config, ConfigError, RuleConfig, check_rules, format_errors, read_yaml
 
 __all__ = ["RuleSet", "load_rule_file", "rule_sets"]
 
@@ -76,15 +75,7 @@ def load_rule_file(path: Path, label: str | None = None) -> RuleSet:
         ConfigError: unreadable file, invalid YAML or invalid rules, each line
             prefixed with the file name (and the line and column for YAML errors).
     """
-    try:
-        raw = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError([f"{path}: cannot read the rules file: {exc.strerror}"]) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError([f"{where}: invalid YAML: {problem}"]) from None
+    raw = read_yaml(Path(path), "rules file")
     return _rule_set(label or Path(path).stem, raw, str(path))
 
 

@@ -139,6 +139,25 @@ def test_rule_files_are_checked_and_labelled(tmp_path: Path) -> None:
     assert default.label == "default rules" and default.rules == load_config(None).rules
 
 
+def test_rule_and_config_files_that_cannot_be_read_name_the_file_and_the_line(
+    tmp_path: Path,
+) -> None:
+    from ingestd.daemon.rulesets import load_rule_file
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("rules: [\n")
+    for load, what in ((load_config, "config file"), (load_rule_file, "rules file")):
+        with pytest.raises(ConfigError) as err:
+            load(broken)
+        assert str(err.value).startswith(f"{broken}:2:1: invalid YAML: expected the node")
+        with pytest.raises(ConfigError) as err:
+            load(tmp_path / "none.yaml")
+        assert (
+            str(err.value)
+            == f"{tmp_path / 'none.yaml'}: cannot read the {what}: No such file or directory"
+        )
+
+
 def test_progress_log_writes_a_line_per_phase_and_then_one_every_interval(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
