@@ -326,7 +326,7 @@ def _progress(quiet: bool) -> Iterator[Callable[[Any], None] | None]:
     if quiet or not interactive():
         yield None
         return
-    with progress_bars(stderr=False) as show:
+    with progress_bars() as show:
 
         def update(p: Any) -> None:
             name = Path(p.source).name or p.source

@@ -56,11 +56,10 @@ def sync_detail(p: SyncProgress) -> str:
 
 
 @contextlib.contextmanager
-def progress_bars(*, stderr: bool = True) -> Iterator[ShowBar]:
-    """Bars, one per key, drawn while the block runs and removed when it ends.
+def progress_bars() -> Iterator[ShowBar]:
+    """Bars, one per key, drawn on stderr while the block runs and removed when it ends.
 
-    Args:
-        stderr: draw on stderr; ``False``: on rich's default console (stdout).
+    On stderr, the stream :func:`interactive` checks: stdout stays the command's output.
 
     Yields:
         ``show(key, description, done, total, detail)``: creates the bar of ``key``
@@ -76,7 +75,7 @@ def progress_bars(*, stderr: bool = True) -> Iterator[ShowBar]:
         BarColumn(),
         TextColumn("{task.fields[detail]}"),
         transient=True,
-        console=Console(stderr=True) if stderr else None,
+        console=Console(stderr=True),
     ) as prog:
 
         def show(key: Hashable, description: str, done: int, total: int, detail: str) -> None:
