@@ -7,7 +7,8 @@ words never seen before (ids, numbers: the worst case for per-process word table
 and waits until the daemon has applied that edit (the manifest holds the file's new
 content hash). Cycles start at most once per ``--period`` seconds.
 
-Prints the daemon's RSS (``VmRSS`` from ``/proc/PID/status``) after the initial ingest,
+Prints the daemon's RSS (``VmRSS`` from ``/proc/PID/status``, read once the daemon is
+idle: no CPU time used for 0.2 s) after the initial ingest,
 after ``--warmup`` cycles, every 100 cycles, and at the end, then the growth from the
 warm-up reading to the end; exits 1 when it is over ``--max-growth-mb`` (30 MB). It is
 a bench, not a test: run it when the machine is quiet enough, e.g.
@@ -83,6 +84,31 @@ class Writer:
         return ("\n\n".join(paras) + "\n").encode()
 
 
+def cpu_ticks(pid: int) -> int:
+    """User + system CPU time of process ``pid`` (all its threads), in clock ticks."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return int(fields[11]) + int(fields[12])  # utime, stime: fields 14 and 15 of stat
+
+
+def idle_rss_mb(pid: int, timeout: float = 30.0) -> float:
+    """:func:`rss_mb` once the process is idle: no CPU time used over 0.2 s.
+
+    An edit counts as applied when the manifest holds it, before the sync has ended
+    and given its free memory back; a reading then would catch the embedding batch's
+    memory. Past ``timeout`` seconds the reading is taken anyway.
+    """
+    deadline = time.monotonic() + timeout
+    before = cpu_ticks(pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.2)
+        now = cpu_ticks(pid)
+        if now - before <= 1:  # a tick: the watchdog ping, a status tick
+            break
+        before = now
+    return rss_mb(pid)
+
+
 def content_hash_of(db: Path, rel: str) -> str | None:
     """The content hash the manifest records for ``rel`` (read-only, WAL allows it)."""
     try:
@@ -147,7 +173,7 @@ def main() -> None:
         for i in range(args.files):
             data = (root / f"doc{i}.md").read_bytes()
             wait_applied(db, f"doc{i}.md", hashlib.sha256(data).hexdigest(), proc, 600)
-        print(f"initial ingest done: rss {rss_mb(proc.pid):.1f} MB")
+        print(f"initial ingest done: rss {idle_rss_mb(proc.pid):.1f} MB")
         latencies: list[float] = []
         baseline = 0.0
         started = time.monotonic()
@@ -161,16 +187,16 @@ def main() -> None:
                 wait_applied(db, f"doc{i}.md", hashlib.sha256(data).hexdigest(), proc, 600)
             )
             if c == args.warmup:
-                baseline = rss_mb(proc.pid)
+                baseline = idle_rss_mb(proc.pid)
                 print(f"after {c} warm-up cycles: rss {baseline:.1f} MB")
             elif c > args.warmup and (c - args.warmup) % 100 == 0:
                 print(
-                    f"cycle {c - args.warmup}: rss {rss_mb(proc.pid):.1f} MB, "
+                    f"cycle {c - args.warmup}: rss {idle_rss_mb(proc.pid):.1f} MB, "
                     f"apply latency median {statistics.median(latencies[-100:]):.2f} s",
                     flush=True,
                 )
             time.sleep(max(0.0, args.period - (time.monotonic() - t0)))
-        end = rss_mb(proc.pid)
+        end = idle_rss_mb(proc.pid)
         growth = end - baseline
         minutes = (time.monotonic() - started) / 60
         print(
