@@ -495,24 +495,27 @@ class Packer:
         return out
 
     def _cut_before_fence(self, u: _Unit, carry: str) -> list[_Unit] | None:
-        """``u``, a lead glued to a one-line code block, cut before the opening fence line.
+        """``u``, an intro glued to a one-line code block, cut before the opening fence line.
 
-        ``None`` unless ``u`` has a lead (headings, an introducing paragraph) before a
-        fenced code block. Token windows across the two would cut the opening fence line
-        itself, and neither piece could then be re-fenced. The lead is cut on its own
-        when over budget; when it holds only headings, it never ends a chunk. The code
-        keeps the introducing sentence as its context line.
+        ``None`` unless ``u`` has an introducing paragraph (ending in ``:``) before a
+        fenced code block, which are cut here (over budget, or windows of them are
+        wanted to fill a chunk with headings before them). Token windows across them
+        would cut the opening fence line itself, and neither piece could then be
+        re-fenced. The lead (headings and the intro) is cut on its own when over
+        budget; the code keeps the introducing sentence as its context line.
         """
         text, body = self.text, u.body
         if not u.start < body < u.end or _FENCE_LINE.match(text, body, u.end) is None:
             return None
+        intro = self._intros.get(body, "")
+        if not intro:  # headings only: they take the first window (a heading never ends)
+            return None
         end = body
         while end > u.start and text[end - 1].isspace():
             end -= 1
-        intro = self._intros.get(body, "")
         (tok, exact, mtok), (ctok, cexact, cmtok) = self._span_counts([u.start, body, u.next])
         lead = _Unit(u.start, end, body, tok, u.sec, u.first, False, u.carry, exact, u.start,
-                     mtok, lead=not intro)  # fmt: skip
+                     mtok)  # fmt: skip
         code = _Unit(body, u.end, u.next, ctok, u.sec, False, True, intro, cexact, body, cmtok)
         out: list[_Unit] = []
         for part in (lead, code):
