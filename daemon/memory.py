@@ -27,7 +27,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import logging
 import platform
 from collections.abc import Callable
 
@@ -35,8 +34,6 @@ from ingestd.chunkers.spans import clear_word_tables as clear_chunker_tables
 from ingestd.store.sparse import clear_word_tables as clear_sparse_tables
 
 __all__ = ["release_free_memory"]
-
-logger = logging.getLogger(__name__)
 
 
 @functools.cache
