@@ -30,8 +30,11 @@ Printed:
   starts, kind, gold path, rank of the gold file and of the best covering chunk, the
   best anchor's rank of a covering chunk, top-1 path and the covering chunk's head;
 * with ``--detail``, the default rules by where the answer starts and by kind;
-* the targets (issue 10): per set, span R@5 of the default rules at least the best
-  anchor's in the same mode, 3 points above it in hybrid mode; path R@5 >= 92.
+* the targets (issue 10): per set, span R@5 of the default rules in hybrid mode 3
+  points above the best anchor's (anchors are embedded, so ranked dense), in dense
+  mode at least it, hybrid path R@5 >= 92, pooled hybrid 5 points above dense; then,
+  for information, each mode against the anchors ranked the same way (our BM25 over
+  their chunks in hybrid mode).
 
 Embeddings are cached by text hash in ``--cache`` (``EmbeddingCache``), so only new
 texts are embedded (~25-35 chunks/s on these machines).
@@ -705,38 +708,40 @@ def show_set(
 def show_targets(
     sets: list[str], results: dict[str, dict[str, list[Result]]], modes: list[str]
 ) -> None:
-    """Per set and mode: the default rules against the best anchor, and the path target.
+    """Per set: the default rules against the best anchor, and the path target.
 
-    Targets (issue 10): span R@5 at least the best anchor's in the same mode, and in
-    hybrid mode :data:`HYBRID_MARGIN` points above it; path R@5 >= 92.
+    Targets (issue 10): the anchors are splitters embedded with the same model, so
+    they rank by dense similarity; per set, span R@5 of the default rules in hybrid
+    mode at least :data:`HYBRID_MARGIN` points above the best anchor's dense span R@5,
+    in dense mode at least it, and path R@5 of the default mode (hybrid) >= 92; pooled,
+    hybrid at least 5 points above dense. Then, for information only (no target), each
+    mode against the anchors ranked the same way: with our BM25 over their chunks too.
     """
+    if "dense" not in modes:
+        print("\n== targets: need --mode with dense (the anchors' ranking)")
+        return
     print(
-        f"\n== targets (default rules): span R@5 >= best anchor's in the same mode "
-        f"(+{HYBRID_MARGIN:g} in hybrid mode), path R@5 >= {TARGET_PATH5:g}"
+        f"\n== targets (default rules vs the best anchor, anchors ranked dense): span R@5 "
+        f"hybrid >= anchor + {HYBRID_MARGIN:g}, dense >= anchor; hybrid path R@5 >= "
+        f"{TARGET_PATH5:g}"
     )
     for name in sets:
         res = results[name]
-        for mode in modes:
-            best = max(
-                (
-                    (metrics([r.span_rank for r in res[f"{a} [{mode}]"]])["R@5"], a)
-                    for a in ANCHORS
-                    if f"{a} [{mode}]" in res
-                ),
-                default=(0.0, "none"),
-            )
+        best = best_anchor(res, "dense")
+        for mode in [m for m in ("hybrid", "dense") if m in modes]:
             row = f"{DEFAULT} [{mode}]"
             s5 = metrics([r.span_rank for r in res[row]])["R@5"]
             p5 = metrics([r.path_rank for r in res[row]])["R@5"]
-            need = best[0] + (HYBRID_MARGIN if mode == "hybrid" else 0.0)
-            ok = s5 >= need and p5 >= TARGET_PATH5
-            lo, hi = bootstrap(res[row], res.get(f"{best[1]} [{mode}]", res[row]))
+            ok = s5 >= best[0] + (HYBRID_MARGIN if mode == "hybrid" else 0.0)
+            if mode == "hybrid":
+                ok = ok and p5 >= TARGET_PATH5
+            lo, hi = bootstrap(res[row], res.get(f"{best[1]} [dense]", res[row]))
             print(
                 f"  {name:<10} {mode:<7} span R@5 {s5:5.1f} vs {best[0]:5.1f} ({best[1]}; "
                 f"difference 95% CI {lo:+.1f}..{hi:+.1f}), path R@5 {p5:5.1f}: "
                 f"{'MET' if ok else 'NOT MET'}"
             )
-    if "hybrid" in modes and "dense" in modes:
+    if "hybrid" in modes:
         h = [r for name in sets for r in results[name][f"{DEFAULT} [hybrid]"]]
         d = [r for name in sets for r in results[name][f"{DEFAULT} [dense]"]]
         gain = metrics([r.span_rank for r in h])["R@5"] - metrics([r.span_rank for r in d])["R@5"]
@@ -745,6 +750,30 @@ def show_targets(
             f"  pooled: hybrid - dense span R@5 {gain:+.1f} (95% CI {lo:+.1f}..{hi:+.1f}; "
             f"target >= +5): {'MET' if gain >= 5 else 'NOT MET'}"
         )
+    print("\n== for information (no target): each mode against the anchors ranked the same way")
+    for name in sets:
+        res = results[name]
+        for mode in modes:
+            best = best_anchor(res, mode)
+            row = f"{DEFAULT} [{mode}]"
+            s5 = metrics([r.span_rank for r in res[row]])["R@5"]
+            lo, hi = bootstrap(res[row], res.get(f"{best[1]} [{mode}]", res[row]))
+            print(
+                f"  {name:<10} {mode:<7} span R@5 {s5:5.1f} vs {best[0]:5.1f} ({best[1]}; "
+                f"difference {s5 - best[0]:+.1f}, 95% CI {lo:+.1f}..{hi:+.1f})"
+            )
+
+
+def best_anchor(res: dict[str, list[Result]], mode: str) -> tuple[float, str]:
+    """The anchor with the highest span R@5 in ``mode``: ``(R@5 in points, label)``."""
+    return max(
+        (
+            (metrics([r.span_rank for r in res[f"{a} [{mode}]"]])["R@5"], a)
+            for a in ANCHORS
+            if f"{a} [{mode}]" in res
+        ),
+        default=(0.0, "none"),
+    )
 
 
 def bootstrap(a: list[Result], b: list[Result], k: int = 5, n: int = 10_000) -> tuple[float, float]:
