@@ -13,12 +13,19 @@ scattered between live blocks by embedding batches of ever other shapes (free by
 131 -> 211 MB in 100 edits with the real model, the bytes in use +12 MB). The engine
 now gives free pages back after each sync that wrote (``ingestd.daemon.memory``), and
 forgets the word tables first: they live for one sync.
+
+A fourth grew in native memory: oneDNN's primitive cache, which torch fills with one
+compiled GELU kernel per input shape (up to 1,024), held between short-lived tensors.
+The torch backend runs with that cache off unless the environment sets it.
 """
 
 from __future__ import annotations
 
 import gc
+import os
 import platform
+import subprocess
+import sys
 import tracemalloc
 from pathlib import Path
 from typing import Any
@@ -197,3 +204,40 @@ def test_word_tables_live_for_one_sync(tmp_path: Path) -> None:
         assert sparse.document_vector(f"First words: {words}.") == before  # recounted alike
     finally:
         eng.close()
+
+
+_EMBED_TWICE = """
+from ingestd.store.embedder import BUNDLED_MODEL, load_embedder, model_info
+embed = load_embedder(model_info(BUNDLED_MODEL))
+embed(["the same text, twice"])
+embed(["the same text, twice"])
+"""
+
+
+@pytest.mark.parametrize(
+    ("capacity", "kept"), [(None, False), ("1024", True)], ids=["default", "environment"]
+)
+def test_the_real_model_keeps_no_compiled_kernels(capacity: str | None, kept: bool) -> None:
+    """oneDNN recompiles a kernel for a shape seen before: nothing accumulates per shape.
+
+    ``ONEDNN_VERBOSE=all`` makes oneDNN log each primitive it creates, ``cache_hit`` or
+    ``cache_miss``; the same text embedded twice hits only if kernels are kept. An
+    explicit ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` in the environment wins.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ONEDNN_", "DNNL_"))}
+    env["ONEDNN_VERBOSE"] = "all"
+    if capacity is not None:
+        env["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = capacity
+    out = subprocess.run(
+        [sys.executable, "-c", _EMBED_TWICE],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    ).stdout
+    created = [line for line in out.splitlines() if ",primitive,create:" in line]
+    if not created:
+        pytest.skip("this torch build runs the model without oneDNN primitives")
+    assert any("create:cache_miss" in line for line in created)
+    assert any("create:cache_hit" in line for line in created) is kept, created[:4]
