@@ -20,6 +20,11 @@ counts, BM25's stems and term ids): bounded, but kept full by a daemon that read
 new tokens (ids, numbers), about 1 MB more per 100 edits in ``bench/soak.py``. They
 live for one sync: a resync still counts each word once, and an idle daemon holds
 none of them.
+
+Native memory that no trim gives back is bounded where it is made: torch's oneDNN
+kernels are not cached per input shape (``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` in
+:mod:`ingestd.store.embedder`), and the embedded store is reopened once it holds many
+deleted points (``COMPACT_MIN_DELETED`` in :mod:`ingestd.store.vectors`).
 """
 
 from __future__ import annotations
