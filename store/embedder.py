@@ -49,8 +49,9 @@ _BUNDLED_ALIASES = {BUNDLED_MODEL, f"sentence-transformers/{BUNDLED_MODEL}"}
 _SAMPLE = 1 << 20  # bytes read from each end of a large model file for its fingerprint
 
 #: Capacity of oneDNN's primitive cache in a process that runs the torch backend,
-#: unless the environment sets ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` itself (oneDNN's
-#: default: 1,024 primitives; see oneDNN's "Primitive Cache" documentation). torch runs
+#: unless the environment sets ``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` (or its former name
+#: ``DNNL_PRIMITIVE_CACHE_CAPACITY``) itself. oneDNN's default is 1,024 primitives (see
+#: oneDNN's "Primitive Cache" documentation). torch runs
 #: the model's GELU through oneDNN, which compiles a kernel for every input shape
 #: (batch size x sequence length) and keeps it. A daemon embeds batches of ever new
 #: shapes, so the cache filled with up to 1,024 compiled kernels held between
@@ -59,6 +60,7 @@ _SAMPLE = 1 << 20  # bytes read from each end of a large model file for its fing
 #: growing (239 MB, against 255 -> 552 MB). Compiling six small kernels per batch
 #: again costs less than the noise of an embedding benchmark (~3 %).
 ONEDNN_PRIMITIVE_CACHE_CAPACITY = 0
+_ONEDNN = ("ONEDNN", "DNNL")  # oneDNN's environment prefixes, current and former
 
 #: ``(n, dim)`` float32 array of unit vectors.
 Vectors = Any
@@ -280,10 +282,12 @@ class SentenceTransformerEmbedder:
                 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
                 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
                 # read by oneDNN when it first creates a primitive, i.e. in the first
-                # forward pass, so this works even if torch is already imported
-                os.environ.setdefault(
-                    "ONEDNN_PRIMITIVE_CACHE_CAPACITY", str(ONEDNN_PRIMITIVE_CACHE_CAPACITY)
-                )
+                # forward pass, so this works even if torch is already imported; a
+                # capacity set under oneDNN's former name (DNNL_) is left to win too
+                if not any(f"{p}_PRIMITIVE_CACHE_CAPACITY" in os.environ for p in _ONEDNN):
+                    os.environ["ONEDNN_PRIMITIVE_CACHE_CAPACITY"] = str(
+                        ONEDNN_PRIMITIVE_CACHE_CAPACITY
+                    )
                 t0 = time.monotonic()
                 import torch
                 import transformers
