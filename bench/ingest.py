@@ -373,7 +373,7 @@ def walk_stat(root: Path) -> int:
 
 def pipeline_main(args: argparse.Namespace) -> None:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.engine import Engine
+    from ingestd.daemon.sync.engine import Engine
 
     tmp = Path(tempfile.mkdtemp(prefix="ingestd-bench-"))
     corpus = args.corpus.resolve()

@@ -318,7 +318,7 @@ def build_indexes(
     """
     from ingestd.chunkers.text import decode
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.scanner import SourceFilter, scan
+    from ingestd.daemon.sync.scanner import SourceFilter, scan
 
     cfg = load_config(None, roots=[corpus])
     with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as state:
@@ -351,7 +351,7 @@ def make_splitters(
 
     from ingestd.chunkers.base import ChunkContext
     from ingestd.chunkers.registry import make_chunker
-    from ingestd.daemon.rules import RuleSet, build_context
+    from ingestd.daemon.sync.rules import RuleSet, build_context
     from ingestd.store.embedder import model_info
 
     ctx, tok = build_context(cfg)

@@ -49,9 +49,9 @@ def fake_vector(text: str) -> list[float]:
 def build(state: Path) -> None:
     """Index md-docs into ``state/qdrant`` as the engine would, with fake dense vectors."""
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.documents import sparse_vector
-    from ingestd.daemon.engine import Engine
-    from ingestd.daemon.scanner import scan
+    from ingestd.daemon.sync.documents import sparse_vector
+    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.sync.scanner import scan
     from ingestd.store.vectors import Point, QdrantStore
 
     cfg = load_config(None, roots=[MD_DOCS])

@@ -355,7 +355,7 @@ def clear_word_tables() -> None:
     The tables are bounded (:data:`_CACHE_MAX`, :data:`_WORDS_MAX` entries, ~130 bytes
     each, per table; 65,536 words per BERT sizer), but a daemon that reads ever new
     tokens keeps them full. ``ingestd run`` calls this after each sync that wrote
-    (:mod:`ingestd.daemon.memory`), so an idle daemon holds none of it, and a big
+    (:mod:`ingestd.daemon.sync.memory`), so an idle daemon holds none of it, and a big
     resync still reads every word once. A chunker at work keeps the table it holds.
     """
     piece_table.cache_clear()

@@ -1,5 +1,5 @@
 """``python -m ingestd.daemon``: the ``ingestd`` command."""
 
-from .cli import main
+from ingestd.daemon.cli.main import main
 
 main()

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from .statedir import resolve_state_dir
+from ingestd.daemon.statedir import resolve_state_dir
 
 __all__ = [
     "DEFAULT_EXCLUDE",
@@ -231,7 +231,7 @@ class FilesConfig(_Model):
         allow_secret_names: gitignore-style globs of paths exempt from the built-in
             deny-list of secret-bearing file names (``.env``, ``id_rsa``, ``.ssh/``,
             ``*.pem``, ``credentials.json``, ...: see
-            :data:`ingestd.daemon.secret_files.SECRET_NAMES`).
+            :data:`ingestd.daemon.sync.secret_files.SECRET_NAMES`).
         allow_secret_content: gitignore-style globs of paths exempt from the check for
             private-key blocks and access tokens in file text.
         retry_initial_s: first delay, in seconds, before a file that could not be read

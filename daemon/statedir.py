@@ -116,7 +116,7 @@ def private_umask() -> int:
 
     Every file and folder the process creates from then on is private, whatever the
     caller's umask (systemd's ``UMask=0027`` becomes 0077). Sockets that must be
-    shared are ``chmod``-ed explicitly (:class:`~ingestd.daemon.control.ControlServer`).
+    shared are ``chmod``-ed explicitly (:class:`~ingestd.daemon.service.control.ControlServer`).
     """
     old = os.umask(0o077)
     os.umask(old | 0o077)

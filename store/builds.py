@@ -1,6 +1,6 @@
 """The record of a version being built by a migration, and its adoption at the switch.
 
-During a migration (:mod:`ingestd.daemon.migrate`) the manifest's ``documents`` and
+During a migration (:mod:`ingestd.daemon.migration.migrate`) the manifest's ``documents`` and
 ``chunks`` keep describing the *current* version of the collection, which searches
 read and every change keeps in sync. What the migration has written into the new
 version is recorded beside it, in ``build_documents``: one row per document, with the

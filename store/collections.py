@@ -26,7 +26,7 @@ finishes the switch. The previous version is dropped only after the alias points
 new one.
 
 A *migration* to another profile (embedding model, tokenizer, ``fit_model``: see
-:mod:`ingestd.daemon.migrate`) builds its version the same way with reason
+:mod:`ingestd.daemon.migration.migrate`) builds its version the same way with reason
 :data:`MIGRATE`, but writes are not routed (the current version stays in sync with the
 files, with the model that made it), nothing is carried over (that would mix two
 models' vectors), and it may be aborted (:meth:`CollectionVersions.abort`).
@@ -72,7 +72,7 @@ class CollectionVersions:
         ``"resume"``: a build was interrupted; ``"upgrade"``: the collection predates
         the current layout (no alias or no sparse vector). A missing collection is
         created (version 1, nothing to build). A migration's build is not reported
-        here (see :mod:`ingestd.daemon.migrate`).
+        here (see :mod:`ingestd.daemon.migration.migrate`).
 
         Raises:
             ValueError: the collection exists with another dimension than ``dim``.

@@ -497,7 +497,7 @@ class Manifest:
 
         Args:
             name: the collection.
-            settings: the profile (:meth:`ingestd.daemon.profile.Profile.settings`):
+            settings: the profile (:meth:`ingestd.daemon.sync.profile.Profile.settings`):
                 its ``model``, ``model_fingerprint`` and ``dim`` fill those columns.
         """
         values = {

@@ -123,7 +123,7 @@ def clear_word_tables() -> None:
     """Forget the remembered stems and term ids (each table up to :data:`WORD_TABLE_MAX`).
 
     They are computed again on use, to the same values. ``ingestd run`` calls this after
-    each sync that wrote (:mod:`ingestd.daemon.memory`).
+    each sync that wrote (:mod:`ingestd.daemon.sync.memory`).
     """
     _stem.cache_clear()
     term_id.cache_clear()

@@ -66,7 +66,7 @@ def copy_tree(dest: Path, files: Sequence[str] = SMALL_MD, base: Path = MD_DOCS)
 
 def make_engine(root: Path, state: Path, embed: Any, **overrides: Any) -> Any:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.engine import Engine
+    from ingestd.daemon.sync.engine import Engine
 
     cfg = load_config(None, roots=[root], overrides=overrides or None)
     return Engine(cfg, state, embed_model=embed)

@@ -189,7 +189,7 @@ def test_payload_list_names_every_key_the_store_holds(tmp_path: Path) -> None:
         f"in the README but not held: {sorted(readme_stored - held)}"
     )
     # the preview: what it leaves out and what it adds, as the README says
-    from ingestd.daemon.cli import cli
+    from ingestd.daemon.cli.main import cli
 
     cfg = tmp_path / "c.yaml"
     cfg.write_text(json.dumps({"sources": [{"root": str(root)}], "rules": _RULES}))

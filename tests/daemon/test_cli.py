@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ingestd.daemon.cli import cli
+from ingestd.daemon.cli.main import cli
 from ingestd.daemon.config import ConfigError, load_config
 from tests.helpers import REPO, copy_tree
 
@@ -110,7 +110,7 @@ def report():
              if m in sys.modules]
     sys.stderr.write("HEAVY=" + ",".join(heavy) + "\\n")
 atexit.register(report)
-from ingestd.daemon.cli import main
+from ingestd.daemon.cli.main import main
 main(sys.argv[1:])
 """
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ingestd.daemon.cli import cli
+from ingestd.daemon.cli.main import cli
 from tests.helpers import copy_tree, fake_vectors, make_engine, run_cli, wait_for
 
 
@@ -123,7 +123,7 @@ def test_status_names_a_missing_root_without_a_daemon(tmp_path: Path) -> None:
 
 
 def test_status_text_renders_the_daemon_keys() -> None:
-    from ingestd.daemon.status_text import format_age, status_lines
+    from ingestd.daemon.cli.status_text import format_age, status_lines
 
     now = 1_700_000_000.0
     st: dict[str, Any] = {
@@ -187,7 +187,7 @@ def test_status_text_renders_the_daemon_keys() -> None:
 
 def test_rule_warnings_only_for_rules_the_user_wrote(tmp_path: Path) -> None:
     from ingestd.daemon.config import default_rules, load_config
-    from ingestd.daemon.rules import RuleSet, build_context
+    from ingestd.daemon.sync.rules import RuleSet, build_context
 
     cfg_file = tmp_path / "c.yaml"
     cfg_file.write_text(
@@ -207,7 +207,7 @@ def test_rule_warnings_only_for_rules_the_user_wrote(tmp_path: Path) -> None:
 
 def test_rule_fingerprints_need_no_tokenizer_and_equal_the_built_ones() -> None:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.rules import RuleSet, build_context
+    from ingestd.daemon.sync.rules import RuleSet, build_context
 
     for tokenizer in ("cl100k_base", "model"):
         cfg = load_config(None, overrides={"tokenizer": tokenizer})
@@ -258,8 +258,8 @@ def test_chunk_ids_are_those_resync_records(
 def test_chunk_of_an_unknown_file_uses_the_current_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from ingestd.daemon.cli.preview import locate
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.preview import locate
 
     page = tmp_path / "site" / "guide" / "page.md"
     page.parent.mkdir(parents=True)
@@ -289,7 +289,7 @@ _FAKE_DAEMON = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from ingestd.daemon.control import ControlServer, StateLock
+    from ingestd.daemon.service.control import ControlServer, StateLock
 
     state, delay = Path(sys.argv[1]), float(sys.argv[2])
     lock = StateLock(state)
@@ -350,7 +350,7 @@ def test_commands_wait_for_a_daemon_that_is_starting(tmp_path: Path) -> None:
     finally:
         _stop(daemon)
     # the lock file no longer names a holder: nothing waits for a stopped daemon
-    from ingestd.daemon.control import starting_daemon
+    from ingestd.daemon.service.control import starting_daemon
 
     assert starting_daemon(state) is None
 
@@ -388,7 +388,7 @@ def test_waiting_for_a_starting_daemon_says_so_on_a_terminal(tmp_path: Path) -> 
 
 
 def test_a_daemon_that_never_serves_is_reported_after_the_wait(tmp_path: Path) -> None:
-    from ingestd.daemon.control import DaemonError, StateLock, request_when_ready
+    from ingestd.daemon.service.control import DaemonError, StateLock, request_when_ready
 
     state = tmp_path / "state"
     lock = StateLock(state)
@@ -398,7 +398,7 @@ def test_a_daemon_that_never_serves_is_reported_after_the_wait(tmp_path: Path) -
             request_when_ready(state, "status", wait=0.3)
     finally:
         lock.release()
-    from ingestd.daemon.control import NoDaemon
+    from ingestd.daemon.service.control import NoDaemon
 
     with pytest.raises(NoDaemon):
         request_when_ready(state, "status", wait=0.3)  # released: nobody to wait for
@@ -413,7 +413,7 @@ def report():
                          "sqlalchemy", "tiktoken", "pydantic", "numpy") if m in sys.modules]
     sys.stderr.write("HEAVY=" + ",".join(heavy) + "\\n")
 atexit.register(report)
-from ingestd.daemon.cli import main
+from ingestd.daemon.cli.main import main
 main(sys.argv[1:])
 """
 

@@ -38,7 +38,7 @@ CHILD = textwrap.dedent(
 
     root, state, target, when = sys.argv[1:5]
     nth = int(sys.argv[5])
-    import ingestd.daemon.engine as engine_module
+    import ingestd.daemon.sync.engine as engine_module
 
     engine_module.GROUP_CHUNKS = 20  # several write batches, so some crashes land mid-way
     owners = {{"upsert": QdrantStore, "delete": QdrantStore, "set_payload": QdrantStore,

@@ -256,7 +256,7 @@ def test_verify_finds_and_repairs_drift(tree: Path, tmp_path: Path, fake_embedde
 def test_dry_run_plans_without_writing(tree: Path, tmp_path: Path, fake_embedder) -> None:
     from click.testing import CliRunner
 
-    from ingestd.daemon.cli import cli
+    from ingestd.daemon.cli.main import cli
 
     state = tmp_path / "state"
     eng = make_engine(tree, state, fake_embedder)
@@ -316,7 +316,7 @@ def test_missing_root_deletes_nothing(tree: Path, tmp_path: Path, fake_embedder)
 
 
 def test_held_deletions_are_recorded_for_status(tmp_path: Path, fake_embedder) -> None:
-    from ingestd.daemon.commands import status_of
+    from ingestd.daemon.commands.commands import status_of
 
     root = tmp_path / "docs"
     root.mkdir()

@@ -23,8 +23,8 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.config import ConfigError, load_config
-from ingestd.daemon.questions import Question, load_questions
-from ingestd.daemon.scoring import metrics, rank_hits
+from ingestd.daemon.evaluation.questions import Question, load_questions
+from ingestd.daemon.evaluation.scoring import metrics, rank_hits
 from tests.helpers import (
     CORPORA,
     MD_DOCS,
@@ -116,7 +116,7 @@ def _write_questions(path: Path, rows: list[tuple[str, ...]] | list[Any]) -> Pat
 
 
 def test_rule_files_are_checked_and_labelled(tmp_path: Path) -> None:
-    from ingestd.daemon.rulesets import RuleSet, rule_sets
+    from ingestd.daemon.evaluation.rulesets import RuleSet, rule_sets
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("rules:\n  - match: ['*']\n    chunker: token\n    params: {max_tokens: -1}\n")
@@ -142,7 +142,7 @@ def test_rule_files_are_checked_and_labelled(tmp_path: Path) -> None:
 def test_rule_and_config_files_that_cannot_be_read_name_the_file_and_the_line(
     tmp_path: Path,
 ) -> None:
-    from ingestd.daemon.rulesets import load_rule_file
+    from ingestd.daemon.evaluation.rulesets import load_rule_file
 
     broken = tmp_path / "broken.yaml"
     broken.write_text("rules: [\n")
@@ -163,9 +163,9 @@ def test_progress_log_writes_a_line_per_phase_and_then_one_every_interval(
 ) -> None:
     import time
 
-    from ingestd.daemon.engine import SyncProgress
-    from ingestd.daemon.eval_cli import ProgressLog
-    from ingestd.daemon.evaluate import EvalProgress
+    from ingestd.daemon.evaluation.cli import ProgressLog
+    from ingestd.daemon.evaluation.evaluate import EvalProgress
+    from ingestd.daemon.sync.engine import SyncProgress
 
     clock = [0.0]
     log = ProgressLog(every=30, now=lambda: clock[0])
@@ -179,7 +179,7 @@ def test_progress_log_writes_a_line_per_phase_and_then_one_every_interval(
         started=time.monotonic() - 10,
     )
     indexing = EvalProgress("0123abcd", "tiny", 0, 2, sync=sync)
-    caplog.set_level("INFO", logger="ingestd.daemon.eval_cli")
+    caplog.set_level("INFO", logger="ingestd.daemon.evaluation.cli")
     log(EvalProgress("0123abcd", "tiny", 0, 2))  # nothing to show before the first slice
     for t in (1.0, 2.0, 20.0, 31.5, 40.0):  # one line, then one 30 s later
         clock[0] = t
@@ -195,7 +195,7 @@ def test_progress_log_writes_a_line_per_phase_and_then_one_every_interval(
 
 
 def test_report_rows_and_differences_by_hand() -> None:
-    from ingestd.daemon.eval_report import format_table, summarise
+    from ingestd.daemon.evaluation.report import format_table, summarise
 
     qs = [Question(f"q{i}", "?", "a.md", "x", "fact", 0, 1) for i in range(4)]
     raw = {
@@ -272,8 +272,8 @@ def first_run(
     corpus: Path, qa: Path, tiny: Path, real_model: Any, tmp_path_factory: pytest.TempPathFactory
 ) -> tuple[dict[str, Any], Path, list[Question]]:
     """A local run of the default and the tiny rules, all modes, into a new state dir."""
-    from ingestd.daemon.eval_runs import run_local
-    from ingestd.daemon.rulesets import rule_sets
+    from ingestd.daemon.evaluation.rulesets import rule_sets
+    from ingestd.daemon.evaluation.runs import run_local
 
     state = tmp_path_factory.mktemp("state")
     cfg = load_config(None)
@@ -297,7 +297,7 @@ def _ranks(row: dict[str, Any]) -> dict[str, tuple[int | None, int | None]]:
 def test_table_is_right_for_hand_checked_cases(
     first_run: tuple[dict[str, Any], Path, list[Question]],
 ) -> None:
-    from ingestd.daemon.eval_report import format_table, summarise
+    from ingestd.daemon.evaluation.report import format_table, summarise
 
     raw, _, qs = first_run
     report = summarise(raw, qs, resamples=5000, seed=0, question_set="questions.jsonl")
@@ -343,7 +343,7 @@ def test_ranks_are_those_of_ingestd_search_over_the_same_tree(
     tmp_path: Path,
 ) -> None:
     """The eval asks what `ingestd search` would answer for a resync of the tree."""
-    from ingestd.daemon import commands
+    from ingestd.daemon.commands import commands
 
     raw, state, qs = first_run
     embed = CountingEmbedder(real_model)
@@ -369,8 +369,8 @@ def test_a_second_run_embeds_nothing(
     tiny: Path,
     real_model: Any,
 ) -> None:
-    from ingestd.daemon.eval_runs import run_local
-    from ingestd.daemon.rulesets import rule_sets
+    from ingestd.daemon.evaluation.rulesets import rule_sets
+    from ingestd.daemon.evaluation.runs import run_local
 
     raw, state, qs = first_run
     cfg = load_config(None)
@@ -389,8 +389,8 @@ def test_a_second_run_embeds_nothing(
 def test_interrupted_local_run_leaves_no_scratch_state(
     first_run: tuple[dict[str, Any], Path, list[Question]], corpus: Path, real_model: Any
 ) -> None:
-    from ingestd.daemon.eval_runs import run_local
-    from ingestd.daemon.rulesets import rule_sets
+    from ingestd.daemon.evaluation.rulesets import rule_sets
+    from ingestd.daemon.evaluation.runs import run_local
 
     _, state, qs = first_run
     cfg = load_config(None)
@@ -414,8 +414,8 @@ def test_sigterm_ends_a_local_run_with_143_and_leaves_no_scratch_state(
 ) -> None:
     from contextlib import contextmanager
 
-    from ingestd.daemon import eval_cli
-    from ingestd.daemon.rulesets import rule_sets
+    from ingestd.daemon.evaluation import cli as eval_cli
+    from ingestd.daemon.evaluation.rulesets import rule_sets
 
     _, state, qs = first_run
     cfg = load_config(None)
@@ -495,10 +495,10 @@ def test_ctrl_c_through_the_daemon_cancels_and_drops_the_collections(
 ) -> None:
     from contextlib import contextmanager
 
-    from ingestd.daemon import eval_cli
-    from ingestd.daemon.control import request
-    from ingestd.daemon.eval_collections import LEDGER
-    from ingestd.daemon.rulesets import rule_sets
+    from ingestd.daemon.evaluation import cli as eval_cli
+    from ingestd.daemon.evaluation.collections import LEDGER
+    from ingestd.daemon.evaluation.rulesets import rule_sets
+    from ingestd.daemon.service.control import request
 
     h = harness
     before = _collections(h)
@@ -538,10 +538,10 @@ def test_ctrl_c_through_the_daemon_cancels_and_drops_the_collections(
 def test_a_failing_run_in_the_daemon_drops_its_collections_and_those_left_by_a_killed_one(
     harness: Any, corpus: Path, qa: Path, tiny: Path
 ) -> None:
-    from ingestd.daemon import eval_cli
-    from ingestd.daemon.control import DaemonError
-    from ingestd.daemon.eval_collections import LEDGER
-    from ingestd.daemon.rulesets import rule_sets
+    from ingestd.daemon.evaluation import cli as eval_cli
+    from ingestd.daemon.evaluation.collections import LEDGER
+    from ingestd.daemon.evaluation.rulesets import rule_sets
+    from ingestd.daemon.service.control import DaemonError
 
     h = harness
     before = _collections(h)

@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.writer import SLICE_CHUNKS
+from ingestd.daemon.sync.writer import SLICE_CHUNKS
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import (
     MD_DOCS,

@@ -21,10 +21,11 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from ingestd.daemon import commands, version_writer
-from ingestd.daemon.cli import cli
+from ingestd.daemon.cli.main import cli
+from ingestd.daemon.commands import commands
 from ingestd.daemon.config import load_config
-from ingestd.daemon.engine import Engine
+from ingestd.daemon.migration import version_writer
+from ingestd.daemon.sync.engine import Engine
 from ingestd.store.builds import BuildDocuments
 from ingestd.store.embedder import BUNDLED_MODEL, model_info
 from tests.helpers import copy_tree, fake_vectors, store_snapshot, without_provenance
@@ -423,7 +424,7 @@ def test_the_cost_is_said_before_and_the_cli_aborts_restarts_and_reports(
 def test_the_daemon_migrates_in_the_background_serving_searches_status_and_changes(
     tree: Path, cls_model: Path, tmp_path: Path, one_document_per_slice: None
 ) -> None:
-    from ingestd.daemon.control import request
+    from ingestd.daemon.service.control import request
     from tests.daemon.harness import Harness, fast_tmp
     from tests.helpers import CountingEmbedder, make_engine, wait_for
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ingestd.daemon.cli import cli
+from ingestd.daemon.cli.main import cli
 
 
 def test_chunk_preview_shows_verbatim_and_embedded_text(

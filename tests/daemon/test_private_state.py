@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ingestd.daemon.control import (
+from ingestd.daemon.service.control import (
     ControlServer,
     StateLock,
     request,

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from ingestd.daemon.engine import SyncProgress
-from ingestd.daemon.progress import duration, sync_detail
+from ingestd.daemon.cli.progress import duration, sync_detail
+from ingestd.daemon.sync.engine import SyncProgress
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ingestd.daemon.questions import Question, QuestionError, load_questions
-from ingestd.daemon.scoring import metrics, paired_bootstrap, per_question, rank_hits
+from ingestd.daemon.evaluation.questions import Question, QuestionError, load_questions
+from ingestd.daemon.evaluation.scoring import metrics, paired_bootstrap, per_question, rank_hits
 
 
 def _write_questions(path: Path, rows: list[Any]) -> Path:

@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ingestd.daemon import commands
-from ingestd.daemon.cli import cli
+from ingestd.daemon.cli.main import cli
+from ingestd.daemon.commands import commands
 from tests.helpers import CORPORA, copy_tree, fake_vectors, make_engine, store_snapshot
 
 RST_DOCS = CORPORA / "rst-docs"

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon import service as service_mod
-from ingestd.daemon.control import request
+from ingestd.daemon.service import service as service_mod
+from ingestd.daemon.service.control import request
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import CountingEmbedder, copy_tree, fake_vectors, wait_for
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ingestd.daemon import systemd
+from ingestd.daemon.service import systemd
 from tests.helpers import REPO, ingestd_cmd
 
 UNITS = REPO / "systemd"

@@ -32,8 +32,8 @@ from watchdog.events import (
 )
 
 from ingestd.daemon.config import load_config
-from ingestd.daemon.scanner import SourceFilter
-from ingestd.daemon.watcher import Batch, Batcher, BatcherThread, SourceWatcher
+from ingestd.daemon.sync.scanner import SourceFilter
+from ingestd.daemon.watch.watcher import Batch, Batcher, BatcherThread, SourceWatcher
 from tests.daemon.harness import Harness
 from tests.helpers import CountingEmbedder, copy_tree, wait_for
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon import documents
-from ingestd.daemon.scanner import SourceFilter, display_path, name_problem, scan
+from ingestd.daemon.sync import documents
+from ingestd.daemon.sync.scanner import SourceFilter, display_path, name_problem, scan
 from tests.daemon.harness import Harness
 from tests.faults.conftest import BAD_DIR, BAD_FILE, write_bytes_name
 from tests.helpers import (
@@ -119,7 +119,7 @@ def test_a_document_that_cannot_be_written_fails_alone(
     docs: Path, tmp_path: Path, fake_embedder: CountingEmbedder
 ) -> None:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.engine import Engine
+    from ingestd.daemon.sync.engine import Engine
     from ingestd.store.vectors import QdrantStore
 
     state = tmp_path / "state"

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from ingestd.daemon.cli import cli
+from ingestd.daemon.cli.main import cli
 from ingestd.store.vectors import QdrantStore
 from tests.helpers import (
     REPO,
@@ -193,7 +193,7 @@ def test_damaged_embedding_cache_is_moved_aside(
 
 
 def test_cache_damaged_while_in_use_is_replaced() -> None:
-    from ingestd.daemon.repair import HealingCache
+    from ingestd.daemon.sync.repair import HealingCache
 
     class Flaky:
         def __init__(self) -> None:
@@ -304,7 +304,7 @@ def _sqlite_full(*_a: Any, **_k: Any) -> Any:
 def test_disk_full_gives_one_line_and_exit_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, owner: str, method: str, fault: Any
 ) -> None:
-    from ingestd.daemon import engine as engine_mod
+    from ingestd.daemon.sync import engine as engine_mod
     from ingestd.store.manifest import Manifest
 
     root = copy_tree(tmp_path / "docs")

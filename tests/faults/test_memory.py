@@ -11,7 +11,7 @@ whole daemon; these tests pin each bound.
 A third thing grew once those were bounded: the free memory glibc kept in its heaps,
 scattered between live blocks by embedding batches of ever other shapes (free bytes
 131 -> 211 MB in 100 edits with the real model, the bytes in use +12 MB). The engine
-now gives free pages back after each sync that wrote (``ingestd.daemon.memory``), and
+now gives free pages back after each sync that wrote (``ingestd.daemon.sync.memory``), and
 forgets the word tables first: they live for one sync.
 
 A fourth grew in native memory: oneDNN's primitive cache, which torch fills with one
@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ingestd.daemon import engine as engine_module
-from ingestd.daemon.memory import release_free_memory
+from ingestd.daemon.sync import engine as engine_module
+from ingestd.daemon.sync.memory import release_free_memory
 from ingestd.store import vectors
 from ingestd.store.vectors import Point, QdrantStore
 from tests.helpers import fake_vectors, make_engine
@@ -89,7 +89,7 @@ def test_the_embedded_store_gives_deleted_points_back(
 def test_piece_and_word_tables_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     from ingestd.chunkers import spans
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.rules import RuleSet, build_context
+    from ingestd.daemon.sync.rules import RuleSet, build_context
     from ingestd.store.embedder import model_info
 
     monkeypatch.setattr(spans, "_CACHE_MAX", 2000)

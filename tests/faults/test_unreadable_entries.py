@@ -18,9 +18,9 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon import scanner
 from ingestd.daemon.config import ConfigError, SourceConfig, load_config
-from ingestd.daemon.scanner import SourceFilter, scan
+from ingestd.daemon.sync import scanner
+from ingestd.daemon.sync.scanner import SourceFilter, scan
 from tests.helpers import CountingEmbedder, make_engine, run_cli
 
 

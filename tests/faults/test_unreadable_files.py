@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon import documents
-from ingestd.daemon.backoff import Backoff
-from ingestd.daemon.documents import UnreadableFile
+from ingestd.daemon.sync import documents
+from ingestd.daemon.sync.backoff import Backoff
+from ingestd.daemon.sync.documents import UnreadableFile
 from tests.daemon.harness import Harness
 from tests.helpers import CountingEmbedder, wait_for
 
@@ -62,7 +62,7 @@ def test_an_unreadable_file_backs_off_and_warns_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.engine import Engine
+    from ingestd.daemon.sync.engine import Engine
 
     caplog.set_level(logging.INFO, "ingestd")
     clock = [1000.0]

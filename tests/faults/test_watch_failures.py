@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ingestd.daemon import inotify
+from ingestd.daemon.watch import inotify
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import CountingEmbedder, wait_for
 
@@ -70,7 +70,7 @@ def test_a_folder_that_cannot_be_watched_degrades_its_source(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from ingestd.daemon.cli import cli
+    from ingestd.daemon.cli.main import cli
 
     caplog.set_level(logging.INFO, "ingestd")
     limit = _WatchLimit(monkeypatch, "docs/collector")

@@ -43,7 +43,7 @@ TORCH_FINGERPRINT = "42eee4b0444c09937db3497dbc4ab08fa91629a4d8db6b6e63cca93f76c
 
 
 def test_backend_is_chosen_in_the_config(tmp_path: Path) -> None:
-    from ingestd.daemon.engine import Engine
+    from ingestd.daemon.sync.engine import Engine
 
     default = load_config(None)
     assert default.embedding.backend == "torch"
@@ -132,7 +132,7 @@ def test_collection_filled_by_another_backend_is_refused(tmp_path: Path) -> None
 
 
 def test_status_names_the_backend_and_its_fingerprint(tmp_path: Path) -> None:
-    from ingestd.daemon.commands import status_of
+    from ingestd.daemon.commands.commands import status_of
     from tests.helpers import copy_tree, make_engine
 
     tree = copy_tree(tmp_path / "docs", ["docs/concepts/glossary.md"])
@@ -282,7 +282,7 @@ def onnx_export_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def _real_chunks(tmp: Path) -> list[str]:
     """Embedded texts of real chunks from the three corpora, and two over-long texts."""
-    from ingestd.daemon.engine import Engine
+    from ingestd.daemon.sync.engine import Engine
 
     texts: list[str] = []
     picks = [
@@ -383,7 +383,7 @@ def test_damaged_int8_export_is_rebuilt_from_the_cached_float32(
 def test_export_model_command_reports_the_cached_export(onnx_export_dir: Path) -> None:
     from click.testing import CliRunner
 
-    from ingestd.daemon.cli import cli
+    from ingestd.daemon.cli.main import cli
 
     res = CliRunner().invoke(
         cli,
@@ -403,7 +403,7 @@ def test_int8_backend_end_to_end_incremental_equals_from_scratch(
     """Configured backend, real export, engine, store: kept vectors equal fresh ones bit for bit."""
     from qdrant_client import QdrantClient
 
-    from ingestd.daemon import commands
+    from ingestd.daemon.commands import commands
     from tests.helpers import copy_tree, make_engine, store_snapshot
 
     tree = copy_tree(

@@ -21,7 +21,7 @@ import pytest
 from qdrant_client import QdrantClient
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from ingestd.daemon import service as service_mod
+from ingestd.daemon.service import service as service_mod
 from ingestd.store.vectors import QdrantStore
 from tests.daemon.harness import Harness
 from tests.helpers import (
@@ -85,7 +85,7 @@ def tree(tmp_path: Path) -> Path:
 
 def _engine(tree: Path, state: Path, client: FaultyClient, embed: Any, retry: float) -> Any:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.engine import Engine
+    from ingestd.daemon.sync.engine import Engine
 
     store = QdrantStore(client=client, retry_seconds=retry)
     assert not store.local  # a given client gets server-mode retries

@@ -1,0 +1,191 @@
+"""``ingestd status`` as text: the status JSON rendered for a person.
+
+Everything the JSON holds that an operator acts on is named in the text: per source
+the last sync (local time and age), documents, chunks, failed, pending and held
+deletions, a missing root; for the daemon its health, the document in flight and the
+roots it waits for. Keys a daemon of another version does not send are skipped.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["format_age", "format_duration", "format_when", "migration_lines", "status_lines"]
+
+
+def format_duration(seconds: float) -> str:
+    """A short duration: ``42 s``, ``5 min``, ``3 h``, ``2 days``.
+
+    Args:
+        seconds: the duration (rounded; below 1.5 minutes in seconds, below 1.5 hours in
+            minutes, below 36 hours in hours, else in days).
+    """
+    if seconds < 90:
+        return f"{max(0.0, seconds):.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 36 * 3600:
+        return f"{seconds / 3600:.0f} h"
+    return f"{seconds / 86400:.0f} days"
+
+
+def format_age(seconds: float) -> str:
+    """A short age: ``just now``, ``42 s ago``, ``5 min ago``, ``3 h ago``, ``2 days ago``.
+
+    Args:
+        seconds: elapsed time; a negative age (a clock set back) reads ``in the future``.
+    """
+    if seconds < 0:
+        return "in the future"
+    if seconds < 1:
+        return "just now"
+    return f"{format_duration(seconds)} ago"
+
+
+def format_when(ts: float | None, now: float) -> str:
+    """``2025-05-01 12:03:04 CEST (5 min ago)`` in local time, or ``never``.
+
+    Args:
+        ts: seconds since the epoch, or ``None``.
+        now: the current time, seconds since the epoch.
+    """
+    if ts is None:
+        return "never"
+    local = time.strftime("%Y-%m-%d %H:%M:%S %Z", time.localtime(ts)).rstrip()
+    return f"{local} ({format_age(now - ts)})"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _progress_line(name: str, p: Any) -> str:
+    """One running sync: ``indexing docs: 480/2210 documents, 5120 chunks embedded, ...``."""
+    if not isinstance(p, dict):  # "done/total" from older daemons
+        return f"indexing {name}: {p} documents"
+    done, total = p.get("docs_done", 0), p.get("docs_total", "?")
+    line = f"{p.get('phase', 'indexing')} {name}: {done}/{total} documents"
+    if p.get("chunks_embedded"):
+        line += f", {p['chunks_embedded']} chunks embedded"
+    eta = p.get("eta_seconds")
+    if eta is not None:
+        line += f", about {format_duration(float(eta))} left"
+    return line
+
+
+def _daemon_lines(d: dict[str, Any], st: dict[str, Any], now: float) -> Iterator[str]:
+    health = "healthy" if d.get("healthy", True) else "UNHEALTHY"
+    yield (
+        f"daemon: pid {d.get('pid')}, {d.get('phase', '?')}, {health}; "
+        f"queue {d.get('queue_depth', 0)}, lag {float(d.get('lag_seconds') or 0):.1f} s, "
+        f"{d.get('scan_documents_left', 0)} documents left to scan"
+    )
+    started = d.get("started_at")
+    if started:
+        yield f"  started: {format_when(float(started), now)}"
+    for name, p in (d.get("progress") or {}).items():
+        yield f"  {_progress_line(name, p)}"
+    flight = d.get("in_flight") or []
+    for f in [flight] if isinstance(flight, dict) else flight:
+        yield (
+            f"  in flight: {f.get('path')} of {f.get('source')}: "
+            f"{f.get('chunks_done', 0)}/{f.get('chunks_total', '?')} chunks"
+        )
+    for root in d.get("missing_roots") or []:
+        yield f"  missing root: {root} (nothing there is synced or deleted until it is back)"
+    for name in d.get("unwatched_sources") or []:
+        yield f"  not watched: {name} (rescanned periodically instead)"
+    for name, err in (d.get("last_error") or {}).items():
+        yield f"  last error of {name}: {err}"
+    if "embedded_since_start" in st:
+        yield (
+            f"  chunks embedded since start: {st['embedded_since_start']}, "
+            f"reused: {st.get('reused_since_start', 0)}"
+        )
+
+
+def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
+    name, root = s["source"], s.get("root")
+    yield f"{name} -> collection {s.get('collection')}"
+    if root and root != name:
+        yield f"  root: {root}"
+    if s.get("root_missing"):
+        yield (
+            f"  ROOT MISSING: {root} is not a folder (unmounted, moved or deleted?); "
+            "nothing is synced or deleted until it is back"
+        )
+    yield f"  last sync: {format_when(s.get('last_sync'), now)}"
+    yield (
+        f"  {_plural(s.get('documents', 0), 'document')}, {_plural(s.get('chunks', 0), 'chunk')}, "
+        f"{s.get('failed', 0)} failed, {s.get('pending', 0)} pending, "
+        f"{_plural(int(s.get('held_deletes') or 0), 'held deletion')}"
+    )
+    for f in s.get("failed_documents") or []:
+        yield f"  failed {f['path']}: {f['error']}"
+    if s.get("failed", 0) > len(s.get("failed_documents") or []):
+        yield "  (more failed documents: see `ingestd status --json`)"
+    for k in s.get("skipped") or []:
+        yield f"  skipped {k['path']}: {k['reason']}"
+    for r in s.get("retrying") or []:
+        yield (
+            f"  cannot read {r['path']} ({r['error']}); {r['attempts']} tries, "
+            f"next in {r['retry_in_seconds']:.0f} s"
+        )
+    for f in s.get("unwatched_folders") or []:
+        yield f"  not watched {f['path']}: {f['reason']}"
+    if s.get("held_deletes"):
+        yield "  deletions held by the mass-deletion guard: `ingestd resync --allow-mass-delete`"
+
+
+def migration_lines(migrations: list[dict[str, Any]], now: float) -> Iterator[str]:
+    """The lines of migrations (``status`` JSON ``migrations``), one per collection.
+
+    Args:
+        migrations: entries of :func:`ingestd.daemon.migration.status.status`.
+        now: the current time, seconds since the epoch.
+    """
+    for m in migrations:
+        if m["phase"] == "aborted":
+            yield (
+                f"collection {m['collection']}: the migration to {m['to']} was aborted; "
+                f"it keeps {m['from']}"
+            )
+            continue
+        line = (
+            f"collection {m['collection']}: migration {m['phase']}, "
+            f"{m['docs_done']}/{m['docs_total']} documents in {m['version']} "
+            f"(searches read {m['current_version']}); {m['from']} -> {m['to']}"
+        )
+        if m.get("eta_seconds") is not None:
+            line += f"; {format_duration(m['eta_seconds'])} left"
+        if m.get("waiting_for"):
+            line += f"; the switch waits: {m['waiting_for']}"
+        yield line
+
+
+def status_lines(st: dict[str, Any], now: float) -> Iterator[str]:
+    """The lines of ``ingestd status`` for status JSON ``st``.
+
+    Args:
+        st: the status JSON (the daemon's, or a local one with ``daemon: None``).
+        now: the current time, seconds since the epoch (ages are relative to it).
+    """
+    d = st.get("daemon")
+    if d:
+        yield from _daemon_lines(d, st, now)
+    else:
+        yield "daemon: not running"
+    if st.get("locked_by"):
+        yield f"state dir in use by {st['locked_by']}"
+    yield f"state dir: {st['state_dir']}"
+    for w in st.get("rule_warnings") or []:
+        yield f"warning: {w}"
+    for r in st.get("unused_rules") or []:
+        yield f"rule {r!r} matches no indexed document"
+    if not st["sources"]:
+        yield "no sources indexed yet"
+    for s in st["sources"]:
+        yield from _source_lines(s, now)
+    yield from migration_lines(st.get("migrations") or [], now)

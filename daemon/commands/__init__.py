@@ -1,0 +1,1 @@
+"""Commands shared by the CLI (local mode) and the control socket, and their routing."""

@@ -1,0 +1,1 @@
+"""``ingestd eval``: score chunking rules and search modes on questions about a corpus."""

@@ -1,0 +1,290 @@
+"""Writing documents into the version a migration builds, with the new profile.
+
+The migration's counterpart of :mod:`~ingestd.daemon.sync.writer`: documents are chunked
+with the new profile's rules, embedded by its model (through the embedding cache, keyed
+by the model's fingerprint) and upserted into the new physical collection by name, slice
+by slice with checkpoints in between (DESIGN.md, "Long work is sliced"). What was
+written is recorded in ``build_documents`` (:mod:`ingestd.store.builds`), never in the
+manifest's ``documents``, which keeps describing the current version.
+
+Write order per group of documents: (a) upsert the new points; (b) delete the points the
+record holds for those documents that are not in the new set; (c) record the documents.
+A crash between (a) and (c) leaves points the record does not know: the check before
+the switch (:meth:`VersionWriter.check_points`) deletes them, and re-writes documents
+whose recorded points are missing.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ingestd.daemon.sync.documents import (
+    PreparedDocument,
+    UnreadableFile,
+    prepare_document,
+    sparse_vector,
+)
+from ingestd.daemon.sync.scanner import FileStat, stat_file
+from ingestd.daemon.sync.writer import SLICE_CHUNKS
+from ingestd.store.builds import BuildDoc, BuildDocuments
+from ingestd.store.manifest import ChunkRow
+
+if TYPE_CHECKING:
+    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.sync.profile import Profile
+
+__all__ = ["BuildProgress", "VersionWriter"]
+
+logger = logging.getLogger(__name__)
+
+GROUP_DOCS = 16  # documents per record commit
+GROUP_CHUNKS = 128  # chunks per record commit
+
+
+@dataclass
+class BuildProgress:
+    """Where a migration stands.
+
+    Attributes:
+        collection: the collection.
+        phase: ``building``, ``checking`` (the last pass before the switch),
+            ``switching``, or ``waiting`` (``waiting_for`` says for what).
+        docs_done: documents of the configured sources written into the new version.
+        docs_total: documents of the configured sources on disk.
+        chunks_written: points upserted into the new version by this process.
+        chunks_embedded: chunks embedded by the new model for it, by this process.
+        waiting_for: why the switch waits (a missing root, held deletions, ...).
+        started: when this process started on it (``time.monotonic()`` seconds).
+    """
+
+    collection: str
+    phase: str = "building"
+    docs_done: int = 0
+    docs_total: int = 0
+    chunks_written: int = 0
+    chunks_embedded: int = 0
+    waiting_for: str | None = None
+    started: float = field(default_factory=time.monotonic)
+    _docs_at_start: int = 0
+
+    def eta_seconds(self, now: float | None = None) -> float | None:
+        """Seconds left at the rate documents were done so far, or ``None`` before any."""
+        done = self.docs_done - self._docs_at_start
+        elapsed = (time.monotonic() if now is None else now) - self.started
+        if done <= 0 or elapsed <= 0:
+            return None
+        return max(0.0, (self.docs_total - self.docs_done) * elapsed / done)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields, with ``eta_seconds``."""
+        out = {k: v for k, v in self.__dict__.items() if k not in ("started", "_docs_at_start")}
+        eta = self.eta_seconds()
+        out["eta_seconds"] = None if eta is None else round(eta, 1)
+        return out
+
+
+class VersionWriter:
+    """Writes documents into the new version of a collection.
+
+    Args:
+        engine: the engine (its store, manifest, sources and file policy).
+        collection: the collection name.
+        physical: the new version's physical collection.
+        profile: the new profile (rules, embedder).
+        checkpoint: called after every slice with ``serve_changes``; may raise
+            ``SyncInterrupted`` or ``MigrationAborted``.
+        progress: the migration's progress, updated as documents are written.
+
+    Attributes:
+        in_flight: documents ``(source, path)`` being written right now.
+    """
+
+    def __init__(
+        self,
+        engine: Engine,
+        collection: str,
+        physical: str,
+        profile: Profile,
+        checkpoint: Callable[[bool], None],
+        progress: BuildProgress,
+    ) -> None:
+        self.engine = engine
+        self.collection = collection
+        self.physical = physical
+        self.profile = profile
+        self.checkpoint = checkpoint
+        self.progress = progress
+        self.record = BuildDocuments(engine.manifest)
+        self.in_flight: set[tuple[str, str]] = set()
+
+    def stale(self, source: str, files: dict[str, FileStat]) -> tuple[list[str], list[str]]:
+        """What of ``source`` the new version lacks: ``(paths to write, paths gone)``.
+
+        A document is up to date when its record has the file's stat and the rule
+        fingerprint the new profile gives its path.
+        """
+        known = self.record.documents(self.collection, source)
+        todo = []
+        for rel, st in sorted(files.items()):
+            self.engine.heartbeat()
+            doc = known.get(rel)
+            if doc is None or doc.rule_fingerprint != self.profile.rules.match(rel).fingerprint:
+                todo.append(rel)
+            elif FileStat(doc.size, doc.mtime_ns, doc.ctime_ns, doc.inode) != st:
+                todo.append(rel)
+        return todo, sorted(p for p in known if p not in files)
+
+    def write(self, source: str, paths: Iterable[str], *, serve_changes: bool) -> list[str]:
+        """Chunk, embed and write ``paths`` of ``source`` into the new version.
+
+        Returns:
+            The paths that could not be read (vanished or locked: retried later).
+        """
+        eng = self.engine
+        src = eng.sources[source]
+        git_commit = eng.git_commit(source)
+        group: list[PreparedDocument] = []
+        chunks = 0
+        unreadable = []
+        for rel in paths:
+            eng.heartbeat()
+            rule = self.profile.rules.match(rel)
+            self.in_flight.add((source, rel))
+            try:
+                prep = prepare_document(
+                    source, Path(src.root), rel, rule, eng.cfg.files, git_commit
+                )
+            except UnreadableFile as exc:
+                self.in_flight.discard((source, rel))
+                if stat_file(Path(src.root) / rel) is None:
+                    logger.debug("%s is gone; its deletion is followed, or the last pass", rel)
+                    continue
+                # retried with back-off like any unreadable file (a later sync, or the
+                # last pass before the switch, writes it)
+                if eng.retry.failed((source, rel), str(exc), eng.now()):
+                    logger.warning("source %s: %s; tried again later", source, exc)
+                unreadable.append(rel)
+                continue
+            except BaseException:
+                self.in_flight.discard((source, rel))
+                raise
+            group.append(prep)
+            chunks += len(prep.ids)
+            if len(group) >= GROUP_DOCS or chunks >= GROUP_CHUNKS:
+                self._write_group(source, group, serve_changes)
+                group, chunks = [], 0
+        if group:
+            self._write_group(source, group, serve_changes)
+        return unreadable
+
+    def delete(self, source: str, paths: list[str]) -> None:
+        """Delete documents of ``source`` that are gone from the new version."""
+        if not paths:
+            return
+        known = self.record.documents(self.collection, source)
+        ids = [pid for p in paths if p in known for pid in known[p].ids]
+        if ids:
+            self.engine.store.delete(self.physical, ids)
+        self.record.delete(self.collection, source, paths)
+
+    def _write_group(self, source: str, group: list[PreparedDocument], serve_changes: bool) -> None:
+        from ingestd.store.vectors import Point
+
+        eng = self.engine
+        _ = eng.cache  # open the cache before the first lookup
+        try:
+            todo = [(prep, i) for prep in group for i in range(len(prep.ids))]
+            e0 = eng.stats.embedded
+            for k in range(0, len(todo), SLICE_CHUNKS):
+                part = todo[k : k + SLICE_CHUNKS]
+                want = [(prep.hashes[i], prep.chunks[i].embed_text) for prep, i in part]
+                vectors = self.profile.embedder.vectors(want)
+                now = eng.now()
+                points = [
+                    Point(
+                        prep.ids[i],
+                        vectors[prep.hashes[i]],
+                        {**prep.payloads[i], "indexed_at": now},
+                        sparse_vector(prep.chunks[i]),
+                    )
+                    for prep, i in part
+                ]
+                eng.store.upsert(self.physical, points)  # (a)
+                self.progress.chunks_written += len(points)
+                self.progress.chunks_embedded += eng.stats.embedded - e0
+                e0 = eng.stats.embedded
+                self.checkpoint(serve_changes)
+            # the record is read again: a change served at a checkpoint may have moved on
+            known = self.record.documents(self.collection, source)
+            stale = [
+                pid
+                for prep in group
+                if prep.path in known
+                for pid in known[prep.path].ids - set(prep.ids)
+            ]
+            if stale:
+                eng.store.delete(self.physical, stale)  # (b)
+            self.record.commit(self.collection, source, [_build_doc(p, eng.now()) for p in group])
+            done = self.progress.docs_done + len(group)
+            self.progress.docs_done = min(done, self.progress.docs_total)
+        finally:
+            for prep in group:
+                self.in_flight.discard((source, prep.path))
+
+    def check_points(self, serve_changes: bool) -> int:
+        """Make the new version hold exactly the points its record lists.
+
+        Deletes points the record does not know (left by a crash between an upsert and
+        its record) and re-writes the documents whose recorded points are missing.
+
+        Returns:
+            Number of points deleted or re-written.
+        """
+        known = self.record.point_ids(self.collection)
+        present = set(self.engine.store.point_ids(self.physical))
+        orphans = sorted(present - set(known))
+        if orphans:
+            self.engine.store.delete(self.physical, orphans)
+        missing = sorted(set(known) - present)
+        redo: dict[str, set[str]] = {}
+        for pid in missing:
+            source, path = known[pid]
+            redo.setdefault(source, set()).add(path)
+        for source, paths in sorted(redo.items()):
+            if source in self.engine.sources:
+                self.write(source, sorted(paths), serve_changes=serve_changes)
+        if orphans or missing:
+            logger.warning(
+                "collection %s: the new version had %d unrecorded points (deleted) and "
+                "lacked %d (re-written)",
+                self.collection,
+                len(orphans),
+                len(missing),
+            )
+        return len(orphans) + len(missing)
+
+
+def _build_doc(prep: PreparedDocument, now: float) -> BuildDoc:
+    st = prep.stat
+    return BuildDoc(
+        path=prep.path,
+        size=st.size,
+        mtime_ns=st.mtime_ns,
+        ctime_ns=st.ctime_ns,
+        inode=st.inode,
+        content_hash=prep.content_hash,
+        rule_fingerprint=prep.rule.fingerprint,
+        state="failed" if prep.error else "ok",
+        error=prep.error,
+        git_commit=prep.payloads[0].get("git_commit") if prep.payloads else None,
+        indexed_at=now,
+        chunks=[
+            ChunkRow(pid, h, i, c.start, c.end)
+            for i, (pid, h, c) in enumerate(zip(prep.ids, prep.hashes, prep.chunks, strict=True))
+        ],
+    )

@@ -1,0 +1,1 @@
+"""``ingestd run``: the service's lifecycle, job queue, control socket, systemd and metrics."""

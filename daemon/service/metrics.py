@@ -1,0 +1,155 @@
+"""Prometheus metrics of a running daemon (``metrics.port``; loopback by default).
+
+Served by prometheus-client's own HTTP server thread, from a registry of its own (so
+several services in one process, as in tests, never clash). Counters are updated by
+the engine thread; gauges that need the manifest (documents, chunks) are read at
+scrape time, like ``status`` does.
+
+Exposed:
+
+* ``ingestd_documents{source}``, ``ingestd_chunks{source}``, ``ingestd_failed_documents{source}``
+* ``ingestd_queue_depth``: changed paths waiting plus queued jobs
+* ``ingestd_oldest_pending_change_seconds``: lag of the oldest waiting change
+* ``ingestd_chunks_embedded_total``, ``ingestd_vectors_reused_total``,
+  ``ingestd_reused_vector_ratio`` (reused / (reused + embedded), since start)
+* ``ingestd_embedding_calls_total``: calls of the embedding model
+* ``ingestd_documents_indexed_total``, ``ingestd_documents_deleted_total``,
+  ``ingestd_job_errors_total``
+* ``ingestd_edit_to_searchable_seconds``: histogram of the time from a file event to
+  its batch being written (searchable)
+* ``ingestd_up``: 1 while every watcher runs
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+__all__ = ["Metrics"]
+
+logger = logging.getLogger(__name__)
+
+LAG_BUCKETS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
+
+
+class _Live(Collector):
+    """Gauges computed at scrape time from the service."""
+
+    def __init__(self, service: Any) -> None:
+        self.service = service
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        svc = self.service
+        docs = GaugeMetricFamily(
+            "ingestd_documents", "Documents in the manifest", labels=["source"]
+        )
+        chunks = GaugeMetricFamily("ingestd_chunks", "Chunks (points) committed", labels=["source"])
+        failed = GaugeMetricFamily(
+            "ingestd_failed_documents", "Documents that failed to read or chunk", labels=["source"]
+        )
+        engine = svc.engine
+        if engine is not None:
+            for name in list(engine.sources):
+                try:
+                    c = engine.manifest.counts(name)
+                except Exception:  # the manifest may be closed during a reload
+                    logger.debug("metrics: counts of %s failed", name, exc_info=True)
+                    continue
+                docs.add_metric([name], c["documents"])
+                chunks.add_metric([name], c["chunks"])
+                failed.add_metric([name], c["failed"])
+        yield docs
+        yield chunks
+        yield failed
+        batcher = svc._batcher
+        depth = (batcher.depth() if batcher else 0) + svc._queue.qsize()
+        yield GaugeMetricFamily(
+            "ingestd_queue_depth", "Changed paths and jobs waiting", value=depth
+        )
+        oldest = batcher.oldest() if batcher else None
+        yield GaugeMetricFamily(
+            "ingestd_oldest_pending_change_seconds",
+            "Age of the oldest change waiting for its batch",
+            value=time.monotonic() - oldest if oldest else 0.0,
+        )
+        emb = engine.embedder.stats.embedded if engine else 0
+        reused = engine.embedder.stats.reused if engine else 0
+        m = svc.metrics
+        if m is not None:
+            emb += m.embedded_before
+            reused += m.reused_before
+        yield GaugeMetricFamily(
+            "ingestd_reused_vector_ratio",
+            "Share of written vectors taken from the cache or store, since start",
+            value=reused / (reused + emb) if reused + emb else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "ingestd_up", "1 while every file watcher runs", value=0 if svc._dead_watchers() else 1
+        )
+
+
+class Metrics:
+    """The daemon's metrics registry and HTTP endpoint.
+
+    Args:
+        service: the :class:`~ingestd.daemon.service.service.Service` to report on.
+    """
+
+    def __init__(self, service: Any) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.embedded = Counter(
+            "ingestd_chunks_embedded", "Chunk texts embedded by the model", registry=r
+        )
+        self.reused = Counter(
+            "ingestd_vectors_reused", "Vectors reused from the cache or the store", registry=r
+        )
+        self.embedding_calls = Counter(
+            "ingestd_embedding_calls", "Calls of the embedding model", registry=r
+        )
+        self.indexed = Counter("ingestd_documents_indexed", "Documents (re)indexed", registry=r)
+        self.deleted = Counter("ingestd_documents_deleted", "Documents deleted", registry=r)
+        self.job_errors = Counter(
+            "ingestd_job_errors", "Batches or scans that failed and were queued again", registry=r
+        )
+        self.lag = Histogram(
+            "ingestd_edit_to_searchable_seconds",
+            "Time from a file event to its change being written to the store",
+            buckets=LAG_BUCKETS,
+            registry=r,
+        )
+        r.register(_Live(service))
+        self.embedded_before = 0  # counts of engines replaced by a reload
+        self.reused_before = 0
+        self._server: Any = None
+        self._thread: Any = None
+        self.port: int | None = None
+
+    def observe_sync(self, res: Any, lag: float | None) -> None:
+        """Count one applied sync; ``lag``: seconds since its oldest event (live batches)."""
+        self.embedded.inc(res.embedded)
+        self.reused.inc(res.reused)
+        self.indexed.inc(res.indexed)
+        self.deleted.inc(res.deleted)
+        if lag is not None:
+            self.lag.observe(lag)
+
+    def serve(self, host: str, port: int) -> None:
+        """Serve ``/metrics`` on ``host:port`` (port 0: any free port, see :attr:`port`)."""
+        self._server, self._thread = start_http_server(port, addr=host, registry=self.registry)
+        self.port = int(self._server.server_address[1])
+
+    def close(self) -> None:
+        """Stop the HTTP server."""
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            if self._thread is not None:
+                self._thread.join(timeout=5)
+            self._server = None

@@ -1,0 +1,215 @@
+"""Profiles: the settings that decide every point of a collection, and what they load.
+
+A *profile* is the embedding model, identified by its fingerprint (the model's files;
+the backend and quantisation that run it are part of it), together with the two
+chunking settings that change every chunk of every document: ``tokenizer`` (the unit of
+every rule's token budget) and ``embedding.fit_model`` (every chunk held to the model's
+own limit, counted with the model's tokenizer). Each collection records the profile
+that made its points (manifest ``collections.settings``). When the configured profile
+differs, the collection is *migrated* to a new version behind its alias
+(:mod:`ingestd.daemon.migration.migrate`); until the switch its current version is kept in sync,
+and searched, with the profile that made it.
+
+Not part of a profile, and why: the rules (a rule's params, its chunker's version, the
+chunkers' code, the BM25 contract) decide the chunks of the documents they match; a
+change re-chunks those documents in place (their rule fingerprint changed) and keeps
+every chunk whose text is unchanged, with its id and vector. A profile change alters
+every chunk's vector or boundaries: done in place, searches would rank a collection
+that is half one model and half the other (their scores are not comparable) for as
+long as the re-embedding takes, and the change could not be taken back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ingestd.daemon.config import Config
+from ingestd.daemon.migration.status import describe
+from ingestd.daemon.sync.rules import RuleSet, build_context
+from ingestd.store.manifest import ModelMismatchError
+
+if TYPE_CHECKING:
+    from ingestd.store.embedder import EmbedStats, ModelInfo
+
+__all__ = [
+    "VECTOR_KEYS",
+    "Profile",
+    "ProfileUnavailableError",
+    "config_for",
+    "differences",
+    "model_of",
+    "profile_key",
+    "settings_of",
+]
+
+#: Keys of the ``embedding`` config section that change the vectors (recorded with a
+#: collection, so that the model of its current version can be loaded again during a
+#: migration). Keys the running version does not know are left out.
+VECTOR_KEYS = ("model", "backend")
+
+
+class ProfileUnavailableError(ModelMismatchError):
+    """The model that made a collection's current version cannot be loaded any more."""
+
+
+def model_of(cfg: Config) -> ModelInfo:
+    """The description of ``cfg``'s embedding model, from its files (no torch import).
+
+    Raises:
+        ingestd.store.embedder.ModelNotFoundError: the model is not available locally.
+    """
+    from ingestd.store.embedder import model_info
+
+    return model_info(cfg.embedding.model, cfg.embedding.backend)
+
+
+def settings_of(cfg: Config, info: ModelInfo) -> dict[str, Any]:
+    """The profile of ``cfg`` as a JSON-ready dict (what the manifest records).
+
+    Keys: ``model`` (the configured name), ``embedding`` (:data:`VECTOR_KEYS` of the
+    ``embedding`` section), ``model_fingerprint``, ``dim``, ``tokenizer``, ``fit_model``.
+    """
+    emb = cfg.embedding
+    fields = type(emb).model_fields
+    return {
+        "model": info.name,
+        "embedding": {k: getattr(emb, k) for k in VECTOR_KEYS if k in fields},
+        "model_fingerprint": info.fingerprint,
+        "dim": info.dim,
+        "tokenizer": cfg.tokenizer,
+        "fit_model": bool(emb.fit_model),
+    }
+
+
+def profile_key(settings: Mapping[str, Any]) -> str:
+    """A short id of a profile: equal keys make equal points from equal files and rules."""
+    ident = [settings["model_fingerprint"], settings["tokenizer"], bool(settings["fit_model"])]
+    return hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:16]
+
+
+def config_for(cfg: Config, settings: Mapping[str, Any]) -> Config:
+    """``cfg`` with the embedding model and chunking settings of profile ``settings``."""
+    fields = type(cfg.embedding).model_fields
+    emb = {k: v for k, v in dict(settings.get("embedding") or {}).items() if k in fields}
+    emb.setdefault("model", settings["model"])
+    emb["fit_model"] = bool(settings["fit_model"])
+    return cfg.model_copy(
+        update={
+            "embedding": cfg.embedding.model_copy(update=emb),
+            "tokenizer": str(settings["tokenizer"]),
+        }
+    )
+
+
+def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
+    """What differs between two profiles, one ``what: old -> new`` line each."""
+    out = []
+    if old["model_fingerprint"] != new["model_fingerprint"]:
+        out.append(
+            f"embedding model: {old['model']} ({str(old['model_fingerprint'])[:12]}) -> "
+            f"{new['model']} ({str(new['model_fingerprint'])[:12]})"
+        )
+    for key in ("tokenizer", "fit_model"):
+        if old[key] != new[key]:
+            out.append(f"{key}: {old[key]} -> {new[key]}")
+    return out
+
+
+class Profile:
+    """A profile with what it loads: model description, rules, cached embedders.
+
+    Args:
+        cfg: the config, with the profile's embedding and chunking settings.
+        new_model: makes the embedding callable of a profile (texts -> ``(n, dim)``
+            float32 unit vectors); the weights may load lazily, on its first call.
+        embed: calls the embedding callable of a profile on texts (the engine adds
+            stop requests and progress around it).
+        stats: counters shared by the chunk embedders of all the engine's profiles.
+        max_texts_per_call: most texts per model call (``embedding.batch_size``).
+        seconds_per_call: target duration of one model call, in seconds.
+
+    Attributes:
+        model: the model's description (fingerprint, dimension, tokenizer).
+        settings: the profile as recorded in the manifest (:func:`settings_of`).
+        key: :func:`profile_key` of ``settings``.
+        embedder: vectors of chunk texts, through the embedding cache.
+        sentence_embedder: vectors of sentences (the semantic chunker), cached apart.
+        rules: the rules compiled with this profile's tokenizer and model.
+
+    Raises:
+        ingestd.store.embedder.ModelNotFoundError: the model is not available locally.
+        ingestd.chunkers.tokenizers.TokenizerError: the tokenizer is not bundled.
+    """
+
+    def __init__(
+        self,
+        cfg: Config,
+        new_model: Callable[[Profile], Any],
+        embed: Callable[[Profile, Sequence[str]], Any],
+        stats: EmbedStats,
+        *,
+        max_texts_per_call: int | None = None,
+        seconds_per_call: float | None = None,
+    ) -> None:
+        from ingestd.store.embedder import CachedEmbedder
+        from ingestd.store.ids import chunk_hash
+
+        self.cfg = cfg
+        self.model = model_of(cfg)
+        self.settings = settings_of(cfg, self.model)
+        self.key = profile_key(self.settings)
+        self._new_model = new_model
+        self._embed_model: Any = None
+        self._lock = threading.Lock()
+        self.embedder, self.sentence_embedder = (
+            CachedEmbedder(
+                lambda texts: embed(self, texts),
+                fingerprint,
+                None,
+                chunk_hash,
+                max_texts_per_call=max_texts_per_call,
+                seconds_per_call=seconds_per_call,
+            )
+            for fingerprint in (self.model.fingerprint, self.model.fingerprint + ":sentence")
+        )
+        self.embedder.stats = stats
+        # lazy: the tokenizers load on the first chunk (a no-op sync never needs them)
+        self.ctx, tokenizer = build_context(
+            cfg, embed=self.sentence_embedder.embed_texts, lazy=True
+        )
+        self.rules = RuleSet(cfg.rules, self.ctx, tokenizer, self.model.fingerprint)
+        self.rule_warnings = self.rules.fit_warnings(self.ctx)
+
+    def embed_model(self) -> Any:
+        """The embedding callable, made on first use (thread-safe)."""
+        with self._lock:
+            if self._embed_model is None:
+                self._embed_model = self._new_model(self)
+            return self._embed_model
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the model's weights are loaded."""
+        m = self._embed_model
+        return m is not None and bool(getattr(m, "loaded", True))
+
+    def load(self) -> bool:
+        """Load the model's weights now (the daemon preloads them in the background).
+
+        Returns:
+            ``True`` when weights were loaded, ``False`` when there was nothing to load.
+        """
+        model = self.embed_model()
+        load = getattr(model, "load", None)
+        if load is None or getattr(model, "loaded", True):
+            return False
+        load()
+        return True
+
+    def describe(self) -> str:
+        """One line naming the profile (see :func:`describe`)."""
+        return describe(self.settings)

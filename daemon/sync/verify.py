@@ -1,0 +1,165 @@
+"""``verify``: compare the files, the manifest and the store, and repair drift.
+
+The expected state is what a from-scratch ingest of the current files would store
+(:meth:`~ingestd.daemon.sync.engine.Engine.expected_points`): the same point ids, the same
+payloads, provenance keys aside, and the same sparse vectors, recomputed from the
+embedded text. Repair deletes orphans by id, re-writes documents with
+missing or stale points (vectors from the embedding cache when known), and re-records
+drifted manifest rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ingestd.daemon.sync.documents import strip_provenance
+from ingestd.daemon.sync.scanner import scan
+
+if TYPE_CHECKING:
+    from ingestd.daemon.sync.engine import Engine
+
+__all__ = ["VerifyReport", "same_sparse", "verify"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class VerifyReport:
+    """Differences between the files, the manifest and the store for one source.
+
+    ``missing``: expected points absent from the store; ``orphans``: store points no
+    file produces; ``stale``: points whose payload differs; ``sparse``: points whose
+    sparse (BM25) vector differs from the one recomputed from their text;
+    ``manifest``: paths whose manifest record disagrees with the files.
+    """
+
+    source: str
+    expected: int = 0
+    missing: list[str] = field(default_factory=list)
+    orphans: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+    sparse: list[str] = field(default_factory=list)
+    manifest: list[str] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        """Whether files, manifest and store agree."""
+        return not (self.missing or self.orphans or self.stale or self.sparse or self.manifest)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready report (lists capped at 100 ids each, with totals)."""
+        out: dict[str, Any] = {
+            "source": self.source,
+            "expected": self.expected,
+            "clean": self.clean,
+        }
+        for k in ("missing", "orphans", "stale", "sparse", "manifest"):
+            v = getattr(self, k)
+            out[k] = v[:100]
+            out[f"n_{k}"] = len(v)
+        return out
+
+
+def verify(engine: Engine, source: str, *, repair: bool = False) -> VerifyReport:
+    """Compare expected points with the manifest and the store; optionally repair.
+
+    Args:
+        engine: the engine (its store and manifest are read, and written on repair).
+        source: a configured source name.
+        repair: fix what differs, then verify again.
+
+    Raises:
+        KeyError: unknown source.
+    """
+    rep = VerifyReport(source)
+    want_sparse: dict[str, Any] = {}
+    expected, docs = engine.expected_points(source, sparse=want_sparse)
+    rep.expected = len(expected)
+    collection = engine.sources[source].collection
+    stored: dict[str, dict[str, Any]] = {}
+    got_sparse: dict[str, Any] = {}
+    common: list[str] = []
+    if engine.store.has_collection(collection):
+        stored = {pid: strip_provenance(p) for pid, p in engine.store.scroll(collection, source)}
+        common = sorted(set(expected) & set(stored))
+        got_sparse = engine.store.sparse_vectors(collection, common)
+    rep.missing = sorted(set(expected) - set(stored))
+    rep.orphans = sorted(set(stored) - set(expected))
+    rep.stale = [pid for pid in common if expected[pid] != stored[pid]]
+    rep.sparse = [pid for pid in common if not same_sparse(want_sparse[pid], got_sparse.get(pid))]
+    rep.manifest = _manifest_drift(engine, source, expected, docs)
+    if repair and not rep.clean:
+        _repair(engine, source, rep, expected)
+        return verify(engine, source, repair=False)
+    return rep
+
+
+def same_sparse(want: Any, got: Any) -> bool:
+    """Whether two sparse vectors (or ``None``) are equal, values up to float32 noise."""
+    if want is None or got is None:
+        return want is None and got is None
+    return list(want.indices) == list(got.indices) and all(
+        abs(a - b) <= 1e-6 * max(1.0, abs(a)) for a, b in zip(want.values, got.values, strict=True)
+    )
+
+
+def _manifest_drift(
+    engine: Engine,
+    source: str,
+    expected: dict[str, dict[str, Any]],
+    docs: dict[str, str | None],
+) -> list[str]:
+    """Paths whose manifest record (ids, pending rows, state) disagrees with the files."""
+    known_docs = engine.manifest.documents(source)
+    expected_by_path: dict[str, set[str]] = {}
+    for pid, p in expected.items():
+        expected_by_path.setdefault(p["path"], set()).add(pid)
+    rows_by_doc: dict[int, set[str]] = {}
+    pending_docs: set[int] = set()
+    for pid, doc_id, pending in engine.manifest.point_rows(source):
+        rows_by_doc.setdefault(doc_id, set()).add(pid)
+        if pending:
+            pending_docs.add(doc_id)
+    drift = []
+    for rel in sorted(set(docs) | set(known_docs)):
+        doc = known_docs.get(rel)
+        if doc is None or rel not in docs:
+            drift.append(rel)
+            continue
+        have = rows_by_doc.get(doc.id, set())
+        if have != expected_by_path.get(rel, set()) or doc.id in pending_docs:
+            drift.append(rel)
+        elif (doc.state == "failed") != (docs[rel] is not None):
+            drift.append(rel)
+    return drift
+
+
+def _repair(
+    engine: Engine, source: str, rep: VerifyReport, expected: dict[str, dict[str, Any]]
+) -> None:
+    from ingestd.daemon.sync.engine import Plan
+
+    collection = engine.sources[source].collection
+    if rep.orphans:
+        engine.ensure_collection(collection)
+        engine.store.delete(collection, rep.orphans)
+    paths = set(rep.manifest)
+    for pid in rep.missing + rep.stale + rep.sparse:
+        paths.add(expected[pid]["path"])
+    on_disk = scan(engine.filters[source])
+    plan = Plan(source)
+    for rel in sorted(paths):
+        if rel in on_disk:
+            plan.index.append(rel)
+        else:
+            plan.delete.append(rel)
+    res = engine.apply(plan, force=True)
+    logger.info(
+        "repaired source %s: %d documents re-written, %d deleted, %d orphans removed",
+        source,
+        res.indexed + res.failed,
+        res.deleted,
+        len(rep.orphans),
+    )

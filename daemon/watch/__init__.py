@@ -1,0 +1,1 @@
+"""Watching source trees: the watchdog bridge, coalescing events, and watch coverage."""

@@ -1,0 +1,112 @@
+"""Watch coverage: which folders of each source are not watched, and why.
+
+A source whose folders are not all watched is *degraded*: changes there reach the
+store only through a rescan, which the daemon runs every ``watch.unwatched_rescan_s``
+seconds while the source stays degraded (and it tries to set the watches again each
+time). ``status`` lists the folders and reports the daemon unhealthy.
+
+Logging follows the state, not the checks: one error when a source becomes degraded
+(naming ``fs.inotify.max_user_watches``, the usual cause), one warning when more
+folders join, one line when every folder is watched again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+
+from ingestd.daemon.sync.scanner import display_path
+from ingestd.daemon.watch.inotify import LIMIT_KEY
+
+__all__ = ["WatchCoverage", "folder_key"]
+
+logger = logging.getLogger(__name__)
+
+
+def folder_key(rel: str) -> str:
+    """How a folder is listed: its display path and ``/`` (``./`` for the root)."""
+    return display_path(rel) + "/" if rel else "./"
+
+
+def _within(key: str, top: str) -> bool:
+    top = top.strip("/")
+    return not top or key.rstrip("/") == top or key.startswith(top + "/")
+
+
+class WatchCoverage:
+    """Unwatched folders per source (see the module docstring).
+
+    Args:
+        rescan_s: the rescan period of a degraded source, in seconds (for the log).
+    """
+
+    def __init__(self, rescan_s: float) -> None:
+        self.rescan_s = rescan_s
+        self._folders: dict[str, dict[str, str]] = {}
+
+    def update(self, source: str, found: Mapping[str, str], under: Iterable[str] = ("",)) -> None:
+        """Record a check of ``source`` below the folders ``under``.
+
+        Args:
+            source: the source name.
+            found: relative folder path -> why it is not watched, for the folders
+                checked (those below ``under``); an empty mapping: all are watched.
+            under: the relative folders the check covered (``""``: the whole source).
+        """
+        before = self._folders.get(source, {})
+        tops = [display_path(t) for t in under]
+        now = {k: v for k, v in before.items() if not any(_within(k, t) for t in tops)}
+        now.update({folder_key(rel): reason for rel, reason in found.items()})
+        self._set(source, before, now)
+
+    def unwatched_source(self, source: str, reason: str) -> None:
+        """Record that no watch of ``source`` could be set at all (its root failed)."""
+        self._set(source, self._folders.get(source, {}), {"./": reason})
+
+    def forget(self, source: str) -> None:
+        """Drop what is known of ``source`` (removed, or its root is missing)."""
+        self._folders.pop(source, None)
+
+    def folders(self, source: str) -> list[dict[str, str]]:
+        """``{"path", "reason"}`` of each unwatched folder of ``source``."""
+        return [{"path": k, "reason": v} for k, v in sorted(self._folders.get(source, {}).items())]
+
+    def degraded(self) -> list[str]:
+        """Sources with folders that are not watched."""
+        return sorted(self._folders)
+
+    def is_degraded(self, source: str) -> bool:
+        """Whether ``source`` has folders that are not watched."""
+        return source in self._folders
+
+    def _set(self, source: str, before: dict[str, str], now: dict[str, str]) -> None:
+        if not now:
+            if before:
+                logger.info("source %s: every folder is watched again", source)
+            self._folders.pop(source, None)
+            return
+        self._folders[source] = now
+        new = sorted(k for k, v in now.items() if before.get(k) != v)
+        if not new:
+            return
+        example = f"{new[0]} ({now[new[0]]})"
+        if not before:
+            logger.error(
+                "source %s: cannot watch %d folder(s), e.g. %s: changes there are found "
+                "only by a rescan every %g s. Raise %s (e.g. `sysctl -w %s=524288`), "
+                "exclude big folders from the source, or fix the folders' permissions",
+                source,
+                len(now),
+                example,
+                self.rescan_s,
+                LIMIT_KEY,
+                LIMIT_KEY,
+            )
+        else:
+            logger.warning(
+                "source %s: %d more folder(s) cannot be watched, e.g. %s (%s)",
+                source,
+                len(new),
+                example,
+                LIMIT_KEY,
+            )
