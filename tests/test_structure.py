@@ -1,0 +1,178 @@
+"""The shape of the ``ingestd`` package: no import cycles, no borrowed privates, small parts.
+
+The import graph is read from the source (``ast``), so it sees every import a reader
+sees: module-level ones, imports inside functions (lazy imports), and those under
+``if TYPE_CHECKING:``. A cycle between modules, even one that only closes through a
+lazy or a type-checking import, means two modules that cannot be understood apart; a
+``_private`` name imported from another module is a contract nobody wrote down.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+#: folder -> the import package it installs as (pyproject's ``package-dir``)
+PACKAGES = {"daemon": "ingestd.daemon", "chunkers": "ingestd.chunkers", "store": "ingestd.store"}
+
+MAX_MODULE_LINES = 500
+MAX_CLASS_LINES = 450
+#: Modules allowed over :data:`MAX_MODULE_LINES`, each with the reason.
+LONG_MODULES: dict[str, str] = {}
+
+
+@dataclass(frozen=True)
+class Module:
+    name: str
+    path: Path
+    is_package: bool
+
+    def tree(self) -> ast.Module:
+        return ast.parse(self.path.read_text(encoding="utf-8"), str(self.path))
+
+
+def modules() -> dict[str, Module]:
+    out = {}
+    for folder, package in PACKAGES.items():
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            parts = list(path.relative_to(ROOT / folder).with_suffix("").parts)
+            is_package = parts[-1] == "__init__"
+            if is_package:
+                parts = parts[:-1]
+            name = ".".join([package, *parts])
+            out[name] = Module(name, path, is_package)
+    return out
+
+
+def _target(mod: Module, node: ast.ImportFrom) -> str:
+    if node.level == 0:
+        return node.module or ""
+    base = mod.name.split(".")
+    if not mod.is_package:
+        base = base[:-1]
+    base = base[: len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def imports(mod: Module, known: dict[str, Module]) -> Iterator[tuple[str, str | None, int]]:
+    """``(module imported, name imported from it or None, line)`` for every import."""
+    for node in ast.walk(mod.tree()):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name in known:
+                    yield alias.name, None, node.lineno
+        elif isinstance(node, ast.ImportFrom):
+            target = _target(mod, node)
+            if not target.startswith("ingestd"):
+                continue
+            for alias in node.names:
+                sub = f"{target}.{alias.name}"
+                if sub in known:  # `from package import module`
+                    yield sub, None, node.lineno
+                else:
+                    yield target, alias.name, node.lineno
+
+
+def import_graph() -> dict[str, set[str]]:
+    known = modules()
+    return {
+        name: {target for target, _, _ in imports(mod, known) if target in known}
+        for name, mod in known.items()
+    }
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_the_import_graph_has_no_cycle() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_cycles_close_through_lazy_and_type_checking_imports(tmp_path: Path) -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    src = tmp_path / "z.py"
+    src.write_text(
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n    from ingestd.daemon.x import X\n"
+        "def f():\n    from .y import _private\n"
+    )
+    mod = Module("ingestd.daemon.z", src, False)
+    known = {n: mod for n in ("ingestd.daemon.x", "ingestd.daemon.y", "ingestd.daemon.z")}
+    assert sorted(imports(mod, known)) == [
+        ("ingestd.daemon.x", "X", 3),
+        ("ingestd.daemon.y", "_private", 5),
+    ]
+
+
+def test_no_module_imports_a_private_name_of_another() -> None:
+    known = modules()
+    borrowed = [
+        f"{mod.path.relative_to(ROOT)}:{line}: {name} from {target}"
+        for mod in known.values()
+        for target, name, line in imports(mod, known)
+        if name is not None and name.startswith("_") and not name.startswith("__")
+    ]
+    assert borrowed == []
+
+
+def _lines(path: Path) -> int:
+    return len(path.read_text(encoding="utf-8").splitlines())
+
+
+@pytest.mark.parametrize("name", sorted(modules()))
+def test_module_is_small(name: str) -> None:
+    mod = modules()[name]
+    n = _lines(mod.path)
+    if name in LONG_MODULES:
+        assert n > MAX_MODULE_LINES, f"{name} is {n} lines now: drop it from LONG_MODULES"
+        return
+    assert n <= MAX_MODULE_LINES, f"{mod.path.relative_to(ROOT)}: {n} lines"
+
+
+def test_no_class_is_long() -> None:
+    long = [
+        f"{mod.path.relative_to(ROOT)}: class {node.name}, {node.end_lineno - node.lineno + 1}"
+        for mod in modules().values()
+        for node in ast.walk(mod.tree())
+        if isinstance(node, ast.ClassDef)
+        and node.end_lineno is not None
+        and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES
+    ]
+    assert long == []
