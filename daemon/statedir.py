@@ -24,14 +24,16 @@ import logging
 import os
 import stat
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 __all__ = [
     "PRIVATE_DIR_MODE",
     "PRIVATE_FILE_MODE",
     "STATE_ENTRIES",
     "InsecureDirError",
+    "StatePaths",
     "check_private_dir",
     "dir_bytes",
     "make_private_dir",
@@ -45,20 +47,82 @@ logger = logging.getLogger(__name__)
 
 PRIVATE_DIR_MODE = 0o700
 PRIVATE_FILE_MODE = 0o600
+_SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
+
+
+@dataclass(frozen=True)
+class StatePaths:
+    """The entries of a state dir, named in this one place (README, "Configuration").
+
+    Args:
+        root: the state dir.
+        qdrant_path: ``qdrant.path`` from the config, when the embedded store lives
+            elsewhere.
+    """
+
+    root: Path
+    qdrant_path: Path | None = None
+
+    MANIFEST: ClassVar[str] = "manifest.db"
+    EMBEDDINGS: ClassVar[str] = "embeddings.db"
+    QDRANT: ClassVar[str] = "qdrant"
+    LOCK: ClassVar[str] = "ingestd.lock"
+    SOCKET: ClassVar[str] = "ingestd.sock"
+    SOCKET_POINTER: ClassVar[str] = "control-socket"
+    EVAL_LEDGER: ClassVar[str] = "eval-collections"
+
+    @property
+    def manifest(self) -> Path:
+        """The manifest (SQLite, WAL) when no ``manifest.url`` is configured."""
+        return self.root / self.MANIFEST
+
+    @property
+    def embeddings(self) -> Path:
+        """The embedding cache."""
+        return self.root / self.EMBEDDINGS
+
+    @property
+    def qdrant(self) -> Path:
+        """The embedded vector store's folder (``qdrant.path``, else in the state dir)."""
+        return self.qdrant_path if self.qdrant_path is not None else self.root / self.QDRANT
+
+    @property
+    def lock(self) -> Path:
+        """The lock file held by the one process that writes."""
+        return self.root / self.LOCK
+
+    @property
+    def socket(self) -> Path:
+        """The control socket, when it lives in the state dir."""
+        return self.root / self.SOCKET
+
+    @property
+    def socket_pointer(self) -> Path:
+        """The file naming the control socket's path when it lives elsewhere."""
+        return self.root / self.SOCKET_POINTER
+
+    @property
+    def eval_ledger(self) -> Path:
+        """The ledger of throw-away collections of ``ingestd eval`` runs."""
+        return self.root / self.EVAL_LEDGER
+
+    @staticmethod
+    def sqlite_files(path: Path) -> list[Path]:
+        """``path`` and SQLite's side files beside it (``-wal``, ``-shm``, ``-journal``)."""
+        return [path, *(path.with_name(path.name + s) for s in _SQLITE_SIDE_FILES)]
+
+
 #: Names ingestd creates in a state dir (SQLite's side files included).
 STATE_ENTRIES = (
-    "manifest.db",
-    "manifest.db-wal",
-    "manifest.db-shm",
-    "manifest.db-journal",
-    "embeddings.db",
-    "embeddings.db-wal",
-    "embeddings.db-shm",
-    "embeddings.db-journal",
-    "qdrant",
-    "ingestd.lock",
-    "control-socket",
-    "eval-collections",
+    *(
+        n + side
+        for n in (StatePaths.MANIFEST, StatePaths.EMBEDDINGS)
+        for side in ("", *_SQLITE_SIDE_FILES)
+    ),
+    StatePaths.QDRANT,
+    StatePaths.LOCK,
+    StatePaths.SOCKET_POINTER,
+    StatePaths.EVAL_LEDGER,
 )
 
 

@@ -40,7 +40,7 @@ from typing import Any
 
 from .manifest import Manifest
 from .search import PATH_KEY, path_prefixes
-from .vectors import LAYOUT, Layout, Point, QdrantStore, physical_name
+from .vectors import LAYOUT, Layout, Point, VectorStore, physical_name
 
 __all__ = ["MIGRATE", "CollectionVersions"]
 
@@ -58,7 +58,7 @@ class CollectionVersions:
         manifest: where builds are recorded, and which point ids each source holds.
     """
 
-    def __init__(self, store: QdrantStore, manifest: Manifest) -> None:
+    def __init__(self, store: VectorStore, manifest: Manifest) -> None:
         self.store = store
         self.manifest = manifest
 

@@ -288,7 +288,7 @@ def _rebuild(
     """``resync --rebuild``: set damaged parts aside under the lock, then resync."""
     from ingestd.daemon.commands import commands
     from ingestd.daemon.service.control import StateLock, StateLockedError
-    from ingestd.daemon.sync.repair import set_aside_damaged, sources_in_store
+    from ingestd.daemon.sync.damage import set_aside_damaged, sources_in_store
 
     lock = StateLock(sd)
     try:

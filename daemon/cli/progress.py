@@ -16,7 +16,7 @@ from collections.abc import Callable, Hashable, Iterator
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import SyncProgress
+    from ingestd.daemon.sync.types import SyncProgress
 
 __all__ = ["ShowBar", "duration", "interactive", "progress_bars", "sync_detail"]
 

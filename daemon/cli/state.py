@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:
-    from ingestd.daemon.commands.commands import ManifestReader
     from ingestd.daemon.config import Config
+    from ingestd.store.reader import ManifestReader
 
 __all__ = [
     "START_WAIT_S",

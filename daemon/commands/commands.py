@@ -10,17 +10,18 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.service.control import DaemonError
-from ingestd.daemon.statedir import dir_bytes
+from ingestd.daemon.statedir import StatePaths, dir_bytes
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine, SyncProgress
+    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.sync.types import SyncProgress
+    from ingestd.store.reader import ManifestReader
 
 __all__ = [
     "REMOTE",
-    "ManifestReader",
     "evaluate",
     "forget",
     "known_source",
@@ -30,38 +31,6 @@ __all__ = [
     "status_of",
     "verify",
 ]
-
-
-class ManifestReader(Protocol):
-    """What :func:`status_of` reads.
-
-    A :class:`~ingestd.store.manifest.Manifest`, or the SQLAlchemy-free
-    :class:`~ingestd.store.manifest_view.ManifestView`.
-    """
-
-    def sources(self) -> list[dict[str, Any]]:
-        """Recorded sources (``name``, ``root``, ``collection``, ``last_sync``, ...)."""
-        ...
-
-    def counts(self, source: str) -> dict[str, int]:
-        """``documents``, ``chunks``, ``pending``, ``failed`` of a source."""
-        ...
-
-    def failed(self, source: str) -> list[tuple[str, str]]:
-        """``(path, error)`` of failed documents."""
-        ...
-
-    def collection_record(self, name: str) -> dict[str, Any] | None:
-        """What is recorded of a collection (its profile, an aborted migration)."""
-        ...
-
-    def collection_build(self, name: str) -> dict[str, Any] | None:
-        """The build of a new version of a collection in progress, or ``None``."""
-        ...
-
-    def build_documents(self, collection: str) -> int:
-        """Documents written into the version of ``collection`` being built."""
-        ...
 
 
 EXIT_HELD = 3
@@ -141,11 +110,11 @@ def search(
             ranks=ranks,
         )
         used = "dense" if not engine.store.layout(physical).sparse else mode
-        for h in found:
-            hit: dict[str, Any] = {"id": h.id, "score": round(h.score, 6), "mode": used}
-            hit.update(h.payload)
+        for point in found:
+            hit: dict[str, Any] = {"id": point.id, "score": round(point.score, 6), "mode": used}
+            hit.update(point.payload)
             if ranks:
-                for name, got in (("dense", h.dense), ("sparse", h.sparse)):
+                for name, got in (("dense", point.dense), ("sparse", point.sparse)):
                     hit[f"{name}_rank"] = got[0] if got else None
                     hit[f"{name}_score"] = round(got[1], 6) if got else None
             hit["_collection"] = physical
@@ -253,11 +222,11 @@ def migrate(
     collections = sorted({s.collection for s in engine.sources.values()})
     out: dict[str, Any] = {}
     if abort:
-        out["aborted"] = mig.abort(engine, collections)
+        out["aborted"] = engine.collections.abort(collections)
     elif start and not dry_run:
-        due = mig.restart(engine, collections)
+        due = engine.collections.restart(collections)
         out["rescan"] = sorted(n for n, s in engine.sources.items() if s.collection in due)
-    out["migrations"] = migration_status.status(engine.manifest, engine)
+    out["migrations"] = migration_status.status(engine.manifest, engine.collections.running())
     out["costs"] = [c.as_dict() for c in mig.costs(engine.cfg, engine.state_dir, engine.manifest)]
     return out
 
@@ -351,9 +320,9 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
         "disk": {
             "state_dir_bytes": dir_bytes(state_dir),
             "embedding_cache_bytes": sum(
-                (state_dir / n).stat().st_size
-                for n in ("embeddings.db", "embeddings.db-wal")
-                if (state_dir / n).exists()
+                p.stat().st_size
+                for p in StatePaths.sqlite_files(StatePaths(state_dir).embeddings)[:2]
+                if p.exists()
             ),
         },
     }
@@ -370,7 +339,8 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
         }
     from ingestd.daemon.migration import status as migration_status
 
-    out["migrations"] = migration_status.status(manifest, engine)
+    running = engine.collections.running() if engine is not None else None
+    out["migrations"] = migration_status.status(manifest, running)
     return out
 
 

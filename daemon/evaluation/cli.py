@@ -24,7 +24,7 @@ from ingestd.daemon.cli.progress import interactive, progress_bars, sync_detail
 from ingestd.daemon.config import Config
 from ingestd.daemon.evaluation.evaluate import EvalProgress
 from ingestd.daemon.evaluation.questions import Question
-from ingestd.daemon.evaluation.rulesets import RuleSet
+from ingestd.daemon.evaluation.rulesets import LabeledRules
 
 __all__ = ["LOG_EVERY_S", "POLL_S", "ProgressLog", "describe", "progress_display", "run"]
 
@@ -41,7 +41,7 @@ def run(
     state_dir: Path,
     corpus: Path,
     questions: Sequence[Question],
-    sets: Sequence[RuleSet],
+    sets: Sequence[LabeledRules],
     modes: Sequence[str],
     *,
     quiet: bool = False,

@@ -18,7 +18,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from ingestd.daemon.statedir import PRIVATE_FILE_MODE
+from ingestd.daemon.statedir import PRIVATE_FILE_MODE, StatePaths
 
 __all__ = ["EVAL_PREFIX", "LEDGER", "EvalCollections", "collection_name"]
 
@@ -27,7 +27,7 @@ logger = logging.getLogger(__name__)
 #: Prefix of every collection an evaluation creates.
 EVAL_PREFIX = "eval-"
 #: File in the state dir listing the eval collections that may exist.
-LEDGER = "eval-collections"
+LEDGER = StatePaths.EVAL_LEDGER
 _NAME = re.compile(r"eval-([0-9a-f]{8})-\d+\Z")
 
 

@@ -28,14 +28,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ingestd.daemon.config import ManifestConfig, SourceConfig
 from ingestd.daemon.evaluation.collections import EvalCollections, collection_name
 from ingestd.daemon.evaluation.questions import Question
-from ingestd.daemon.evaluation.rulesets import RuleSet
+from ingestd.daemon.evaluation.rulesets import LabeledRules
 from ingestd.daemon.evaluation.scoring import DEPTH, rank_hits
-from ingestd.daemon.sync.engine import Engine, SyncProgress
+from ingestd.daemon.sync.engine import Engine
+from ingestd.daemon.sync.types import SyncProgress
+from ingestd.store.search import Mode
 
 __all__ = [
     "MODES",
@@ -150,7 +152,7 @@ class Evaluation:
         host: Engine,
         corpus: Path,
         questions: Sequence[Question],
-        rule_sets: Sequence[RuleSet],
+        rule_sets: Sequence[LabeledRules],
         modes: Sequence[str],
         *,
         cache_path: Path,
@@ -163,7 +165,7 @@ class Evaluation:
         self.corpus = Path(os.path.realpath(corpus))
         self.questions = list(questions)
         self.rule_sets = list(rule_sets)
-        self.modes = list(modes)
+        self.modes = cast("list[Mode]", list(modes))  # checked below
         self.cache_path = Path(cache_path)
         self.scratch = Path(scratch)
         self.collections = collections or EvalCollections(host.store, None)
@@ -222,7 +224,7 @@ class Evaluation:
                 self.collections.drop(collection)
         return out
 
-    def _engine(self, rs: RuleSet, collection: str, i: int) -> Engine:
+    def _engine(self, rs: LabeledRules, collection: str, i: int) -> Engine:
         name = f"eval:{rs.label}"
         source = SourceConfig(name=name, root=self.corpus, collection=collection)
         for s in self.host.cfg.sources:
@@ -263,8 +265,8 @@ class Evaluation:
             why = "the daemon is stopping" if self.host.stop.is_set() else "cancelled"
             raise EvalCancelled(f"evaluation {why}; its collections were dropped")
 
-    def _index(self, engine: Engine, rs: RuleSet) -> dict[str, Any]:
-        from ingestd.daemon.sync.documents import SyncInterrupted
+    def _index(self, engine: Engine, rs: LabeledRules) -> dict[str, Any]:
+        from ingestd.daemon.sync.types import SyncInterrupted
 
         source = next(iter(engine.sources))
 
@@ -332,7 +334,7 @@ class Evaluation:
     def _search(
         self, engine: Engine, collection: str, qvecs: list[Any] | None
     ) -> dict[str, list[list[int | None]]]:
-        from ingestd.daemon.sync.documents import SyncInterrupted
+        from ingestd.daemon.sync.types import SyncInterrupted
         from ingestd.store.sparse import query_vector
 
         conf = engine.cfg.search
@@ -344,7 +346,7 @@ class Evaluation:
             got = ranks[mode] = []
             for i, q in enumerate(self.questions):
                 try:
-                    engine.heartbeat()
+                    engine.checkpoints.heartbeat()
                 except SyncInterrupted:
                     self._raise_if_cancelled()
                     raise

@@ -23,11 +23,11 @@ from ingestd.daemon.config import (
     read_yaml,
 )
 
-__all__ = ["RuleSet", "load_rule_file", "rule_sets"]
+__all__ = ["LabeledRules", "load_rule_file", "rule_sets"]
 
 
 @dataclass(frozen=True)
-class RuleSet:
+class LabeledRules:
     """Rules to score: a label for the table and the ordered rules (first match wins).
 
     Attributes:
@@ -43,7 +43,7 @@ class RuleSet:
         return {"label": self.label, "rules": [r.model_dump(mode="json") for r in self.rules]}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> RuleSet:
+    def from_dict(cls, data: dict[str, Any]) -> LabeledRules:
         """The inverse of :meth:`as_dict`.
 
         Raises:
@@ -53,7 +53,7 @@ class RuleSet:
         return _rule_set(label, {"rules": data.get("rules")}, label)
 
 
-def _rule_set(label: str, data: Any, where: str) -> RuleSet:
+def _rule_set(label: str, data: Any, where: str) -> LabeledRules:
     if not isinstance(data, dict) or not isinstance(data.get("rules"), list) or not data["rules"]:
         raise ConfigError(
             [f"{where}: expected a mapping with a non-empty `rules:` list, as in a config file"]
@@ -65,10 +65,10 @@ def _rule_set(label: str, data: Any, where: str) -> RuleSet:
         raise ConfigError([f"{where}: {line}" for line in format_errors(exc)]) from None
     except ConfigError as exc:
         raise ConfigError([f"{where}: {p}" for p in exc.problems]) from None
-    return RuleSet(label, cfg.rules)
+    return LabeledRules(label, cfg.rules)
 
 
-def load_rule_file(path: Path, label: str | None = None) -> RuleSet:
+def load_rule_file(path: Path, label: str | None = None) -> LabeledRules:
     """Read a rule file: YAML with a ``rules:`` list like the config's.
 
     Args:
@@ -86,7 +86,7 @@ def load_rule_file(path: Path, label: str | None = None) -> RuleSet:
     return _rule_set(label or Path(path).stem, raw, str(path))
 
 
-def rule_sets(files: Sequence[Path], cfg: Config, config_path: Path | None) -> list[RuleSet]:
+def rule_sets(files: Sequence[Path], cfg: Config, config_path: Path | None) -> list[LabeledRules]:
     """The rule sets to score: one per file, or the configured rules.
 
     Rows are labelled by file name without suffix (by the path as given when two files
@@ -104,7 +104,7 @@ def rule_sets(files: Sequence[Path], cfg: Config, config_path: Path | None) -> l
         ConfigError: a rule file is invalid.
     """
     if not files:
-        return [RuleSet(Path(config_path).name if config_path else "default rules", cfg.rules)]
+        return [LabeledRules(Path(config_path).name if config_path else "default rules", cfg.rules)]
     stems = [Path(f).stem for f in files]
     return [
         load_rule_file(f, stem if stems.count(stem) == 1 else str(f))

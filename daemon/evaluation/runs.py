@@ -26,9 +26,9 @@ from ingestd.daemon.config import Config, ManifestConfig, QdrantConfig
 from ingestd.daemon.evaluation.collections import LEDGER, EvalCollections
 from ingestd.daemon.evaluation.evaluate import EvalCancelled, EvalError, EvalProgress, Evaluation
 from ingestd.daemon.evaluation.questions import Question
-from ingestd.daemon.evaluation.rulesets import RuleSet
+from ingestd.daemon.evaluation.rulesets import LabeledRules
 from ingestd.daemon.service.control import DaemonError
-from ingestd.daemon.statedir import secure_state_dir
+from ingestd.daemon.statedir import StatePaths, secure_state_dir
 from ingestd.daemon.sync.engine import Engine
 
 __all__ = ["WATCH_COMMANDS", "eval_cancel", "eval_progress", "run_in_daemon", "run_local"]
@@ -43,7 +43,7 @@ def run_local(
     state_dir: Path,
     corpus: Path,
     questions: Sequence[Question],
-    sets: Sequence[RuleSet],
+    sets: Sequence[LabeledRules],
     modes: Sequence[str],
     *,
     progress: Callable[[EvalProgress], None] | None = None,
@@ -87,7 +87,7 @@ def run_local(
                 questions,
                 sets,
                 modes,
-                cache_path=Path(state_dir) / "embeddings.db",
+                cache_path=StatePaths(Path(state_dir)).embeddings,
                 scratch=scratch,
                 progress=progress,
             )
@@ -119,7 +119,7 @@ def run_in_daemon(
         corpus: the corpus root, absolute.
         questions: :meth:`Question.as_dict <ingestd.daemon.evaluation.questions.Question.as_dict>`
             of each.
-        rule_sets: :meth:`RuleSet.as_dict <ingestd.daemon.evaluation.rulesets.RuleSet.as_dict>` of
+        rule_sets: :meth:`~ingestd.daemon.evaluation.rulesets.LabeledRules.as_dict` of
             each.
         modes: search modes.
 
@@ -134,7 +134,7 @@ def run_in_daemon(
         if not _RUN_ID.match(run):
             raise ValueError(f"run id must be 8 hex digits (got {run!r})")
         qs = [Question(**q) for q in questions]
-        sets = [RuleSet.from_dict(r) for r in rule_sets]
+        sets = [LabeledRules.from_dict(r) for r in rule_sets]
     except (TypeError, ValueError) as exc:
         raise DaemonError(f"invalid eval request: {exc}", 2) from None
     collections = EvalCollections(engine.store, engine.state_dir / LEDGER)

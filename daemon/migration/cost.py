@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from ingestd.daemon.config import Config
-from ingestd.daemon.migration.status import describe
 from ingestd.daemon.statedir import dir_bytes
 from ingestd.daemon.sync.profile import config_for, differences, model_of
+from ingestd.daemon.sync.settings import describe
 from ingestd.store.manifest import Manifest
 
 __all__ = ["MigrationCost", "estimate"]
@@ -156,7 +156,7 @@ def estimate(
         cost.chunks += sum(1 for r in rows.values() if not r.pending)
         hashes.update(r.chunk_hash for r in rows.values() if not r.pending)
     cost.texts = len(hashes)
-    path = state_dir / "embeddings.db"
+    path = cfg.paths(state_dir).embeddings
     if cache is None and path.exists():
         opened = EmbeddingCache(path, cfg.embedding.cache_max_entries)
         try:
@@ -175,7 +175,7 @@ def estimate(
     cost.cache_bytes = cost.to_embed * (4 * dim_new + CACHE_ROW_OVERHEAD)
     cost.embedded_mode = not cfg.qdrant.url
     if cost.embedded_mode:
-        folder = Path(cfg.qdrant.path or state_dir / "qdrant") / "collection"
+        folder = cfg.paths(state_dir).qdrant / "collection"
         current = [p for p in folder.glob(f"{collection}*") if _is_version(p.name, collection)]
         if current:
             now = sum(dir_bytes(p, follow_symlinks=True) for p in current)

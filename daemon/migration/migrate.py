@@ -49,17 +49,18 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.migration.cost import MigrationCost, estimate
-from ingestd.daemon.migration.status import describe, migration_build, recorded_settings
+from ingestd.daemon.migration.status import migration_build
 from ingestd.daemon.migration.version_writer import BuildProgress, VersionWriter
-from ingestd.daemon.sync.profile import model_of, profile_key, settings_of
+from ingestd.daemon.sync.context import SyncContext
+from ingestd.daemon.sync.profile import model_of, settings_of
 from ingestd.daemon.sync.scanner import FileStat, scan, stat_file
+from ingestd.daemon.sync.settings import describe, profile_key, recorded_settings
 from ingestd.store.builds import BuildDocuments
 from ingestd.store.collections import MIGRATE, CollectionVersions
 from ingestd.store.manifest import Manifest
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
-    from ingestd.daemon.sync.engine import Engine
     from ingestd.daemon.sync.profile import Profile
 
 __all__ = [
@@ -71,7 +72,6 @@ __all__ = [
     "due",
     "forget_source",
     "profile_of_version",
-    "restart",
 ]
 
 logger = logging.getLogger(__name__)
@@ -83,38 +83,48 @@ class MigrationAborted(Exception):
     """``ingestd migrate --abort`` arrived: the running migration drops its version."""
 
 
-def due(engine: Engine, collection: str) -> bool:
+def due(ctx: SyncContext, collection: str) -> bool:
     """Whether a migration of ``collection`` is under way or due (manifest reads only).
 
     Due: the manifest records another profile than the configured one, and the
     migration to the configured one was not aborted.
     """
-    if migration_build(engine.manifest, collection) is not None:
+    if migration_build(ctx.manifest, collection) is not None:
         return True
-    rec = engine.manifest.collection_record(collection)
-    if rec is None or engine.profile_of(collection) is engine.profile:
+    rec = ctx.manifest.collection_record(collection)
+    configured = ctx.profiles.profile
+    if rec is None or ctx.profiles.profile_of(collection) is configured:
         return False
     aborted = rec.get("aborted")
-    return not (aborted and profile_key(aborted) == engine.profile.key)
+    return not (aborted and profile_key(aborted) == configured.key)
 
 
-def profile_of_version(engine: Engine, collection: str, physical: str | None) -> Profile:
+def profile_of_version(ctx: SyncContext, collection: str, physical: str | None) -> Profile:
     """The profile that made physical version ``physical`` of ``collection``.
 
     During a migration the alias may point at the previous version or, once switched,
     the new one; a search must embed its query with the model of the one it reads.
     """
-    build = migration_build(engine.manifest, collection)
+    build = migration_build(ctx.manifest, collection)
     if build is not None and physical is not None:
         if physical == build["target"]:
-            return engine.profile_for(build["settings"]["target"])
+            return ctx.profiles.profile_for(build["settings"]["target"])
         if physical == build["previous"]:
-            return engine.profile_for(build["settings"]["previous"])
-    return engine.profile_of(collection)
+            return ctx.profiles.profile_for(build["settings"]["previous"])
+    return ctx.profiles.profile_of(collection)
 
 
-def advance(engine: Engine, collection: str) -> set[tuple[str, str]]:
+def advance(
+    ctx: SyncContext, collection: str, running: dict[str, Migration]
+) -> set[tuple[str, str]]:
     """Start, resume, finish or abort the migration of ``collection``, as due.
+
+    Args:
+        ctx: the engine's context (its configured profile is the target).
+        collection: the collection.
+        running: the migrations running in this process, by collection; the one
+            started here is registered there while it runs (``status`` and ``abort``
+            find it there).
 
     Returns:
         The documents ``(source, path)`` the new version holds when it switched just
@@ -123,33 +133,38 @@ def advance(engine: Engine, collection: str) -> set[tuple[str, str]]:
     Raises:
         SyncInterrupted: a stop was requested; the migration resumes next time.
     """
-    build = migration_build(engine.manifest, collection)
+    build = migration_build(ctx.manifest, collection)
     if build is not None:
         if build["phase"] == "switching":
-            _finish_switch(engine, collection, build)
+            _finish_switch(ctx, collection, build)
             return set()
         if build["phase"] == "aborting":
-            _drop(engine, collection, build, explicit=True)
+            _drop(ctx, collection, build, explicit=True)
             return set()
-        if profile_key(build["settings"]["target"]) != engine.profile.key:
+        if profile_key(build["settings"]["target"]) != ctx.profiles.profile.key:
             logger.warning(
                 "collection %s: the config no longer asks for %s; dropping its partial version %s",
                 collection,
                 describe(build["settings"]["target"]),
                 build["target"],
             )
-            _drop(engine, collection, build, explicit=False)
+            _drop(ctx, collection, build, explicit=False)
             build = None
-    if not due(engine, collection):
+    if not due(ctx, collection):
         return set()
-    return Migration(engine, collection, build).run()
+    migration = Migration(ctx, collection, build)
+    running[collection] = migration
+    try:
+        return migration.run()
+    finally:
+        running.pop(collection, None)
 
 
 class Migration:
     """One migration of a collection to the configured profile, in this process.
 
     Args:
-        engine: the engine (its configured profile is the target).
+        ctx: the engine's context (its configured profile is the target).
         collection: the collection.
         build: the recorded build when resuming, else ``None``.
 
@@ -159,11 +174,11 @@ class Migration:
             checkpoint.
     """
 
-    def __init__(self, engine: Engine, collection: str, build: dict[str, Any] | None) -> None:
-        self.engine = engine
+    def __init__(self, ctx: SyncContext, collection: str, build: dict[str, Any] | None) -> None:
+        self.ctx = ctx
         self.collection = collection
-        self.previous = engine.profile_of(collection)
-        self.target = engine.profile
+        self.previous = ctx.profiles.profile_of(collection)
+        self.target = ctx.profiles.profile
         self.build = build
         self.aborting = False
         self.progress = BuildProgress(collection)
@@ -176,18 +191,18 @@ class Migration:
         Returns:
             See :func:`advance`.
         """
-        eng, name = self.engine, self.collection
-        versions = CollectionVersions(eng.store, eng.manifest)
+        ctx, name = self.ctx, self.collection
+        versions = CollectionVersions(ctx.store, ctx.manifest)
         dim = self.target.model.dim
         if self.build is None:
             cost = estimate(
-                eng.cfg,
-                eng.state_dir,
-                eng.manifest,
+                ctx.cfg,
+                ctx.state_dir,
+                ctx.manifest,
                 name,
                 self.previous.settings,
                 self.target.settings,
-                cache=eng.cache,
+                cache=ctx.resources.cache,
             )
             logger.info("%s; searches answer from the current version meanwhile", cost.summary())
             settings = {"previous": self.previous.settings, "target": self.target.settings}
@@ -199,7 +214,7 @@ class Migration:
                 settings=settings,
                 tag=self.target.model.fingerprint[:12],
             )
-            self._hook("begun")
+            ctx.step(name, "begun")
         else:
             physical = versions.begin(name, dim, MIGRATE, route=False)
             logger.info(
@@ -209,23 +224,20 @@ class Migration:
                 physical,
             )
         self.writer = VersionWriter(
-            eng, name, physical, self.target, self._checkpoint, self.progress
+            ctx, name, physical, self.target, self._checkpoint, self.progress
         )
-        eng.migrations[name] = self
         try:
             return self._run(versions, physical)
         except MigrationAborted:
-            build = migration_build(eng.manifest, name)
+            build = migration_build(ctx.manifest, name)
             if build is not None:
-                _drop(eng, name, build, explicit=True)
+                _drop(ctx, name, build, explicit=True)
             return set()
-        finally:
-            eng.migrations.pop(name, None)
 
     def _run(self, versions: CollectionVersions, physical: str) -> set[tuple[str, str]]:
-        eng, name = self.engine, self.collection
+        ctx, name = self.ctx, self.collection
         assert self.writer is not None
-        sources = sorted(n for n, s in eng.sources.items() if s.collection == name)
+        sources = sorted(n for n, s in ctx.sources.items() if s.collection == name)
         files = self._scan(sources)
         todo: dict[str, list[str]] = {}
         for source, found in files.items():
@@ -233,10 +245,10 @@ class Migration:
             self.writer.delete(source, gone)
         self.progress.docs_total = sum(map(len, files.values()))
         self.progress.docs_done = self.progress.docs_total - sum(map(len, todo.values()))
-        self.progress._docs_at_start = self.progress.docs_done
+        self.progress.docs_at_start = self.progress.docs_done
         for source, paths in sorted(todo.items()):
             self.writer.write(source, paths, serve_changes=True)
-        self._hook("built")
+        ctx.step(name, "built")
         waiting = self._waiting_for(sources, files)
         if waiting:
             self.progress.phase, self.progress.waiting_for = "waiting", waiting
@@ -261,11 +273,11 @@ class Migration:
         self.progress.phase = "switching"
         from ingestd.store.vectors import LAYOUT
 
-        BuildDocuments(eng.manifest).adopt(name, self.target.settings, LAYOUT)
-        eng.recheck_collection(name, keep_checked=True)
-        self._hook("switching")
-        versions.switch(name, on_switched=lambda: self._hook("switched"))
-        eng.release_profiles()
+        BuildDocuments(ctx.manifest).adopt(name, self.target.settings, LAYOUT)
+        ctx.profiles.forget_current(name)
+        ctx.step(name, "switching")
+        versions.switch(name, on_switched=lambda: ctx.step(name, "switched"))
+        ctx.profiles.release()
         logger.info(
             "collection %s: now version %s, made by %s (%d documents; %d chunks embedded "
             "by this process); the previous version is dropped",
@@ -284,7 +296,7 @@ class Migration:
         """
         if self.writer is None or self.aborting:
             return
-        root = Path(self.engine.sources[source].root)
+        root = self.ctx.root(source)
         gone = [p for p in deleted if stat_file(root / p) is None]
         back = [p for p in deleted if p not in gone]  # re-created meanwhile
         paths = [p for p in [*written, *back] if (source, p) not in self.writer.in_flight]
@@ -292,22 +304,22 @@ class Migration:
         self.writer.write(source, paths, serve_changes=False)
 
     def _scan(self, sources: list[str]) -> dict[str, dict[str, FileStat]]:
-        eng = self.engine
-        return {s: scan(eng.filters[s]) for s in sources if Path(eng.sources[s].root).is_dir()}
+        ctx = self.ctx
+        return {s: scan(ctx.filters[s]) for s in sources if ctx.root(s).is_dir()}
 
     def _waiting_for(self, sources: list[str], files: dict[str, dict[str, FileStat]]) -> str:
         """Why the switch must wait, or ``""``: it would drop documents searched now."""
-        eng = self.engine
+        ctx = self.ctx
         reasons = [f"the root of source {s} is missing" for s in sources if s not in files]
         for s in sources:
-            if eng.held.get(s):
+            if ctx.held.get(s):
                 reasons.append(
-                    f"{len(eng.held[s])} deletions of source {s} are held by the "
+                    f"{len(ctx.held[s])} deletions of source {s} are held by the "
                     "mass-deletion guard (`ingestd resync --allow-mass-delete` applies them)"
                 )
-        for rec in eng.manifest.sources():
-            if rec["collection"] == self.collection and rec["name"] not in eng.sources:
-                if eng.manifest.counts(rec["name"])["documents"]:
+        for rec in ctx.manifest.sources():
+            if rec["collection"] == self.collection and rec["name"] not in ctx.sources:
+                if ctx.manifest.counts(rec["name"])["documents"]:
                     reasons.append(
                         f"source {rec['name']} of this collection is not configured "
                         "(configure it again, or `ingestd forget` it)"
@@ -315,8 +327,8 @@ class Migration:
         return "; ".join(reasons)
 
     def _checkpoint(self, serve_changes: bool) -> None:
-        self._hook("checkpoint")
-        self.engine.checkpoint(serve_changes=serve_changes)
+        self.ctx.step(self.collection, "checkpoint")
+        self.ctx.checkpoints.checkpoint(serve_changes=serve_changes)
         self._check_abort()
         now = time.monotonic()
         if now - self._logged >= PROGRESS_LOG_S:
@@ -336,25 +348,21 @@ class Migration:
         if self.aborting:
             raise MigrationAborted(f"the migration of {self.collection} was aborted")
 
-    def _hook(self, step: str) -> None:
-        if self.engine.migration_hook is not None:
-            self.engine.migration_hook(self.collection, step)
 
-
-def _finish_switch(engine: Engine, collection: str, build: dict[str, Any]) -> None:
+def _finish_switch(ctx: SyncContext, collection: str, build: dict[str, Any]) -> None:
     """Finish a switch a crash interrupted (the manifest already describes the new version)."""
-    CollectionVersions(engine.store, engine.manifest).switch(collection)
-    engine.recheck_collection(collection, keep_checked=True)
-    engine.release_profiles()
+    CollectionVersions(ctx.store, ctx.manifest).switch(collection)
+    ctx.profiles.forget_current(collection)
+    ctx.profiles.release()
     logger.info("collection %s: finished switching to %s", collection, build["target"])
 
 
-def _drop(engine: Engine, collection: str, build: dict[str, Any], *, explicit: bool) -> None:
+def _drop(ctx: SyncContext, collection: str, build: dict[str, Any], *, explicit: bool) -> None:
     """Drop the partial version; with ``explicit``, remember the aborted profile."""
     if explicit:
-        engine.manifest.set_collection_aborted(collection, build["settings"]["target"])
-    BuildDocuments(engine.manifest).clear(collection)
-    dropped = CollectionVersions(engine.store, engine.manifest).abort(collection)
+        ctx.manifest.set_collection_aborted(collection, build["settings"]["target"])
+    BuildDocuments(ctx.manifest).clear(collection)
+    dropped = CollectionVersions(ctx.store, ctx.manifest).abort(collection)
     logger.warning(
         "collection %s: migration to %s %s; %s dropped, %s untouched",
         collection,
@@ -365,7 +373,9 @@ def _drop(engine: Engine, collection: str, build: dict[str, Any], *, explicit: b
     )
 
 
-def abort(engine: Engine, collections: list[str]) -> list[dict[str, Any]]:
+def abort(
+    ctx: SyncContext, running: dict[str, Migration], collections: list[str]
+) -> list[dict[str, Any]]:
     """Abort the migrations of ``collections`` (``ingestd migrate --abort``).
 
     A migration running right now (this is served at one of its checkpoints) drops its
@@ -378,46 +388,34 @@ def abort(engine: Engine, collections: list[str]) -> list[dict[str, Any]]:
     """
     out = []
     for name in collections:
-        build = migration_build(engine.manifest, name)
+        build = migration_build(ctx.manifest, name)
         if build is None:
             continue
         entry: dict[str, Any] = {"collection": name, "aborted": False}
         if build["phase"] == "switching":
             entry["reason"] = "it is switching already; it finishes"
         else:
-            engine.manifest.update_collection_build(name, phase="aborting")
-            running = engine.migrations.get(name)
-            if running is not None:
-                running.aborting = True
+            ctx.manifest.update_collection_build(name, phase="aborting")
+            migration = running.get(name)
+            if migration is not None:
+                migration.aborting = True
             else:
-                _drop(engine, name, build, explicit=True)
+                _drop(ctx, name, build, explicit=True)
             entry.update(aborted=True, dropped=build["target"], kept=build["previous"])
         out.append(entry)
     return out
 
 
-def restart(engine: Engine, collections: list[str]) -> list[str]:
-    """Forget aborted migrations of ``collections``; the next sync migrates them.
-
-    Returns:
-        The collections a migration is now due for.
-    """
-    for name in collections:
-        engine.manifest.set_collection_aborted(name, None)
-        engine.recheck_collection(name)
-    return [c for c in collections if due(engine, c)]
-
-
-def forget_source(engine: Engine, collection: str, source: str) -> None:
+def forget_source(ctx: SyncContext, collection: str, source: str) -> None:
     """Delete ``source``'s documents from the version a migration builds, if any."""
-    build = migration_build(engine.manifest, collection)
+    build = migration_build(ctx.manifest, collection)
     if build is None:
         return
-    record = BuildDocuments(engine.manifest)
+    record = BuildDocuments(ctx.manifest)
     docs = record.documents(collection, source)
     ids = [pid for d in docs.values() for pid in d.ids]
-    if ids and engine.store.has_collection(build["target"]):
-        engine.store.delete(build["target"], ids)
+    if ids and ctx.store.has_collection(build["target"]):
+        ctx.store.delete(build["target"], ids)
     record.delete(collection, source, list(docs))
 
 

@@ -27,25 +27,25 @@ resumes with the others.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
 
-from ingestd.daemon.sync.documents import SyncInterrupted
+from ingestd.daemon.sync.context import SyncContext, Syncer
 from ingestd.daemon.sync.scanner import scan
+from ingestd.daemon.sync.types import SyncInterrupted
 from ingestd.store.collections import CollectionVersions
-
-if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
 
 __all__ = ["build_version"]
 
 logger = logging.getLogger(__name__)
 
 
-def build_version(engine: Engine, collection: str, reason: str) -> set[tuple[str, str]]:
+def build_version(
+    ctx: SyncContext, syncer: Syncer, collection: str, reason: str
+) -> set[tuple[str, str]]:
     """Build (or resume building) a new version of ``collection`` and switch to it.
 
     Args:
-        engine: the engine; its store is routed to the new version meanwhile.
+        ctx: the engine's context; its store is routed to the new version meanwhile.
+        syncer: plans and writes every document again.
         collection: the configured collection name.
         reason: why (``upgrade`` or ``resume``), for the log and the manifest.
 
@@ -55,26 +55,26 @@ def build_version(engine: Engine, collection: str, reason: str) -> set[tuple[str
     Raises:
         SyncInterrupted: a stop was requested; the build resumes on the next start.
     """
-    versions = CollectionVersions(engine.store, engine.manifest)
-    versions.begin(collection, engine.profile_of(collection).model.dim, reason)
+    versions = CollectionVersions(ctx.store, ctx.manifest)
+    versions.begin(collection, ctx.profiles.profile_of(collection).model.dim, reason)
     rebuilt: set[tuple[str, str]] = set()
     if versions.phase(collection) == "building":
         done = versions.done_sources(collection)
-        for name in sorted(engine.sources):
-            if engine.sources[name].collection != collection or name in done:
+        for name in sorted(ctx.sources):
+            if ctx.collection_of(name) != collection or name in done:
                 continue
-            plan = engine.plan(name)  # deletions, the mass-deletion guard, a missing root
+            plan = syncer.plan(name)  # deletions, the mass-deletion guard, a missing root
             if plan.root_missing:
                 logger.warning(
                     "source %s: root missing; its points are carried over unchanged", name
                 )
                 continue
-            present = scan(engine.filters[name])
+            present = scan(ctx.filters[name])
             plan.index = sorted(present)
             plan.sizes = {rel: st.size for rel, st in present.items()}
             plan.stat_only, plan.moves = [], []
             logger.info("collection %s: writing %d documents of %s", collection, len(present), name)
-            res = engine.apply(plan, force=True)
+            res = syncer.apply(plan, force=True)
             if res.interrupted:
                 raise SyncInterrupted(f"stop requested while building {collection}")
             rebuilt.update((name, rel) for rel in plan.index if rel not in res.retry)

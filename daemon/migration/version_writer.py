@@ -23,19 +23,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ingestd.daemon.sync.documents import (
-    PreparedDocument,
-    UnreadableFile,
-    prepare_document,
-    sparse_vector,
-)
+from ingestd.daemon.sync.context import SyncContext
+from ingestd.daemon.sync.documents import PreparedDocument, prepare_document, sparse_vector
+from ingestd.daemon.sync.preparer import git_commit
 from ingestd.daemon.sync.scanner import FileStat, stat_file
+from ingestd.daemon.sync.types import UnreadableFile
 from ingestd.daemon.sync.writer import SLICE_CHUNKS
 from ingestd.store.builds import BuildDoc, BuildDocuments
 from ingestd.store.manifest import ChunkRow
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
     from ingestd.daemon.sync.profile import Profile
 
 __all__ = ["BuildProgress", "VersionWriter"]
@@ -60,6 +57,7 @@ class BuildProgress:
         chunks_embedded: chunks embedded by the new model for it, by this process.
         waiting_for: why the switch waits (a missing root, held deletions, ...).
         started: when this process started on it (``time.monotonic()`` seconds).
+        docs_at_start: ``docs_done`` when this process started on it (for the ETA).
     """
 
     collection: str
@@ -70,11 +68,11 @@ class BuildProgress:
     chunks_embedded: int = 0
     waiting_for: str | None = None
     started: float = field(default_factory=time.monotonic)
-    _docs_at_start: int = 0
+    docs_at_start: int = 0
 
     def eta_seconds(self, now: float | None = None) -> float | None:
         """Seconds left at the rate documents were done so far, or ``None`` before any."""
-        done = self.docs_done - self._docs_at_start
+        done = self.docs_done - self.docs_at_start
         elapsed = (time.monotonic() if now is None else now) - self.started
         if done <= 0 or elapsed <= 0:
             return None
@@ -82,7 +80,7 @@ class BuildProgress:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields, with ``eta_seconds``."""
-        out = {k: v for k, v in self.__dict__.items() if k not in ("started", "_docs_at_start")}
+        out = {k: v for k, v in self.__dict__.items() if k not in ("started", "docs_at_start")}
         eta = self.eta_seconds()
         out["eta_seconds"] = None if eta is None else round(eta, 1)
         return out
@@ -92,7 +90,7 @@ class VersionWriter:
     """Writes documents into the new version of a collection.
 
     Args:
-        engine: the engine (its store, manifest, sources and file policy).
+        ctx: the engine's context (its store, manifest, sources and file policy).
         collection: the collection name.
         physical: the new version's physical collection.
         profile: the new profile (rules, embedder).
@@ -106,20 +104,20 @@ class VersionWriter:
 
     def __init__(
         self,
-        engine: Engine,
+        ctx: SyncContext,
         collection: str,
         physical: str,
         profile: Profile,
         checkpoint: Callable[[bool], None],
         progress: BuildProgress,
     ) -> None:
-        self.engine = engine
+        self.ctx = ctx
         self.collection = collection
         self.physical = physical
         self.profile = profile
         self.checkpoint = checkpoint
         self.progress = progress
-        self.record = BuildDocuments(engine.manifest)
+        self.record = BuildDocuments(ctx.manifest)
         self.in_flight: set[tuple[str, str]] = set()
 
     def stale(self, source: str, files: dict[str, FileStat]) -> tuple[list[str], list[str]]:
@@ -131,7 +129,7 @@ class VersionWriter:
         known = self.record.documents(self.collection, source)
         todo = []
         for rel, st in sorted(files.items()):
-            self.engine.heartbeat()
+            self.ctx.checkpoints.heartbeat()
             doc = known.get(rel)
             if doc is None or doc.rule_fingerprint != self.profile.rules.match(rel).fingerprint:
                 todo.append(rel)
@@ -145,20 +143,18 @@ class VersionWriter:
         Returns:
             The paths that could not be read (vanished or locked: retried later).
         """
-        eng = self.engine
-        src = eng.sources[source]
-        git_commit = eng.git_commit(source)
+        ctx = self.ctx
+        src = ctx.sources[source]
+        commit = git_commit(src)
         group: list[PreparedDocument] = []
         chunks = 0
         unreadable = []
         for rel in paths:
-            eng.heartbeat()
+            ctx.checkpoints.heartbeat()
             rule = self.profile.rules.match(rel)
             self.in_flight.add((source, rel))
             try:
-                prep = prepare_document(
-                    source, Path(src.root), rel, rule, eng.cfg.files, git_commit
-                )
+                prep = prepare_document(source, Path(src.root), rel, rule, ctx.cfg.files, commit)
             except UnreadableFile as exc:
                 self.in_flight.discard((source, rel))
                 if stat_file(Path(src.root) / rel) is None:
@@ -166,7 +162,7 @@ class VersionWriter:
                     continue
                 # retried with back-off like any unreadable file (a later sync, or the
                 # last pass before the switch, writes it)
-                if eng.retry.failed((source, rel), str(exc), eng.now()):
+                if ctx.failures.retry.failed((source, rel), str(exc), ctx.now()):
                     logger.warning("source %s: %s; tried again later", source, exc)
                 unreadable.append(rel)
                 continue
@@ -189,22 +185,23 @@ class VersionWriter:
         known = self.record.documents(self.collection, source)
         ids = [pid for p in paths if p in known for pid in known[p].ids]
         if ids:
-            self.engine.store.delete(self.physical, ids)
+            self.ctx.store.delete(self.physical, ids)
         self.record.delete(self.collection, source, paths)
 
     def _write_group(self, source: str, group: list[PreparedDocument], serve_changes: bool) -> None:
         from ingestd.store.vectors import Point
 
-        eng = self.engine
-        _ = eng.cache  # open the cache before the first lookup
+        ctx = self.ctx
+        stats = ctx.profiles.stats
+        _ = ctx.resources.cache  # open the cache before the first lookup
         try:
             todo = [(prep, i) for prep in group for i in range(len(prep.ids))]
-            e0 = eng.stats.embedded
+            e0 = stats.embedded
             for k in range(0, len(todo), SLICE_CHUNKS):
                 part = todo[k : k + SLICE_CHUNKS]
                 want = [(prep.hashes[i], prep.chunks[i].embed_text) for prep, i in part]
                 vectors = self.profile.embedder.vectors(want)
-                now = eng.now()
+                now = ctx.now()
                 points = [
                     Point(
                         prep.ids[i],
@@ -214,10 +211,10 @@ class VersionWriter:
                     )
                     for prep, i in part
                 ]
-                eng.store.upsert(self.physical, points)  # (a)
+                ctx.store.upsert(self.physical, points)  # (a)
                 self.progress.chunks_written += len(points)
-                self.progress.chunks_embedded += eng.stats.embedded - e0
-                e0 = eng.stats.embedded
+                self.progress.chunks_embedded += stats.embedded - e0
+                e0 = stats.embedded
                 self.checkpoint(serve_changes)
             # the record is read again: a change served at a checkpoint may have moved on
             known = self.record.documents(self.collection, source)
@@ -228,8 +225,8 @@ class VersionWriter:
                 for pid in known[prep.path].ids - set(prep.ids)
             ]
             if stale:
-                eng.store.delete(self.physical, stale)  # (b)
-            self.record.commit(self.collection, source, [_build_doc(p, eng.now()) for p in group])
+                ctx.store.delete(self.physical, stale)  # (b)
+            self.record.commit(self.collection, source, [_build_doc(p, ctx.now()) for p in group])
             done = self.progress.docs_done + len(group)
             self.progress.docs_done = min(done, self.progress.docs_total)
         finally:
@@ -246,17 +243,17 @@ class VersionWriter:
             Number of points deleted or re-written.
         """
         known = self.record.point_ids(self.collection)
-        present = set(self.engine.store.point_ids(self.physical))
+        present = set(self.ctx.store.point_ids(self.physical))
         orphans = sorted(present - set(known))
         if orphans:
-            self.engine.store.delete(self.physical, orphans)
+            self.ctx.store.delete(self.physical, orphans)
         missing = sorted(set(known) - present)
         redo: dict[str, set[str]] = {}
         for pid in missing:
             source, path = known[pid]
             redo.setdefault(source, set()).add(path)
         for source, paths in sorted(redo.items()):
-            if source in self.engine.sources:
+            if source in self.ctx.sources:
                 self.write(source, sorted(paths), serve_changes=serve_changes)
         if orphans or missing:
             logger.warning(

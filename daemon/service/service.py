@@ -43,7 +43,8 @@ from typing import Any
 from ingestd.daemon.config import Config, ConfigError
 from ingestd.daemon.service import systemd
 from ingestd.daemon.service.control import ControlServer, DaemonError, StateLock
-from ingestd.daemon.sync.engine import Engine, SyncProgress, SyncResult
+from ingestd.daemon.sync.engine import Engine
+from ingestd.daemon.sync.types import SyncProgress, SyncResult
 from ingestd.daemon.watch.coverage import WatchCoverage
 from ingestd.daemon.watch.inotify import reason_for
 from ingestd.daemon.watch.watcher import Batcher, BatcherThread, SourceWatcher

@@ -20,7 +20,8 @@ Paths whose name is not valid UTF-8 never get here: the scanner skips them
 (:func:`~ingestd.daemon.sync.scanner.name_problem`), since the manifest, the point ids and
 the payload all store paths as UTF-8 text.
 
-A file that vanished or could not be opened raises :class:`UnreadableFile`: it is
+A file that vanished or could not be opened raises
+:class:`~ingestd.daemon.sync.types.UnreadableFile`: it is
 retried later, never treated as deleted.
 """
 
@@ -40,6 +41,7 @@ from ingestd.daemon.config import FilesConfig
 from ingestd.daemon.sync.rules import Rule
 from ingestd.daemon.sync.scanner import FileStat, stat_file
 from ingestd.daemon.sync.secret_files import SecretPolicy
+from ingestd.daemon.sync.types import SyncInterrupted, UnreadableFile
 from ingestd.store.ids import chunk_hash, content_hash, point_ids
 from ingestd.store.search import PATH_KEY, path_prefixes
 from ingestd.store.sparse import SparseVec, document_vector
@@ -47,8 +49,6 @@ from ingestd.store.sparse import SparseVec, document_vector
 __all__ = [
     "PROVENANCE_KEYS",
     "PreparedDocument",
-    "SyncInterrupted",
-    "UnreadableFile",
     "prepare_document",
     "read_file",
     "sparse_vector",
@@ -59,18 +59,6 @@ logger = logging.getLogger(__name__)
 
 #: Payload keys that say when and from where a point was written; outside comparisons.
 PROVENANCE_KEYS = frozenset({"indexed_at", "git_commit"})
-
-
-class UnreadableFile(Exception):
-    """A file vanished or could not be opened mid-read: retried, never a delete."""
-
-
-class SyncInterrupted(Exception):
-    """A stop was requested (SIGTERM): raised at a checkpoint, the work in flight is left.
-
-    What was written before stays recorded as pending in the manifest, so the next sync
-    finishes the documents in flight, reusing their cached vectors.
-    """
 
 
 @dataclass

@@ -24,7 +24,7 @@ none of them.
 Native memory that no trim gives back is bounded where it is made: torch's oneDNN
 kernels are not cached per input shape (``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` in
 :mod:`ingestd.store.embedder`), and the embedded store is reopened once it holds many
-deleted points (``COMPACT_MIN_DELETED`` in :mod:`ingestd.store.vectors`).
+deleted points (``COMPACT_MIN_DELETED`` in :mod:`ingestd.store.qdrant_store`).
 """
 
 from __future__ import annotations

@@ -21,15 +21,13 @@ long as the re-embedding takes, and the change could not be taken back.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.config import Config
-from ingestd.daemon.migration.status import describe
 from ingestd.daemon.sync.rules import RuleSet, build_context
+from ingestd.daemon.sync.settings import describe, profile_key
 from ingestd.store.manifest import ModelMismatchError
 
 if TYPE_CHECKING:
@@ -42,7 +40,6 @@ __all__ = [
     "config_for",
     "differences",
     "model_of",
-    "profile_key",
     "settings_of",
 ]
 
@@ -83,12 +80,6 @@ def settings_of(cfg: Config, info: ModelInfo) -> dict[str, Any]:
         "tokenizer": cfg.tokenizer,
         "fit_model": bool(emb.fit_model),
     }
-
-
-def profile_key(settings: Mapping[str, Any]) -> str:
-    """A short id of a profile: equal keys make equal points from equal files and rules."""
-    ident = [settings["model_fingerprint"], settings["tokenizer"], bool(settings["fit_model"])]
-    return hashlib.sha256(json.dumps(ident).encode()).hexdigest()[:16]
 
 
 def config_for(cfg: Config, settings: Mapping[str, Any]) -> Config:
@@ -135,7 +126,7 @@ class Profile:
     Attributes:
         model: the model's description (fingerprint, dimension, tokenizer).
         settings: the profile as recorded in the manifest (:func:`settings_of`).
-        key: :func:`profile_key` of ``settings``.
+        key: :func:`~ingestd.daemon.sync.settings.profile_key` of ``settings``.
         embedder: vectors of chunk texts, through the embedding cache.
         sentence_embedder: vectors of sentences (the semantic chunker), cached apart.
         rules: the rules compiled with this profile's tokenizer and model.
@@ -211,5 +202,5 @@ class Profile:
         return True
 
     def describe(self) -> str:
-        """One line naming the profile (see :func:`describe`)."""
+        """One line naming the profile (see :func:`~ingestd.daemon.sync.settings.describe`)."""
         return describe(self.settings)

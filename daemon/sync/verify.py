@@ -1,7 +1,7 @@
 """``verify``: compare the files, the manifest and the store, and repair drift.
 
 The expected state is what a from-scratch ingest of the current files would store
-(:meth:`~ingestd.daemon.sync.engine.Engine.expected_points`): the same point ids, the same
+(:meth:`~ingestd.daemon.sync.preparer.Preparer.expected_points`): the same point ids, the same
 payloads, provenance keys aside, and the same sparse vectors, recomputed from the
 embedded text. Repair deletes orphans by id, re-writes documents with
 missing or stale points (vectors from the embedding cache when known), and re-records
@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext, Syncer
 from ingestd.daemon.sync.documents import strip_provenance
+from ingestd.daemon.sync.preparer import Preparer
 from ingestd.daemon.sync.scanner import scan
+from ingestd.daemon.sync.types import Plan
 
-if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
-
-__all__ = ["VerifyReport", "same_sparse", "verify"]
+__all__ = ["Verifier", "VerifyReport", "same_sparse"]
 
 logger = logging.getLogger(__name__)
 
@@ -62,38 +62,118 @@ class VerifyReport:
         return out
 
 
-def verify(engine: Engine, source: str, *, repair: bool = False) -> VerifyReport:
-    """Compare expected points with the manifest and the store; optionally repair.
+class Verifier:
+    """Compares the files, the manifest and the store, and repairs drift.
 
     Args:
-        engine: the engine (its store and manifest are read, and written on repair).
-        source: a configured source name.
-        repair: fix what differs, then verify again.
-
-    Raises:
-        KeyError: unknown source.
+        ctx: the engine's context (its store and manifest are read, written on repair).
+        preparer: derives the expected points from the files.
+        syncer: re-writes documents on repair.
+        collections: makes sure the collection exists before orphans are deleted.
     """
-    rep = VerifyReport(source)
-    want_sparse: dict[str, Any] = {}
-    expected, docs = engine.expected_points(source, sparse=want_sparse)
-    rep.expected = len(expected)
-    collection = engine.sources[source].collection
-    stored: dict[str, dict[str, Any]] = {}
-    got_sparse: dict[str, Any] = {}
-    common: list[str] = []
-    if engine.store.has_collection(collection):
-        stored = {pid: strip_provenance(p) for pid, p in engine.store.scroll(collection, source)}
-        common = sorted(set(expected) & set(stored))
-        got_sparse = engine.store.sparse_vectors(collection, common)
-    rep.missing = sorted(set(expected) - set(stored))
-    rep.orphans = sorted(set(stored) - set(expected))
-    rep.stale = [pid for pid in common if expected[pid] != stored[pid]]
-    rep.sparse = [pid for pid in common if not same_sparse(want_sparse[pid], got_sparse.get(pid))]
-    rep.manifest = _manifest_drift(engine, source, expected, docs)
-    if repair and not rep.clean:
-        _repair(engine, source, rep, expected)
-        return verify(engine, source, repair=False)
-    return rep
+
+    def __init__(
+        self,
+        ctx: SyncContext,
+        preparer: Preparer,
+        syncer: Syncer,
+        collections: CollectionLifecycle,
+    ) -> None:
+        self.ctx = ctx
+        self.preparer = preparer
+        self.syncer = syncer
+        self.collections = collections
+
+    def verify(self, source: str, *, repair: bool = False) -> VerifyReport:
+        """Compare expected points with the manifest and the store; optionally repair.
+
+        Args:
+            source: a configured source name.
+            repair: fix what differs, then verify again.
+
+        Raises:
+            KeyError: unknown source.
+        """
+        rep = VerifyReport(source)
+        ctx = self.ctx
+        want_sparse: dict[str, Any] = {}
+        expected, docs = self.preparer.expected_points(source, sparse=want_sparse)
+        rep.expected = len(expected)
+        collection = ctx.collection_of(source)
+        stored: dict[str, dict[str, Any]] = {}
+        got_sparse: dict[str, Any] = {}
+        common: list[str] = []
+        if ctx.store.has_collection(collection):
+            stored = {pid: strip_provenance(p) for pid, p in ctx.store.scroll(collection, source)}
+            common = sorted(set(expected) & set(stored))
+            got_sparse = ctx.store.sparse_vectors(collection, common)
+        rep.missing = sorted(set(expected) - set(stored))
+        rep.orphans = sorted(set(stored) - set(expected))
+        rep.stale = [pid for pid in common if expected[pid] != stored[pid]]
+        rep.sparse = [
+            pid for pid in common if not same_sparse(want_sparse[pid], got_sparse.get(pid))
+        ]
+        rep.manifest = self._manifest_drift(source, expected, docs)
+        if repair and not rep.clean:
+            self._repair(source, rep, expected)
+            return self.verify(source, repair=False)
+        return rep
+
+    def _manifest_drift(
+        self,
+        source: str,
+        expected: dict[str, dict[str, Any]],
+        docs: dict[str, str | None],
+    ) -> list[str]:
+        """Paths whose manifest record (ids, pending rows, state) disagrees with the files."""
+        manifest = self.ctx.manifest
+        known_docs = manifest.documents(source)
+        expected_by_path: dict[str, set[str]] = {}
+        for pid, p in expected.items():
+            expected_by_path.setdefault(p["path"], set()).add(pid)
+        rows_by_doc: dict[int, set[str]] = {}
+        pending_docs: set[int] = set()
+        for pid, doc_id, pending in manifest.point_rows(source):
+            rows_by_doc.setdefault(doc_id, set()).add(pid)
+            if pending:
+                pending_docs.add(doc_id)
+        drift = []
+        for rel in sorted(set(docs) | set(known_docs)):
+            doc = known_docs.get(rel)
+            if doc is None or rel not in docs:
+                drift.append(rel)
+                continue
+            have = rows_by_doc.get(doc.id, set())
+            if have != expected_by_path.get(rel, set()) or doc.id in pending_docs:
+                drift.append(rel)
+            elif (doc.state == "failed") != (docs[rel] is not None):
+                drift.append(rel)
+        return drift
+
+    def _repair(self, source: str, rep: VerifyReport, expected: dict[str, dict[str, Any]]) -> None:
+        ctx = self.ctx
+        collection = ctx.collection_of(source)
+        if rep.orphans:
+            self.collections.ensure(collection)
+            ctx.store.delete(collection, rep.orphans)
+        paths = set(rep.manifest)
+        for pid in rep.missing + rep.stale + rep.sparse:
+            paths.add(expected[pid]["path"])
+        on_disk = scan(ctx.filters[source])
+        plan = Plan(source)
+        for rel in sorted(paths):
+            if rel in on_disk:
+                plan.index.append(rel)
+            else:
+                plan.delete.append(rel)
+        res = self.syncer.apply(plan, force=True)
+        logger.info(
+            "repaired source %s: %d documents re-written, %d deleted, %d orphans removed",
+            source,
+            res.indexed + res.failed,
+            res.deleted,
+            len(rep.orphans),
+        )
 
 
 def same_sparse(want: Any, got: Any) -> bool:
@@ -102,64 +182,4 @@ def same_sparse(want: Any, got: Any) -> bool:
         return want is None and got is None
     return list(want.indices) == list(got.indices) and all(
         abs(a - b) <= 1e-6 * max(1.0, abs(a)) for a, b in zip(want.values, got.values, strict=True)
-    )
-
-
-def _manifest_drift(
-    engine: Engine,
-    source: str,
-    expected: dict[str, dict[str, Any]],
-    docs: dict[str, str | None],
-) -> list[str]:
-    """Paths whose manifest record (ids, pending rows, state) disagrees with the files."""
-    known_docs = engine.manifest.documents(source)
-    expected_by_path: dict[str, set[str]] = {}
-    for pid, p in expected.items():
-        expected_by_path.setdefault(p["path"], set()).add(pid)
-    rows_by_doc: dict[int, set[str]] = {}
-    pending_docs: set[int] = set()
-    for pid, doc_id, pending in engine.manifest.point_rows(source):
-        rows_by_doc.setdefault(doc_id, set()).add(pid)
-        if pending:
-            pending_docs.add(doc_id)
-    drift = []
-    for rel in sorted(set(docs) | set(known_docs)):
-        doc = known_docs.get(rel)
-        if doc is None or rel not in docs:
-            drift.append(rel)
-            continue
-        have = rows_by_doc.get(doc.id, set())
-        if have != expected_by_path.get(rel, set()) or doc.id in pending_docs:
-            drift.append(rel)
-        elif (doc.state == "failed") != (docs[rel] is not None):
-            drift.append(rel)
-    return drift
-
-
-def _repair(
-    engine: Engine, source: str, rep: VerifyReport, expected: dict[str, dict[str, Any]]
-) -> None:
-    from ingestd.daemon.sync.engine import Plan
-
-    collection = engine.sources[source].collection
-    if rep.orphans:
-        engine.ensure_collection(collection)
-        engine.store.delete(collection, rep.orphans)
-    paths = set(rep.manifest)
-    for pid in rep.missing + rep.stale + rep.sparse:
-        paths.add(expected[pid]["path"])
-    on_disk = scan(engine.filters[source])
-    plan = Plan(source)
-    for rel in sorted(paths):
-        if rel in on_disk:
-            plan.index.append(rel)
-        else:
-            plan.delete.append(rel)
-    res = engine.apply(plan, force=True)
-    logger.info(
-        "repaired source %s: %d documents re-written, %d deleted, %d orphans removed",
-        source,
-        res.indexed + res.failed,
-        res.deleted,
-        len(rep.orphans),
     )

@@ -13,7 +13,7 @@ Steps (a) and (b) run slice by slice, at most :data:`SLICE_CHUNKS` chunks each (
 pending ids of a slice are recorded just before its upsert). After every slice the
 writer calls its *checkpoint*: the daemon pings the systemd watchdog, serves searches
 and other files' changes, and a stop request (SIGTERM) raises
-:class:`~ingestd.daemon.sync.documents.SyncInterrupted` there. So no document, however
+:class:`~ingestd.daemon.sync.types.SyncInterrupted` there. So no document, however
 large, holds the daemon for longer than one slice (DESIGN.md, "Long work is sliced"),
 and a document interrupted mid-way costs the next attempt nothing but re-use of its
 cached vectors.
@@ -30,21 +30,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ingestd.daemon.sync.documents import (
-    PreparedDocument,
-    SyncInterrupted,
-    sparse_vector,
-    strip_provenance,
-)
-from ingestd.daemon.sync.scanner import display_path
+from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext
+from ingestd.daemon.sync.documents import PreparedDocument, sparse_vector, strip_provenance
+from ingestd.daemon.sync.types import SyncInterrupted, SyncResult
 from ingestd.store.manifest import ChunkRow
 
-if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine, SyncResult
-
-__all__ = ["SLICE_CHUNKS", "InFlight", "Writer", "fails_whole_batch"]
+__all__ = ["SLICE_CHUNKS", "InFlight", "Writer", "fails_whole_batch", "vectors_from_store"]
 
 logger = logging.getLogger(__name__)
 
@@ -96,18 +89,20 @@ class _DocWork:
 
 
 class Writer:
-    """Writes groups of prepared documents for an :class:`~ingestd.daemon.sync.engine.Engine`.
+    """Writes groups of prepared documents into the current versions of collections.
 
     Args:
-        engine: the engine whose manifest, store and embedder are written.
+        ctx: the engine's context (manifest, store, cache, profiles, clock).
+        collections: makes sure a collection exists and is up to date before a write.
 
     Attributes:
         in_flight: documents written right now, by ``(source, path)``; the daemon
             shows them in ``status`` and keeps other jobs off them.
     """
 
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
+    def __init__(self, ctx: SyncContext, collections: CollectionLifecycle) -> None:
+        self.ctx = ctx
+        self.collections = collections
         self.in_flight: dict[tuple[str, str], InFlight] = {}
 
     def write(
@@ -171,9 +166,7 @@ class Writer:
             logger.error(
                 "cannot record %s as failed either (%s: %s)", prep.path, type(exc).__name__, exc
             )
-            self.engine.skipped.setdefault(source, {})[display_path(prep.path)] = (
-                f"cannot be written or recorded: {error}"
-            )
+            self.ctx.failures.skip(source, prep.path, f"cannot be written or recorded: {error}")
 
     def _write(
         self,
@@ -184,13 +177,13 @@ class Writer:
         checkpoint: Callable[[], None] | None,
         progress: Callable[[], None] | None,
     ) -> None:
-        eng = self.engine
-        collection = eng.sources[source].collection
-        eng.ensure_collection(collection)
-        _ = eng.cache  # open the cache before the first lookup
-        doc_ids = eng.manifest.upsert_documents(source, [p.path for p in group])
-        known = eng.manifest.chunks_of_docs(list(doc_ids.values()))
-        fingerprints = eng.manifest.rule_fingerprints(list(doc_ids.values()))
+        ctx = self.ctx
+        collection = ctx.collection_of(source)
+        self.collections.ensure(collection)
+        _ = ctx.resources.cache  # open the cache before the first lookup
+        doc_ids = ctx.manifest.upsert_documents(source, [p.path for p in group])
+        known = ctx.manifest.chunks_of_docs(list(doc_ids.values()))
+        fingerprints = ctx.manifest.rule_fingerprints(list(doc_ids.values()))
         work = [self._plan_doc(p, doc_ids[p.path], known[doc_ids[p.path]], force) for p in group]
         for w in work:
             w.resparse = fingerprints.get(w.doc_id) != w.prep.rule.fingerprint
@@ -202,7 +195,7 @@ class Writer:
             self._upsert_fresh(source, collection, work, res, checkpoint, progress)
             stale_ids = [pid for w in work for pid in w.stale]
             if stale_ids:  # (c)
-                eng.store.delete(collection, stale_ids)
+                ctx.store.delete(collection, stale_ids)
             res.chunks_deleted += len(stale_ids)
             self._commit(work, res)  # (d)
         finally:
@@ -233,21 +226,21 @@ class Writer:
         """Steps (a) and (b) for the new points, slice by slice."""
         from ingestd.store.vectors import Point
 
-        eng = self.engine
+        ctx = self.ctx
         todo = [(w, r) for w in work for r in w.fresh]
-        embedder = eng.profile_of(collection).embedder
-        fallback = eng.vectors_from_store(collection)
+        embedder = ctx.profiles.profile_of(collection).embedder
+        fallback = vectors_from_store(ctx, collection)
         for i in range(0, len(todo), SLICE_CHUNKS):
             part = todo[i : i + SLICE_CHUNKS]
             pending: dict[int, list[ChunkRow]] = {}
             for w, r in part:
                 pending.setdefault(w.doc_id, []).append(r)
-            eng.manifest.add_pending_many(pending)  # (a)
+            ctx.manifest.add_pending_many(pending)  # (a)
             want = [
                 (w.prep.hashes[r.ordinal], w.prep.chunks[r.ordinal].embed_text) for w, r in part
             ]
             vectors = embedder.vectors(want, fallback)
-            now = eng.now()
+            now = ctx.now()
             points = []
             for w, r in part:
                 payload = dict(w.prep.payloads[r.ordinal])
@@ -255,7 +248,7 @@ class Writer:
                 chunk = w.prep.chunks[r.ordinal]
                 vec = vectors[w.prep.hashes[r.ordinal]]
                 points.append(Point(r.point_id, vec, payload, sparse_vector(chunk)))
-            eng.store.upsert(collection, points)  # (b)
+            ctx.store.upsert(collection, points)  # (b)
             for w, _ in part:
                 self.in_flight[(source, w.prep.path)].chunks_done += 1
             res.chunks_written += len(points)
@@ -293,7 +286,7 @@ class Writer:
                         resparse.append((r.point_id, vec))
         lost: set[str] = set()
         for i in range(0, len(updates), PAYLOAD_SLICE):
-            missing = self.engine.store.set_payload(collection, updates[i : i + PAYLOAD_SLICE])
+            missing = self.ctx.store.set_payload(collection, updates[i : i + PAYLOAD_SLICE])
             lost.update(missing or ())
             for pid in missing or ():
                 w, r = rows[pid]
@@ -305,14 +298,13 @@ class Writer:
                 checkpoint()
         resparse = [(pid, vec) for pid, vec in resparse if pid not in lost]  # upserted whole
         for i in range(0, len(resparse), PAYLOAD_SLICE):
-            self.engine.store.set_sparse(collection, resparse[i : i + PAYLOAD_SLICE])
+            self.ctx.store.set_sparse(collection, resparse[i : i + PAYLOAD_SLICE])
             if checkpoint is not None and i + PAYLOAD_SLICE < len(resparse):
                 checkpoint()
 
     def _commit(self, work: list[_DocWork], res: SyncResult) -> None:
         """Step (d): one manifest transaction for the group."""
-        eng = self.engine
-        now = eng.now()
+        now = self.ctx.now()
         commits = []
         for w in work:
             prep, st = w.prep, w.prep.stat
@@ -339,7 +331,7 @@ class Writer:
                 res.failed += 1
             else:
                 res.indexed += 1
-        eng.manifest.commit_documents(commits)
+        self.ctx.manifest.commit_documents(commits)
 
 
 def fails_whole_batch(exc: BaseException) -> bool:
@@ -368,3 +360,37 @@ def fails_whole_batch(exc: BaseException) -> bool:
 
 def _git_of(payload: dict[str, Any]) -> dict[str, Any]:
     return {"git_commit": payload["git_commit"]} if "git_commit" in payload else {}
+
+
+def vectors_from_store(ctx: SyncContext, collection: str) -> Callable[[list[str]], dict[str, Any]]:
+    """A lookup of vectors by chunk hash among the points already in ``collection``.
+
+    Used when the embedding cache has evicted a vector: a point with the same chunk
+    hash (a renamed or copied document) still holds it.
+
+    Returns:
+        A function of chunk hashes -> ``{chunk hash: (dim,) float32 vector}`` of those
+        found.
+    """
+
+    def fallback(hashes: list[str]) -> dict[str, Any]:
+        import numpy as np
+
+        ids = ctx.manifest.point_ids_for_hashes(hashes)
+        if not ids:
+            return {}
+        by_id = {pid: h for h, pid in ids.items()}
+        out: dict[str, Any] = {}
+        recs = []
+        # while a new version is built, its points are not behind the alias yet
+        for name in dict.fromkeys([collection, ctx.store.write_target(collection)]):
+            try:
+                recs += ctx.store.retrieve(name, list(by_id), with_vectors=True)
+            except Exception:
+                logger.debug("vector lookup by chunk hash failed", exc_info=True)
+        for pid, _payload, vec in recs:
+            if vec is not None and not isinstance(vec, dict):
+                out[by_id[pid]] = np.asarray(vec, dtype=np.float32)
+        return out
+
+    return fallback

@@ -34,13 +34,13 @@ CHILD = textwrap.dedent(
     sys.path.insert(0, {repo!r})
     from tests.helpers import fake_vectors, make_engine
     from ingestd.store.manifest import Manifest
-    from ingestd.store.vectors import QdrantStore
+    from ingestd.store.qdrant_store import QdrantStore
 
     root, state, target, when = sys.argv[1:5]
     nth = int(sys.argv[5])
-    import ingestd.daemon.sync.engine as engine_module
+    import ingestd.daemon.sync.applier as applier_module
 
-    engine_module.GROUP_CHUNKS = 20  # several write batches, so some crashes land mid-way
+    applier_module.GROUP_CHUNKS = 20  # several write batches, so some crashes land mid-way
     owners = {{"upsert": QdrantStore, "delete": QdrantStore, "set_payload": QdrantStore,
                "add_pending_many": Manifest, "commit_documents": Manifest}}
     cls = owners[target]

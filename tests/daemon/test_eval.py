@@ -116,7 +116,7 @@ def _write_questions(path: Path, rows: list[tuple[str, ...]] | list[Any]) -> Pat
 
 
 def test_rule_files_are_checked_and_labelled(tmp_path: Path) -> None:
-    from ingestd.daemon.evaluation.rulesets import RuleSet, rule_sets
+    from ingestd.daemon.evaluation.rulesets import LabeledRules, rule_sets
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("rules:\n  - match: ['*']\n    chunker: token\n    params: {max_tokens: -1}\n")
@@ -134,7 +134,7 @@ def test_rule_files_are_checked_and_labelled(tmp_path: Path) -> None:
     sets = rule_sets([tmp_path / "x/r.yaml", tmp_path / "y/r.yaml"], load_config(None), None)
     assert [s.label for s in sets] == [str(tmp_path / "x/r.yaml"), str(tmp_path / "y/r.yaml")]
     assert sets[0].rules[0].chunker == "token"
-    assert RuleSet.from_dict(sets[0].as_dict()) == sets[0]
+    assert LabeledRules.from_dict(sets[0].as_dict()) == sets[0]
     (default,) = rule_sets([], load_config(None), None)
     assert default.label == "default rules" and default.rules == load_config(None).rules
 
@@ -165,7 +165,7 @@ def test_progress_log_writes_a_line_per_phase_and_then_one_every_interval(
 
     from ingestd.daemon.evaluation.cli import ProgressLog
     from ingestd.daemon.evaluation.evaluate import EvalProgress
-    from ingestd.daemon.sync.engine import SyncProgress
+    from ingestd.daemon.sync.types import SyncProgress
 
     clock = [0.0]
     log = ProgressLog(every=30, now=lambda: clock[0])

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from ingestd.daemon.cli.progress import duration, sync_detail
-from ingestd.daemon.sync.engine import SyncProgress
+from ingestd.daemon.sync.types import SyncProgress
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ import pytest
 from click.testing import CliRunner
 
 from ingestd.daemon.cli.main import cli
-from ingestd.store.vectors import QdrantStore
+from ingestd.store.qdrant_store import QdrantStore
 from tests.helpers import (
     REPO,
     CountingEmbedder,
@@ -193,7 +193,7 @@ def test_damaged_embedding_cache_is_moved_aside(
 
 
 def test_cache_damaged_while_in_use_is_replaced() -> None:
-    from ingestd.daemon.sync.repair import HealingCache
+    from ingestd.daemon.sync.healing_cache import HealingCache
 
     class Flaky:
         def __init__(self) -> None:

@@ -33,10 +33,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ingestd.daemon.sync import engine as engine_module
+from ingestd.daemon.sync import applier as applier_module
 from ingestd.daemon.sync.memory import release_free_memory
 from ingestd.store import vectors
-from ingestd.store.vectors import Point, QdrantStore
+from ingestd.store.qdrant_store import QdrantStore
+from ingestd.store.vectors import Point
 from tests.helpers import fake_vectors, make_engine
 
 GLIBC = platform.libc_ver()[0] == "glibc"
@@ -139,7 +140,7 @@ def test_a_sync_that_wrote_gives_free_memory_back(
         calls.append(1)
         return True
 
-    monkeypatch.setattr(engine_module, "release_free_memory", counting)
+    monkeypatch.setattr(applier_module, "release_free_memory", counting)
     root = tmp_path / "docs"
     root.mkdir()
     doc = root / "a.md"

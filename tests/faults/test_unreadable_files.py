@@ -18,7 +18,7 @@ import pytest
 
 from ingestd.daemon.sync import documents
 from ingestd.daemon.sync.backoff import Backoff
-from ingestd.daemon.sync.documents import UnreadableFile
+from ingestd.daemon.sync.types import UnreadableFile
 from tests.daemon.harness import Harness
 from tests.helpers import CountingEmbedder, wait_for
 

@@ -16,9 +16,10 @@ from qdrant_client import QdrantClient, models
 
 from ingestd.store.collections import CollectionVersions
 from ingestd.store.manifest import ChunkRow, Manifest, sqlite_url
+from ingestd.store.qdrant_store import QdrantStore
 from ingestd.store.search import PATH_KEY, Filters, path_prefixes
 from ingestd.store.sparse import document_vector, query_vector
-from ingestd.store.vectors import Point, QdrantStore
+from ingestd.store.vectors import Point
 
 DIM = 4
 

@@ -14,9 +14,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ingestd.store.qdrant_store import QdrantStore
 from ingestd.store.search import PATH_KEY, Filters, path_prefixes
 from ingestd.store.sparse import document_vector, query_vector
-from ingestd.store.vectors import Point, QdrantStore
+from ingestd.store.vectors import Point
 
 DIM = 8
 

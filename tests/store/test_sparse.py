@@ -123,8 +123,9 @@ def test_changing_the_contract_changes_every_rule_fingerprint(
 
 def test_qdrant_scores_are_bm25_with_its_own_idf(tmp_path: Path) -> None:
     """Qdrant (Modifier.IDF) multiplies our document values by the BM25 IDF."""
+    from ingestd.store.qdrant_store import QdrantStore
     from ingestd.store.search import Filters
-    from ingestd.store.vectors import Point, QdrantStore
+    from ingestd.store.vectors import Point
 
     docs = [
         "the collector receives spans",

@@ -1,43 +1,34 @@
-"""Configuration: pydantic models of the YAML file, defaults, and readable errors.
+"""The configuration's pydantic models: every key of the YAML file, with its default.
 
-Every model is frozen and rejects unknown keys. :func:`load_config` turns a
-``ValidationError`` into :class:`ConfigError` lines of the form
-``rules[2].params.max_tokens: Input should be greater than 0 (got -1)``.
-
-The state dir is resolved by :func:`resolve_state_dir` (from
-:mod:`~ingestd.daemon.statedir`, which fast commands use without this module):
-``--state-dir``, else
-``$INGESTD_STATE_DIR``, else the config file's ``state_dir``, else systemd's
-``$STATE_DIRECTORY``, else ``$XDG_STATE_HOME/ingestd`` (``~/.local/state/ingestd``).
+Every model is frozen and rejects unknown keys (``config.example.yaml`` explains each).
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from ingestd.daemon.statedir import resolve_state_dir
+from ingestd.daemon.statedir import StatePaths
 
 __all__ = [
     "DEFAULT_EXCLUDE",
     "DEFAULT_INCLUDE",
     "Config",
     "ConfigError",
-    "SYSTEM_ROOTS",
-    "SYSTEM_TREES",
+    "EmbeddingConfig",
+    "FilesConfig",
+    "ManifestConfig",
+    "MassDeleteConfig",
+    "MetricsConfig",
+    "QdrantConfig",
     "RuleConfig",
     "SearchConfig",
     "SourceConfig",
+    "WatchConfig",
     "default_rules",
-    "load_config",
-    "read_yaml",
-    "resolve_state_dir",
-    "system_root_problem",
 ]
 
 #: Files a source indexes when its config says nothing (gitignore-style globs).
@@ -293,206 +284,6 @@ class Config(_Model):
             raise ValueError(f"source names must be unique; repeated: {', '.join(dupes)}")
         return self
 
-
-def check_rules(rules: Sequence[RuleConfig]) -> None:
-    """Check each rule's chunker name and ``params`` against that chunker's options.
-
-    Raises:
-        ConfigError: one ``rules[i].params.key: problem`` line per mistake.
-    """
-    from pydantic import ValidationError as VE
-
-    from ingestd.chunkers.registry import CHUNKERS
-
-    problems: list[str] = []
-    for i, rule in enumerate(rules):
-        cls = CHUNKERS.get(rule.chunker)
-        if cls is None:
-            problems.append(
-                f"rules[{i}].chunker: unknown chunker {rule.chunker!r}; "
-                f"expected one of: {', '.join(sorted(CHUNKERS))}"
-            )
-            continue
-        try:
-            cls.Options.model_validate(dict(rule.params))
-        except VE as exc:
-            problems.extend(format_errors(exc, f"rules[{i}].params"))
-    if problems:
-        raise ConfigError(problems)
-
-
-def _format_loc(loc: Sequence[int | str], prefix: str = "") -> str:
-    out = prefix
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        else:
-            out += f".{part}" if out else str(part)
-    return out or "(top level)"
-
-
-def format_errors(exc: ValidationError, prefix: str = "") -> list[str]:
-    """One ``key.path: problem`` line per error of ``exc``, keys under ``prefix``."""
-    lines = []
-    for err in exc.errors():
-        loc = [p for p in err["loc"] if not (isinstance(p, str) and p.startswith("function-"))]
-        msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
-            msg = "unknown key; check its spelling against config.example.yaml"
-        elif err["type"] == "missing":
-            msg = "required key is missing"
-        got = err.get("input")
-        if err["type"] not in ("missing", "extra_forbidden") and not isinstance(got, dict | list):
-            msg += f" (got {got!r})"
-        lines.append(f"{_format_loc(loc, prefix)}: {msg}")
-    return lines
-
-
-#: Folders that are never documentation trees, refused as source roots with everything
-#: below them: virtual file systems (reading them fails or never ends) and the system's
-#: private configuration and boot files. ``/dev/shm``, a tmpfs of ordinary files, is not
-#: one of them.
-SYSTEM_TREES: tuple[str, ...] = ("/proc", "/sys", "/dev", "/run", "/boot", "/etc")
-#: Folders refused as source roots themselves (the whole file system, or a system tree
-#: of programs and their data), though a folder below them may be one (``/usr/share/doc``).
-SYSTEM_ROOTS: tuple[str, ...] = (
-    "/", "/usr", "/usr/local", "/var", "/var/lib", "/bin", "/sbin", "/lib", "/lib32",
-    "/lib64", "/libx32",
-)  # fmt: skip
-
-
-def system_root_problem(root: Path) -> str | None:
-    """Why canonical ``root`` cannot be a source root (a system tree), or ``None``."""
-    posix = root.as_posix()
-    if posix == "/":
-        return (
-            "/ is the whole file system (system trees, secrets, other users' files); "
-            "choose the folder that holds the documents"
-        )
-    if posix == "/dev/shm" or posix.startswith("/dev/shm/"):
-        return None
-    for tree in SYSTEM_TREES:
-        if posix == tree or posix.startswith(tree + "/"):
-            return (
-                f"{posix} is in the system tree {tree}, which holds no documentation; "
-                "choose the folder that holds the documents"
-            )
-    if posix in SYSTEM_ROOTS:
-        return (
-            f"{posix} is a system tree of programs and their data; "
-            "choose the folder that holds the documents (e.g. /usr/share/doc/NAME)"
-        )
-    return None
-
-
-def _canonical(root: Path) -> Path:
-    return Path(os.path.realpath(root.expanduser()))
-
-
-def read_yaml(path: Path, what: str) -> Any:
-    """The YAML document in a file, as ``yaml.safe_load`` gives it (``None``: empty).
-
-    Args:
-        path: the UTF-8 file.
-        what: what the file is, for the error (``config file``, ``rules file``).
-
-    Raises:
-        ConfigError: one line: ``<path>: cannot read the <what>: <reason>``, or
-            ``<path>:<line>:<column>: invalid YAML: <problem>`` (counted from 1).
-    """
-    try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ConfigError([f"{path}: cannot read the {what}: {exc.strerror}"]) from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else str(path)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError([f"{where}: invalid YAML: {problem}"]) from None
-
-
-def load_config(
-    path: str | Path | None = None,
-    *,
-    roots: Sequence[str | Path] = (),
-    overrides: Mapping[str, Any] | None = None,
-    require_roots: bool = True,
-) -> Config:
-    """Load and validate the configuration.
-
-    Args:
-        path: YAML file, or ``None`` for the defaults.
-        roots: folders given as ``PATH`` arguments. With a config file they select its
-            sources whose root is one of them, or add a default source for each one
-            that is not configured; without a file each becomes a default source.
-        overrides: top-level keys to set before validation (e.g. from CLI flags).
-        require_roots: a configured source root that does not exist is an error; the
-            daemon passes ``False``: an unmounted volume must not stop the others.
-
-    Returns:
-        The validated config with source roots made absolute and names filled in.
-
-    Raises:
-        ConfigError: unreadable YAML or invalid values (one ``key.path: problem`` per line).
-    """
-    data: dict[str, Any] = {}
-    base = Path.cwd()
-    if path is not None:
-        p = Path(path)
-        raw = read_yaml(p, "config file")
-        if raw is None:
-            raw = {}
-        if not isinstance(raw, dict):
-            raise ConfigError(["(top level): expected a mapping of keys (state_dir, sources, ...)"])
-        data = raw
-        base = p.resolve().parent
-    if overrides:
-        data = {**data, **overrides}
-    try:
-        cfg = Config.model_validate(data)
-    except ValidationError as exc:
-        raise ConfigError(format_errors(exc)) from None
-    check_rules(cfg.rules)
-    return _finish(cfg, base, roots, require_roots)
-
-
-def _finish(cfg: Config, base: Path, roots: Sequence[str | Path], require_roots: bool) -> Config:
-    sources = []
-    for s in cfg.sources:
-        root = _canonical(s.root if s.root.is_absolute() else base / s.root)
-        sources.append(s.model_copy(update={"root": root, "name": s.name or str(root)}))
-    index = {s.root: i for i, s in enumerate(sources)}  # configured roots -> their index
-    if roots:
-        wanted = [_canonical(Path(r)) for r in roots]
-        chosen = [s for s in sources if s.root in wanted]
-        for r in wanted:
-            if not any(s.root == r for s in chosen):
-                chosen.append(SourceConfig(name=str(r), root=r))
-        sources = chosen
-    problems = []
-    for s in sources:
-        problem = system_root_problem(s.root)
-        if problem is not None:
-            where = f"sources[{index[s.root]}].root" if s.root in index else f"PATH {s.root}"
-            problems.append(f"{where}: {problem}")
-    if problems:
-        raise ConfigError(problems)
-    missing = [
-        f"sources[{i}].root: folder {s.root} does not exist"
-        for i, s in enumerate(sources)
-        if not s.root.is_dir()
-    ]
-    if missing and require_roots:
-        raise ConfigError(missing)
-    state = cfg.state_dir
-    if state is not None and not state.is_absolute():
-        state = base / state
-    embedding = cfg.embedding
-    if embedding.cache_dir is not None:
-        cache_dir = embedding.cache_dir.expanduser()
-        embedding = embedding.model_copy(
-            update={"cache_dir": cache_dir if cache_dir.is_absolute() else base / cache_dir}
-        )
-    return cfg.model_copy(
-        update={"sources": tuple(sources), "state_dir": state, "embedding": embedding}
-    )
+    def paths(self, state_dir: Path) -> StatePaths:
+        """The entries of ``state_dir`` under this config (``qdrant.path`` moves the store)."""
+        return StatePaths(Path(state_dir), Path(self.qdrant.path) if self.qdrant.path else None)

@@ -1,0 +1,252 @@
+"""Planning a sync: compare a source's files with the manifest.
+
+The fast path (DESIGN.md point 3): a document whose stat (size, mtime, ctime, inode)
+and rule fingerprint equal the manifest's is skipped unread; one whose bytes hash equal
+only gets its stat recorded. Paths that disappeared are deletions, or moves when a new
+path has the same content. A scan of a whole source goes through the mass-deletion
+guard, which holds the deletions of a scan that would delete too much (a vanished tree).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+
+from ingestd.daemon.sync.context import SyncContext
+from ingestd.daemon.sync.rules import Rule
+from ingestd.daemon.sync.scanner import FileStat, Scan, display_path, name_problem, scan, stat_file
+from ingestd.daemon.sync.types import Plan
+from ingestd.store.ids import content_hash
+from ingestd.store.manifest import DocRow
+
+__all__ = ["Planner", "stat_of"]
+
+logger = logging.getLogger(__name__)
+
+
+def stat_of(doc: DocRow) -> FileStat:
+    """The stat the manifest records for a document."""
+    return FileStat(doc.size, doc.mtime_ns, doc.ctime_ns, doc.inode)
+
+
+class Planner:
+    """Plans the syncs of the configured sources.
+
+    Args:
+        ctx: the engine's context (sources, filters, manifest, profiles, failures).
+        check_store: compares the store with the manifest before a scan, repairs what
+            differs, and returns the repairs' counts (see
+            :func:`ingestd.daemon.sync.repair.check_store`).
+
+    Attributes:
+        roots_missing: sources whose root was missing at the last look.
+    """
+
+    def __init__(self, ctx: SyncContext, check_store: Callable[[str], dict[str, int]]) -> None:
+        self.ctx = ctx
+        self.check_store = check_store
+        self.roots_missing: set[str] = set()
+
+    def plan(
+        self,
+        source: str,
+        paths: Iterable[str] | None = None,
+        *,
+        full: bool = False,
+        allow_mass_delete: bool = False,
+        check_store: bool = True,
+    ) -> Plan:
+        """Compare the files with the manifest.
+
+        A scan first checks the store against the manifest (a count, and a repair when
+        they differ), so that it plans from a manifest that tells the truth about the
+        store.
+
+        Args:
+            source: a configured source name.
+            paths: relative paths (files or folders) that changed, or ``None`` for a
+                scan of the whole source (the mass-deletion guard applies to scans only).
+            full: re-hash every file (no stat fast path).
+            allow_mass_delete: release deletions the guard would hold.
+            check_store: check (and repair) the store before a scan; ``False`` for a
+                plan that must write nothing (``--dry-run``).
+
+        Raises:
+            KeyError: unknown source.
+            SyncInterrupted: a stop was requested while planning.
+        """
+        plan = Plan(source, scan=paths is None)
+        root = self.ctx.root(source)
+        if not root.is_dir():
+            # an unmounted volume is not a deletion of every document: do nothing
+            if source not in self.roots_missing:
+                logger.error(
+                    "source %s: root %s is missing; nothing synced or deleted", source, root
+                )
+            self.roots_missing.add(source)
+            plan.root_missing = True
+            return plan
+        if source in self.roots_missing:
+            self.roots_missing.discard(source)
+            logger.info("source %s: root %s is back", source, root)
+        if paths is None and check_store:
+            plan.repaired = self.check_store(source)
+        pending = self.ctx.manifest.pending_doc_ids(source)
+        known, found = self._observe(source, paths)
+        if paths is not None:
+            plan.scope = sorted({p.strip("/") for p in paths})
+        for rel, st in sorted(found.items()):
+            self._classify(plan, rel, st, known.get(rel), pending, full=full)
+            self.ctx.checkpoints.heartbeat()
+        # a document in a folder that cannot be read is not gone: it stays as it is
+        gone = sorted(p for p in known if p not in found and not found.covers(p))
+        by_hash: dict[str, list[str]] = {}
+        for p in gone:
+            by_hash.setdefault(known[p].content_hash, []).append(p)
+        for rel in plan.index:
+            # a new path, one written but not committed (a move interrupted), or one
+            # overwritten by the moved file
+            olds = by_hash.get(plan.hashes.get(rel, ""))
+            if olds:
+                plan.moves.append((olds.pop(0), rel))
+        plan.delete = gone
+        if paths is None and not allow_mass_delete:
+            self._guard(plan, known, found, pending)
+        return plan
+
+    def _observe(self, source: str, paths: Iterable[str] | None) -> tuple[dict[str, DocRow], Scan]:
+        """Manifest rows and on-disk stats of the whole source, or of ``paths``.
+
+        A path may be a folder: it covers every document under it, on disk and in the
+        manifest (a folder moved out leaves no event for its files). What the walk
+        skipped (names that are not UTF-8, unreadable folders) goes to the failures.
+        """
+        ctx = self.ctx
+        flt = ctx.filters[source]
+        if paths is None:
+            found = scan(flt)
+            ctx.failures.note_skipped(source, None, found)
+            return ctx.manifest.documents(source), found
+        root = ctx.root(source)
+        known: dict[str, DocRow] = {}
+        found = Scan()
+        scope = sorted({p.strip("/") for p in paths})
+        for rel in scope:
+            full_path = root / rel
+            is_dir = full_path.is_dir() and not full_path.is_symlink()
+            problem = name_problem(rel)
+            if problem is not None:  # never a manifest key (see scanner.name_problem)
+                if is_dir and not flt.ignores_dir(rel):
+                    found.skipped[display_path(rel) + "/"] = (
+                        f"folder {problem}: nothing in it is indexed"
+                    )
+                elif not is_dir and flt.accepts(rel) and stat_file(full_path) is not None:
+                    found.skipped[display_path(rel)] = f"file {problem}; skipped"
+                continue
+            known.update(ctx.manifest.documents(source, prefix=rel))
+            if is_dir:
+                if not flt.ignores_dir(rel):
+                    sub = scan(flt, rel)
+                    found.update(sub)
+                    found.skipped.update(sub.skipped)
+                    found.unreadable.update(sub.unreadable)
+            elif flt.accepts(rel):
+                st = stat_file(full_path)
+                if st is not None:
+                    found[rel] = st
+        ctx.failures.note_skipped(source, scope, found)
+        return known, found
+
+    def _classify(
+        self,
+        plan: Plan,
+        rel: str,
+        st: FileStat,
+        doc: DocRow | None,
+        pending: set[int],
+        *,
+        full: bool,
+    ) -> None:
+        """Put one present file into ``plan``: unchanged, stat-only or to index."""
+        rule = self.ctx.profile_of_source(plan.source).rules.match(rel)
+        if not full and not _needs_work(doc, st, rule, pending):
+            plan.unchanged += 1
+            return
+        plan.sizes[rel] = st.size
+        try:
+            data = (self.ctx.root(plan.source) / rel).read_bytes()
+        except OSError:
+            plan.index.append(rel)  # read again when applied; retried if it fails
+            return
+        h = content_hash(data)
+        plan.hashes[rel] = h
+        if (
+            doc is not None
+            and doc.state != "new"
+            and not (full and doc.state == "failed")  # the file policy may have changed
+            and doc.id not in pending
+            and doc.content_hash == h
+            and doc.rule_fingerprint == rule.fingerprint
+        ):
+            if stat_of(doc) != st:
+                plan.stat_only.append((rel, st))
+            else:
+                plan.unchanged += 1
+            return
+        plan.index.append(rel)
+        if doc is not None:
+            plan.updates.add(rel)
+
+    def _guard(
+        self,
+        plan: Plan,
+        known: dict[str, DocRow],
+        found: dict[str, FileStat],
+        pending: set[int],
+    ) -> None:
+        """Hold the deletions of a scan that would delete too much (a vanished tree).
+
+        Moves are not deletions: neither those planned here, nor *completed* ones, whose
+        document (same content hash) the manifest already holds, committed, under a
+        path that still exists. A move interrupted after its new paths were written
+        leaves exactly those; finishing it deletes nothing that is not elsewhere. Nor
+        are documents never committed (state ``new``: a first write interrupted): their
+        deletion only clears what that write left.
+        """
+        n_known = len(known)
+        moved = {o for o, _ in plan.moves}
+        kept = {
+            doc.content_hash
+            for rel, doc in known.items()
+            if rel in found and doc.state != "new" and doc.id not in pending
+        }
+        moved.update(
+            p for p in plan.delete if known[p].state == "new" or known[p].content_hash in kept
+        )
+        real = [p for p in plan.delete if p not in moved]
+        md = self.ctx.cfg.mass_delete
+        if len(real) > md.min_count and len(real) > md.max_share * n_known:
+            logger.warning(
+                "source %s: holding %d deletions of %d documents (over %.0f%% and %d); "
+                "run `ingestd resync --allow-mass-delete` to apply them",
+                plan.source,
+                len(real),
+                n_known,
+                md.max_share * 100,
+                md.min_count,
+            )
+            plan.held = real
+            plan.delete = [p for p in plan.delete if p in moved]
+            self.ctx.held[plan.source] = real
+        else:
+            self.ctx.held.pop(plan.source, None)
+
+
+def _needs_work(doc: DocRow | None, st: FileStat, rule: Rule, pending: set[int]) -> bool:
+    return (
+        doc is None
+        or doc.state == "new"
+        or doc.id in pending
+        or doc.rule_fingerprint != rule.fingerprint
+        or stat_of(doc) != st
+    )

@@ -1,0 +1,128 @@
+"""The state a sync engine owns: the manifest, the vector store and the embedding cache.
+
+The manifest opens at once (it is needed by every command); the vector store and the
+embedding cache open on first use, so a no-op ``resync`` never imports qdrant-client or
+touches the cache. One thread owns these handles (embedded Qdrant is not thread-safe).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from ingestd.daemon.config import Config
+from ingestd.daemon.statedir import StatePaths, secure_state_dir
+from ingestd.daemon.sync.damage import damaged_store_error
+from ingestd.daemon.sync.healing_cache import HealingCache
+from ingestd.store.manifest import Manifest, sqlite_url
+from ingestd.store.vectors import VectorStore
+
+__all__ = ["Resources"]
+
+
+class Resources:
+    """Opens and closes the manifest, the vector store and the embedding cache.
+
+    Args:
+        cfg: validated config (``manifest``, ``qdrant``, ``embedding`` sections).
+        state_dir: the state dir (created 0700 when missing).
+        now: the clock of the manifest, seconds since the epoch.
+        store: a vector store to use instead of the configured one (tests, faults).
+        cache_path: the embedding cache file, instead of ``<state dir>/embeddings.db``.
+
+    Attributes:
+        paths: the state dir's entries.
+        manifest: the manifest, open.
+        cache_path: the embedding cache file.
+        on_cache_open: called with the cache when it is first opened (the profiles'
+            embedders start using it).
+
+    Raises:
+        ingestd.store.damage.StateDamagedError: the manifest's file is damaged.
+    """
+
+    def __init__(
+        self,
+        cfg: Config,
+        state_dir: Path,
+        *,
+        now: Callable[[], float],
+        store: VectorStore | None = None,
+        cache_path: Path | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.paths: StatePaths = cfg.paths(state_dir)
+        secure_state_dir(self.paths.root)  # created 0700 when missing
+        self.manifest = Manifest(cfg.manifest.url or sqlite_url(self.paths.manifest), now=now)
+        self._store = store
+        self._cache: HealingCache | None = None
+        self.cache_path = cache_path or self.paths.embeddings
+        self.on_cache_open: Callable[[HealingCache], None] | None = None
+
+    @property
+    def qdrant_path(self) -> Path:
+        """The embedded store's folder (``qdrant.path``, default ``<state dir>/qdrant``)."""
+        return self.paths.qdrant
+
+    @property
+    def store(self) -> VectorStore:
+        """The vector store, opened on first use (imports qdrant-client).
+
+        Raises:
+            ingestd.store.vectors.StoreUnavailableError: locked by another process.
+            ingestd.store.damage.StateDamagedError: the embedded store's files are damaged.
+        """
+        if self._store is None:
+            from ingestd.store.qdrant_store import QdrantStore
+            from ingestd.store.vectors import StoreUnavailableError
+
+            q = self.cfg.qdrant
+            if q.url:
+                self._store = QdrantStore(
+                    url=q.url, api_key=os.environ.get(q.api_key_env), retry_seconds=q.retry_seconds
+                )
+            else:
+                try:
+                    self._store = QdrantStore(path=str(self.qdrant_path))
+                except StoreUnavailableError:
+                    raise
+                except Exception as exc:
+                    damage = damaged_store_error(self.qdrant_path, exc)
+                    if damage is None:
+                        raise
+                    raise damage from exc
+        return self._store
+
+    @property
+    def store_open(self) -> bool:
+        """Whether the vector store has been opened."""
+        return self._store is not None
+
+    @property
+    def cache(self) -> HealingCache:
+        """The embedding cache (:attr:`cache_path`), opened on first use.
+
+        A damaged file is moved aside and replaced by an empty cache, with a warning
+        (:class:`~ingestd.daemon.sync.healing_cache.HealingCache`): never a fatal error.
+        """
+        if self._cache is None:
+            self._cache = HealingCache(self.cache_path, self.cfg.embedding.cache_max_entries)
+            if self.on_cache_open is not None:
+                self.on_cache_open(self._cache)
+        return self._cache
+
+    @property
+    def cache_open(self) -> HealingCache | None:
+        """The embedding cache when it is open, else ``None`` (never opens it)."""
+        return self._cache
+
+    def close(self) -> None:
+        """Close the store, the cache and the manifest."""
+        if self._store is not None:
+            self._store.close()
+            self._store = None
+        if self._cache is not None:
+            self._cache.close()
+            self._cache = None
+        self.manifest.close()
