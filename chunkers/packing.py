@@ -54,8 +54,8 @@ from typing import TYPE_CHECKING, Any
 from pydantic import model_validator
 
 from .base import Budget, Chunk, ChunkerOptions, LineIndex
-from .spans import _RUN_LOOK, AT, MASK, PIECES, SpanIndex, trailing_run
-from .tokenizers import _LONG_RUNS, _SLOW, MAX_RUN
+from .spans import AT, MASK, PIECES, PUNCT_RUN_MAX, SpanIndex, trailing_run
+from .tokenizers import LONG_RUN, MAX_RUN, SLOW_CHAR
 
 if TYPE_CHECKING:
     from .render import Rendering
@@ -296,7 +296,7 @@ class Packer:
                 pos = m.end()
             return total + self._count(s[pos:]), False
         # a sizer that counts long runs in parts is not additive across them
-        return self._count(s), not (len(s) > MAX_RUN and _LONG_RUNS.search(s))
+        return self._count(s), not (len(s) > MAX_RUN and LONG_RUN.search(s))
 
     def count_span(self, a: int, b: int) -> tuple[int, bool, int]:
         """Counts of ``text[a:b]`` (``a`` and ``b`` at line starts).
@@ -603,7 +603,7 @@ class Packer:
         index = self._index
         if index is None or (self.budget.model_sizer is not None and not self._model_in_index):
             return []
-        if _SLOW.search(self.text, u.start, u.end) is not None:
+        if SLOW_CHAR.search(self.text, u.start, u.end) is not None:
             return []
         cum = index.table.cumulative(
             PIECES.findall(self.text, u.start, u.end), u.start << AT, long_ok=True
@@ -936,7 +936,7 @@ class Packer:
         p = trailing_run(text, s, e)
         if p == e:
             return self._small(text[e:nxt])
-        if p < 0 or e - p >= _RUN_LOOK:  # a long run: recounted from its line's start
+        if p < 0 or e - p >= PUNCT_RUN_MAX:  # a long run: recounted from its line's start
             p = max(s, text.rfind("\n", s, e) + 1)
         elif p > s and text[p - 1] == " ":
             p -= 1

@@ -55,9 +55,9 @@ from operator import add
 
 from .base import Budget, Sizer
 from .tokenizers import (
-    _LONG_RUNS,
-    _SLOW,
+    LONG_RUN,
     MAX_RUN,
+    SLOW_CHAR,
     ModelSizer,
     TiktokenSizer,
     clear_word_caches,
@@ -65,8 +65,8 @@ from .tokenizers import (
 )
 
 __all__ = [
-    "AT", "MASK", "PIECES", "PieceTable", "SpanIndex", "clear_word_tables", "piece_table",
-    "trailing_run", "unpack",
+    "AT", "MASK", "PIECES", "PUNCT_RUN_MAX", "PieceTable", "SpanIndex", "clear_word_tables",
+    "piece_table", "trailing_run", "unpack",
 ]  # fmt: skip
 
 #: cl100k_base's pre-token expression (tiktoken ``cl100k_base._pat_str``) restricted to
@@ -85,7 +85,8 @@ _CL100K = (
 )
 
 
-_SLOW_OR_LONG = re.compile(f"{_LONG_RUNS.pattern}|{_SLOW.pattern}")  # a run first: \r may start one
+# a long run first: \r may start one
+_SLOW_OR_LONG = re.compile(f"{LONG_RUN.pattern}|{SLOW_CHAR.pattern}")
 _FAST_ASCII = bytes([9, 10, *range(0x20, 0x7F)])  # tab, newline, printable ASCII
 _GLUE = re.compile("[\x0b\x0c\x1c-\x1f\x85]")  # Python splits at these, BERT deletes them
 _NEXT_LINE = re.compile(r"\n(?=[^\S\n]*\S)")  # a newline before a line with content
@@ -111,7 +112,9 @@ _SEGMENT = re.compile(r"\n(?=[ \t\x01]*[^\s\x01])")
 # first, then a look behind it: the search skips ahead to the next space.
 _ODD_SPACE = re.compile(r" (?<=[\t\n\x01] )(?:[\t\n]|\Z)")
 _ONE = 1 << _AT  # a position of 1 in a running sum
-_RUN_LOOK = 64  # characters a trailing punctuation run is followed back, at most
+#: Characters a trailing punctuation run is followed back, at most: :func:`trailing_run`
+#: gives up (-1) on a longer run.
+PUNCT_RUN_MAX = 64
 
 
 class _LongWord(Exception):
@@ -191,7 +194,7 @@ class PieceTable:
         v = self._cache.get(s)
         if v is not None:
             return v & _COUNTS
-        if _SLOW.search(s) is None:
+        if SLOW_CHAR.search(s) is None:
             if len(s) <= 256:  # short strings recur (chunk prefixes, punctuation runs)
                 cum = self.cumulative(PIECES.findall(s), 0, long_ok=True)
                 assert cum is not None  # long_ok
@@ -237,7 +240,7 @@ class PieceTable:
         if (
             len(text) > MAX_RUN
             and isinstance(self.sizer, TiktokenSizer)
-            and _SLOW.search(text) is None
+            and SLOW_CHAR.search(text) is None
         ):
             total = 0
             for part in run_pieces(text):
@@ -421,7 +424,7 @@ def _long_space(text: str, a: int) -> bool:
     return len(before) - len(before.rstrip()) + len(after) - len(after.lstrip()) > MAX_RUN
 
 
-def _line_groups(text: str, slow: re.Pattern[str] = _SLOW) -> list[tuple[int, int, bool]]:
+def _line_groups(text: str, slow: re.Pattern[str] = SLOW_CHAR) -> list[tuple[int, int, bool]]:
     """``(start, end, fast)`` stretches of ``text`` that tile it, cut at line starts.
 
     A stretch is slow when it holds a character outside tab, newline and printable
@@ -429,9 +432,9 @@ def _line_groups(text: str, slow: re.Pattern[str] = _SLOW) -> list[tuple[int, in
     content before it) to the start of the next line with content (or the end).
     """
     n = len(text)
-    if slow is _SLOW:  # the common case, all fast: ~10x faster than the search below
+    if slow is SLOW_CHAR:  # the common case, all fast: ~10x faster than the search below
         rest = text.encode("utf-8", "surrogatepass").translate(None, _FAST_ASCII)
-        if not rest or _SLOW.search(rest.decode("utf-8", "surrogatepass")) is None:
+        if not rest or SLOW_CHAR.search(rest.decode("utf-8", "surrogatepass")) is None:
             return [(0, n, True)]
     out: list[tuple[int, int, bool]] = []
     pos = 0
@@ -499,7 +502,7 @@ class SpanIndex:
         if longest is None:
             longest = max(map(len, text.split("\n")))
         long_line = longest > MAX_RUN
-        index = cls._build(text, table, _SLOW_OR_LONG if long_line else _SLOW, long_ok=False)
+        index = cls._build(text, table, _SLOW_OR_LONG if long_line else SLOW_CHAR, long_ok=False)
         if index is None:  # a long piece or run: perhaps a long run of blank lines
             index = cls._build(text, table, _SLOW_OR_LONG, long_ok=True)
         return index
@@ -513,7 +516,7 @@ class SpanIndex:
         if len(groups) == 1 and groups[0][2]:  # all fast: the common case
             cum = cls._fast(text, 0, len(text), 0, table, long_ok=long_ok, words=words)
             return None if cum is None else cls(text, table, cum)
-        if slow is _SLOW and any(_long_space(text, a) for a, _, _ in groups[1:]):
+        if slow is SLOW_CHAR and any(_long_space(text, a) for a, _, _ in groups[1:]):
             return None  # a long run of whitespace goes on across stretches: see build
         slow_vals = iter(table.exact([text[a:b] for a, b, fast in groups if not fast]))
         cum = [0]
@@ -626,11 +629,11 @@ def trailing_run(text: str, lo: int, e: int) -> int:
     Punctuation here: characters neither alphanumeric nor whitespace. cl100k's piece
     for such a run takes the newlines after it (``".\n\n"``), so what whitespace after
     ``e`` adds is counted from the run's start. Returns ``e`` when ``text[e - 1]`` is
-    not punctuation, and -1 when the run goes on for over :data:`_RUN_LOOK` characters.
+    not punctuation, and -1 when the run goes on for over :data:`PUNCT_RUN_MAX` characters.
     """
     p = e
     while p > lo and not text[p - 1].isalnum() and not text[p - 1].isspace():
-        if e - p >= _RUN_LOOK:
+        if e - p >= PUNCT_RUN_MAX:
             return -1
         p -= 1
     return p

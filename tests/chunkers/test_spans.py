@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from ingestd.chunkers.base import Budget
 from ingestd.chunkers.spans import AT, PIECES, SpanIndex, piece_table
 from ingestd.chunkers.text import decode
-from ingestd.chunkers.tokenizers import _SLOW, MAX_RUN, CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.tokenizers import MAX_RUN, SLOW_CHAR, CharSizer, ModelSizer, TiktokenSizer
 from tests.chunkers.conftest import CORPORA
 
 _CONTENT_LINE = re.compile(r"(?m)^(?=[^\S\n]*\S)")
@@ -103,7 +103,7 @@ def test_word_sums_agree_with_piece_sums(budget: Budget, atoms: list[str]) -> No
     table = piece_table(budget.sizer, budget.model_sizer)
     assert table is not None
     words = SpanIndex.build(text, budget)
-    pieces = SpanIndex._build(text, table, _SLOW, long_ok=False, words=False)
+    pieces = SpanIndex._build(text, table, SLOW_CHAR, long_ok=False, words=False)
     assert words is not None and pieces is not None
     assert set(words.cum) <= set(pieces.cum)
     assert words.cum[-1] == pieces.cum[-1]
