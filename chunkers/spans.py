@@ -69,7 +69,7 @@ __all__ = [
     "piece_table", "trailing_run", "unpack",
 ]  # fmt: skip
 
-#: cl100k_base's pre-token expression (tiktoken ``cl100k_base._pat_str``) restricted to
+#: cl100k_base's pre-token expression (:attr:`TiktokenSizer.pattern`) restricted to
 #: tab, newline and printable ASCII, with glued letter and digit runs kept in one piece.
 #: ``\Z`` stands for the Rust ``$``: end of text only.
 PIECES = re.compile(
@@ -160,11 +160,11 @@ class PieceTable:
     """Counts of pieces for one (budget sizer, model sizer) pair, with their cache.
 
     Args:
-        budget: counts any string in budget tokens (``str -> int``).
+        budget: counts a piece in budget tokens (``str -> int``; it need only be right
+            on a single piece).
         model: counts a piece in model word pieces, or ``None`` (no model check).
         sizer: the budget :class:`Sizer` (exact counts of slow stretches).
         model_sizer: the model :class:`Sizer`, or ``None``.
-        budget_piece: a faster ``budget`` that is only right on a single piece.
     """
 
     def __init__(
@@ -173,10 +173,8 @@ class PieceTable:
         model: Callable[[str], int] | None,
         sizer: Sizer,
         model_sizer: Sizer | None,
-        budget_piece: Callable[[str], int] | None = None,
     ) -> None:
         self._budget = budget
-        self._budget_piece = budget_piece or budget
         self._model = model
         self.sizer = sizer
         self.model_sizer = model_sizer if model is not None else None
@@ -269,7 +267,7 @@ class PieceTable:
         if len(p) >= _LONG_PIECE and not long_ok:
             return None
         model = self._model
-        v = self._budget_piece(p) + ((model(p) if model else 0) << _SHIFT) + (len(p) << _AT)
+        v = self._budget(p) + ((model(p) if model else 0) << _SHIFT) + (len(p) << _AT)
         if len(p) < _LONG_PIECE:
             self._cache[p] = v
         return v
@@ -369,31 +367,24 @@ def clear_word_tables() -> None:
 def piece_table(sizer: Sizer, model_sizer: Sizer | None) -> PieceTable | None:
     """The :class:`PieceTable` of a sizer pair, or ``None`` when pieces cannot be used.
 
-    Supported budgets: tiktoken ``cl100k_base`` tokens, or a BERT WordPiece model's word
-    pieces (``tokenizer: model``). The model part is filled for a BERT WordPiece
-    model (:attr:`PieceTable.has_model`); other models are left to the caller. Other
-    budget tokenizers have no per-piece counter here; callers then count spans one by
-    one.
+    Supported budgets: tiktoken ``cl100k_base`` tokens (when tiktoken shows its
+    pre-token expression and ranks: :meth:`TiktokenSizer.piece_counter`), or a BERT
+    WordPiece model's word pieces (``tokenizer: model``). The model part is filled for a
+    BERT WordPiece model (:attr:`PieceTable.has_model`); other models are left to the
+    caller. Other budget tokenizers have no per-piece counter here; callers then count
+    spans one by one.
     """
     model_fn: Callable[[str], int] | None = None
     if isinstance(model_sizer, ModelSizer):
         model_fn = model_sizer.ascii_counter
     budget_fn: Callable[[str], int] | None = None
-    budget_piece: Callable[[str], int] | None = None
-    if isinstance(sizer, TiktokenSizer) and sizer._enc._pat_str == _CL100K:
-        encode, ranks = sizer._enc.encode_ordinary, sizer._enc._mergeable_ranks
-
-        def budget_fn(s: str) -> int:
-            return len(encode(s))
-
-        def budget_piece(s: str) -> int:  # CoreBPE looks a whole piece up first
-            return 1 if s.encode() in ranks else len(encode(s))
-
+    if isinstance(sizer, TiktokenSizer) and sizer.pattern == _CL100K:
+        budget_fn = sizer.piece_counter()
     elif isinstance(sizer, ModelSizer):
         budget_fn = sizer.ascii_counter
     if budget_fn is None:
         return None
-    return PieceTable(budget_fn, model_fn, sizer, model_sizer, budget_piece)
+    return PieceTable(budget_fn, model_fn, sizer, model_sizer)
 
 
 def _line_start(text: str, i: int, floor: int) -> int:

@@ -143,6 +143,40 @@ class TiktokenSizer:
         self.encoding_name = encoding
         self.name = f"tiktoken:{encoding}"
         self._enc = load_tiktoken(encoding)
+        # The only reads of tiktoken's private ``Encoding`` attributes, checked in
+        # tiktoken 0.12.0, 0.13.0 and 0.14.0 (pyproject.toml allows no other release).
+        # Without them, pieces are not counted on their own (see :meth:`piece_counter`).
+        pattern = getattr(self._enc, "_pat_str", None)
+        ranks = getattr(self._enc, "_mergeable_ranks", None)
+        self._pattern: str | None = pattern if isinstance(pattern, str) else None
+        self._ranks: dict[bytes, int] | None = ranks if isinstance(ranks, dict) else None
+
+    @property
+    def pattern(self) -> str | None:
+        """The encoding's pre-token regular expression, or ``None`` if tiktoken hides it.
+
+        tiktoken splits text into pre-tokens with this expression and encodes each one
+        on its own, so a text's token count is the sum of its pre-tokens' counts.
+        """
+        return self._pattern
+
+    def piece_counter(self) -> Callable[[str], int] | None:
+        """A counter of the tokens of one pre-token (a match of :attr:`pattern`).
+
+        Exact on a single pre-token, and faster than :meth:`count` on the many short
+        ones of ordinary text: tiktoken looks a whole pre-token up in its ranks first,
+        and one found there is one token. ``None`` when tiktoken hides its ranks (the
+        caller then counts whole spans with :meth:`count`).
+        """
+        ranks = self._ranks
+        if ranks is None or self._pattern is None:
+            return None
+        encode = self._enc.encode_ordinary
+
+        def count_piece(piece: str) -> int:
+            return 1 if piece.encode() in ranks else len(encode(piece))
+
+        return count_piece
 
     def count(self, text: str) -> int:
         """Number of tokens of ``text`` (long runs encoded in pieces, see :func:`run_pieces`)."""
