@@ -23,7 +23,7 @@ from pydantic import model_validator
 
 from .base import Chunk, Chunker, LineIndex
 from .markdown import MarkdownChunker, MarkdownOptions, parse_front_matter
-from .packing import Section, Span
+from .sections import Section, Span
 
 __all__ = ["HierarchicalChunker", "HierarchicalOptions"]
 

@@ -62,8 +62,9 @@ from typing import Any
 
 from .base import Chunk, Chunker, LineIndex
 from .markup import Edit, clean_markdown, markdown_inline, markdown_line_edits
-from .packing import Block, Packer, Section, SectionOptions, first_line
+from .packing import Packer
 from .render import Rendering
+from .sections import Block, Section, SectionOptions, first_line
 
 __all__ = [
     "MarkdownChunker",
