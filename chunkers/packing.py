@@ -51,9 +51,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .base import Budget, Chunk, LineIndex
+from .pieces import AT, MASK, PIECES
 from .render import Rendering
 from .sections import Block, Section, Span
-from .spans import AT, MASK, PIECES, PUNCT_RUN_MAX, SpanIndex, trailing_run
+from .spans import PUNCT_RUN_MAX, SpanIndex, trailing_run
 from .tokenizers import LONG_RUN, MAX_RUN, SLOW_CHAR
 
 __all__ = ["Packer"]

@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 from ingestd.chunkers import tokenizers
 from ingestd.chunkers.base import Budget, ChunkContext
 from ingestd.chunkers.markdown import MarkdownChunker, MarkdownOptions
-from ingestd.chunkers.spans import AT, PIECES, SpanIndex, piece_table
+from ingestd.chunkers.pieces import AT, PIECES, piece_table
+from ingestd.chunkers.spans import SpanIndex
 from ingestd.chunkers.text import decode
 from ingestd.chunkers.tokenizers import (
     MAX_RUN,
