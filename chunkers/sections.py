@@ -4,19 +4,28 @@ A parser (:mod:`~ingestd.chunkers.markdown`, :mod:`~ingestd.chunkers.rst`) cuts 
 decoded text into :class:`Section` objects, each a list of :class:`Block` spans;
 :mod:`~ingestd.chunkers.render` maps them onto the clean rendering, and
 :mod:`~ingestd.chunkers.packing` packs their blocks into :class:`Span` objects, which
-become chunks. Offsets are ``str`` indices; token counts are budget tokens. This module
-imports none of those, so each of them can import it.
+become chunks. The context a chunk takes from its sections and blocks is built here
+too: the heading path (:func:`heading_prefix`), the first line of a block it continues
+(:func:`first_line`), the sentence that introduces the block it starts with
+(:func:`intro_sentence`). Offsets are ``str`` indices; token counts are budget tokens.
+This module imports none of those modules, so each of them can import it.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from pydantic import model_validator
 
 from .base import ChunkerOptions
 
-__all__ = ["Block", "Section", "SectionOptions", "Span", "first_line"]
+__all__ = [
+    "Block", "Section", "SectionOptions", "Span", "first_line", "heading_prefix", "intro_sentence",
+]  # fmt: skip
+
+_SENTENCE_END = re.compile(r"[.!?]\s+(?=\S)")  # the last part: the last sentence
+_INTRO_WORDS = 30
 
 
 class SectionOptions(ChunkerOptions):
@@ -117,3 +126,34 @@ def first_line(text: str, blk: Block) -> str:
     """The first line of ``blk``'s body with whitespace runs collapsed (chunk context)."""
     eol = text.find("\n", blk.body, blk.end)
     return " ".join(text[blk.body : eol if eol != -1 else blk.end].split())
+
+
+def intro_sentence(text: str, blk: Block) -> str:
+    """Context for a chunk that starts at ``blk``'s body: the introducing sentence.
+
+    The last sentence (at most 30 words) of the paragraph ending in ``:`` glued before
+    the body (a list, code block or table), else ``""``.
+    """
+    k = blk.body - 1
+    while k > blk.start and text[k].isspace():
+        k -= 1
+    if text[k] != ":":  # the common case: a heading glued to its first block
+        return ""
+    lead = text[blk.start : k + 1]
+    para = lead[lead.rfind("\n\n") + 1 :].strip()
+    if para.startswith("#"):
+        return ""
+    tail = para[-1000:]  # the last sentence is usually in here
+    parts = _SENTENCE_END.split(tail)
+    words = parts[-1].split()
+    if len(parts) == 1 and len(tail) < len(para) and len(words) <= _INTRO_WORDS:
+        words = _SENTENCE_END.split(para)[-1].split()
+    return " ".join(words[-_INTRO_WORDS:])
+
+
+def heading_prefix(path: tuple[str, ...], title: str | None) -> str:
+    r"""``"Title > A > B\n\n"``, without repeating a title that the first heading repeats."""
+    parts = list(path)
+    if title and not (parts and parts[0].casefold() == title.casefold()):
+        parts.insert(0, title)
+    return " > ".join(parts) + "\n\n" if parts else ""
