@@ -135,10 +135,11 @@ class SpanIndex:
 
     Attributes:
         text: the indexed text.
-        table: the :class:`PieceTable` that counted it.
+        table: the :class:`~ingestd.chunkers.pieces.PieceTable` that counted it.
         cum: one running sum per boundary, increasing: packed counts of the text
-            before it (see :func:`unpack`) plus the boundary's offset from bit 64 up,
-            so ``bisect_left(cum, p << 64)`` finds the boundary at ``p``.
+            before it (see :func:`~ingestd.chunkers.pieces.unpack`) plus the
+            boundary's offset from bit 64 up, so ``bisect_left(cum, p << 64)`` finds
+            the boundary at ``p``.
     """
 
     __slots__ = ("cum", "table", "text")
@@ -154,13 +155,13 @@ class SpanIndex:
 
         ``longest``: the length of the text's longest line (characters), when known.
 
-        Not supported: tokenizers without a piece counter (:func:`piece_table`). A line
-        with a run of whitespace or non-whitespace of over
-        :data:`~ingestd.chunkers.tokenizers.MAX_RUN` characters, which
-        :class:`~ingestd.chunkers.tokenizers.TiktokenSizer` counts in parts, is counted
-        by the sizers like a slow line; so is a run of whitespace of that length over
-        several lines (blank lines, then an indent), found by its long piece in fast
-        text or where it crosses from one stretch into the next.
+        Not supported: tokenizers without a piece counter
+        (:func:`~ingestd.chunkers.pieces.piece_table`). A line with a run of whitespace
+        or non-whitespace of over :data:`~ingestd.chunkers.tokenizers.MAX_RUN`
+        characters, which :class:`~ingestd.chunkers.tokenizers.TiktokenSizer` counts in
+        parts, is counted by the sizers like a slow line; so is a run of whitespace of
+        that length over several lines (blank lines, then an indent), found by its long
+        piece in fast text or where it crosses from one stretch into the next.
         """
         # sizers hash by identity; the Sizer protocol just does not say so
         table = piece_table(budget.sizer, budget.model_sizer)  # type: ignore[arg-type]
