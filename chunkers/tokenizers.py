@@ -20,7 +20,7 @@ import numpy as np
 
 __all__ = [
     "LONG_RUN", "MAX_RUN", "SLOW_CHAR", "CharSizer", "ModelSizer", "TiktokenSizer",
-    "clear_word_caches", "load_tiktoken", "run_pieces",
+    "TokenizerError", "clear_word_caches", "load_tiktoken", "run_pieces",
 ]  # fmt: skip
 
 #: Longest run of whitespace, or of non-whitespace, that :class:`TiktokenSizer` encodes
