@@ -32,6 +32,7 @@ __all__ = [
     "EmbedFn",
     "LineIndex",
     "Sizer",
+    "strip_span",
 ]
 
 #: An embedding callable: ``n`` texts -> array of shape ``(n, dim)``, float32, unit norm.

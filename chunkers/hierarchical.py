@@ -22,8 +22,9 @@ from __future__ import annotations
 from pydantic import model_validator
 
 from .base import Chunk, Chunker, LineIndex
-from .markdown import MarkdownChunker, MarkdownOptions, parse_front_matter
-from .packing import Section, Span
+from .frontmatter import parse_front_matter
+from .markdown import MarkdownChunker, MarkdownOptions
+from .sections import Section, Span
 
 __all__ = ["HierarchicalChunker", "HierarchicalOptions"]
 

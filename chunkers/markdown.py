@@ -58,18 +58,18 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import accumulate
-from typing import Any
 
 from .base import Chunk, Chunker, LineIndex
+from .frontmatter import parse_front_matter
 from .markup import Edit, clean_markdown, markdown_inline, markdown_line_edits
-from .packing import Block, Packer, Section, SectionOptions, first_line
+from .packing import Packer
 from .render import Rendering
+from .sections import Block, Section, SectionOptions, first_line, heading_prefix, intro_sentence
 
 __all__ = [
     "MarkdownChunker",
     "MarkdownOptions",
-    "intro_sentence",
-    "parse_front_matter",
+    "parse_front_matter",  # from frontmatter.py: how this strategy finds the body
     "parse_markdown",
     "render_markdown",
 ]
@@ -78,8 +78,6 @@ _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
 _ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
 _LIST = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
-_FM_END = {f: re.compile(r"^(?:" + re.escape(f) + r"|\.\.\.)[ \t]*$", re.M) for f in ("---", "+++")}
-_META_KEYS = ("title", "linkTitle", "description")
 _INTRODUCED = frozenset({"list", "fence", "code", "table"})  # glued to a paragraph ending in ':'
 
 
@@ -100,93 +98,6 @@ class MarkdownOptions(SectionOptions):
     """
 
     title_in_prefix: bool = True
-
-
-_SIMPLE = re.compile(
-    r"(?P<key>\w+):[ \t]+"
-    r"""(?:'(?P<sq>[^'\n]*)'|"(?P<dq>[^"\\\n]*)"|(?P<plain>[^'"\[{>|&*!%@`#\s][^#\n]*?))"""
-    r"[ \t]*"
-)
-_NOT_STRING = re.compile(r"true|false|yes|no|on|off|null|~", re.I)
-
-
-def _simple_yaml(raw: str) -> dict[str, str] | None:
-    """The wanted keys of front matter, read without a YAML parser when that is safe.
-
-    Handles one-line plain or simply quoted strings, and block scalars (``>``, ``|``)
-    and plain continuation lines, whose lines are joined with spaces (the caller
-    collapses whitespace anyway). Returns ``None`` when a wanted key needs a real
-    parser (flow collections, escapes, comments, booleans, anchors).
-    """
-    out: dict[str, str] = {}
-    lines = raw.split("\n")
-    for k, line in enumerate(lines):
-        key = line.partition(":")[0]
-        if key not in _META_KEYS:
-            continue
-        more: list[str] = []
-        for nxt in lines[k + 1 :]:
-            if nxt[:1] not in (" ", "\t") and nxt.strip():
-                break
-            more.append(nxt.strip())
-        value = line[len(key) + 1 :].strip()
-        if value in (">", ">-", ">+", "|", "|-", "|+") or (
-            not value and more and not more[0].startswith(("- ", "[", "{", "'", '"'))
-            and ": " not in more[0]
-        ):  # fmt: skip
-            out[key] = " ".join(more)
-            continue
-        m = _SIMPLE.fullmatch(line)
-        if m is None or (m.group("plain") is None and any(more)):
-            return None
-        plain = m.group("plain")
-        if plain is not None and _NOT_STRING.fullmatch(plain):
-            return None
-        quoted = m.group("sq") if m.group("sq") is not None else m.group("dq")
-        out[key] = " ".join([plain if plain is not None else quoted, *more])
-    return out
-
-
-def parse_front_matter(text: str) -> tuple[int, dict[str, str]]:
-    """Find YAML (``---``) or TOML (``+++``) front matter at the top of ``text``.
-
-    Returns:
-        ``(body_start, meta)``: the offset where the body begins (0 without front
-        matter) and the string values of ``title``, ``linkTitle`` and ``description``.
-    """
-    for fence in ("---", "+++"):
-        if text.startswith(fence + "\n"):
-            break
-    else:
-        return 0, {}
-    m = _FM_END[fence].search(text, 4)
-    if m is None:
-        return 0, {}
-    body = m.end() + 1 if m.end() < len(text) else m.end()
-    meta: dict[str, str] = {}
-    raw = text[4 : m.start()]
-    data: Any = _simple_yaml(raw) if fence == "---" else None
-    if fence == "---" and data is None:
-        try:
-            import yaml
-
-            data = yaml.load(raw, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-        except Exception:  # malformed front matter is still not body text
-            data = None
-    if not isinstance(data, dict):
-        sep = "=" if fence == "+++" else ":"
-        data = {}
-        for line in raw.split("\n"):
-            key, _, value = line.partition(sep)
-            if key.strip() in _META_KEYS and value.strip():
-                data[key.strip()] = value.strip().strip("'\"")
-    for key in _META_KEYS:
-        value = data.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            value = str(value)
-        if isinstance(value, str) and value.strip():
-            meta[key] = " ".join(value.split())
-    return body, meta
 
 
 @dataclass(slots=True)
@@ -475,10 +386,6 @@ def _glue(text: str, sections: list[Section]) -> list[Section]:
     return sections
 
 
-_SENTENCE_END = re.compile(r"[.!?]\s+(?=\S)")  # the last part: the last sentence
-_INTRO_WORDS = 30
-
-
 def _carry(text: str, blk: Block) -> str:
     """Context for a chunk that continues ``blk``: table header row or opening fence line."""
     if blk.kind not in ("table", "fence"):
@@ -488,37 +395,6 @@ def _carry(text: str, blk: Block) -> str:
 
 def _intro(text: str, blk: Block) -> str:
     return intro_sentence(text, blk) if blk.kind in _INTRODUCED else ""
-
-
-def intro_sentence(text: str, blk: Block) -> str:
-    """Context for a chunk that starts at ``blk``'s body: the introducing sentence.
-
-    The last sentence (at most 30 words) of the paragraph ending in ``:`` glued before
-    the body (a list, code block or table), else ``""``.
-    """
-    k = blk.body - 1
-    while k > blk.start and text[k].isspace():
-        k -= 1
-    if text[k] != ":":  # the common case: a heading glued to its first block
-        return ""
-    lead = text[blk.start : k + 1]
-    para = lead[lead.rfind("\n\n") + 1 :].strip()
-    if para.startswith("#"):
-        return ""
-    tail = para[-1000:]  # the last sentence is usually in here
-    parts = _SENTENCE_END.split(tail)
-    words = parts[-1].split()
-    if len(parts) == 1 and len(tail) < len(para) and len(words) <= _INTRO_WORDS:
-        words = _SENTENCE_END.split(para)[-1].split()
-    return " ".join(words[-_INTRO_WORDS:])
-
-
-def heading_prefix(path: tuple[str, ...], title: str | None) -> str:
-    r"""``"Title > A > B\n\n"``, without repeating a title that the first heading repeats."""
-    parts = list(path)
-    if title and not (parts and parts[0].casefold() == title.casefold()):
-        parts.insert(0, title)
-    return " > ".join(parts) + "\n\n" if parts else ""
 
 
 class MarkdownChunker(Chunker):

@@ -28,7 +28,7 @@ from itertools import accumulate
 from operator import add, sub
 
 from .markup import Edit
-from .packing import Block, Section
+from .sections import Block, Section
 
 __all__ = ["Rendering"]
 

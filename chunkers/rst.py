@@ -29,10 +29,10 @@ from __future__ import annotations
 import re
 
 from .base import Chunk, Chunker, LineIndex
-from .markdown import heading_prefix, intro_sentence
 from .markup import clean_rst, rst_edits
-from .packing import Block, Packer, Section, SectionOptions, first_line
+from .packing import Packer
 from .render import Rendering
+from .sections import Block, Section, SectionOptions, first_line, heading_prefix, intro_sentence
 
 __all__ = ["RstChunker", "RstOptions", "parse_rst"]
 

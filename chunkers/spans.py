@@ -4,33 +4,18 @@ The structured strategies pack blocks and check every chunk against two tokenize
 the budget's (tiktoken ``cl100k_base`` by default) and the embedding model's (BERT
 WordPiece for all-MiniLM-L6-v2). Encoding every chunk with both costs several passes
 over the text with the model's tokenizer alone. :class:`SpanIndex` does it in one
-pass over the text, with a cache of counts per *piece* and per *word*:
+pass over the text, with the counts per *piece* and per *word* of a
+:class:`~ingestd.chunkers.pieces.PieceTable` (see :mod:`~ingestd.chunkers.pieces`).
 
-* **Pieces.** ``cl100k_base`` first splits text into pre-tokens with a regular
-  expression and byte-pair-encodes each pre-token on its own (tiktoken's ``CoreBPE``),
-  so a text's token count is the sum of its pre-tokens' counts. BERT's pre-tokenizer
-  splits at whitespace and at every punctuation character and WordPiece-encodes each
-  word on its own, so its count is also a sum over words. :data:`PIECES` is
-  cl100k's expression (for the characters below) with one change: a run of letters or
-  digits also takes the letters and digits glued to it (``abc123``, ``2024``,
-  ``'sfoo``), which cl100k splits into several pre-tokens but BERT reads as one word.
-  Every piece boundary is then a pre-token boundary of both tokenizers, so both
-  counts are sums of per-piece counts, and a piece's counts depend on its text only:
-  Zipf's law makes a dictionary of them hit almost always.
-* **Fast and slow lines.** The expression is only used on lines whose characters are
-  tab, newline, printable ASCII (``\x20``-``\x7e``) and punctuation: there cl100k's
-  ``\p{L}`` and ``\p{N}`` are ``[A-Za-z]`` and ``[0-9]``, and BERT's normaliser
-  changes nothing but case. Any other line (accents, CJK, emoji, symbols, control
-  characters that BERT deletes) is counted by both real tokenizers, a line at a time.
-  The start of a non-blank line is a boundary of both tokenizers (cl100k never
-  carries a pre-token across a newline into the next line's first character; BERT
-  splits at whitespace), so fast and slow stretches are counted independently.
-* **Words.** Fast text is not matched piece by piece: each *segment* (a line with
-  content and the blank lines after it) is split at single spaces into words, and a
-  word's counts (the sum of its pieces') are looked up like a piece's
-  (:meth:`PieceTable.segments`). ``str.split`` and one lookup per word cost about
-  half of a regular-expression match and a lookup per piece. Text where that split
-  would part a run of whitespace that cl100k keeps whole is counted piece by piece.
+**Fast and slow lines.** Pieces (:data:`~ingestd.chunkers.pieces.PIECES`) are only
+used on lines whose characters are tab, newline, printable ASCII (``\x20``-``\x7e``)
+and punctuation: there cl100k's ``\p{L}`` and ``\p{N}`` are ``[A-Za-z]`` and
+``[0-9]``, and BERT's normaliser changes nothing but case. Any other line (accents,
+CJK, emoji, symbols, control characters that BERT deletes) is counted by both real
+tokenizers, a line at a time. The start of a non-blank line is a boundary of both
+tokenizers (cl100k never carries a pre-token across a newline into the next line's
+first character; BERT splits at whitespace), so fast and slow stretches are counted
+independently.
 
 Counts are exact for the spans the packer asks about: from the start of the text or of
 a non-blank line, to the start of a non-blank line, to the end of the text, or (see
@@ -47,350 +32,35 @@ file of ../shared/corpora (``tests/chunkers/test_spans.py``).
 from __future__ import annotations
 
 import bisect
-import functools
 import re
-from collections.abc import Callable
-from itertools import accumulate
-from operator import add
 
-from .base import Budget, Sizer
-from .tokenizers import (
-    _LONG_RUNS,
-    _SLOW,
-    MAX_RUN,
-    ModelSizer,
-    TiktokenSizer,
-    clear_word_caches,
-    run_pieces,
-)
+from .base import Budget
+from .pieces import AT, COUNTS, MASK, MODEL_SHIFT, PIECES, PieceTable, piece_table, unpack
+from .tokenizers import LONG_RUN, MAX_RUN, SLOW_CHAR, clear_word_caches
 
-__all__ = [
-    "AT", "MASK", "PIECES", "PieceTable", "SpanIndex", "clear_word_tables", "piece_table",
-    "trailing_run", "unpack",
-]  # fmt: skip
+__all__ = ["PUNCT_RUN_MAX", "SpanIndex", "clear_word_tables", "trailing_run"]
 
-#: cl100k_base's pre-token expression (tiktoken ``cl100k_base._pat_str``) restricted to
-#: tab, newline and printable ASCII, with glued letter and digit runs kept in one piece.
-#: ``\Z`` stands for the Rust ``$``: end of text only.
-PIECES = re.compile(
-    r"'(?i:[sdmt]|ll|ve|re)[A-Za-z0-9]*+"
-    r"|[^\r\nA-Za-z0-9]?+[A-Za-z]++[A-Za-z0-9]*+"
-    r"|[0-9]{1,3}+[A-Za-z0-9]*+"
-    r"| ?[^\sA-Za-z0-9]++[\r\n]*+"
-    r"|\s++\Z|\s*[\r\n]|\s+(?!\S)|\s"
-)
-_CL100K = (
-    r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++"
-    r"[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"
-)
-
-
-_SLOW_OR_LONG = re.compile(f"{_LONG_RUNS.pattern}|{_SLOW.pattern}")  # a run first: \r may start one
+# a long run first: \r may start one
+_SLOW_OR_LONG = re.compile(f"{LONG_RUN.pattern}|{SLOW_CHAR.pattern}")
 _FAST_ASCII = bytes([9, 10, *range(0x20, 0x7F)])  # tab, newline, printable ASCII
-_GLUE = re.compile("[\x0b\x0c\x1c-\x1f\x85]")  # Python splits at these, BERT deletes them
 _NEXT_LINE = re.compile(r"\n(?=[^\S\n]*\S)")  # a newline before a line with content
-_SHIFT = 32  # a piece's counts are packed as budget + (model << _SHIFT)
-MASK = (1 << _SHIFT) - 1  # the budget part of a packed count
-AT = _AT = 64  # ... and the position (characters) a running sum has reached, from bit 64
-_COUNTS = (1 << _AT) - 1  # the budget and model parts
-_LONG_PIECE = MAX_RUN // 3
-# Pieces (and words of slow lines) remembered per table, then the table starts afresh;
-# and words of fast text likewise (see PieceTable.segments). About 130 bytes an entry:
-# a table holds at most ~25 MB, whatever a long-running daemon reads (a million entries
-# each let it grow by hundreds of MB on text with ever new tokens: ids, numbers). All of
-# ../shared/corpora holds 68k distinct pieces and 136k words; chunking it twice took the
-# same time with 65,536 as with 1,000,000 (within the noise of a shared machine).
-_CACHE_MAX = 65_536
-_WORDS_MAX = 65_536
-_PAIR = "\x01\x01"  # two spaces, in the copy of a text that is split into words
-_START = "\x02"  # marks the first word of a segment (no space before it)
-# a newline before a line with content, in that copy (a line of spaces is blank)
-_SEGMENT = re.compile(r"\n(?=[ \t\x01]*[^\s\x01])")
-# a lone space between whitespace (or whitespace and the end): the words around it are
-# not counted on their own the way cl100k counts them in context. The space comes
-# first, then a look behind it: the search skips ahead to the next space.
-_ODD_SPACE = re.compile(r" (?<=[\t\n\x01] )(?:[\t\n]|\Z)")
-_ONE = 1 << _AT  # a position of 1 in a running sum
-_RUN_LOOK = 64  # characters a trailing punctuation run is followed back, at most
-
-
-class _LongWord(Exception):
-    """A word holds a piece too long to count on its own (see ``cumulative``)."""
-
-
-class _Words(dict[str, int]):
-    """Packed counts of words (no position), counted on first use by ``table``.
-
-    A key is a word of a segment split at spaces (see :meth:`PieceTable.segments`): it
-    stands for itself after a space, or, when it starts with :data:`_START`, for
-    itself at the start of a segment; :data:`_PAIR` stands for two spaces.
-    """
-
-    __slots__ = ("table",)
-
-    def __init__(self, table: PieceTable) -> None:
-        super().__init__()
-        self.table = table
-
-    def __missing__(self, key: str) -> int:
-        text = key[1:] if key[:1] == _START else " " + key
-        if "\x01" in text:
-            text = text.replace("\x01", " ")
-        table = self.table
-        known = table._cache.get
-        v = known(text)  # the counts of this very text: a piece (see PieceTable.piece)
-        # or a short string that PieceTable.value counted whole
-        if v is None:
-            v = 0
-            for p in PIECES.findall(text):
-                c = known(p)
-                if c is None and (c := table.piece(p)) is None:
-                    raise _LongWord(key)
-                v += c
-        v &= _COUNTS
-        if len(key) < _LONG_PIECE:  # as pieces are
-            self[key] = v
-        return v
-
-
-class PieceTable:
-    """Counts of pieces for one (budget sizer, model sizer) pair, with their cache.
-
-    Args:
-        budget: counts any string in budget tokens (``str -> int``).
-        model: counts a piece in model word pieces, or ``None`` (no model check).
-        sizer: the budget :class:`Sizer` (exact counts of slow stretches).
-        model_sizer: the model :class:`Sizer`, or ``None``.
-        budget_piece: a faster ``budget`` that is only right on a single piece.
-    """
-
-    def __init__(
-        self,
-        budget: Callable[[str], int],
-        model: Callable[[str], int] | None,
-        sizer: Sizer,
-        model_sizer: Sizer | None,
-        budget_piece: Callable[[str], int] | None = None,
-    ) -> None:
-        self._budget = budget
-        self._budget_piece = budget_piece or budget
-        self._model = model
-        self.sizer = sizer
-        self.model_sizer = model_sizer if model is not None else None
-        self._cache: dict[str, int] = {}
-        self._words: dict[str, int] = {}  # model word pieces of words of slow lines
-        self._segment_words = _Words(self)  # packed counts of words of fast text
-
-    @property
-    def has_model(self) -> bool:
-        """Whether the packed counts hold model word pieces (else they are 0)."""
-        return self._model is not None
-
-    def value(self, s: str) -> int:
-        """Packed counts of any string ``s``: ``budget + (model << 32)``."""
-        v = self._cache.get(s)
-        if v is not None:
-            return v & _COUNTS
-        if _SLOW.search(s) is None:
-            if len(s) <= 256:  # short strings recur (chunk prefixes, punctuation runs)
-                cum = self.cumulative(PIECES.findall(s), 0, long_ok=True)
-                assert cum is not None  # long_ok
-                self._cache[s] = cum[-1]
-                return cum[-1] & _COUNTS
-            # counted as the budget sizer counts it (tiktoken: long runs in parts)
-            return self._budget_exact(s) + ((self._model(s) if self._model else 0) << _SHIFT)
-        return self.exact([s])[0]
-
-    def exact(self, texts: list[str]) -> list[int]:
-        r"""Packed counts of ``texts`` from the real tokenizers (any characters).
-
-        The model's count is a sum over whitespace-separated words (BERT never reads
-        across whitespace), each word counted once by the model's tokenizer and then
-        remembered; a text with a character that Python splits at but BERT deletes
-        (``\x0b``, ``\x0c``, ``\x1c``-``\x1f``, ``\x85``) is counted whole.
-        """
-        tok = [self._budget_exact(t) for t in texts]
-        if self.model_sizer is None:
-            return tok
-        words = self._words
-        if len(words) > _CACHE_MAX:
-            words = self._words = {}
-        whole = [t for t in texts if _GLUE.search(t)]
-        split = [t.split() for t in texts]
-        missing = list({w for ws in split for w in ws}.difference(words))
-        counted = self._count_many(missing + whole)
-        words.update(zip(missing, counted[: len(missing)], strict=True))
-        by_text = dict(zip(whole, counted[len(missing) :], strict=True))
-        wp = [
-            by_text[t] if t in by_text else sum(map(words.__getitem__, ws))
-            for t, ws in zip(texts, split, strict=True)
-        ]
-        return [a + (b << _SHIFT) for a, b in zip(tok, wp, strict=True)]
-
-    def _budget_exact(self, text: str) -> int:
-        """Budget tokens of ``text`` as the budget sizer counts it.
-
-        Fast text that tiktoken counts in parts (a line with a run of over
-        :data:`~ingestd.chunkers.tokenizers.MAX_RUN` characters) is counted the same
-        way, part by part, from the pieces of each part.
-        """
-        if (
-            len(text) > MAX_RUN
-            and isinstance(self.sizer, TiktokenSizer)
-            and _SLOW.search(text) is None
-        ):
-            total = 0
-            for part in run_pieces(text):
-                cum = self.cumulative(PIECES.findall(part), 0, long_ok=True)
-                assert cum is not None  # long_ok
-                total += cum[-1] & MASK
-            return total
-        return self.sizer.count(text)
-
-    def _count_many(self, texts: list[str]) -> list[int]:
-        assert self.model_sizer is not None
-        if not texts:
-            return []
-        many = getattr(self.model_sizer, "count_many", None)
-        return many(texts) if many is not None else [self.model_sizer.count(t) for t in texts]
-
-    def piece(self, p: str, *, long_ok: bool = False) -> int | None:
-        """Packed counts of piece ``p`` plus its length from bit 64 up, remembered.
-
-        ``None`` for a piece of :data:`_LONG_PIECE` characters or more unless
-        ``long_ok`` (see :meth:`cumulative`); such a piece is never remembered.
-        A piece found in a text is also the one piece :data:`PIECES` finds in it on
-        its own: the alternative that matched it is tried on the same characters, and
-        at the end of a string a run of whitespace is matched whole, as it was.
-        """
-        if len(p) >= _LONG_PIECE and not long_ok:
-            return None
-        model = self._model
-        v = self._budget_piece(p) + ((model(p) if model else 0) << _SHIFT) + (len(p) << _AT)
-        if len(p) < _LONG_PIECE:
-            self._cache[p] = v
-        return v
-
-    def cumulative(
-        self, pieces: list[str], base: int, *, long_ok: bool = False
-    ) -> list[int] | None:
-        """``base`` then the running sums of the packed counts of fast ``pieces``.
-
-        Each cached value also holds its piece's length from bit 64 up, so a running
-        sum also says where in the text it stands.
-
-        ``None`` when a piece is long and not ``long_ok``: a piece of
-        :data:`_LONG_PIECE` characters or more may be part of a whitespace run that
-        :class:`~ingestd.chunkers.tokenizers.TiktokenSizer` counts in parts (a run of
-        over :data:`~ingestd.chunkers.tokenizers.MAX_RUN` characters is at most three
-        cl100k pre-tokens); the caller then checks the text for such runs. Long pieces
-        are never cached, so the check cannot be skipped.
-        """
-        cache = self._cache
-        if len(cache) > _CACHE_MAX:  # replaced, not cleared: other threads keep theirs
-            cache = self._cache = {}
-        try:  # warm: every piece is known
-            return list(accumulate(map(cache.__getitem__, pieces), initial=base))
-        except KeyError:
-            pass
-        long: dict[str, int] = {}
-        for p in set(pieces).difference(cache):
-            if self.piece(p) is None:  # long: counted, not remembered
-                v = self.piece(p, long_ok=True) if long_ok else None
-                if v is None:
-                    return None
-                long[p] = v
-        if long:
-            vals = [cache[p] if p in cache else long[p] for p in pieces]
-            return list(accumulate(vals, initial=base))
-        return list(accumulate(map(cache.__getitem__, pieces), initial=base))
-
-    def segments(self, text: str, a: int, b: int, base: int) -> list[int] | None:
-        """``base`` then the running sums at the segment ends of fast ``text[a:b]``.
-
-        A *segment* runs from the start of a line with content (or ``a``, a boundary)
-        to the start of the next one (or ``b``): a line and the blank lines after it.
-        Segment starts are boundaries of both tokenizers (see the module docstring), so
-        a segment is counted on its own; it is split at single spaces into *words*,
-        each counted once (its pieces, from :data:`PIECES`) and then remembered, so a
-        text costs one ``str.split`` and a dictionary lookup per word instead of a
-        regular-expression match and a lookup per piece. A space before a word is a
-        boundary of both tokenizers when its neighbours are not both whitespace:
-        cl100k's pieces hold a space only at their start or inside a run of
-        whitespace, and BERT splits at every space. Runs of spaces stay inside words
-        (two spaces are replaced by :data:`_PAIR` before the split), so such a run is
-        counted whole, as cl100k counts it.
-
-        Returns ``None`` when the text has a lone space between two whitespace
-        characters (a blank line holding a space, three spaces before a newline): the
-        caller then counts it piece by piece. Also ``None`` when a word holds a piece
-        too long to count on its own (see :meth:`cumulative`).
-        """
-        words = self._segment_words
-        if len(words) > _WORDS_MAX:  # replaced, not cleared: other threads keep theirs
-            words = self._segment_words = _Words(self)
-        s = text if a == 0 and b == len(text) else text[a:b]
-        s = s.replace("  ", _PAIR)
-        if _ODD_SPACE.search(s) is not None:
-            return None
-        segs = _SEGMENT.split(s)
-        last = segs.pop()
-        get = words.__getitem__
-        try:  # counts only: sums that fit a machine word are summed faster
-            vals = [sum(map(get, f"{_START}{g}\n".split(" "))) for g in segs]
-            vals.append(sum(map(get, (_START + last).split(" "))))
-        except _LongWord:
-            return None
-        segs.append(last)
-        ends = accumulate(map((1).__add__, map(len, segs)), initial=base >> _AT)  # + "\n"
-        counts = accumulate(vals, initial=base & _COUNTS)
-        cum = list(map(add, counts, map(_ONE.__mul__, ends)))
-        cum[-1] -= _ONE  # the last segment has no newline after it
-        return cum
+#: Characters a trailing punctuation run is followed back, at most: :func:`trailing_run`
+#: gives up (-1) on a longer run.
+PUNCT_RUN_MAX = 64
 
 
 def clear_word_tables() -> None:
     """Forget every remembered piece and word count; they are counted again on use.
 
-    The tables are bounded (:data:`_CACHE_MAX`, :data:`_WORDS_MAX` entries, ~130 bytes
-    each, per table; 65,536 words per BERT sizer), but a daemon that reads ever new
-    tokens keeps them full. ``ingestd run`` calls this after each sync that wrote
-    (:mod:`ingestd.daemon.sync.memory`), so an idle daemon holds none of it, and a big
-    resync still reads every word once. A chunker at work keeps the table it holds.
+    The tables are bounded (:class:`~ingestd.chunkers.pieces.PieceTable`: 65,536
+    pieces and 65,536 words, ~130 bytes each, per table; 65,536 words per BERT sizer),
+    but a daemon that reads ever new tokens keeps them full. ``ingestd run`` calls
+    this after each sync that wrote (:mod:`ingestd.daemon.sync.memory`), so an idle daemon
+    holds none of it, and a big resync still reads every word once. A chunker at work
+    keeps the table it holds.
     """
     piece_table.cache_clear()
     clear_word_caches()
-
-
-@functools.lru_cache(maxsize=16)
-def piece_table(sizer: Sizer, model_sizer: Sizer | None) -> PieceTable | None:
-    """The :class:`PieceTable` of a sizer pair, or ``None`` when pieces cannot be used.
-
-    Supported budgets: tiktoken ``cl100k_base`` tokens, or a BERT WordPiece model's word
-    pieces (``tokenizer: model``). The model part is filled for a BERT WordPiece
-    model (:attr:`PieceTable.has_model`); other models are left to the caller. Other
-    budget tokenizers have no per-piece counter here; callers then count spans one by
-    one.
-    """
-    model_fn: Callable[[str], int] | None = None
-    if isinstance(model_sizer, ModelSizer):
-        model_fn = model_sizer.ascii_counter
-    budget_fn: Callable[[str], int] | None = None
-    budget_piece: Callable[[str], int] | None = None
-    if isinstance(sizer, TiktokenSizer) and sizer._enc._pat_str == _CL100K:
-        encode, ranks = sizer._enc.encode_ordinary, sizer._enc._mergeable_ranks
-
-        def budget_fn(s: str) -> int:
-            return len(encode(s))
-
-        def budget_piece(s: str) -> int:  # CoreBPE looks a whole piece up first
-            return 1 if s.encode() in ranks else len(encode(s))
-
-    elif isinstance(sizer, ModelSizer):
-        budget_fn = sizer.ascii_counter
-    if budget_fn is None:
-        return None
-    return PieceTable(budget_fn, model_fn, sizer, model_sizer, budget_piece)
 
 
 def _line_start(text: str, i: int, floor: int) -> int:
@@ -421,7 +91,7 @@ def _long_space(text: str, a: int) -> bool:
     return len(before) - len(before.rstrip()) + len(after) - len(after.lstrip()) > MAX_RUN
 
 
-def _line_groups(text: str, slow: re.Pattern[str] = _SLOW) -> list[tuple[int, int, bool]]:
+def _line_groups(text: str, slow: re.Pattern[str] = SLOW_CHAR) -> list[tuple[int, int, bool]]:
     """``(start, end, fast)`` stretches of ``text`` that tile it, cut at line starts.
 
     A stretch is slow when it holds a character outside tab, newline and printable
@@ -429,9 +99,9 @@ def _line_groups(text: str, slow: re.Pattern[str] = _SLOW) -> list[tuple[int, in
     content before it) to the start of the next line with content (or the end).
     """
     n = len(text)
-    if slow is _SLOW:  # the common case, all fast: ~10x faster than the search below
+    if slow is SLOW_CHAR:  # the common case, all fast: ~10x faster than the search below
         rest = text.encode("utf-8", "surrogatepass").translate(None, _FAST_ASCII)
-        if not rest or _SLOW.search(rest.decode("utf-8", "surrogatepass")) is None:
+        if not rest or SLOW_CHAR.search(rest.decode("utf-8", "surrogatepass")) is None:
             return [(0, n, True)]
     out: list[tuple[int, int, bool]] = []
     pos = 0
@@ -465,10 +135,11 @@ class SpanIndex:
 
     Attributes:
         text: the indexed text.
-        table: the :class:`PieceTable` that counted it.
+        table: the :class:`~ingestd.chunkers.pieces.PieceTable` that counted it.
         cum: one running sum per boundary, increasing: packed counts of the text
-            before it (see :func:`unpack`) plus the boundary's offset from bit 64 up,
-            so ``bisect_left(cum, p << 64)`` finds the boundary at ``p``.
+            before it (see :func:`~ingestd.chunkers.pieces.unpack`) plus the
+            boundary's offset from bit 64 up, so ``bisect_left(cum, p << 64)`` finds
+            the boundary at ``p``.
     """
 
     __slots__ = ("cum", "table", "text")
@@ -484,13 +155,13 @@ class SpanIndex:
 
         ``longest``: the length of the text's longest line (characters), when known.
 
-        Not supported: tokenizers without a piece counter (:func:`piece_table`). A line
-        with a run of whitespace or non-whitespace of over
-        :data:`~ingestd.chunkers.tokenizers.MAX_RUN` characters, which
-        :class:`~ingestd.chunkers.tokenizers.TiktokenSizer` counts in parts, is counted
-        by the sizers like a slow line; so is a run of whitespace of that length over
-        several lines (blank lines, then an indent), found by its long piece in fast
-        text or where it crosses from one stretch into the next.
+        Not supported: tokenizers without a piece counter
+        (:func:`~ingestd.chunkers.pieces.piece_table`). A line with a run of whitespace
+        or non-whitespace of over :data:`~ingestd.chunkers.tokenizers.MAX_RUN`
+        characters, which :class:`~ingestd.chunkers.tokenizers.TiktokenSizer` counts in
+        parts, is counted by the sizers like a slow line; so is a run of whitespace of
+        that length over several lines (blank lines, then an indent), found by its long
+        piece in fast text or where it crosses from one stretch into the next.
         """
         # sizers hash by identity; the Sizer protocol just does not say so
         table = piece_table(budget.sizer, budget.model_sizer)  # type: ignore[arg-type]
@@ -499,7 +170,7 @@ class SpanIndex:
         if longest is None:
             longest = max(map(len, text.split("\n")))
         long_line = longest > MAX_RUN
-        index = cls._build(text, table, _SLOW_OR_LONG if long_line else _SLOW, long_ok=False)
+        index = cls._build(text, table, _SLOW_OR_LONG if long_line else SLOW_CHAR, long_ok=False)
         if index is None:  # a long piece or run: perhaps a long run of blank lines
             index = cls._build(text, table, _SLOW_OR_LONG, long_ok=True)
         return index
@@ -513,13 +184,13 @@ class SpanIndex:
         if len(groups) == 1 and groups[0][2]:  # all fast: the common case
             cum = cls._fast(text, 0, len(text), 0, table, long_ok=long_ok, words=words)
             return None if cum is None else cls(text, table, cum)
-        if slow is _SLOW and any(_long_space(text, a) for a, _, _ in groups[1:]):
+        if slow is SLOW_CHAR and any(_long_space(text, a) for a, _, _ in groups[1:]):
             return None  # a long run of whitespace goes on across stretches: see build
         slow_vals = iter(table.exact([text[a:b] for a, b, fast in groups if not fast]))
         cum = [0]
         for a, b, fast in groups:
             if not fast:
-                cum.append(cum[-1] + next(slow_vals) + ((b - a) << _AT))
+                cum.append(cum[-1] + next(slow_vals) + ((b - a) << AT))
                 continue
             more = cls._fast(text, a, b, cum[-1], table, long_ok=long_ok, words=words)
             if more is None:
@@ -540,9 +211,9 @@ class SpanIndex:
     def at(self, p: int) -> int | None:
         """Packed counts of ``text[:p]``, or ``None`` when ``p`` is not a boundary."""
         cum = self.cum
-        i = bisect.bisect_left(cum, p << _AT)
-        if i < len(cum) and cum[i] >> _AT == p:
-            return cum[i] & _COUNTS
+        i = bisect.bisect_left(cum, p << AT)
+        if i < len(cum) and cum[i] >> AT == p:
+            return cum[i] & COUNTS
         return None
 
     def at_many(self, points: list[int]) -> list[int]:
@@ -558,12 +229,12 @@ class SpanIndex:
         left = bisect.bisect_left
         for p in points:
             hi = lo + p - lo_pos + 1
-            i = left(cum, p << _AT, lo, hi if hi < n else n)
+            i = left(cum, p << AT, lo, hi if hi < n else n)
             if i < n:
                 c = cum[i]
-                lo, lo_pos = i, c >> _AT
+                lo, lo_pos = i, c >> AT
                 if lo_pos == p:
-                    out.append(c & _COUNTS)
+                    out.append(c & COUNTS)
                     continue
             out.append(-1)
         return out
@@ -576,11 +247,11 @@ class SpanIndex:
         lookups are :meth:`at` inlined.
         """
         cum = self.cum
-        i = bisect.bisect_left(cum, a << _AT)
-        j = bisect.bisect_left(cum, b << _AT, i)
-        if j < len(cum) and cum[i] >> _AT == a and cum[j] >> _AT == b:
-            d = (cum[j] & _COUNTS) - (cum[i] & _COUNTS)
-            return d & MASK, d >> _SHIFT
+        i = bisect.bisect_left(cum, a << AT)
+        j = bisect.bisect_left(cum, b << AT, i)
+        if j < len(cum) and cum[i] >> AT == a and cum[j] >> AT == b:
+            d = (cum[j] & COUNTS) - (cum[i] & COUNTS)
+            return d & MASK, d >> MODEL_SHIFT
         return None
 
     def end_counts(self, a: int, e: int) -> tuple[int, int] | None:
@@ -598,11 +269,11 @@ class SpanIndex:
         if found is not None:
             return found
         cum = self.cum
-        i = bisect.bisect_left(cum, a << _AT)
-        j = bisect.bisect_left(cum, e << _AT, i)
-        if j >= len(cum) or cum[i] >> _AT != a:
+        i = bisect.bisect_left(cum, a << AT)
+        j = bisect.bisect_left(cum, e << AT, i)
+        if j >= len(cum) or cum[i] >> AT != a:
             return None
-        text, b = self.text, cum[j] >> _AT
+        text, b = self.text, cum[j] >> AT
         if e <= a or not text[e:b].isspace():
             return None
         p = trailing_run(text, a, e)
@@ -617,7 +288,7 @@ class SpanIndex:
             p -= 1
         table = self.table
         tail = table.value(text[p:b]) - (table.value(text[p:e]) if p < e else 0)
-        return unpack((cum[j] & _COUNTS) - (cum[i] & _COUNTS) - tail)
+        return unpack((cum[j] & COUNTS) - (cum[i] & COUNTS) - tail)
 
 
 def trailing_run(text: str, lo: int, e: int) -> int:
@@ -626,16 +297,11 @@ def trailing_run(text: str, lo: int, e: int) -> int:
     Punctuation here: characters neither alphanumeric nor whitespace. cl100k's piece
     for such a run takes the newlines after it (``".\n\n"``), so what whitespace after
     ``e`` adds is counted from the run's start. Returns ``e`` when ``text[e - 1]`` is
-    not punctuation, and -1 when the run goes on for over :data:`_RUN_LOOK` characters.
+    not punctuation, and -1 when the run goes on for over :data:`PUNCT_RUN_MAX` characters.
     """
     p = e
     while p > lo and not text[p - 1].isalnum() and not text[p - 1].isspace():
-        if e - p >= _RUN_LOOK:
+        if e - p >= PUNCT_RUN_MAX:
             return -1
         p -= 1
     return p
-
-
-def unpack(v: int) -> tuple[int, int]:
-    """``(budget tokens, model word pieces)`` of a packed count."""
-    return v & MASK, (v >> _SHIFT) & MASK

@@ -10,18 +10,30 @@ from __future__ import annotations
 
 import random
 import re
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingestd.chunkers.base import Budget
-from ingestd.chunkers.spans import AT, PIECES, SpanIndex, piece_table
+from ingestd.chunkers import tokenizers
+from ingestd.chunkers.base import Budget, ChunkContext
+from ingestd.chunkers.markdown import MarkdownChunker, MarkdownOptions
+from ingestd.chunkers.pieces import AT, PIECES, piece_table
+from ingestd.chunkers.spans import SpanIndex
 from ingestd.chunkers.text import decode
-from ingestd.chunkers.tokenizers import _SLOW, MAX_RUN, CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.tokenizers import (
+    MAX_RUN,
+    SLOW_CHAR,
+    CharSizer,
+    ModelSizer,
+    TiktokenSizer,
+    load_tiktoken,
+)
 from tests.chunkers.conftest import CORPORA
 
 _CONTENT_LINE = re.compile(r"(?m)^(?=[^\S\n]*\S)")
+_DOC = "blog/2023/exponential-histograms.md"  # code fences, tables, non-ASCII text
 
 _ATOMS = [
     "—", "’", "“", "…", "·", "«", "\xad", "。", "→", "©",
@@ -103,7 +115,7 @@ def test_word_sums_agree_with_piece_sums(budget: Budget, atoms: list[str]) -> No
     table = piece_table(budget.sizer, budget.model_sizer)
     assert table is not None
     words = SpanIndex.build(text, budget)
-    pieces = SpanIndex._build(text, table, _SLOW, long_ok=False, words=False)
+    pieces = SpanIndex._build(text, table, SLOW_CHAR, long_ok=False, words=False)
     assert words is not None and pieces is not None
     assert set(words.cum) <= set(pieces.cum)
     assert words.cum[-1] == pieces.cum[-1]
@@ -196,6 +208,56 @@ def test_other_tokenizers_have_no_table(model_sizer: ModelSizer) -> None:
     budget_only = piece_table(TiktokenSizer("cl100k_base"), CharSizer())
     assert budget_only is not None and not budget_only.has_model
     assert piece_table(model_sizer, model_sizer) is not None  # tokenizer: model
+
+
+class _Encoding:
+    """A tiktoken encoding that shows ``real``'s public API and only the ``kept`` attributes.
+
+    Stands for a tiktoken release that renamed or dropped the private attributes
+    ``TiktokenSizer`` reads.
+    """
+
+    def __init__(self, real: Any, kept: tuple[str, ...]) -> None:
+        self.encode_ordinary = real.encode_ordinary
+        self.decode_tokens_bytes = real.decode_tokens_bytes
+        for name in kept:
+            setattr(self, name, getattr(real, name))
+
+
+@pytest.mark.parametrize(
+    "kept", [(), ("_pat_str",), ("_mergeable_ranks",)], ids=["neither", "pattern", "ranks"]
+)
+def test_without_tiktoken_private_attributes_chunks_are_the_same(
+    monkeypatch: pytest.MonkeyPatch,
+    tiktoken_sizer: TiktokenSizer,
+    model_sizer: ModelSizer,
+    kept: tuple[str, ...],
+) -> None:
+    # a tiktoken without them: no piece table, every span counted by the sizers (the
+    # slow exact path), and the very same chunks
+    real = load_tiktoken("cl100k_base")
+    monkeypatch.setattr(tokenizers, "load_tiktoken", lambda name: _Encoding(real, kept))
+    hidden = TiktokenSizer("cl100k_base")
+    assert hidden.piece_counter() is None
+    assert piece_table(hidden, model_sizer) is None
+    text = decode((CORPORA / "md-docs").joinpath(_DOC).read_bytes())
+    assert SpanIndex.build(text, Budget(hidden, 200, model_sizer, 254)) is None
+    assert SpanIndex.build(text, Budget(tiktoken_sizer, 200, model_sizer, 254)) is not None
+    for max_tokens in (64, 200):
+        opts = MarkdownOptions(max_tokens=max_tokens)
+        slow = MarkdownChunker(opts, ChunkContext(hidden, model_sizer, 254)).chunk(text)
+        fast = MarkdownChunker(opts, ChunkContext(tiktoken_sizer, model_sizer, 254)).chunk(text)
+        assert len(slow) > 3
+        assert slow == fast
+
+
+def test_tiktoken_shows_what_the_piece_table_needs(tiktoken_sizer: TiktokenSizer) -> None:
+    # the installed tiktoken (pinned below the next minor release) has both attributes
+    count = tiktoken_sizer.piece_counter()
+    assert tiktoken_sizer.pattern is not None and count is not None
+    pieces = ["hello", " world", " OpenTelemetry", "123", " <|", "\n\n"]  # one pre-token each
+    assert [count(p) for p in pieces] == [tiktoken_sizer.count(p) for p in pieces]
+    assert count(" OpenTelemetry") == 3  # not one rank: encoded
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ The bug this pins: rewriting a few 12,000-character files once a second under
 ``ingestd run``, RSS rose from 620 to 739 MB in nine minutes with no plateau. Two
 things grew: the embedded store kept every deleted point (qdrant-client's local mode
 only marks it deleted; id, payload and vector stay until the client is reopened), and
-the per-process piece and word tables of ``chunkers/spans.py`` could each hold a
+the per-process piece and word tables of ``chunkers/pieces.py`` could each hold a
 million entries (~130 bytes each) of ever new tokens. ``bench/soak.py`` measures the
 whole daemon; these tests pin each bound.
 
@@ -88,13 +88,13 @@ def test_the_embedded_store_gives_deleted_points_back(
 
 
 def test_piece_and_word_tables_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ingestd.chunkers import spans
+    from ingestd.chunkers import pieces
     from ingestd.daemon.config import load_config
     from ingestd.daemon.sync.rules import RuleSet, build_context
     from ingestd.store.embedder import model_info
 
-    monkeypatch.setattr(spans, "_CACHE_MAX", 2000)
-    monkeypatch.setattr(spans, "_WORDS_MAX", 2000)
+    monkeypatch.setattr(pieces, "_CACHE_MAX", 2000)
+    monkeypatch.setattr(pieces, "_WORDS_MAX", 2000)
     cfg = load_config(None, roots=[Path.cwd()])
     ctx, tok = build_context(cfg, embed=None)
     rules = RuleSet(cfg.rules, ctx, tok, model_info(cfg.embedding.model).fingerprint)
@@ -102,7 +102,7 @@ def test_piece_and_word_tables_are_bounded(monkeypatch: pytest.MonkeyPatch) -> N
     for n in range(20):  # 20 x 1,000 words never seen before
         words = " ".join(f"tok{n}x{i:04d}q" for i in range(1000))
         chunker.chunk(f"# Page {n}\n\n{words}\n")
-    tables = [o for o in gc.get_objects() if type(o) is spans.PieceTable]
+    tables = [o for o in gc.get_objects() if type(o) is pieces.PieceTable]
     assert tables
     for t in tables:
         assert len(t._cache) <= 2001 + 1000 and len(t._segment_words) <= 2001 + 1000
@@ -174,14 +174,14 @@ def test_word_tables_of_the_sparse_vectors_are_bounded() -> None:
 
 def test_word_tables_live_for_one_sync(tmp_path: Path) -> None:
     """After a sync that wrote, the chunkers' and BM25's word tables hold nothing."""
-    from ingestd.chunkers import spans, tokenizers
+    from ingestd.chunkers import pieces, tokenizers
     from ingestd.store import sparse
 
     def remembered() -> dict[str, int]:
-        tables = [o for o in gc.get_objects() if type(o) is spans.PieceTable]
+        tables = [o for o in gc.get_objects() if type(o) is pieces.PieceTable]
         rules = list(tokenizers._LIVE_RULES)
         return {
-            "piece tables": spans.piece_table.cache_info().currsize,
+            "piece tables": pieces.piece_table.cache_info().currsize,
             "pieces": sum(len(t._cache) + len(t._segment_words) for t in tables),
             "model words": sum(r.word.cache_info().currsize for r in rules),
             "stems": sparse._stem.cache_info().currsize,
@@ -195,7 +195,7 @@ def test_word_tables_live_for_one_sync(tmp_path: Path) -> None:
     eng: Any = make_engine(root, tmp_path / "state", fake_vectors)
     try:
         source = next(iter(eng.sources))
-        spans.piece_table.cache_clear()  # tables of earlier tests
+        pieces.piece_table.cache_clear()  # tables of earlier tests
         eng.rules.match("a.md").chunker.chunk("# B\n\nSome words to count.\n")
         before = sparse.document_vector(f"First words: {words}.")
         assert all(remembered().values()), remembered()  # the tables are in use...
