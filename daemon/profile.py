@@ -34,7 +34,8 @@ from .migration_status import describe
 from .rules import RuleSet, build_context
 
 if TYPE_CHECKING:
-    from ingestd.store.embedder import EmbedStats, ModelInfo
+    from ingestd.store.embedder import EmbedStats
+    from ingestd.store.model import ModelInfo
 
 __all__ = [
     "VECTOR_KEYS",

@@ -25,7 +25,7 @@ from ingestd.store.sparse import contract as bm25_contract
 from .config import Config, RuleConfig, default_rules
 
 if TYPE_CHECKING:
-    from ingestd.store.embedder import ModelInfo
+    from ingestd.store.model import ModelInfo
 
 __all__ = ["LazyContext", "Rule", "RuleSet", "build_context"]
 

@@ -21,22 +21,21 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ingestd.store.backends import RECIPES, OnnxRecipe, backend_fingerprint
+from ingestd.store.model import ModelInfo, Vectors
 
 __all__ = [
     "BUNDLED_MODEL",
     "EmbeddingCache",
-    "ModelInfo",
     "ModelNotFoundError",
     "ONEDNN_PRIMITIVE_CACHE_CAPACITY",
     "SentenceTransformerEmbedder",
-    "Vectors",
     "load_embedder",
     "model_info",
 ]
@@ -62,47 +61,9 @@ _SAMPLE = 1 << 20  # bytes read from each end of a large model file for its fing
 ONEDNN_PRIMITIVE_CACHE_CAPACITY = 0
 _ONEDNN = ("ONEDNN", "DNNL")  # oneDNN's environment prefixes, current and former
 
-#: ``(n, dim)`` float32 array of unit vectors.
-Vectors = Any
-
 
 class ModelNotFoundError(ValueError):
     """The configured embedding model is neither bundled nor a local folder."""
-
-
-@dataclass(frozen=True, slots=True)
-class ModelInfo:
-    """What is known about a model and the backend that runs it, without loading it.
-
-    Attributes:
-        name: the configured name.
-        path: the folder holding the model's files.
-        fingerprint: what made the vectors, sha256 hex: the files' fingerprint for the
-            ``torch`` backend, else that combined with the backend and its recipe (see
-            :func:`ingestd.store.backends.backend_fingerprint`). Keys the embedding
-            cache and the collection check.
-        dim: embedding dimension.
-        max_seq_length: word pieces the model reads, special tokens included.
-        tokenizer_json: path of its ``tokenizer.json``, if any.
-        backend: ``torch``, ``onnx`` or ``onnx-int8``.
-        recipe: how the ONNX graph is made (``None`` for ``torch``).
-        files_fingerprint: sha256 hex over the model's files alone.
-    """
-
-    name: str
-    path: Path
-    fingerprint: str
-    dim: int
-    max_seq_length: int
-    tokenizer_json: Path | None = field(default=None)
-    backend: str = "torch"
-    recipe: OnnxRecipe | None = None
-    files_fingerprint: str = ""
-
-    @property
-    def label(self) -> str:
-        """The name, with the backend when it is not ``torch`` (for messages, records)."""
-        return self.name if self.backend == "torch" else f"{self.name} ({self.backend})"
 
 
 def _resolve_model_dir(name: str) -> Path:
