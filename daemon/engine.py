@@ -281,7 +281,7 @@ class Engine:
         now: Callable[[], float] = time.time,
         cache_path: Path | None = None,
     ) -> None:
-        from ingestd.store.embedder import EmbedStats
+        from ingestd.store.embedding_cache import EmbedStats
 
         self.cfg = cfg
         self.state_dir = Path(state_dir)

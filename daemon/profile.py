@@ -34,7 +34,7 @@ from .migration_status import describe
 from .rules import RuleSet, build_context
 
 if TYPE_CHECKING:
-    from ingestd.store.embedder import EmbedStats
+    from ingestd.store.embedding_cache import EmbedStats
     from ingestd.store.model import ModelInfo
 
 __all__ = [
@@ -157,7 +157,7 @@ class Profile:
         max_texts_per_call: int | None = None,
         seconds_per_call: float | None = None,
     ) -> None:
-        from ingestd.store.embedder import CachedEmbedder
+        from ingestd.store.embedding_cache import CachedEmbedder
         from ingestd.store.ids import chunk_hash
 
         self.cfg = cfg

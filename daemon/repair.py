@@ -330,7 +330,7 @@ class HealingCache:
 
 
 def _open_embedding_cache(path: Path, max_entries: int) -> Any:
-    from ingestd.store.embedder import EmbeddingCache
+    from ingestd.store.embedding_cache import EmbeddingCache
 
     return EmbeddingCache(path, max_entries)
 
