@@ -11,7 +11,9 @@ tables:
 * :mod:`ingestd.store.manifest_collections`: the profile that made a collection's
   points, and the build of a new version of a collection.
 
-The rows of a build's documents are :mod:`ingestd.store.builds`'s.
+The rows of a build's documents are :mod:`ingestd.store.builds`'s. What ``status`` reads
+is :class:`~ingestd.store.reader.ManifestReader`, which :class:`Manifest` and the
+SQLAlchemy-free :class:`~ingestd.store.manifest_view.ManifestView` both provide.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from .manifest_documents import (
 )
 from .manifest_schema import sqlite_url
 from .manifest_sources import SourceRecords
+from .reader import ManifestReader
 
 __all__ = [
     "RECORD_COLUMNS",
@@ -44,7 +47,7 @@ __all__ = [
 ]
 
 
-class Manifest(DocumentRecords, SourceRecords, CollectionRecords):
+class Manifest(DocumentRecords, SourceRecords, CollectionRecords, ManifestReader):
     """Record of documents and their point ids, in any SQLAlchemy database.
 
     Args:
