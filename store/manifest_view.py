@@ -17,11 +17,16 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
+from .reader import ManifestReader
+
 __all__ = ["ManifestView"]
 
 
-class ManifestView:
+class ManifestView(ManifestReader):
     """Reads sources, counts and failures of a manifest SQLite file without writing.
+
+    A :class:`~ingestd.store.reader.ManifestReader`, like
+    :class:`~ingestd.store.manifest.Manifest`.
 
     Args:
         path: the ``manifest.db`` file.

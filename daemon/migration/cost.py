@@ -144,7 +144,8 @@ def estimate(
         target: the configured profile.
         cache: the open embedding cache, or ``None`` to open ``embeddings.db`` if present.
     """
-    from ingestd.store.embedder import EmbeddingCache, ModelNotFoundError
+    from ingestd.store.embedder import ModelNotFoundError
+    from ingestd.store.embedding_cache import EmbeddingCache
 
     cost = MigrationCost(collection, differences(previous, target), previous, target)
     hashes: set[str] = set()

@@ -30,8 +30,9 @@ from ingestd.store.embedder import (
     load_embedder,
     model_info,
 )
-from ingestd.store.onnx_embedder import OnnxEmbedder, load_tokenizer
+from ingestd.store.onnx_embedder import OnnxEmbedder
 from ingestd.store.onnx_export import ensure_artifact, ensure_exported
+from ingestd.store.onnx_runtime import load_tokenizer
 from tests.helpers import CORPORA, MD_DOCS, REPO
 
 #: The fingerprint of the bundled model's files, as stores made before backends
