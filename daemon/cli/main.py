@@ -16,22 +16,21 @@ the daemon or the state dir is :mod:`~ingestd.daemon.cli.state`.
 from __future__ import annotations
 
 import contextlib
-import functools
 import json
 import logging
 import os
-import shlex
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ingestd.daemon.cli.progress import interactive, progress_bars, sync_detail
+from ingestd.daemon.cli.errors import Fatal, handle_errors
+from ingestd.daemon.cli.options import common_options, echo_json, socket_option
+from ingestd.daemon.cli.progress import sync_progress
 from ingestd.daemon.cli.state import (
-    Fatal,
     ask_daemon,
     load,
     load_light,
@@ -49,118 +48,6 @@ __all__ = ["cli", "main"]
 
 logger = logging.getLogger("ingestd")
 CONTEXT_SETTINGS = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
-F = TypeVar("F", bound=Callable[..., Any])
-#: Exceptions that are a known failure (exit 1, one line), by module: the modules are
-#: never imported just to classify an error (a fast command never loads them).
-_KNOWN_FAILURES = (
-    ("ingestd.store.manifest", "ModelMismatchError"),
-    ("ingestd.store.embedder", "ModelNotFoundError"),
-    ("ingestd.chunkers.tokenizers", "TokenizerError"),
-    ("ingestd.store.vectors", "StoreUnavailableError"),
-)
-
-
-def common_options(f: F) -> F:
-    """``--config``, ``--state-dir`` and ``--log-level``, shared by every command."""
-    f = click.option(
-        "-c",
-        "--config",
-        "config_path",
-        type=click.Path(dir_okay=False, path_type=Path),
-        envvar="INGESTD_CONFIG",
-        help="YAML config file (env INGESTD_CONFIG).",
-    )(f)
-    f = click.option(
-        "--state-dir",
-        type=click.Path(file_okay=False, path_type=Path),
-        help="State dir (default: $INGESTD_STATE_DIR, the config's state_dir, "
-        "$STATE_DIRECTORY, then $XDG_STATE_HOME/ingestd).",
-    )(f)
-    f = click.option(
-        "--log-level",
-        type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
-        default=None,
-        help="Log level (default: the config's log_level, INFO).",
-    )(f)
-    return f
-
-
-def socket_option(f: F) -> F:
-    """``--socket``: reach a running daemon by its control socket, not its state dir."""
-    return click.option(
-        "--socket",
-        "socket_path",
-        type=click.Path(dir_okay=False, path_type=Path),
-        envvar="INGESTD_SOCKET",
-        help="Control socket of a running daemon (env INGESTD_SOCKET; default: found "
-        "from the state dir). For a daemon whose state dir you cannot read, e.g. "
-        "/run/ingestd/ingestd.sock under systemd.",
-    )(f)
-
-
-def _echo_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, ensure_ascii=False, indent=2, default=str))
-
-
-def _known_failure(exc: BaseException) -> bool:
-    for module, name in _KNOWN_FAILURES:
-        mod = sys.modules.get(module)
-        if mod is not None and isinstance(exc, getattr(mod, name)):
-            return True
-    return False
-
-
-def handle_errors(f: F) -> F:
-    """Turn known errors into one-line messages and exit codes; log the unexpected."""
-
-    @functools.wraps(f)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from ingestd.store.damage import StateDamagedError, is_disk_full
-
-        try:
-            return f(*args, **kwargs)
-        except StateDamagedError as exc:
-            raise Fatal(f"{exc}; `{_rebuild_command(kwargs)}` rebuilds it") from None
-        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
-            raise
-        except KeyboardInterrupt:
-            click.echo("Interrupted (^C)", err=True)
-            sys.exit(130)
-        except BrokenPipeError:
-            # the reader went away (`ingestd chunk F | head`): stop quietly, as cat does
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
-            sys.exit(0)
-        except Exception as exc:
-            control = sys.modules.get("ingestd.daemon.service.control")
-            if control is not None and isinstance(exc, control.DaemonError):
-                # raised by the shared commands in local mode too
-                raise Fatal(str(exc), exc.exit_code) from None
-            if _known_failure(exc):
-                raise Fatal(str(exc)) from None
-            if is_disk_full(exc):
-                logger.debug("disk full", exc_info=True)
-                detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-                raise Fatal(
-                    f"no space left on the device of the state dir ({detail}); nothing was "
-                    "lost: free some space and run the command again"
-                ) from None
-            logger.error("unexpected error: %s: %s", type(exc).__name__, exc, exc_info=True)
-            click.echo(f"ingestd: unexpected error: {type(exc).__name__}: {exc}", err=True)
-            sys.exit(3)
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _rebuild_command(kwargs: dict[str, Any]) -> str:
-    """``ingestd resync --rebuild`` with the options and PATHs the failed command had."""
-    words = ["ingestd", "resync", "--rebuild"]
-    if kwargs.get("config_path"):
-        words += ["--config", str(kwargs["config_path"])]
-    if kwargs.get("state_dir"):
-        words += ["--state-dir", str(kwargs["state_dir"])]
-    words += [str(p) for p in kwargs.get("paths") or ()]
-    return shlex.join(words)
 
 
 @click.group(context_settings=CONTEXT_SETTINGS)
@@ -267,7 +154,7 @@ def resync(
         c = with_manifest_sources(cfg, sd, config_path is not None)
         if not c.sources:
             raise Fatal("nothing to sync: give PATH arguments or --config", 2)
-        with local_engine(c, sd, "ingestd resync") as engine, _progress(as_json) as bar:
+        with local_engine(c, sd, "ingestd resync") as engine, sync_progress(as_json) as bar:
             return commands.resync(engine, None, progress=bar, **args)
 
     if rebuild:
@@ -307,32 +194,12 @@ def _rebuild(
 
         engine = Engine(cfg, sd)
         try:
-            with _progress(quiet) as bar:
+            with sync_progress(quiet) as bar:
                 return commands.resync(engine, None, progress=bar, **args)
         finally:
             engine.close()
     finally:
         lock.release()
-
-
-@contextlib.contextmanager
-def _progress(quiet: bool) -> Iterator[Callable[[Any], None] | None]:
-    """A progress bar on an interactive terminal; nothing under systemd or pipes.
-
-    One line per source: documents done, chunks embedded, and the time left at the
-    rate so far (:func:`~ingestd.daemon.cli.progress.sync_detail`); "loading embedding
-    model" while the model loads.
-    """
-    if quiet or not interactive():
-        yield None
-        return
-    with progress_bars() as show:
-
-        def update(p: Any) -> None:
-            name = Path(p.source).name or p.source
-            show(p.source, f"indexing {name}", p.bytes_done, p.bytes_total, sync_detail(p))
-
-        yield update
 
 
 def _print_plan(s: dict[str, Any]) -> None:
@@ -355,7 +222,7 @@ def _print_plan(s: dict[str, Any]) -> None:
 
 def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
     if as_json:
-        _echo_json(result)
+        echo_json(result)
         return
     for cost in result.get("migrations", []):
         click.echo(cost["summary"])
@@ -471,7 +338,7 @@ def search(
 
     hits = run_command(sd, "search", args, socket_path, local)
     if as_json:
-        _echo_json(hits)
+        echo_json(hits)
         return
     if not hits:
         click.echo("no results")
@@ -529,7 +396,7 @@ def status(
             st["locked_by"] = holder[1]
     healthy = st.get("daemon") is None or st["daemon"].get("healthy", True)
     if as_json:
-        _echo_json(st)
+        echo_json(st)
     else:
         for line in status_lines(st, time.time()):
             click.echo(line)
@@ -588,7 +455,7 @@ def verify(
     remote_args = {"sources": source_names(cfg, paths), "repair": repair}
     result = run_command(sd, "verify", remote_args, socket_path, local)
     if as_json:
-        _echo_json(result)
+        echo_json(result)
     else:
         for r in result["sources"]:
             state = "clean" if r["clean"] else "DIFFERENT"
@@ -662,7 +529,7 @@ def migrate(
     args = {"abort": abort, "start": not abort}
 
     def local() -> Any:
-        with local_engine(cfg, sd, "ingestd migrate") as engine, _progress(as_json) as bar:
+        with local_engine(cfg, sd, "ingestd migrate") as engine, sync_progress(as_json) as bar:
             out = commands.migrate(engine, **args)
             if out.get("rescan"):
                 commands.resync(engine, out["rescan"], progress=bar)
@@ -689,7 +556,7 @@ def _print_migrate(result: dict[str, Any], as_json: bool) -> None:
     from ingestd.daemon.cli.status_text import migration_lines
 
     if as_json:
-        _echo_json(result)
+        echo_json(result)
         return
     for a in result.get("aborted", []):
         if a["aborted"]:
@@ -927,7 +794,7 @@ def eval_cmd(
         raw, qs, resamples=resamples, seed=seed, question_set=str(questions)
     )
     if as_json:
-        _echo_json(report)
+        echo_json(report)
     else:
         click.echo(eval_report.format_table(report))
 
