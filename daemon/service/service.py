@@ -123,8 +123,7 @@ class Service:
         self.coverage = WatchCoverage(cfg.watch.unwatched_rescan_s)
         self._retrying: set[tuple[str, str]] = set()  # unreadable files queued for a try
         self._root_ids: dict[str, tuple[int, int] | None] = {}  # (st_dev, st_ino) watched
-        self._next_ping = 0.0
-        self._ping_every = systemd.watchdog_interval()
+        self.watchdog = systemd.WatchdogPinger(systemd.watchdog_interval())
         self.metrics: Any = None
         self.batches_done = 0  # live batches applied (tests and status)
         self.reloads = 0  # successful reloads
@@ -263,7 +262,7 @@ class Service:
         daemon never runs on without its watches (systemd restarts it).
         """
         while not self.should_exit.is_set():
-            self._ping()
+            self.watchdog.ping()
             if self._reload.is_set():
                 self._reloading = True
                 self._reload.clear()
@@ -285,7 +284,7 @@ class Service:
             self._queue_due_retries()
             wait = self._release_delayed(now)
             try:
-                job = self._queue.get(timeout=min(0.5, self._ping_every or 0.5, wait))
+                job = self._queue.get(timeout=min(0.5, self.watchdog.interval or 0.5, wait))
             except queue.Empty:
                 continue
             self._run_job(job)
@@ -308,15 +307,6 @@ class Service:
         if self._batcher is not None and not self._batcher.alive():
             dead.append("batcher thread")
         return dead
-
-    def _ping(self) -> None:
-        """``WATCHDOG=1``, at most every quarter of systemd's interval (idle loop, checkpoints)."""
-        if self._ping_every is None:
-            return
-        now = time.monotonic()
-        if now >= self._next_ping:
-            systemd.notify("WATCHDOG=1")
-            self._next_ping = now + self._ping_every
 
     def _defer(self, delay: float, job: _Job) -> None:
         """Queue ``job`` after ``delay`` seconds (main thread only)."""
@@ -462,7 +452,7 @@ class Service:
         ``serve_changes`` and not already nested, queued change batches of files:
         their documents in flight wait (see :meth:`_batch_job`).
         """
-        self._ping()
+        self.watchdog.ping()
         nest = serve_changes and self._depth == 0
         held: list[_Job] = []
         self._depth += 1
@@ -474,7 +464,7 @@ class Service:
                     break
                 if job.priority == URGENT or (nest and job.nestable):
                     self._run_job(job)
-                    self._ping()
+                    self.watchdog.ping()
                 else:
                     held.append(job)
         finally:
@@ -729,9 +719,9 @@ class Service:
                 if self.metrics is not None:
                     self.metrics.embedding_calls.inc()
                 self._wait_for_preload()
-                self._ping()
+                self.watchdog.ping()
                 out = model(texts)
-                self._ping()
+                self.watchdog.ping()
                 return out
 
             return counted
@@ -744,8 +734,8 @@ class Service:
             return
         deadline = time.monotonic() + MODEL_LOAD_GRACE_S
         while t.is_alive() and time.monotonic() < deadline:
-            self._ping()
-            t.join(timeout=min(0.5, self._ping_every or 0.5))
+            self.watchdog.ping()
+            t.join(timeout=min(0.5, self.watchdog.interval or 0.5))
 
     def _start_metrics(self) -> None:
         m = self.cfg.metrics
@@ -753,7 +743,14 @@ class Service:
             return
         from ingestd.daemon.service.metrics import Metrics
 
-        self.metrics = Metrics(self)
+        self.metrics = Metrics(
+            engine=lambda: self.engine,
+            queue_depth=lambda: (
+                (self._batcher.depth() if self._batcher else 0) + self._queue.qsize()
+            ),
+            oldest_change=lambda: self._batcher.oldest() if self._batcher else None,
+            watching=lambda: not self._dead_watchers(),
+        )
         self.metrics.serve(m.host, m.port)
         logger.info("metrics on http://%s:%d/metrics", m.host, self.metrics.port)
 
