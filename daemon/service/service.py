@@ -6,16 +6,12 @@ SIGINT/SIGTERM asks to exit at the next checkpoint, a second one forces it; SIGH
 asks to reload the config.
 
 Threads: the main thread owns the engine and the vector store (embedded Qdrant is not
-thread-safe) and runs every job from one priority queue; watchdog's observers, the
-batcher and the control server only enqueue, and a background thread preloads the
-embedding model once the daemon is ready.
-
-Long work never starves the daemon (DESIGN.md, "Long work is sliced"): the engine
-reaches a checkpoint after every write slice (at most 32 chunks) and every half second
-of planning. There the daemon pings the systemd watchdog (so pings come from progress:
-a real hang still trips the watchdog), runs queued searches, and, between write slices,
-other files' change batches (never one touching a document in flight: that waits for
-it); a stop request ends the work there.
+thread-safe) and runs every job from one priority queue
+(:mod:`~ingestd.daemon.service.jobs`); watchdog's observers, the batcher and the
+control server only enqueue, and a background thread preloads the embedding model
+once the daemon is ready. Long work never starves the daemon: at the engine's
+checkpoints the daemon pings the systemd watchdog and runs queued searches and other
+files' change batches.
 
 Start-up order (DESIGN.md point 10): take the state-dir lock, open the store, set the
 watches, serve the control socket, send ``READY=1``, then reconcile every source with
@@ -24,18 +20,14 @@ progress in ``STATUS=``.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import os
-import queue
 import signal
 import stat as stat_mod
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any
@@ -43,6 +35,7 @@ from typing import Any
 from ingestd.daemon.config import Config, ConfigError
 from ingestd.daemon.service import systemd
 from ingestd.daemon.service.control import ControlServer, DaemonError, StateLock
+from ingestd.daemon.service.jobs import Backoff, Job, JobQueue, Priority
 from ingestd.daemon.sync.engine import Engine, SyncProgress, SyncResult
 from ingestd.daemon.watch.coverage import WatchCoverage
 from ingestd.daemon.watch.inotify import reason_for
@@ -52,21 +45,7 @@ __all__ = ["Service"]
 
 logger = logging.getLogger(__name__)
 
-URGENT, CHANGES, SCAN = 0, 1, 2
-RETRY_MIN_S, RETRY_MAX_S = 1.0, 60.0  # back-off of a failed batch or scan
 MODEL_LOAD_GRACE_S = 600.0  # longest the watchdog is fed while the model preloads
-
-
-@dataclass(order=True)
-class _Job:
-    priority: int
-    seq: int
-    run: Callable[[], Any] = field(compare=False)
-    future: Future[Any] | None = field(default=None, compare=False)
-    #: called instead of the default rescan when a background job fails
-    on_error: Callable[[Exception], None] | None = field(default=None, compare=False)
-    #: may run at a checkpoint of another job (a change batch of other files)
-    nestable: bool = field(default=False, compare=False)
 
 
 class Service:
@@ -97,8 +76,10 @@ class Service:
         self.started = threading.Event()
         self.exit_code = 0
         self._reload = threading.Event()
-        self._queue: queue.PriorityQueue[_Job] = queue.PriorityQueue()
-        self._seq = itertools.count()
+        self.jobs = JobQueue(
+            after_job=self._queue_deferred, on_unhandled=self._schedule_retry_rescan
+        )
+        self.backoff = Backoff(self.jobs, on_failure=self._count_failure)
         self._watchers: list[SourceWatcher] = []
         self._batcher: BatcherThread | None = None
         self._control: ControlServer | None = None
@@ -111,12 +92,8 @@ class Service:
         self._lag: list[float] = []
         self._waiting: dict[int, float] = {}  # change batches queued or running -> first change
         self._after_in_flight: dict[str, set[str]] = {}  # deferred by a nested batch
-        self._depth = 0  # jobs running inside a checkpoint of another job
         self._preload: threading.Thread | None = None
         self.missing_roots: dict[str, str] = {}  # source -> root, missing at the last look
-        self._delayed: list[tuple[float, int, _Job]] = []  # heap of (due, seq, job)
-        self._failures: dict[str, int] = {}  # consecutive failures per source
-        self.last_error: dict[str, str] = {}
         #: sources not watched at all or not in every folder -> last re-watch (monotonic);
         #: each is watched again and rescanned every ``watch.unwatched_rescan_s``
         self._unwatched: dict[str, float] = {}
@@ -141,11 +118,9 @@ class Service:
             self.shutdown()
         return self.exit_code
 
-    def submit(self, fn: Callable[[], Any], priority: int = URGENT) -> Future[Any]:
+    def submit(self, fn: Callable[[], Any], priority: int = Priority.URGENT) -> Future[Any]:
         """Run ``fn`` on the engine thread; returns its future (thread-safe)."""
-        fut: Future[Any] = Future()
-        self._queue.put(_Job(priority, next(self._seq), fn, fut))
-        return fut
+        return self.jobs.submit(fn, priority)
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -282,12 +257,10 @@ class Service:
             now = time.monotonic()
             self._maybe_rescan(now)
             self._queue_due_retries()
-            wait = self._release_delayed(now)
-            try:
-                job = self._queue.get(timeout=min(0.5, self.watchdog.interval or 0.5, wait))
-            except queue.Empty:
-                continue
-            self._run_job(job)
+            wait = self.jobs.release_delayed(now)
+            job = self.jobs.get(timeout=min(0.5, self.watchdog.interval or 0.5, wait))
+            if job is not None:
+                self.jobs.run(job)
 
     def _drop_rootless_watchers(self) -> None:
         """A root that was deleted, moved or unmounted is waited for: that is not a crash.
@@ -308,26 +281,6 @@ class Service:
             dead.append("batcher thread")
         return dead
 
-    def _defer(self, delay: float, job: _Job) -> None:
-        """Queue ``job`` after ``delay`` seconds (main thread only)."""
-        heapq.heappush(self._delayed, (time.monotonic() + delay, job.seq, job))
-
-    def _release_delayed(self, now: float) -> float:
-        """Queue the delayed jobs that are due; returns seconds until the next one."""
-        while self._delayed and self._delayed[0][0] <= now:
-            self._queue.put(self._delayed[0][2])  # queued before it leaves the heap: idle()
-            heapq.heappop(self._delayed)
-        return max(0.01, self._delayed[0][0] - now) if self._delayed else 0.5
-
-    def _backoff(self, source: str) -> float:
-        n = self._failures.get(source, 0) + 1
-        self._failures[source] = n
-        return float(min(RETRY_MAX_S, RETRY_MIN_S * 2 ** (n - 1)))
-
-    def _succeeded(self, source: str) -> None:
-        self._failures.pop(source, None)
-        self.last_error.pop(source, None)
-
     def shutdown(self) -> None:
         """Stop watchers, the socket and the engine; release the lock."""
         systemd.notify("STOPPING=1")
@@ -340,14 +293,7 @@ class Service:
             self._control.close()
         if self.metrics is not None:
             self.metrics.close()
-        self._delayed.clear()
-        while True:  # fail whatever is still queued
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job.future is not None and not job.future.done():
-                job.future.set_exception(DaemonError("the daemon is shutting down", 1))
+        self.jobs.close(DaemonError("the daemon is shutting down", 1))  # fail what is queued
         if self.engine is not None:
             self.engine.close()
         self._lock.release()
@@ -376,14 +322,14 @@ class Service:
     def request_reload(self) -> None:
         """Ask the service to reload its config between jobs (what SIGHUP does)."""
         self._reload.set()
-        self._queue.put(_Job(URGENT, next(self._seq), lambda: None))
+        self.jobs.wake()
 
     def request_exit(self) -> None:
         """Ask the service to stop after the batch in flight (thread-safe)."""
         self.should_exit.set()
         if self.engine is not None:
             self.engine.stop.set()
-        self._queue.put(_Job(URGENT, next(self._seq), lambda: None))
+        self.jobs.wake()
 
     # -- jobs ------------------------------------------------------------------------------------
 
@@ -393,57 +339,9 @@ class Service:
         return (
             not self._reload.is_set()
             and not self._reloading
-            and self._queue.unfinished_tasks == 0
-            and not self._delayed
+            and self.jobs.idle()
             and (batcher is None or batcher.depth() == 0)
         )
-
-    def _run_job(self, job: _Job) -> None:
-        """Run a job taken from the queue (and mark it done)."""
-        try:
-            self._run_job_inner(job)
-        finally:
-            if self._depth == 0 and self._after_in_flight:
-                self._queue_deferred()
-            self._queue.task_done()
-
-    def _run_job_inner(self, job: _Job) -> None:
-        try:
-            result = job.run()
-        except Exception as exc:
-            if job.future is not None:
-                job.future.set_exception(exc)
-            elif job.on_error is not None:
-                job.on_error(exc)
-            else:
-                logger.exception("job failed; the sources will be rescanned")
-                self._schedule_retry_rescan()
-            return
-        if job.future is not None:
-            job.future.set_result(result)
-
-    def _failed(self, source: str, what: str, exc: Exception, retry: _Job) -> None:
-        """Log a failed background job and queue it again after a back-off."""
-        from ingestd.store.vectors import StoreUnavailableError
-
-        delay = self._backoff(source)
-        self.last_error[source] = f"{type(exc).__name__}: {exc}"
-        if self.metrics is not None:
-            self.metrics.job_errors.inc()
-        expected = isinstance(exc, StoreUnavailableError | ConnectionError | TimeoutError) or (
-            type(exc).__module__.startswith("qdrant_client")
-        )
-        logger.log(
-            logging.ERROR,
-            "%s of source %s failed (%s: %s); retrying in %.0f s",
-            what,
-            source,
-            type(exc).__name__,
-            exc,
-            delay,
-            exc_info=not expected,
-        )
-        self._defer(delay, retry)
 
     def _checkpoint(self, serve_changes: bool) -> None:
         """Called by the engine between slices of long work (on the engine thread).
@@ -453,25 +351,7 @@ class Service:
         their documents in flight wait (see :meth:`_batch_job`).
         """
         self.watchdog.ping()
-        nest = serve_changes and self._depth == 0
-        held: list[_Job] = []
-        self._depth += 1
-        try:
-            while not self.should_exit.is_set():
-                try:
-                    job = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if job.priority == URGENT or (nest and job.nestable):
-                    self._run_job(job)
-                    self.watchdog.ping()
-                else:
-                    held.append(job)
-        finally:
-            self._depth -= 1
-            for job in held:
-                self._queue.put(job)
-                self._queue.task_done()  # the get above
+        self.jobs.run_nested(serve_changes, self.should_exit, self.watchdog.ping)
 
     def _scan_job(self, source: str, why: str) -> Callable[[], Any]:
         def run() -> Any:
@@ -491,7 +371,7 @@ class Service:
                 res = self.engine.sync(source, progress=progress)
             finally:
                 self.progress.pop(source, None)
-            self._succeeded(source)
+            self.backoff.succeeded(source)
             self._observe(res, None)
             watcher = self._watcher_of(source)
             if watcher is not None and not res.interrupted:
@@ -524,14 +404,21 @@ class Service:
         return run
 
     def _queue_scan(self, source: str, why: str, delay: float = 0.0) -> None:
-        job = _Job(SCAN, next(self._seq), self._scan_job(source, why))
-        job.on_error = lambda exc: self._failed(
-            source, "scan", exc, _Job(SCAN, next(self._seq), job.run, on_error=job.on_error)
+        job = Job(Priority.SCAN, self.jobs.next_seq(), self._scan_job(source, why))
+        job.on_error = lambda exc: self.backoff.failed(
+            source,
+            "scan",
+            exc,
+            Job(Priority.SCAN, self.jobs.next_seq(), job.run, on_error=job.on_error),
         )
         if delay:
-            self._defer(delay, job)
+            self.jobs.defer(delay, job)
         else:
-            self._queue.put(job)
+            self.jobs.put(job)
+
+    def _count_failure(self) -> None:
+        if self.metrics is not None:
+            self.metrics.job_errors.inc()
 
     def _observe(self, res: Any, first: float | None) -> None:
         if self.metrics is not None:
@@ -547,11 +434,9 @@ class Service:
 
     def _on_batch(self, source: str, paths: set[str], first: float | None = None) -> None:
         """Queue a batch of changed paths (called on the batcher thread)."""
-        self._queue.put(self._batch_job(source, set(paths), first or time.monotonic()))
+        self.jobs.put(self._batch_job(source, set(paths), first or time.monotonic()))
 
-    def _batch_job(
-        self, source: str, paths: set[str], first: float, *, retry: bool = False
-    ) -> _Job:
+    def _batch_job(self, source: str, paths: set[str], first: float, *, retry: bool = False) -> Job:
         """A job syncing changed ``paths``; it counts in ``lag_seconds`` until it is done.
 
         Run nested in another job's checkpoint, it leaves the documents that job has in
@@ -559,7 +444,7 @@ class Service:
         files that could not be read does not count in ``lag_seconds`` (``status``
         lists those files under ``retrying``).
         """
-        seq = next(self._seq)
+        seq = self.jobs.next_seq()
         if not retry:
             self._waiting[seq] = first
 
@@ -572,7 +457,7 @@ class Service:
                 return None  # removed by a reload
             res = self.engine.sync(source, paths)
             self.batches_done += 1
-            self._succeeded(source)
+            self.backoff.succeeded(source)
             if seq in self._waiting:
                 self._waiting.pop(seq, None)
                 self._lag.append(time.monotonic() - first)
@@ -605,14 +490,14 @@ class Service:
             again = self._batch_job(source, paths, first, retry=retry)
             if retry:
                 self._retrying.update((source, p) for p in paths)
-            self._failed(source, f"a batch of {len(paths)} change(s)", exc, again)
+            self.backoff.failed(source, f"a batch of {len(paths)} change(s)", exc, again)
 
-        return _Job(CHANGES, seq, run, on_error=on_error, nestable=True)
+        return Job(Priority.CHANGES, seq, run, on_error=on_error, nestable=True)
 
     def _queue_deferred(self) -> None:
         """Queue the changes a nested batch left to the job that had them in flight."""
         for source, paths in self._after_in_flight.items():
-            self._queue.put(self._batch_job(source, paths, time.monotonic()))
+            self.jobs.put(self._batch_job(source, paths, time.monotonic()))
         self._after_in_flight.clear()
 
     def _on_lost(self, source: str, why: str) -> None:
@@ -629,12 +514,12 @@ class Service:
                 due.setdefault(source, set()).add(rel)
         for source, rels in due.items():
             self._retrying.update((source, p) for p in rels)
-            self._queue.put(self._batch_job(source, rels, time.monotonic(), retry=True))
+            self.jobs.put(self._batch_job(source, rels, time.monotonic(), retry=True))
 
     def _schedule_retry_rescan(self) -> None:
         assert self.engine is not None
         for name in self.engine.sources:
-            self._queue_scan(name, "after an error", self._backoff(name))
+            self._queue_scan(name, "after an error", self.backoff.delay(name))
 
     def _maybe_rescan(self, now: float) -> None:
         assert self.engine is not None
@@ -745,9 +630,7 @@ class Service:
 
         self.metrics = Metrics(
             engine=lambda: self.engine,
-            queue_depth=lambda: (
-                (self._batcher.depth() if self._batcher else 0) + self._queue.qsize()
-            ),
+            queue_depth=lambda: (self._batcher.depth() if self._batcher else 0) + self.jobs.qsize(),
             oldest_change=lambda: self._batcher.oldest() if self._batcher else None,
             watching=lambda: not self._dead_watchers(),
         )
@@ -771,7 +654,7 @@ class Service:
             raise DaemonError(f"unknown command {cmd!r}", 2)
         # a search, and `migrate` (abort, restart: quick), are served at the checkpoints
         # of long work, a migration's included
-        prio = URGENT if cmd in ("search", "migrate") else CHANGES
+        prio = Priority.URGENT if cmd in ("search", "migrate") else Priority.CHANGES
         fut = self.submit(lambda: fn(self.engine, **args), prio)
         result = fut.result()
         if cmd == "migrate" and isinstance(result, dict):
@@ -797,7 +680,7 @@ class Service:
             "phase": self.phase,
             "progress": progress,
             "in_flight": [f.as_dict() for f in engine.in_flight],
-            "queue_depth": (self._batcher.depth() if self._batcher else 0) + self._queue.qsize(),
+            "queue_depth": (self._batcher.depth() if self._batcher else 0) + self.jobs.qsize(),
             # documents a running scan still has to write (the first ingest, rescans)
             "scan_documents_left": sum(p["docs_total"] - p["docs_done"] for p in progress.values()),
             "lag_seconds": round(self.lag(), 3),
@@ -809,8 +692,10 @@ class Service:
             "missing_roots": sorted(missing.values()),
             "model_loaded": engine.model_loaded,
             "started_at": self.started_at,
-            "last_error": dict(self.last_error),
-            "healthy": not (self._dead_watchers() or self.last_error or missing or self._unwatched),
+            "last_error": dict(self.backoff.last_error),
+            "healthy": not (
+                self._dead_watchers() or self.backoff.last_error or missing or self._unwatched
+            ),
         }
         return st
 

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from ingestd.daemon.service import jobs as jobs_mod
 from ingestd.daemon.service import service as service_mod
 from ingestd.daemon.service.control import request
 from tests.daemon.harness import FAST_WATCH, Harness
@@ -219,7 +220,7 @@ def test_failed_batch_is_queued_again_with_backoff(
 ) -> None:
     from ingestd.store.vectors import QdrantStore
 
-    monkeypatch.setattr(service_mod, "RETRY_MIN_S", 0.05)
+    monkeypatch.setattr(jobs_mod, "RETRY_MIN_S", 0.05)
     stores: list[_FlakyStore] = []
 
     def factory(state: Path) -> Any:
