@@ -32,6 +32,7 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from ingestd.daemon.commands.routes import ROUTES, Thread
 from ingestd.daemon.config import Config, ConfigError
 from ingestd.daemon.service import systemd
 from ingestd.daemon.service.control import ControlServer, DaemonError, StateLock
@@ -640,26 +641,23 @@ class Service:
     # -- control commands --------------------------------------------------------------------------
 
     def _dispatch(self, cmd: str, args: dict[str, Any]) -> Any:
-        from ingestd.daemon.commands import commands
+        """Run control command ``cmd`` as :data:`~ingestd.daemon.commands.routes.ROUTES` says.
 
-        if cmd == "status":
-            return self.status()
-        if cmd.startswith("eval-"):  # progress and cancel of a running `eval`: answered here
-            from ingestd.daemon.evaluation.runs import WATCH_COMMANDS
+        Called on the control server's threads.
 
-            if cmd in WATCH_COMMANDS:
-                return WATCH_COMMANDS[cmd](**args)
-        fn = commands.REMOTE.get(cmd)
-        if fn is None:
+        Raises:
+            DaemonError: unknown command (exit code 2), or the command's own error.
+        """
+        route = ROUTES.get(cmd)
+        if route is None:
             raise DaemonError(f"unknown command {cmd!r}", 2)
-        # a search, and `migrate` (abort, restart: quick), are served at the checkpoints
-        # of long work, a migration's included
-        prio = Priority.URGENT if cmd in ("search", "migrate") else Priority.CHANGES
-        fut = self.submit(lambda: fn(self.engine, **args), prio)
+        if route.thread is Thread.CONTROL:
+            return route.fn(self, **args)
+        fut = self.submit(lambda: route.fn(self.engine, **args), route.priority)
         result = fut.result()
-        if cmd == "migrate" and isinstance(result, dict):
+        if route.rescans and isinstance(result, dict):
             for name in result.get("rescan", []):
-                self._queue_scan(name, "migrate")
+                self._queue_scan(name, cmd)
         return result
 
     def status(self) -> dict[str, Any]:
