@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 import os
 import signal
-import stat as stat_mod
 import threading
 import time
 from collections.abc import Callable
@@ -37,10 +36,8 @@ from ingestd.daemon.config import Config, ConfigError
 from ingestd.daemon.service import systemd
 from ingestd.daemon.service.control import ControlServer, DaemonError, StateLock
 from ingestd.daemon.service.jobs import Backoff, Job, JobQueue, Priority
+from ingestd.daemon.service.watches import Watches
 from ingestd.daemon.sync.engine import Engine, SyncProgress, SyncResult
-from ingestd.daemon.watch.coverage import WatchCoverage
-from ingestd.daemon.watch.inotify import reason_for
-from ingestd.daemon.watch.watcher import Batcher, BatcherThread, SourceWatcher
 
 __all__ = ["Service"]
 
@@ -81,8 +78,6 @@ class Service:
             after_job=self._queue_deferred, on_unhandled=self._schedule_retry_rescan
         )
         self.backoff = Backoff(self.jobs, on_failure=self._count_failure)
-        self._watchers: list[SourceWatcher] = []
-        self._batcher: BatcherThread | None = None
         self._control: ControlServer | None = None
         self._lock = StateLock(self.state_dir)
         self.engine: Engine | None = None
@@ -94,13 +89,8 @@ class Service:
         self._waiting: dict[int, float] = {}  # change batches queued or running -> first change
         self._after_in_flight: dict[str, set[str]] = {}  # deferred by a nested batch
         self._preload: threading.Thread | None = None
-        self.missing_roots: dict[str, str] = {}  # source -> root, missing at the last look
-        #: sources not watched at all or not in every folder -> last re-watch (monotonic);
-        #: each is watched again and rescanned every ``watch.unwatched_rescan_s``
-        self._unwatched: dict[str, float] = {}
-        self.coverage = WatchCoverage(cfg.watch.unwatched_rescan_s)
         self._retrying: set[tuple[str, str]] = set()  # unreadable files queued for a try
-        self._root_ids: dict[str, tuple[int, int] | None] = {}  # (st_dev, st_ino) watched
+        self.watches = Watches(cfg.watch, on_batch=self._on_batch, on_lost=self._on_lost)
         self.watchdog = systemd.WatchdogPinger(systemd.watchdog_interval())
         self.metrics: Any = None
         self.batches_done = 0  # live batches applied (tests and status)
@@ -148,16 +138,8 @@ class Service:
 
     def _start_watching(self) -> None:
         assert self.engine is not None
-        w = self.cfg.watch
-        self._batcher = BatcherThread(
-            Batcher(w.debounce_ms / 1000, w.max_delay_ms / 1000), self._on_batch
-        )
-        self._batcher.start()
-        self._unwatched.clear()
         self._retrying.clear()
-        self.coverage = WatchCoverage(w.unwatched_rescan_s)
-        for name in self.engine.filters:
-            self._watch(name)
+        self.watches.start(self.engine.filters, self.cfg.watch)
 
     def _start_preload(self) -> None:
         """Load the embedding model in the background (``embedding.preload``)."""
@@ -176,61 +158,6 @@ class Service:
         self._preload = threading.Thread(target=load, name="ingestd-preload", daemon=True)
         self._preload.start()
 
-    def _watch(self, name: str) -> bool:
-        """Start watching source ``name`` and check that every folder is watched.
-
-        A source whose root is missing, whose root cannot be watched, or with folders
-        that cannot be watched (see :mod:`~ingestd.daemon.watch.coverage`) is watched again
-        and rescanned every ``watch.unwatched_rescan_s`` seconds instead.
-
-        Returns:
-            Whether a watcher runs (possibly degraded).
-        """
-        assert self.engine is not None and self._batcher is not None
-        flt = self.engine.filters[name]
-        period = self.cfg.watch.unwatched_rescan_s
-        if not Path(flt.root).is_dir():
-            if name not in self.missing_roots:
-                logger.error(
-                    "source %s: root %s is missing (unmounted?); nothing is deleted, and "
-                    "watching resumes when it is back (checked every %.0f s)",
-                    name,
-                    flt.root,
-                    period,
-                )
-            self.missing_roots[name] = str(flt.root)
-            self.coverage.forget(name)
-            self._unwatched[name] = time.monotonic()
-            return False
-        self.missing_roots.pop(name, None)
-        sw = SourceWatcher(flt, self._batcher.put, self._on_lost)
-        try:
-            sw.start()
-        except OSError as exc:
-            sw.stop()
-            self.coverage.unwatched_source(name, reason_for(exc.errno) if exc.errno else str(exc))
-            self._unwatched[name] = time.monotonic()
-            return False
-        self._watchers.append(sw)
-        self._root_ids[name] = _root_id(flt.root)
-        self._check_watches(sw)
-        return True
-
-    def _check_watches(self, sw: SourceWatcher, under: tuple[str, ...] = ("",)) -> None:
-        """Ask the kernel whether the folders of ``sw`` (below ``under``) are watched."""
-        found = sw.unwatched_folders(under)
-        if found is None:  # the kernel cannot tell (not inotify)
-            self._unwatched.pop(sw.source, None)
-            return
-        self.coverage.update(sw.source, found, under)
-        if self.coverage.is_degraded(sw.source):
-            self._unwatched.setdefault(sw.source, time.monotonic())
-        else:
-            self._unwatched.pop(sw.source, None)
-
-    def _watcher_of(self, name: str) -> SourceWatcher | None:
-        return next((w for w in self._watchers if w.source == name), None)
-
     def main_loop(self) -> None:
         """Run jobs until :attr:`should_exit`; ping the systemd watchdog.
 
@@ -246,8 +173,9 @@ class Service:
                     self._do_reload()
                 finally:
                     self._reloading = False
-            self._drop_rootless_watchers()
-            dead = self._dead_watchers()
+            for name in self.watches.drop_rootless():  # the root is back already (a remount)
+                self._queue_scan(name, "root replaced")
+            dead = self.watches.dead()
             if dead:
                 logger.error(
                     "file watching stopped (%s); exiting so that the service is restarted",
@@ -263,33 +191,11 @@ class Service:
             if job is not None:
                 self.jobs.run(job)
 
-    def _drop_rootless_watchers(self) -> None:
-        """A root that was deleted, moved or unmounted is waited for: that is not a crash.
-
-        Its watch is dropped (an inotify watch follows a moved folder, and ends with a
-        deleted one) and the source joins the unwatched ones, retried every 60 s.
-        """
-        for w in list(self._watchers):
-            if _root_id(w.flt.root) != self._root_ids.get(w.source):
-                w.stop()
-                self._watchers.remove(w)
-                if self._watch(w.source):  # the root is back already (a remount)
-                    self._queue_scan(w.source, "root replaced")
-
-    def _dead_watchers(self) -> list[str]:
-        dead = [f"watcher of {w.source}" for w in self._watchers if not w.alive()]
-        if self._batcher is not None and not self._batcher.alive():
-            dead.append("batcher thread")
-        return dead
-
     def shutdown(self) -> None:
         """Stop watchers, the socket and the engine; release the lock."""
         systemd.notify("STOPPING=1")
         logger.info("ingestd stopping (pid %d)", os.getpid())
-        for w in self._watchers:
-            w.stop()
-        if self._batcher is not None:
-            self._batcher.stop()
+        self.watches.stop()
         if self._control is not None:
             self._control.close()
         if self.metrics is not None:
@@ -336,12 +242,11 @@ class Service:
 
     def idle(self) -> bool:
         """Whether nothing waits: no changed path, no queued, delayed or running job."""
-        batcher = self._batcher
         return (
             not self._reload.is_set()
             and not self._reloading
             and self.jobs.idle()
-            and (batcher is None or batcher.depth() == 0)
+            and self.watches.depth() == 0
         )
 
     def _checkpoint(self, serve_changes: bool) -> None:
@@ -374,9 +279,8 @@ class Service:
                 self.progress.pop(source, None)
             self.backoff.succeeded(source)
             self._observe(res, None)
-            watcher = self._watcher_of(source)
-            if watcher is not None and not res.interrupted:
-                self._check_watches(watcher)
+            if not res.interrupted:
+                self.watches.recheck(source, None)
             if res.interrupted:
                 logger.info(
                     "scan of source %s interrupted: %d indexed, %d deleted, %d failed "
@@ -464,11 +368,8 @@ class Service:
                 self._lag.append(time.monotonic() - first)
                 del self._lag[:-100]
             self._observe(res, first)
-            watcher = self._watcher_of(source)
-            if watcher is not None and not res.interrupted:
-                folders = tuple(sorted(p for p in paths if (watcher.flt.root / p).is_dir()))
-                if folders:  # new or moved-in folders: did they get their watches?
-                    self._check_watches(watcher, folders)
+            if not res.interrupted:  # new or moved-in folders: did they get their watches?
+                self.watches.recheck(source, paths)
             if res.indexed or res.deleted or res.failed:
                 logger.info(
                     "source %s: %d changed path(s): %d indexed, %d deleted, %d failed",
@@ -524,17 +425,8 @@ class Service:
 
     def _maybe_rescan(self, now: float) -> None:
         assert self.engine is not None
-        for name, last in list(self._unwatched.items()):
-            if now - last >= self.cfg.watch.unwatched_rescan_s:
-                self._unwatched[name] = now
-                old = self._watcher_of(name)
-                if old is not None:  # degraded: set every watch again (the limit may be raised)
-                    old.stop()
-                    self._watchers.remove(old)
-                was_missing = name in self.missing_roots
-                if self._watch(name) and was_missing:
-                    logger.info("source %s: its root is back; watching again", name)
-                self._queue_scan(name, "not every folder is watched")
+        for name in self.watches.rewatch_due(now):
+            self._queue_scan(name, "not every folder is watched")
         interval = self.cfg.watch.rescan_interval_s
         if not interval or now - self._last_rescan < interval:
             return
@@ -568,11 +460,7 @@ class Service:
             systemd.notify("READY=1")
             return
         assert self.engine is not None
-        for w in self._watchers:
-            w.stop()
-        self._watchers.clear()
-        if self._batcher is not None:
-            self._batcher.stop()
+        self.watches.stop(forget=True)
         if self.metrics is not None:
             self.metrics.embedded_before += self.engine.embedder.stats.embedded
             self.metrics.reused_before += self.engine.embedder.stats.reused
@@ -631,9 +519,9 @@ class Service:
 
         self.metrics = Metrics(
             engine=lambda: self.engine,
-            queue_depth=lambda: (self._batcher.depth() if self._batcher else 0) + self.jobs.qsize(),
-            oldest_change=lambda: self._batcher.oldest() if self._batcher else None,
-            watching=lambda: not self._dead_watchers(),
+            queue_depth=lambda: self.watches.depth() + self.jobs.qsize(),
+            oldest_change=self.watches.oldest,
+            watching=lambda: not self.watches.dead(),
         )
         self.metrics.serve(m.host, m.port)
         logger.info("metrics on http://%s:%d/metrics", m.host, self.metrics.port)
@@ -667,32 +555,33 @@ class Service:
         assert self.engine is not None
         engine = self.engine
         st = commands.status_of(engine.manifest, engine, self.state_dir)
-        missing = dict(self.missing_roots)
+        watches = self.watches
+        missing = dict(watches.missing_roots)
         for s in st["sources"]:
             s["root_missing"] = s["source"] in missing
-            s["unwatched_folders"] = self.coverage.folders(s["source"])
-        watched = {w.source for w in self._watchers}
+            s["unwatched_folders"] = watches.coverage.folders(s["source"])
+        watched = {w.source for w in watches.watchers}
         progress = {name: p.as_dict() for name, p in list(self.progress.items())}
         st["daemon"] = {
             "pid": os.getpid(),
             "phase": self.phase,
             "progress": progress,
             "in_flight": [f.as_dict() for f in engine.in_flight],
-            "queue_depth": (self._batcher.depth() if self._batcher else 0) + self.jobs.qsize(),
+            "queue_depth": watches.depth() + self.jobs.qsize(),
             # documents a running scan still has to write (the first ingest, rescans)
             "scan_documents_left": sum(p["docs_total"] - p["docs_done"] for p in progress.values()),
             "lag_seconds": round(self.lag(), 3),
-            "watchers_alive": all(w.alive() for w in self._watchers),
+            "watchers_alive": all(w.alive() for w in watches.watchers),
             # sources without any watch, and sources with folders that are not watched:
             # both are rescanned every watch.unwatched_rescan_s
-            "unwatched_sources": sorted(n for n in self._unwatched if n not in watched),
-            "degraded_sources": self.coverage.degraded(),
+            "unwatched_sources": sorted(n for n in watches.unwatched if n not in watched),
+            "degraded_sources": watches.coverage.degraded(),
             "missing_roots": sorted(missing.values()),
             "model_loaded": engine.model_loaded,
             "started_at": self.started_at,
             "last_error": dict(self.backoff.last_error),
             "healthy": not (
-                self._dead_watchers() or self.backoff.last_error or missing or self._unwatched
+                watches.dead() or self.backoff.last_error or missing or watches.unwatched
             ),
         }
         return st
@@ -704,20 +593,10 @@ class Service:
         deferred or being written.
         """
         firsts = list(self._waiting.values())
-        if self._batcher is not None:
-            oldest = self._batcher.oldest()
-            if oldest is not None:
-                firsts.append(oldest)
+        oldest = self.watches.oldest()
+        if oldest is not None:
+            firsts.append(oldest)
         return max(0.0, time.monotonic() - min(firsts)) if firsts else 0.0
-
-
-def _root_id(root: Path | str) -> tuple[int, int] | None:
-    """``(st_dev, st_ino)`` of a source root, or ``None`` when it is not a folder."""
-    try:
-        st = os.stat(root)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino) if stat_mod.S_ISDIR(st.st_mode) else None
 
 
 def paths_complete_result(res: SyncResult) -> bool:
