@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from ingestd.store.reader import ManifestReader
 
 __all__ = [
-    "REMOTE",
     "evaluate",
     "forget",
     "known_source",
@@ -349,14 +348,3 @@ def evaluate(engine: Engine, **args: Any) -> dict[str, Any]:
     from ingestd.daemon.evaluation.runs import run_in_daemon
 
     return run_in_daemon(engine, **args)
-
-
-#: Commands the control socket runs on the engine thread.
-REMOTE: dict[str, Callable[..., Any]] = {
-    "eval": evaluate,
-    "search": search,
-    "resync": resync,
-    "verify": verify,
-    "forget": forget,
-    "migrate": migrate,
-}
