@@ -1,11 +1,12 @@
-"""Watching: the pure Batcher, the event bridge, and the real observer on real trees.
+"""Watching: the pure Batcher, the watchdog fallback's event bridge, and real watchers.
 
 The first part steps :class:`Batcher` with a fake clock and feeds synthetic watchdog
-events to :class:`SourceWatcher` (no threads, no sleeps). The second part runs a real
-:class:`Service` (real watchdog observer, real engine, fake embedder) on a temporary
-tree of real md-docs pages and replays the exact file-system call sequences of folder
-moves, renames, ``git checkout`` and bursts; each ends with ``verify`` clean and the
-store equal to a from-scratch ingest (ids and payload).
+events to the fallback :class:`WatchdogEmitter` (no threads, no sleeps). The second
+part runs a real :class:`Service` (real inotify watcher, real engine, fake embedder) on
+a temporary tree of real md-docs pages and replays the exact file-system call
+sequences of folder moves, renames, ``git checkout`` and bursts; each ends with
+``verify`` clean and the store equal to a from-scratch ingest (ids and payload). The
+inotify watcher's own unit tests are in ``test_inotify_watcher.py``.
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from watchdog.events import (
 
 from ingestd.daemon.config import load_config
 from ingestd.daemon.sync.scanner import SourceFilter
-from ingestd.daemon.watch.watcher import Batch, Batcher, BatcherThread, SourceWatcher
+from ingestd.daemon.watch.fallback import WatchdogEmitter
+from ingestd.daemon.watch.watcher import Batch, Batcher, BatcherThread
 from tests.daemon.harness import Harness
 from tests.helpers import CountingEmbedder, copy_tree, wait_for
 
@@ -124,7 +126,7 @@ def test_batcher_thread_survives_a_failing_emit(no_thread_leaks: None) -> None:
     assert not bt.alive()
 
 
-# -- SourceWatcher event bridge (synthetic events) ------------------------------------------------
+# -- the watchdog fallback's event bridge (synthetic events) --------------------------------------
 
 
 class _Recorder:
@@ -133,10 +135,10 @@ class _Recorder:
         self.lost: list[str] = []
 
 
-def _bridge(root: Path, tmp: Path) -> tuple[SourceWatcher, _Recorder]:
+def _bridge(root: Path, tmp: Path) -> tuple[WatchdogEmitter, _Recorder]:
     cfg = load_config(None, roots=[root])
     rec = _Recorder()
-    sw = SourceWatcher(
+    sw = WatchdogEmitter(
         SourceFilter(cfg.sources[0], tmp / "state"),
         lambda s, p: rec.put.append(p),
         lambda s, why: rec.lost.append(why),
@@ -201,7 +203,7 @@ def test_bridge_survives_a_failing_callback(
     def put(source: str, path: str) -> None:
         raise OSError("queue is gone")
 
-    sw = SourceWatcher(SourceFilter(cfg.sources[0]), put, lambda s, why: lost.append(why))
+    sw = WatchdogEmitter(SourceFilter(cfg.sources[0]), put, lambda s, why: lost.append(why))
     sw._handler.dispatch(FileCreatedEvent(os.path.realpath(root / "a.md")))
     assert lost == ["an event could not be handled"]
     assert "error handling" in caplog.text
@@ -416,12 +418,20 @@ def test_dead_watcher_makes_the_daemon_exit_nonzero(
     scratch: Path,
     fake_embedder: CountingEmbedder,
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     h = _run(small_tree, scratch, fake_embedder)
     (watcher,) = h.service.watches.watchers
-    watcher._observer.stop()  # as if the observer thread had crashed
+    assert watcher.backend == "inotify"
+
+    def broken() -> list[object]:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(watcher.emitter._kernel, "read", broken)  # the reader crashes
+    (small_tree / "blog/trigger.md").write_text("# Trigger\n\nAn event to read.\n")
     wait_for(lambda: not h.alive, 10, "the service to exit")
     assert h.code == 1
+    assert "the watcher of source" in caplog.text and "stopped" in caplog.text
     assert "file watching stopped" in caplog.text
 
 
