@@ -118,9 +118,11 @@ def assert_consistent(em: InotifyEmitter, root: Path) -> None:
 
 
 def marker(root: Path, rec: Recorder, name: str = "marker.md") -> list[str]:
-    """Write a document at the root and wait for it: everything queued before is in."""
+    """Write a document at the root and wait for both of its events (``IN_CREATE``,
+    ``IN_CLOSE_WRITE``): everything queued before them is in. Returns what was put."""
     (root / name).write_text("# Marker\n")
-    return rec.wait(name)
+    wait_for(lambda: list(rec.paths).count(name) == 2, 5, f"the events of {name}", 0.01)
+    return rec.take()
 
 
 # -- pure parts ------------------------------------------------------------------------------------
