@@ -8,6 +8,7 @@ do (the signal path itself is covered by ``test_systemd.py``, which runs the pro
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -176,6 +177,8 @@ def test_an_overflow_costs_one_rescan_and_the_rescan_queues_nothing(
             "the rescan after the overflow",
         )
         h.settle()
+        st = h.service.status()
+        assert st["daemon"]["overflows"] == 1 and st["sources"][0]["overflows"] == 1
         assert caplog.text.count("inotify event queue overflowed") == 1, caplog.text
         # a scan reads every folder and file: the kernel queues no event for it
         events = watcher.stats().events
@@ -185,6 +188,26 @@ def test_an_overflow_costs_one_rescan_and_the_rescan_queues_nothing(
         wait_for(lambda: " in sync: " in caplog.text, 10, "the scan")
         h.settle()
         assert watcher.stats().events == events
+        assert h.service.status()["daemon"]["overflows"] == 1
+
+
+def test_lost_events_coalesce_with_a_queued_scan(
+    tree: Path, scratch: Path, fake_embedder: CountingEmbedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Losses reported while a scan of the source waits in the queue add no scan."""
+    caplog.set_level(logging.INFO, logger="ingestd")
+    with Harness(tree, scratch / "state", fake_embedder) as h:
+        caplog.clear()
+        policy = h.service.policy
+        gate = threading.Event()
+        h.service.submit(gate.wait, jobs_mod.Priority.URGENT)  # the engine thread is busy
+        assert policy.queue_scan(h.source, "first")
+        for _ in range(5):
+            policy.on_lost(h.source, "the inotify event queue overflowed")
+        gate.set()
+        h.wait_idle()
+        assert caplog.text.count("scanning source") == 1, caplog.text
+        assert caplog.text.count("a rescan is queued already") == 5
 
 
 def test_unwatchable_source_is_rescanned_periodically(
@@ -291,3 +314,57 @@ def test_periodic_safety_rescan_finds_missed_changes(
         h.wait_idle()
         assert "periodic rescan" in caplog.text
         h.assert_matches_oracle(scratch)
+
+
+def test_status_shows_the_folders_watched_and_ignored_and_the_watch_budget(
+    tree: Path, scratch: Path, fake_embedder: CountingEmbedder
+) -> None:
+    from ingestd.daemon.cli.status_text import status_lines
+    from ingestd.daemon.watch.kernel import max_user_watches
+
+    (tree / "node_modules/pkg/lib").mkdir(parents=True)
+    (tree / ".venv/lib/site-packages").mkdir(parents=True)
+    with Harness(tree, scratch / "state", fake_embedder) as h:
+        st = request(h.state, "status", {}, timeout=10)
+        (src,) = st["sources"]
+        # docs, blog, blog/2023, community, community/end-user; .git-like names not entered
+        assert (src["watch_backend"], src["watched_folders"], src["ignored_folders"]) == (
+            "inotify",
+            5,
+            2,
+        )
+        assert src["overflows"] == 0 and st["daemon"]["overflows"] == 0
+        limit = max_user_watches()
+        assert st["daemon"]["watches"] == {
+            "in_use": 5,
+            "limit": limit,
+            "share": round(5 / limit, 6) if limit else None,
+            "limit_key": "fs.inotify.max_user_watches",
+        }
+        text = "\n".join(status_lines(st, time.time()))
+        assert (
+            "watching 5 folders (inotify), 2 ignored (not watched, not entered), 0 overflows"
+            in (text)
+        )
+        assert f"inotify watches: 5 of {limit} (0.00% of fs.inotify.max_user_watches); " in text
+        assert "0 queue overflows since start" in text
+
+
+def test_reload_adds_and_drops_watches(
+    tree: Path, tmp_path: Path, scratch: Path, fake_embedder: CountingEmbedder
+) -> None:
+    cfg = _config(tmp_path / "config.yaml", tree, 64)
+    (tree / "drafts/old").mkdir(parents=True)
+    with Harness(tree, scratch / "state", fake_embedder, config_path=cfg) as h:
+        assert h.service.status()["sources"][0]["watched_folders"] == 7
+        _config(cfg, tree, 64).write_text(
+            cfg.read_text().replace("    root: ", '    exclude: ["drafts/"]\n    root: ')
+        )
+        h.service.request_reload()
+        wait_for(lambda: h.service.reloads == 1, 20, "the reload")
+        h.wait_idle()
+        (src,) = h.service.status()["sources"]
+        assert (src["watched_folders"], src["ignored_folders"]) == (5, 1)
+        b = h.service.batches_done
+        (tree / "community/new.md").write_text("# New\n\nWatched after the reload.\n")
+        h.settle(b)
