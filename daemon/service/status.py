@@ -50,11 +50,13 @@ def daemon_status(
         :func:`~ingestd.daemon.commands.commands.status_of`'s answer, each source with
         ``root_missing``, ``unwatched_folders`` and the keys of
         :meth:`~ingestd.daemon.service.watches.Watches.source_status`
-        (``watch_backend``, ``watched_folders``, ``ignored_folders``, ``overflows``),
+        (``watch_backend``, ``watched_folders``, ``ignored_folders``,
+        ``watch_events``, ``overflows``),
         plus ``daemon``: ``pid``, ``phase``, ``progress``, ``in_flight``,
         ``queue_depth`` (changed paths and jobs waiting), ``scan_documents_left``,
         ``lag_seconds``, ``watchers_alive``, ``unwatched_sources``,
-        ``degraded_sources``, ``missing_roots``, ``watches`` (see
+        ``degraded_sources``, ``missing_roots``, ``batches_done`` (change batches
+        synced since start), ``watches`` (see
         :meth:`~ingestd.daemon.service.watches.Watches.budget`), ``overflows`` (since
         start, every source), ``model_loaded``, ``started_at``, ``last_error`` and
         ``healthy``.
@@ -82,6 +84,7 @@ def daemon_status(
         "unwatched_sources": sorted(n for n in watches.unwatched if n not in watched),
         "degraded_sources": watches.coverage.degraded(),
         "missing_roots": sorted(missing.values()),
+        "batches_done": policy.batches_done,
         "watches": watches.budget(),
         "overflows": sum(watches.overflows.values()),
         "model_loaded": engine.model_loaded,

@@ -236,8 +236,9 @@ class Watches:
         Returns:
             ``watch_backend`` (``None`` while not watched), ``watched_folders`` and
             ``ignored_folders`` (``None`` when the backend does not say; an ignored
-            folder counts once, nothing below it is entered) and ``overflows`` since
-            the daemon started.
+            folder counts once, nothing below it is entered), ``watch_events``
+            (inotify events its watcher read since it started, ``None`` when not
+            inotify) and ``overflows`` since the daemon started.
         """
         w = self.watcher_of(name)
         stats = w.stats() if w is not None else None
@@ -245,6 +246,7 @@ class Watches:
             "watch_backend": stats.backend if stats else None,
             "watched_folders": stats.watched if stats else None,
             "ignored_folders": stats.ignored if stats else None,
+            "watch_events": stats.events if stats else None,
             "overflows": self.overflows.get(name, 0),
         }
 
