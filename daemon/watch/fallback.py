@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ingestd.daemon.sync.scanner import SourceFilter
+from ingestd.daemon.sync.scanner import SourceFilter, walk_folders
+from ingestd.daemon.watch import inotify
 from ingestd.daemon.watch.coverage import WatchStats
 from ingestd.daemon.watch.folders import OVERFLOW, prunes
 
@@ -231,8 +232,24 @@ class WatchdogEmitter:
         return WatchStats(self.backend)
 
     def unwatched_folders(self, under: Iterable[str] = ("",)) -> dict[str, str] | None:
-        """``None``: watchdog's observers do not tell which folders they watch."""
-        return None
+        """Folders the kernel does not watch, when watchdog runs on inotify.
+
+        watchdog 7 skips a folder it cannot watch in silence (see
+        :mod:`~ingestd.daemon.watch.inotify`), so the kernel is asked.
+
+        Returns:
+            Relative folder path -> why it is not watched, or ``None`` when the
+            kernel cannot tell (FSEvents, ``ReadDirectoryChangesW``, polling).
+        """
+        inodes = inotify.watched_inodes() if self.backend == "watchdog" else None
+        if inodes is None:
+            return None
+        out: dict[str, str] = {}
+        for top in sorted(set(under)):
+            for rel, ino in walk_folders(self.flt, top):
+                if ino not in inodes:
+                    out[rel] = inotify.probe(Path(self.root) / rel)
+        return out
 
     def alive(self) -> bool:
         """Whether the observer thread and every emitter thread still run."""

@@ -11,9 +11,10 @@ folder is not watched, :func:`probe` tries a watch of its own to tell why: the
 per-user limit ``fs.inotify.max_user_watches`` is reached (``ENOSPC``), or permission
 is denied (``EACCES``).
 
-The watchdog fallback (:mod:`~ingestd.daemon.watch.fallback`) is checked the same way
-when it runs on inotify: watchdog 7's ``InotifyWatchGroup._add_callback`` swallows
-every error below the watched root, and ``InotifyFD._raise_error`` ignores ``EACCES``.
+The watchdog fallback (:mod:`~ingestd.daemon.watch.fallback`), when made to run on
+inotify, is checked through :func:`watched_inodes` (every inotify descriptor of the
+process): watchdog 7's ``InotifyWatchGroup._add_callback`` swallows every error below
+the watched root, and ``InotifyFD._raise_error`` ignores ``EACCES``.
 """
 
 from __future__ import annotations
