@@ -8,9 +8,10 @@ watchdog walks the tree again: a loop that needs no change to go on. watchdog's
 non-recursive schedules cost a thread each. Here one thread per source waits in
 ``poll`` on the descriptor (and a wake-up pipe), reads every queued event, and hands
 them to :class:`~ingestd.daemon.watch.folders.FolderWatches`, which watches only the
-folders that can hold documents (measured on a checkout of 21,000 folders, 20,950 of
-them in ``node_modules/`` and ``.venv/``: 15 watches, 2 threads, 3 ms of CPU to set
-up, none while idle; see README "Watching real tools").
+folders that can hold documents. Measured with ``bench/watch.py``: 50 documents in 15
+folders beside 50,000 ignored folders (250,000 files) cost 15 watches, 175 MB of RSS
+and 0.04 CPU seconds per idle minute, the same as the documents alone; setting the
+watches takes 3-17 ms either way.
 
 A rename's two halves (``IN_MOVED_FROM``, ``IN_MOVED_TO``) are queued one after the
 other; when a read ends between them, the reader waits up to :data:`MOVE_GRACE_S` for
