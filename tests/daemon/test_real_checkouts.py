@@ -89,7 +89,8 @@ def test_a_checkout_with_huge_ignored_trees_settles_and_stays_idle(
                 "the marker's events",
             )
             after = daemon.status()
-            assert after["sources"][0]["watch_events"] == events + 2
+            new_events = after["sources"][0]["watch_events"] - events
+            assert new_events == 2, new_events
             assert after["daemon"]["batches_done"] == batches
 
             # an edit of a document is searchable within seconds
@@ -111,6 +112,8 @@ def test_a_checkout_with_huge_ignored_trees_settles_and_stays_idle(
             print(
                 f"\nfirst reconcile {took:.1f} s, {held} watches for {co.doc_folders} folders "
                 f"({co.heavy_folders} ignored), idle CPU {idle_cpu:.2f} s / {IDLE_S:.0f} s, "
+                f"{final['daemon']['overflows']} overflows, 1,000 files in node_modules: "
+                f"{new_events} events (the marker's), 0 batches; "
                 f"edit searchable after {edit_s:.1f} s"
             )
         finally:
@@ -125,7 +128,7 @@ def _git(*args: str, cwd: Path | None = None) -> str:
     ).stdout.strip()
 
 
-@pytest.mark.timeout(900)
+@pytest.mark.timeout(1500)
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_the_readme_quick_start_on_a_clone_with_its_virtualenv(tmp_path: Path) -> None:
     """``ingestd run .`` from the root of a clone that holds a real ``.venv``."""
@@ -145,7 +148,8 @@ def test_the_readme_quick_start_on_a_clone_with_its_virtualenv(tmp_path: Path) -
         # the quick start, with the package already installed: `ingestd run .`
         daemon = Daemon(["."], None, tmp_path / "daemon.log", cwd=clone, env=env)
         try:
-            took = daemon.wait_reconciled(timeout=400)
+            # the model embeds the README's ~150 chunks: minutes when 2 cores are shared
+            took = daemon.wait_reconciled(timeout=1200)
             # `ingestd status && ingestd search "how are point ids computed"`
             st = daemon.cli("status")
             assert st.returncode == 0, st.stdout + st.stderr
