@@ -9,8 +9,8 @@ non-recursive schedules cost a thread each. Here one thread per source waits in
 ``poll`` on the descriptor (and a wake-up pipe), reads every queued event, and hands
 them to :class:`~ingestd.daemon.watch.folders.FolderWatches`, which watches only the
 folders that can hold documents. Measured with ``bench/watch.py``: 50 documents in 15
-folders beside 50,000 ignored folders (250,000 files) cost 15 watches, 175 MB of RSS
-and 0.04 CPU seconds per idle minute, the same as the documents alone; setting the
+folders beside 50,000 ignored folders (250,000 files) cost 15 watches, 174 MB of RSS
+and 0.03 CPU seconds per idle minute, the same as the documents alone; setting the
 watches takes 3-17 ms either way.
 
 A rename's two halves (``IN_MOVED_FROM``, ``IN_MOVED_TO``) are queued one after the
