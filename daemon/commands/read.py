@@ -163,7 +163,13 @@ def _section(
                 "end_line": p["end_line"],
             }
     heading = list(hit.get("heading_path") or [])
-    under = [list(p.get("heading_path") or [])[: len(heading)] == heading for _, p in chunks]
+
+    def inside(p: dict[str, Any]) -> bool:
+        """Under the hit's heading; the text before the first heading is a section too."""
+        path = list(p.get("heading_path") or [])
+        return path[: len(heading)] == heading if heading else not path
+
+    under = [inside(p) for _, p in chunks]
     lo = hi = i
     while lo > 0 and under[lo - 1]:
         lo -= 1

@@ -60,6 +60,18 @@ def test_read_gives_the_exact_neighbours_in_document_order(engine: Any) -> None:
     assert [c["id"] for c in got["chunks"]] == ids[max(0, i - 2) : i + 3]
 
 
+def test_the_text_before_the_first_heading_is_a_section_of_its_own(engine: Any) -> None:
+    chunks = read(engine, path="docs/collector/architecture.md", max_lines=2000)["chunks"]
+    preamble = [c for c in chunks if not c["heading_path"]]
+    assert preamble and chunks[0] is preamble[0] and chunks[len(preamble)]["heading_path"]
+    got = read(engine, id=preamble[0]["id"], context=0)
+    assert got["section"] == {
+        "heading_path": [],
+        "start_line": preamble[0]["start_line"],
+        "end_line": preamble[-1]["end_line"],
+    }
+
+
 def test_read_of_a_long_section_returns_at_most_max_lines_around_the_hit(engine: Any) -> None:
     hit = _hit(engine, "glossary", "docs/concepts/glossary.md")
     got = read(engine, id=hit["id"], context=0, max_lines=3)
