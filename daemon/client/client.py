@@ -124,18 +124,39 @@ class Client:
         timeout: float | None = None,
     ) -> Any:
         """``cmd`` through the daemon, else ``local(engine)`` on the state dir."""
+        return self._run(cmd, args, local, timeout=timeout)[0]
+
+    def _run(
+        self,
+        cmd: str,
+        args: dict[str, Any],
+        local: Callable[[Engine], Any],
+        *,
+        timeout: float | None = None,
+    ) -> tuple[Any, bool]:
+        """:meth:`_call`'s answer, and whether the daemon gave it."""
         try:
-            return self._ask(cmd, args, timeout=timeout)
+            return self._ask(cmd, args, timeout=timeout), True
         except NoDaemon:
+            if self.socket is not None:
+                raise NoDaemon(f"no ingestd daemon answers on {self.socket}") from None
             if not self.local:
-                raise
+                raise NoDaemon(f"no ingestd daemon runs for {self.state_dir}") from None
         try:
-            return self._state.run(local, stop_after=timeout)
+            return self._state.run(local, stop_after=timeout), False
         except StateLockedError:
             if starting_daemon(self.state_dir) is None:
                 raise
             # a daemon took the state dir after we looked: it answers once it serves
-            return self._ask(cmd, args, timeout=timeout)
+            return self._ask(cmd, args, timeout=timeout), True
+
+    def interrupt(self) -> None:
+        """Ask a call running on the state dir in this process to stop at its next checkpoint.
+
+        A ``sync`` then raises :class:`SyncTimeout`; a daemon's work is not affected.
+        Thread-safe (another thread's call is interrupted).
+        """
+        self._state.interrupt()
 
     # -- the commands -------------------------------------------------------------------------
 
@@ -224,8 +245,8 @@ class Client:
 
         Returns:
             What was done per source, ``complete`` (everything is searchable, else
-            ``summary`` says why not) and ``seconds``; see
-            :func:`ingestd.daemon.commands.sync.sync`.
+            ``summary`` says why not), ``seconds`` (see
+            :func:`ingestd.daemon.commands.sync.sync`) and ``through_daemon``.
 
         Raises:
             SyncTimeout: not done within ``timeout_s`` seconds.
@@ -237,12 +258,14 @@ class Client:
             "sources": list(sources or []) or None,
         }
         try:
-            report = self._call("sync", args, lambda e: sync.sync(e, **args), timeout=timeout_s)
+            report, by_daemon = self._run(
+                "sync", args, lambda e: sync.sync(e, **args), timeout=timeout_s
+            )
         except TimeoutError:
             raise _timeout(timeout_s) from None
         if any(s.get("interrupted") for s in report["sources"]):
             raise _timeout(timeout_s)
-        return cast(SyncReport, report)
+        return cast(SyncReport, {**report, "through_daemon": by_daemon})
 
     def resync(
         self,
@@ -279,7 +302,7 @@ class Client:
             return cast(dict[str, Any], self._ask("status", {}))
         except NoDaemon:
             if self.socket is not None:
-                raise
+                raise NoDaemon(f"no ingestd daemon answers on {self.socket}") from None
         from ingestd.daemon.commands.commands import status_of
         from ingestd.daemon.service.control import lock_holder
 

@@ -26,6 +26,7 @@ KNOWN_FAILURES = (
     ("ingestd.chunkers.tokenizers", "TokenizerError"),
     ("ingestd.store.vectors", "StoreUnavailableError"),
     ("ingestd.daemon.service.control", "StateLockedError"),
+    ("ingestd.daemon.service.control", "NoDaemon"),
 )
 
 

@@ -79,6 +79,7 @@ class LocalState:
         self.what = what
         self._lock = threading.Lock()
         self._models: SharedModels | None = None
+        self._running: Engine | None = None
 
     def config(self) -> Config:
         """The config, with the sources the manifest records when it configures none.
@@ -127,6 +128,12 @@ class LocalState:
         with ManifestView(path) as view:
             yield view
 
+    def interrupt(self) -> None:
+        """Ask the engine of the call running now, if any, to stop at its next checkpoint."""
+        engine = self._running
+        if engine is not None:
+            engine.stop.set()
+
     def run(self, fn: Callable[[Engine], T], *, stop_after: float | None = None) -> T:
         """``fn(engine)`` on the state dir, under its lock.
 
@@ -153,7 +160,7 @@ class LocalState:
             lock = StateLock(self.state_dir)
             lock.acquire(self.what)
             try:
-                engine = Engine(cfg, self.state_dir, model_factory=self._models)
+                engine = self._running = Engine(cfg, self.state_dir, model_factory=self._models)
                 timer = None
                 if stop_after is not None:
                     timer = threading.Timer(stop_after, engine.stop.set)
@@ -162,6 +169,7 @@ class LocalState:
                 try:
                     return fn(engine)
                 finally:
+                    self._running = None
                     if timer is not None:
                         timer.cancel()
                     engine.close()

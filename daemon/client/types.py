@@ -95,3 +95,4 @@ class SyncReport(TypedDict):
     complete: bool
     seconds: float
     summary: list[str]
+    through_daemon: bool
