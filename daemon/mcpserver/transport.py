@@ -109,9 +109,11 @@ def is_loopback(host: str) -> bool:
 class BearerToken:
     """Pure ASGI middleware: every HTTP request needs ``Authorization: Bearer <token>``.
 
-    After Starlette's ``AuthenticationMiddleware`` shape, reduced to one static token:
-    a missing or wrong token is answered 401 with ``WWW-Authenticate: Bearer`` (RFC
-    6750, section 3), and compared with :func:`hmac.compare_digest`. Lifespan events
+    The answer is the SDK's own ``RequireAuthMiddleware``'s
+    (``mcp/server/auth/middleware/bearer_auth.py``), reduced to one static token
+    instead of its OAuth token verifier: a missing or wrong token gets 401 with
+    ``WWW-Authenticate: Bearer error="invalid_token"`` (RFC 6750, section 3). Tokens
+    are compared with :func:`hmac.compare_digest` (constant time). Lifespan events
     pass (the SDK's app starts its session manager there).
 
     Args:
