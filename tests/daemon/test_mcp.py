@@ -190,6 +190,27 @@ async def test_a_state_dir_without_sources_says_so(tmp_path: Path) -> None:
 
 # -- end to end: real processes, the real model ------------------------------------------------
 
+#: Runs the CLI, then reports on stderr how it ended and which heavy modules it imported.
+#: Neither line is written when the process is killed or leaves by a signal (os._exit).
+_PROBE = """
+import atexit, sys
+def report():
+    names = ("torch", "sentence_transformers", "transformers", "mcp")
+    sys.stderr.write("LOADED=" + ",".join(m for m in names if m in sys.modules) + "\\n")
+atexit.register(report)
+from ingestd.daemon.cli.main import main
+try:
+    main(sys.argv[1:])
+except SystemExit as exc:
+    sys.stderr.write(f"EXIT={exc.code}\\n")
+    raise
+"""
+
+
+def _loaded(stderr: str) -> set[str]:
+    (line,) = [x for x in stderr.splitlines() if x.startswith("LOADED=")]
+    return set(line.removeprefix("LOADED=").split(",")) - {""}
+
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory: pytest.TempPathFactory, real_model: Any) -> Path:
@@ -212,17 +233,17 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, real_model: Any) -> Path:
     return base
 
 
-def _config(where: Path, root: Path) -> Path:
+def _config(where: Path, root: Path, **extra: Any) -> Path:
     config = where / "config.yaml"
-    config.write_text(json.dumps({"sources": [{"name": "docs", "root": str(root)}]}))
+    config.write_text(json.dumps({"sources": [{"name": "docs", "root": str(root)}], **extra}))
     return config
 
 
-def _copy(base: Path, dest: Path) -> tuple[Path, Path, Path]:
+def _copy(base: Path, dest: Path, **extra: Any) -> tuple[Path, Path, Path]:
     """A copy of the indexed tree and state: ``(root, state, config)``."""
     shutil.copytree(base / "docs", dest / "docs")
     shutil.copytree(base / "state", dest / "state")
-    return dest / "docs", dest / "state", _config(dest, dest / "docs")
+    return dest / "docs", dest / "state", _config(dest, dest / "docs", **extra)
 
 
 def _cli_search(state: Path, query: str, mode: str, k: int = 5) -> list[str]:
@@ -234,16 +255,37 @@ def _cli_search(state: Path, query: str, mode: str, k: int = 5) -> list[str]:
 
 @asynccontextmanager
 async def _stdio(errlog: Path, *args: str) -> AsyncIterator[Any]:
+    """The SDK's stdio client and session on ``ingestd mcp ARGS`` (run by :data:`_PROBE`)."""
     from mcp import ClientSession, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    cmd = ingestd_cmd()
-    params = StdioServerParameters(command=cmd[0], args=[*cmd[1:], "mcp", *args], env=ENV)
+    params = StdioServerParameters(
+        command=sys.executable, args=["-c", _PROBE, "mcp", *args], env=ENV
+    )
     with errlog.open("w") as err:
         async with stdio_client(params, errlog=err) as (r, w), ClientSession(r, w) as s:
             init = await s.initialize()
             assert init.server_info.name == "ingestd"
+            assert init.capabilities.tools is not None
             yield s
+
+
+def _check_tools(tools: list[Any]) -> None:
+    """The four tools as a client lists them: input and output schemas, descriptions."""
+    by_name = {t.name: t for t in tools}
+    assert set(by_name) == {"search", "read", "sync", "status"}
+    for t in tools:
+        assert t.input_schema["type"] == "object" and t.output_schema["type"] == "object"
+        assert t.description and len(t.description) > 80
+    search = by_name["search"].input_schema
+    assert set(search["properties"]) == {"query", "k", "path", "source", "mode"}
+    assert search["required"] == ["query"] and search["properties"]["k"]["maximum"] == 50
+    assert "hits" in by_name["search"].output_schema["properties"]
+    assert {"id", "path", "start_line", "end_line"} <= set(
+        by_name["read"].input_schema["properties"]
+    )
+    assert set(by_name["sync"].input_schema["properties"]) == {"paths", "timeout_s"}
+    assert "last_change_synced" in json.dumps(by_name["status"].output_schema)
 
 
 async def _ids(s: Any, query: str, mode: str, k: int = 5) -> list[str]:
@@ -252,35 +294,105 @@ async def _ids(s: Any, query: str, mode: str, k: int = 5) -> list[str]:
     return [h["id"] for h in res.structured_content["hits"]]
 
 
+async def _widens_a_hit(s: Any) -> None:
+    """``read`` gives a hit's section and the file's lines around it, beyond the hit."""
+    found = await s.call_tool("search", {"query": QUESTIONS[0], "k": 1})
+    hit = found.structured_content["hits"][0]
+    got = (await s.call_tool("read", {"id": hit["id"], "context": 1})).structured_content
+    assert got["hit"]["id"] == hit["id"] and not got["stale"]
+    assert got["section"]["start_line"] <= hit["start_line"]
+    assert hit["text"].strip() in got["lines"]["text"]
+    lines = got["lines"]
+    assert (lines["start_line"], lines["end_line"]) != (hit["start_line"], hit["end_line"])
+    assert len(got["chunks"]) >= 2 and hit["id"] in {c["id"] for c in got["chunks"]}
+
+
+async def _edit_then_sync(s: Any, page: Path, word: str, *, through_daemon: bool) -> None:
+    """After an edit, ``sync`` returns once the edit is searchable; ``status`` dates it.
+
+    The daemon's watcher waits longer than this takes (``watch.debounce_ms``), so the
+    edit is not searchable before ``sync`` and ``sync`` itself writes it.
+    """
+    rel = page.relative_to(page.parents[2]).as_posix()  # docs/concepts/glossary.md
+    query = {"query": word.lower(), "k": 1, "mode": "sparse"}
+    edited = time.time()
+    page.write_text(page.read_text() + f"\n\n## {word}\n\n{word} of baggage.\n")
+    before = (await s.call_tool("search", query)).structured_content["hits"]
+    assert not any(word in h["text"] for h in before)
+    res = await s.call_tool("sync", {"paths": [rel], "timeout_s": 300})
+    assert not res.is_error, res.content[0].text
+    report = res.structured_content
+    assert report["complete"] and report["through_daemon"] is through_daemon
+    assert report["sources"][0]["indexed"] == 1 and report["sources"][0]["scope"] == [rel]
+    found = await s.call_tool("search", query)
+    assert word in found.structured_content["hits"][0]["text"]
+    (src,) = (await s.call_tool("status", {})).structured_content["sources"]
+    assert edited <= src["last_change_synced"] <= time.time()
+    assert 0 <= src["last_change_age_s"] < 600
+
+
+async def _bad_argument_is_a_tool_error(s: Any) -> None:
+    bad = await s.call_tool("search", {"query": "x", "k": 500})
+    assert bad.is_error and bad.content[0].text.startswith("invalid arguments for search: k:")
+    assert "\n" not in bad.content[0].text
+    bad = await s.call_tool("read", {"id": "nope"})
+    assert bad.is_error and bad.content[0].text.startswith("not a chunk id: 'nope'")
+    assert not (await s.call_tool("status", {})).is_error  # still serving
+
+
+def _median_ms(seconds: list[float]) -> float:
+    return round(1000 * sorted(seconds)[len(seconds) // 2], 1)
+
+
 @pytest.mark.slow
 @pytest.mark.anyio
 @pytest.mark.timeout(1200)
-async def test_stdio_server_without_a_daemon_ranks_as_ingestd_search(
-    corpus: Path, tmp_path: Path
-) -> None:
-    root, state, _config_path = _copy(corpus, tmp_path)
+async def test_stdio_server_without_a_daemon(corpus: Path, tmp_path: Path) -> None:
+    """The SDK's stdio client: ranks as ``ingestd search --json``, read, sync, exit."""
+    root, state, config = _copy(corpus, tmp_path)
     want = {(q, m): _cli_search(state, q, m) for q in QUESTIONS for m in ("hybrid", "sparse")}
     log = tmp_path / "mcp.log"
-    async with _stdio(log, "--state-dir", str(state)) as s:
-        tools = (await s.list_tools()).tools
-        assert {t.name for t in tools} == {"search", "read", "sync", "status"}
-        for (q, mode), ids in want.items():
-            assert await _ids(s, q, mode) == ids, (q, mode)
-        hit = (await s.call_tool("search", {"query": QUESTIONS[0], "k": 1})).structured_content
-        got = (await s.call_tool("read", {"id": hit["hits"][0]["id"]})).structured_content
-        assert got["section"]["start_line"] <= hit["hits"][0]["start_line"]
-        assert hit["hits"][0]["text"].strip() in got["lines"]["text"]
-        bad = await s.call_tool("search", {"query": "x", "k": 500})
-        assert bad.is_error and "\n" not in bad.content[0].text
+    t0 = time.monotonic()
+    took: dict[str, list[float]] = {"hybrid": [], "sparse": []}
+    # the config names the copy's root (the manifest records the corpus fixture's)
+    async with _stdio(log, "--state-dir", str(state), "--config", str(config)) as s:
+        started = time.monotonic() - t0
+        _check_tools((await s.list_tools()).tools)
+        for _ in range(2):  # the first hybrid search loads the model
+            for (q, mode), ids in want.items():
+                t = time.monotonic()
+                assert await _ids(s, q, mode) == ids, (q, mode)
+                took[mode].append(time.monotonic() - t)
+        await _widens_a_hit(s)
+        await _edit_then_sync(
+            s, root / "docs/concepts/glossary.md", "Quokkas", through_daemon=False
+        )
+        await _bad_argument_is_a_tool_error(s)
         st = (await s.call_tool("status", {})).structured_content
         assert st["daemon"] is None and st["sources"][0]["source"] == "docs"
-    assert "Traceback" not in log.read_text()
+        closing = time.monotonic()
+    closed = time.monotonic() - closing
+    err = log.read_text()
+    # it returned by itself, status 0, when stdin closed (a signal would leave no line)
+    assert "EXIT=0" in err.splitlines(), err[-2000:]
+    assert "Traceback" not in err
+    print(
+        f"\nstdio, no daemon: initialize after {started:.2f} s; search median "
+        f"hybrid {_median_ms(took['hybrid'][1:])} ms (first, loading the model: "
+        f"{took['hybrid'][0]:.1f} s), sparse {_median_ms(took['sparse'])} ms; "
+        f"exit {closed:.2f} s after stdin closed"
+    )
 
 
 @pytest.fixture
 def daemon(corpus: Path, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
-    """A real ``ingestd run`` on a copy of the corpus: ``(root, state)``."""
-    root, state, config = _copy(corpus, tmp_path)
+    """A real ``ingestd run`` on a copy of the corpus: ``(root, state)``.
+
+    Its watcher waits 60 s of quiet before it indexes an edit: what ``sync`` returns
+    with is then ``sync``'s own doing.
+    """
+    watch = {"debounce_ms": 60_000, "max_delay_ms": 120_000}
+    root, state, config = _copy(corpus, tmp_path, watch=watch)
     log = (tmp_path / "daemon.log").open("w")
     cmd = [*ingestd_cmd(), "run", "--config", str(config), "--state-dir", str(state)]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
@@ -326,35 +438,42 @@ def _http_server(state: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
 @pytest.mark.slow
 @pytest.mark.anyio
 @pytest.mark.timeout(1500)
-async def test_through_a_daemon_sync_then_search_over_stdio_and_http(
+async def test_through_a_daemon_over_stdio_and_http(
     daemon: tuple[Path, Path], tmp_path: Path
 ) -> None:
+    """The SDK's stdio and streamable HTTP clients, through a running daemon."""
     import httpx2
     from mcp import ClientSession
     from mcp.client.streamable_http import streamable_http_client
 
     root, state = daemon
+    page = root / "docs/concepts/glossary.md"
     want = {q: _cli_search(state, q, "hybrid") for q in QUESTIONS}
-    async with _stdio(tmp_path / "stdio.log", "--state-dir", str(state)) as s:
-        for q, ids in want.items():
-            assert await _ids(s, q, "hybrid") == ids, q
-        page = root / "docs/concepts/glossary.md"
-        edited = time.time()
-        page.write_text(page.read_text() + "\n\n## Axolotls\n\nAxolotlisation of baggage.\n")
-        res = await s.call_tool("sync", {"paths": ["docs/concepts/glossary.md"]})
-        report = res.structured_content
-        assert not res.is_error and report["complete"] and report["through_daemon"] is True
-        # sync returned: the new text is searchable now, whatever the watcher is doing
-        found = await s.call_tool("search", {"query": "axolotlisation", "k": 1, "mode": "sparse"})
-        assert "Axolotlisation" in found.structured_content["hits"][0]["text"]
+    took: list[float] = []
+    log = tmp_path / "stdio.log"
+    async with _stdio(log, "--state-dir", str(state)) as s:
+        _check_tools((await s.list_tools()).tools)
+        for _ in range(3):
+            for q, ids in want.items():
+                t = time.monotonic()
+                assert await _ids(s, q, "hybrid") == ids, q
+                took.append(time.monotonic() - t)
+        await _widens_a_hit(s)
+        await _edit_then_sync(s, page, "Axolotls", through_daemon=True)
+        await _bad_argument_is_a_tool_error(s)
         st = (await s.call_tool("status", {})).structured_content
-        (src,) = st["sources"]
         assert st["daemon"] is not None and st["daemon"]["healthy"]
-        assert src["last_change_synced"] >= edited and src["last_change_age_s"] < 600
         everything = await s.call_tool("sync", {})
         assert everything.structured_content["sources"][0]["scope"] == "scan"
+    err = log.read_text()
+    assert "EXIT=0" in err.splitlines() and "Traceback" not in err
+    # through a daemon, the server never loads the model itself
+    assert _loaded(err) == {"mcp"}
 
+    # the edit changed the BM25 statistics (and so the hybrid rankings)
+    want = {q: _cli_search(state, q, "hybrid") for q in QUESTIONS}
     server, url = _http_server(state, tmp_path / "http.log")
+    took_http: list[float] = []
     try:
         async with httpx2.AsyncClient() as anonymous:
             r = await anonymous.post(url, json={}, headers={"Accept": "application/json"})
@@ -365,37 +484,27 @@ async def test_through_a_daemon_sync_then_search_over_stdio_and_http(
             streamable_http_client(url, http_client=http) as (r, w),
             ClientSession(r, w) as s,
         ):
-            await s.initialize()
-            assert {t.name for t in (await s.list_tools()).tools} == {
-                "search", "read", "sync", "status"
-            }  # fmt: skip
-            for q in QUESTIONS[1:]:
-                assert await _ids(s, q, "hybrid") == want[q], q
-            bad = await s.call_tool("read", {"id": "nope"})
-            assert bad.is_error and bad.content[0].text.startswith("not a chunk id")
+            init = await s.initialize()
+            assert init.server_info.name == "ingestd"
+            _check_tools((await s.list_tools()).tools)
+            for _ in range(3):
+                for q, ids in want.items():
+                    t = time.monotonic()
+                    assert await _ids(s, q, "hybrid") == ids, q
+                    took_http.append(time.monotonic() - t)
+            await _widens_a_hit(s)
+            await _edit_then_sync(s, page, "Narwhals", through_daemon=True)
+            await _bad_argument_is_a_tool_error(s)
         server.send_signal(signal.SIGTERM)
         assert server.wait(timeout=30) == 0
     finally:
         if server.poll() is None:
             server.kill()
             server.wait()
-
-
-#: Runs the CLI, then reports on stderr which heavy modules it imported.
-_PROBE = """
-import atexit, sys
-def report():
-    names = ("torch", "sentence_transformers", "transformers", "mcp")
-    sys.stderr.write("LOADED=" + ",".join(m for m in names if m in sys.modules) + "\\n")
-atexit.register(report)
-from ingestd.daemon.cli.main import main
-main(sys.argv[1:])
-"""
-
-
-def _loaded(stderr: str) -> set[str]:
-    (line,) = [x for x in stderr.splitlines() if x.startswith("LOADED=")]
-    return set(line.removeprefix("LOADED=").split(",")) - {""}
+    print(
+        f"\nthrough the daemon, hybrid search median: stdio {_median_ms(took)} ms, "
+        f"HTTP {_median_ms(took_http)} ms"
+    )
 
 
 def test_help_imports_no_sdk() -> None:
@@ -452,7 +561,8 @@ def test_the_typescript_sdk_client_agrees(indexed: Path, tmp_path: Path) -> None
     sdk = tmp_path / "ts"
     sdk.mkdir()
     install = subprocess.run(
-        [npm, "install", "--silent", "--no-audit", "--no-fund", "@modelcontextprotocol/sdk@^1"],
+        [npm, "install", "--silent", "--no-audit", "--no-fund", "--fetch-retries=0",
+         "--fetch-timeout=30000", "@modelcontextprotocol/sdk@^1"],
         cwd=sdk, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     if install.returncode != 0:
