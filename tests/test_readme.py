@@ -248,7 +248,7 @@ def test_the_mcp_configuration_snippets_are_valid_ingestd_mcp_commands() -> None
 @pytest.mark.slow
 @pytest.mark.timeout(900)
 def test_the_python_api_snippets_run(tmp_path: Path) -> None:
-    from tests.helpers import copy_tree, make_engine
+    from tests.helpers import copy_tree, local_mode_copy, make_engine
 
     root = copy_tree(tmp_path / "docs")
     state = tmp_path / "state"
@@ -266,8 +266,10 @@ def test_the_python_api_snippets_run(tmp_path: Path) -> None:
     out: dict[str, Any] = {}
     exec(compile(client_code, "README.md", "exec"), out)
     assert out["widened"]["lines"]["text"]
-    query_code = query_code.replace("/var/lib/ingestd", str(state))
-    query_code = query_code.replace('url="http://qdrant:6333"', f'path="{state / "qdrant"}"')
+    # the Qdrant a server would be: qdrant-client's local mode, holding the same points
+    server = local_mode_copy(state, tmp_path / "server")
+    query_code = query_code.replace("/var/lib/ingestd", str(server))
+    query_code = query_code.replace('url="http://qdrant:6333"', f'path="{server / "qdrant"}"')
     try:
         exec(compile(query_code, "README.md", "exec"), out)
         assert out["point"].payload["path"].startswith("docs/collector")
