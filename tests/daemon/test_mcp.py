@@ -246,9 +246,9 @@ def _copy(base: Path, dest: Path, **extra: Any) -> tuple[Path, Path, Path]:
     return dest / "docs", dest / "state", _config(dest, dest / "docs", **extra)
 
 
-def _cli_search(state: Path, query: str, mode: str, k: int = 5) -> list[str]:
-    args = ("search", "--state-dir", str(state), "--json", "--mode", mode, "-k", str(k), query)
-    proc = run_cli(*args, timeout=300)
+def _cli_search(state: Path, query: str, mode: str, k: int = 5, *flags: str) -> list[str]:
+    args = ("search", "--state-dir", str(state), "--json", "--mode", mode, "-k", str(k), *flags)
+    proc = run_cli(*args, query, timeout=300)
     assert proc.returncode == 0, proc.stderr
     return [h["id"] for h in json.loads(proc.stdout)]
 
@@ -288,8 +288,8 @@ def _check_tools(tools: list[Any]) -> None:
     assert "last_change_synced" in json.dumps(by_name["status"].output_schema)
 
 
-async def _ids(s: Any, query: str, mode: str, k: int = 5) -> list[str]:
-    res = await s.call_tool("search", {"query": query, "k": k, "mode": mode})
+async def _ids(s: Any, query: str, mode: str, k: int = 5, **filters: str) -> list[str]:
+    res = await s.call_tool("search", {"query": query, "k": k, "mode": mode, **filters})
     assert not res.is_error, res.content[0].text
     return [h["id"] for h in res.structured_content["hits"]]
 
@@ -350,10 +350,11 @@ def _median_ms(seconds: list[float]) -> float:
 async def test_stdio_server_without_a_daemon(corpus: Path, tmp_path: Path) -> None:
     """The SDK's stdio client: ranks as ``ingestd search --json``, read, sync, exit."""
     root, state, config = _copy(corpus, tmp_path)
-    want = {(q, m): _cli_search(state, q, m) for q in QUESTIONS for m in ("hybrid", "sparse")}
+    modes = ("hybrid", "dense", "sparse")
+    want = {(q, m): _cli_search(state, q, m) for q in QUESTIONS for m in modes}
     log = tmp_path / "mcp.log"
     t0 = time.monotonic()
-    took: dict[str, list[float]] = {"hybrid": [], "sparse": []}
+    took: dict[str, list[float]] = {m: [] for m in modes}
     # the config names the copy's root (the manifest records the corpus fixture's)
     async with _stdio(log, "--state-dir", str(state), "--config", str(config)) as s:
         started = time.monotonic() - t0
@@ -379,7 +380,8 @@ async def test_stdio_server_without_a_daemon(corpus: Path, tmp_path: Path) -> No
     print(
         f"\nstdio, no daemon: initialize after {started:.2f} s; search median "
         f"hybrid {_median_ms(took['hybrid'][1:])} ms (first, loading the model: "
-        f"{took['hybrid'][0]:.1f} s), sparse {_median_ms(took['sparse'])} ms; "
+        f"{took['hybrid'][0]:.1f} s), dense {_median_ms(took['dense'])} ms, "
+        f"sparse {_median_ms(took['sparse'])} ms; "
         f"exit {closed:.2f} s after stdin closed"
     )
 
@@ -449,10 +451,14 @@ async def test_through_a_daemon_over_stdio_and_http(
     root, state = daemon
     page = root / "docs/concepts/glossary.md"
     want = {q: _cli_search(state, q, "hybrid") for q in QUESTIONS}
+    flags = ("--path", "docs/collector", "--source", "docs")
+    in_collector = _cli_search(state, QUESTIONS[1], "hybrid", 5, *flags)
     took: list[float] = []
     log = tmp_path / "stdio.log"
     async with _stdio(log, "--state-dir", str(state)) as s:
         _check_tools((await s.list_tools()).tools)
+        filtered = await _ids(s, QUESTIONS[1], "hybrid", path="docs/collector", source="docs")
+        assert filtered == in_collector and filtered != want[QUESTIONS[1]]
         for _ in range(3):
             for q, ids in want.items():
                 t = time.monotonic()
