@@ -178,7 +178,11 @@ def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
                 err=True,
             )
         if s.get("root_missing"):
-            click.echo(f"  the root folder of {s['source']} is missing: nothing synced", err=True)
+            click.echo(
+                f"  the root folder of {s['source']} is missing (unmounted, moved or deleted?): "
+                "nothing synced or deleted until it is back",
+                err=True,
+            )
         if s["held"]:
             click.echo(
                 f"  {len(s['held'])} deletions held by the mass-deletion guard; "
@@ -246,6 +250,12 @@ def verify(
         echo_json(result)
     else:
         for r in result["sources"]:
+            if r.get("root_missing"):
+                click.echo(
+                    f"{r['source']}: ROOT MISSING: its root folder is not there (unmounted, "
+                    "moved or deleted?); not verified, nothing repaired"
+                )
+                continue
             state = "clean" if r["clean"] else "DIFFERENT"
             click.echo(
                 f"{r['source']}: {state}: {r['expected']} points expected, "

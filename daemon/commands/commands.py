@@ -164,7 +164,8 @@ def resync(
     Returns:
         ``{"sources": [...], "exit_code": N}``: per source the plan (``dry_run``) or the
         counts of what was done; ``exit_code`` is 0 when the store matches the files, 3
-        when the mass-deletion guard held deletions, 1 when files could not be read.
+        when the mass-deletion guard held deletions, 1 when files could not be read or
+        a source's root is missing (nothing of it is synced or deleted).
     """
     out = []
     code = 0
@@ -178,6 +179,8 @@ def resync(
             out.append(summary)
             if plan.held:
                 code = max(code, EXIT_HELD)
+            elif plan.root_missing:
+                code = max(code, 1)
             continue
         res = engine.apply(plan, progress=progress)
         out.append({**res.as_dict(), "skipped": engine.skipped_entries(name)})

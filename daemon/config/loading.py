@@ -155,7 +155,6 @@ def load_config(
     *,
     roots: Sequence[str | Path] = (),
     overrides: Mapping[str, Any] | None = None,
-    require_roots: bool = True,
 ) -> Config:
     """Load and validate the configuration.
 
@@ -165,8 +164,10 @@ def load_config(
             sources whose root is one of them, or add a default source for each one
             that is not configured; without a file each becomes a default source.
         overrides: top-level keys to set before validation (e.g. from CLI flags).
-        require_roots: a configured source root that does not exist is an error; the
-            daemon passes ``False``: an unmounted volume must not stop the others.
+
+    A configured root that does not exist is no error: it is a state (an unmounted
+    volume) that every command reports, and nothing of that source is synced or
+    deleted until it is back. A root that is a file is an error.
 
     Returns:
         The validated config with source roots made absolute and names filled in.
@@ -192,10 +193,10 @@ def load_config(
     except ValidationError as exc:
         raise ConfigError(format_errors(exc)) from None
     check_rules(cfg.rules)
-    return _finish(cfg, base, roots, require_roots)
+    return _finish(cfg, base, roots)
 
 
-def _finish(cfg: Config, base: Path, roots: Sequence[str | Path], require_roots: bool) -> Config:
+def _finish(cfg: Config, base: Path, roots: Sequence[str | Path]) -> Config:
     sources = []
     for s in cfg.sources:
         root = _canonical(s.root if s.root.is_absolute() else base / s.root)
@@ -210,19 +211,14 @@ def _finish(cfg: Config, base: Path, roots: Sequence[str | Path], require_roots:
         sources = chosen
     problems = []
     for s in sources:
+        where = f"sources[{index[s.root]}].root" if s.root in index else f"PATH {s.root}"
         problem = system_root_problem(s.root)
+        if problem is None and os.path.exists(s.root) and not os.path.isdir(s.root):
+            problem = f"{s.root} is a file; a source root is the folder that holds the documents"
         if problem is not None:
-            where = f"sources[{index[s.root]}].root" if s.root in index else f"PATH {s.root}"
             problems.append(f"{where}: {problem}")
     if problems:
         raise ConfigError(problems)
-    missing = [
-        f"sources[{i}].root: folder {s.root} does not exist"
-        for i, s in enumerate(sources)
-        if not s.root.is_dir()
-    ]
-    if missing and require_roots:
-        raise ConfigError(missing)
     state = cfg.state_dir
     if state is not None and not state.is_absolute():
         state = base / state

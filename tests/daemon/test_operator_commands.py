@@ -1,0 +1,110 @@
+"""Operators' commands agree with the daemon: what each command does to a state it shares.
+
+Each case is one an operator met: a source's volume unmounted while every command is
+given the daemon's ``--config``, ``forget`` of a source the daemon still watches, hard
+links edited under one name, two sources over the same files, a checkout that took
+files away and gave them back. The commands run for real: ``CliRunner`` in this
+process, against the state dir or a real :class:`~ingestd.daemon.service.service.Service`
+running in a thread (:class:`~tests.daemon.harness.Harness`, whose control socket the
+commands reach as they reach ``ingestd run``'s). Vectors are fake: ids and payload do
+not depend on them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner, Result
+
+from ingestd.daemon.cli.main import cli
+from ingestd.daemon.config import load_config
+from ingestd.daemon.sync.engine import Engine
+from tests.daemon.harness import Harness
+from tests.helpers import (
+    CountingEmbedder,
+    copy_tree,
+    fake_vectors,
+    store_snapshot,
+    wait_for,
+)
+
+PAGES = ("docs/concepts/glossary.md", "docs/collector/deploy/gateway.md")
+
+
+def _config(tmp: Path, sources: str) -> Path:
+    """A config file with the ``sources:`` block ``sources`` (YAML, indented 2)."""
+    f = tmp / "ingestd.yaml"
+    f.write_text(f"sources:\n{sources}")
+    return f
+
+
+def _ingest(cfg_file: Path, state: Path) -> None:
+    """Every configured source indexed from scratch (fake vectors)."""
+    eng = Engine(load_config(cfg_file), state, embed_model=fake_vectors)
+    try:
+        for name in eng.sources:
+            eng.sync(name)
+    finally:
+        eng.close()
+
+
+def _cli(*args: str) -> Result:
+    return CliRunner().invoke(cli, list(args))
+
+
+def _documents(state: Path, source: str) -> int:
+    st = json.loads(_cli("status", "--state-dir", str(state), "--json").stdout)
+    return int(next(s["documents"] for s in st["sources"] if s["source"] == source))
+
+
+# -- a missing root is a state, not a configuration error ---------------------------------------
+
+
+def test_every_command_reports_a_missing_root_and_deletes_nothing(tmp_path: Path) -> None:
+    root = copy_tree(tmp_path / "vol" / "docs", PAGES)
+    cfg = _config(tmp_path, f"  - name: docs\n    root: {root}\n")
+    state = tmp_path / "state"
+    _ingest(cfg, state)
+    before = store_snapshot(state)
+    n_docs = _documents(state, "docs")
+    root.rename(tmp_path / "vol" / "elsewhere")  # the volume is unmounted
+    common = ["--config", str(cfg), "--state-dir", str(state)]
+
+    st = _cli("status", *common)
+    assert st.exit_code == 0, st.output
+    assert f"ROOT MISSING: {root} is not a folder" in st.output
+    found = _cli("search", *common, "--mode", "sparse", "collector gateway")
+    assert found.exit_code == 0, found.output
+    assert "docs/collector/deploy/gateway.md" in found.output
+    for args in (["resync"], ["resync", "--dry-run"], ["verify"], ["verify", "--repair"]):
+        res = _cli(*args, *common)
+        assert "invalid configuration" not in res.output
+        assert res.exit_code == 1, (args, res.output)
+        assert "missing" in res.output.lower(), (args, res.output)
+    assert "nothing synced or deleted" in _cli("resync", *common).output
+    assert "ROOT MISSING" in _cli("verify", *common).output
+    assert store_snapshot(state) == before  # not one point deleted
+    assert _documents(state, "docs") == n_docs
+
+    (tmp_path / "vol" / "elsewhere").rename(root)  # mounted again
+    assert _cli("verify", *common).exit_code == 0
+    assert _cli("resync", *common).exit_code == 0
+
+
+def test_commands_through_the_daemon_report_a_missing_root(tmp_path: Path) -> None:
+    root = copy_tree(tmp_path / "vol" / "docs", PAGES)
+    cfg = _config(tmp_path, f"  - name: docs\n    root: {root}\n")
+    state = tmp_path / "state"
+    with Harness(root, state, CountingEmbedder(fake_vectors), config_path=cfg) as h:
+        root.rename(tmp_path / "vol" / "elsewhere")
+        wait_for(lambda: h.service.status()["daemon"]["missing_roots"], 10, "the daemon to see it")
+        common = ["--config", str(cfg), "--state-dir", str(state)]
+        st = _cli("status", *common)
+        assert "invalid configuration" not in st.output
+        assert st.exit_code == 1 and "missing root" in st.output  # unhealthy while it is
+        res = _cli("resync", *common)
+        assert res.exit_code == 1 and "nothing synced or deleted" in res.output, res.output
+        res = _cli("verify", *common, "--repair")
+        assert res.exit_code == 1 and "ROOT MISSING" in res.output, res.output
+        assert h.call(lambda e: e.manifest.counts("docs"))["documents"] == len(PAGES)
