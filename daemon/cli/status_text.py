@@ -116,6 +116,8 @@ def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
             f"  ROOT MISSING: {root} is not a folder (unmounted, moved or deleted?); "
             "nothing is synced or deleted until it is back"
         )
+    for w in s.get("warnings") or []:
+        yield f"  warning: {w}"
     yield f"  last sync: {format_when(s.get('last_sync'), now)}"
     yield (
         f"  {_plural(s.get('documents', 0), 'document')}, {_plural(s.get('chunks', 0), 'chunk')}, "

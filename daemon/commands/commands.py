@@ -295,7 +295,8 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
         ``source``, ``root``, ``root_missing`` (its folder is not there: unmounted,
         moved or deleted), ``collection``, ``documents``, ``chunks``, ``pending``,
         ``failed``, ``last_sync`` (seconds since the epoch, or ``None``),
-        ``held_deletes`` and ``failed_documents`` (at most 50).
+        ``held_deletes``, ``failed_documents`` (at most 50) and ``warnings`` (likely
+        mistakes: include globs that match no file).
     """
     sources = []
     for s in manifest.sources():
@@ -315,6 +316,7 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
         if engine is not None and s["name"] in engine.sources:
             entry["retrying"] = engine.retrying(s["name"])
             entry["skipped"] = engine.skipped_entries(s["name"])
+        entry["warnings"] = _source_warnings(entry, engine)
         sources.append(entry)
     out: dict[str, Any] = {
         "state_dir": str(state_dir),
@@ -344,6 +346,23 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
     running = engine.collections.running() if engine is not None else None
     out["migrations"] = migration_status.status(manifest, running)
     return out
+
+
+def _source_warnings(entry: dict[str, Any], engine: Engine | None) -> list[str]:
+    """Likely mistakes in a source's configuration that ``status`` shows.
+
+    A source whose include globs match no file: the running daemon knows from its last
+    scan; otherwise a source synced with no document at all is one.
+    """
+    name = entry["source"]
+    if engine is not None and name in engine.sources:
+        if name not in engine.planner.matching_nothing:
+            return []
+        globs = ", ".join(engine.sources[name].include)
+        return [f"no file under {entry['root']} matches its include globs ({globs})"]
+    if entry["root_missing"] or entry["documents"] or entry["last_sync"] is None:
+        return []
+    return [f"no file under {entry['root']} matched its include globs at the last sync"]
 
 
 def evaluate(engine: Engine, **args: Any) -> dict[str, Any]:

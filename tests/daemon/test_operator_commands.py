@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner, Result
 
 from ingestd.daemon.cli.main import cli
@@ -108,3 +109,71 @@ def test_commands_through_the_daemon_report_a_missing_root(tmp_path: Path) -> No
         res = _cli("verify", *common, "--repair")
         assert res.exit_code == 1 and "ROOT MISSING" in res.output, res.output
         assert h.call(lambda e: e.manifest.counts("docs"))["documents"] == len(PAGES)
+
+
+# -- overlapping roots, include globs that match nothing -----------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("inner", "named"),
+    [("docs/docs/collector", "is inside"), ("docs", "is also the root of sources[0]")],
+)
+def test_overlapping_roots_are_refused_naming_both(tmp_path: Path, inner: str, named: str) -> None:
+    copy_tree(tmp_path / "docs", PAGES)
+    cfg = _config(
+        tmp_path, f"  - name: outer\n    root: docs\n  - name: inner\n    root: {inner}\n"
+    )
+    state = tmp_path / "state"
+    for command in ("resync", "run", "status", "search"):
+        args = [command, "--config", str(cfg), "--state-dir", str(state)]
+        res = _cli(*args, *(["a question"] if command == "search" else []))
+        assert res.exit_code == 2, (command, res.output)
+        assert f"sources[1].root: {tmp_path / inner} {named}" in res.output, res.output
+        assert str(tmp_path / "docs") in res.output and "indexed" in res.output
+    assert not (state / "manifest.db").exists()
+    if inner != "docs":  # one folder given twice is one source
+        paths = [str(tmp_path / "docs"), str(tmp_path / inner)]
+        res = _cli("resync", "--state-dir", str(state), *paths)
+        assert res.exit_code == 2, res.output
+        assert f"PATH {tmp_path / inner}: {tmp_path / inner} is inside" in res.output
+
+
+def test_an_inner_root_the_outer_source_excludes_is_indexed_once(tmp_path: Path) -> None:
+    copy_tree(tmp_path / "docs", PAGES)
+    inner = tmp_path / "docs" / "docs" / "collector"
+    cfg = _config(
+        tmp_path,
+        "  - name: outer\n    root: docs\n    exclude: ['docs/collector/']\n"
+        f"  - name: inner\n    root: {inner}\n",
+    )
+    state = tmp_path / "state"
+    _ingest(cfg, state)
+    paths = sorted((p["source"], p["path"]) for p in store_snapshot(state).values())
+    assert {s for s, _ in paths} == {"outer", "inner"}
+    assert ("inner", "deploy/gateway.md") in paths
+    assert not [p for s, p in paths if s == "outer" and p.startswith("docs/collector/")]
+
+
+def test_include_globs_that_match_nothing_are_warned_about(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = copy_tree(tmp_path / "docs", PAGES)
+    cfg = _config(tmp_path, f"  - name: docs\n    root: {root}\n    include: ['*.adoc']\n")
+    state = tmp_path / "state"
+    warning = f"no file under {root} matches its include globs (*.adoc)"
+    with caplog.at_level("WARNING", "ingestd"):
+        with Harness(root, state, CountingEmbedder(fake_vectors), config_path=cfg) as h:
+            assert warning in caplog.text  # at start
+            (src,) = h.service.status()["sources"]
+            assert src["warnings"] == [warning]
+            st = _cli("status", "--state-dir", str(state))
+            assert f"warning: {warning}" in st.output
+            (root / "guide.adoc").write_text("= Guide\n\nNow one file matches.\n")
+            wait_for(lambda: h.service.status()["sources"][0]["documents"], 30, "the new file")
+            h.call(lambda e: e.sync("docs"))  # a scan: the warning goes
+            assert h.service.status()["sources"][0]["warnings"] == []
+    (root / "guide.adoc").unlink()
+    res = _cli("resync", "--config", str(cfg), "--state-dir", str(state))
+    assert res.exit_code == 0, res.output
+    st = _cli("status", "--state-dir", str(state))  # no daemon: read from the manifest
+    assert "warning: no file under" in st.output and "matched its include globs" in st.output
