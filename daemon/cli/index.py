@@ -319,7 +319,9 @@ def forget(
     """Remove SOURCE's points from the store and its rows from the manifest.
 
     SOURCE is a name from `ingestd sources`, or the folder of a source named after its
-    root. An unknown name exits 2 and lists the known sources.
+    root. An unknown name exits 2 and lists the known sources. A source the running
+    daemon (or --config) configures exits 2: remove it from the config and reload
+    the daemon first, so that nothing watches a source with nothing indexed.
 
     Example:
 
@@ -337,10 +339,11 @@ def forget(
             if m is None:
                 raise Fatal(f"unknown source: {source}; nothing is indexed in {sd}", 2)
             name = commands.known_source(m, source, root)
+        configured = [s.name for s in cfg.sources] if cfg is not None else []
         c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
         c = with_manifest_sources(c, sd, config_path is not None)
         with local_engine(c, sd, "ingestd forget") as engine:
-            return commands.forget(engine, name)
+            return commands.forget(engine, name, configured=configured)
 
     result = run_command(sd, "forget", args, socket_path, local)
     click.echo(f"forgot {result['source']}: {result['points_deleted']} points deleted")

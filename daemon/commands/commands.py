@@ -269,18 +269,44 @@ def known_source(manifest: ManifestReader, source: str, root: str | None = None)
     raise DaemonError(f"unknown source: {source}; known sources: {known}", 2)
 
 
-def forget(engine: Engine, source: str, root: str | None = None) -> dict[str, Any]:
-    """Delete every point and manifest row of a known source.
+def forget(
+    engine: Engine,
+    source: str,
+    root: str | None = None,
+    configured: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Delete every point and manifest row of a known source that is not configured.
+
+    A configured source is refused: the daemon would go on watching it with nothing
+    indexed (a later edit would index that one file, a restart all of them), so the
+    index would differ from the files until then. It is removed from the config and
+    the daemon reloaded first; then nothing watches it, and forgetting it is final.
 
     Args:
         engine: the engine.
         source: the source's name (or, with ``root``, a path naming it).
         root: see :func:`known_source`.
+        configured: names of the configured sources (default: the engine's, as in
+            the daemon; the CLI without a daemon passes those of ``--config``).
 
     Raises:
-        DaemonError: exit code 2, the source is unknown.
+        DaemonError: exit code 2, the source is unknown or configured.
     """
     name = known_source(engine.manifest, source, root)
+    if configured is None and name in engine.sources:
+        raise DaemonError(
+            f"source {name} is configured in the running daemon, which would go on "
+            "watching it with nothing indexed: remove it from the daemon's config and "
+            "reload the daemon (`systemctl reload ingestd`, or SIGHUP; one started with "
+            "PATH arguments: restart it without that PATH), then forget it",
+            2,
+        )
+    if configured is not None and name in configured:
+        raise DaemonError(
+            f"source {name} is in the config given with --config, and a daemon started "
+            "with it would index it again: remove it from the config first",
+            2,
+        )
     n = engine.forget(name)
     return {"source": name, "points_deleted": n}
 

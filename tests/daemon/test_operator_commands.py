@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -52,6 +53,11 @@ def _ingest(cfg_file: Path, state: Path) -> None:
 
 def _cli(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args))
+
+
+def _daemon_points(h: Harness) -> dict[str, dict[str, Any]]:
+    """Every point of the running daemon's store, read on its engine thread."""
+    return dict(h.call(lambda e: dict(e.store.scroll("ingestd"))))
 
 
 def _documents(state: Path, source: str) -> int:
@@ -177,3 +183,50 @@ def test_include_globs_that_match_nothing_are_warned_about(
     assert res.exit_code == 0, res.output
     st = _cli("status", "--state-dir", str(state))  # no daemon: read from the manifest
     assert "warning: no file under" in st.output and "matched its include globs" in st.output
+
+
+# -- forget never leaves a watched source with nothing indexed -----------------------------------
+
+
+def test_forget_refuses_a_source_the_daemon_watches_until_it_is_reloaded_without_it(
+    tmp_path: Path,
+) -> None:
+    docs = copy_tree(tmp_path / "docs", PAGES)
+    other = copy_tree(tmp_path / "other", ("docs/concepts/glossary.md",))
+    both = f"  - name: docs\n    root: {docs}\n  - name: other\n    root: {other}\n"
+    cfg = _config(tmp_path, both)
+    state = tmp_path / "state"
+    common = ["--state-dir", str(state)]
+    with Harness(docs, state, CountingEmbedder(fake_vectors), config_path=cfg) as h:
+        n_docs = _documents(state, "docs")
+        res = _cli("forget", *common, "docs")
+        assert res.exit_code == 2, res.output
+        assert "source docs is configured in the running daemon" in res.output
+        assert "reload the daemon" in res.output
+        assert _documents(state, "docs") == n_docs  # nothing was deleted
+        assert _cli("verify", *common).exit_code == 0
+
+        cfg.write_text(f"sources:\n  - name: other\n    root: {other}\n")
+        h.service.request_reload()
+        wait_for(lambda: h.service.reloads == 1 and h.service.idle(), 30, "the reload")
+        res = _cli("forget", *common, "docs")
+        assert res.exit_code == 0, res.output
+        assert "forgot docs: " in res.output and " 0 points" not in res.output
+        st = json.loads(_cli("status", *common, "--json").stdout)
+        assert [s["source"] for s in st["sources"]] == ["other"]
+        assert st["daemon"]["healthy"]
+        assert _cli("verify", *common).exit_code == 0
+        assert {p["source"] for p in _daemon_points(h).values()} == {"other"}
+
+
+def test_forget_without_a_daemon_refuses_a_source_of_the_config_given(tmp_path: Path) -> None:
+    docs = copy_tree(tmp_path / "docs", PAGES)
+    cfg = _config(tmp_path, f"  - name: docs\n    root: {docs}\n")
+    state = tmp_path / "state"
+    _ingest(cfg, state)
+    res = _cli("forget", "--config", str(cfg), "--state-dir", str(state), "docs")
+    assert res.exit_code == 2 and "remove it from the config first" in res.output, res.output
+    assert _documents(state, "docs") == len(PAGES)
+    res = _cli("forget", "--state-dir", str(state), "docs")  # the config is not in force
+    assert res.exit_code == 0, res.output
+    assert store_snapshot(state) == {}
