@@ -13,6 +13,8 @@ not depend on them.
 from __future__ import annotations
 
 import json
+import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +27,7 @@ from ingestd.daemon.sync.engine import Engine
 from tests.daemon.harness import Harness
 from tests.helpers import (
     CountingEmbedder,
+    assert_matches_oracle,
     copy_tree,
     fake_vectors,
     store_snapshot,
@@ -230,3 +233,50 @@ def test_forget_without_a_daemon_refuses_a_source_of_the_config_given(tmp_path: 
     res = _cli("forget", "--state-dir", str(state), "docs")  # the config is not in force
     assert res.exit_code == 0, res.output
     assert store_snapshot(state) == {}
+
+
+# -- deletions held by the guard are released when the files are back --------------------------
+
+
+def _git(root: Path, *args: str) -> str:
+    proc = subprocess.run(
+        ["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.org", *args],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return proc.stdout.strip()
+
+
+def test_held_deletions_end_when_a_checkout_brings_the_files_back(tmp_path: Path) -> None:
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    for i in range(30):
+        (root / "docs" / f"page{i:02}.md").write_text(f"# Page {i}\n\nText of page {i}.\n")
+    _git(root, "init", "-q", "-b", "main")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "thirty pages")
+    _git(root, "checkout", "-q", "-b", "slim")
+    _git(root, "rm", "-q", *[f"docs/page{i:02}.md" for i in range(3, 30)])
+    _git(root, "commit", "-q", "-m", "three pages")
+    _git(root, "checkout", "-q", "main")
+    state = tmp_path / "state"
+    common = ["--state-dir", str(state)]
+    embed = CountingEmbedder(fake_vectors)
+    with Harness(root, state, embed):
+        pass  # thirty pages indexed
+    _git(root, "checkout", "-q", "slim")  # while the daemon is stopped
+    with Harness(root, state, embed) as h:
+        st = json.loads(_cli("status", *common, "--json").stdout)
+        assert st["sources"][0]["held_deletes"] == 27  # the start-up scan held them
+        before = h.service.batches_done
+        _git(root, "checkout", "-q", "main")
+        h.settle(before)
+        wait_for(lambda: h.service.idle(), 30, "idle")
+        st = json.loads(_cli("status", *common, "--json").stdout)
+        assert st["sources"][0]["held_deletes"] == 0, st["sources"][0]
+        assert st["sources"][0]["documents"] == 30
+        assert "mass-deletion guard" not in _cli("status", *common).output
+    with sqlite3.connect(state / "manifest.db") as db:
+        assert db.execute("SELECT held_deletes FROM sources").fetchall() == [(0,)]
+    assert_matches_oracle(root, state, tmp_path, fake_vectors)
