@@ -101,6 +101,7 @@ class Planner:
             self._note_matches(source, found)
         if paths is not None:
             plan.scope = sorted({p.strip("/") for p in paths})
+        self.ctx.links.observe(source, root, found, None if paths is None else plan.scope)
         for rel, st in sorted(found.items()):
             self._classify(plan, rel, st, known.get(rel), pending, full=full)
             self.ctx.checkpoints.heartbeat()

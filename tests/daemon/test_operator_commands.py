@@ -13,6 +13,7 @@ not depend on them.
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import subprocess
 from pathlib import Path
@@ -24,7 +25,7 @@ from click.testing import CliRunner, Result
 from ingestd.daemon.cli.main import cli
 from ingestd.daemon.config import load_config
 from ingestd.daemon.sync.engine import Engine
-from tests.daemon.harness import Harness
+from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import (
     CountingEmbedder,
     assert_matches_oracle,
@@ -280,3 +281,34 @@ def test_held_deletions_end_when_a_checkout_brings_the_files_back(tmp_path: Path
     with sqlite3.connect(state / "manifest.db") as db:
         assert db.execute("SELECT held_deletes FROM sources").fetchall() == [(0,)]
     assert_matches_oracle(root, state, tmp_path, fake_vectors)
+
+
+# -- hard links: every name of a changed file is synced ------------------------------------------
+
+
+def test_every_hard_link_of_a_changed_file_is_synced(tmp_path: Path) -> None:
+    root = copy_tree(tmp_path / "docs", PAGES)
+    a = root / "a.md"
+    a.write_text("# A\n\nThe first text of a file with two names.\n")
+    os.link(a, root / "b.md")  # a second name in the root: no event when a.md is written
+    outside = tmp_path / "elsewhere" / "x.md"
+    outside.parent.mkdir()
+    outside.write_text("# X\n\nA file whose other name is outside the root.\n")
+    os.link(outside, root / "x.md")  # no event at all when it is written there
+    state = tmp_path / "state"
+    watch = {**FAST_WATCH, "hard_link_check_s": 1}
+    with Harness(root, state, CountingEmbedder(fake_vectors), watch=watch) as h:
+        before = h.service.batches_done
+        with a.open("a") as f:
+            f.write("\nAppended through the name a.md.\n")
+        h.settle(before)
+        texts = {p["path"]: p["text"] for p in h.points().values()}
+        assert "Appended through the name a.md." in texts["b.md"]
+        with outside.open("a") as f:
+            f.write("\nAppended outside the root.\n")
+        h.settle(timeout=20)  # found by the stat check of the linked documents
+        res = _cli("verify", "--state-dir", str(state))
+        assert res.exit_code == 0, res.output
+        h.assert_matches_oracle(tmp_path)
+        texts = {p["path"]: p["text"] for p in h.points().values()}
+        assert "Appended outside the root." in texts["x.md"]

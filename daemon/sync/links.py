@@ -1,0 +1,136 @@
+"""Documents with more than one hard link: re-checked when another name of them changes.
+
+A hard link is a second name of the same file (inode): writing through one name
+changes what every name reads. inotify reports the path that was written, not the
+other names of its inode, and a name whose other link lies outside every watched root
+gets no event at all. So the daemon keeps, per source, the documents whose last stat
+showed more than one link (``st_nlink > 1``) with that stat, and
+
+* a change batch of a path adds the known links of its inode (before or after the
+  change) whose stat changed since (:meth:`HardLinks.siblings`);
+* every ``watch.hard_link_check_s`` seconds, each known link is stat-checked
+  (:meth:`HardLinks.changed`): one outside the roots has changed when its stat has.
+
+Inodes are compared without the device (a source may span file systems only through
+mount points, and a false match costs one stat-checked path, never a wrong write).
+Content reached through a hard link from outside a root is indexed, like any file in
+it; symlinks are never followed (see :mod:`~ingestd.daemon.sync.scanner`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+
+from ingestd.daemon.sync.scanner import FileStat, stat_file
+
+__all__ = ["HardLinks"]
+
+
+def _covered(rel: str, scope: Sequence[str]) -> bool:
+    return any(not s or rel == s or rel.startswith(s + "/") for s in scope)
+
+
+class HardLinks:
+    """The documents of each source that have more than one hard link, with their stat."""
+
+    def __init__(self) -> None:
+        self._roots: dict[str, Path] = {}
+        self._docs: dict[str, dict[str, FileStat]] = {}  # source -> path -> last stat seen
+
+    def observe(
+        self,
+        source: str,
+        root: Path,
+        found: Mapping[str, FileStat],
+        scope: Sequence[str] | None,
+    ) -> None:
+        """Record what a plan saw of ``source``.
+
+        Args:
+            source: the source name.
+            root: its root folder.
+            found: relative path -> stat of the documents seen.
+            scope: the changed paths (files or folders) that were looked at, or ``None``
+                for a scan of the whole source.
+        """
+        self._roots[source] = Path(root)
+        docs = self._docs.setdefault(source, {})
+        if scope is None:
+            docs.clear()
+        else:
+            for rel in [r for r in docs if _covered(r, scope)]:
+                del docs[rel]
+        docs.update({rel: st for rel, st in found.items() if st.nlink > 1})
+        if not docs:
+            del self._docs[source]
+
+    def forget(self, source: str) -> None:
+        """Drop what is known of ``source`` (removed by a reload)."""
+        self._docs.pop(source, None)
+        self._roots.pop(source, None)
+
+    def count(self) -> int:
+        """Documents known to have more than one link, over every source."""
+        return sum(len(d) for d in self._docs.values())
+
+    def siblings(self, source: str, paths: Iterable[str]) -> dict[str, set[str]]:
+        """The other known links of the inodes of ``paths`` whose stat changed.
+
+        The inode of each path is taken before (the last stat seen) and after (now)
+        the change. A link returned has its new stat recorded, so that it is handed
+        out once per change (two sources' batches never re-queue each other).
+
+        Args:
+            source: the source of the changed paths.
+            paths: relative paths of a change batch.
+
+        Returns:
+            Source name -> relative paths to sync as changed too.
+        """
+        if not self._docs:
+            return {}
+        paths = set(paths)
+        inodes: set[int] = set()
+        known = self._docs.get(source, {})
+        root = self._roots.get(source)
+        for rel in paths:
+            if rel in known:
+                inodes.add(known[rel].inode)
+            now = stat_file(root / rel) if root is not None else None
+            if now is not None:
+                inodes.add(now.inode)
+        out: dict[str, set[str]] = {}
+        for src, docs in self._docs.items():
+            for rel, st in docs.items():
+                if st.inode not in inodes or (src == source and rel in paths):
+                    continue
+                now = stat_file(self._roots[src] / rel)
+                if now != st:
+                    out.setdefault(src, set()).add(rel)
+                    if now is not None:
+                        docs[rel] = now
+        return out
+
+    def changed(self) -> dict[str, set[str]]:
+        """The known links whose stat changed since it was last seen (a stat each).
+
+        Their new stat is recorded (a link that vanished is dropped), so each change is
+        returned once.
+
+        Returns:
+            Source name -> relative paths to sync as changed.
+        """
+        out: dict[str, set[str]] = {}
+        for src, docs in list(self._docs.items()):
+            root = self._roots[src]
+            for rel, st in list(docs.items()):
+                now = stat_file(root / rel)
+                if now == st:
+                    continue
+                out.setdefault(src, set()).add(rel)
+                if now is None:
+                    del docs[rel]
+                else:
+                    docs[rel] = now
+        return out
