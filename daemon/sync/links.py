@@ -65,15 +65,6 @@ class HardLinks:
         if not docs:
             del self._docs[source]
 
-    def forget(self, source: str) -> None:
-        """Drop what is known of ``source`` (removed by a reload)."""
-        self._docs.pop(source, None)
-        self._roots.pop(source, None)
-
-    def count(self) -> int:
-        """Documents known to have more than one link, over every source."""
-        return sum(len(d) for d in self._docs.values())
-
     def siblings(self, source: str, paths: Iterable[str]) -> dict[str, set[str]]:
         """The other known links of the inodes of ``paths`` whose stat changed.
 
