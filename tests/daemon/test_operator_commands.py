@@ -14,8 +14,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import signal
 import sqlite3
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +30,12 @@ from ingestd.daemon.config import load_config
 from ingestd.daemon.sync.engine import Engine
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import (
+    REPO,
     CountingEmbedder,
     assert_matches_oracle,
     copy_tree,
     fake_vectors,
+    run_cli,
     store_snapshot,
     wait_for,
 )
@@ -312,3 +317,77 @@ def test_every_hard_link_of_a_changed_file_is_synced(tmp_path: Path) -> None:
         h.assert_matches_oracle(tmp_path)
         texts = {p["path"]: p["text"] for p in h.points().values()}
         assert "Appended outside the root." in texts["x.md"]
+
+
+# -- what the watch errors say ----------------------------------------------------------------
+
+
+def _can_unshare() -> bool:
+    if shutil.which("unshare") is None:
+        return False
+    probe = "echo 1 > /proc/sys/user/max_inotify_watches"
+    cmd = ["unshare", "--user", "--map-root-user", "sh", "-c", probe]
+    return subprocess.run(cmd, capture_output=True).returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not _can_unshare(), reason="needs user namespaces (unshare --user)")
+def test_the_watch_limit_of_a_user_namespace_is_the_one_named(tmp_path: Path) -> None:
+    root = tmp_path / "docs"
+    for i in range(40):
+        (root / f"part{i:02}").mkdir(parents=True)
+        (root / f"part{i:02}" / "page.md").write_text(f"# Part {i}\n\nSome text.\n")
+    state = tmp_path / "state"
+    limit = 20  # this namespace's limit; fs.inotify.max_user_watches stays far above
+    script = f'echo {limit} > /proc/sys/user/max_inotify_watches && exec "$@"'
+    daemon = subprocess.Popen(
+        ["unshare", "--user", "--map-root-user", "sh", "-c", script, "sh", sys.executable,
+         "-m", "tests.faults.fakecli", "run", "--state-dir", str(state), str(root)],
+        cwd=REPO,
+        stderr=subprocess.PIPE,
+        text=True,
+    )  # fmt: skip
+    try:
+
+        def unwatched() -> Any:
+            st = run_cli("status", "--state-dir", str(state), "--json", timeout=60)
+            srcs = json.loads(st.stdout)["sources"] if st.stdout.startswith("{") else []
+            return srcs and srcs[0].get("unwatched_folders")
+
+        folders = wait_for(unwatched, 120, "folders the limit left unwatched", interval=1)
+        reason = folders[0]["reason"]
+        assert reason == f"the inotify watch limit is reached (user.max_inotify_watches = {limit})"
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        _, err = daemon.communicate(timeout=60)
+    errors = [line for line in err.splitlines() if "cannot watch" in line]
+    assert errors and "Raise user.max_inotify_watches (e.g. `sysctl -w" in errors[0], err
+    assert "fs.inotify.max_user_watches" not in err
+
+
+def test_a_folder_the_daemon_may_not_read_is_not_blamed_on_the_watch_limit(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    secret = tmp_path / "docs" / "secret"
+    secret.mkdir(parents=True)
+    secret.chmod(0o700)
+    probe = (
+        "import os, sys\n"
+        "from ingestd.daemon.watch import inotify\n"
+        "inotify.add_watch_errno(sys.argv[1])  # loads libc while it can\n"
+        "os.setgid(65534); os.setuid(65534)\n"
+        "print(inotify.reason_for(inotify.add_watch_errno(sys.argv[1])))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(secret)], capture_output=True, text=True, check=True
+    )
+    reason = out.stdout.strip()
+    assert reason == "permission denied"  # EACCES, told apart from ENOSPC
+
+    from ingestd.daemon.watch.coverage import WatchCoverage
+
+    with caplog.at_level("ERROR", "ingestd"):
+        WatchCoverage(60).update("docs", {"secret": reason})
+    assert "cannot watch 1 folder(s), e.g. secret/ (permission denied)" in caplog.text
+    assert "Let the daemon's user read and enter those folders" in caplog.text
+    assert "max_user_watches" not in caplog.text and "max_inotify_watches" not in caplog.text
