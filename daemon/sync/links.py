@@ -7,9 +7,15 @@ gets no event at all. So the daemon keeps, per source, the documents whose last 
 showed more than one link (``st_nlink > 1``) with that stat, and
 
 * a change batch of a path adds the known links of its inode (before or after the
-  change) whose stat changed since (:meth:`HardLinks.siblings`);
+  change) whose stat changed since (:meth:`HardLinks.siblings`); a name linked while
+  the daemon runs (an event in a root) makes the indexed names of its inode known
+  (:meth:`HardLinks.track`, from the manifest), also those that had one link so far;
 * every ``watch.hard_link_check_s`` seconds, each known link is stat-checked
   (:meth:`HardLinks.changed`): one outside the roots has changed when its stat has.
+
+A link made outside every root to a file indexed with one name makes no event: that
+file is known to have links from the next scan of its source on
+(``watch.rescan_interval_s``).
 
 Inodes are compared without the device (a source may span file systems only through
 mount points, and a false match costs one stat-checked path, never a wrong write).
@@ -44,7 +50,7 @@ class HardLinks:
         root: Path,
         found: Mapping[str, FileStat],
         scope: Sequence[str] | None,
-    ) -> None:
+    ) -> set[int]:
         """Record what a plan saw of ``source``.
 
         Args:
@@ -53,17 +59,43 @@ class HardLinks:
             found: relative path -> stat of the documents seen.
             scope: the changed paths (files or folders) that were looked at, or ``None``
                 for a scan of the whole source.
+
+        Returns:
+            The inodes with more than one link that no known name had before: their
+            other names may be indexed documents not known yet (see :meth:`track`).
         """
         self._roots[source] = Path(root)
+        linked = {rel: st for rel, st in found.items() if st.nlink > 1}
+        new = {st.inode for st in linked.values()}
+        if new:
+            new -= {st.inode for docs in self._docs.values() for st in docs.values()}
         docs = self._docs.setdefault(source, {})
         if scope is None:
             docs.clear()
         else:
             for rel in [r for r in docs if _covered(r, scope)]:
                 del docs[rel]
-        docs.update({rel: st for rel, st in found.items() if st.nlink > 1})
+        docs.update(linked)
         if not docs:
             del self._docs[source]
+        return new
+
+    def track(self, source: str, root: Path, docs: Mapping[str, FileStat]) -> None:
+        """Know ``docs`` of ``source`` as links, with the stat the manifest records.
+
+        Names known already keep their stat. One whose file changed since it was
+        indexed (a new link changes its ``ctime``) is synced with the next change of
+        another name of its inode, or by the next stat check.
+
+        Args:
+            source: a configured source name.
+            root: its root folder.
+            docs: relative path -> the stat recorded when it was indexed.
+        """
+        self._roots[source] = Path(root)
+        known = self._docs.setdefault(source, {})
+        for rel, st in docs.items():
+            known.setdefault(rel, st)
 
     def siblings(self, source: str, paths: Iterable[str]) -> dict[str, set[str]]:
         """The other known links of the inodes of ``paths`` whose stat changed.

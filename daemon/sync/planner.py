@@ -101,7 +101,10 @@ class Planner:
             self._note_matches(source, found)
         if paths is not None:
             plan.scope = sorted({p.strip("/") for p in paths})
-        self.ctx.links.observe(source, root, found, None if paths is None else plan.scope)
+        scope = None if paths is None else plan.scope
+        new_links = self.ctx.links.observe(source, root, found, scope)
+        if new_links and scope is not None:
+            self._track_links(new_links)
         for rel, st in sorted(found.items()):
             self._classify(plan, rel, st, known.get(rel), pending, full=full)
             self.ctx.checkpoints.heartbeat()
@@ -120,6 +123,19 @@ class Planner:
         if paths is None and not allow_mass_delete:
             self._guard(plan, known, found, pending)
         return plan
+
+    def _track_links(self, inodes: set[int]) -> None:
+        """Make the indexed names of ``inodes`` (hard links seen first in a change) known.
+
+        A scan of a source sees each of its names; a change sees only the name that
+        changed, so the other ones come from the manifest (any configured source).
+        """
+        by_source: dict[str, dict[str, FileStat]] = {}
+        for doc in self.ctx.manifest.documents_with_inodes(inodes):
+            if doc.source in self.ctx.sources:
+                by_source.setdefault(doc.source, {})[doc.path] = stat_of(doc)
+        for source, docs in by_source.items():
+            self.ctx.links.track(source, self.ctx.root(source), docs)
 
     def _note_matches(self, source: str, found: Scan) -> None:
         """Warn (once) when a scan of ``source`` found no file its include globs match."""

@@ -291,32 +291,70 @@ def test_held_deletions_end_when_a_checkout_brings_the_files_back(tmp_path: Path
 # -- hard links: every name of a changed file is synced ------------------------------------------
 
 
-def test_every_hard_link_of_a_changed_file_is_synced(tmp_path: Path) -> None:
+def _texts(h: Harness) -> dict[str, str]:
+    """Path -> the text of its chunks, as the running daemon's store holds them."""
+    out: dict[str, str] = {}
+    for p in sorted(h.points().values(), key=lambda p: (p["path"], p["ordinal"])):
+        out[p["path"]] = out.get(p["path"], "") + p["text"]
+    return out
+
+
+def _append(f: Path, text: str) -> None:
+    with f.open("a") as out:
+        out.write(f"\n{text}\n")
+
+
+def test_a_write_through_one_name_reaches_the_other_names_in_its_batch(tmp_path: Path) -> None:
+    """The stat check is off: only the batch of the name written carries the others,
+    also a name linked while the daemon runs to a file indexed with one name."""
     root = copy_tree(tmp_path / "docs", PAGES)
     a = root / "a.md"
     a.write_text("# A\n\nThe first text of a file with two names.\n")
     os.link(a, root / "b.md")  # a second name in the root: no event when a.md is written
-    outside = tmp_path / "elsewhere" / "x.md"
-    outside.parent.mkdir()
-    outside.write_text("# X\n\nA file whose other name is outside the root.\n")
-    os.link(outside, root / "x.md")  # no event at all when it is written there
+    (root / "c.md").write_text("# C\n\nA file with one name when the daemon starts.\n")
     state = tmp_path / "state"
-    watch = {**FAST_WATCH, "hard_link_check_s": 1}
+    watch = {**FAST_WATCH, "hard_link_check_s": 0}
     with Harness(root, state, CountingEmbedder(fake_vectors), watch=watch) as h:
+        before, plans = h.service.batches_done, len(h.applied)
+        _append(a, "Appended through the name a.md.")
+        h.settle(before, timeout=10)
+        assert "Appended through the name a.md." in _texts(h)["b.md"]
+        assert {"a.md", "b.md"} <= set(h.paths_applied(plans))
+        # a name made now: its event is a batch of d.md alone, which finds c.md
         before = h.service.batches_done
-        with a.open("a") as f:
-            f.write("\nAppended through the name a.md.\n")
-        h.settle(before)
-        texts = {p["path"]: p["text"] for p in h.points().values()}
-        assert "Appended through the name a.md." in texts["b.md"]
-        with outside.open("a") as f:
-            f.write("\nAppended outside the root.\n")
-        h.settle(timeout=20)  # found by the stat check of the linked documents
+        os.link(root / "c.md", root / "d.md")
+        h.settle(before, timeout=10)
+        before = h.service.batches_done
+        _append(root / "d.md", "Appended through the new name d.md.")
+        h.settle(before, timeout=10)
+        assert "Appended through the new name d.md." in _texts(h)["c.md"]
         res = _cli("verify", "--state-dir", str(state))
         assert res.exit_code == 0, res.output
         h.assert_matches_oracle(tmp_path)
-        texts = {p["path"]: p["text"] for p in h.points().values()}
-        assert "Appended outside the root." in texts["x.md"]
+
+
+def test_a_write_through_a_name_outside_the_root_is_indexed_within_seconds(
+    tmp_path: Path,
+) -> None:
+    """No event at all: the stat check of the linked documents (default period) finds it."""
+    root = copy_tree(tmp_path / "docs", PAGES)
+    outside = tmp_path / "elsewhere" / "x.md"
+    outside.parent.mkdir()
+    outside.write_text("# X\n\nA file whose other name is outside the root.\n")
+    os.link(outside, root / "x.md")
+    state = tmp_path / "state"
+    with Harness(root, state, CountingEmbedder(fake_vectors)) as h:  # rescan_interval_s 0
+        assert h.service.cfg.watch.hard_link_check_s == 5
+        _append(outside, "Appended outside the root.")
+        wait_for(
+            lambda: "Appended outside the root." in _texts(h).get("x.md", ""),
+            15,
+            "the write outside the root in the store",
+        )
+        h.settle(timeout=10)
+        res = _cli("verify", "--state-dir", str(state))
+        assert res.exit_code == 0, res.output
+        h.assert_matches_oracle(tmp_path)
 
 
 # -- what the watch errors say ----------------------------------------------------------------
