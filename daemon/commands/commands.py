@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.service.control import DaemonError
@@ -322,7 +322,8 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
         moved or deleted), ``collection``, ``documents``, ``chunks``, ``pending``,
         ``failed``, ``last_sync`` (seconds since the epoch, or ``None``),
         ``held_deletes``, ``failed_documents`` (at most 50) and ``warnings`` (likely
-        mistakes: include globs that match no file).
+        mistakes: include globs that match no file; files indexed by another source
+        too, a source left in the state by an older config or ``resync PATH``).
     """
     sources = []
     for s in manifest.sources():
@@ -344,6 +345,7 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
             entry["skipped"] = engine.skipped_entries(s["name"])
         entry["warnings"] = _source_warnings(entry, engine)
         sources.append(entry)
+    _overlap_warnings(manifest, sources)
     out: dict[str, Any] = {
         "state_dir": str(state_dir),
         "sources": sources,
@@ -389,6 +391,38 @@ def _source_warnings(entry: dict[str, Any], engine: Engine | None) -> list[str]:
     if entry["root_missing"] or entry["documents"] or entry["last_sync"] is None:
         return []
     return [f"no file under {entry['root']} matched its include globs at the last sync"]
+
+
+def _overlap_warnings(manifest: ManifestReader, sources: list[dict[str, Any]]) -> None:
+    """Warn, under both sources, about files that two recorded sources index.
+
+    The config check refuses overlapping roots of configured sources, but a source
+    recorded by an older config or by ``resync PATH`` stays in the state (and in
+    search) until it is forgotten. Two roots overlap when they are the same folder, or
+    when one is inside the other and the outer source holds documents below it.
+    """
+    indexed = [s for s in sources if s["documents"]]
+    for i, a in enumerate(indexed):
+        for b in indexed[i + 1 :]:
+            ra, rb = PurePosixPath(a["root"]), PurePosixPath(b["root"])
+            if ra in rb.parents:
+                outer, inner = a, b
+            elif rb in ra.parents or ra == rb:
+                outer, inner = b, a
+            else:
+                continue
+            rel = PurePosixPath(inner["root"]).relative_to(outer["root"]).as_posix()
+            if rel != "." and not manifest.documents_under(outer["source"], rel):
+                continue  # the outer source excludes the inner root
+            shared = inner["root"] if rel == "." else f"{outer['root']}/{rel}"
+            fix = (
+                "search returns their chunks once per source; `ingestd forget` the source "
+                "that is not configured any more"
+            )
+            for s, other in ((outer, inner), (inner, outer)):
+                s["warnings"].append(
+                    f"the files under {shared} are indexed by source {other['source']} too: " + fix
+                )
 
 
 def evaluate(engine: Engine, **args: Any) -> dict[str, Any]:

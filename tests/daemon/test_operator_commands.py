@@ -169,6 +169,42 @@ def test_an_inner_root_the_outer_source_excludes_is_indexed_once(tmp_path: Path)
     assert not [p for s, p in paths if s == "outer" and p.startswith("docs/collector/")]
 
 
+def test_a_source_left_in_the_state_that_overlaps_a_configured_one_is_warned_about(
+    tmp_path: Path,
+) -> None:
+    """``docs`` indexed by an older config, ``docs/collector`` configured now: the files
+    below it are indexed twice until the old source is forgotten."""
+    root = copy_tree(tmp_path / "docs", PAGES)
+    inner = root / "docs" / "collector"
+    state = tmp_path / "state"
+    _ingest(_config(tmp_path, f"  - name: docs\n    root: {root}\n"), state)
+    cfg = _config(tmp_path, f"  - name: collector\n    root: {inner}\n")
+    _ingest(cfg, state)
+    gateway = [p for p in store_snapshot(state).values() if p["path"].endswith("gateway.md")]
+    assert {p["source"] for p in gateway} == {"docs", "collector"}  # each chunk twice
+    said = f"the files under {inner} are indexed by source"
+    st = _cli("status", "--state-dir", str(state))  # no daemon: read from the manifest
+    assert st.exit_code == 0, st.output
+    assert f"warning: {said} collector too" in st.output
+    assert f"warning: {said} docs too" in st.output
+    with Harness(inner, state, CountingEmbedder(fake_vectors), config_path=cfg) as h:
+        warned = {s["source"]: s["warnings"] for s in h.service.status()["sources"]}
+        assert any(said in w for w in warned["docs"]), warned
+        assert any(said in w for w in warned["collector"]), warned
+        res = _cli("forget", "--state-dir", str(state), "docs")  # not configured: allowed
+        assert res.exit_code == 0, res.output
+        st = json.loads(_cli("status", "--state-dir", str(state), "--json").stdout)
+        assert [(s["source"], s["warnings"]) for s in st["sources"]] == [("collector", [])]
+        assert _cli("verify", "--state-dir", str(state)).exit_code == 0
+    # an outer source that excludes the inner root shares no file with it: no warning
+    _ingest(
+        _config(tmp_path, f"  - name: docs\n    root: {root}\n    exclude: ['docs/collector/']\n"),
+        state,
+    )
+    st = json.loads(_cli("status", "--state-dir", str(state), "--json").stdout)
+    assert {s["source"]: s["warnings"] for s in st["sources"]} == {"collector": [], "docs": []}
+
+
 def test_include_globs_that_match_nothing_are_warned_about(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
