@@ -320,10 +320,12 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
         ``embedded_since_start``, ``reused_since_start`` and ``model``. Each source has
         ``source``, ``root``, ``root_missing`` (its folder is not there: unmounted,
         moved or deleted), ``collection``, ``documents``, ``chunks``, ``pending``,
-        ``failed``, ``last_sync`` (seconds since the epoch, or ``None``),
-        ``held_deletes``, ``failed_documents`` (at most 50) and ``warnings`` (likely
-        mistakes: include globs that match no file; files indexed by another source
-        too, a source left in the state by an older config or ``resync PATH``).
+        ``failed``, ``last_sync`` (the end of the last complete sync, seconds since
+        the epoch, or ``None``), ``last_change_synced`` (when a sync last wrote or
+        deleted a document, a watched edit's included), ``held_deletes``,
+        ``failed_documents`` (at most 50) and ``warnings`` (likely mistakes: include
+        globs that match no file; files indexed by another source too, a source left
+        in the state by an older config or ``resync PATH``).
     """
     sources = []
     for s in manifest.sources():
@@ -335,6 +337,7 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
             "collection": s["collection"],
             **counts,
             "last_sync": s["last_sync"],
+            "last_change_synced": s.get("last_change_synced"),
             "held_deletes": int(s.get("held_deletes") or 0),
             "failed_documents": [
                 {"path": p, "error": e} for p, e in manifest.failed(s["name"])[:50]

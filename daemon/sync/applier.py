@@ -132,8 +132,11 @@ class Applier:
             ctx.manifest.set_held_deletes(source, len(plan.held))
         elif not plan.root_missing:
             self._release_held(plan)
+        now = ctx.now()
+        if res.indexed or res.deleted or res.failed:  # a change became searchable
+            ctx.manifest.set_last_change_synced(source, now)
         if res.complete:
-            ctx.manifest.set_last_sync(source, ctx.now())
+            ctx.manifest.set_last_sync(source, now)
         return res
 
     def _release_held(self, plan: Plan) -> None:
