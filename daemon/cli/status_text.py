@@ -147,6 +147,8 @@ def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
             f"  ROOT MISSING: {root} is not a folder (unmounted, moved or deleted?); "
             "nothing is synced or deleted until it is back"
         )
+    for w in s.get("warnings") or []:
+        yield f"  warning: {w}"
     yield f"  last sync: {format_when(s.get('last_sync'), now)}"
     if "last_change_synced" in s:
         yield f"  last change synced: {format_when(s['last_change_synced'], now)}"

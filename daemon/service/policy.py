@@ -6,6 +6,8 @@
 * A *change batch* syncs the paths the batcher coalesced; it counts in ``lag_seconds``
   from its first change until it is written. Run at a checkpoint of another job, it
   leaves the documents that job has in flight to a batch queued once that job ends.
+  The other names (hard links) of its files go with it, and documents with hard links
+  are stat-checked every ``watch.hard_link_check_s`` (:mod:`~ingestd.daemon.sync.links`).
 * A *retry* tries again the files that could not be read, once the engine's back-off
   for them is due; ``status`` lists them under ``retrying`` (not in ``lag_seconds``).
 
@@ -69,6 +71,7 @@ class SyncPolicy:
         self.progress: dict[str, SyncProgress] = {}  # source -> progress of its running scan
         self.batches_done = 0  # live batches applied (tests and status)
         self._last_rescan = time.monotonic()
+        self._last_link_check = time.monotonic()
         self._lag: list[float] = []
         self._waiting: dict[int, float] = {}  # change batches queued or running -> first change
         self._after_in_flight: dict[str, set[str]] = {}  # deferred by a nested batch
@@ -122,6 +125,19 @@ class SyncPolicy:
             return
         self._last_rescan = now
         self.scan_all("periodic rescan")
+
+    def check_links(self, now: float, interval: float) -> None:
+        """Every ``interval`` seconds (0: never), sync the hard links whose stat changed.
+
+        A document with another hard link (outside the root too) changes when that
+        other name is written, with no event for this one (see
+        :mod:`~ingestd.daemon.sync.links`). Called on the engine thread.
+        """
+        if not interval or now - self._last_link_check < interval:
+            return
+        self._last_link_check = now
+        for source, rels in self.engine().links.changed().items():
+            self.on_batch(source, rels)
 
     def on_lost(self, source: str, why: str) -> None:
         """Events may have been lost: rescan the source once (thread-safe).
@@ -223,6 +239,7 @@ class SyncPolicy:
             if source not in engine.sources:
                 self._waiting.pop(seq, None)
                 return None  # removed by a reload
+            self._add_links(engine, source, paths, first)
             res = engine.sync(source, paths)
             self.batches_done += 1
             self.backoff.succeeded(source)
@@ -258,6 +275,14 @@ class SyncPolicy:
             self.backoff.failed(source, f"a batch of {len(paths)} change(s)", exc, again)
 
         return Job(Priority.CHANGES, seq, run, on_error=on_error, nestable=True)
+
+    def _add_links(self, engine: Engine, source: str, paths: set[str], first: float) -> None:
+        """Add to ``paths`` the other hard links of their files; queue those of other sources."""
+        for other, rels in engine.links.siblings(source, paths).items():
+            if other == source:
+                paths.update(rels)
+            elif other in engine.sources:
+                self.on_batch(other, rels, first)
 
     def queue_deferred(self) -> None:
         """Queue the changes a nested batch left to the job that had them in flight."""

@@ -234,6 +234,7 @@ class Service:
             for name in self.watches.rewatch_due(now):
                 self.policy.queue_scan(name, "not every folder is watched")
             self.policy.periodic_rescan(now, self.cfg.watch.rescan_interval_s)
+            self.policy.check_links(now, self.cfg.watch.hard_link_check_s)
             self.policy.queue_due_retries()
             wait = self.jobs.release_delayed(now)
             job = self.jobs.get(timeout=min(0.5, self.watchdog.interval or 0.5, wait))
