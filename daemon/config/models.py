@@ -242,6 +242,9 @@ class FilesConfig(_Model):
         max_bytes: files over this many bytes are skipped unread.
         max_chunks: files that would make more chunks than this are skipped (20,000
             chunks take about 10-15 minutes of embedding on two CPU cores).
+        max_nonprose_chunks: files with more chunks that are not prose (base64,
+            minified code: under 2.5 % whitespace) than this, and over a tenth of their
+            chunks, are skipped (see :mod:`ingestd.daemon.sync.prose`).
         allow_secret_names: gitignore-style globs of paths exempt from the built-in
             deny-list of secret-bearing file names (``.env``, ``id_rsa``, ``.ssh/``,
             ``*.pem``, ``credentials.json``, ...: see
@@ -256,6 +259,7 @@ class FilesConfig(_Model):
 
     max_bytes: int = Field(10 * 1024 * 1024, ge=1)
     max_chunks: int = Field(20_000, ge=1)
+    max_nonprose_chunks: int = Field(32, ge=0)
     allow_secret_names: tuple[str, ...] = ()
     allow_secret_content: tuple[str, ...] = ()
     retry_initial_s: float = Field(1.0, gt=0)
