@@ -227,12 +227,16 @@ class WatchConfig(_Model):
         unwatched_rescan_s: rescan period, in seconds, of a source with folders that
             cannot be watched (the inotify watch limit, a permission error) or whose
             root is missing; its watch is set up again at each of these rescans.
+        max_lag_s: a change waiting longer than this, in seconds, makes the daemon
+            unhealthy (``status`` exits 1, ``ingestd_up`` is 0) until it is written;
+            0 = never.
     """
 
     debounce_ms: int = Field(300, ge=0)
     max_delay_ms: int = Field(5000, ge=1)
     rescan_interval_s: float = Field(3600.0, ge=0)
     unwatched_rescan_s: float = Field(60.0, gt=0)
+    max_lag_s: float = Field(180.0, ge=0)
 
 
 class FilesConfig(_Model):

@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ingestd.daemon.service import systemd
 from ingestd.daemon.service.jobs import Backoff, Job, JobQueue, Priority
 from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncProgress, SyncResult
@@ -60,6 +59,8 @@ class SyncPolicy:
         self.observe = observe
         #: ``starting``, ``reconciling`` (start-up scans), then ``watching``
         self.phase = "starting"
+        #: what the engine thread does when no sync reports progress (``STATUS=``)
+        self.current = ""
         self.progress: dict[str, SyncProgress] = {}  # source -> progress of its running scan
         self.batches_done = 0  # live batches applied (tests and status)
         self._last_rescan = time.monotonic()
@@ -112,18 +113,16 @@ class SyncPolicy:
             if source not in engine.sources:
                 return None  # removed by a reload
             logger.info("scanning source %s (%s)", source, why)
+            self.current = f"scanning {source}"
 
             def progress(p: SyncProgress) -> None:
                 self.progress[source] = p
-                systemd.notify(
-                    f"STATUS={p.phase} {source}: {p.docs_done}/{p.docs_total} documents, "
-                    f"{p.chunks_written} chunks"
-                )
 
             try:
                 res = engine.sync(source, progress=progress)
             finally:
                 self.progress.pop(source, None)
+                self.current = ""
             self.backoff.succeeded(source)
             self.observe(res, None)
             if not res.interrupted:
@@ -157,12 +156,7 @@ class SyncPolicy:
 
     def _idle_status(self) -> None:
         if not self.progress:
-            engine = self.engine()
             self.phase = "watching"
-            systemd.notify(
-                f"STATUS=watching {len(engine.sources)} source(s); "
-                f"{engine.embedder.stats.embedded} chunks embedded since start"
-            )
 
     # -- change batches --------------------------------------------------------------------------
 

@@ -58,6 +58,8 @@ class InFlight:
         chunks_done: new chunks of the document upserted so far.
         chunks_total: new chunks the document needs (kept chunks are not counted).
         size: the file's size, in bytes.
+        phase: ``writing``, or ``chunking`` while a long document is read and chunked
+            in the background.
     """
 
     source: str
@@ -65,6 +67,7 @@ class InFlight:
     chunks_done: int
     chunks_total: int
     size: int = 0
+    phase: str = "writing"
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields."""
@@ -73,6 +76,7 @@ class InFlight:
             "path": self.path,
             "chunks_done": self.chunks_done,
             "chunks_total": self.chunks_total,
+            "phase": self.phase,
         }
 
 
