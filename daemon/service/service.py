@@ -100,7 +100,7 @@ class Service:
         self.reloads = 0  # successful reloads
         self.watchdog = systemd.WatchdogPinger(systemd.watchdog_interval())
         self.jobs = JobQueue(
-            after_job=lambda: self.policy.queue_deferred(),
+            after_job=lambda: self.policy.after_job(),
             on_unhandled=lambda: self.policy.rescan_after_error(),
         )
         self.backoff = Backoff(self.jobs, on_failure=self._count_failure)
@@ -275,6 +275,13 @@ class Service:
             self.metrics.close()
         self.jobs.close(DaemonError("the daemon is shutting down", 1))  # fail what is queued
         if self.engine is not None:
+            left = [u.path for u in self.engine.long_writes.units()]
+            if left:
+                logger.info(
+                    "writing of %d long document(s) interrupted (%s); the next start finishes it",
+                    len(left),
+                    ", ".join(left[:5]),
+                )
             self.engine.close()
         self._lock.release()
         logger.info("ingestd stopped")
@@ -358,17 +365,26 @@ class Service:
             before_call=self._before_model_call,
             ping=self.watchdog.ping,
         )
+        engine.long_writes.enabled = True
+        engine.long_writes.on_done = self.policy.long_write_done
 
     def _checkpoint(self, serve_changes: bool) -> None:
         """Called by the engine between slices of long work (on the engine thread).
 
         Pings the watchdog (the work progressed), runs queued searches and, when
-        ``serve_changes`` and not already nested, queued change batches of files:
-        their documents in flight wait (see :class:`~ingestd.daemon.service.policy.SyncPolicy`).
+        ``serve_changes`` and not already nested, queued change batches of files
+        (their documents in flight wait, see
+        :class:`~ingestd.daemon.service.policy.SyncPolicy`) and one step of the long
+        documents written in the background.
         """
         self.watchdog.ping()
         self.notify_status()
+        self.policy.queue_deferred()
+        nest = serve_changes and not self.jobs.nested
         self.jobs.run_nested(serve_changes, self.should_exit, self.watchdog.ping)
+        if nest and not self.should_exit.is_set() and self.engine is not None:
+            self.jobs.run_nested_step(self.policy.step_long_writes)
+            self.watchdog.ping()
 
     def _before_model_call(self) -> None:
         if self.metrics is not None:

@@ -158,7 +158,7 @@ def test_watchdog_is_fed_searches_and_edits_served_while_a_huge_document_is_writ
         assert flying.chunks_total > 10 * SLICE_CHUNKS
 
         # a search is answered mid-document (it runs at a checkpoint)
-        hits = h.call(lambda e: e.store.count("ingestd"), timeout=10)
+        hits = h.call(lambda e: e.store.point_count("ingestd"), timeout=10)
         assert hits >= 1
         # an edit of another file becomes searchable while huge.md is still in flight
         (root / "other.md").write_text("# Other\n\nAn edit made during the long write.\n")
@@ -193,7 +193,7 @@ def test_watchdog_is_fed_searches_and_edits_served_while_a_huge_document_is_writ
         sysd.close()
 
 
-def test_lag_counts_a_change_waiting_behind_long_work(tmp_path: Path, scratch: Path) -> None:
+def test_lag_counts_a_long_document_waiting_for_its_turn(tmp_path: Path, scratch: Path) -> None:
     root = tmp_path / "docs"
     root.mkdir()
     embed = SlowEmbedder(0.005)
@@ -201,12 +201,37 @@ def test_lag_counts_a_change_waiting_behind_long_work(tmp_path: Path, scratch: P
     try:
         (root / "a.md").write_text(big_text(500, "a"))
         wait_for(lambda: _in_flight(h, "a.md"), 30, "a.md to be in flight")
-        (root / "a.md").write_text(big_text(500, "b"))  # the same document: waits for it
-        wait_for(lambda: h.service.lag() > 1.0, 30, "lag to count the waiting change")
+        (root / "b.md").write_text(big_text(500, "b"))  # written after a.md: it waits
+        wait_for(lambda: h.service.lag() > 1.0, 30, "lag to count the waiting document")
         assert h.service.status()["daemon"]["lag_seconds"] > 1.0
         h.settle(timeout=120)
         assert h.service.lag() == 0.0
         h.assert_matches_oracle(scratch)
+    finally:
+        h.stop()
+
+
+def test_a_later_change_of_a_long_document_supersedes_its_write_in_flight(
+    tmp_path: Path, scratch: Path
+) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    embed = SlowEmbedder(0.005)
+    h = Harness(root, scratch / "state", embed, rules=SMALL_WINDOWS).start()
+    try:
+        (root / "a.md").write_text(big_text(600, "a"))
+        first = wait_for(
+            lambda: (f := _in_flight(h, "a.md")) and f.chunks_done >= SLICE_CHUNKS and f,
+            30,
+            "a.md to be under way",
+        )
+        (root / "a.md").write_text(big_text(600, "b"))  # the same document, changed
+        h.settle(timeout=120)
+        h.assert_matches_oracle(scratch)
+        old = [t for t in embed.texts if "a:" in t]
+        assert len(old) < first.chunks_total - SLICE_CHUNKS, (
+            "the superseded version was written to its end"
+        )
     finally:
         h.stop()
 
