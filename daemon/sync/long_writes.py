@@ -9,9 +9,9 @@ a change batch, a rule change), a document that is big on disk
 lists in ``SyncResult.background``). The daemon then runs one :meth:`LongWrites.step`
 at a time: at the top of its queue, and at the checkpoints of other long work. A step
 is bounded: it polls the chunking of the file in a worker thread, or writes one slice
-(at most ``SLICE_CHUNKS`` chunks), or finishes the document. Between two steps the
-daemon answers searches and writes other files' changes, so a small edit waits for
-at most one slice.
+(at most :data:`STEP_CHUNKS` chunks, one model call of about a second), or finishes
+the document. Between two steps the daemon answers searches and writes other files'
+changes, so a small edit waits for at most one slice.
 
 The units are written one after the other (first come, first served). The write
 order of a unit is the writer's (DESIGN.md point 5): each slice records its ids as
@@ -43,12 +43,17 @@ from ingestd.daemon.sync.types import SyncResult, UnreadableFile
 from ingestd.daemon.sync.write_parts import DocWork, InFlight, fails_whole_batch
 from ingestd.daemon.sync.writer import Writer
 
-__all__ = ["LONG_CHUNKS", "POLL_S", "LongWrite", "LongWrites", "wait_all"]
+__all__ = ["LONG_CHUNKS", "POLL_S", "STEP_CHUNKS", "LongWrite", "LongWrites", "wait_all"]
 
 logger = logging.getLogger(__name__)
 
 #: Documents with more chunks than this are written in the background.
 LONG_CHUNKS = 64
+#: Most chunks embedded and upserted per background step: one model call of the default
+#: ``embedding.batch_size``, fewer when the machine is slow (the embedder sizes its calls
+#: to about a second), so that an edit of another file waits for about a second (the
+#: writer's slices are ``SLICE_CHUNKS``).
+STEP_CHUNKS = 16
 #: Seconds between two polls of a document being chunked in a worker thread.
 POLL_S = 0.2
 
@@ -277,11 +282,13 @@ class LongWrites:
         from ingestd.daemon.sync import writer as writer_mod
 
         assert u.work is not None
-        n = writer_mod.SLICE_CHUNKS
+        collection = self.ctx.collection_of(u.source)
+        per_call = self.ctx.profiles.profile_of(collection).embedder.texts_per_call
+        n = min(writer_mod.SLICE_CHUNKS, STEP_CHUNKS, per_call or STEP_CHUNKS)
         part = [(u.work, r) for r in u.work.fresh[u.done : u.done + n]]
         stats = self.ctx.profiles.stats
         e0, r0 = stats.embedded, stats.reused
-        self.writer.upsert_slice(u.source, self.ctx.collection_of(u.source), part, u.result)
+        self.writer.upsert_slice(u.source, collection, part, u.result)
         u.result.embedded += stats.embedded - e0
         u.result.reused += stats.reused - r0
         u.done += len(part)
