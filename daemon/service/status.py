@@ -23,6 +23,7 @@ from ingestd.daemon.commands.commands import status_of
 from ingestd.daemon.service.policy import SyncPolicy
 from ingestd.daemon.service.watches import Watches
 from ingestd.daemon.sync.engine import Engine
+from ingestd.daemon.sync.write_parts import InFlight
 
 __all__ = ["daemon_status", "health_problems", "status_line"]
 
@@ -58,18 +59,22 @@ def status_line(engine: Engine, policy: SyncPolicy) -> str:
 
     The innermost running sync with its document in flight
     (``indexing docs: guide.md 64/300 chunks; 3/13 documents``), else a long document
-    written in the background, else the policy's phase.
+    written in the background, the one being chunked or written before those queued
+    (``chunking docs: blob.md (2.0 MB)``, ``writing docs: big.md 16/126 chunks``),
+    else the policy's phase.
     """
     running = engine.progress
     flying = engine.in_flight
     if running:
         p = running[-1]
-        doc = next((f for f in reversed(flying) if f.source == p.source), None)
-        what = f" {doc.path} {doc.chunks_done}/{doc.chunks_total} chunks;" if doc else ""
+        doc = next(
+            (f for f in reversed(flying) if f.source == p.source and f.phase == "writing"), None
+        )
+        what = f" {_doc(doc)};" if doc else ""
         return f"{p.phase} {p.source}:{what} {p.docs_done}/{p.docs_total} documents"
     if flying:
-        f = flying[0]
-        return f"{f.phase} {f.source}: {f.path} {f.chunks_done}/{f.chunks_total} chunks"
+        f = next((f for f in flying if f.phase != "queued"), flying[0])
+        return f"{f.phase} {f.source}: {_doc(f)}"
     if policy.current:
         return policy.current
     n = len(engine.sources)
@@ -77,6 +82,13 @@ def status_line(engine: Engine, policy: SyncPolicy) -> str:
         embedded = engine.embedder.stats.embedded
         return f"watching {n} source(s); {embedded} chunks embedded since start"
     return f"{policy.phase} {n} source(s)"
+
+
+def _doc(f: InFlight) -> str:
+    """``path done/total chunks``, or ``path (size)`` before its chunks are known."""
+    if f.chunks_total:
+        return f"{f.path} {f.chunks_done}/{f.chunks_total} chunks"
+    return f"{f.path} ({f.size / 1e6:.1f} MB)" if f.size >= 100_000 else f"{f.path} ({f.size} B)"
 
 
 def daemon_status(
