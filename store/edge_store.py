@@ -105,7 +105,8 @@ def edge_request(
 def _vector(dense: DenseVector, sparse: SparseVec | None) -> dict[str, Any]:
     from qdrant_edge import SparseVector as EdgeSparse
 
-    out: dict[str, Any] = {"": [float(x) for x in dense]}
+    tolist = getattr(dense, "tolist", None)  # a NumPy array converts in C
+    out: dict[str, Any] = {"": tolist() if tolist is not None else [float(x) for x in dense]}
     if sparse is not None:
         out[SPARSE_VECTOR] = EdgeSparse(list(sparse.indices), list(sparse.values))
     return out

@@ -142,6 +142,27 @@ def open_state_store(state: Path) -> Any:
     return open_embedded(None, state / "qdrant", state / "edge")
 
 
+def state_dense_vectors(state: Path, collection: str = "ingestd") -> dict[str, Any]:
+    """Every point's dense vector in state dir ``state``: id -> float32 ``(dim,)`` array.
+
+    Read through the store Protocol, so it serves both embedded engines; ``{}`` when
+    ``collection`` (an alias or a physical version) does not exist.
+    """
+    import numpy as np
+
+    store = open_state_store(state)
+    try:
+        if not store.has_collection(collection):
+            return {}
+        ids = list(store.point_ids(collection))
+        return {
+            pid: np.asarray(vec, dtype=np.float32)
+            for pid, _, vec in store.retrieve(collection, ids, with_vectors=True)
+        }
+    finally:
+        store.close()
+
+
 def without_provenance(points: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {
         pid: {k: v for k, v in p.items() if k not in ("indexed_at", "git_commit")}
