@@ -154,7 +154,11 @@ def test_watchdog_is_fed_searches_and_edits_served_while_a_huge_document_is_writ
     try:
         (root / "huge.md").write_text(big_text(700))
         t0 = time.monotonic()
-        flying = wait_for(lambda: _in_flight(h, "huge.md"), 30, "huge.md to be in flight")
+        flying = wait_for(  # chunked (in a worker thread) and being written
+            lambda: (f := _in_flight(h, "huge.md")) and f.chunks_total and f,
+            30,
+            "huge.md to be in flight",
+        )
         assert flying.chunks_total > 10 * SLICE_CHUNKS
 
         # a search is answered mid-document (it runs at a checkpoint)
