@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.sync.writer import SLICE_CHUNKS
+from ingestd.store.search import Filters
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import (
     MD_DOCS,
@@ -34,6 +35,7 @@ from tests.helpers import (
     fake_vectors,
     ingestd_cmd,
     make_engine,
+    open_state_store,
     run_cli,
     wait_for,
 )
@@ -262,6 +264,22 @@ def test_stop_mid_document_exits_fast_and_the_next_start_reuses_its_vectors(
     assert done_before < total
     assert "interrupted" in caplog.text
     assert "in sync" not in caplog.text
+    # the slices written before the stop are in the store, uncommitted: no search sees them
+    store = open_state_store(scratch / "state")
+    try:
+        held = store.point_count("ingestd")
+        hits = store.search(
+            "ingestd",
+            dense=fake_vectors(["Line 5: collector"])[0],
+            sparse=None,
+            limit=50,
+            filters=Filters(path="huge.md"),
+            mode="dense",
+        )
+    finally:
+        store.close()
+    assert held >= 3 * SLICE_CHUNKS, held
+    assert hits == [], f"{len(hits)} uncommitted points of huge.md found by search"
 
     again = CountingEmbedder(fake_vectors)
     with Harness(root, scratch / "state", again, rules=SMALL_WINDOWS) as h2:
