@@ -88,7 +88,12 @@ class SchemaMigration(Base):
 
 
 class SourceTable(Base):
-    """A configured source, by name."""
+    """A configured source, by name.
+
+    ``last_sync``: the end of its last complete sync (nothing held, deferred or left to
+    retry); ``last_change_synced``: when a sync last wrote or deleted one of its
+    documents (a watched edit included), complete or not.
+    """
 
     __tablename__ = "sources"
     name: Mapped[str] = mapped_column(String(1000), primary_key=True)
@@ -96,6 +101,7 @@ class SourceTable(Base):
     collection: Mapped[str] = mapped_column(String(255))
     last_sync: Mapped[float | None] = mapped_column(Float, nullable=True)
     held_deletes: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
+    last_change_synced: Mapped[float | None] = mapped_column(Float, nullable=True)
 
 
 class CollectionTable(Base):
@@ -219,12 +225,19 @@ def _m004_profiles(conn: Connection) -> None:
                 conn.exec_driver_sql(f"ALTER TABLE {table} ADD COLUMN {col} TEXT")
 
 
+def _m005_last_change_synced(conn: Connection) -> None:
+    cols = {c["name"] for c in inspect(conn).get_columns("sources")}
+    if "last_change_synced" not in cols:  # NULL: no change written since the upgrade
+        conn.exec_driver_sql("ALTER TABLE sources ADD COLUMN last_change_synced FLOAT")
+
+
 #: Ordered, named schema migrations. Append only.
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_held_deletes", _m002_held_deletes),
     ("003_collection_builds", _m003_collection_builds),
     ("004_profiles", _m004_profiles),
+    ("005_last_change_synced", _m005_last_change_synced),
 ]
 
 D = cast(Table, DocumentTable.__table__)

@@ -1,8 +1,8 @@
 """Sources in the manifest, and what each source and collection holds.
 
-A source's row records its root, its collection, its last complete sync and the
-deletions the mass-deletion guard holds; the counts and failures read here are what
-``ingestd status`` and ``verify`` report.
+A source's row records its root, its collection, its last complete sync, when a change
+of its files was last written, and the deletions the mass-deletion guard holds; the
+counts and failures read here are what ``ingestd status`` and ``verify`` report.
 """
 
 from __future__ import annotations
@@ -39,7 +39,10 @@ class SourceRecords(ManifestDatabase):
                 )
 
     def sources(self) -> list[dict[str, Any]]:
-        """All recorded sources: ``name``, ``root``, ``collection``, ``last_sync``."""
+        """All recorded sources: ``name``, ``root``, ``collection``, ``last_sync``, ...
+
+        Also ``held_deletes`` and ``last_change_synced`` (see :meth:`set_last_change_synced`).
+        """
         with self.engine.connect() as conn:
             return [dict(r._mapping) for r in conn.execute(select(S).order_by(S.c.name))]
 
@@ -47,6 +50,17 @@ class SourceRecords(ManifestDatabase):
         """Record the end of a complete sync of source ``name``."""
         with self.engine.begin() as conn:
             conn.execute(update(S).where(S.c.name == name).values(last_sync=when or self.now()))
+
+    def set_last_change_synced(self, name: str, when: float | None = None) -> None:
+        """Record that a sync of source ``name`` just wrote or deleted documents.
+
+        Unlike :meth:`set_last_sync`, recorded whether or not the sync was complete: it
+        says when the last change of the source's files became searchable.
+        """
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(S).where(S.c.name == name).values(last_change_synced=when or self.now())
+            )
 
     def set_held_deletes(self, name: str, count: int) -> None:
         """Record how many deletions the mass-deletion guard holds for source ``name``."""

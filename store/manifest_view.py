@@ -78,13 +78,17 @@ class ManifestView(ManifestReader):
         self.close()
 
     def sources(self) -> list[dict[str, Any]]:
-        """Recorded sources: ``name``, ``root``, ``collection``, ``last_sync``, ``held_deletes``."""
+        """Recorded sources: ``name``, ``root``, ``collection``, ``last_sync``, ``held_deletes``.
+
+        And ``last_change_synced`` (``None`` in manifests older than that column).
+        """
         if "sources" not in self._tables:
             return []
         out = []
         for r in self._conn.execute("SELECT * FROM sources ORDER BY name"):
             row = dict(r)
-            row.setdefault("held_deletes", 0)  # manifests older than that column
+            row.setdefault("held_deletes", 0)  # manifests older than these columns
+            row.setdefault("last_change_synced", None)
             out.append(row)
         return out
 

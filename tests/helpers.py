@@ -163,6 +163,37 @@ def state_dense_vectors(state: Path, collection: str = "ingestd") -> dict[str, A
         store.close()
 
 
+def local_mode_copy(state: Path, dest: Path) -> Path:
+    """A copy of state dir ``state`` whose vectors a qdrant-client local-mode store holds.
+
+    The manifest and the other files are copied as they are; every physical collection
+    of ``state``'s store (whichever engine holds it) is created in ``dest/qdrant`` by
+    ingestd's qdrant-client store, the layout a Qdrant server gets from ``qdrant.url``,
+    and filled with the same points (ids, payloads, dense and BM25 vectors, in id
+    order); the aliases point as they did. ``ingestd`` opens the copy with the
+    ``local`` engine (the only store there). Returns ``dest``.
+    """
+    from ingestd.store.qdrant_store import QdrantStore
+
+    shutil.copytree(state, dest, ignore=shutil.ignore_patterns("edge", "qdrant"))
+    src = open_state_store(state)
+    out = QdrantStore(path=str(dest / "qdrant"))
+    try:
+        for physical in src.collections():
+            ids = sorted(src.point_ids(physical))
+            points = src.retrieve_points(physical, ids)
+            dim = len(points[0].vector) if points else 384
+            out.create_physical(physical, dim)
+            for i in range(0, len(points), 256):
+                out.upsert(physical, points[i : i + 256])
+        for alias, physical in src.aliases().items():
+            out.point_alias(alias, physical)
+    finally:
+        out.close()
+        src.close()
+    return dest
+
+
 def without_provenance(points: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {
         pid: {k: v for k, v in p.items() if k not in ("indexed_at", "git_commit")}

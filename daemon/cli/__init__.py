@@ -7,7 +7,8 @@ the commands live by what they do:
 - :mod:`~ingestd.daemon.cli.index`: ``resync``, ``verify``, ``forget``, ``sources``;
 - :mod:`~ingestd.daemon.cli.query`: ``search``, ``status``;
 - :mod:`~ingestd.daemon.cli.embedding`: ``migrate``, ``export-model``;
-- :mod:`~ingestd.daemon.cli.tuning`: ``chunk``, ``eval``.
+- :mod:`~ingestd.daemon.cli.tuning`: ``chunk``, ``eval``;
+- :mod:`~ingestd.daemon.cli.consumers`: ``mcp``, the index served to agents.
 
 What they share: :mod:`~ingestd.daemon.cli.options` (options, ``--json`` output),
 :mod:`~ingestd.daemon.cli.errors` (known failures, exit codes) and

@@ -23,14 +23,6 @@ __all__ = ["Fatal", "handle_errors"]
 
 logger = logging.getLogger("ingestd")
 F = TypeVar("F", bound=Callable[..., Any])
-#: Exceptions that are a known failure (exit 1, one line), by module: the modules are
-#: never imported just to classify an error (a fast command never loads them).
-_KNOWN_FAILURES = (
-    ("ingestd.store.manifest", "ModelMismatchError"),
-    ("ingestd.store.embedder", "ModelNotFoundError"),
-    ("ingestd.chunkers.tokenizers", "TokenizerError"),
-    ("ingestd.store.vectors", "StoreUnavailableError"),
-)
 
 
 class Fatal(click.ClickException):
@@ -39,14 +31,6 @@ class Fatal(click.ClickException):
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
         self.exit_code = exit_code  # type: ignore[misc]
-
-
-def _known_failure(exc: BaseException) -> bool:
-    for module, name in _KNOWN_FAILURES:
-        mod = sys.modules.get(module)
-        if mod is not None and isinstance(exc, getattr(mod, name)):
-            return True
-    return False
 
 
 def handle_errors(f: F) -> F:
@@ -75,7 +59,9 @@ def handle_errors(f: F) -> F:
             if control is not None and isinstance(exc, control.DaemonError):
                 # raised by the shared commands in local mode too
                 raise Fatal(str(exc), exc.exit_code) from None
-            if _known_failure(exc):
+            from ingestd.daemon.client.errors import known_failure
+
+            if known_failure(exc):
                 raise Fatal(str(exc)) from None
             if is_disk_full(exc):
                 logger.debug("disk full", exc_info=True)

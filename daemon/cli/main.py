@@ -20,6 +20,7 @@ from collections.abc import Sequence
 
 import click
 
+from ingestd.daemon.cli.consumers import mcp_cmd
 from ingestd.daemon.cli.embedding import export_model, migrate
 from ingestd.daemon.cli.index import forget, resync, sources, verify
 from ingestd.daemon.cli.query import search, status
@@ -55,6 +56,7 @@ cli.add_command(forget)
 cli.add_command(chunk_cmd)
 cli.add_command(eval_cmd)
 cli.add_command(export_model)
+cli.add_command(mcp_cmd)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

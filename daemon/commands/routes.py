@@ -4,9 +4,10 @@
 through the daemon is added there, and nowhere else.
 
 * Most commands run on the engine thread (it owns the store and the model), queued as
-  a job: ``fn(engine, **args)``. ``search`` and ``migrate`` (abort, restart: quick)
-  are urgent: they are also served at the checkpoints of long work, a migration's
-  included. The others wait for the running job, ahead of queued scans.
+  a job: ``fn(engine, **args)``. ``search``, ``read`` and ``migrate`` (abort, restart:
+  quick) are urgent: they are also served at the checkpoints of long work, a
+  migration's included. The others wait for the running job, ahead of queued scans:
+  ``sync`` is a barrier because of that (see :mod:`~ingestd.daemon.commands.sync`).
 * A few are answered at once on the control thread, even while a long job (a resync,
   an ``eval``) holds the engine thread: ``fn(daemon, **args)``. They read the
   manifest at most, never the store: ``status``, and the progress and cancelling of
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from ingestd.daemon.commands import commands
+from ingestd.daemon.commands import commands, read, sync
 from ingestd.daemon.evaluation.runs import eval_cancel, eval_progress
 from ingestd.daemon.service.jobs import Priority
 
@@ -77,6 +78,8 @@ ROUTES: Mapping[str, Route] = MappingProxyType(
     {
         "status": Route(_status, Thread.CONTROL),
         "search": Route(commands.search, priority=Priority.URGENT),
+        "read": Route(read.read, priority=Priority.URGENT),
+        "sync": Route(sync.sync),
         "resync": Route(commands.resync),
         "verify": Route(commands.verify),
         "forget": Route(commands.forget),

@@ -234,6 +234,7 @@ class LongWrites:
             p.path, p.stat, p.content_hash, p.rule, error=f"cannot be written: {error}"
         )
         self.writer.write(u.source, [failed], u.result)
+        self.ctx.manifest.set_last_change_synced(u.source, self.ctx.now())
         if self.on_done is not None:
             self.on_done(u.result, u.first)
 
@@ -299,8 +300,10 @@ class LongWrites:
         self.writer.finish(collection, [u.work], u.result)
         self.collections.follow(collection, u.source, [u.path], [])
         self._done(u)
+        now = self.ctx.now()
+        self.ctx.manifest.set_last_change_synced(u.source, now)  # it became searchable
         if u.last_sync and not self.paths(u.source):
-            self.ctx.manifest.set_last_sync(u.source, self.ctx.now())
+            self.ctx.manifest.set_last_sync(u.source, now)
         logger.info(
             "source %s: %s written (%d chunks, %d embedded)",
             u.source,

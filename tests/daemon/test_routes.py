@@ -15,23 +15,27 @@ def test_every_command_the_daemon_answers_has_one_route() -> None:
         "eval-progress",
         "forget",
         "migrate",
+        "read",
         "resync",
         "search",
         "status",
+        "sync",
         "verify",
     ]
     assert all(isinstance(r, Route) for r in ROUTES.values())
 
 
-def test_searches_and_migrate_are_urgent_other_engine_commands_wait() -> None:
+def test_searches_reads_and_migrate_are_urgent_other_engine_commands_wait() -> None:
     on_engine = {n: r for n, r in ROUTES.items() if r.thread is Thread.ENGINE}
     assert {n for n, r in on_engine.items() if r.priority is Priority.URGENT} == {
         "search",
+        "read",
         "migrate",
     }
     assert {n for n, r in on_engine.items() if r.priority is Priority.CHANGES} == {
         "eval",
         "resync",
+        "sync",
         "verify",
         "forget",
     }
