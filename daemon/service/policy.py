@@ -13,6 +13,11 @@
 * A *retry* tries again the files that could not be read, once the engine's back-off
   for them is due; ``status`` lists them under ``retrying`` (not in ``lag_seconds``).
 
+A scan asked for while one of the same source waits in the queue (not yet started)
+is that scan: an inotify overflow, a periodic rescan and a re-watch arriving together
+cost one walk. A scan asked for while one runs is queued: changes lost during the
+running one may be in folders it has already walked.
+
 A failed scan or batch is queued again after a back-off
 (:class:`~ingestd.daemon.service.jobs.Backoff`).
 """
@@ -20,6 +25,7 @@ A failed scan or batch is queued again after a back-off
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -74,11 +80,26 @@ class SyncPolicy:
         self._after_in_flight: dict[str, dict[str, float]] = {}
         self._retrying: set[tuple[str, str]] = set()  # unreadable files queued for a try
         self._long_queued = False  # a step of the long documents is queued or delayed
+        self._scan_queued: set[str] = set()  # sources with a scan queued, not yet started
+        self._scan_lock = threading.Lock()
 
     # -- scans ---------------------------------------------------------------------------------
 
-    def queue_scan(self, source: str, why: str, delay: float = 0.0) -> None:
-        """Queue a scan of ``source``, after ``delay`` seconds (thread-safe without one)."""
+    def queue_scan(self, source: str, why: str, delay: float = 0.0) -> bool:
+        """Queue a scan of ``source``, after ``delay`` seconds (thread-safe without one).
+
+        Without a delay, a scan of ``source`` already waiting in the queue is the one
+        asked for: nothing more is queued.
+
+        Returns:
+            Whether a scan was queued (``False``: one was waiting already).
+        """
+        if not delay:
+            with self._scan_lock:
+                if source in self._scan_queued:
+                    logger.debug("a scan of source %s is queued already (%s)", source, why)
+                    return False
+                self._scan_queued.add(source)
         job = Job(Priority.SCAN, self.jobs.next_seq(), self._scan_job(source, why))
         job.on_error = lambda exc: self.backoff.failed(
             source,
@@ -90,6 +111,7 @@ class SyncPolicy:
             self.jobs.defer(delay, job)
         else:
             self.jobs.put(job)
+        return True
 
     def scan_all(self, why: str) -> None:
         """Queue a scan of every source."""
@@ -109,12 +131,24 @@ class SyncPolicy:
         self.scan_all("periodic rescan")
 
     def on_lost(self, source: str, why: str) -> None:
-        """Events may have been lost: rescan the source (thread-safe)."""
-        logger.warning("events of source %s may have been lost (%s); rescanning", source, why)
-        self.queue_scan(source, why)
+        """Events may have been lost: rescan the source once (thread-safe).
+
+        Logged once per call (a watcher calls once per overflow); a scan already
+        waiting in the queue is that rescan.
+        """
+        if self.queue_scan(source, why):
+            logger.warning("events of source %s may have been lost (%s); rescanning", source, why)
+        else:
+            logger.warning(
+                "events of source %s may have been lost (%s); a rescan is queued already",
+                source,
+                why,
+            )
 
     def _scan_job(self, source: str, why: str) -> Callable[[], Any]:
         def run() -> Any:
+            with self._scan_lock:  # from now on a lost event needs another scan
+                self._scan_queued.discard(source)
             engine = self.engine()
             if source not in engine.sources:
                 return None  # removed by a reload

@@ -7,7 +7,7 @@ asks to reload the config.
 
 Threads: the main thread owns the engine and the vector store (embedded Qdrant is not
 thread-safe) and runs every job from one priority queue
-(:mod:`~ingestd.daemon.service.jobs`); watchdog's observers, the batcher and the
+(:mod:`~ingestd.daemon.service.jobs`); the file watchers, the batcher and the
 control server only enqueue, and a background thread preloads the embedding model
 once the daemon is ready (:mod:`~ingestd.daemon.service.instrument`). Long work never
 starves the daemon: at the engine's checkpoints the daemon pings the systemd watchdog

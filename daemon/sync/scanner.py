@@ -95,7 +95,9 @@ class SourceFilter:
         source: the source.
         state_dir: ingestd's state dir, ignored when it lies inside the root.
 
-    Paths given to the methods are POSIX and relative to the source root.
+    Paths given to the methods are POSIX and relative to the source root. The engine's
+    thread and the source's watcher thread share a filter: the watcher forgets cached
+    ``.gitignore`` rules when one changes, while a scan may be reading them.
     """
 
     __slots__ = ("_exclude", "_gitignores", "_include", "_state_rel", "root", "source")
@@ -144,14 +146,20 @@ class SourceFilter:
         return not (self.source.gitignore and self._gitignored(rel, is_dir=False))
 
     def _spec_for(self, folder: str) -> pathspec.GitIgnoreSpec | None:
-        if folder not in self._gitignores:
-            f = self.root / folder / ".gitignore" if folder else self.root / ".gitignore"
-            try:
-                lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
-                lines = []
-            self._gitignores[folder] = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
-        return self._gitignores[folder]
+        # the watcher's thread may forget the cache at any moment (a .gitignore
+        # changed): never read back what was just stored
+        try:
+            return self._gitignores[folder]
+        except KeyError:
+            pass
+        f = self.root / folder / ".gitignore" if folder else self.root / ".gitignore"
+        try:
+            lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            lines = []
+        spec = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+        self._gitignores[folder] = spec
+        return spec
 
     def _gitignored(self, rel: str, *, is_dir: bool) -> bool:
         parts = rel.split("/")

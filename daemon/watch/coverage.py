@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from ingestd.daemon.sync.scanner import display_path
 from ingestd.daemon.watch.inotify import LIMIT_KEY
 
-__all__ = ["WatchCoverage", "folder_key"]
+__all__ = ["WatchCoverage", "WatchStats", "folder_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +32,29 @@ def folder_key(rel: str) -> str:
 def _within(key: str, top: str) -> bool:
     top = top.strip("/")
     return not top or key.rstrip("/") == top or key.startswith(top + "/")
+
+
+@dataclass(frozen=True, slots=True)
+class WatchStats:
+    """What the watcher of one source holds (``status`` shows it per source).
+
+    Attributes:
+        backend: ``inotify`` (ingestd's own watches), ``watchdog`` (watchdog's
+            platform observer, recursive) or ``polling`` (watchdog's polling observer).
+        watched: folders with a watch, or ``None`` when the backend does not say.
+        ignored: folders deliberately not watched because no document can be in them
+            (built-in ignored names, ``exclude``, ``.gitignore``, the state dir), or
+            ``None`` when the backend does not say. Nothing below them is entered, so
+            each counts once however big it is (a ``node_modules/`` is one).
+        unwatchable: folders that could hold documents but could not be watched.
+        events: inotify events read since the watcher started (``None``: not inotify).
+    """
+
+    backend: str
+    watched: int | None = None
+    ignored: int | None = None
+    unwatchable: int = 0
+    events: int | None = None
 
 
 class WatchCoverage:

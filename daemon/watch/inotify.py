@@ -1,36 +1,40 @@
 """Which folders the kernel really watches for this process, and why one cannot be.
 
-watchdog sets a recursive watch folder by folder. A folder it cannot watch — the
-per-user limit ``fs.inotify.max_user_watches`` is reached (``ENOSPC``), or permission
-is denied (``EACCES``) — is skipped *silently* by some versions: watchdog 7's
-``InotifyWatchGroup._add_callback`` swallows every error below the watched root and
-``InotifyFD._raise_error`` ignores ``EACCES`` altogether; older versions did the same
-for folders created after the watch was set. Changes in such a folder are never seen.
-
-So ingestd asks the kernel rather than watchdog: ``/proc/self/fdinfo/FD`` of an inotify
-descriptor lists one ``inotify wd:... ino:... sdev:...`` line per watch (Linux
+ingestd sets its own watches (:mod:`~ingestd.daemon.watch.emitter`) and records the
+folders it could not watch; the kernel is still asked, so that ``status`` reports what
+is true rather than what was meant. ``/proc/self/fdinfo/FD`` of an inotify descriptor
+lists one ``inotify wd:... ino:... sdev:...`` line per watch (Linux
 ``Documentation/filesystems/proc.rst``, "inotify"), and a folder is watched exactly
 when its inode is listed. Inodes are compared without the device: ``stat`` on btrfs
 subvolumes and overlayfs reports another ``st_dev`` than the kernel's ``sdev``. When a
-folder is not watched, :func:`probe` tries a watch of its own to tell why.
+folder is not watched, :func:`probe` tries a watch of its own to tell why: the
+per-user limit ``fs.inotify.max_user_watches`` is reached (``ENOSPC``), or permission
+is denied (``EACCES``).
+
+The watchdog fallback (:mod:`~ingestd.daemon.watch.fallback`), when made to run on
+inotify, is checked through :func:`watched_inodes` (every inotify descriptor of the
+process): watchdog 7's ``InotifyWatchGroup._add_callback`` swallows every error below
+the watched root, and ``InotifyFD._raise_error`` ignores ``EACCES``.
 """
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import errno
 import os
 from pathlib import Path
+
+from ingestd.daemon.watch.kernel import (
+    IN_CREATE,
+    IN_ONLYDIR,
+    Inotify,
+    fdinfo_inodes,
+    max_user_watches,
+)
 
 __all__ = ["LIMIT_KEY", "add_watch_errno", "probe", "reason_for", "watched_inodes"]
 
 #: The sysctl that bounds inotify watches per user (the usual cause of ``ENOSPC``).
 LIMIT_KEY = "fs.inotify.max_user_watches"
-_LIMIT_FILE = Path("/proc/sys/fs/inotify/max_user_watches")
-_IN_ONLYDIR = 0x01000000
-_IN_CREATE = 0x00000100
-_IN_CLOEXEC = 0o2000000
 
 
 def watched_inodes() -> set[int] | None:
@@ -50,26 +54,13 @@ def watched_inodes() -> set[int] | None:
         try:
             if os.readlink(f"/proc/self/fd/{fd}") != "anon_inode:inotify":
                 continue
-            with open(f"/proc/self/fdinfo/{fd}", encoding="ascii") as f:
-                lines = f.read().splitlines()
         except OSError:
             continue  # closed meanwhile
-        found = True
-        for line in lines:
-            if line.startswith("inotify "):
-                for field in line.split():
-                    if field.startswith("ino:"):
-                        out.add(int(field[4:], 16))
-                        break
+        inodes = fdinfo_inodes(int(fd))
+        if inodes is not None:
+            found = True
+            out |= inodes
     return out if found else None
-
-
-def _libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c")
-    try:
-        return ctypes.CDLL(name or "libc.so.6", use_errno=True)
-    except OSError:
-        return None
 
 
 def add_watch_errno(path: str | Path) -> int:
@@ -80,19 +71,17 @@ def add_watch_errno(path: str | Path) -> int:
         ``inotify_add_watch`` (``ENOSPC``: the watch limit; ``EACCES``; ``EMFILE``:
         the instance limit; ``ENOSYS`` when inotify is not available).
     """
-    libc = _libc()
-    if libc is None or not hasattr(libc, "inotify_init1"):
-        return errno.ENOSYS
-    fd = libc.inotify_init1(_IN_CLOEXEC)
-    if fd < 0:
-        return ctypes.get_errno() or errno.ENOSYS
     try:
-        wd = libc.inotify_add_watch(fd, os.fsencode(path), _IN_ONLYDIR | _IN_CREATE)
-        if wd < 0:
-            return ctypes.get_errno() or errno.EINVAL
+        ino = Inotify()
+    except OSError as exc:
+        return exc.errno or errno.ENOSYS
+    try:
+        ino.add_watch(os.fspath(path), IN_ONLYDIR | IN_CREATE)
         return 0
+    except OSError as exc:
+        return exc.errno or errno.EINVAL
     finally:
-        os.close(fd)
+        ino.close()
 
 
 def probe(path: str | Path) -> str:
@@ -112,11 +101,8 @@ def reason_for(err: int) -> str:
     if err == 0:
         return "not watched (a watch can be set now)"
     if err == errno.ENOSPC:
-        try:
-            limit = _LIMIT_FILE.read_text().strip()
-        except OSError:
-            limit = "?"
-        return f"the inotify watch limit is reached ({LIMIT_KEY} = {limit})"
+        limit = max_user_watches()
+        return f"the inotify watch limit is reached ({LIMIT_KEY} = {limit or '?'})"
     if err in (errno.EACCES, errno.EPERM):
         return "permission denied"
     if err == errno.EMFILE:
