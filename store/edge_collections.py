@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from .damage import StateDamagedError
-from .search import PATH_KEY
+from .search import PATH_KEY, PENDING_KEY
 from .sparse import SPARSE_VECTOR
 from .vectors import Layout, StoreUnavailableError, physical_name, version_of
 
@@ -56,6 +56,8 @@ INDEXED_KEYS = ("source", "path", PATH_KEY)
 #: boolean index: without one, excluding parents from a search reads every point's
 #: payload (360 ms at 100,000 points here, against 15 ms with it).
 PARENT_KEY = "is_parent"
+#: Payload keys with a boolean index (excluded from searches by ``IsEmptyCondition``).
+BOOL_KEYS = (PARENT_KEY, PENDING_KEY)
 
 
 class EngineError(RuntimeError):
@@ -186,8 +188,10 @@ class EdgeCollections:
                     "(is `ingestd run` active on this state dir?)"
                 ) from exc
             raise StateDamagedError(folder, "vector store", f"{type(exc).__name__}: {exc}") from exc
-        self._shards[physical] = _Guarded(shard)
-        return self._shards[physical]
+        guarded = _Guarded(shard)
+        _add_bool_indexes(guarded)
+        self._shards[physical] = guarded
+        return guarded
 
     def collections(self) -> list[str]:
         """Every physical collection of the store."""
@@ -262,8 +266,8 @@ class EdgeCollections:
         """Create physical collection ``physical`` with the current layout, if missing.
 
         Dense vectors of ``dim`` dimensions (cosine), the sparse BM25 vector with
-        ``Modifier.Idf``, keyword payload indexes on :data:`INDEXED_KEYS` and a boolean
-        one on :data:`PARENT_KEY`. Exact search (no HNSW index) until the store is
+        ``Modifier.Idf``, keyword payload indexes on :data:`INDEXED_KEYS` and boolean
+        ones on :data:`BOOL_KEYS`. Exact search (no HNSW index) until the store is
         optimised.
         """
         from qdrant_edge import (
@@ -287,7 +291,8 @@ class EdgeCollections:
         shard = _Guarded(EdgeShard.create(str(folder), config))
         for key in INDEXED_KEYS:
             shard.update(UpdateOperation.create_field_index(key, PayloadSchemaType.Keyword))
-        shard.update(UpdateOperation.create_field_index(PARENT_KEY, PayloadSchemaType.Bool))
+        for key in BOOL_KEYS:
+            shard.update(UpdateOperation.create_field_index(key, PayloadSchemaType.Bool))
         shard.flush()
         self._shards[physical] = shard
 
@@ -356,3 +361,13 @@ class EdgeCollections:
             except Exception:
                 logger.debug("error closing shard %s", physical, exc_info=True)
         self._shards.clear()
+
+
+def _add_bool_indexes(shard: Any) -> None:
+    """Give a shard made by an earlier version the boolean indexes it lacks."""
+    from qdrant_edge import PayloadSchemaType, UpdateOperation
+
+    have = set(getattr(shard.info(), "payload_schema", None) or {})
+    for key in BOOL_KEYS:
+        if key not in have:
+            shard.update(UpdateOperation.create_field_index(key, PayloadSchemaType.Bool))
