@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from .damage import StateDamagedError
-from .search import PATH_KEY
+from .search import PATH_KEY, PENDING_KEY
 from .sparse import SPARSE_VECTOR
 from .vectors import Layout, StoreUnavailableError, physical_name, version_of
 
@@ -75,6 +75,8 @@ INDEXED_KEYS = ("source", "path", PATH_KEY)
 #: boolean index: without one, excluding parents from a search reads every point's
 #: payload (360 ms at 100,000 points here, against 15 ms with it).
 PARENT_KEY = "is_parent"
+#: Payload keys with a boolean index (excluded from searches by ``IsEmptyCondition``).
+BOOL_KEYS = (PARENT_KEY, PENDING_KEY)
 #: Points written to a shard (by this process) between two :meth:`EdgeCollections.optimize`
 #: calls: the appendable segment, whose files and indexes are all in memory, stays
 #: below about this size. Optimising 100,000 points peaked at 1.4 GB RSS here.
@@ -274,8 +276,10 @@ class EdgeCollections:
                     "(is `ingestd run` active on this state dir?)"
                 ) from exc
             raise StateDamagedError(folder, "vector store", f"{type(exc).__name__}: {exc}") from exc
-        self._shards[physical] = _Guarded(shard)
-        return self._shards[physical]
+        guarded = _Guarded(shard)
+        _add_bool_indexes(guarded)
+        self._shards[physical] = guarded
+        return guarded
 
     def _load_config(self, physical: str) -> Any:
         """:func:`shard_config` for the shard as it is (``None``: its config is unreadable).
@@ -383,7 +387,7 @@ class EdgeCollections:
 
         :func:`shard_config` (dense vectors of ``dim`` dimensions, cosine; the sparse BM25
         vector with ``Modifier.Idf``), keyword payload indexes on :data:`INDEXED_KEYS`
-        and a boolean one on :data:`PARENT_KEY`, on disk in immutable segments.
+        and boolean ones on :data:`BOOL_KEYS`, on disk in immutable segments.
         """
         from qdrant_edge import (
             BoolIndexParams,
@@ -400,8 +404,9 @@ class EdgeCollections:
         for key in INDEXED_KEYS:
             params = KeywordIndexParams(memory=Memory.Cold)
             shard.update(UpdateOperation.create_field_index(key, params))
-        bool_params = BoolIndexParams(memory=Memory.Cold)
-        shard.update(UpdateOperation.create_field_index(PARENT_KEY, bool_params))
+        for key in BOOL_KEYS:
+            bool_params = BoolIndexParams(memory=Memory.Cold)
+            shard.update(UpdateOperation.create_field_index(key, bool_params))
         shard.flush()
         self._shards[physical] = shard
 
@@ -471,3 +476,13 @@ class EdgeCollections:
             except Exception:
                 logger.debug("error closing shard %s", physical, exc_info=True)
         self._shards.clear()
+
+
+def _add_bool_indexes(shard: Any) -> None:
+    """Give a shard made by an earlier version the boolean indexes it lacks."""
+    from qdrant_edge import PayloadSchemaType, UpdateOperation
+
+    have = set(getattr(shard.info(), "payload_schema", None) or {})
+    for key in BOOL_KEYS:
+        if key not in have:
+            shard.update(UpdateOperation.create_field_index(key, PayloadSchemaType.Bool))

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
 from .edge_collections import OPTIMIZE_EVERY, OVERSAMPLING, PARENT_KEY, EdgeCollections
-from .search import MODES, Filters, Hit, Mode
+from .search import MODES, PENDING_KEY, Filters, Hit, Mode
 from .sparse import SPARSE_VECTOR, SparseVec
 from .vectors import DenseVector, Point
 
@@ -40,14 +40,16 @@ def edge_filter(filters: Filters | None) -> Any:
     Parents are the points whose ``is_parent`` is set (it is ``true`` on parents and
     absent on every other point), so "``is_parent`` is empty" keeps exactly the
     others. ``MatchValue(True)`` cannot say it: qdrant-edge-py 0.9.0 turns ``True``
-    into the integer 1, which matches no boolean.
+    into the integer 1, which matches no boolean. Points not yet committed
+    (:data:`~ingestd.store.search.PENDING_KEY`) are left out the same way; both keys
+    have a boolean index, so neither condition reads the points' payload.
     """
     from qdrant_edge import FieldCondition, Filter, IsEmptyCondition, MatchValue
 
     from .search import PATH_KEY
 
     f = filters or Filters()
-    must: list[Any] = [IsEmptyCondition(key=PARENT_KEY)]
+    must: list[Any] = [IsEmptyCondition(key=PARENT_KEY), IsEmptyCondition(key=PENDING_KEY)]
     if f.source is not None:
         must.append(FieldCondition(key="source", match=MatchValue(f.source)))
     path = f.normalised_path()
@@ -198,6 +200,15 @@ class EdgeStore(EdgeCollections):
             else:
                 missing.append(pid)
         return missing
+
+    def unmark_pending(self, collection: str, ids: Sequence[str]) -> None:
+        """Remove the pending marker from the points ``ids`` (commit step; unknown ids are fine)."""
+        from qdrant_edge import UpdateOperation
+
+        shard = self._target(collection)
+        todo: list[Any] = list(ids)
+        for i in range(0, len(todo), 1000):
+            shard.update(UpdateOperation.delete_payload(todo[i : i + 1000], [PENDING_KEY]))
 
     def set_sparse(self, collection: str, updates: Sequence[tuple[str, SparseVec]]) -> None:
         """Overwrite the sparse vector of each existing point (the dense one is kept)."""

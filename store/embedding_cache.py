@@ -218,13 +218,26 @@ class CachedEmbedder:
             found.update(new)
         return {h: found[h] for h in want}
 
+    @property
+    def texts_per_call(self) -> int | None:
+        """Texts the next model call gets (``None``: all): about ``seconds_per_call`` of work."""
+        return self._per_call
+
     def _adapt(self, n: int, seconds: float) -> None:
-        """Size the next call to take about ``seconds_per_call`` at the rate just seen."""
+        """Size the next call to take about ``seconds_per_call`` at the rate just seen.
+
+        A call within the target grows the size (at most doubling it); a slower one
+        shrinks it. A small call (fewer texts were missing) that was quick leaves it.
+        """
         top = self.max_texts_per_call
         if top is None or self.seconds_per_call is None or seconds <= 0:
             return
         fits = int(n * self.seconds_per_call / seconds)
-        self._per_call = max(1, min(top, fits, 2 * n))
+        now = self._per_call or top
+        if seconds <= self.seconds_per_call:
+            self._per_call = max(now, min(top, fits, 2 * n))
+        else:
+            self._per_call = max(1, min(now, fits))
 
     def embed_texts(self, texts: Sequence[str]) -> Vectors:
         """Embed arbitrary texts through the cache (for the semantic chunker).

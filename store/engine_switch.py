@@ -146,6 +146,11 @@ class EngineSwitch:
         store, target = self._writer(collection)
         store.set_sparse(target, updates)
 
+    def unmark_pending(self, collection: str, ids: Sequence[str]) -> None:
+        """See :meth:`VectorStore.unmark_pending`."""
+        store, target = self._writer(collection)
+        store.unmark_pending(target, ids)
+
     def retrieve(
         self, collection: str, ids: Sequence[str], *, with_vectors: bool = False
     ) -> list[tuple[str, dict[str, Any], DenseVector | None]]:

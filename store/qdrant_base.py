@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from .search import PATH_KEY
+from .search import PATH_KEY, PENDING_KEY
 from .sparse import SPARSE_VECTOR
 from .vectors import Layout, StoreUnavailableError, physical_name, version_of
 
@@ -179,6 +179,13 @@ class QdrantCollections:
                     physical,
                     key,
                     field_schema=models.PayloadSchemaType.KEYWORD,
+                )
+            for key in ("is_parent", PENDING_KEY):  # excluded from every search
+                self.call(
+                    self.client.create_payload_index,
+                    physical,
+                    key,
+                    field_schema=models.PayloadSchemaType.BOOL,
                 )
 
     def point_alias(self, name: str, physical: str) -> None:

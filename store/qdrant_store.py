@@ -181,6 +181,31 @@ class QdrantStore(QdrantCollections):
         ]
         self._batch_update(collection, ops)
 
+    def unmark_pending(self, collection: str, ids: Sequence[str]) -> None:
+        """Remove the pending marker from the points ``ids`` (``wait=True``)."""
+        from qdrant_client import models
+
+        from .search import PENDING_KEY
+
+        target = self.write_target(collection)
+        ids = list(ids)
+        for i in range(0, len(ids), 1000):
+            part = ids[i : i + 1000]
+            try:
+                self.call(
+                    self.client.delete_payload,
+                    target,
+                    keys=[PENDING_KEY],
+                    points=models.PointIdsList(points=list(part)),
+                    wait=True,
+                )
+            except Exception as exc:  # embedded mode: KeyError for an unknown id
+                if not _missing_point(exc):
+                    raise
+                found = self.existing(collection, part)
+                if found:
+                    self.unmark_pending(collection, [pid for pid in part if pid in found])
+
     def _batch_update(self, collection: str, ops: Sequence[Any]) -> None:
         target = self.write_target(collection)
         for i in range(0, len(ops), 256):

@@ -14,7 +14,9 @@ inside every prefetch (qdrant-client's local mode fuses prefetches without looki
 top-level filter, so the filter lives in each prefetch, which a server honours too).
 ``path`` matches the payload key :data:`PATH_KEY`: the file's ancestor folders and its
 own path (:func:`path_prefixes`), so ``--path docs/a`` selects the file ``docs/a`` or
-everything under the folder ``docs/a``. Parent sections (``is_parent``) are never hits.
+everything under the folder ``docs/a``. Parent sections (``is_parent``) are never hits,
+and neither are points of a version not yet committed (:data:`PENDING_KEY`): while a
+document is written, searches answer from one version of it.
 
 With ``ranks=True`` the two rankings are also asked for on their own (one batch call
 with the fused query), so each hit says where dense and sparse ranked it: the fusion
@@ -29,10 +31,25 @@ from typing import Any, Literal
 
 from .sparse import SPARSE_VECTOR, SparseVec
 
-__all__ = ["MODES", "PATH_KEY", "Filters", "Hit", "Mode", "path_prefixes", "request"]
+__all__ = [
+    "MODES",
+    "PATH_KEY",
+    "PENDING_KEY",
+    "Filters",
+    "Hit",
+    "Mode",
+    "path_prefixes",
+    "request",
+]
 
 #: Payload key holding the file's ancestor folders and its own path (keyword list).
 PATH_KEY = "path_prefixes"
+#: Payload key of points written but not yet committed (``true``; absent on every other
+#: point): a document's new points carry it from their upsert until the commit step of
+#: the write order removes it, so searches never see a version half written, nor the
+#: old and new versions of a document at once. A stop or crash leaves it only on ids the
+#: manifest holds as pending, which the next write of the document deletes or commits.
+PENDING_KEY = "pending"
 
 Mode = Literal["hybrid", "dense", "sparse"]
 MODES: tuple[Mode, ...] = ("hybrid", "dense", "sparse")
@@ -71,7 +88,7 @@ class Filters:
         return None if p in ("", ".") else p
 
     def qdrant(self, *, legacy: bool = False) -> Any:
-        """The Qdrant ``Filter``: the conditions, parents excluded.
+        """The Qdrant ``Filter``: the conditions, parents and uncommitted points excluded.
 
         ``legacy``: a collection written before :data:`PATH_KEY` existed (it is being
         upgraded): ``path`` then matches the payload ``path`` exactly (files only).
@@ -88,7 +105,8 @@ class Filters:
             key = "path" if legacy else PATH_KEY
             must.append(models.FieldCondition(key=key, match=models.MatchValue(value=path)))
         not_parent = models.FieldCondition(key="is_parent", match=models.MatchValue(value=True))
-        return models.Filter(must=must or None, must_not=[not_parent])
+        pending = models.FieldCondition(key=PENDING_KEY, match=models.MatchValue(value=True))
+        return models.Filter(must=must or None, must_not=[not_parent, pending])
 
 
 @dataclass(slots=True)

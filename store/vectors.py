@@ -208,6 +208,10 @@ class VectorStore(Protocol):
         """Overwrite the sparse vector of existing points."""
         ...
 
+    def unmark_pending(self, collection: str, ids: Sequence[str]) -> None:
+        """Remove the pending marker (``search.PENDING_KEY``) of points (commit step)."""
+        ...
+
     # -- reads ----------------------------------------------------------------------------
 
     def retrieve(

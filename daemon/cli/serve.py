@@ -48,7 +48,7 @@ def run(
     from ingestd.daemon.service.service import Service
     from ingestd.daemon.watch.watcher import default_backend
 
-    cfg, sd = load(config_path, paths, state_dir, log_level, require_roots=False)
+    cfg, sd = load(config_path, paths, state_dir, log_level)
     if not cfg.sources:
         raise Fatal("nothing to watch: give PATH arguments or sources in --config", 2)
     try:
@@ -57,7 +57,7 @@ def run(
         raise Fatal(str(exc), 2) from None
 
     def reload() -> Config:
-        return load_config(config_path, roots=paths, require_roots=False)
+        return load_config(config_path, roots=paths)
 
     try:
         code = Service(cfg, sd, reload_config=reload).serve()

@@ -120,6 +120,7 @@ def _daemon_lines(d: dict[str, Any], st: dict[str, Any], now: float) -> Iterator
         yield (
             f"  in flight: {f.get('path')} of {f.get('source')}: "
             f"{f.get('chunks_done', 0)}/{f.get('chunks_total', '?')} chunks"
+            + (" (chunking)" if f.get("phase") == "chunking" else "")
         )
     for root in d.get("missing_roots") or []:
         yield f"  missing root: {root} (nothing there is synced or deleted until it is back)"
@@ -130,6 +131,9 @@ def _daemon_lines(d: dict[str, Any], st: dict[str, Any], now: float) -> Iterator
         yield f"  {_budget_line(budget, int(d.get('overflows') or 0))}"
     for name, err in (d.get("last_error") or {}).items():
         yield f"  last error of {name}: {err}"
+    for problem in d.get("problems") or []:
+        if problem.startswith("a change has waited"):
+            yield f"  unhealthy: {problem}"
     if "embedded_since_start" in st:
         yield (
             f"  chunks embedded since start: {st['embedded_since_start']}, "
@@ -147,6 +151,8 @@ def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
             f"  ROOT MISSING: {root} is not a folder (unmounted, moved or deleted?); "
             "nothing is synced or deleted until it is back"
         )
+    for w in s.get("warnings") or []:
+        yield f"  warning: {w}"
     yield f"  last sync: {format_when(s.get('last_sync'), now)}"
     if "last_change_synced" in s:
         yield f"  last change synced: {format_when(s['last_change_synced'], now)}"

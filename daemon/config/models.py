@@ -227,12 +227,20 @@ class WatchConfig(_Model):
         unwatched_rescan_s: rescan period, in seconds, of a source with folders that
             cannot be watched (the inotify watch limit, a permission error) or whose
             root is missing; its watch is set up again at each of these rescans.
+        hard_link_check_s: period, in seconds, of the stat check of the documents
+            with more than one hard link (another name of such a file, outside the
+            roots too, may change it without an event); 0 = off.
+        max_lag_s: a change waiting longer than this, in seconds, makes the daemon
+            unhealthy (``status`` exits 1, ``ingestd_up`` is 0) until it is written;
+            0 = never.
     """
 
     debounce_ms: int = Field(300, ge=0)
     max_delay_ms: int = Field(5000, ge=1)
     rescan_interval_s: float = Field(3600.0, ge=0)
     unwatched_rescan_s: float = Field(60.0, gt=0)
+    hard_link_check_s: float = Field(5.0, ge=0)
+    max_lag_s: float = Field(180.0, ge=0)
 
 
 class FilesConfig(_Model):
@@ -242,6 +250,9 @@ class FilesConfig(_Model):
         max_bytes: files over this many bytes are skipped unread.
         max_chunks: files that would make more chunks than this are skipped (20,000
             chunks take about 10-15 minutes of embedding on two CPU cores).
+        max_nonprose_chunks: files with more chunks that are not prose (base64,
+            minified code: under 2.5 % whitespace) than this, and over a tenth of their
+            chunks, are skipped (see :mod:`ingestd.daemon.sync.prose`).
         allow_secret_names: gitignore-style globs of paths exempt from the built-in
             deny-list of secret-bearing file names (``.env``, ``id_rsa``, ``.ssh/``,
             ``*.pem``, ``credentials.json``, ...: see
@@ -256,6 +267,7 @@ class FilesConfig(_Model):
 
     max_bytes: int = Field(10 * 1024 * 1024, ge=1)
     max_chunks: int = Field(20_000, ge=1)
+    max_nonprose_chunks: int = Field(32, ge=0)
     allow_secret_names: tuple[str, ...] = ()
     allow_secret_content: tuple[str, ...] = ()
     retry_initial_s: float = Field(1.0, gt=0)

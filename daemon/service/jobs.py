@@ -9,7 +9,9 @@ reaches a checkpoint after every write slice (at most 32 chunks) and every half 
 of planning. There the daemon pings the systemd watchdog (so pings come from progress:
 a real hang still trips the watchdog), runs queued searches, and, between write slices,
 other files' change batches (never one touching a document in flight: that waits for
-it); a stop request ends the work there (:meth:`JobQueue.run_nested`).
+its group) and a step of the long documents written in the background; a stop request
+ends the work there (:meth:`JobQueue.run_nested`). Long documents are never written
+inside a job: each step is a job of its own, queued again until they are written.
 
 A background job that fails is queued again after a back-off that doubles with each
 consecutive failure of its source (:class:`Backoff`).
@@ -152,6 +154,25 @@ class JobQueue:
             return
         if job.future is not None:
             job.future.set_result(result)
+
+    @property
+    def nested(self) -> bool:
+        """Whether a job runs inside a checkpoint of another one right now."""
+        return self._depth > 0
+
+    def run_nested_step(self, step: Callable[[], Any]) -> None:
+        """Run ``step`` at a checkpoint as a nested job would run (errors are logged)."""
+        self._depth += 1
+        from ingestd.daemon.sync.types import SyncInterrupted
+
+        try:
+            step()
+        except SyncInterrupted:
+            raise
+        except Exception:  # the step's own job retries it
+            logger.warning("a background step failed at a checkpoint", exc_info=True)
+        finally:
+            self._depth -= 1
 
     def run_nested(
         self, serve_changes: bool, stop: threading.Event, ping: Callable[[], None]

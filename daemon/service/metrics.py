@@ -17,13 +17,13 @@ Exposed:
   ``ingestd_job_errors_total``
 * ``ingestd_edit_to_searchable_seconds``: histogram of the time from a file event to
   its batch being written (searchable)
-* ``ingestd_up``: 1 while every watcher runs
+* ``ingestd_up``: 1 while the daemon is healthy (as ``status`` says: every watcher
+  runs, no change has waited longer than ``watch.max_lag_s``, ...)
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -49,14 +49,14 @@ class _Live(Collector):
         metrics: Metrics,
         engine: Callable[[], Engine | None],
         queue_depth: Callable[[], int],
-        oldest_change: Callable[[], float | None],
-        watching: Callable[[], bool],
+        lag: Callable[[], float],
+        healthy: Callable[[], bool],
     ) -> None:
         self.metrics = metrics
         self.engine = engine
         self.queue_depth = queue_depth
-        self.oldest_change = oldest_change
-        self.watching = watching
+        self.lag = lag
+        self.healthy = healthy
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         docs = GaugeMetricFamily(
@@ -83,11 +83,10 @@ class _Live(Collector):
         yield GaugeMetricFamily(
             "ingestd_queue_depth", "Changed paths and jobs waiting", value=self.queue_depth()
         )
-        oldest = self.oldest_change()
         yield GaugeMetricFamily(
             "ingestd_oldest_pending_change_seconds",
-            "Age of the oldest change waiting for its batch",
-            value=time.monotonic() - oldest if oldest else 0.0,
+            "Age of the oldest change not yet written (status lag_seconds)",
+            value=self.lag(),
         )
         emb = engine.embedder.stats.embedded if engine else 0
         reused = engine.embedder.stats.reused if engine else 0
@@ -99,7 +98,9 @@ class _Live(Collector):
             value=reused / (reused + emb) if reused + emb else 0.0,
         )
         yield GaugeMetricFamily(
-            "ingestd_up", "1 while every file watcher runs", value=1 if self.watching() else 0
+            "ingestd_up",
+            "1 while the daemon is healthy (status healthy: watching, no change waiting too long)",
+            value=1 if self.healthy() else 0,
         )
 
 
@@ -112,8 +113,8 @@ class Metrics:
     Args:
         engine: the running engine, or ``None`` before start-up.
         queue_depth: changed paths waiting in the batcher plus queued jobs.
-        oldest_change: monotonic time of the oldest change waiting for its batch, if any.
-        watching: whether every file watcher and the batcher run.
+        lag: seconds the oldest change not yet written has waited.
+        healthy: whether ``status`` says healthy (watchers, errors, roots, lag).
     """
 
     def __init__(
@@ -121,8 +122,8 @@ class Metrics:
         *,
         engine: Callable[[], Engine | None],
         queue_depth: Callable[[], int],
-        oldest_change: Callable[[], float | None],
-        watching: Callable[[], bool],
+        lag: Callable[[], float],
+        healthy: Callable[[], bool],
     ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
@@ -148,7 +149,7 @@ class Metrics:
         )
         self.embedded_before = 0  # counts of engines replaced by a reload
         self.reused_before = 0
-        r.register(_Live(self, engine, queue_depth, oldest_change, watching))  # collects once
+        r.register(_Live(self, engine, queue_depth, lag, healthy))  # collects once
         self._server: Any = None
         self._thread: Any = None
         self.port: int | None = None

@@ -5,7 +5,13 @@
   is not watched in every folder, and after a job failed without a job to retry.
 * A *change batch* syncs the paths the batcher coalesced; it counts in ``lag_seconds``
   from its first change until it is written. Run at a checkpoint of another job, it
-  leaves the documents that job has in flight to a batch queued once that job ends.
+  leaves the documents that job has in flight to a batch queued once their group
+  commits (at the next checkpoint, or when the job ends), with their first change.
+* Scans and batches hand long documents to background writing
+  (:mod:`~ingestd.daemon.sync.long_writes`); a long document waiting for its turn
+  counts in ``lag_seconds`` from its first change until its write begins.
+* The other names (hard links) of a batch's files go with it, and documents with hard
+  links are stat-checked every ``watch.hard_link_check_s`` (:mod:`~ingestd.daemon.sync.links`).
 * A *retry* tries again the files that could not be read, once the engine's back-off
   for them is due; ``status`` lists them under ``retrying`` (not in ``lag_seconds``).
 
@@ -26,10 +32,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ingestd.daemon.service import systemd
 from ingestd.daemon.service.jobs import Backoff, Job, JobQueue, Priority
 from ingestd.daemon.sync.engine import Engine
-from ingestd.daemon.sync.types import SyncProgress, SyncResult
+from ingestd.daemon.sync.types import SyncInterrupted, SyncProgress, SyncResult
 
 __all__ = ["SyncPolicy"]
 
@@ -66,13 +71,18 @@ class SyncPolicy:
         self.observe = observe
         #: ``starting``, ``reconciling`` (start-up scans), then ``watching``
         self.phase = "starting"
+        #: what the engine thread does when no sync reports progress (``STATUS=``)
+        self.current = ""
         self.progress: dict[str, SyncProgress] = {}  # source -> progress of its running scan
         self.batches_done = 0  # live batches applied (tests and status)
         self._last_rescan = time.monotonic()
+        self._last_link_check = time.monotonic()
         self._lag: list[float] = []
         self._waiting: dict[int, float] = {}  # change batches queued or running -> first change
-        self._after_in_flight: dict[str, set[str]] = {}  # deferred by a nested batch
+        # deferred by a nested batch: source -> path -> its first change
+        self._after_in_flight: dict[str, dict[str, float]] = {}
         self._retrying: set[tuple[str, str]] = set()  # unreadable files queued for a try
+        self._long_queued = False  # a step of the long documents is queued or delayed
         self._scan_queued: set[str] = set()  # sources with a scan queued, not yet started
         self._scan_lock = threading.Lock()
 
@@ -123,6 +133,19 @@ class SyncPolicy:
         self._last_rescan = now
         self.scan_all("periodic rescan")
 
+    def check_links(self, now: float, interval: float) -> None:
+        """Every ``interval`` seconds (0: never), sync the hard links whose stat changed.
+
+        A document with another hard link (outside the root too) changes when that
+        other name is written, with no event for this one (see
+        :mod:`~ingestd.daemon.sync.links`). Called on the engine thread.
+        """
+        if not interval or now - self._last_link_check < interval:
+            return
+        self._last_link_check = now
+        for source, rels in self.engine().links.changed().items():
+            self.on_batch(source, rels)
+
     def on_lost(self, source: str, why: str) -> None:
         """Events may have been lost: rescan the source once (thread-safe).
 
@@ -146,18 +169,16 @@ class SyncPolicy:
             if source not in engine.sources:
                 return None  # removed by a reload
             logger.info("scanning source %s (%s)", source, why)
+            self.current = f"scanning {source}"
 
             def progress(p: SyncProgress) -> None:
                 self.progress[source] = p
-                systemd.notify(
-                    f"STATUS={p.phase} {source}: {p.docs_done}/{p.docs_total} documents, "
-                    f"{p.chunks_written} chunks"
-                )
 
             try:
-                res = engine.sync(source, progress=progress)
+                res = engine.sync(source, progress=progress, background=True)
             finally:
                 self.progress.pop(source, None)
+                self.current = ""
             self.backoff.succeeded(source)
             self.observe(res, None)
             if not res.interrupted:
@@ -174,10 +195,13 @@ class SyncPolicy:
                 return res.as_dict()
             if res.root_missing:  # logged when it went missing; rescanned until it is back
                 return res.as_dict()
+            state = "in sync" if res.complete else "synced, not complete"
+            if res.background and not res.incomplete_otherwise:
+                state = f"synced, {len(res.background)} long document(s) written in the background"
             logger.info(
                 "source %s %s: %d indexed, %d deleted, %d failed, %d embedded, %d reused",
                 source,
-                "in sync" if res.complete else "synced, not complete",
+                state,
                 res.indexed,
                 res.deleted,
                 res.failed,
@@ -191,12 +215,7 @@ class SyncPolicy:
 
     def _idle_status(self) -> None:
         if not self.progress:
-            engine = self.engine()
             self.phase = "watching"
-            systemd.notify(
-                f"STATUS=watching {len(engine.sources)} source(s); "
-                f"{engine.embedder.stats.embedded} chunks embedded since start"
-            )
 
     # -- change batches --------------------------------------------------------------------------
 
@@ -223,7 +242,9 @@ class SyncPolicy:
             if source not in engine.sources:
                 self._waiting.pop(seq, None)
                 return None  # removed by a reload
-            res = engine.sync(source, paths)
+            self._add_links(engine, source, paths, first)
+            res = engine.sync(source, paths, background=True)
+            engine.long_writes.note_first(source, res.background, first)
             self.batches_done += 1
             self.backoff.succeeded(source)
             if seq in self._waiting:
@@ -243,7 +264,9 @@ class SyncPolicy:
                     res.failed,
                 )
             if res.deferred:
-                self._after_in_flight.setdefault(source, set()).update(res.deferred)
+                later = self._after_in_flight.setdefault(source, {})
+                for p in res.deferred:
+                    later[p] = min(later.get(p, first), first)
             # files that vanished or could not be read mid-way are tried again when
             # their back-off is due (see queue_due_retries)
             if res.interrupted:  # stopping: the next start's scan finds these changes
@@ -259,11 +282,73 @@ class SyncPolicy:
 
         return Job(Priority.CHANGES, seq, run, on_error=on_error, nestable=True)
 
+    def _add_links(self, engine: Engine, source: str, paths: set[str], first: float) -> None:
+        """Add to ``paths`` the other hard links of their files; queue those of other sources."""
+        for other, rels in engine.links.siblings(source, paths).items():
+            if other == source:
+                paths.update(rels)
+            elif other in engine.sources:
+                self.on_batch(other, rels, first)
+
     def queue_deferred(self) -> None:
-        """Queue the changes a nested batch left to the job that had them in flight."""
-        for source, paths in self._after_in_flight.items():
-            self.jobs.put(self._batch_job(source, paths, time.monotonic()))
-        self._after_in_flight.clear()
+        """Queue the changes a nested batch deferred whose documents are no longer in flight.
+
+        Called after each job and at every checkpoint: a change waits for the group
+        that had its document in flight, not for the job that wrote the group.
+        """
+        engine = self.engine()
+        for source in list(self._after_in_flight):
+            later = self._after_in_flight[source]
+            busy = engine.busy(source) if source in engine.sources else set()
+            ready = {p: t for p, t in later.items() if p not in busy}
+            if not ready:
+                continue
+            for p in ready:
+                del later[p]
+            if not later:
+                del self._after_in_flight[source]
+            self.jobs.put(self._batch_job(source, set(ready), min(ready.values())))
+
+    # -- long documents ----------------------------------------------------------------------
+
+    def after_job(self) -> None:
+        """After each job outside a checkpoint: queue deferred changes and long documents."""
+        self.queue_deferred()
+        engine = self.engine()
+        if self._long_queued or not engine.long_writes.pending():
+            return
+        self._long_queued = True
+        self.jobs.put(self._long_write_job())
+
+    def _long_write_job(self) -> Job:
+        """A job that writes one step of the long documents; the next is queued after it."""
+
+        def run() -> None:
+            self._long_queued = False
+            try:
+                delay = self.step_long_writes()
+            except SyncInterrupted:  # stopping: the next start writes it again
+                return
+            if delay:  # a document is being chunked: poll it later
+                self._long_queued = True
+                self.jobs.defer(delay, self._long_write_job())
+
+        def on_error(exc: Exception) -> None:
+            units = self.engine().long_writes.units()
+            source = units[0].source if units else "?"
+            self._long_queued = True
+            self.backoff.failed(source, "writing a long document", exc, self._long_write_job())
+
+        return Job(Priority.SCAN, self.jobs.next_seq(), run, on_error=on_error)
+
+    def step_long_writes(self) -> float | None:
+        """One step of the long documents (``LongWrites.step``); seconds to the next."""
+        return self.engine().long_writes.step()
+
+    def long_write_done(self, res: SyncResult, first: float | None) -> None:
+        """A long document is written: count it like a sync (``first``: its first change)."""
+        self.backoff.succeeded(res.source)
+        self.observe(res, first)
 
     # -- retries of unreadable files -------------------------------------------------------------
 
@@ -287,11 +372,14 @@ class SyncPolicy:
     def lag(self, oldest_pending: float | None) -> float:
         """Seconds the oldest change not yet applied has waited (0.0 when none waits).
 
-        Counts change batches queued, deferred or being written, and
-        ``oldest_pending``: the monotonic time of the oldest change still coalescing
-        in the batcher, if any.
+        Counts change batches queued, deferred or being written, long documents waiting
+        for their turn, and ``oldest_pending``: the monotonic time of the oldest change
+        still coalescing in the batcher, if any.
         """
         firsts = list(self._waiting.values())
+        for later in list(self._after_in_flight.values()):  # read off the engine thread too
+            firsts += list(later.values())
+        firsts += self.engine().long_writes.waiting()
         if oldest_pending is not None:
             firsts.append(oldest_pending)
         return max(0.0, time.monotonic() - min(firsts)) if firsts else 0.0

@@ -46,7 +46,7 @@ from ingestd.daemon.service.control import ControlServer, DaemonError, StateLock
 from ingestd.daemon.service.instrument import ModelPreload, instrument
 from ingestd.daemon.service.jobs import Backoff, JobQueue, Priority
 from ingestd.daemon.service.policy import SyncPolicy
-from ingestd.daemon.service.status import daemon_status
+from ingestd.daemon.service.status import daemon_status, health_problems, status_line
 from ingestd.daemon.service.watches import Watches
 from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncResult
@@ -100,7 +100,7 @@ class Service:
         self.reloads = 0  # successful reloads
         self.watchdog = systemd.WatchdogPinger(systemd.watchdog_interval())
         self.jobs = JobQueue(
-            after_job=lambda: self.policy.queue_deferred(),
+            after_job=lambda: self.policy.after_job(),
             on_unhandled=lambda: self.policy.rescan_after_error(),
         )
         self.backoff = Backoff(self.jobs, on_failure=self._count_failure)
@@ -119,6 +119,8 @@ class Service:
         self._reloading = False
         self._control: ControlServer | None = None
         self._lock = StateLock(self.state_dir)
+        self._status = ""  # the last STATUS= sent
+        self._status_next = 0.0  # monotonic time from which the next may be sent
 
     # -- public ------------------------------------------------------------------------------
 
@@ -175,7 +177,27 @@ class Service:
             queued=self.jobs.qsize(),
             started_at=self.started_at,
             last_error=self.backoff.last_error,
+            max_lag=self.cfg.watch.max_lag_s,
         )
+
+    def healthy(self) -> bool:
+        """Whether ``status`` would say healthy (see :func:`health_problems`)."""
+        return not health_problems(
+            self.watches, self.backoff.last_error, self.lag(), self.cfg.watch.max_lag_s
+        )
+
+    def notify_status(self, *, force: bool = False) -> None:
+        """Send systemd ``STATUS=`` when the work in flight changed (at most twice a second).
+
+        Called on the engine thread: after each job and at every checkpoint.
+        """
+        if self.engine is None:
+            return
+        line = status_line(self.engine, self.policy)
+        now = time.monotonic()
+        if line != self._status and (force or now >= self._status_next):
+            self._status, self._status_next = line, now + 0.5
+            systemd.notify(f"STATUS={line}")
 
     @property
     def batches_done(self) -> int:
@@ -195,8 +217,9 @@ class Service:
         self._control = ControlServer(self.state_dir, self._dispatch)
         self._control.start()
         self._start_metrics()
-        systemd.notify("READY=1")
         self.policy.phase = "reconciling"
+        systemd.notify("READY=1")
+        self.notify_status(force=True)  # what is in flight, from READY=1 on
         self.policy.scan_all("start-up")
         if self.cfg.embedding.preload:  # load the embedding model in the background
             self.preload.start(self.engine)
@@ -234,11 +257,13 @@ class Service:
             for name in self.watches.rewatch_due(now):
                 self.policy.queue_scan(name, "not every folder is watched")
             self.policy.periodic_rescan(now, self.cfg.watch.rescan_interval_s)
+            self.policy.check_links(now, self.cfg.watch.hard_link_check_s)
             self.policy.queue_due_retries()
             wait = self.jobs.release_delayed(now)
             job = self.jobs.get(timeout=min(0.5, self.watchdog.interval or 0.5, wait))
             if job is not None:
                 self.jobs.run(job)
+            self.notify_status(force=True)
 
     def shutdown(self) -> None:
         """Stop watchers, the socket and the engine; release the lock."""
@@ -251,6 +276,13 @@ class Service:
             self.metrics.close()
         self.jobs.close(DaemonError("the daemon is shutting down", 1))  # fail what is queued
         if self.engine is not None:
+            left = [u.path for u in self.engine.long_writes.units()]
+            if left:
+                logger.info(
+                    "writing of %d long document(s) interrupted (%s); the next start finishes it",
+                    len(left),
+                    ", ".join(left[:5]),
+                )
             self.engine.close()
         self._lock.release()
         logger.info("ingestd stopped")
@@ -334,16 +366,26 @@ class Service:
             before_call=self._before_model_call,
             ping=self.watchdog.ping,
         )
+        engine.long_writes.enabled = True
+        engine.long_writes.on_done = self.policy.long_write_done
 
     def _checkpoint(self, serve_changes: bool) -> None:
         """Called by the engine between slices of long work (on the engine thread).
 
         Pings the watchdog (the work progressed), runs queued searches and, when
-        ``serve_changes`` and not already nested, queued change batches of files:
-        their documents in flight wait (see :class:`~ingestd.daemon.service.policy.SyncPolicy`).
+        ``serve_changes`` and not already nested, queued change batches of files
+        (their documents in flight wait, see
+        :class:`~ingestd.daemon.service.policy.SyncPolicy`) and one step of the long
+        documents written in the background.
         """
         self.watchdog.ping()
+        self.notify_status()
+        self.policy.queue_deferred()
+        nest = serve_changes and not self.jobs.nested
         self.jobs.run_nested(serve_changes, self.should_exit, self.watchdog.ping)
+        if nest and not self.should_exit.is_set() and self.engine is not None:
+            self.jobs.run_nested_step(self.policy.step_long_writes)
+            self.watchdog.ping()
 
     def _before_model_call(self) -> None:
         if self.metrics is not None:
@@ -367,8 +409,8 @@ class Service:
         self.metrics = Metrics(
             engine=lambda: self.engine,
             queue_depth=lambda: self.watches.depth() + self.jobs.qsize(),
-            oldest_change=self.watches.oldest,
-            watching=lambda: not self.watches.dead(),
+            lag=self.lag,
+            healthy=self.healthy,
         )
         self.metrics.serve(m.host, m.port)
         logger.info("metrics on http://%s:%d/metrics", m.host, self.metrics.port)

@@ -5,9 +5,13 @@ long job holds the engine thread. Per source it adds ``root_missing``,
 ``unwatched_folders`` and what its watcher holds (folders watched and ignored,
 overflows); under ``daemon`` the phase, progress of running scans, documents in
 flight, queue depth and lag, the watches and their share of
-``fs.inotify.max_user_watches``, and ``healthy``: every watcher
-runs, no job failed since its source's last success, and every root is there and
-watched in every folder.
+``fs.inotify.max_user_watches``, and ``healthy``: every watcher runs, no job failed
+since its source's last success, every root is there and watched in every folder,
+and no change has waited longer than ``watch.max_lag_s`` (:func:`health_problems`,
+which the ``ingestd_up`` metric reads too).
+
+:func:`status_line` is systemd's ``STATUS=``: the work in flight (phase, source,
+document, chunks done of total), or what the daemon waits for.
 """
 
 from __future__ import annotations
@@ -21,8 +25,72 @@ from ingestd.daemon.commands.commands import status_of
 from ingestd.daemon.service.policy import SyncPolicy
 from ingestd.daemon.service.watches import Watches
 from ingestd.daemon.sync.engine import Engine
+from ingestd.daemon.sync.write_parts import InFlight
 
-__all__ = ["daemon_status"]
+__all__ = ["daemon_status", "health_problems", "status_line"]
+
+
+def health_problems(
+    watches: Watches, last_error: Mapping[str, str], lag: float, max_lag: float
+) -> list[str]:
+    """Why the daemon is unhealthy, one line each; empty when it is healthy.
+
+    Args:
+        watches: the daemon's watches.
+        last_error: source -> the last error of a job of it, until one succeeds.
+        lag: seconds the oldest change not yet written has waited.
+        max_lag: ``watch.max_lag_s`` (0: lag never makes it unhealthy).
+    """
+    out = []
+    dead = watches.dead()
+    if dead:
+        out.append(f"file watching stopped: {', '.join(dead)}")
+    for source, error in sorted(last_error.items()):
+        out.append(f"source {source}: {error}")
+    for source, root in sorted(watches.missing_roots.items()):
+        out.append(f"source {source}: root {root} is missing")
+    for source in sorted(set(watches.unwatched) - set(watches.missing_roots)):
+        out.append(f"source {source}: not every folder is watched")
+    if max_lag and lag > max_lag:
+        out.append(f"a change has waited {lag:.0f} s (watch.max_lag_s {max_lag:g})")
+    return out
+
+
+def status_line(engine: Engine, policy: SyncPolicy) -> str:
+    """The ``STATUS=`` line for systemd: the work in flight, else what the daemon does.
+
+    The innermost running sync with its document in flight
+    (``indexing docs: guide.md 64/300 chunks; 3/13 documents``), else a long document
+    written in the background, the one being chunked or written before those queued
+    (``chunking docs: blob.md (2.0 MB)``, ``writing docs: big.md 16/126 chunks``),
+    else the policy's phase.
+    """
+    running = engine.progress
+    flying = engine.in_flight
+    if running:
+        p = running[-1]
+        doc = next(
+            (f for f in reversed(flying) if f.source == p.source and f.phase == "writing"), None
+        )
+        what = f" {_doc(doc)};" if doc else ""
+        return f"{p.phase} {p.source}:{what} {p.docs_done}/{p.docs_total} documents"
+    if flying:
+        f = next((f for f in flying if f.phase != "queued"), flying[0])
+        return f"{f.phase} {f.source}: {_doc(f)}"
+    if policy.current:
+        return policy.current
+    n = len(engine.sources)
+    if policy.phase == "watching":
+        embedded = engine.embedder.stats.embedded
+        return f"watching {n} source(s); {embedded} chunks embedded since start"
+    return f"{policy.phase} {n} source(s)"
+
+
+def _doc(f: InFlight) -> str:
+    """``path done/total chunks``, or ``path (size)`` before its chunks are known."""
+    if f.chunks_total:
+        return f"{f.path} {f.chunks_done}/{f.chunks_total} chunks"
+    return f"{f.path} ({f.size / 1e6:.1f} MB)" if f.size >= 100_000 else f"{f.path} ({f.size} B)"
 
 
 def daemon_status(
@@ -34,6 +102,7 @@ def daemon_status(
     queued: int,
     started_at: float,
     last_error: Mapping[str, str],
+    max_lag: float = 0.0,
 ) -> dict[str, Any]:
     """The daemon's status (see :func:`~ingestd.daemon.commands.commands.status_of`).
 
@@ -45,6 +114,7 @@ def daemon_status(
         queued: jobs in the engine thread's queue.
         started_at: when the daemon started, seconds since the epoch.
         last_error: source -> the last error of a job of it, until one succeeds.
+        max_lag: ``watch.max_lag_s``: a change waiting longer makes it unhealthy.
 
     Returns:
         :func:`~ingestd.daemon.commands.commands.status_of`'s answer, each source with
@@ -58,8 +128,8 @@ def daemon_status(
         ``degraded_sources``, ``missing_roots``, ``batches_done`` (change batches
         synced since start), ``watches`` (see
         :meth:`~ingestd.daemon.service.watches.Watches.budget`), ``overflows`` (since
-        start, every source), ``model_loaded``, ``started_at``, ``last_error`` and
-        ``healthy``.
+        start, every source), ``model_loaded``, ``started_at``, ``last_error``,
+        ``healthy`` and ``problems`` (why it is not healthy, one line each).
     """
     st = status_of(engine.manifest, engine, state_dir)
     missing = dict(watches.missing_roots)
@@ -69,6 +139,8 @@ def daemon_status(
         s.update(watches.source_status(s["source"]))
     watched = {w.source for w in watches.watchers}
     progress = {name: p.as_dict() for name, p in list(policy.progress.items())}
+    lag = policy.lag(watches.oldest())
+    problems = health_problems(watches, last_error, lag, max_lag)
     st["daemon"] = {
         "pid": os.getpid(),
         "phase": policy.phase,
@@ -77,7 +149,7 @@ def daemon_status(
         "queue_depth": watches.depth() + queued,
         # documents a running scan still has to write (the first ingest, rescans)
         "scan_documents_left": sum(p["docs_total"] - p["docs_done"] for p in progress.values()),
-        "lag_seconds": round(policy.lag(watches.oldest()), 3),
+        "lag_seconds": round(lag, 3),
         "watchers_alive": all(w.alive() for w in watches.watchers),
         # sources without any watch, and sources with folders that are not watched:
         # both are rescanned every watch.unwatched_rescan_s
@@ -90,6 +162,7 @@ def daemon_status(
         "model_loaded": engine.model_loaded,
         "started_at": started_at,
         "last_error": dict(last_error),
-        "healthy": not (watches.dead() or last_error or missing or watches.unwatched),
+        "healthy": not problems,
+        "problems": problems,
     }
     return st

@@ -35,8 +35,7 @@ from ingestd.daemon.config import WatchConfig
 from ingestd.daemon.sync.scanner import SourceFilter
 from ingestd.daemon.watch.coverage import WatchCoverage
 from ingestd.daemon.watch.folders import OVERFLOW
-from ingestd.daemon.watch.inotify import LIMIT_KEY, reason_for
-from ingestd.daemon.watch.kernel import max_user_watches
+from ingestd.daemon.watch.inotify import reason_for, watch_limit
 from ingestd.daemon.watch.watcher import Batcher, BatcherThread, SourceWatcher
 
 __all__ = ["Watches"]
@@ -251,21 +250,22 @@ class Watches:
         }
 
     def budget(self) -> dict[str, Any]:
-        """The inotify watches this daemon holds, beside ``fs.inotify.max_user_watches``.
+        """The inotify watches this daemon holds, beside the watch limit that binds.
 
         Returns:
             ``in_use`` (watches of every source), ``limit`` (``None`` when it cannot be
             read), ``share`` of the limit in use (0-1, ``None`` without a limit), and
-            ``limit_key``. The limit is per user: other processes of the same user
-            (editors, IDEs, other daemons) use it too.
+            ``limit_key`` (``fs.inotify.max_user_watches``, or a user namespace's lower
+            ``user.max_inotify_watches``). The limit is per user: other processes of
+            the same user (editors, IDEs, other daemons) use it too.
         """
         used = sum(w.stats().watched or 0 for w in list(self.watchers))
-        limit = max_user_watches()
+        key, limit = watch_limit()
         return {
             "in_use": used,
             "limit": limit,
             "share": round(used / limit, 6) if limit else None,
-            "limit_key": LIMIT_KEY,
+            "limit_key": key,
         }
 
     def depth(self) -> int:

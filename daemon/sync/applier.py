@@ -7,7 +7,15 @@ with a checkpoint after each.
 
 Syncs nest: a change batch of other files may run inside a checkpoint of a long scan.
 A nested sync leaves the documents the running one has in flight to a later batch
-(``deferred``), and those it has yet to read to it, so each is processed once.
+(``deferred``: queued as soon as their group commits), and takes over those the running
+one has yet to reach (it skips them), so each is processed once and no later change
+waits for the running sync to end.
+
+A sync of the daemon (``background=True``) hands long documents to
+:class:`~ingestd.daemon.sync.long_writes.LongWrites` instead of writing them itself
+(``SyncResult.background``): a change that shares a batch or a scan with a long
+document never waits for it. A sync that finds a document such a unit owns leaves it
+to the unit when it is unchanged, and supersedes the unit otherwise.
 """
 
 from __future__ import annotations
@@ -16,8 +24,9 @@ import logging
 
 from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext
 from ingestd.daemon.sync.documents import PreparedDocument
+from ingestd.daemon.sync.long_writes import LONG_CHUNKS, LongWrite, LongWrites
 from ingestd.daemon.sync.memory import release_free_memory
-from ingestd.daemon.sync.preparer import Preparer
+from ingestd.daemon.sync.preparer import THREADED_PREPARE_BYTES, Preparer
 from ingestd.daemon.sync.scanner import stat_file
 from ingestd.daemon.sync.types import (
     Plan,
@@ -45,6 +54,7 @@ class Applier:
         preparer: reads and chunks documents.
         writer: writes prepared documents.
         collections: collection versions (created before a write, kept in step after).
+        long_writes: long documents written in the background.
     """
 
     def __init__(
@@ -53,12 +63,20 @@ class Applier:
         preparer: Preparer,
         writer: Writer,
         collections: CollectionLifecycle,
+        long_writes: LongWrites,
     ) -> None:
         self.ctx = ctx
         self.preparer = preparer
         self.writer = writer
         self.collections = collections
-        self._queued: list[tuple[str, set[str]]] = []  # per running apply: paths not yet read
+        self.long_writes = long_writes
+        # per running apply: its paths not yet reached (a nested sync takes them over)
+        self._queued: list[tuple[str, set[str]]] = []
+
+    def busy(self, source: str) -> set[str]:
+        """Paths of ``source`` in a group being written now (not long documents)."""
+        units = self.long_writes.paths(source)
+        return {p for s, p in self.writer.in_flight if s == source and p not in units}
 
     def apply(
         self,
@@ -66,6 +84,7 @@ class Applier:
         *,
         progress: ProgressFn | None = None,
         force: bool = False,
+        background: bool = False,
     ) -> SyncResult:
         """Carry out ``plan``; a stop request ends it at the next checkpoint.
 
@@ -77,6 +96,9 @@ class Applier:
                 hand, e.g. for a repair).
             progress: called with a :class:`SyncProgress` after every write slice.
             force: re-upsert every point of the indexed documents (repair).
+            background: hand long documents to background writing (the daemon's
+                syncs, when ``LongWrites.enabled``); otherwise every document is
+                written before this returns (a unit that owns one is superseded).
 
         Returns:
             The counts; ``interrupted`` when a stop request ended it early (nothing of
@@ -88,7 +110,8 @@ class Applier:
             source, held=list(plan.held), root_missing=plan.root_missing, repaired=plan.repaired
         )
         self._leave_to_running(plan, res)
-        self._queued.append((source, set(plan.index)))
+        queued = set(plan.index) | set(plan.delete) | {p for p, _ in plan.stat_only}
+        self._queued.append((source, queued))
         stats = ctx.profiles.stats
         e0, r0 = stats.embedded, stats.reused
         prog = SyncProgress(
@@ -104,20 +127,18 @@ class Applier:
             if plan.index or plan.delete or self.collections.due(collection):
                 rebuilt = self.collections.ensure(collection)
                 plan.index = [p for p in plan.index if (source, p) not in rebuilt]
-            self._index(plan, res, prog, force)
+            written = self._index(plan, res, prog, force, background)
+            deleted = []
             for rel in plan.delete:
+                if rel not in queued:
+                    continue  # a sync nested in a checkpoint took it over
+                queued.discard(rel)
                 ctx.checkpoints.heartbeat()
+                self.long_writes.cancel(source, rel)
                 self._delete(source, rel, res)
-            written = [p for p in plan.index if p not in res.retry]
-            self.collections.follow(collection, source, written, plan.delete)
-            for rel, st in plan.stat_only:
-                ctx.checkpoints.heartbeat()
-                doc = ctx.manifest.document(source, rel)
-                if doc is not None:
-                    ctx.manifest.update_document(
-                        doc.id, size=st.size, mtime_ns=st.mtime_ns, ctime_ns=st.ctime_ns,
-                        inode=st.inode,
-                    )  # fmt: skip
+                deleted.append(rel)
+            self.collections.follow(collection, source, written, deleted)
+            self._record_stats(plan, queued)
         except SyncInterrupted:
             res.interrupted = True
         finally:
@@ -130,35 +151,84 @@ class Applier:
             release_free_memory()  # see ingestd.daemon.sync.memory
         if plan.scan and not plan.root_missing:
             ctx.manifest.set_held_deletes(source, len(plan.held))
+        elif not plan.root_missing:
+            self._release_held(plan)
         now = ctx.now()
         if res.indexed or res.deleted or res.failed:  # a change became searchable
             ctx.manifest.set_last_change_synced(source, now)
         if res.complete:
             ctx.manifest.set_last_sync(source, now)
+        elif not res.incomplete_otherwise:  # recorded when its long documents are written
+            for rel in res.background:
+                unit = self.long_writes.get(source, rel)
+                if unit is not None:
+                    unit.last_sync = True
         return res
+
+    def _release_held(self, plan: Plan) -> None:
+        """Forget held deletions that a sync of changed paths settled.
+
+        The guard holds the deletions of a scan; a later sync of changed paths (files
+        checked out again, or deleted for good) settles the held paths it covers: a
+        path whose file is back, or whose document is gone, is no longer held. The
+        count in the manifest (``status``) follows.
+        """
+        ctx = self.ctx
+        source = plan.source
+        held = ctx.held.get(source)
+        if not held:
+            return
+        scope = plan.scope
+
+        def covered(rel: str) -> bool:
+            return any(not s or rel == s or rel.startswith(s + "/") for s in scope)
+
+        root = ctx.root(source)
+        still = [
+            rel
+            for rel in held
+            if not covered(rel)
+            or (stat_file(root / rel) is None and ctx.manifest.document(source, rel) is not None)
+        ]
+        if len(still) == len(held):
+            return
+        if still:
+            ctx.held[source] = still
+        else:
+            ctx.held.pop(source, None)
+        ctx.manifest.set_held_deletes(source, len(still))
+        logger.info("source %s: %d deletions no longer held", source, len(held) - len(still))
 
     def _leave_to_running(self, plan: Plan, res: SyncResult) -> None:
         """Keep a sync nested in another one's checkpoint off the other one's documents.
 
         Documents the running sync has in flight are *deferred* (the caller syncs them
-        again once it ends); documents it has yet to read are left to it (it reads them
-        after this change, so each is processed once).
+        again once their group commits); documents it has yet to reach are taken over
+        (it skips them: this plan read them after the change).
         """
-        busy = {p for s, p in self.writer.in_flight if s == plan.source}
-        ahead = set().union(*(q for s, q in self._queued if s == plan.source))
-        if not busy and not ahead:
+        busy = self.busy(plan.source)
+        mine = set(plan.index) | set(plan.delete) | {p for p, _ in plan.stat_only}
+        for s, q in self._queued:
+            if s == plan.source:
+                q.difference_update(mine - busy)
+        if not busy:
             return
-        res.deferred = sorted(
-            busy & (set(plan.index) | set(plan.delete) | {p for p, _ in plan.stat_only})
-        )
-        skip = busy | ahead
-        plan.index = [p for p in plan.index if p not in skip]
-        plan.delete = [p for p in plan.delete if p not in skip]
-        plan.stat_only = [(p, st) for p, st in plan.stat_only if p not in skip]
+        res.deferred = sorted(busy & mine)
+        plan.index = [p for p in plan.index if p not in busy]
+        plan.delete = [p for p in plan.delete if p not in busy]
+        plan.stat_only = [(p, st) for p, st in plan.stat_only if p not in busy]
 
-    def _index(self, plan: Plan, res: SyncResult, prog: SyncProgress, force: bool) -> None:
-        """Prepare and write ``plan.index`` in groups spanning documents, slice by slice."""
+    def _index(
+        self, plan: Plan, res: SyncResult, prog: SyncProgress, force: bool, background: bool
+    ) -> list[str]:
+        """Prepare and write ``plan.index`` in groups spanning documents, slice by slice.
+
+        Returns:
+            The paths written (or recorded as failed) here.
+        """
         ctx = self.ctx
+        hand_off = background and self.long_writes.enabled and not force
+        written: list[str] = []
         source = plan.source
         git_commit = self.preparer.git_commit(source) if plan.index else None
         group: list[PreparedDocument] = []
@@ -185,13 +255,25 @@ class Applier:
             )  # fmt: skip
             prog.docs_done += len(group)
             bytes_before += sum(p.size for p in group)
+            written.extend(p.path for p in group)
             group, new_chunks = [], 0
             report()
 
         queued = self._queued[-1][1]
         for rel in plan.index:
-            ctx.checkpoints.heartbeat()
+            if rel not in queued:
+                continue  # a sync nested in a checkpoint took it over
             queued.discard(rel)
+            ctx.checkpoints.heartbeat()
+            if self._owned(plan, rel, hand_off):
+                res.background.append(rel)
+                prog.docs_done += 1
+                continue
+            if hand_off and plan.sizes.get(rel, 0) >= THREADED_PREPARE_BYTES:
+                self._hand_off(plan, rel, git_commit, None)  # chunked in the background
+                res.background.append(rel)
+                prog.docs_done += 1
+                continue
             try:
                 prep = self.preparer.prepare_watched(
                     source, rel, git_commit, plan.sizes.get(rel, 0)
@@ -202,12 +284,70 @@ class Applier:
                 prog.docs_done += 1
                 continue
             ctx.failures.readable(source, rel)
+            if hand_off and len(prep.ids) > LONG_CHUNKS:
+                self._hand_off(plan, rel, git_commit, prep)
+                res.background.append(rel)
+                prog.docs_done += 1
+                continue
             group.append(prep)
             new_chunks += len(prep.ids)
             if len(group) >= GROUP_DOCS or new_chunks >= GROUP_CHUNKS:
                 flush()
         if group:
             flush()
+        return written
+
+    def _record_stats(self, plan: Plan, queued: set[str]) -> None:
+        """Record the stat of documents whose bytes did not change (not taken over)."""
+        ctx = self.ctx
+        source = plan.source
+        for rel, st in plan.stat_only:
+            if rel not in queued:
+                continue
+            queued.discard(rel)
+            ctx.checkpoints.heartbeat()
+            self.long_writes.cancel(source, rel)  # the file is back to what is committed
+            doc = ctx.manifest.document(source, rel)
+            if doc is not None:
+                ctx.manifest.update_document(
+                    doc.id, size=st.size, mtime_ns=st.mtime_ns, ctime_ns=st.ctime_ns,
+                    inode=st.inode,
+                )  # fmt: skip
+
+    def _owned(self, plan: Plan, rel: str, hand_off: bool) -> bool:
+        """Whether a background unit owns ``rel`` and writes what the plan would.
+
+        A unit that writes something else (the file changed since, or its rule) is
+        superseded, and so is every unit when the caller writes everything itself.
+        """
+        unit = self.long_writes.get(plan.source, rel)
+        if unit is None:
+            return False
+        rule = self.ctx.profile_of_source(plan.source).rules.match(rel)
+        if (
+            hand_off
+            and unit.content_hash is not None
+            and unit.content_hash == plan.hashes.get(rel)
+            and unit.rule_fingerprint == rule.fingerprint
+        ):
+            return True
+        self.long_writes.cancel(plan.source, rel)
+        return False
+
+    def _hand_off(
+        self, plan: Plan, rel: str, git_commit: str | None, prep: PreparedDocument | None
+    ) -> None:
+        rule = self.ctx.profile_of_source(plan.source).rules.match(rel)
+        unit = LongWrite(
+            plan.source,
+            rel,
+            plan.sizes.get(rel, 0) if prep is None else prep.size,
+            plan.hashes.get(rel) if prep is None else prep.content_hash,
+            rule.fingerprint,
+            git_commit,
+            prep=prep,
+        )
+        self.long_writes.add(unit)
 
     def _delete(self, source: str, rel: str, res: SyncResult) -> None:
         """Delete the points and rows of a document that is gone.

@@ -13,8 +13,11 @@ File policy (a document that breaks it is *failed*: no chunks, its error in ``st
 * binary or not UTF-8 (see :func:`ingestd.chunkers.text.decode`);
 * text holding a private-key block or an access token;
 * a chunker error, or any other error while preparing this one document;
-* more than ``files.max_chunks`` chunks (a pathological file, e.g. a megabyte of base64
-  in one code fence, would otherwise hold the embedder for many minutes).
+* more than ``files.max_chunks`` chunks (a pathological file would otherwise hold the
+  embedder for many minutes);
+* text that is not prose (base64, minified code, long runs without whitespace) in more
+  than ``files.max_nonprose_chunks`` chunks and a tenth of them (see
+  :mod:`~ingestd.daemon.sync.prose`).
 
 Paths whose name is not valid UTF-8 never get here: the scanner skips them
 (:func:`~ingestd.daemon.sync.scanner.name_problem`), since the manifest, the point ids and
@@ -38,6 +41,7 @@ from typing import Any
 from ingestd.chunkers.base import Chunk
 from ingestd.chunkers.text import UndecodableError, decode
 from ingestd.daemon.config import FilesConfig
+from ingestd.daemon.sync.prose import nonprose_error
 from ingestd.daemon.sync.rules import Rule
 from ingestd.daemon.sync.scanner import FileStat, stat_file
 from ingestd.daemon.sync.secret_files import SecretPolicy
@@ -108,7 +112,8 @@ def prepare_document(
         root: the source root folder.
         rel: POSIX path relative to ``root``.
         rule: the rule matching ``rel``.
-        files: the file policy (``max_bytes``, ``max_chunks``, the secret checks).
+        files: the file policy (``max_bytes``, ``max_chunks``, ``max_nonprose_chunks``,
+            the secret checks).
         git_commit: HEAD's commit of a git source (payload ``git_commit``).
 
     Raises:
@@ -188,6 +193,9 @@ def _chunk(
         prep.error = (
             f"would make {len(chunks)} chunks (> files.max_chunks {files.max_chunks}); skipped"
         )
+        return
+    prep.error = nonprose_error(chunks, files.max_nonprose_chunks)
+    if prep.error is not None:
         return
     prep.chunks = chunks
     prep.hashes = [chunk_hash(c.embed_text) for c in chunks]

@@ -44,6 +44,8 @@ from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.documents import PreparedDocument
 from ingestd.daemon.sync.failures import ReadFailures
 from ingestd.daemon.sync.healing_cache import HealingCache
+from ingestd.daemon.sync.links import HardLinks
+from ingestd.daemon.sync.long_writes import LongWrites
 from ingestd.daemon.sync.planner import Planner
 from ingestd.daemon.sync.preparer import Preparer
 from ingestd.daemon.sync.profile import Profile
@@ -91,6 +93,8 @@ class Engine:
         collections: collection versions and migrations.
         writer: writes prepared documents (its ``in_flight`` documents are shown in
             ``status``).
+        long_writes: long documents written in the background, one slice per step
+            (the daemon enables it).
 
     Raises:
         ingestd.store.embedder.ModelNotFoundError: the model is not available locally.
@@ -140,7 +144,13 @@ class Engine:
             self.writer = Writer(self.context, self.collections)
             self.preparer = Preparer(self.context)
             self.planner = Planner(self.context, lambda s: self.check_store(s).repairs())
-            self.applier = Applier(self.context, self.preparer, self.writer, self.collections)
+            self.long_writes = LongWrites(
+                self.context, self.preparer, self.writer, self.collections
+            )
+            self.applier = Applier(
+                self.context, self.preparer, self.writer, self.collections, self.long_writes
+            )
+            self._hidden: set[str] = set()  # sources whose pending points were hidden
             self.verifier = Verifier(self.context, self.preparer, self, self.collections)
             for s in cfg.sources:
                 self.manifest.ensure_source(s.name, str(s.root), s.collection)
@@ -255,6 +265,11 @@ class Engine:
         return self.failures.retry
 
     @property
+    def links(self) -> HardLinks:
+        """Documents with more than one hard link (re-checked with their other names)."""
+        return self.context.links
+
+    @property
     def in_flight(self) -> list[InFlight]:
         """Documents being written right now (pending until their group commits)."""
         return list(self.writer.in_flight.values())
@@ -268,6 +283,10 @@ class Engine:
     def model_loaded(self) -> bool:
         """Whether the configured model's weights are loaded."""
         return self.profiles.model_loaded
+
+    def busy(self, source: str) -> set[str]:
+        """Paths of ``source`` in a group being written now (see ``Applier.busy``)."""
+        return self.applier.busy(source)
 
     def profile_of(self, collection: str) -> Profile:
         """The profile that made the current version of ``collection``."""
@@ -319,13 +338,18 @@ class Engine:
         )
 
     def apply(
-        self, plan: Plan, *, progress: ProgressFn | None = None, force: bool = False
+        self,
+        plan: Plan,
+        *,
+        progress: ProgressFn | None = None,
+        force: bool = False,
+        background: bool = False,
     ) -> SyncResult:
         """Carry out ``plan``; a stop request ends it at the next checkpoint.
 
         See :meth:`Applier.apply`.
         """
-        return self.applier.apply(plan, progress=progress, force=force)
+        return self.applier.apply(plan, progress=progress, force=force, background=background)
 
     def sync(
         self,
@@ -335,6 +359,7 @@ class Engine:
         full: bool = False,
         allow_mass_delete: bool = False,
         progress: ProgressFn | None = None,
+        background: bool = False,
     ) -> SyncResult:
         """Plan and apply.
 
@@ -344,6 +369,8 @@ class Engine:
             full: re-hash every file (no stat fast path).
             allow_mass_delete: release deletions the guard would hold.
             progress: called with a :class:`SyncProgress` after every write slice.
+            background: hand long documents to :attr:`long_writes` (see
+                :meth:`Applier.apply`).
 
         Returns:
             The counts; ``interrupted`` when a stop request ended it early.
@@ -352,7 +379,7 @@ class Engine:
             plan = self.plan(source, paths, full=full, allow_mass_delete=allow_mass_delete)
         except SyncInterrupted:
             return SyncResult(source, interrupted=True)
-        return self.apply(plan, progress=progress)
+        return self.apply(plan, progress=progress, background=background)
 
     def prepare(self, source: str, rel: str, git_commit: str | None = None) -> PreparedDocument:
         """Read, decode and chunk one file (see :meth:`Preparer.prepare`)."""
@@ -371,6 +398,9 @@ class Engine:
         crash interrupted is finished first.
         """
         self.collections.before_check(self.context.collection_of(source))
+        if source not in self._hidden:  # a crash may have left a version half committed
+            self._hidden.add(source)
+            self.writer.hide_pending(source)
         return check_store(self.context, self, self.collections, source)
 
     def ensure_collection(self, collection: str) -> set[tuple[str, str]]:

@@ -28,7 +28,7 @@ import os
 import re
 import stat as stat_mod
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
@@ -75,17 +75,22 @@ _TEMP_FILE = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class FileStat:
-    """The stat fast-path key of a file: size (bytes), mtime and ctime (ns), inode."""
+    """The stat fast-path key of a file: size (bytes), mtime and ctime (ns), inode.
+
+    ``nlink``, the file's number of hard links, is carried along but not part of the
+    key (the manifest does not record it; see :mod:`~ingestd.daemon.sync.links`).
+    """
 
     size: int
     mtime_ns: int
     ctime_ns: int
     inode: int
+    nlink: int = field(default=1, compare=False)
 
     @classmethod
     def of(cls, st: os.stat_result) -> FileStat:
         """From an ``os.stat_result``."""
-        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_nlink)
 
 
 class SourceFilter:

@@ -108,6 +108,8 @@ class SyncResult:
         retry: paths that could not be read (vanished or locked): retried later.
         held: deletions held by the mass-deletion guard.
         deferred: paths left for later because another job was writing them.
+        background: long documents left to background writing (``LongWrites``): not
+            written when the sync returns.
         chunks_written: points upserted.
         chunks_deleted: points deleted.
         embedded: chunks embedded by the model.
@@ -124,6 +126,7 @@ class SyncResult:
     retry: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
     deferred: list[str] = field(default_factory=list)
+    background: list[str] = field(default_factory=list)
     chunks_written: int = 0
     chunks_deleted: int = 0
     embedded: int = 0
@@ -135,7 +138,12 @@ class SyncResult:
     @property
     def complete(self) -> bool:
         """Whether the sync applied everything: nothing held, deferred, to retry or missing."""
-        return not (
+        return not (self.background or self.incomplete_otherwise)
+
+    @property
+    def incomplete_otherwise(self) -> bool:
+        """Whether something but long documents written in the background is left."""
+        return bool(
             self.retry or self.deferred or self.held or self.root_missing or self.interrupted
         )
 

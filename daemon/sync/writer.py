@@ -7,7 +7,14 @@ a. record new point ids as *pending* in the manifest;
 b. upsert the new points (``wait=True``) and refresh the payload of kept points;
 c. delete every id the manifest holds for the documents (committed or pending) that
    is not in the new set;
-d. commit: the new ids become the documents' ids.
+d. commit: the pending marker is removed from the new points (one batched call), then
+   the new ids become the documents' ids.
+
+New points are upserted with the payload marker
+:data:`~ingestd.store.search.PENDING_KEY`, which searches exclude: until its commit, a
+document's new version is never returned, alone or beside its old one. A crash leaves
+the marker only on ids the manifest holds as pending (the next write of the document
+deletes or commits them; a scan hides them first, :meth:`Writer.hide_pending`).
 
 Steps (a) and (b) run slice by slice, at most :data:`SLICE_CHUNKS` chunks each (the
 pending ids of a slice are recorded just before its upsert). After every slice the
@@ -29,15 +36,27 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext
 from ingestd.daemon.sync.documents import PreparedDocument, sparse_vector, strip_provenance
-from ingestd.daemon.sync.types import SyncInterrupted, SyncResult
+from ingestd.daemon.sync.types import SyncResult
+from ingestd.daemon.sync.write_parts import (
+    DocWork,
+    InFlight,
+    fails_whole_batch,
+    vectors_from_store,
+)
 from ingestd.store.manifest import ChunkRow
 
-__all__ = ["SLICE_CHUNKS", "InFlight", "Writer", "fails_whole_batch", "vectors_from_store"]
+__all__ = [
+    "SLICE_CHUNKS",
+    "DocWork",
+    "InFlight",
+    "Writer",
+    "fails_whole_batch",
+    "vectors_from_store",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -46,46 +65,6 @@ logger = logging.getLogger(__name__)
 SLICE_CHUNKS = 32
 #: Payload updates of kept points per call (and between two checkpoints).
 PAYLOAD_SLICE = 256
-
-
-@dataclass
-class InFlight:
-    """A document being written: pending in the manifest until its group commits.
-
-    Attributes:
-        source: the source name.
-        path: POSIX path relative to the source root.
-        chunks_done: new chunks of the document upserted so far.
-        chunks_total: new chunks the document needs (kept chunks are not counted).
-        size: the file's size, in bytes.
-    """
-
-    source: str
-    path: str
-    chunks_done: int
-    chunks_total: int
-    size: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        """JSON-ready fields."""
-        return {
-            "source": self.source,
-            "path": self.path,
-            "chunks_done": self.chunks_done,
-            "chunks_total": self.chunks_total,
-        }
-
-
-@dataclass
-class _DocWork:
-    prep: PreparedDocument
-    doc_id: int
-    rows: list[ChunkRow]
-    fresh: list[ChunkRow]
-    stale: set[str]
-    #: the rule fingerprint changed (e.g. the BM25 contract): kept points get their
-    #: sparse vector re-written too
-    resparse: bool = False
 
 
 class Writer:
@@ -177,9 +156,31 @@ class Writer:
         checkpoint: Callable[[], None] | None,
         progress: Callable[[], None] | None,
     ) -> None:
+        collection = self.ctx.collection_of(source)
+        work = self.begin(source, group, force)
+        try:
+            self.refresh_kept(source, collection, work, checkpoint)
+            todo = [(w, r) for w in work for r in w.fresh]
+            for i in range(0, len(todo), SLICE_CHUNKS):
+                self.upsert_slice(source, collection, todo[i : i + SLICE_CHUNKS], res)
+                if progress is not None:
+                    progress()
+                if checkpoint is not None:
+                    checkpoint()
+            self.finish(collection, work, res)
+        finally:
+            for w in work:
+                self.in_flight.pop((source, w.prep.path), None)
+
+    def begin(
+        self, source: str, group: list[PreparedDocument], force: bool = False
+    ) -> list[DocWork]:
+        """Plan the write of ``group``: rows, fresh rows, stale ids; show it in flight.
+
+        The caller ends each document's :attr:`in_flight` entry when it is done.
+        """
         ctx = self.ctx
-        collection = ctx.collection_of(source)
-        self.collections.ensure(collection)
+        self.collections.ensure(ctx.collection_of(source))
         _ = ctx.resources.cache  # open the cache before the first lookup
         doc_ids = ctx.manifest.upsert_documents(source, [p.path for p in group])
         known = ctx.manifest.chunks_of_docs(list(doc_ids.values()))
@@ -187,24 +188,43 @@ class Writer:
         work = [self._plan_doc(p, doc_ids[p.path], known[doc_ids[p.path]], force) for p in group]
         for w in work:
             w.resparse = fingerprints.get(w.doc_id) != w.prep.rule.fingerprint
-        keys = [(source, w.prep.path) for w in work]
-        for key, w in zip(keys, work, strict=True):
-            self.in_flight[key] = InFlight(source, w.prep.path, 0, len(w.fresh), w.prep.size)
-        try:
-            self._refresh_kept(source, collection, work, checkpoint)
-            self._upsert_fresh(source, collection, work, res, checkpoint, progress)
-            stale_ids = [pid for w in work for pid in w.stale]
-            if stale_ids:  # (c)
-                ctx.store.delete(collection, stale_ids)
-            res.chunks_deleted += len(stale_ids)
-            self._commit(work, res)  # (d)
-        finally:
-            for key in keys:
-                self.in_flight.pop(key, None)
+            self.in_flight[(source, w.prep.path)] = InFlight(
+                source, w.prep.path, 0, len(w.fresh), w.prep.size
+            )
+        return work
+
+    def finish(self, collection: str, work: list[DocWork], res: SyncResult) -> None:
+        """Steps (c) and (d): delete the stale ids, unmark the new points, commit."""
+        ctx = self.ctx
+        stale_ids = [pid for w in work for pid in w.stale]
+        if stale_ids:  # (c)
+            ctx.store.delete(collection, stale_ids)
+        res.chunks_deleted += len(stale_ids)
+        fresh_ids = [r.point_id for w in work for r in w.fresh]
+        if fresh_ids:  # (d): searchable from here on
+            ctx.store.unmark_pending(collection, fresh_ids)
+        self._commit(work, res)
+
+    def hide_pending(self, source: str) -> int:
+        """Mark every point the manifest holds as pending for ``source`` (see the module).
+
+        A crash between the unmarking and the commit of step (d) leaves points of an
+        uncommitted version searchable; a scan calls this before anything is written.
+
+        Returns:
+            The number of pending ids.
+        """
+        from ingestd.store.search import PENDING_KEY
+
+        ids = [pid for pid, _, pending in self.ctx.manifest.point_rows(source) if pending]
+        collection = self.ctx.collection_of(source)
+        if ids and self.ctx.store.has_collection(collection):
+            self.ctx.store.set_payload(collection, [(pid, {PENDING_KEY: True}) for pid in ids])
+        return len(ids)
 
     def _plan_doc(
         self, prep: PreparedDocument, doc_id: int, known: list[ChunkRow], force: bool
-    ) -> _DocWork:
+    ) -> DocWork:
         committed = {c.point_id for c in known if not c.pending}
         rows = [
             ChunkRow(pid, h, i, c.start, c.end)
@@ -212,56 +232,42 @@ class Writer:
         ]
         fresh = [r for r in rows if force or r.point_id not in committed]
         stale = {c.point_id for c in known} - set(prep.ids)
-        return _DocWork(prep, doc_id, rows, fresh, stale)
+        return DocWork(prep, doc_id, rows, fresh, stale)
 
-    def _upsert_fresh(
-        self,
-        source: str,
-        collection: str,
-        work: list[_DocWork],
-        res: SyncResult,
-        checkpoint: Callable[[], None] | None,
-        progress: Callable[[], None] | None,
+    def upsert_slice(
+        self, source: str, collection: str, part: list[tuple[DocWork, ChunkRow]], res: SyncResult
     ) -> None:
-        """Steps (a) and (b) for the new points, slice by slice."""
+        """Steps (a) and (b) for one slice of new points (at most :data:`SLICE_CHUNKS`)."""
+        from ingestd.store.search import PENDING_KEY
         from ingestd.store.vectors import Point
 
         ctx = self.ctx
-        todo = [(w, r) for w in work for r in w.fresh]
         embedder = ctx.profiles.profile_of(collection).embedder
-        fallback = vectors_from_store(ctx, collection)
-        for i in range(0, len(todo), SLICE_CHUNKS):
-            part = todo[i : i + SLICE_CHUNKS]
-            pending: dict[int, list[ChunkRow]] = {}
-            for w, r in part:
-                pending.setdefault(w.doc_id, []).append(r)
-            ctx.manifest.add_pending_many(pending)  # (a)
-            want = [
-                (w.prep.hashes[r.ordinal], w.prep.chunks[r.ordinal].embed_text) for w, r in part
-            ]
-            vectors = embedder.vectors(want, fallback)
-            now = ctx.now()
-            points = []
-            for w, r in part:
-                payload = dict(w.prep.payloads[r.ordinal])
-                payload["indexed_at"] = now
-                chunk = w.prep.chunks[r.ordinal]
-                vec = vectors[w.prep.hashes[r.ordinal]]
-                points.append(Point(r.point_id, vec, payload, sparse_vector(chunk)))
-            ctx.store.upsert(collection, points)  # (b)
-            for w, _ in part:
-                self.in_flight[(source, w.prep.path)].chunks_done += 1
-            res.chunks_written += len(points)
-            if progress is not None:
-                progress()
-            if checkpoint is not None:
-                checkpoint()
+        pending: dict[int, list[ChunkRow]] = {}
+        for w, r in part:
+            pending.setdefault(w.doc_id, []).append(r)
+        ctx.manifest.add_pending_many(pending)  # (a)
+        want = [(w.prep.hashes[r.ordinal], w.prep.chunks[r.ordinal].embed_text) for w, r in part]
+        vectors = embedder.vectors(want, vectors_from_store(ctx, collection))
+        now = ctx.now()
+        points = []
+        for w, r in part:
+            payload = dict(w.prep.payloads[r.ordinal])
+            payload["indexed_at"] = now
+            payload[PENDING_KEY] = True  # searches skip it until step (d)
+            chunk = w.prep.chunks[r.ordinal]
+            vec = vectors[w.prep.hashes[r.ordinal]]
+            points.append(Point(r.point_id, vec, payload, sparse_vector(chunk)))
+        ctx.store.upsert(collection, points)  # (b)
+        for w, _ in part:
+            self.in_flight[(source, w.prep.path)].chunks_done += 1
+        res.chunks_written += len(points)
 
-    def _refresh_kept(
+    def refresh_kept(
         self,
         source: str,
         collection: str,
-        work: list[_DocWork],
+        work: list[DocWork],
         checkpoint: Callable[[], None] | None,
     ) -> None:
         """Step (b) for kept points: payload fields that moved (ordinal, offsets, ...).
@@ -273,7 +279,7 @@ class Writer:
         """
         updates: list[tuple[str, dict[str, Any]]] = []
         resparse: list[tuple[str, Any]] = []
-        rows: dict[str, tuple[_DocWork, ChunkRow]] = {}
+        rows: dict[str, tuple[DocWork, ChunkRow]] = {}
         for w in work:
             fresh_ids = {r.point_id for r in w.fresh}
             for r in w.rows:
@@ -302,7 +308,7 @@ class Writer:
             if checkpoint is not None and i + PAYLOAD_SLICE < len(resparse):
                 checkpoint()
 
-    def _commit(self, work: list[_DocWork], res: SyncResult) -> None:
+    def _commit(self, work: list[DocWork], res: SyncResult) -> None:
         """Step (d): one manifest transaction for the group."""
         now = self.ctx.now()
         commits = []
@@ -334,63 +340,5 @@ class Writer:
         self.ctx.manifest.commit_documents(commits)
 
 
-def fails_whole_batch(exc: BaseException) -> bool:
-    """Whether ``exc`` is about the store, the manifest or the machine, not one document.
-
-    Such errors (a stop request, a store that cannot be reached, a full disk, a locked
-    database) fail the whole group, which is tried again later; any other error is
-    the document's own.
-    """
-    from sqlalchemy.exc import DisconnectionError, OperationalError
-
-    from ingestd.store.vectors import StoreUnavailableError
-
-    if isinstance(
-        exc,
-        SyncInterrupted
-        | OSError
-        | MemoryError
-        | StoreUnavailableError
-        | OperationalError
-        | DisconnectionError,
-    ):
-        return True
-    return type(exc).__module__.startswith("qdrant_client")
-
-
 def _git_of(payload: dict[str, Any]) -> dict[str, Any]:
     return {"git_commit": payload["git_commit"]} if "git_commit" in payload else {}
-
-
-def vectors_from_store(ctx: SyncContext, collection: str) -> Callable[[list[str]], dict[str, Any]]:
-    """A lookup of vectors by chunk hash among the points already in ``collection``.
-
-    Used when the embedding cache has evicted a vector: a point with the same chunk
-    hash (a renamed or copied document) still holds it.
-
-    Returns:
-        A function of chunk hashes -> ``{chunk hash: (dim,) float32 vector}`` of those
-        found.
-    """
-
-    def fallback(hashes: list[str]) -> dict[str, Any]:
-        import numpy as np
-
-        ids = ctx.manifest.point_ids_for_hashes(hashes)
-        if not ids:
-            return {}
-        by_id = {pid: h for h, pid in ids.items()}
-        out: dict[str, Any] = {}
-        recs = []
-        # while a new version is built, its points are not behind the alias yet
-        for name in dict.fromkeys([collection, ctx.store.write_target(collection)]):
-            try:
-                recs += ctx.store.retrieve(name, list(by_id), with_vectors=True)
-            except Exception:
-                logger.debug("vector lookup by chunk hash failed", exc_info=True)
-        for pid, _payload, vec in recs:
-            if vec is not None and not isinstance(vec, dict):
-                out[by_id[pid]] = np.asarray(vec, dtype=np.float32)
-        return out
-
-    return fallback

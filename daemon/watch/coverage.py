@@ -6,8 +6,10 @@ seconds while the source stays degraded (and it tries to set the watches again e
 time). ``status`` lists the folders and reports the daemon unhealthy.
 
 Logging follows the state, not the checks: one error when a source becomes degraded
-(naming ``fs.inotify.max_user_watches``, the usual cause), one warning when more
-folders join, one line when every folder is watched again.
+(with the fix for its reasons: the watch limit that was reached, named as
+:func:`~ingestd.daemon.watch.inotify.watch_limit` finds it, or folders the daemon's
+user may not read), one warning when more folders join, one line when every folder is
+watched again.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ingestd.daemon.sync.scanner import display_path
-from ingestd.daemon.watch.inotify import LIMIT_KEY
+from ingestd.daemon.watch.inotify import watch_limit
 
-__all__ = ["WatchCoverage", "WatchStats", "folder_key"]
+__all__ = ["WatchCoverage", "WatchStats", "advice_for", "folder_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +29,25 @@ logger = logging.getLogger(__name__)
 def folder_key(rel: str) -> str:
     """How a folder is listed: its display path and ``/`` (``./`` for the root)."""
     return display_path(rel) + "/" if rel else "./"
+
+
+def advice_for(reasons: Iterable[str]) -> str:
+    """What to do about folders that cannot be watched, for these reasons of theirs."""
+    reasons = set(reasons)
+    advice = []
+    if any(r.startswith("the inotify watch limit") for r in reasons):
+        key, _ = watch_limit()
+        advice.append(
+            f"Raise {key} (e.g. `sysctl -w {key}=524288`) or exclude big folders from the source"
+        )
+    if "permission denied" in reasons:
+        advice.append(
+            "Let the daemon's user read and enter those folders (e.g. `setfacl -R -m "
+            "u:ingestd:rX FOLDER`) or exclude them from the source"
+        )
+    if not advice:
+        advice.append("Exclude those folders from the source, or check them")
+    return ". ".join(advice)
 
 
 def _within(key: str, top: str) -> bool:
@@ -117,20 +138,17 @@ class WatchCoverage:
         if not before:
             logger.error(
                 "source %s: cannot watch %d folder(s), e.g. %s: changes there are found "
-                "only by a rescan every %g s. Raise %s (e.g. `sysctl -w %s=524288`), "
-                "exclude big folders from the source, or fix the folders' permissions",
+                "only by a rescan every %g s. %s",
                 source,
                 len(now),
                 example,
                 self.rescan_s,
-                LIMIT_KEY,
-                LIMIT_KEY,
+                advice_for(now.values()),
             )
         else:
             logger.warning(
-                "source %s: %d more folder(s) cannot be watched, e.g. %s (%s)",
+                "source %s: %d more folder(s) cannot be watched, e.g. %s",
                 source,
                 len(new),
                 example,
-                LIMIT_KEY,
             )

@@ -8,8 +8,9 @@ lists one ``inotify wd:... ino:... sdev:...`` line per watch (Linux
 when its inode is listed. Inodes are compared without the device: ``stat`` on btrfs
 subvolumes and overlayfs reports another ``st_dev`` than the kernel's ``sdev``. When a
 folder is not watched, :func:`probe` tries a watch of its own to tell why: the
-per-user limit ``fs.inotify.max_user_watches`` is reached (``ENOSPC``), or permission
-is denied (``EACCES``).
+watch limit that binds (:func:`watch_limit`: ``fs.inotify.max_user_watches``, or a
+user namespace's lower ``user.max_inotify_watches``) is reached (``ENOSPC``), or
+permission is denied (``EACCES``).
 
 The watchdog fallback (:mod:`~ingestd.daemon.watch.fallback`), when made to run on
 inotify, is checked through :func:`watched_inodes` (every inotify descriptor of the
@@ -31,10 +32,23 @@ from ingestd.daemon.watch.kernel import (
     max_user_watches,
 )
 
-__all__ = ["LIMIT_KEY", "add_watch_errno", "probe", "reason_for", "watched_inodes"]
+__all__ = [
+    "LIMIT_KEY",
+    "NS_LIMIT_KEY",
+    "add_watch_errno",
+    "probe",
+    "reason_for",
+    "watch_limit",
+    "watched_inodes",
+]
 
 #: The sysctl that bounds inotify watches per user (the usual cause of ``ENOSPC``).
 LIMIT_KEY = "fs.inotify.max_user_watches"
+#: The same bound per user namespace (Linux 5.11+): in a container or another user
+#: namespace it may be far lower than :data:`LIMIT_KEY`, which shows the initial
+#: namespace's value there; the lowest bound of the namespaces up the chain applies.
+NS_LIMIT_KEY = "user.max_inotify_watches"
+_NS_LIMIT_FILE = Path("/proc/sys/user/max_inotify_watches")
 
 
 def watched_inodes() -> set[int] | None:
@@ -96,13 +110,39 @@ def probe(path: str | Path) -> str:
     return reason_for(add_watch_errno(path))
 
 
+def _read_int(path: Path) -> int | None:
+    try:
+        return int(path.read_text().strip())
+    except (OSError, ValueError):
+        return None
+
+
+def watch_limit() -> tuple[str, int | None]:
+    """The inotify watch limit that binds this process: ``(sysctl key, value)``.
+
+    :data:`NS_LIMIT_KEY` when this user namespace's limit is the lower one (in a
+    container: ``user.max_inotify_watches = 100`` while
+    ``fs.inotify.max_user_watches`` shows 192536), else :data:`LIMIT_KEY`; the value
+    is ``None`` when ``/proc`` cannot tell.
+    """
+    fs = max_user_watches()
+    ns = _read_int(_NS_LIMIT_FILE)
+    if ns is not None and (fs is None or ns < fs):
+        return NS_LIMIT_KEY, ns
+    return LIMIT_KEY, fs
+
+
 def reason_for(err: int) -> str:
-    """A short reason for an ``errno`` of ``inotify_add_watch`` (0: it succeeded)."""
+    """A short reason for an ``errno`` of ``inotify_add_watch`` (0: it succeeded).
+
+    ``ENOSPC`` names the limit that applies (:func:`watch_limit`); ``EACCES`` and
+    ``EPERM`` (a folder the daemon's user may not read) are told apart from it.
+    """
     if err == 0:
         return "not watched (a watch can be set now)"
     if err == errno.ENOSPC:
-        limit = max_user_watches()
-        return f"the inotify watch limit is reached ({LIMIT_KEY} = {limit or '?'})"
+        key, limit = watch_limit()
+        return f"the inotify watch limit is reached ({key} = {'?' if limit is None else limit})"
     if err in (errno.EACCES, errno.EPERM):
         return "permission denied"
     if err == errno.EMFILE:

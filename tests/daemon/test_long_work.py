@@ -27,6 +27,7 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.sync.writer import SLICE_CHUNKS
+from ingestd.store.search import Filters
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import (
     MD_DOCS,
@@ -34,6 +35,7 @@ from tests.helpers import (
     fake_vectors,
     ingestd_cmd,
     make_engine,
+    open_state_store,
     run_cli,
     wait_for,
 )
@@ -154,7 +156,11 @@ def test_watchdog_is_fed_searches_and_edits_served_while_a_huge_document_is_writ
     try:
         (root / "huge.md").write_text(big_text(700))
         t0 = time.monotonic()
-        flying = wait_for(lambda: _in_flight(h, "huge.md"), 30, "huge.md to be in flight")
+        flying = wait_for(  # chunked (in a worker thread) and being written
+            lambda: (f := _in_flight(h, "huge.md")) and f.chunks_total and f,
+            30,
+            "huge.md to be in flight",
+        )
         assert flying.chunks_total > 10 * SLICE_CHUNKS
 
         # a search is answered mid-document (it runs at a checkpoint)
@@ -193,7 +199,7 @@ def test_watchdog_is_fed_searches_and_edits_served_while_a_huge_document_is_writ
         sysd.close()
 
 
-def test_lag_counts_a_change_waiting_behind_long_work(tmp_path: Path, scratch: Path) -> None:
+def test_lag_counts_a_long_document_waiting_for_its_turn(tmp_path: Path, scratch: Path) -> None:
     root = tmp_path / "docs"
     root.mkdir()
     embed = SlowEmbedder(0.005)
@@ -201,12 +207,37 @@ def test_lag_counts_a_change_waiting_behind_long_work(tmp_path: Path, scratch: P
     try:
         (root / "a.md").write_text(big_text(500, "a"))
         wait_for(lambda: _in_flight(h, "a.md"), 30, "a.md to be in flight")
-        (root / "a.md").write_text(big_text(500, "b"))  # the same document: waits for it
-        wait_for(lambda: h.service.lag() > 1.0, 30, "lag to count the waiting change")
+        (root / "b.md").write_text(big_text(500, "b"))  # written after a.md: it waits
+        wait_for(lambda: h.service.lag() > 1.0, 30, "lag to count the waiting document")
         assert h.service.status()["daemon"]["lag_seconds"] > 1.0
         h.settle(timeout=120)
         assert h.service.lag() == 0.0
         h.assert_matches_oracle(scratch)
+    finally:
+        h.stop()
+
+
+def test_a_later_change_of_a_long_document_supersedes_its_write_in_flight(
+    tmp_path: Path, scratch: Path
+) -> None:
+    root = tmp_path / "docs"
+    root.mkdir()
+    embed = SlowEmbedder(0.005)
+    h = Harness(root, scratch / "state", embed, rules=SMALL_WINDOWS).start()
+    try:
+        (root / "a.md").write_text(big_text(600, "a"))
+        first = wait_for(
+            lambda: (f := _in_flight(h, "a.md")) and f.chunks_done >= SLICE_CHUNKS and f,
+            30,
+            "a.md to be under way",
+        )
+        (root / "a.md").write_text(big_text(600, "b"))  # the same document, changed
+        h.settle(timeout=120)
+        h.assert_matches_oracle(scratch)
+        old = [t for t in embed.texts if "a:" in t]
+        assert len(old) < first.chunks_total - SLICE_CHUNKS, (
+            "the superseded version was written to its end"
+        )
     finally:
         h.stop()
 
@@ -233,6 +264,22 @@ def test_stop_mid_document_exits_fast_and_the_next_start_reuses_its_vectors(
     assert done_before < total
     assert "interrupted" in caplog.text
     assert "in sync" not in caplog.text
+    # the slices written before the stop are in the store, uncommitted: no search sees them
+    store = open_state_store(scratch / "state")
+    try:
+        held = store.point_count("ingestd")
+        hits = store.search(
+            "ingestd",
+            dense=fake_vectors(["Line 5: collector"])[0],
+            sparse=None,
+            limit=50,
+            filters=Filters(path="huge.md"),
+            mode="dense",
+        )
+    finally:
+        store.close()
+    assert held >= 3 * SLICE_CHUNKS, held
+    assert hits == [], f"{len(hits)} uncommitted points of huge.md found by search"
 
     again = CountingEmbedder(fake_vectors)
     with Harness(root, scratch / "state", again, rules=SMALL_WINDOWS) as h2:

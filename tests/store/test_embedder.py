@@ -52,6 +52,43 @@ def test_empty_cache_is_still_used(tmp_path: Path) -> None:
     assert model.texts == ["x"]
 
 
+def test_model_calls_are_sized_to_about_a_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Calls grow to ``max_texts_per_call`` on a fast model and shrink on a slow one; a
+    quick call of one text (an edit) leaves the size alone, so that a long document's
+    next background step is not cut to two chunks by every edit between its steps."""
+    from ingestd.store import embedding_cache
+
+    clock = {"now": 0.0, "per_text": 0.05}
+
+    class FakeTime:
+        @staticmethod
+        def monotonic() -> float:
+            return clock["now"]
+
+    def model(texts: list[str]) -> np.ndarray:
+        clock["now"] += clock["per_text"] * len(texts)  # the model's cost on the fake clock
+        return fake_vectors(texts)
+
+    monkeypatch.setattr(embedding_cache, "time", FakeTime)
+    emb = CachedEmbedder(model, "fp", None, chunk_hash, max_texts_per_call=16, seconds_per_call=1)
+    texts = iter(f"text {i}" for i in range(10_000))
+
+    def call(n: int) -> int | None:
+        emb.vectors([(chunk_hash(t), t) for t in (next(texts) for _ in range(n))])
+        return emb.texts_per_call
+
+    assert emb.texts_per_call == 4  # the first call is small: its speed is unknown
+    assert [call(4), call(8), call(16)] == [8, 16, 16]
+    assert call(1) == 16  # an edit's single text, quick: no change
+    clock["per_text"] = 0.25  # a loaded machine: 16 texts take 4 s
+    assert call(16) == 4
+    assert call(1) == 4
+    clock["per_text"] = 2.0  # one text over the target: the smallest call
+    assert call(4) == 1 and call(1) == 1
+    clock["per_text"] = 0.05
+    assert [call(1), call(2), call(4)] == [2, 4, 8]
+
+
 def test_model_fingerprint_comes_from_files_not_path(tmp_path: Path) -> None:
     bundled = model_info("all-MiniLM-L6-v2")
     copy = tmp_path / "copy-of-model"
