@@ -67,7 +67,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 11
+    version = 12
     Options = HierarchicalOptions
     options: HierarchicalOptions
 

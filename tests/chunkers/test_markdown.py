@@ -190,13 +190,13 @@ def test_blocks_kept_whole_and_big_blocks_split_at_lines() -> None:
 def test_closing_fence_is_found_like_the_commonmark_rule(
     text: str, mark: str, data: st.DataObject
 ) -> None:
-    from ingestd.chunkers.markdown import _closing_fence
+    from ingestd.chunkers.mdblocks import closing_fence
 
     starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
     pos = data.draw(st.sampled_from(starts))
     rule = re.compile(rf"^[ \t]*{re.escape(mark[0])}{{{len(mark)},}}[ \t]*$", re.M)
     found = rule.search(text, pos)
-    assert _closing_fence(text, mark, pos) == (found.start() if found else -1)
+    assert closing_fence(text, mark, pos) == (found.start() if found else -1)
 
 
 def test_counts_stay_exact_where_pieces_do_not_add_up() -> None:
