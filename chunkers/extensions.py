@@ -13,6 +13,9 @@ CommonMark does not know. The ``markdown`` parser and its rendering
   MkDocs shows as its title); ``!!! note ""`` renders to nothing.
 * **mkdocstrings directives** (``::: package.module`` and the options indented under
   it) render to the name alone: the reader sees the generated API page under it.
+* **blockquote markers** (``>`` at the start of a line) and the brackets of GitHub
+  alerts (``> [!NOTE]``, which GitHub and Hugo render as a titled box) carry no words:
+  they go, the quoted words stay.
 * **snippet includes**: ``--8<-- "file"`` lines and ``--8<--`` blocks of file names
   (PyMdown's ``snippets``), and mdBook's ``{{#include file}}``,
   ``{{#rustdoc_include file}}``, ``{{#playground file}}`` and ``{{#title ...}}``. The
@@ -34,7 +37,14 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["CONTAINER_INDENT", "code_edits", "container_marker", "include_edits", "marker_edits"]
+__all__ = [
+    "CONTAINER_INDENT",
+    "code_edits",
+    "container_marker",
+    "include_edits",
+    "marker_edits",
+    "quote_edits",
+]
 
 #: ``(start, end, replacement)``, as :data:`ingestd.chunkers.markup.Edit` (which uses
 #: this module, so it cannot be imported from there).
@@ -56,6 +66,8 @@ _INCLUDE = re.compile(
     r"|\{\{[ \t]*#(?:include|rustdoc_include|playground|playpen|title)\b[^{}\n]*\}\})[ \t]*"
 )
 _AUTODOC = re.compile(r":::[ \t]+([\w.:-]+)[ \t]*(?:\n[ \t]+[^\n]*)*")  # with its options
+_QUOTE = re.compile(r"[ \t]*(>(?:[ \t]?>)*[ \t]?)")  # blockquote markers, nested too
+_ALERT = re.compile(r"\[!(\w+)\]")  # a GitHub alert: > [!NOTE]
 _BARE_SNIPPET = re.compile(rf"[ \t]*{_SNIPPET}[ \t]*")  # opens or closes a block of files
 _FENCE = re.compile(r"[ \t]*(?:`{3,}|~{3,})")
 
@@ -112,6 +124,24 @@ def _include_lines(text: str, lines: list[tuple[int, int]]) -> list[bool]:
         else:
             out.append(in_block or _INCLUDE.fullmatch(text, a, b) is not None)
     return out
+
+
+def quote_edits(text: str, start: int, end: int, out: list[Edit]) -> None:
+    """Append the edits of the blockquote markers of prose block ``text[start:end]``.
+
+    Each line's ``>`` markers (and the space after each) go, and so do the brackets of
+    a GitHub alert (``> [!NOTE]`` renders to ``NOTE``, as GitHub and Hugo title it).
+    """
+    if text.find(">", start, end) == -1:
+        return
+    for a, b in _lines(text, start, end):
+        m = _QUOTE.match(text, a, b)
+        if m is None:
+            continue
+        out.append((m.start(1), m.end(), ""))
+        if (alert := _ALERT.match(text, m.end(), b)) is not None:
+            out.append((alert.start(), alert.start(1), ""))
+            out.append((alert.end(1), alert.end(), ""))
 
 
 def include_edits(text: str, start: int, end: int, out: list[Edit]) -> None:

@@ -17,7 +17,8 @@ Markdown (CommonMark, GFM, and the Pandoc/MkDocs/Hugo extensions found in the wi
   ``{key=value}``) go, so do reference-link definition lines (``[ref]: target``),
   table divider rows, setext underlines and thematic breaks;
 * MkDocs container markers (``!!! note "Title"``, ``??? tip``, ``=== "Tab"``) keep
-  only their title; snippet includes (``--8<-- "file"``, mdBook's ``{{#include file}}``)
+  only their title; blockquote markers (``>``) go, GitHub alerts (``> [!NOTE]``) keep
+  their word; snippet includes (``--8<-- "file"``, mdBook's ``{{#include file}}``)
   go, and so does a code block that holds nothing else, or nothing at all
   (:mod:`~ingestd.chunkers.extensions`);
 * code spans, fenced and indented code are otherwise kept as they are.
@@ -40,7 +41,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from .extensions import include_edits, marker_edits
+from .extensions import include_edits, marker_edits, quote_edits
 
 __all__ = [
     "Edit",
@@ -153,6 +154,8 @@ def markdown_line_edits(text: str, start: int, end: int, kind: str, out: list[Ed
             marker_edits(text, start, end, out)
         return
     include_edits(text, start, end, out)
+    if kind == "para" or kind == "list":
+        quote_edits(text, start, end, out)
     if kind == "table":
         eol = text.find("\n", start, end)
         if eol != -1 and (m := _DIVIDER.match(text, eol + 1, _line_end(text, eol + 1, end))):

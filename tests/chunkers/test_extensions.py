@@ -3,8 +3,9 @@
 Admonitions (``!!! note "Title"``), collapsible blocks (``???``) and content tabs
 (``=== "Label"``) hold markdown, not indented code; their marker renders to its title.
 Snippet includes (``--8<--``, mdBook's ``{{#include}}``) render to nothing, and so does a
-code block that holds nothing else. ``text``, offsets and lines stay verbatim. Exact
-cases, generated documents (hypothesis) and real files of ../shared/corpora.
+code block that holds nothing else; blockquote markers go (``> [!NOTE]`` keeps ``NOTE``).
+``text``, offsets and lines stay verbatim. Exact cases, generated documents
+(hypothesis) and real files of ../shared/corpora.
 """
 
 from __future__ import annotations
@@ -58,7 +59,14 @@ RENDERED = [
         "```rust\nfn main() {}\n```",
     ),
     ("::: textual.app\n    options:\n      show: false", "textual.app\n"),
+    # blockquote markers go, a GitHub alert keeps its word
+    ("> Quoted [x](https://y.io) text.\n> More.", "Quoted x text.\nMore."),
+    ("> [!NOTE]\n> Read this.", "NOTE\nRead this."),
+    ("> > Deep.\n>\n> Back.", "Deep.\nBack."),
+    ("- item\n  > quoted in a list", "- item\n  quoted in a list"),
     # not markup: kept as written
+    ("a > b and c>d", None),
+    ("```sh\n> not a quote\n```", None),
     ("!!! Warning !!!\n\n=== not a tab", None),
     ("```sh\necho '--8<-- is a marker'\n```", None),
     ("    !!! note\n    indented code", None),
@@ -96,8 +104,7 @@ def test_nested_containers_and_their_end() -> None:
     ]
     assert [b.kind for b in sec.blocks] == ["para", "para", "para"]
     assert (
-        render_markdown(text).text
-        == "A\n\ntip\n\n        Tip text.\n\n    Tab text.\n\nOutside.\n"
+        render_markdown(text).text == "A\n\ntip\n\n        Tip text.\n\n    Tab text.\n\nOutside.\n"
     )
 
 
