@@ -25,12 +25,12 @@ each section, so an edit never re-packs another section. A section that does not
 is sub-chunked at block boundaries; a block that does not fit is cut at blank lines,
 then at line boundaries (code at lines straight away), and a line that does not fit
 at token boundaries. Inside a section, blocks whose content hash falls under a
-threshold end a chunk that is at least a quarter full (content-defined chunking, see
+threshold end a chunk that holds ``min_tokens`` (content-defined chunking, see
 :mod:`~ingestd.chunkers.packing`): after an edit the packing falls back into step at
 the next such block, so most chunks of a large section survive the edit; a block with
 a heading too deep to open a section or an intro paragraph glued before it is always
 such a block. A chunk under ``min_tokens`` takes in the next section when the whole
-section fits (tiny sections are merged).
+section fits (small sections are merged).
 
 Chunks are well shaped: a heading never ends a chunk (a section that holds only its
 heading opens the next one's first chunk; a heading glued to a block too big for one
@@ -87,7 +87,7 @@ class MarkdownOptions(SectionOptions):
         section_levels: headings of level ``1..section_levels`` open a section (1-6,
             default 3); deeper headings stay inside their section.
         min_tokens: a chunk under this many tokens takes in the next section when the
-            whole section fits (0 turns merging off; default ``max_tokens // 4``).
+            whole section fits (0 turns merging off; default three quarters of ``max_tokens``).
         heading_prefix: prefix the heading path (and table header or fence line of a
             continued block) to the embedded text (default on).
         title_in_prefix: use the front-matter ``title`` as the root of the prefix
