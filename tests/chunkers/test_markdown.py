@@ -517,6 +517,19 @@ def test_one_paragraph_edit_keeps_most_chunk_ids(rel: str) -> None:
     assert sorted(new)[len(new) // 2] == 1, new  # the median edit: its own chunk
 
 
+def test_small_sections_edit_stays_local() -> None:
+    # a glossary: ~70 small sections merged into 18 chunks; a chunk a quarter full
+    # ends before an anchor section, so an edit does not shift every later chunk
+    text = decode((CORPUS / "docs/concepts/glossary.md").read_bytes())
+    before = ids(chunker().chunk(text))
+    new = []
+    for m in re.finditer(r"^###? [^\n]*\n", text, re.M):
+        edited = text[: m.end()] + "\nA new sentence about this term.\n" + text[m.end() :]
+        new.append(len(set(ids(chunker().chunk(edited))) - set(before)))
+    assert len(new) > 60 and max(new) <= 4, new
+    assert sorted(new)[len(new) // 2] == 1, new
+
+
 def test_table_row_edit_stays_local() -> None:
     # rows are small anchors: a chunk packed to min_tokens (three quarters of the
     # budget) often meets none before the budget and ends there, so an edit may shift
