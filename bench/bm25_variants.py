@@ -144,12 +144,8 @@ def main() -> None:
         print(f"\n== {name}: {len(idx.texts)} chunks, {len(qs)} questions ==\n{header}")
         dense = None
         if args.dense:
-            from ingestd.store.embedder import (
-                CachedEmbedder,
-                EmbeddingCache,
-                SentenceTransformerEmbedder,
-                model_info,
-            )
+            from ingestd.store.embedder import SentenceTransformerEmbedder, model_info
+            from ingestd.store.embedding_cache import CachedEmbedder, EmbeddingCache
             from ingestd.store.ids import chunk_hash
 
             args.cache.mkdir(parents=True, exist_ok=True)

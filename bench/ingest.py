@@ -206,7 +206,7 @@ def speed(
 def embed_all(v: Variant, texts: list[str], args: argparse.Namespace, cache: Any) -> Any:
     import retrieval
 
-    from ingestd.store.embedder import CachedEmbedder
+    from ingestd.store.embedding_cache import CachedEmbedder
     from ingestd.store.ids import chunk_hash
 
     info, model = make_embedder(v, args.cache / "models", args.batch_size)
@@ -220,7 +220,7 @@ def recall(
     """Per variant: {set: (span R@5, path R@5)}, and (mean, min) cosine to torch."""
     import retrieval
 
-    from ingestd.store.embedder import EmbeddingCache
+    from ingestd.store.embedding_cache import EmbeddingCache
 
     cache = EmbeddingCache(args.cache / "embeddings.db", max_entries=10_000_000)
     scores: dict[str, dict[str, tuple[float, float]]] = {}

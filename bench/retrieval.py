@@ -560,12 +560,8 @@ def main() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
     from ingestd.chunkers.tokenizers import ModelSizer, TiktokenSizer
-    from ingestd.store.embedder import (
-        CachedEmbedder,
-        EmbeddingCache,
-        SentenceTransformerEmbedder,
-        model_info,
-    )
+    from ingestd.store.embedder import SentenceTransformerEmbedder, model_info
+    from ingestd.store.embedding_cache import CachedEmbedder, EmbeddingCache
     from ingestd.store.ids import chunk_hash
 
     code = provenance()  # at chunking time: chunkers/ may change while a long run goes on

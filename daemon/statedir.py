@@ -56,16 +56,19 @@ class StatePaths:
 
     Args:
         root: the state dir.
-        qdrant_path: ``qdrant.path`` from the config, when the embedded store lives
-            elsewhere.
+        qdrant_path: ``qdrant.path`` from the config, when the ``local`` embedded
+            store lives elsewhere.
+        edge_path: ``qdrant.edge_path`` from the config, likewise for ``edge``.
     """
 
     root: Path
     qdrant_path: Path | None = None
+    edge_path: Path | None = None
 
     MANIFEST: ClassVar[str] = "manifest.db"
     EMBEDDINGS: ClassVar[str] = "embeddings.db"
     QDRANT: ClassVar[str] = "qdrant"
+    EDGE: ClassVar[str] = "edge"
     LOCK: ClassVar[str] = "ingestd.lock"
     SOCKET: ClassVar[str] = "ingestd.sock"
     SOCKET_POINTER: ClassVar[str] = "control-socket"
@@ -83,8 +86,13 @@ class StatePaths:
 
     @property
     def qdrant(self) -> Path:
-        """The embedded vector store's folder (``qdrant.path``, else in the state dir)."""
+        """The ``local`` embedded store's folder (``qdrant.path``, else in the state dir)."""
         return self.qdrant_path if self.qdrant_path is not None else self.root / self.QDRANT
+
+    @property
+    def edge(self) -> Path:
+        """The ``edge`` embedded store's folder (``qdrant.edge_path``, else in the state dir)."""
+        return self.edge_path if self.edge_path is not None else self.root / self.EDGE
 
     @property
     def lock(self) -> Path:
@@ -120,6 +128,7 @@ STATE_ENTRIES = (
         for side in ("", *_SQLITE_SIDE_FILES)
     ),
     StatePaths.QDRANT,
+    StatePaths.EDGE,
     StatePaths.LOCK,
     StatePaths.SOCKET_POINTER,
     StatePaths.EVAL_LEDGER,

@@ -25,19 +25,9 @@ from typing import Any
 from sqlalchemy import delete, insert, select, update
 from sqlalchemy.engine import Connection
 
-from .manifest import (
-    BD,
-    CB,
-    RECORD_COLUMNS,
-    C,
-    ChunkRow,
-    D,
-    DocumentRecord,
-    K,
-    Manifest,
-    S,
-    chunk_values,
-)
+from .manifest import Manifest
+from .manifest_documents import RECORD_COLUMNS, ChunkRow, DocumentRecord, chunk_values
+from .manifest_schema import BD, CB, C, D, K, S
 
 __all__ = ["BuildDoc", "BuildDocuments"]
 

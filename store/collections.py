@@ -38,16 +38,19 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from .engine_switch import ENGINE
 from .manifest import Manifest
 from .search import PATH_KEY, path_prefixes
 from .vectors import LAYOUT, Layout, Point, VectorStore, physical_name
 
-__all__ = ["MIGRATE", "CollectionVersions"]
+__all__ = ["COPY_SLICE", "ENGINE", "MIGRATE", "CollectionVersions"]
 
 logger = logging.getLogger(__name__)
 
 #: Reason of a build that migrates a collection to another profile.
 MIGRATE = "migrate"
+#: Points copied from the previous version per call (and between two checkpoints).
+COPY_SLICE = 256
 
 
 class CollectionVersions:
@@ -70,7 +73,9 @@ class CollectionVersions:
         the store whether a build is due.
 
         ``"resume"``: a build was interrupted; ``"upgrade"``: the collection predates
-        the current layout (no alias or no sparse vector). A missing collection is
+        the current layout (no alias or no sparse vector); :data:`ENGINE`: another
+        engine than the configured one holds it (see
+        :class:`~ingestd.store.engine_switch.EngineSwitch`). A missing collection is
         created (version 1, nothing to build). A migration's build is not reported
         here (see :mod:`ingestd.daemon.migration.migrate`).
 
@@ -83,6 +88,8 @@ class CollectionVersions:
         lay = self.store.ensure_collection(name, dim)
         if not lay.current:
             return "upgrade"
+        if lay.engine is not None and lay.engine != self.store.engine:
+            return ENGINE
         self.manifest.set_collection_layout(name, LAYOUT)
         return None
 
@@ -148,8 +155,14 @@ class CollectionVersions:
         """Record that every document of ``source`` is in the version being built."""
         self.manifest.update_collection_build(name, done_source=source)
 
-    def finish(self, name: str) -> int:
+    def finish(self, name: str, checkpoint: Callable[[], None] | None = None) -> int:
         """Copy the rest, switch the alias to the new version, drop the previous one.
+
+        Args:
+            name: the collection name.
+            checkpoint: called after every slice of points copied (searches may be
+                served there; writes may not, or the copy could bring back a point
+                deleted meanwhile).
 
         Returns:
             Number of points copied from the previous version.
@@ -160,7 +173,7 @@ class CollectionVersions:
         target, previous = str(build["target"]), build["previous"]
         copied = 0
         if build["phase"] == "building":
-            copied = self._copy_rest(name, target, previous)
+            copied = self._copy_rest(name, target, previous, checkpoint)
             self.manifest.update_collection_build(name, phase="switching")
         self.switch(name)
         logger.info(
@@ -220,7 +233,13 @@ class CollectionVersions:
         self.manifest.end_collection_build(name)
         return target
 
-    def _copy_rest(self, name: str, target: str, previous: str | None) -> int:
+    def _copy_rest(
+        self,
+        name: str,
+        target: str,
+        previous: str | None,
+        checkpoint: Callable[[], None] | None = None,
+    ) -> int:
         """Copy points the manifest knows that the new version lacks from ``previous``."""
         if previous is None or not self.store.has_collection(previous):
             return 0
@@ -231,14 +250,16 @@ class CollectionVersions:
         present = self.store.existing(target, known)
         todo = [pid for pid in known if pid not in present]
         copied = 0
-        for i in range(0, len(todo), 256):
+        for i in range(0, len(todo), COPY_SLICE):
             points = [
                 _with_path_key(p)
-                for p in self.store.retrieve_points(previous, todo[i : i + 256])
+                for p in self.store.retrieve_points(previous, todo[i : i + COPY_SLICE])
                 if p.vector is not None
             ]
             self.store.upsert(target, points)
             copied += len(points)
+            if checkpoint is not None:
+                checkpoint()
         return copied
 
     def layout(self, name: str) -> Layout:

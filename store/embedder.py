@@ -1,14 +1,11 @@
-"""Embedding: the model, loaded lazily by its backend, and the embedding cache.
+"""Embedding: the model, found and fingerprinted from its files, loaded lazily by its backend.
 
 The model is loaded once, offline, on the first text that really needs a vector:
 commands that embed nothing never import torch or sentence-transformers (importing
 sentence-transformers alone takes about 5 s). :func:`load_embedder` picks the backend
 (``torch``, ``onnx``, ``onnx-int8``; see :mod:`ingestd.store.backends`).
 
-Vectors are cached in ``embeddings.db`` (SQLite), keyed by (model fingerprint, chunk
-hash), bounded in entries and evicted least-recently-used. The cache outlives the
-points it served, so a rename, a copy, a reverted edit or a branch switch and back is
-never embedded again.
+Vectors are cached apart from the model, in :mod:`ingestd.store.embedding_cache`.
 """
 
 from __future__ import annotations
@@ -17,26 +14,22 @@ import hashlib
 import json
 import logging
 import os
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ingestd.store.backends import RECIPES, OnnxRecipe, backend_fingerprint
+from ingestd.store.model import ModelInfo, Vectors
 
 __all__ = [
     "BUNDLED_MODEL",
-    "EmbeddingCache",
-    "ModelInfo",
     "ModelNotFoundError",
     "ONEDNN_PRIMITIVE_CACHE_CAPACITY",
     "SentenceTransformerEmbedder",
-    "Vectors",
     "load_embedder",
     "model_info",
 ]
@@ -62,47 +55,9 @@ _SAMPLE = 1 << 20  # bytes read from each end of a large model file for its fing
 ONEDNN_PRIMITIVE_CACHE_CAPACITY = 0
 _ONEDNN = ("ONEDNN", "DNNL")  # oneDNN's environment prefixes, current and former
 
-#: ``(n, dim)`` float32 array of unit vectors.
-Vectors = Any
-
 
 class ModelNotFoundError(ValueError):
     """The configured embedding model is neither bundled nor a local folder."""
-
-
-@dataclass(frozen=True, slots=True)
-class ModelInfo:
-    """What is known about a model and the backend that runs it, without loading it.
-
-    Attributes:
-        name: the configured name.
-        path: the folder holding the model's files.
-        fingerprint: what made the vectors, sha256 hex: the files' fingerprint for the
-            ``torch`` backend, else that combined with the backend and its recipe (see
-            :func:`ingestd.store.backends.backend_fingerprint`). Keys the embedding
-            cache and the collection check.
-        dim: embedding dimension.
-        max_seq_length: word pieces the model reads, special tokens included.
-        tokenizer_json: path of its ``tokenizer.json``, if any.
-        backend: ``torch``, ``onnx`` or ``onnx-int8``.
-        recipe: how the ONNX graph is made (``None`` for ``torch``).
-        files_fingerprint: sha256 hex over the model's files alone.
-    """
-
-    name: str
-    path: Path
-    fingerprint: str
-    dim: int
-    max_seq_length: int
-    tokenizer_json: Path | None = field(default=None)
-    backend: str = "torch"
-    recipe: OnnxRecipe | None = None
-    files_fingerprint: str = ""
-
-    @property
-    def label(self) -> str:
-        """The name, with the backend when it is not ``torch`` (for messages, records)."""
-        return self.name if self.backend == "torch" else f"{self.name} ({self.backend})"
 
 
 def _resolve_model_dir(name: str) -> Path:
@@ -324,218 +279,3 @@ class SentenceTransformerEmbedder:
             show_progress_bar=False,
         )
         return np.asarray(out, dtype=np.float32)
-
-
-class EmbeddingCache:
-    """Vectors by (model fingerprint, chunk hash) in a SQLite file, bounded, LRU.
-
-    Args:
-        path: the database file (``embeddings.db`` in the state dir), or ``":memory:"``.
-        max_entries: most vectors kept; the least recently used are evicted past it
-            (default 500,000: about 800 MB for 384-dim vectors).
-
-    Thread-safe (one connection guarded by a lock).
-    """
-
-    def __init__(self, path: str | Path, max_entries: int = 500_000) -> None:
-        self.path = str(path)
-        self.max_entries = max_entries
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        if self.path != ":memory:":
-            self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=10000")
-        self._db.execute(
-            "CREATE TABLE IF NOT EXISTS vectors (model TEXT NOT NULL, hash TEXT NOT NULL, "
-            "dim INTEGER NOT NULL, vector BLOB NOT NULL, used INTEGER NOT NULL, "
-            "PRIMARY KEY (model, hash))"
-        )
-        self._db.execute("CREATE INDEX IF NOT EXISTS ix_vectors_used ON vectors (used)")
-        self._tick = int(
-            self._db.execute("SELECT coalesce(max(used), 0) FROM vectors").fetchone()[0]
-        )
-
-    def get_many(self, model: str, hashes: Sequence[str]) -> dict[str, Any]:
-        """Cached vectors of ``hashes`` (hash -> float32 array); misses are absent."""
-        out: dict[str, Any] = {}
-        uniq = list(dict.fromkeys(hashes))
-        with self._lock:
-            self._tick += 1
-            for i in range(0, len(uniq), 500):
-                part = uniq[i : i + 500]
-                q = ",".join("?" * len(part))
-                rows = self._db.execute(
-                    f"SELECT hash, vector FROM vectors WHERE model = ? AND hash IN ({q})",
-                    [model, *part],
-                ).fetchall()
-                for h, blob in rows:
-                    out[h] = np.frombuffer(blob, dtype=np.float32)
-                if rows:
-                    hit = [h for h, _ in rows]
-                    self._db.execute(
-                        "UPDATE vectors SET used = ? WHERE model = ? AND hash IN "
-                        f"({','.join('?' * len(hit))})",
-                        [self._tick, model, *hit],
-                    )
-        return out
-
-    def cached(self, model: str, hashes: Sequence[str]) -> set[str]:
-        """The hashes among ``hashes`` that have a vector of ``model``.
-
-        A read only: unlike :meth:`get_many` it does not count as a use.
-        """
-        out: set[str] = set()
-        uniq = list(dict.fromkeys(hashes))
-        with self._lock:
-            for i in range(0, len(uniq), 500):
-                part = uniq[i : i + 500]
-                q = ",".join("?" * len(part))
-                rows = self._db.execute(
-                    f"SELECT hash FROM vectors WHERE model = ? AND hash IN ({q})", [model, *part]
-                ).fetchall()
-                out.update(h for (h,) in rows)
-        return out
-
-    def put_many(self, model: str, items: dict[str, Any]) -> None:
-        """Store vectors (hash -> array), then evict past ``max_entries``."""
-        if not items:
-            return
-        with self._lock:
-            self._tick += 1
-            self._db.execute("BEGIN")
-            self._db.executemany(
-                "INSERT OR REPLACE INTO vectors (model, hash, dim, vector, used) "
-                "VALUES (?, ?, ?, ?, ?)",
-                [
-                    (
-                        model,
-                        h,
-                        int(v.shape[0]),
-                        np.asarray(v, dtype=np.float32).tobytes(),
-                        self._tick,
-                    )
-                    for h, v in items.items()
-                ],
-            )
-            self._db.execute("COMMIT")
-            n = self._db.execute("SELECT count(*) FROM vectors").fetchone()[0]
-            if n > self.max_entries:
-                self._db.execute(
-                    "DELETE FROM vectors WHERE rowid IN "
-                    "(SELECT rowid FROM vectors ORDER BY used LIMIT ?)",
-                    (n - self.max_entries,),
-                )
-
-    def __len__(self) -> int:
-        with self._lock:
-            return int(self._db.execute("SELECT count(*) FROM vectors").fetchone()[0])
-
-    def close(self) -> None:
-        """Close the database."""
-        with self._lock:
-            self._db.close()
-
-
-@dataclass
-class EmbedStats:
-    """Counters since start: vectors computed by the model and vectors reused."""
-
-    embedded: int = 0
-    reused: int = 0
-
-
-class CachedEmbedder:
-    """Vectors for chunk texts: from the cache when known, else from the model.
-
-    Args:
-        model: embedding callable (texts -> ``(n, dim)`` unit vectors).
-        fingerprint: the model fingerprint (cache key part).
-        cache: the embedding cache, or ``None``.
-        hasher: chunk hash of a text (must match the store's chunk hashes).
-        max_texts_per_call: most texts given to ``model`` in one call (``None``: all),
-            so that whoever wraps ``model`` sees progress often.
-        seconds_per_call: when calls of ``max_texts_per_call`` texts take longer than
-            this (a loaded machine), later calls get fewer texts, so that one call
-            stays about this long; they grow back when the model is faster again.
-    """
-
-    def __init__(
-        self,
-        model: Callable[[Sequence[str]], Vectors],
-        fingerprint: str,
-        cache: EmbeddingCache | None,
-        hasher: Callable[[str], str],
-        *,
-        max_texts_per_call: int | None = None,
-        seconds_per_call: float | None = None,
-    ) -> None:
-        self.model = model
-        self.fingerprint = fingerprint
-        self.cache = cache
-        self.hasher = hasher
-        self.max_texts_per_call = max_texts_per_call
-        self.seconds_per_call = seconds_per_call
-        # the first call is small (its speed is unknown); calls double up to the maximum
-        self._per_call = (
-            max(1, max_texts_per_call // 4)
-            if max_texts_per_call and seconds_per_call
-            else max_texts_per_call
-        )
-        self.stats = EmbedStats()
-
-    def vectors(
-        self,
-        items: Sequence[tuple[str, str]],
-        fallback: Callable[[list[str]], dict[str, Any]] | None = None,
-    ) -> dict[str, Any]:
-        """Vectors for ``(chunk_hash, text)`` pairs, as a dict hash -> vector.
-
-        Lookup order: the cache, then ``fallback`` (e.g. vectors of existing points with
-        the same chunk hash, read from the store), then the model. New vectors are put
-        in the cache.
-        """
-        want = dict(items)
-        found = self.cache.get_many(self.fingerprint, list(want)) if self.cache is not None else {}
-        missing = [h for h in want if h not in found]
-        if missing and fallback is not None:
-            extra = fallback(missing)
-            if extra:
-                found.update(extra)
-                if self.cache is not None:
-                    self.cache.put_many(self.fingerprint, extra)
-                missing = [h for h in missing if h not in found]
-        self.stats.reused += len(want) - len(missing)
-        i = 0
-        while i < len(missing):
-            part = missing[i : i + (self._per_call or len(missing))]
-            i += len(part)
-            t0 = time.monotonic()
-            vecs = self.model([want[h] for h in part])
-            self._adapt(len(part), time.monotonic() - t0)
-            new = {h: vecs[k] for k, h in enumerate(part)}
-            self.stats.embedded += len(part)
-            if self.cache is not None:
-                self.cache.put_many(self.fingerprint, new)
-            found.update(new)
-        return {h: found[h] for h in want}
-
-    def _adapt(self, n: int, seconds: float) -> None:
-        """Size the next call to take about ``seconds_per_call`` at the rate just seen."""
-        top = self.max_texts_per_call
-        if top is None or self.seconds_per_call is None or seconds <= 0:
-            return
-        fits = int(n * self.seconds_per_call / seconds)
-        self._per_call = max(1, min(top, fits, 2 * n))
-
-    def embed_texts(self, texts: Sequence[str]) -> Vectors:
-        """Embed arbitrary texts through the cache (for the semantic chunker).
-
-        Each text is embedded on its own batch position deterministically: the cache
-        guarantees a text always maps to the same vector once computed.
-        """
-        pairs = [(self.hasher(t), t) for t in texts]
-        got = self.vectors(pairs)
-        if not pairs:
-            return np.zeros((0, 0), dtype=np.float32)
-        return np.stack([got[h] for h, _ in pairs])

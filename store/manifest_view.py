@@ -17,11 +17,16 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
+from .reader import ManifestReader
+
 __all__ = ["ManifestView"]
 
 
-class ManifestView:
+class ManifestView(ManifestReader):
     """Reads sources, counts and failures of a manifest SQLite file without writing.
+
+    A :class:`~ingestd.store.reader.ManifestReader`, like
+    :class:`~ingestd.store.manifest.Manifest`.
 
     Args:
         path: the ``manifest.db`` file.
@@ -73,13 +78,17 @@ class ManifestView:
         self.close()
 
     def sources(self) -> list[dict[str, Any]]:
-        """Recorded sources: ``name``, ``root``, ``collection``, ``last_sync``, ``held_deletes``."""
+        """Recorded sources: ``name``, ``root``, ``collection``, ``last_sync``, ``held_deletes``.
+
+        And ``last_change_synced`` (``None`` in manifests older than that column).
+        """
         if "sources" not in self._tables:
             return []
         out = []
         for r in self._conn.execute("SELECT * FROM sources ORDER BY name"):
             row = dict(r)
-            row.setdefault("held_deletes", 0)  # manifests older than that column
+            row.setdefault("held_deletes", 0)  # manifests older than these columns
+            row.setdefault("last_change_synced", None)
             out.append(row)
         return out
 

@@ -35,7 +35,7 @@ import numpy as np
 from ingestd.store.backends import RECIPES, OnnxRecipe, backend_fingerprint
 
 if TYPE_CHECKING:
-    from ingestd.store.embedder import ModelInfo
+    from ingestd.store.model import ModelInfo
 
 __all__ = [
     "PROBE_TEXTS",
@@ -391,7 +391,7 @@ def _quantise(
 
 
 def _tokenize(info: ModelInfo, texts: list[str], names: tuple[str, ...]) -> dict[str, Any]:
-    from ingestd.store.onnx_embedder import load_tokenizer, pad_batch
+    from ingestd.store.onnx_runtime import load_tokenizer, pad_batch
 
     tok = load_tokenizer(info)
     return pad_batch(tok.encode_batch(texts), names)
@@ -399,7 +399,7 @@ def _tokenize(info: ModelInfo, texts: list[str], names: tuple[str, ...]) -> dict
 
 def _probe(info: ModelInfo, path: Path, want: Any) -> Any:
     """Cosine of the graph's vectors of :data:`PROBE_TEXTS` with ``want`` (torch's)."""
-    from ingestd.store.onnx_embedder import OnnxEmbedder
+    from ingestd.store.onnx_runtime import OnnxRunner
 
-    got = OnnxEmbedder.from_file(info, path, batch_size=4)(list(PROBE_TEXTS))
+    got = OnnxRunner(info, path, batch_size=4, quiet=True)(list(PROBE_TEXTS))
     return np.sum(got * want, axis=1)

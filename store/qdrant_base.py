@@ -57,6 +57,7 @@ class QdrantCollections:
     ) -> None:
         self.retry_seconds = retry_seconds
         self.local = client is None and url is None
+        self.engine = "server" if url else "local"
         if client is None:
             from qdrant_client import QdrantClient
 
@@ -128,6 +129,7 @@ class QdrantCollections:
             aliased=aliased,
             sparse=SPARSE_VECTOR in (params.sparse_vectors or {}),
             dim=getattr(params.vectors, "size", None),
+            engine=self.engine,
         )
         self._layouts[name] = out
         return out

@@ -1,8 +1,10 @@
-"""What the status and migration reports read from a manifest, as one small Protocol.
+"""What reading a manifest offers, with or without SQLAlchemy.
 
-Two classes implement it: :class:`~ingestd.store.manifest.Manifest` (SQLAlchemy, any
-database URL) and the SQLAlchemy-free :class:`~ingestd.store.manifest_view.ManifestView`
-(SQLite only, for commands that must answer within a fraction of a second).
+:class:`ManifestReader` is the part of a manifest that ``ingestd status`` (and the
+source-name checks of other commands) read. Two classes provide it: the full
+:class:`~ingestd.store.manifest.Manifest`, and the SQLAlchemy-free
+:class:`~ingestd.store.manifest_view.ManifestView` for a SQLite file. This module
+imports nothing but :mod:`typing`, so that a command that only reads stays fast.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ class ManifestReader(Protocol):
 
     A :class:`~ingestd.store.manifest.Manifest`, or the SQLAlchemy-free
     :class:`~ingestd.store.manifest_view.ManifestView`.
-    ``ingestd status`` reads through it without importing SQLAlchemy.
     """
 
     def sources(self) -> list[dict[str, Any]]:

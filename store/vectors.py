@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = [
+    "ENGINES",
     "LAYOUT",
     "DenseVector",
     "Layout",
@@ -41,6 +42,10 @@ __all__ = [
     "version_of",
 ]
 
+
+#: The engines behind :class:`VectorStore`: Qdrant Edge in-process, qdrant-client's
+#: embedded local mode, and a Qdrant server or cluster through qdrant-client.
+ENGINES = ("edge", "local", "server")
 
 #: A dense vector: ``(dim,)`` floats (a float32 NumPy array, or a list read back).
 DenseVector: TypeAlias = "Sequence[float] | npt.NDArray[np.float32]"
@@ -99,6 +104,7 @@ class Layout:
         aliased: ``name`` is an alias (else a legacy physical collection or missing).
         sparse: the physical collection has the sparse BM25 vector.
         dim: its dense vectors' dimension.
+        engine: the engine that holds it (see :data:`ENGINES`).
     """
 
     name: str
@@ -106,6 +112,7 @@ class Layout:
     aliased: bool = False
     sparse: bool = False
     dim: int | None = None
+    engine: str | None = None
 
     @property
     def exists(self) -> bool:
@@ -124,7 +131,12 @@ class VectorStore(Protocol):
     Collection names given to point operations are aliases or physical collections;
     writes (``upsert``, ``delete``, ``set_payload``, ``set_sparse``) go to
     :meth:`write_target` of the name. Ids are UUID strings. One thread owns a store.
+
+    Attributes:
+        engine: which engine new collections are made in (see :data:`ENGINES`).
     """
+
+    engine: str
 
     # -- collections, versions and aliases ------------------------------------------------
 

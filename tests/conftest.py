@@ -63,3 +63,46 @@ def no_thread_leaks() -> Iterator[None]:
     while leaked() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not leaked(), f"threads leaked: {leaked()}"
+
+
+#: Test modules that run once per embedded engine: the store, engine, fault and service
+#: suites. The rest runs on the default engine of a new store (``edge``).
+BOTH_ENGINES = (
+    "tests/store/",
+    "tests/faults/",
+    "tests/daemon/test_engine.py",
+    "tests/daemon/test_engine_stateful.py",
+    "tests/daemon/test_crash.py",
+    "tests/daemon/test_service.py",
+    "tests/daemon/test_search_filters.py",
+)
+ENGINES = ("edge", "local")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "engine(name): run only on this embedded engine (what it tests is its own)"
+    )
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrize the suites of :data:`BOTH_ENGINES` over the embedded engines."""
+    if "qdrant_engine" not in metafunc.fixturenames:
+        return
+    rel = Path(str(metafunc.definition.path)).relative_to(Path(__file__).parent.parent)
+    marker = metafunc.definition.get_closest_marker("engine")
+    if marker is not None:
+        engines = [marker.args[0]]
+    elif rel.as_posix().startswith(BOTH_ENGINES):
+        engines = list(ENGINES)
+    else:
+        return
+    metafunc.parametrize("qdrant_engine", engines, indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def qdrant_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The embedded engine of this test (``$INGESTD_QDRANT_ENGINE``, CLI processes too)."""
+    engine = str(getattr(request, "param", "edge"))
+    monkeypatch.setenv("INGESTD_QDRANT_ENGINE", engine)
+    return engine

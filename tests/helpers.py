@@ -79,41 +79,119 @@ SPARSE_KEY = "(bm25)"
 def store_snapshot(
     state: Path, collection: str = "ingestd", *, sparse: bool = True
 ) -> dict[str, dict[str, Any]]:
-    """Every point of an embedded store, opened directly with qdrant-client.
+    """Every point of an embedded store, opened directly (whichever engine holds it).
 
     Returns id -> payload; with ``sparse`` the payload also holds, under
     :data:`SPARSE_KEY`, the point's BM25 vector as ``(indices, values)`` tuples (or
     ``None``), so that comparisons cover the sparse vectors too.
     """
-    from qdrant_client import QdrantClient
-
-    from ingestd.store.sparse import SPARSE_VECTOR
-
-    client = QdrantClient(path=str(state / "qdrant"))
+    store = open_state_store(state)
     try:
         out: dict[str, dict[str, Any]] = {}
-        if not client.collection_exists(collection):
+        if not store.has_collection(collection):
             return out
-        offset = None
-        while True:
-            recs, offset = client.scroll(
-                collection,
-                limit=1000,
-                offset=offset,
-                with_payload=True,
-                with_vectors=[SPARSE_VECTOR] if sparse else False,
-            )
-            for r in recs:
-                out[str(r.id)] = dict(r.payload or {})
-                if sparse:
-                    sv = r.vector.get(SPARSE_VECTOR) if isinstance(r.vector, dict) else None
-                    out[str(r.id)][SPARSE_KEY] = (
-                        (tuple(sv.indices), tuple(sv.values)) if sv is not None else None
-                    )
-            if offset is None:
-                return out
+        out = dict(store.scroll(collection))
+        if sparse:
+            vectors = store.sparse_vectors(collection, list(out))
+            for pid, payload in out.items():
+                sv = vectors.get(pid)
+                payload[SPARSE_KEY] = (
+                    (tuple(sv.indices), tuple(sv.values)) if sv is not None else None
+                )
+        return out
     finally:
-        client.close()
+        store.close()
+
+
+def engine_under_test() -> str:
+    """The embedded engine of the running test (``$INGESTD_QDRANT_ENGINE``, see conftest)."""
+    return os.environ.get("INGESTD_QDRANT_ENGINE") or "edge"
+
+
+def store_folder(state: Path) -> Path:
+    """The folder of the running test's embedded store in state dir ``state``."""
+    return state / ("edge" if engine_under_test() == "edge" else "qdrant")
+
+
+def store_class() -> Any:
+    """The store class of the running test's embedded engine."""
+    if engine_under_test() == "edge":
+        from ingestd.store.edge_store import EdgeStore
+
+        return EdgeStore
+    from ingestd.store.qdrant_store import QdrantStore
+
+    return QdrantStore
+
+
+def open_store(folder: Path, engine: str) -> Any:
+    """A store of ``engine`` (``edge`` or ``local``) in ``folder``, opened directly."""
+    if engine == "edge":
+        from ingestd.store.edge_store import EdgeStore
+
+        return EdgeStore(folder)
+    from ingestd.store.qdrant_store import QdrantStore
+
+    return QdrantStore(path=str(folder))
+
+
+def open_state_store(state: Path) -> Any:
+    """The embedded vector store of state dir ``state``, opened as the daemon opens it."""
+    from ingestd.store.embedded import open_embedded
+
+    return open_embedded(None, state / "qdrant", state / "edge")
+
+
+def state_dense_vectors(state: Path, collection: str = "ingestd") -> dict[str, Any]:
+    """Every point's dense vector in state dir ``state``: id -> float32 ``(dim,)`` array.
+
+    Read through the store Protocol, so it serves both embedded engines; ``{}`` when
+    ``collection`` (an alias or a physical version) does not exist.
+    """
+    import numpy as np
+
+    store = open_state_store(state)
+    try:
+        if not store.has_collection(collection):
+            return {}
+        ids = list(store.point_ids(collection))
+        return {
+            pid: np.asarray(vec, dtype=np.float32)
+            for pid, _, vec in store.retrieve(collection, ids, with_vectors=True)
+        }
+    finally:
+        store.close()
+
+
+def local_mode_copy(state: Path, dest: Path) -> Path:
+    """A copy of state dir ``state`` whose vectors a qdrant-client local-mode store holds.
+
+    The manifest and the other files are copied as they are; every physical collection
+    of ``state``'s store (whichever engine holds it) is created in ``dest/qdrant`` by
+    ingestd's qdrant-client store, the layout a Qdrant server gets from ``qdrant.url``,
+    and filled with the same points (ids, payloads, dense and BM25 vectors, in id
+    order); the aliases point as they did. ``ingestd`` opens the copy with the
+    ``local`` engine (the only store there). Returns ``dest``.
+    """
+    from ingestd.store.qdrant_store import QdrantStore
+
+    shutil.copytree(state, dest, ignore=shutil.ignore_patterns("edge", "qdrant"))
+    src = open_state_store(state)
+    out = QdrantStore(path=str(dest / "qdrant"))
+    try:
+        for physical in src.collections():
+            ids = sorted(src.point_ids(physical))
+            points = src.retrieve_points(physical, ids)
+            dim = len(points[0].vector) if points else 384
+            out.create_physical(physical, dim)
+            for i in range(0, len(points), 256):
+                out.upsert(physical, points[i : i + 256])
+        for alias, physical in src.aliases().items():
+            out.point_alias(alias, physical)
+    finally:
+        out.close()
+        src.close()
+    return dest
 
 
 def without_provenance(points: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:

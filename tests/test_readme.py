@@ -219,3 +219,59 @@ def test_payload_list_names_every_key_the_store_holds(tmp_path: Path) -> None:
 @pytest.mark.parametrize("key", ["n_model_tokens", "prefix", "is_parent"])
 def test_payload_section_names_the_keys_people_ask_about(key: str) -> None:
     assert f"`{key}`" in _section("Payload")
+
+
+# -- using the index from your code -------------------------------------------------------------
+
+
+def _fenced(text: str, lang: str) -> list[str]:
+    return re.findall(rf"```{lang}\n(.*?)```", text, re.S)
+
+
+def test_the_mcp_configuration_snippets_are_valid_ingestd_mcp_commands() -> None:
+    from ingestd.daemon.cli.consumers import mcp_cmd
+
+    text = _section("Agents: `ingestd mcp`")
+    (config,) = _fenced(text, "json")
+    (server,) = json.loads(config)["mcpServers"].values()
+    assert server["command"] == "ingestd" and server["args"][0] == "mcp"
+    socket_args = json.loads(re.search(r'"args": (\[.*?\])', text.replace("\n", " "))[1])
+    (http,) = _blocks(text)
+    http_args = shlex.split(http)
+    http_args = http_args[http_args.index("ingestd") + 1 :]
+    for args in (server["args"], socket_args, http_args):
+        assert args[0] == "mcp", args
+        mcp_cmd.make_context("mcp", args[1:])  # the options exist and parse
+    assert "--allow-remote" in text and "INGESTD_MCP_TOKEN" in text
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_the_python_api_snippets_run(tmp_path: Path) -> None:
+    from tests.helpers import copy_tree, local_mode_copy, make_engine
+
+    root = copy_tree(tmp_path / "docs")
+    state = tmp_path / "state"
+    eng = make_engine(root, state, fake_vectors)
+    try:
+        for name in eng.sources:
+            eng.sync(name)
+    finally:
+        eng.close()
+    client_code, query_code = _fenced(_section("Applications: the Python API"), "python")
+    page = "docs/collector/quick-start.md"
+    (root / page).write_text((root / page).read_text() + "\n\nConfigure the exporter here.\n")
+    client_code = client_code.replace("/var/lib/ingestd", str(state))
+    client_code = client_code.replace("docs/install.md", page)
+    out: dict[str, Any] = {}
+    exec(compile(client_code, "README.md", "exec"), out)
+    assert out["widened"]["lines"]["text"]
+    # the Qdrant a server would be: qdrant-client's local mode, holding the same points
+    server = local_mode_copy(state, tmp_path / "server")
+    query_code = query_code.replace("/var/lib/ingestd", str(server))
+    query_code = query_code.replace('url="http://qdrant:6333"', f'path="{server / "qdrant"}"')
+    try:
+        exec(compile(query_code, "README.md", "exec"), out)
+        assert out["point"].payload["path"].startswith("docs/collector")
+    finally:
+        out["client"].close()

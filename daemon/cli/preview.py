@@ -118,7 +118,8 @@ def preview(
     Raises:
         ValueError: unknown rule or chunker, bad params, or an undecodable file.
     """
-    from ingestd.store.embedder import CachedEmbedder, load_embedder, model_info
+    from ingestd.store.embedder import load_embedder, model_info
+    from ingestd.store.embedding_cache import CachedEmbedder
 
     e = cfg.embedding
     info = model_info(e.model, e.backend)

@@ -13,12 +13,13 @@ import contextlib
 import os
 import sys
 from collections.abc import Callable, Hashable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ingestd.daemon.sync.types import SyncProgress
 
-__all__ = ["ShowBar", "duration", "interactive", "progress_bars", "sync_detail"]
+__all__ = ["ShowBar", "duration", "interactive", "progress_bars", "sync_detail", "sync_progress"]
 
 #: ``show(key, description, done, total, detail)``: create or update the bar of ``key``.
 ShowBar = Callable[[Hashable, str, int, int, str], None]
@@ -90,3 +91,28 @@ def progress_bars() -> Iterator[ShowBar]:
             )
 
         yield show
+
+
+@contextlib.contextmanager
+def sync_progress(quiet: bool) -> Iterator[Callable[[SyncProgress], None] | None]:
+    """A progress bar on an interactive terminal; nothing under systemd or pipes.
+
+    One line per source: documents done, chunks embedded, and the time left at the
+    rate so far (:func:`sync_detail`); "loading embedding model" while the model loads.
+
+    Args:
+        quiet: no bar (the command's output is JSON).
+
+    Yields:
+        The ``progress`` callback of a sync, or ``None`` when no bar is drawn.
+    """
+    if quiet or not interactive():
+        yield None
+        return
+    with progress_bars() as show:
+
+        def update(p: SyncProgress) -> None:
+            name = Path(p.source).name or p.source
+            show(p.source, f"indexing {name}", p.bytes_done, p.bytes_total, sync_detail(p))
+
+        yield update

@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ingestd.daemon.cli.errors import Fatal
+
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
     from ingestd.store.reader import ManifestReader
@@ -28,7 +30,6 @@ if TYPE_CHECKING:
 __all__ = [
     "START_WAIT_S",
     "DaemonStarting",
-    "Fatal",
     "ask_daemon",
     "load",
     "load_light",
@@ -43,14 +44,6 @@ __all__ = [
 logger = logging.getLogger("ingestd")
 #: Seconds a command waits for the socket of an ``ingestd run`` that is starting.
 START_WAIT_S = 60.0
-
-
-class Fatal(click.ClickException):
-    """A known failure: message on stderr, exit code 1 (or the given one)."""
-
-    def __init__(self, message: str, exit_code: int = 1) -> None:
-        super().__init__(message)
-        self.exit_code = exit_code  # type: ignore[misc]
 
 
 class DaemonStarting(Exception):
@@ -141,7 +134,9 @@ def manifest_reader(cfg: Config | None, state_dir: Path) -> Iterator[ManifestRea
         finally:
             m.close()
         return
-    path = state_dir / "manifest.db"
+    from ingestd.daemon.statedir import StatePaths
+
+    path = StatePaths(state_dir).manifest
     try:
         exists = path.is_file()
     except PermissionError:

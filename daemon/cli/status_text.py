@@ -1,9 +1,10 @@
 """``ingestd status`` as text: the status JSON rendered for a person.
 
 Everything the JSON holds that an operator acts on is named in the text: per source
-the last sync (local time and age), documents, chunks, failed, pending and held
-deletions, a missing root; for the daemon its health, the document in flight and the
-roots it waits for. Keys a daemon of another version does not send are skipped.
+the last complete sync and the last change written (local time and age), documents,
+chunks, failed, pending and held deletions, a missing root; for the daemon its health,
+the document in flight and the roots it waits for. Keys a daemon of another version
+does not send are skipped.
 """
 
 from __future__ import annotations
@@ -117,6 +118,8 @@ def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
             "nothing is synced or deleted until it is back"
         )
     yield f"  last sync: {format_when(s.get('last_sync'), now)}"
+    if "last_change_synced" in s:
+        yield f"  last change synced: {format_when(s['last_change_synced'], now)}"
     yield (
         f"  {_plural(s.get('documents', 0), 'document')}, {_plural(s.get('chunks', 0), 'chunk')}, "
         f"{s.get('failed', 0)} failed, {s.get('pending', 0)} pending, "

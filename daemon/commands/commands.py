@@ -21,7 +21,6 @@ if TYPE_CHECKING:
     from ingestd.store.reader import ManifestReader
 
 __all__ = [
-    "REMOTE",
     "evaluate",
     "forget",
     "known_source",
@@ -292,8 +291,10 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
         ``embedded_since_start``, ``reused_since_start`` and ``model``. Each source has
         ``source``, ``root``, ``root_missing`` (its folder is not there: unmounted,
         moved or deleted), ``collection``, ``documents``, ``chunks``, ``pending``,
-        ``failed``, ``last_sync`` (seconds since the epoch, or ``None``),
-        ``held_deletes`` and ``failed_documents`` (at most 50).
+        ``failed``, ``last_sync`` (the end of the last complete sync, seconds since
+        the epoch, or ``None``), ``last_change_synced`` (when a sync last wrote or
+        deleted a document, a watched edit's included), ``held_deletes`` and
+        ``failed_documents`` (at most 50).
     """
     sources = []
     for s in manifest.sources():
@@ -305,6 +306,7 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
             "collection": s["collection"],
             **counts,
             "last_sync": s["last_sync"],
+            "last_change_synced": s.get("last_change_synced"),
             "held_deletes": int(s.get("held_deletes") or 0),
             "failed_documents": [
                 {"path": p, "error": e} for p, e in manifest.failed(s["name"])[:50]
@@ -349,14 +351,3 @@ def evaluate(engine: Engine, **args: Any) -> dict[str, Any]:
     from ingestd.daemon.evaluation.runs import run_in_daemon
 
     return run_in_daemon(engine, **args)
-
-
-#: Commands the control socket runs on the engine thread.
-REMOTE: dict[str, Callable[..., Any]] = {
-    "eval": evaluate,
-    "search": search,
-    "resync": resync,
-    "verify": verify,
-    "forget": forget,
-    "migrate": migrate,
-}

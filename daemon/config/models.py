@@ -5,6 +5,7 @@ Every model is frozen and rejects unknown keys (``config.example.yaml`` explains
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -155,18 +156,40 @@ class EmbeddingConfig(_Model):
         return self
 
 
+def _default_engine() -> str | None:
+    """``qdrant.engine`` when the config file says nothing: ``$INGESTD_QDRANT_ENGINE``.
+
+    Raises:
+        ConfigError: the variable names no engine.
+    """
+    value = os.environ.get("INGESTD_QDRANT_ENGINE") or None
+    if value not in (None, "edge", "local"):
+        raise ConfigError([f"INGESTD_QDRANT_ENGINE: expected edge or local (got {value!r})"])
+    return value
+
+
 class QdrantConfig(_Model):
-    """Where vectors live: embedded ``path`` (default ``<state dir>/qdrant``) or a server.
+    """Where vectors live: an embedded engine in the state dir, or a Qdrant server.
 
     Attributes:
-        path: folder of the embedded store.
-        url: Qdrant server or cluster URL (``path`` is then ignored).
+        engine: the embedded engine: ``edge`` (Qdrant Edge, Qdrant's engine
+            in-process) or ``local`` (qdrant-client's local mode); default
+            ``$INGESTD_QDRANT_ENGINE``, else ``None``: ``edge`` for a new store,
+            ``local`` for a store made with it. A store held by the other engine moves
+            to the configured one (README "Embedded engines").
+        path: folder of the ``local`` store (default ``<state dir>/qdrant``).
+        edge_path: folder of the ``edge`` store (default ``<state dir>/edge``).
+        url: Qdrant server or cluster URL (the embedded engines are then unused).
         api_key_env: environment variable holding the API key for ``url``.
         retry_seconds: how long transient server errors are retried before a batch
             is put back on the queue.
     """
 
+    engine: Literal["edge", "local"] | None = Field(
+        default_factory=lambda: _default_engine(), validate_default=True
+    )
     path: Path | None = None
+    edge_path: Path | None = None
     url: str | None = None
     api_key_env: str = "QDRANT_API_KEY"
     retry_seconds: float = Field(60.0, gt=0)
@@ -267,7 +290,7 @@ class Config(_Model):
     rules: tuple[RuleConfig, ...] = Field(default_factory=default_rules)
     tokenizer: str = "cl100k_base"
     embedding: EmbeddingConfig = EmbeddingConfig()
-    qdrant: QdrantConfig = QdrantConfig()
+    qdrant: QdrantConfig = Field(default_factory=QdrantConfig)
     search: SearchConfig = SearchConfig()
     manifest: ManifestConfig = ManifestConfig()
     watch: WatchConfig = WatchConfig()
@@ -286,4 +309,9 @@ class Config(_Model):
 
     def paths(self, state_dir: Path) -> StatePaths:
         """The entries of ``state_dir`` under this config (``qdrant.path`` moves the store)."""
-        return StatePaths(Path(state_dir), Path(self.qdrant.path) if self.qdrant.path else None)
+        q = self.qdrant
+        return StatePaths(
+            Path(state_dir),
+            Path(q.path) if q.path else None,
+            Path(q.edge_path) if q.edge_path else None,
+        )

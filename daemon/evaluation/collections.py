@@ -16,9 +16,9 @@ import os
 import re
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
 
 from ingestd.daemon.statedir import PRIVATE_FILE_MODE, StatePaths
+from ingestd.store.vectors import VectorStore
 
 __all__ = ["EVAL_PREFIX", "LEDGER", "EvalCollections", "collection_name"]
 
@@ -40,12 +40,11 @@ class EvalCollections:
     """Eval collections in one vector store, listed in a ledger file.
 
     Args:
-        store: the vector store (:class:`ingestd.store.vectors.VectorStore` or
-            anything with its ``versions``, ``layout`` and ``drop_collection``).
+        store: the vector store.
         ledger: the ledger file; ``None`` for a scratch store that dies with the run.
     """
 
-    def __init__(self, store: Any, ledger: Path | None) -> None:
+    def __init__(self, store: VectorStore, ledger: Path | None) -> None:
         self.store = store
         self.ledger = ledger
 

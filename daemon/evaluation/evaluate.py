@@ -38,6 +38,7 @@ from ingestd.daemon.evaluation.scoring import DEPTH, rank_hits
 from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncProgress
 from ingestd.store.search import Mode
+from ingestd.store.vectors import VectorStore
 
 __all__ = [
     "MODES",
@@ -113,7 +114,7 @@ class EvalProgress:
 class _Lent:
     """A vector store lent to an engine: every call passes through, ``close`` does not."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: VectorStore) -> None:
         self._store = store
 
     def __getattr__(self, name: str) -> Any:

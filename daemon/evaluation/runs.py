@@ -5,8 +5,8 @@
   ledger, :mod:`ingestd.daemon.evaluation.collections`), the model is the one it has loaded,
   and the run is sliced like a resync: at its checkpoints the daemon pings systemd,
   answers searches and writes other files' changes, and SIGTERM cancels it.
-  ``eval-progress`` and ``eval-cancel`` (:data:`WATCH_COMMANDS`) are answered off the
-  engine thread while ``eval`` holds it.
+  ``eval-progress`` and ``eval-cancel`` are answered off the engine thread while
+  ``eval`` holds it (:data:`~ingestd.daemon.commands.routes.ROUTES`).
 * :func:`run_local` runs without a daemon: the host is an engine on a scratch state dir
   (embedded store and manifest in the temp folder, removed afterwards); only the state
   dir's embedding cache is used.
@@ -31,7 +31,7 @@ from ingestd.daemon.service.control import DaemonError
 from ingestd.daemon.statedir import StatePaths, secure_state_dir
 from ingestd.daemon.sync.engine import Engine
 
-__all__ = ["WATCH_COMMANDS", "eval_cancel", "eval_progress", "run_in_daemon", "run_local"]
+__all__ = ["eval_cancel", "eval_progress", "run_in_daemon", "run_local"]
 
 _RUN_ID = re.compile(r"[0-9a-f]{8}\Z")
 _RUNNING: dict[str, Evaluation] = {}
@@ -198,10 +198,3 @@ def eval_cancel(run: str) -> dict[str, bool]:
     if ev is not None:
         ev.cancel.set()
     return {"cancelled": ev is not None}
-
-
-#: Control commands answered off the engine thread (while ``eval`` holds it).
-WATCH_COMMANDS: dict[str, Callable[..., Any]] = {
-    "eval-progress": eval_progress,
-    "eval-cancel": eval_cancel,
-}

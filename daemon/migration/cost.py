@@ -144,7 +144,8 @@ def estimate(
         target: the configured profile.
         cache: the open embedding cache, or ``None`` to open ``embeddings.db`` if present.
     """
-    from ingestd.store.embedder import EmbeddingCache, ModelNotFoundError
+    from ingestd.store.embedder import ModelNotFoundError
+    from ingestd.store.embedding_cache import EmbeddingCache
 
     cost = MigrationCost(collection, differences(previous, target), previous, target)
     hashes: set[str] = set()
@@ -175,13 +176,20 @@ def estimate(
     cost.cache_bytes = cost.to_embed * (4 * dim_new + CACHE_ROW_OVERHEAD)
     cost.embedded_mode = not cfg.qdrant.url
     if cost.embedded_mode:
-        folder = cfg.paths(state_dir).qdrant / "collection"
+        from ingestd.store.embedded import choose_engine
+
+        paths = cfg.paths(state_dir)
+        engine, _ = choose_engine(cfg.qdrant.engine, paths.qdrant, paths.edge)
+        # each engine keeps a folder per physical collection
+        folder = paths.edge / "collections" if engine == "edge" else paths.qdrant / "collection"
         current = [p for p in folder.glob(f"{collection}*") if _is_version(p.name, collection)]
         if current:
             now = sum(dir_bytes(p, follow_symlinks=True) for p in current)
             cost.store_bytes = max(0, now + 4 * cost.chunks * (dim_new - dim_old))
             weights = dir_bytes(model_of(cfg).path, follow_symlinks=True)
-            cost.memory_bytes = cost.store_bytes + weights
+            # local mode holds every point in memory; Edge maps its files
+            held = cost.store_bytes if engine == "local" else 0
+            cost.memory_bytes = held + weights
     return cost
 
 

@@ -89,6 +89,7 @@ class Collections:
             known != LAYOUT
             or manifest.collection_build(collection) is not None
             or migrate.due(self.ctx, collection)
+            or self.ctx.resources.engine_move_due()
         )
 
     def before_scan(self, collection: str) -> None:

@@ -31,7 +31,7 @@ import logging
 from ingestd.daemon.sync.context import SyncContext, Syncer
 from ingestd.daemon.sync.scanner import scan
 from ingestd.daemon.sync.types import SyncInterrupted
-from ingestd.store.collections import CollectionVersions
+from ingestd.store.collections import ENGINE, CollectionVersions
 
 __all__ = ["build_version"]
 
@@ -58,6 +58,12 @@ def build_version(
     versions = CollectionVersions(ctx.store, ctx.manifest)
     versions.begin(collection, ctx.profiles.profile_of(collection).model.dim, reason)
     rebuilt: set[tuple[str, str]] = set()
+    build = ctx.manifest.collection_build(collection)
+    if build is not None and build["reason"] == ENGINE:
+        # another engine holds the collection: its points move with their vectors,
+        # nothing is re-chunked or embedded; searches meanwhile read the old version
+        versions.finish(collection, lambda: ctx.checkpoints.checkpoint(serve_changes=False))
+        return rebuilt
     if versions.phase(collection) == "building":
         done = versions.done_sources(collection)
         for name in sorted(ctx.sources):

@@ -1,1 +1,1 @@
-"""``ingestd run``: the service's lifecycle, job queue, control socket, systemd and metrics."""
+"""``ingestd run``: lifecycle, job queue, sync policy, watches, status, control, metrics."""

@@ -207,21 +207,24 @@ def request_when_ready(
     socket_path: Path | None = None,
     wait: float = 60.0,
     on_wait: Callable[[int], None] | None = None,
+    timeout: float | None = None,
 ) -> Any:
     """:func:`request`, waiting up to ``wait`` seconds for a daemon that is starting.
 
     ``ingestd run`` takes the state-dir lock before its control socket serves (it
     opens the store and sets the watches first). A command sent meanwhile waits for
     the socket instead of failing; ``on_wait(pid)`` is called once when it starts
-    waiting.
+    waiting. ``timeout``: seconds to wait for the answer once sent (``None``: no
+    limit); the daemon goes on with the command when it passes.
 
     Raises:
         NoDaemon: no daemon runs (or the starting one exited).
         DaemonError: the daemon reported an error, or its socket did not answer within
             ``wait`` seconds.
+        TimeoutError: no answer within ``timeout`` seconds.
     """
     try:
-        return request(state_dir, cmd, args, socket_path=socket_path)
+        return request(state_dir, cmd, args, timeout, socket_path=socket_path)
     except NoDaemon:
         if socket_path is not None:
             raise
@@ -233,7 +236,7 @@ def request_when_ready(
     deadline = time.monotonic() + wait
     while True:
         try:
-            return request(state_dir, cmd, args)
+            return request(state_dir, cmd, args, timeout)
         except NoDaemon:
             if starting_daemon(state_dir) is None:
                 raise

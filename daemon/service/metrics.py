@@ -24,12 +24,15 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from ingestd.daemon.sync.engine import Engine
 
 __all__ = ["Metrics"]
 
@@ -39,13 +42,23 @@ LAG_BUCKETS = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0, 300.0, 1800.0)
 
 
 class _Live(Collector):
-    """Gauges computed at scrape time from the service."""
+    """Gauges computed at scrape time from the service (see :class:`Metrics`)."""
 
-    def __init__(self, service: Any) -> None:
-        self.service = service
+    def __init__(
+        self,
+        metrics: Metrics,
+        engine: Callable[[], Engine | None],
+        queue_depth: Callable[[], int],
+        oldest_change: Callable[[], float | None],
+        watching: Callable[[], bool],
+    ) -> None:
+        self.metrics = metrics
+        self.engine = engine
+        self.queue_depth = queue_depth
+        self.oldest_change = oldest_change
+        self.watching = watching
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        svc = self.service
         docs = GaugeMetricFamily(
             "ingestd_documents", "Documents in the manifest", labels=["source"]
         )
@@ -53,7 +66,7 @@ class _Live(Collector):
         failed = GaugeMetricFamily(
             "ingestd_failed_documents", "Documents that failed to read or chunk", labels=["source"]
         )
-        engine = svc.engine
+        engine = self.engine()
         if engine is not None:
             for name in list(engine.sources):
                 try:
@@ -67,12 +80,10 @@ class _Live(Collector):
         yield docs
         yield chunks
         yield failed
-        batcher = svc._batcher
-        depth = (batcher.depth() if batcher else 0) + svc._queue.qsize()
         yield GaugeMetricFamily(
-            "ingestd_queue_depth", "Changed paths and jobs waiting", value=depth
+            "ingestd_queue_depth", "Changed paths and jobs waiting", value=self.queue_depth()
         )
-        oldest = batcher.oldest() if batcher else None
+        oldest = self.oldest_change()
         yield GaugeMetricFamily(
             "ingestd_oldest_pending_change_seconds",
             "Age of the oldest change waiting for its batch",
@@ -80,28 +91,39 @@ class _Live(Collector):
         )
         emb = engine.embedder.stats.embedded if engine else 0
         reused = engine.embedder.stats.reused if engine else 0
-        m = svc.metrics
-        if m is not None:
-            emb += m.embedded_before
-            reused += m.reused_before
+        emb += self.metrics.embedded_before
+        reused += self.metrics.reused_before
         yield GaugeMetricFamily(
             "ingestd_reused_vector_ratio",
             "Share of written vectors taken from the cache or store, since start",
             value=reused / (reused + emb) if reused + emb else 0.0,
         )
         yield GaugeMetricFamily(
-            "ingestd_up", "1 while every file watcher runs", value=0 if svc._dead_watchers() else 1
+            "ingestd_up", "1 while every file watcher runs", value=1 if self.watching() else 0
         )
 
 
 class Metrics:
     """The daemon's metrics registry and HTTP endpoint.
 
+    The service counts into the counters; the gauges are read at scrape time (on the
+    HTTP server's thread) from the callables given.
+
     Args:
-        service: the :class:`~ingestd.daemon.service.service.Service` to report on.
+        engine: the running engine, or ``None`` before start-up.
+        queue_depth: changed paths waiting in the batcher plus queued jobs.
+        oldest_change: monotonic time of the oldest change waiting for its batch, if any.
+        watching: whether every file watcher and the batcher run.
     """
 
-    def __init__(self, service: Any) -> None:
+    def __init__(
+        self,
+        *,
+        engine: Callable[[], Engine | None],
+        queue_depth: Callable[[], int],
+        oldest_change: Callable[[], float | None],
+        watching: Callable[[], bool],
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.embedded = Counter(
@@ -124,9 +146,9 @@ class Metrics:
             buckets=LAG_BUCKETS,
             registry=r,
         )
-        r.register(_Live(service))
         self.embedded_before = 0  # counts of engines replaced by a reload
         self.reused_before = 0
+        r.register(_Live(self, engine, queue_depth, oldest_change, watching))  # collects once
         self._server: Any = None
         self._thread: Any = None
         self.port: int | None = None

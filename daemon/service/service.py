@@ -6,16 +6,20 @@ SIGINT/SIGTERM asks to exit at the next checkpoint, a second one forces it; SIGH
 asks to reload the config.
 
 Threads: the main thread owns the engine and the vector store (embedded Qdrant is not
-thread-safe) and runs every job from one priority queue; watchdog's observers, the
-batcher and the control server only enqueue, and a background thread preloads the
-embedding model once the daemon is ready.
+thread-safe) and runs every job from one priority queue
+(:mod:`~ingestd.daemon.service.jobs`); watchdog's observers, the batcher and the
+control server only enqueue, and a background thread preloads the embedding model
+once the daemon is ready (:mod:`~ingestd.daemon.service.instrument`). Long work never
+starves the daemon: at the engine's checkpoints the daemon pings the systemd watchdog
+and runs queued searches and other files' change batches.
 
-Long work never starves the daemon (DESIGN.md, "Long work is sliced"): the engine
-reaches a checkpoint after every write slice (at most 32 chunks) and every half second
-of planning. There the daemon pings the systemd watchdog (so pings come from progress:
-a real hang still trips the watchdog), runs queued searches, and, between write slices,
-other files' change batches (never one touching a document in flight: that waits for
-it); a stop request ends the work there.
+The service composes its parts: the job queue and back-off
+(:mod:`~ingestd.daemon.service.jobs`), what syncs when
+(:mod:`~ingestd.daemon.service.policy`), the watches
+(:mod:`~ingestd.daemon.service.watches`), ``status``
+(:mod:`~ingestd.daemon.service.status`), and the control commands' routes
+(:mod:`~ingestd.daemon.commands.routes`). A reload (SIGHUP) is part of the lifecycle
+and lives here.
 
 Start-up order (DESIGN.md point 10): take the state-dir lock, open the store, set the
 watches, serve the control socket, send ``READY=1``, then reconcile every source with
@@ -24,50 +28,35 @@ progress in ``STATUS=``.
 
 from __future__ import annotations
 
-import heapq
-import itertools
 import logging
 import os
-import queue
 import signal
-import stat as stat_mod
 import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from ingestd.daemon.commands.routes import ROUTES, Thread
 from ingestd.daemon.config import Config, ConfigError
 from ingestd.daemon.service import systemd
 from ingestd.daemon.service.control import ControlServer, DaemonError, StateLock
+from ingestd.daemon.service.instrument import ModelPreload, instrument
+from ingestd.daemon.service.jobs import Backoff, JobQueue, Priority
+from ingestd.daemon.service.policy import SyncPolicy
+from ingestd.daemon.service.status import daemon_status
+from ingestd.daemon.service.watches import Watches
 from ingestd.daemon.sync.engine import Engine
-from ingestd.daemon.sync.types import SyncProgress, SyncResult
-from ingestd.daemon.watch.coverage import WatchCoverage
-from ingestd.daemon.watch.inotify import reason_for
-from ingestd.daemon.watch.watcher import Batcher, BatcherThread, SourceWatcher
+from ingestd.daemon.sync.types import SyncResult
+
+if TYPE_CHECKING:
+    from ingestd.daemon.service.metrics import Metrics
 
 __all__ = ["Service"]
 
 logger = logging.getLogger(__name__)
-
-URGENT, CHANGES, SCAN = 0, 1, 2
-RETRY_MIN_S, RETRY_MAX_S = 1.0, 60.0  # back-off of a failed batch or scan
-MODEL_LOAD_GRACE_S = 600.0  # longest the watchdog is fed while the model preloads
-
-
-@dataclass(order=True)
-class _Job:
-    priority: int
-    seq: int
-    run: Callable[[], Any] = field(compare=False)
-    future: Future[Any] | None = field(default=None, compare=False)
-    #: called instead of the default rescan when a background job fails
-    on_error: Callable[[Exception], None] | None = field(default=None, compare=False)
-    #: may run at a checkpoint of another job (a change batch of other files)
-    nestable: bool = field(default=False, compare=False)
 
 
 class Service:
@@ -79,6 +68,14 @@ class Service:
         reload_config: returns a freshly loaded config (SIGHUP); raises
             :class:`ConfigError` when the new file is invalid.
         engine_factory: builds the :class:`Engine` (tests inject fakes).
+
+    Attributes:
+        jobs: the engine thread's job queue.
+        backoff: back-off and last error of failed jobs, per source.
+        policy: what syncs when (scans, change batches, retries, lag).
+        watches: the watches of the sources and the batcher.
+        watchdog: the systemd watchdog's pinger.
+        metrics: the Prometheus metrics (``metrics.port``), or ``None``.
     """
 
     def __init__(
@@ -97,39 +94,31 @@ class Service:
         self.force_exit = False
         self.started = threading.Event()
         self.exit_code = 0
+        self.engine: Engine | None = None
+        self.metrics: Metrics | None = None
+        self.started_at = time.time()
+        self.reloads = 0  # successful reloads
+        self.watchdog = systemd.WatchdogPinger(systemd.watchdog_interval())
+        self.jobs = JobQueue(
+            after_job=lambda: self.policy.queue_deferred(),
+            on_unhandled=lambda: self.policy.rescan_after_error(),
+        )
+        self.backoff = Backoff(self.jobs, on_failure=self._count_failure)
+        self.policy = SyncPolicy(
+            self._running_engine,
+            self.jobs,
+            self.backoff,
+            recheck_watches=lambda source, paths: self.watches.recheck(source, paths),
+            observe=self._observe,
+        )
+        self.watches = Watches(
+            cfg.watch, on_batch=self.policy.on_batch, on_lost=self.policy.on_lost
+        )
+        self.preload = ModelPreload(self.watchdog)
         self._reload = threading.Event()
-        self._queue: queue.PriorityQueue[_Job] = queue.PriorityQueue()
-        self._seq = itertools.count()
-        self._watchers: list[SourceWatcher] = []
-        self._batcher: BatcherThread | None = None
+        self._reloading = False
         self._control: ControlServer | None = None
         self._lock = StateLock(self.state_dir)
-        self.engine: Engine | None = None
-        self.phase = "starting"
-        self.progress: dict[str, Any] = {}  # source -> SyncProgress of its running scan
-        self.started_at = time.time()
-        self._last_rescan = time.monotonic()
-        self._lag: list[float] = []
-        self._waiting: dict[int, float] = {}  # change batches queued or running -> first change
-        self._after_in_flight: dict[str, set[str]] = {}  # deferred by a nested batch
-        self._depth = 0  # jobs running inside a checkpoint of another job
-        self._preload: threading.Thread | None = None
-        self.missing_roots: dict[str, str] = {}  # source -> root, missing at the last look
-        self._delayed: list[tuple[float, int, _Job]] = []  # heap of (due, seq, job)
-        self._failures: dict[str, int] = {}  # consecutive failures per source
-        self.last_error: dict[str, str] = {}
-        #: sources not watched at all or not in every folder -> last re-watch (monotonic);
-        #: each is watched again and rescanned every ``watch.unwatched_rescan_s``
-        self._unwatched: dict[str, float] = {}
-        self.coverage = WatchCoverage(cfg.watch.unwatched_rescan_s)
-        self._retrying: set[tuple[str, str]] = set()  # unreadable files queued for a try
-        self._root_ids: dict[str, tuple[int, int] | None] = {}  # (st_dev, st_ino) watched
-        self._next_ping = 0.0
-        self._ping_every = systemd.watchdog_interval()
-        self.metrics: Any = None
-        self.batches_done = 0  # live batches applied (tests and status)
-        self.reloads = 0  # successful reloads
-        self._reloading = False
 
     # -- public ------------------------------------------------------------------------------
 
@@ -143,11 +132,55 @@ class Service:
             self.shutdown()
         return self.exit_code
 
-    def submit(self, fn: Callable[[], Any], priority: int = URGENT) -> Future[Any]:
+    def submit(self, fn: Callable[[], Any], priority: int = Priority.URGENT) -> Future[Any]:
         """Run ``fn`` on the engine thread; returns its future (thread-safe)."""
-        fut: Future[Any] = Future()
-        self._queue.put(_Job(priority, next(self._seq), fn, fut))
-        return fut
+        return self.jobs.submit(fn, priority)
+
+    def request_reload(self) -> None:
+        """Ask the service to reload its config between jobs (what SIGHUP does)."""
+        self._reload.set()
+        self.jobs.wake()
+
+    def request_exit(self) -> None:
+        """Ask the service to stop after the batch in flight (thread-safe)."""
+        self.should_exit.set()
+        if self.engine is not None:
+            self.engine.stop.set()
+        self.jobs.wake()
+
+    def idle(self) -> bool:
+        """Whether nothing waits: no changed path, no queued, delayed or running job."""
+        return (
+            not self._reload.is_set()
+            and not self._reloading
+            and self.jobs.idle()
+            and self.watches.depth() == 0
+        )
+
+    def lag(self) -> float:
+        """Seconds the oldest change not yet applied has waited (0.0 when none waits).
+
+        Counts changes still coalescing in the batcher and change batches queued,
+        deferred or being written.
+        """
+        return self.policy.lag(self.watches.oldest())
+
+    def status(self) -> dict[str, Any]:
+        """The daemon's status (answered off the engine thread: manifest reads only)."""
+        return daemon_status(
+            self._running_engine(),
+            self.state_dir,
+            watches=self.watches,
+            policy=self.policy,
+            queued=self.jobs.qsize(),
+            started_at=self.started_at,
+            last_error=self.backoff.last_error,
+        )
+
+    @property
+    def batches_done(self) -> int:
+        """Live change batches applied since start (tests and status)."""
+        return self.policy.batches_done
 
     # -- lifecycle -----------------------------------------------------------------------------
 
@@ -158,104 +191,19 @@ class Service:
         self.engine = self.engine_factory(self.cfg, self.state_dir)
         _ = self.engine.store  # open it now: a locked or unreachable store fails start-up
         self._instrument(self.engine)
-        self._start_watching()
+        self._start_watching(self.engine)
         self._control = ControlServer(self.state_dir, self._dispatch)
         self._control.start()
         self._start_metrics()
         systemd.notify("READY=1")
-        self.phase = "reconciling"
-        for name in self.engine.sources:
-            self._queue_scan(name, "start-up")
-        self._start_preload()
+        self.policy.phase = "reconciling"
+        self.policy.scan_all("start-up")
+        if self.cfg.embedding.preload:  # load the embedding model in the background
+            self.preload.start(self.engine)
         self.started.set()
         logger.info(
             "ready: %d source(s), control socket %s", len(self.engine.sources), self._control.path
         )
-
-    def _start_watching(self) -> None:
-        assert self.engine is not None
-        w = self.cfg.watch
-        self._batcher = BatcherThread(
-            Batcher(w.debounce_ms / 1000, w.max_delay_ms / 1000), self._on_batch
-        )
-        self._batcher.start()
-        self._unwatched.clear()
-        self._retrying.clear()
-        self.coverage = WatchCoverage(w.unwatched_rescan_s)
-        for name in self.engine.filters:
-            self._watch(name)
-
-    def _start_preload(self) -> None:
-        """Load the embedding model in the background (``embedding.preload``)."""
-        assert self.engine is not None
-        if not self.cfg.embedding.preload:
-            return
-        engine = self.engine
-
-        def load() -> None:
-            try:
-                if engine.load_model():
-                    logger.debug("embedding model preloaded")
-            except Exception:  # the engine thread reports it when it needs the model
-                logger.debug("preloading the embedding model failed", exc_info=True)
-
-        self._preload = threading.Thread(target=load, name="ingestd-preload", daemon=True)
-        self._preload.start()
-
-    def _watch(self, name: str) -> bool:
-        """Start watching source ``name`` and check that every folder is watched.
-
-        A source whose root is missing, whose root cannot be watched, or with folders
-        that cannot be watched (see :mod:`~ingestd.daemon.watch.coverage`) is watched again
-        and rescanned every ``watch.unwatched_rescan_s`` seconds instead.
-
-        Returns:
-            Whether a watcher runs (possibly degraded).
-        """
-        assert self.engine is not None and self._batcher is not None
-        flt = self.engine.filters[name]
-        period = self.cfg.watch.unwatched_rescan_s
-        if not Path(flt.root).is_dir():
-            if name not in self.missing_roots:
-                logger.error(
-                    "source %s: root %s is missing (unmounted?); nothing is deleted, and "
-                    "watching resumes when it is back (checked every %.0f s)",
-                    name,
-                    flt.root,
-                    period,
-                )
-            self.missing_roots[name] = str(flt.root)
-            self.coverage.forget(name)
-            self._unwatched[name] = time.monotonic()
-            return False
-        self.missing_roots.pop(name, None)
-        sw = SourceWatcher(flt, self._batcher.put, self._on_lost)
-        try:
-            sw.start()
-        except OSError as exc:
-            sw.stop()
-            self.coverage.unwatched_source(name, reason_for(exc.errno) if exc.errno else str(exc))
-            self._unwatched[name] = time.monotonic()
-            return False
-        self._watchers.append(sw)
-        self._root_ids[name] = _root_id(flt.root)
-        self._check_watches(sw)
-        return True
-
-    def _check_watches(self, sw: SourceWatcher, under: tuple[str, ...] = ("",)) -> None:
-        """Ask the kernel whether the folders of ``sw`` (below ``under``) are watched."""
-        found = sw.unwatched_folders(under)
-        if found is None:  # the kernel cannot tell (not inotify)
-            self._unwatched.pop(sw.source, None)
-            return
-        self.coverage.update(sw.source, found, under)
-        if self.coverage.is_degraded(sw.source):
-            self._unwatched.setdefault(sw.source, time.monotonic())
-        else:
-            self._unwatched.pop(sw.source, None)
-
-    def _watcher_of(self, name: str) -> SourceWatcher | None:
-        return next((w for w in self._watchers if w.source == name), None)
 
     def main_loop(self) -> None:
         """Run jobs until :attr:`should_exit`; ping the systemd watchdog.
@@ -264,7 +212,7 @@ class Service:
         daemon never runs on without its watches (systemd restarts it).
         """
         while not self.should_exit.is_set():
-            self._ping()
+            self.watchdog.ping()
             if self._reload.is_set():
                 self._reloading = True
                 self._reload.clear()
@@ -272,8 +220,9 @@ class Service:
                     self._do_reload()
                 finally:
                     self._reloading = False
-            self._drop_rootless_watchers()
-            dead = self._dead_watchers()
+            for name in self.watches.drop_rootless():  # the root is back already (a remount)
+                self.policy.queue_scan(name, "root replaced")
+            dead = self.watches.dead()
             if dead:
                 logger.error(
                     "file watching stopped (%s); exiting so that the service is restarted",
@@ -282,390 +231,33 @@ class Service:
                 self.exit_code = 1
                 return
             now = time.monotonic()
-            self._maybe_rescan(now)
-            self._queue_due_retries()
-            wait = self._release_delayed(now)
-            try:
-                job = self._queue.get(timeout=min(0.5, self._ping_every or 0.5, wait))
-            except queue.Empty:
-                continue
-            self._run_job(job)
-
-    def _drop_rootless_watchers(self) -> None:
-        """A root that was deleted, moved or unmounted is waited for: that is not a crash.
-
-        Its watch is dropped (an inotify watch follows a moved folder, and ends with a
-        deleted one) and the source joins the unwatched ones, retried every 60 s.
-        """
-        for w in list(self._watchers):
-            if _root_id(w.flt.root) != self._root_ids.get(w.source):
-                w.stop()
-                self._watchers.remove(w)
-                if self._watch(w.source):  # the root is back already (a remount)
-                    self._queue_scan(w.source, "root replaced")
-
-    def _dead_watchers(self) -> list[str]:
-        dead = [f"watcher of {w.source}" for w in self._watchers if not w.alive()]
-        if self._batcher is not None and not self._batcher.alive():
-            dead.append("batcher thread")
-        return dead
-
-    def _ping(self) -> None:
-        """``WATCHDOG=1``, at most every quarter of systemd's interval (idle loop, checkpoints)."""
-        if self._ping_every is None:
-            return
-        now = time.monotonic()
-        if now >= self._next_ping:
-            systemd.notify("WATCHDOG=1")
-            self._next_ping = now + self._ping_every
-
-    def _defer(self, delay: float, job: _Job) -> None:
-        """Queue ``job`` after ``delay`` seconds (main thread only)."""
-        heapq.heappush(self._delayed, (time.monotonic() + delay, job.seq, job))
-
-    def _release_delayed(self, now: float) -> float:
-        """Queue the delayed jobs that are due; returns seconds until the next one."""
-        while self._delayed and self._delayed[0][0] <= now:
-            self._queue.put(self._delayed[0][2])  # queued before it leaves the heap: idle()
-            heapq.heappop(self._delayed)
-        return max(0.01, self._delayed[0][0] - now) if self._delayed else 0.5
-
-    def _backoff(self, source: str) -> float:
-        n = self._failures.get(source, 0) + 1
-        self._failures[source] = n
-        return float(min(RETRY_MAX_S, RETRY_MIN_S * 2 ** (n - 1)))
-
-    def _succeeded(self, source: str) -> None:
-        self._failures.pop(source, None)
-        self.last_error.pop(source, None)
+            for name in self.watches.rewatch_due(now):
+                self.policy.queue_scan(name, "not every folder is watched")
+            self.policy.periodic_rescan(now, self.cfg.watch.rescan_interval_s)
+            self.policy.queue_due_retries()
+            wait = self.jobs.release_delayed(now)
+            job = self.jobs.get(timeout=min(0.5, self.watchdog.interval or 0.5, wait))
+            if job is not None:
+                self.jobs.run(job)
 
     def shutdown(self) -> None:
         """Stop watchers, the socket and the engine; release the lock."""
         systemd.notify("STOPPING=1")
         logger.info("ingestd stopping (pid %d)", os.getpid())
-        for w in self._watchers:
-            w.stop()
-        if self._batcher is not None:
-            self._batcher.stop()
+        self.watches.stop()
         if self._control is not None:
             self._control.close()
         if self.metrics is not None:
             self.metrics.close()
-        self._delayed.clear()
-        while True:  # fail whatever is still queued
-            try:
-                job = self._queue.get_nowait()
-            except queue.Empty:
-                break
-            if job.future is not None and not job.future.done():
-                job.future.set_exception(DaemonError("the daemon is shutting down", 1))
+        self.jobs.close(DaemonError("the daemon is shutting down", 1))  # fail what is queued
         if self.engine is not None:
             self.engine.close()
         self._lock.release()
         logger.info("ingestd stopped")
 
-    # -- signals -------------------------------------------------------------------------------
-
-    def _install_signal_handlers(self) -> None:
-        if threading.current_thread() is not threading.main_thread():
-            return
-        signal.signal(signal.SIGTERM, self._on_exit_signal)
-        signal.signal(signal.SIGINT, self._on_exit_signal)
-        signal.signal(signal.SIGHUP, self._on_hup)
-
-    def _on_exit_signal(self, sig: int, _frame: FrameType | None) -> None:
-        if self.should_exit.is_set():
-            self.force_exit = True
-            raise SystemExit(1)
-        self.should_exit.set()
-        if self.engine is not None:
-            self.engine.stop.set()
-
-    def _on_hup(self, _sig: int, _frame: FrameType | None) -> None:
-        self._reload.set()
-
-    def request_reload(self) -> None:
-        """Ask the service to reload its config between jobs (what SIGHUP does)."""
-        self._reload.set()
-        self._queue.put(_Job(URGENT, next(self._seq), lambda: None))
-
-    def request_exit(self) -> None:
-        """Ask the service to stop after the batch in flight (thread-safe)."""
-        self.should_exit.set()
-        if self.engine is not None:
-            self.engine.stop.set()
-        self._queue.put(_Job(URGENT, next(self._seq), lambda: None))
-
-    # -- jobs ------------------------------------------------------------------------------------
-
-    def idle(self) -> bool:
-        """Whether nothing waits: no changed path, no queued, delayed or running job."""
-        batcher = self._batcher
-        return (
-            not self._reload.is_set()
-            and not self._reloading
-            and self._queue.unfinished_tasks == 0
-            and not self._delayed
-            and (batcher is None or batcher.depth() == 0)
-        )
-
-    def _run_job(self, job: _Job) -> None:
-        """Run a job taken from the queue (and mark it done)."""
-        try:
-            self._run_job_inner(job)
-        finally:
-            if self._depth == 0 and self._after_in_flight:
-                self._queue_deferred()
-            self._queue.task_done()
-
-    def _run_job_inner(self, job: _Job) -> None:
-        try:
-            result = job.run()
-        except Exception as exc:
-            if job.future is not None:
-                job.future.set_exception(exc)
-            elif job.on_error is not None:
-                job.on_error(exc)
-            else:
-                logger.exception("job failed; the sources will be rescanned")
-                self._schedule_retry_rescan()
-            return
-        if job.future is not None:
-            job.future.set_result(result)
-
-    def _failed(self, source: str, what: str, exc: Exception, retry: _Job) -> None:
-        """Log a failed background job and queue it again after a back-off."""
-        from ingestd.store.vectors import StoreUnavailableError
-
-        delay = self._backoff(source)
-        self.last_error[source] = f"{type(exc).__name__}: {exc}"
-        if self.metrics is not None:
-            self.metrics.job_errors.inc()
-        expected = isinstance(exc, StoreUnavailableError | ConnectionError | TimeoutError) or (
-            type(exc).__module__.startswith("qdrant_client")
-        )
-        logger.log(
-            logging.ERROR,
-            "%s of source %s failed (%s: %s); retrying in %.0f s",
-            what,
-            source,
-            type(exc).__name__,
-            exc,
-            delay,
-            exc_info=not expected,
-        )
-        self._defer(delay, retry)
-
-    def _checkpoint(self, serve_changes: bool) -> None:
-        """Called by the engine between slices of long work (on the engine thread).
-
-        Pings the watchdog (the work progressed), runs queued searches and, when
-        ``serve_changes`` and not already nested, queued change batches of files:
-        their documents in flight wait (see :meth:`_batch_job`).
-        """
-        self._ping()
-        nest = serve_changes and self._depth == 0
-        held: list[_Job] = []
-        self._depth += 1
-        try:
-            while not self.should_exit.is_set():
-                try:
-                    job = self._queue.get_nowait()
-                except queue.Empty:
-                    break
-                if job.priority == URGENT or (nest and job.nestable):
-                    self._run_job(job)
-                    self._ping()
-                else:
-                    held.append(job)
-        finally:
-            self._depth -= 1
-            for job in held:
-                self._queue.put(job)
-                self._queue.task_done()  # the get above
-
-    def _scan_job(self, source: str, why: str) -> Callable[[], Any]:
-        def run() -> Any:
-            assert self.engine is not None
-            if source not in self.engine.sources:
-                return None  # removed by a reload
-            logger.info("scanning source %s (%s)", source, why)
-
-            def progress(p: SyncProgress) -> None:
-                self.progress[source] = p
-                systemd.notify(
-                    f"STATUS={p.phase} {source}: {p.docs_done}/{p.docs_total} documents, "
-                    f"{p.chunks_written} chunks"
-                )
-
-            try:
-                res = self.engine.sync(source, progress=progress)
-            finally:
-                self.progress.pop(source, None)
-            self._succeeded(source)
-            self._observe(res, None)
-            watcher = self._watcher_of(source)
-            if watcher is not None and not res.interrupted:
-                self._check_watches(watcher)
-            if res.interrupted:
-                logger.info(
-                    "scan of source %s interrupted: %d indexed, %d deleted, %d failed "
-                    "(the next start finishes it)",
-                    source,
-                    res.indexed,
-                    res.deleted,
-                    res.failed,
-                )
-                return res.as_dict()
-            if res.root_missing:  # logged when it went missing; rescanned until it is back
-                return res.as_dict()
-            logger.info(
-                "source %s %s: %d indexed, %d deleted, %d failed, %d embedded, %d reused",
-                source,
-                "in sync" if paths_complete_result(res) else "synced, not complete",
-                res.indexed,
-                res.deleted,
-                res.failed,
-                res.embedded,
-                res.reused,
-            )
-            self._idle_status()
-            return res.as_dict()
-
-        return run
-
-    def _queue_scan(self, source: str, why: str, delay: float = 0.0) -> None:
-        job = _Job(SCAN, next(self._seq), self._scan_job(source, why))
-        job.on_error = lambda exc: self._failed(
-            source, "scan", exc, _Job(SCAN, next(self._seq), job.run, on_error=job.on_error)
-        )
-        if delay:
-            self._defer(delay, job)
-        else:
-            self._queue.put(job)
-
-    def _observe(self, res: Any, first: float | None) -> None:
-        if self.metrics is not None:
-            self.metrics.observe_sync(res, None if first is None else time.monotonic() - first)
-
-    def _idle_status(self) -> None:
-        if not self.progress and self.engine is not None:
-            self.phase = "watching"
-            systemd.notify(
-                f"STATUS=watching {len(self.engine.sources)} source(s); "
-                f"{self.engine.embedder.stats.embedded} chunks embedded since start"
-            )
-
-    def _on_batch(self, source: str, paths: set[str], first: float | None = None) -> None:
-        """Queue a batch of changed paths (called on the batcher thread)."""
-        self._queue.put(self._batch_job(source, set(paths), first or time.monotonic()))
-
-    def _batch_job(
-        self, source: str, paths: set[str], first: float, *, retry: bool = False
-    ) -> _Job:
-        """A job syncing changed ``paths``; it counts in ``lag_seconds`` until it is done.
-
-        Run nested in another job's checkpoint, it leaves the documents that job has in
-        flight to a batch queued once that job ends (``deferred``). A ``retry`` of
-        files that could not be read does not count in ``lag_seconds`` (``status``
-        lists those files under ``retrying``).
-        """
-        seq = next(self._seq)
-        if not retry:
-            self._waiting[seq] = first
-
-        def run() -> Any:
-            assert self.engine is not None
-            if retry:
-                self._retrying.difference_update((source, p) for p in paths)
-            if source not in self.engine.sources:
-                self._waiting.pop(seq, None)
-                return None  # removed by a reload
-            res = self.engine.sync(source, paths)
-            self.batches_done += 1
-            self._succeeded(source)
-            if seq in self._waiting:
-                self._waiting.pop(seq, None)
-                self._lag.append(time.monotonic() - first)
-                del self._lag[:-100]
-            self._observe(res, first)
-            watcher = self._watcher_of(source)
-            if watcher is not None and not res.interrupted:
-                folders = tuple(sorted(p for p in paths if (watcher.flt.root / p).is_dir()))
-                if folders:  # new or moved-in folders: did they get their watches?
-                    self._check_watches(watcher, folders)
-            if res.indexed or res.deleted or res.failed:
-                logger.info(
-                    "source %s: %d changed path(s): %d indexed, %d deleted, %d failed",
-                    source,
-                    len(paths),
-                    res.indexed,
-                    res.deleted,
-                    res.failed,
-                )
-            if res.deferred:
-                self._after_in_flight.setdefault(source, set()).update(res.deferred)
-            # files that vanished or could not be read mid-way are tried again when
-            # their back-off is due (see _queue_due_retries)
-            if res.interrupted:  # stopping: the next start's scan finds these changes
-                logger.info("source %s: a batch of changes was interrupted", source)
-            return res.as_dict()
-
-        def on_error(exc: Exception) -> None:
-            self._waiting.pop(seq, None)
-            again = self._batch_job(source, paths, first, retry=retry)
-            if retry:
-                self._retrying.update((source, p) for p in paths)
-            self._failed(source, f"a batch of {len(paths)} change(s)", exc, again)
-
-        return _Job(CHANGES, seq, run, on_error=on_error, nestable=True)
-
-    def _queue_deferred(self) -> None:
-        """Queue the changes a nested batch left to the job that had them in flight."""
-        for source, paths in self._after_in_flight.items():
-            self._queue.put(self._batch_job(source, paths, time.monotonic()))
-        self._after_in_flight.clear()
-
-    def _on_lost(self, source: str, why: str) -> None:
-        """Events may have been lost: rescan the source (thread-safe)."""
-        logger.warning("events of source %s may have been lost (%s); rescanning", source, why)
-        self._queue_scan(source, why)
-
-    def _queue_due_retries(self) -> None:
-        """Queue a try of each file whose read failed and whose back-off is due."""
-        assert self.engine is not None
-        due: dict[str, set[str]] = {}
-        for source, rel in self.engine.retry.due(self.engine.now()):
-            if (source, rel) not in self._retrying:
-                due.setdefault(source, set()).add(rel)
-        for source, rels in due.items():
-            self._retrying.update((source, p) for p in rels)
-            self._queue.put(self._batch_job(source, rels, time.monotonic(), retry=True))
-
-    def _schedule_retry_rescan(self) -> None:
-        assert self.engine is not None
-        for name in self.engine.sources:
-            self._queue_scan(name, "after an error", self._backoff(name))
-
-    def _maybe_rescan(self, now: float) -> None:
-        assert self.engine is not None
-        for name, last in list(self._unwatched.items()):
-            if now - last >= self.cfg.watch.unwatched_rescan_s:
-                self._unwatched[name] = now
-                old = self._watcher_of(name)
-                if old is not None:  # degraded: set every watch again (the limit may be raised)
-                    old.stop()
-                    self._watchers.remove(old)
-                was_missing = name in self.missing_roots
-                if self._watch(name) and was_missing:
-                    logger.info("source %s: its root is back; watching again", name)
-                self._queue_scan(name, "not every folder is watched")
-        interval = self.cfg.watch.rescan_interval_s
-        if not interval or now - self._last_rescan < interval:
-            return
-        self._last_rescan = now
-        for name in self.engine.sources:
-            self._queue_scan(name, "periodic rescan")
+    def _start_watching(self, engine: Engine) -> None:
+        self.policy.reset_retries()
+        self.watches.start(engine.filters, self.cfg.watch)
 
     def _do_reload(self) -> None:
         """Apply a new config (SIGHUP); an invalid one keeps the running config.
@@ -692,61 +284,79 @@ class Service:
             )
             systemd.notify("READY=1")
             return
-        assert self.engine is not None
-        for w in self._watchers:
-            w.stop()
-        self._watchers.clear()
-        if self._batcher is not None:
-            self._batcher.stop()
+        old = self._running_engine()
+        self.watches.stop(forget=True)
         if self.metrics is not None:
-            self.metrics.embedded_before += self.engine.embedder.stats.embedded
-            self.metrics.reused_before += self.engine.embedder.stats.reused
-        self.engine.close()
+            self.metrics.embedded_before += old.embedder.stats.embedded
+            self.metrics.reused_before += old.embedder.stats.reused
+        old.close()
         self.cfg = new
         self.engine = engine
-        _ = self.engine.store
-        self._instrument(self.engine)
-        self._start_watching()
-        for name in self.engine.sources:
-            self._queue_scan(name, "reload")
+        _ = engine.store
+        self._instrument(engine)
+        self._start_watching(engine)
+        self.policy.scan_all("reload")
         self.reloads += 1
         systemd.notify("READY=1")
-        logger.info("configuration reloaded: %d source(s)", len(self.engine.sources))
+        logger.info("configuration reloaded: %d source(s)", len(engine.sources))
 
-    # -- metrics ---------------------------------------------------------------------------------
+    def _running_engine(self) -> Engine:
+        assert self.engine is not None, "the service has not started"
+        return self.engine
+
+    # -- signals -------------------------------------------------------------------------------
+
+    def _install_signal_handlers(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        signal.signal(signal.SIGTERM, self._on_exit_signal)
+        signal.signal(signal.SIGINT, self._on_exit_signal)
+        signal.signal(signal.SIGHUP, self._on_hup)
+
+    def _on_exit_signal(self, sig: int, _frame: FrameType | None) -> None:
+        if self.should_exit.is_set():
+            self.force_exit = True
+            raise SystemExit(1)
+        self.should_exit.set()
+        if self.engine is not None:
+            self.engine.stop.set()
+
+    def _on_hup(self, _sig: int, _frame: FrameType | None) -> None:
+        self._reload.set()
+
+    # -- engine hooks and metrics ------------------------------------------------------------------
 
     def _instrument(self, engine: Engine) -> None:
-        """Hook the engine: checkpoints, and watchdog pings and counts around model calls.
+        """Hook the engine: checkpoints, and watchdog pings and counts around model calls."""
+        instrument(
+            engine,
+            checkpoint=self._checkpoint,
+            before_call=self._before_model_call,
+            ping=self.watchdog.ping,
+        )
 
-        A call of the model is at most ``embedding.batch_size`` texts (a second or so):
-        the ping after it comes from progress. A call that finds the model still
-        preloading waits for the load with pings (loading is bounded work in another
-        thread), for at most :data:`MODEL_LOAD_GRACE_S`.
+    def _checkpoint(self, serve_changes: bool) -> None:
+        """Called by the engine between slices of long work (on the engine thread).
+
+        Pings the watchdog (the work progressed), runs queued searches and, when
+        ``serve_changes`` and not already nested, queued change batches of files:
+        their documents in flight wait (see :class:`~ingestd.daemon.service.policy.SyncPolicy`).
         """
-        engine.on_checkpoint = self._checkpoint
+        self.watchdog.ping()
+        self.jobs.run_nested(serve_changes, self.should_exit, self.watchdog.ping)
 
-        def wrap(model: Callable[..., Any]) -> Callable[..., Any]:
-            def counted(texts: Any) -> Any:
-                if self.metrics is not None:
-                    self.metrics.embedding_calls.inc()
-                self._wait_for_preload()
-                self._ping()
-                out = model(texts)
-                self._ping()
-                return out
+    def _before_model_call(self) -> None:
+        if self.metrics is not None:
+            self.metrics.embedding_calls.inc()
+        self.preload.wait()
 
-            return counted
+    def _observe(self, res: SyncResult, first: float | None) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_sync(res, None if first is None else time.monotonic() - first)
 
-        engine.instrument_models(wrap)
-
-    def _wait_for_preload(self) -> None:
-        t = self._preload
-        if t is None or not t.is_alive() or t is threading.current_thread():
-            return
-        deadline = time.monotonic() + MODEL_LOAD_GRACE_S
-        while t.is_alive() and time.monotonic() < deadline:
-            self._ping()
-            t.join(timeout=min(0.5, self._ping_every or 0.5))
+    def _count_failure(self) -> None:
+        if self.metrics is not None:
+            self.metrics.job_errors.inc()
 
     def _start_metrics(self) -> None:
         m = self.cfg.metrics
@@ -754,93 +364,33 @@ class Service:
             return
         from ingestd.daemon.service.metrics import Metrics
 
-        self.metrics = Metrics(self)
+        self.metrics = Metrics(
+            engine=lambda: self.engine,
+            queue_depth=lambda: self.watches.depth() + self.jobs.qsize(),
+            oldest_change=self.watches.oldest,
+            watching=lambda: not self.watches.dead(),
+        )
         self.metrics.serve(m.host, m.port)
         logger.info("metrics on http://%s:%d/metrics", m.host, self.metrics.port)
 
     # -- control commands --------------------------------------------------------------------------
 
     def _dispatch(self, cmd: str, args: dict[str, Any]) -> Any:
-        from ingestd.daemon.commands import commands
+        """Run control command ``cmd`` as :data:`~ingestd.daemon.commands.routes.ROUTES` says.
 
-        if cmd == "status":
-            return self.status()
-        if cmd.startswith("eval-"):  # progress and cancel of a running `eval`: answered here
-            from ingestd.daemon.evaluation.runs import WATCH_COMMANDS
+        Called on the control server's threads.
 
-            if cmd in WATCH_COMMANDS:
-                return WATCH_COMMANDS[cmd](**args)
-        fn = commands.REMOTE.get(cmd)
-        if fn is None:
-            raise DaemonError(f"unknown command {cmd!r}", 2)
-        # a search, and `migrate` (abort, restart: quick), are served at the checkpoints
-        # of long work, a migration's included
-        prio = URGENT if cmd in ("search", "migrate") else CHANGES
-        fut = self.submit(lambda: fn(self.engine, **args), prio)
-        result = fut.result()
-        if cmd == "migrate" and isinstance(result, dict):
-            for name in result.get("rescan", []):
-                self._queue_scan(name, "migrate")
-        return result
-
-    def status(self) -> dict[str, Any]:
-        """The daemon's status (answered off the engine thread: manifest reads only)."""
-        from ingestd.daemon.commands import commands
-
-        assert self.engine is not None
-        engine = self.engine
-        st = commands.status_of(engine.manifest, engine, self.state_dir)
-        missing = dict(self.missing_roots)
-        for s in st["sources"]:
-            s["root_missing"] = s["source"] in missing
-            s["unwatched_folders"] = self.coverage.folders(s["source"])
-        watched = {w.source for w in self._watchers}
-        progress = {name: p.as_dict() for name, p in list(self.progress.items())}
-        st["daemon"] = {
-            "pid": os.getpid(),
-            "phase": self.phase,
-            "progress": progress,
-            "in_flight": [f.as_dict() for f in engine.in_flight],
-            "queue_depth": (self._batcher.depth() if self._batcher else 0) + self._queue.qsize(),
-            # documents a running scan still has to write (the first ingest, rescans)
-            "scan_documents_left": sum(p["docs_total"] - p["docs_done"] for p in progress.values()),
-            "lag_seconds": round(self.lag(), 3),
-            "watchers_alive": all(w.alive() for w in self._watchers),
-            # sources without any watch, and sources with folders that are not watched:
-            # both are rescanned every watch.unwatched_rescan_s
-            "unwatched_sources": sorted(n for n in self._unwatched if n not in watched),
-            "degraded_sources": self.coverage.degraded(),
-            "missing_roots": sorted(missing.values()),
-            "model_loaded": engine.model_loaded,
-            "started_at": self.started_at,
-            "last_error": dict(self.last_error),
-            "healthy": not (self._dead_watchers() or self.last_error or missing or self._unwatched),
-        }
-        return st
-
-    def lag(self) -> float:
-        """Seconds the oldest change not yet applied has waited (0.0 when none waits).
-
-        Counts changes still coalescing in the batcher and change batches queued,
-        deferred or being written.
+        Raises:
+            DaemonError: unknown command (exit code 2), or the command's own error.
         """
-        firsts = list(self._waiting.values())
-        if self._batcher is not None:
-            oldest = self._batcher.oldest()
-            if oldest is not None:
-                firsts.append(oldest)
-        return max(0.0, time.monotonic() - min(firsts)) if firsts else 0.0
-
-
-def _root_id(root: Path | str) -> tuple[int, int] | None:
-    """``(st_dev, st_ino)`` of a source root, or ``None`` when it is not a folder."""
-    try:
-        st = os.stat(root)
-    except OSError:
-        return None
-    return (st.st_dev, st.st_ino) if stat_mod.S_ISDIR(st.st_mode) else None
-
-
-def paths_complete_result(res: SyncResult) -> bool:
-    """Whether a sync left nothing behind (to retry, deferred, held or missing)."""
-    return not (res.retry or res.deferred or res.held or res.root_missing or res.interrupted)
+        route = ROUTES.get(cmd)
+        if route is None:
+            raise DaemonError(f"unknown command {cmd!r}", 2)
+        if route.thread is Thread.CONTROL:
+            return route.fn(self, **args)
+        fut = self.submit(lambda: route.fn(self.engine, **args), route.priority)
+        result = fut.result()
+        if route.rescans and isinstance(result, dict):
+            for name in result.get("rescan", []):
+                self.policy.queue_scan(name, cmd)
+        return result

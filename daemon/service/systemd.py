@@ -12,8 +12,9 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 
-__all__ = ["notify", "watchdog_interval"]
+__all__ = ["WatchdogPinger", "notify", "watchdog_interval"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,3 +64,28 @@ def watchdog_interval(env: dict[str, str] | None = None) -> float | None:
         return max(0.05, min(1.0, int(usec) / 4_000_000))
     except ValueError:
         return None
+
+
+class WatchdogPinger:
+    """Sends ``WATCHDOG=1`` when pinged, at most every ``interval`` seconds.
+
+    The daemon pings from progress: its idle loop, the checkpoints of long work, and
+    around each call of the embedding model.
+
+    Args:
+        interval: least seconds between two pings (:func:`watchdog_interval`), or
+            ``None`` without a watchdog (:meth:`ping` does nothing).
+    """
+
+    def __init__(self, interval: float | None) -> None:
+        self.interval = interval
+        self._next = 0.0
+
+    def ping(self) -> None:
+        """``WATCHDOG=1``, at most every quarter of systemd's interval (idle loop, checkpoints)."""
+        if self.interval is None:
+            return
+        now = time.monotonic()
+        if now >= self._next:
+            notify("WATCHDOG=1")
+            self._next = now + self.interval

@@ -130,8 +130,11 @@ class Applier:
             release_free_memory()  # see ingestd.daemon.sync.memory
         if plan.scan and not plan.root_missing:
             ctx.manifest.set_held_deletes(source, len(plan.held))
+        now = ctx.now()
+        if res.indexed or res.deleted or res.failed:  # a change became searchable
+            ctx.manifest.set_last_change_synced(source, now)
         if res.complete:
-            ctx.manifest.set_last_sync(source, ctx.now())
+            ctx.manifest.set_last_sync(source, now)
         return res
 
     def _leave_to_running(self, plan: Plan, res: SyncResult) -> None:

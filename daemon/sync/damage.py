@@ -115,19 +115,46 @@ def set_aside_damaged(cfg: Config, state_dir: Path) -> list[str]:
             moved = set_aside(db)
             notes.append(f"the manifest {db} is damaged ({problem}); moved aside to {moved}")
     if not cfg.qdrant.url:
-        path = cfg.paths(state_dir).qdrant
-        if path.exists():
+        paths = cfg.paths(state_dir)
+        if paths.qdrant.exists():
             from ingestd.store.qdrant_store import QdrantStore
 
             try:
-                QdrantStore(path=str(path)).close()
+                QdrantStore(path=str(paths.qdrant)).close()
             except Exception as exc:
-                damage = damaged_store_error(path, exc)
+                damage = damaged_store_error(paths.qdrant, exc)
                 if damage is None:
                     raise
-                moved = set_aside(path)
+                moved = set_aside(paths.qdrant)
                 notes.append(f"{damage}; moved aside to {moved}")
+        if paths.edge.exists():
+            edge_damage = _edge_damage(paths.edge)
+            if edge_damage is not None:
+                moved = set_aside(paths.edge)
+                notes.append(f"{edge_damage}; moved aside to {moved}")
     return notes
+
+
+def _edge_damage(path: Path) -> StateDamagedError | None:
+    """The damage of an Edge store at ``path`` (its aliases file or a shard), or ``None``."""
+    from ingestd.store.edge_store import EdgeStore
+
+    try:
+        store = EdgeStore(path)
+    except StateDamagedError as exc:
+        return exc
+    try:
+        for physical in store.collections():
+            store.shard(physical)
+        for physical in store.aliases().values():
+            store.physical_of(physical)
+    except StateDamagedError as exc:
+        return exc
+    except KeyError as exc:
+        return StateDamagedError(path, "vector store", f"an alias names a missing {exc}")
+    finally:
+        store.close()
+    return None
 
 
 def sources_in_store(cfg: Config, state_dir: Path) -> tuple[SourceConfig, ...]:
@@ -138,9 +165,10 @@ def sources_in_store(cfg: Config, state_dir: Path) -> tuple[SourceConfig, ...]:
     """
     if cfg.qdrant.url:
         return ()
-    from ingestd.store.qdrant_store import QdrantStore
+    from ingestd.store.embedded import open_embedded
 
-    store = QdrantStore(path=str(cfg.paths(state_dir).qdrant))
+    paths = cfg.paths(state_dir)
+    store = open_embedded(cfg.qdrant.engine, paths.qdrant, paths.edge)
     try:
         aliases = {physical: alias for alias, physical in store.aliases().items()}
         found: dict[str, str] = {}

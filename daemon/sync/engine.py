@@ -59,7 +59,8 @@ from ingestd.store.manifest import Manifest
 from ingestd.store.vectors import VectorStore
 
 if TYPE_CHECKING:
-    from ingestd.store.embedder import CachedEmbedder, ModelInfo
+    from ingestd.store.embedding_cache import CachedEmbedder
+    from ingestd.store.model import ModelInfo
 
 __all__ = ["Engine"]
 

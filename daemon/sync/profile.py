@@ -31,7 +31,8 @@ from ingestd.daemon.sync.settings import describe, profile_key
 from ingestd.store.manifest import ModelMismatchError
 
 if TYPE_CHECKING:
-    from ingestd.store.embedder import EmbedStats, ModelInfo
+    from ingestd.store.embedding_cache import EmbedStats
+    from ingestd.store.model import ModelInfo
 
 __all__ = [
     "VECTOR_KEYS",
@@ -146,7 +147,7 @@ class Profile:
         max_texts_per_call: int | None = None,
         seconds_per_call: float | None = None,
     ) -> None:
-        from ingestd.store.embedder import CachedEmbedder
+        from ingestd.store.embedding_cache import CachedEmbedder
         from ingestd.store.ids import chunk_hash
 
         self.cfg = cfg

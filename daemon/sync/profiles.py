@@ -21,7 +21,7 @@ from ingestd.daemon.sync.settings import describe, profile_key, recorded_setting
 from ingestd.store.manifest import Manifest
 
 if TYPE_CHECKING:
-    from ingestd.store.embedder import EmbedStats
+    from ingestd.store.embedding_cache import EmbedStats
 
 __all__ = ["SECONDS_PER_EMBED_CALL", "EmbedFn", "ModelFactory", "Profiles", "Wrap"]
 
@@ -71,7 +71,7 @@ class Profiles:
         embed_model: EmbedFn | None = None,
         model_factory: ModelFactory | None = None,
     ) -> None:
-        from ingestd.store.embedder import EmbedStats  # numpy: only when an engine is made
+        from ingestd.store.embedding_cache import EmbedStats  # numpy: only when an engine is made
 
         self.cfg = cfg
         self.manifest = manifest

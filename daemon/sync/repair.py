@@ -78,11 +78,11 @@ class StoreCheck:
 def count_points(ctx: SyncContext, collection: str, sources: list[str]) -> int:
     """Points of ``collection`` (of ``sources`` on a server), as cheaply as possible.
 
-    An embedded store that is not open yet is counted from its files; a server
-    counts the points of the manifest's sources only (another state dir may write
-    other sources into the same collection).
+    A local-mode store that is not open yet is counted from its files (opening one
+    loads every point); a server counts the points of the manifest's sources only
+    (another state dir may write other sources into the same collection).
     """
-    if not ctx.resources.store_open and not ctx.cfg.qdrant.url:
+    if not ctx.resources.store_open and ctx.resources.engine() == ("local", None):
         from ingestd.store.qdrant_store import embedded_point_count
 
         n = embedded_point_count(ctx.resources.qdrant_path, collection)

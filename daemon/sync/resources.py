@@ -74,6 +74,8 @@ class Resources:
             ingestd.store.damage.StateDamagedError: the embedded store's files are damaged.
         """
         if self._store is None:
+            from ingestd.store.damage import StateDamagedError
+            from ingestd.store.embedded import open_embedded
             from ingestd.store.qdrant_store import QdrantStore
             from ingestd.store.vectors import StoreUnavailableError
 
@@ -84,8 +86,8 @@ class Resources:
                 )
             else:
                 try:
-                    self._store = QdrantStore(path=str(self.qdrant_path))
-                except StoreUnavailableError:
+                    self._store = open_embedded(q.engine, self.paths.qdrant, self.paths.edge)
+                except (StoreUnavailableError, StateDamagedError):
                     raise
                 except Exception as exc:
                     damage = damaged_store_error(self.qdrant_path, exc)
@@ -93,6 +95,23 @@ class Resources:
                         raise
                     raise damage from exc
         return self._store
+
+    def engine(self) -> tuple[str, str | None]:
+        """The store's engine and, while collections move to it, the one they leave.
+
+        Decided from the state dir's files, without opening the store (see
+        :func:`ingestd.store.embedded.choose_engine`); ``("server", None)`` with
+        ``qdrant.url``.
+        """
+        from ingestd.store.embedded import choose_engine
+
+        if self.cfg.qdrant.url:
+            return "server", None
+        return choose_engine(self.cfg.qdrant.engine, self.paths.qdrant, self.paths.edge)
+
+    def engine_move_due(self) -> bool:
+        """Whether collections are to move to the configured embedded engine (files only)."""
+        return self.engine()[1] is not None
 
     @property
     def store_open(self) -> bool:

@@ -24,7 +24,7 @@ from ingestd.daemon.config import Config, RuleConfig, default_rules
 from ingestd.store.sparse import contract as bm25_contract
 
 if TYPE_CHECKING:
-    from ingestd.store.embedder import ModelInfo
+    from ingestd.store.model import ModelInfo
 
 __all__ = ["LazyContext", "Rule", "RuleSet", "build_context"]
 

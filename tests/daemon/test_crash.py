@@ -34,6 +34,7 @@ CHILD = textwrap.dedent(
     sys.path.insert(0, {repo!r})
     from tests.helpers import fake_vectors, make_engine
     from ingestd.store.manifest import Manifest
+    from ingestd.store.edge_store import EdgeStore
     from ingestd.store.qdrant_store import QdrantStore
 
     root, state, target, when = sys.argv[1:5]
@@ -41,7 +42,8 @@ CHILD = textwrap.dedent(
     import ingestd.daemon.sync.applier as applier_module
 
     applier_module.GROUP_CHUNKS = 20  # several write batches, so some crashes land mid-way
-    owners = {{"upsert": QdrantStore, "delete": QdrantStore, "set_payload": QdrantStore,
+    store_cls = EdgeStore if os.environ.get("INGESTD_QDRANT_ENGINE") == "edge" else QdrantStore
+    owners = {{"upsert": store_cls, "delete": store_cls, "set_payload": store_cls,
                "add_pending_many": Manifest, "commit_documents": Manifest}}
     cls = owners[target]
     orig = getattr(cls, target)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -193,7 +192,8 @@ def test_real_model_incremental_equals_from_scratch(
 ) -> None:
     """End to end with the real model: vectors of kept points equal fresh ones."""
     import numpy as np
-    from qdrant_client import QdrantClient
+
+    from tests.helpers import state_dense_vectors
 
     state = tmp_path / "state"
     eng = make_engine(tree, state, real_embedder)
@@ -209,20 +209,10 @@ def test_real_model_incremental_equals_from_scratch(
     _sync(eng2)
     eng2.close()
     ids = list(store_snapshot(fresh))
-    a, b = QdrantClient(path=str(state / "qdrant")), QdrantClient(path=str(fresh / "qdrant"))
-    try:
-
-        def dense(v: Any) -> Any:  # points with a sparse vector hold {"": dense, "bm25": ...}
-            return v[""] if isinstance(v, dict) else v
-
-        va = {str(r.id): dense(r.vector) for r in a.retrieve("ingestd", ids, with_vectors=True)}
-        vb = {str(r.id): dense(r.vector) for r in b.retrieve("ingestd", ids, with_vectors=True)}
-        assert set(va) == set(vb) == set(ids)
-        cos = [float(np.dot(va[i], vb[i])) for i in ids]
-        assert min(cos) >= 0.999
-    finally:
-        a.close()
-        b.close()
+    va, vb = state_dense_vectors(state), state_dense_vectors(fresh)
+    assert set(va) == set(vb) == set(ids)
+    cos = [float(np.dot(va[i], vb[i])) for i in ids]
+    assert min(cos) >= 0.999
 
 
 def test_md_docs_corpus_exists() -> None:

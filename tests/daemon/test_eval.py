@@ -486,7 +486,7 @@ def harness(
 
 
 def _collections(h: Any) -> list[str]:
-    return h.call(lambda e: sorted(c.name for c in e.store.client.get_collections().collections))
+    return h.call(lambda e: sorted(e.store.collections()))
 
 
 @pytest.mark.slow
@@ -530,7 +530,7 @@ def test_ctrl_c_through_the_daemon_cancels_and_drops_the_collections(
     assert _collections(h) == before
     assert not (h.state / LEDGER).read_text().strip()
     # the daemon goes on: its own source still answers
-    hits = h.call(lambda e: e.store.count("ingestd"))
+    hits = h.call(lambda e: e.store.point_count("ingestd"))
     assert hits > 0
 
 
@@ -619,13 +619,12 @@ def test_eval_through_a_running_daemon_matches_the_local_run(
             proc.kill()
             proc.wait()
         log.close()
-    from qdrant_client import QdrantClient
+    from tests.helpers import open_state_store
 
-    client = QdrantClient(path=str(state / "qdrant"))
+    store = open_state_store(state)
     try:
-        names = [c.name for c in client.get_collections().collections]
-        aliases = [a.alias_name for a in client.get_aliases().aliases]
+        names, aliases = store.collections(), list(store.aliases())
     finally:
-        client.close()
+        store.close()
     assert names == ["ingestd__v1"] and aliases == ["ingestd"]
     assert "Traceback" not in (tmp_path / "daemon.log").read_text()

@@ -158,7 +158,7 @@ def test_watchdog_is_fed_searches_and_edits_served_while_a_huge_document_is_writ
         assert flying.chunks_total > 10 * SLICE_CHUNKS
 
         # a search is answered mid-document (it runs at a checkpoint)
-        hits = h.call(lambda e: e.store.count("ingestd"), timeout=10)
+        hits = h.call(lambda e: e.store.point_count("ingestd"), timeout=10)
         assert hits >= 1
         # an edit of another file becomes searchable while huge.md is still in flight
         (root / "other.md").write_text("# Other\n\nAn edit made during the long write.\n")

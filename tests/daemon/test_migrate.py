@@ -28,7 +28,14 @@ from ingestd.daemon.migration import version_writer
 from ingestd.daemon.sync.engine import Engine
 from ingestd.store.builds import BuildDocuments
 from ingestd.store.embedder import BUNDLED_MODEL, model_info
-from tests.helpers import copy_tree, fake_vectors, store_snapshot, without_provenance
+from tests.helpers import (
+    copy_tree,
+    fake_vectors,
+    open_state_store,
+    state_dense_vectors,
+    store_snapshot,
+    without_provenance,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -112,35 +119,15 @@ def ingest(root: Path, state: Path, model: str, factory: Any) -> None:
 
 def dense_vectors(state: Path, collection: str = "ingestd") -> dict[str, np.ndarray]:
     """Every point's dense vector (the alias, or a physical version), read directly."""
-    from qdrant_client import QdrantClient
-
-    client = QdrantClient(path=str(state / "qdrant"))
-    try:
-        out: dict[str, np.ndarray] = {}
-        if not client.collection_exists(collection):
-            return out
-        offset = None
-        while True:
-            recs, offset = client.scroll(
-                collection, limit=1000, offset=offset, with_payload=False, with_vectors=[""]
-            )
-            for r in recs:
-                vec = r.vector.get("") if isinstance(r.vector, dict) else r.vector
-                out[str(r.id)] = np.asarray(vec, dtype=np.float32)
-            if offset is None:
-                return out
-    finally:
-        client.close()
+    return state_dense_vectors(state, collection)
 
 
 def physical_collections(state: Path) -> set[str]:
-    from qdrant_client import QdrantClient
-
-    client = QdrantClient(path=str(state / "qdrant"))
+    store = open_state_store(state)
     try:
-        return {c.name for c in client.get_collections().collections}
+        return set(store.collections())
     finally:
-        client.close()
+        store.close()
 
 
 def assert_same_vectors(got: dict[str, np.ndarray], want: dict[str, np.ndarray]) -> None:

@@ -35,7 +35,7 @@ from ingestd.daemon.statedir import (
     private_runtime_dir,
     secure_state_dir,
 )
-from tests.helpers import copy_tree, ingestd_cmd, run_cli, wait_for
+from tests.helpers import copy_tree, ingestd_cmd, run_cli, store_folder, wait_for
 
 NOBODY = 65534
 
@@ -101,7 +101,7 @@ def test_a_run_under_umask_022_leaves_nothing_readable_by_others(tmp_path: Path)
             )
 
         wait_for(watching, 240, "the first reconcile")
-        assert (state / "qdrant").is_dir() and (state / "embeddings.db").is_file()
+        assert store_folder(state).is_dir() and (state / "embeddings.db").is_file()
         assert _open_modes(tmp_path / "var") == []
         sock = Path((state / "control-socket").read_text().strip())
         assert sock.parent == state  # inside the private state dir

@@ -14,7 +14,8 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.service import service as service_mod
+from ingestd.daemon.service import jobs as jobs_mod
+from ingestd.daemon.service import watches as watches_mod
 from ingestd.daemon.service.control import request
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import CountingEmbedder, copy_tree, fake_vectors, wait_for
@@ -148,10 +149,10 @@ def test_lost_events_trigger_a_rescan(
     tree: Path, scratch: Path, fake_embedder: CountingEmbedder, caplog: pytest.LogCaptureFixture
 ) -> None:
     with Harness(tree, scratch / "state", fake_embedder) as h:
-        (watcher,) = h.service._watchers
+        (watcher,) = h.service.watches.watchers
         watcher._observer.stop()  # no events from now on ...
         watcher._observer.join(5)
-        h.service._watchers.clear()  # ... without the daemon exiting for it
+        h.service.watches.watchers.clear()  # ... without the daemon exiting for it
         (tree / "blog/unseen.md").write_text("# Unseen\n\nNo event announced this file.\n")
         caplog.set_level(logging.WARNING)
         logging.getLogger("watchdog.observers.inotify").warning(
@@ -174,7 +175,7 @@ def test_unwatchable_source_is_rescanned_periodically(
     def no_watch(self: Any) -> None:
         raise OSError(28, "inotify watch limit reached")
 
-    monkeypatch.setattr(service_mod.SourceWatcher, "start", no_watch)
+    monkeypatch.setattr(watches_mod.SourceWatcher, "start", no_watch)
     watch = {**FAST_WATCH, "unwatched_rescan_s": 0.3}
     with Harness(tree, scratch / "state", fake_embedder, watch=watch) as h:
         assert "Raise fs.inotify.max_user_watches" in caplog.text
@@ -219,7 +220,7 @@ def test_failed_batch_is_queued_again_with_backoff(
 ) -> None:
     from ingestd.store.qdrant_store import QdrantStore
 
-    monkeypatch.setattr(service_mod, "RETRY_MIN_S", 0.05)
+    monkeypatch.setattr(jobs_mod, "RETRY_MIN_S", 0.05)
     stores: list[_FlakyStore] = []
 
     def factory(state: Path) -> Any:
@@ -255,8 +256,8 @@ def test_periodic_safety_rescan_finds_missed_changes(
     caplog.set_level(logging.INFO, logger="ingestd")
     watch = {"debounce_ms": 100, "max_delay_ms": 1000, "rescan_interval_s": 0.5}
     with Harness(tree, scratch / "state", fake_embedder, watch=watch) as h:
-        (watcher,) = h.service._watchers
-        h.service._watchers.clear()  # events are missed from now on
+        (watcher,) = h.service.watches.watchers
+        h.service.watches.watchers.clear()  # events are missed from now on
         watcher.stop()
         (tree / "blog/missed.md").write_text("# Missed\n\nNo event for this one.\n")
         (tree / "blog/2023/integrations.md").unlink()

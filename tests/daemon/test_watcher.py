@@ -418,7 +418,7 @@ def test_dead_watcher_makes_the_daemon_exit_nonzero(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     h = _run(small_tree, scratch, fake_embedder)
-    (watcher,) = h.service._watchers
+    (watcher,) = h.service.watches.watchers
     watcher._observer.stop()  # as if the observer thread had crashed
     wait_for(lambda: not h.alive, 10, "the service to exit")
     assert h.code == 1
@@ -462,10 +462,10 @@ def test_deleted_root_keeps_the_daemon_and_the_points(
         before = set(h.points())
         away = tmp_path / "unmounted"
         shutil.move(str(small_tree), str(away))
-        wait_for(lambda: h.service._unwatched, 10, "the source to be unwatched")
+        wait_for(lambda: h.service.watches.unwatched, 10, "the source to be unwatched")
         assert h.alive and set(h.points()) == before
         shutil.move(str(away), str(small_tree))
-        wait_for(lambda: not h.service._unwatched, 10, "watching to resume")
+        wait_for(lambda: not h.service.watches.unwatched, 10, "watching to resume")
         b = h.service.batches_done
         (small_tree / "back.md").write_text("# Back\n\nThe volume is mounted again.\n")
         h.settle(b)

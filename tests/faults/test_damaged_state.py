@@ -21,7 +21,6 @@ import pytest
 from click.testing import CliRunner
 
 from ingestd.daemon.cli.main import cli
-from ingestd.store.qdrant_store import QdrantStore
 from tests.helpers import (
     REPO,
     CountingEmbedder,
@@ -29,7 +28,10 @@ from tests.helpers import (
     copy_tree,
     fake_vectors,
     make_engine,
+    open_state_store,
     run_cli,
+    store_class,
+    store_folder,
     store_snapshot,
 )
 
@@ -64,7 +66,7 @@ def _edit(root: Path) -> None:
 
 
 def _drop_points(state: Path, share: float) -> int:
-    client = QdrantStore(path=str(state / "qdrant"))
+    client = open_state_store(state)
     try:
         ids = sorted(pid for pid, _ in client.scroll("ingestd"))
         gone = ids[: max(1, int(len(ids) * share))]
@@ -75,9 +77,9 @@ def _drop_points(state: Path, share: float) -> int:
 
 
 def _drop_collection(state: Path) -> int:
-    client = QdrantStore(path=str(state / "qdrant"))
+    client = open_state_store(state)
     try:
-        n = client.count("ingestd")
+        n = client.point_count("ingestd")
         physical = client.layout("ingestd").physical  # "ingestd" is an alias of it
         assert physical is not None
         client.drop_collection(physical)
@@ -88,7 +90,7 @@ def _drop_collection(state: Path) -> int:
 
 def _delete_folder(state: Path) -> int:
     n = len(store_snapshot(state))
-    shutil.rmtree(state / "qdrant")
+    shutil.rmtree(store_folder(state))
     return n
 
 
@@ -163,8 +165,9 @@ def test_lost_manifest_is_rebuilt_from_the_store(tmp_path: Path, how: str) -> No
     assert_matches_oracle(root, state, tmp_path, fake_vectors)
 
 
+@pytest.mark.engine("local")  # an Edge store opens in a tenth of a second: it is counted open
 def test_agreeing_counts_open_no_store(tmp_path: Path) -> None:
-    """The check of a no-op scan counts the embedded store's rows without opening it."""
+    """The check of a no-op scan counts a local-mode store's rows without opening it."""
     root, state = _ingested(tmp_path)
     eng = make_engine(root, state, fake_vectors)
     try:
@@ -179,7 +182,7 @@ def test_damaged_embedding_cache_is_moved_aside(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     root, state = _ingested(tmp_path)
-    shutil.rmtree(state / "qdrant")  # every vector is needed again
+    shutil.rmtree(store_folder(state))  # every vector is needed again
     (state / "embeddings.db").write_bytes(b"not a database at all" * 100)
     for f in state.glob("embeddings.db-*"):
         f.unlink()
@@ -236,18 +239,35 @@ def _cli(*args: str, timeout: float = 120) -> Any:
     )
 
 
-@pytest.mark.parametrize(
-    ("damage", "named"),
-    [
-        (lambda s: _garbage(s / "manifest.db"), "manifest.db"),
+def _torn_wal(state: Path) -> None:
+    """Every file of the Edge shard's write-ahead log overwritten with garbage."""
+    wal = state / "edge/collections/ingestd__v1/wal"
+    for f in wal.rglob("*"):
+        if f.is_file():
+            _garbage(f)
+
+
+#: Per engine: ``(damage, the file or folder the error names)``; the manifest's first.
+DAMAGES: dict[str, list[tuple[Callable[[Path], None], str]]] = {
+    "local": [
         (lambda s: _garbage(s / "qdrant/collection/ingestd__v1/storage.sqlite"), "storage.sqlite"),
         (lambda s: (s / "qdrant/meta.json").write_text('{"collections": {"ing'), "meta.json"),
     ],
-    ids=["manifest", "store-points", "store-meta"],
-)
+    "edge": [
+        (_torn_wal, "ingestd__v1"),
+        (lambda s: (s / "edge/edge.json").write_text('{"format": 1, "alia'), "edge.json"),
+    ],
+}
+
+
+@pytest.mark.parametrize("which", ["manifest", "store-points", "store-meta"])
 def test_damaged_file_is_named_with_the_command_that_rebuilds_it(
-    tmp_path: Path, damage: Callable[[Path], None], named: str
+    tmp_path: Path, which: str, qdrant_engine: str
 ) -> None:
+    if which == "manifest":
+        damage, named = (lambda s: _garbage(s / "manifest.db")), "manifest.db"
+    else:
+        damage, named = DAMAGES[qdrant_engine][0 if which == "store-points" else 1]
     root, state = _ingested(tmp_path)
     damage(state)
     _edit(root)
@@ -315,7 +335,7 @@ def test_disk_full_gives_one_line_and_exit_1(
         init(self, *a, **k)
 
     monkeypatch.setattr(engine_mod.Engine, "__init__", fake_init)
-    monkeypatch.setattr(QdrantStore if owner == "store" else Manifest, method, fault)
+    monkeypatch.setattr(store_class() if owner == "store" else Manifest, method, fault)
     res = CliRunner().invoke(cli, ["resync", "--state-dir", str(tmp_path / "state"), str(root)])
     assert res.exit_code == 1, res.output
     lines = res.stderr.strip().splitlines()
@@ -329,7 +349,7 @@ def test_lost_store_is_rebuilt_with_the_real_model(tmp_path: Path) -> None:
     state = tmp_path / "state"
     args = ["--state-dir", str(state), str(root)]
     assert run_cli("resync", *args, timeout=300).returncode == 0
-    shutil.rmtree(state / "qdrant")
+    shutil.rmtree(store_folder(state))
     for f in state.glob("embeddings.db*"):
         f.unlink()
     again = run_cli("resync", *args, timeout=300)
@@ -348,7 +368,7 @@ def test_status_is_unhealthy_while_a_batch_waits_after_disk_full(
 
     full = {"on": False}
 
-    class FullDisk(QdrantStore):
+    class FullDisk(store_class()):  # type: ignore[misc]
         def upsert(self, collection: str, points: Any) -> None:
             if full["on"]:
                 _enospc()
@@ -360,7 +380,7 @@ def test_status_is_unhealthy_while_a_batch_waits_after_disk_full(
             root,
             state,
             CountingEmbedder(fake_vectors),
-            store_factory=lambda d: FullDisk(path=str(d / "qdrant")),
+            store_factory=lambda d: FullDisk(path=str(store_folder(d))),
         )
         with h.start():
             assert h.service.status()["daemon"]["healthy"]
@@ -387,7 +407,7 @@ def test_daemon_start_up_repairs_a_lost_half(
 
     root, state = _ingested(tmp_path)
     if lose == "store":
-        shutil.rmtree(state / "qdrant")
+        shutil.rmtree(store_folder(state))
     else:
         for f in state.glob("manifest.db*"):
             f.unlink()

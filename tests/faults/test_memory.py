@@ -35,7 +35,7 @@ import pytest
 
 from ingestd.daemon.sync import applier as applier_module
 from ingestd.daemon.sync.memory import release_free_memory
-from ingestd.store import vectors
+from ingestd.store import qdrant_store
 from ingestd.store.qdrant_store import QdrantStore
 from ingestd.store.vectors import Point
 from tests.helpers import fake_vectors, make_engine
@@ -59,7 +59,7 @@ def _points(n: int, round_: int) -> list[Point]:
 def test_the_embedded_store_gives_deleted_points_back(
     scratch: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(vectors, "COMPACT_MIN_DELETED", 50)
+    monkeypatch.setattr(qdrant_store, "COMPACT_MIN_DELETED", 50)
     store = QdrantStore(path=str(scratch / "qdrant"))
     store.ensure_collection("c", 384)
     live = _points(20, 0)

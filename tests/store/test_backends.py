@@ -30,8 +30,9 @@ from ingestd.store.embedder import (
     load_embedder,
     model_info,
 )
-from ingestd.store.onnx_embedder import OnnxEmbedder, load_tokenizer
+from ingestd.store.onnx_embedder import OnnxEmbedder
 from ingestd.store.onnx_export import ensure_artifact, ensure_exported
+from ingestd.store.onnx_runtime import load_tokenizer
 from tests.helpers import CORPORA, MD_DOCS, REPO
 
 #: The fingerprint of the bundled model's files, as stores made before backends
@@ -401,10 +402,8 @@ def test_int8_backend_end_to_end_incremental_equals_from_scratch(
     onnx_export_dir: Path, tmp_path: Path
 ) -> None:
     """Configured backend, real export, engine, store: kept vectors equal fresh ones bit for bit."""
-    from qdrant_client import QdrantClient
-
     from ingestd.daemon.commands import commands
-    from tests.helpers import copy_tree, make_engine, store_snapshot
+    from tests.helpers import copy_tree, make_engine, state_dense_vectors, store_snapshot
 
     tree = copy_tree(
         tmp_path / "docs", ["docs/concepts/glossary.md", "docs/collector/quick-start.md"]
@@ -426,15 +425,9 @@ def test_int8_backend_end_to_end_incremental_equals_from_scratch(
     eng.close()
     ids = sorted(store_snapshot(fresh))
     assert ids == sorted(store_snapshot(state))
-    a, b = QdrantClient(path=str(state / "qdrant")), QdrantClient(path=str(fresh / "qdrant"))
-    try:
-        va = {str(r.id): _dense(r.vector) for r in a.retrieve("ingestd", ids, with_vectors=True)}
-        vb = {str(r.id): _dense(r.vector) for r in b.retrieve("ingestd", ids, with_vectors=True)}
-        assert len(va) == len(vb) == len(ids)
-        assert all(np.allclose(va[i], vb[i], atol=1e-6) for i in ids)
-    finally:
-        a.close()
-        b.close()
+    va, vb = state_dense_vectors(state), state_dense_vectors(fresh)
+    assert set(va) == set(vb) == set(ids)
+    assert all(np.allclose(va[i], vb[i], atol=1e-6) for i in ids)
     eng = make_engine(tree, state, None)  # torch now: the collection holds int8 vectors
     try:
         # searched with the profile that made it until a migration switches it (README
@@ -443,8 +436,3 @@ def test_int8_backend_end_to_end_incremental_equals_from_scratch(
         assert eng.profile_of("ingestd").model.backend == "onnx-int8"
     finally:
         eng.close()
-
-
-def _dense(vector: Any) -> Any:
-    """The dense vector of a retrieved point (beside it, the named sparse one)."""
-    return np.asarray(vector[""] if isinstance(vector, dict) else vector, dtype=np.float32)

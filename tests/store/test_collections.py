@@ -16,10 +16,10 @@ from qdrant_client import QdrantClient, models
 
 from ingestd.store.collections import CollectionVersions
 from ingestd.store.manifest import ChunkRow, Manifest, sqlite_url
-from ingestd.store.qdrant_store import QdrantStore
 from ingestd.store.search import PATH_KEY, Filters, path_prefixes
 from ingestd.store.sparse import document_vector, query_vector
 from ingestd.store.vectors import Point
+from tests.helpers import open_store
 
 DIM = 4
 
@@ -54,8 +54,8 @@ def _legacy(state: Path, n: int = 3) -> None:
     m.close()
 
 
-def _open(state: Path) -> tuple[QdrantStore, Manifest, CollectionVersions]:
-    store = QdrantStore(path=str(state / "qdrant"))
+def _open(state: Path, engine: str = "local") -> tuple[Any, Manifest, CollectionVersions]:
+    store = open_store(state / ("edge" if engine == "edge" else "qdrant"), engine)
     manifest = Manifest(sqlite_url(state / "manifest.db"))
     return store, manifest, CollectionVersions(store, manifest)
 
@@ -66,8 +66,8 @@ def _point(i: int, text: str) -> Point:
     return Point(_pid(i), [1.0, float(i), 0.0, 0.0], payload, document_vector(text))
 
 
-def test_a_new_collection_is_version_1_behind_its_alias(tmp_path: Path) -> None:
-    store, manifest, versions = _open(tmp_path)
+def test_a_new_collection_is_version_1_behind_its_alias(tmp_path: Path, qdrant_engine: str) -> None:
+    store, manifest, versions = _open(tmp_path, qdrant_engine)
     assert versions.pending("ingestd", DIM) is None
     lay = store.layout("ingestd")
     assert (lay.physical, lay.aliased, lay.sparse, lay.current) == ("ingestd__v1", True, True, True)
@@ -78,6 +78,7 @@ def test_a_new_collection_is_version_1_behind_its_alias(tmp_path: Path) -> None:
     manifest.close()
 
 
+@pytest.mark.engine("local")  # a legacy store is one of qdrant-client's local mode
 def test_legacy_store_upgrades_without_losing_a_point(tmp_path: Path) -> None:
     _legacy(tmp_path)
     store, manifest, versions = _open(tmp_path)
@@ -117,9 +118,9 @@ class _Crash(Exception):
     pass
 
 
-def _version_1(state: Path) -> None:
+def _version_1(state: Path, engine: str) -> None:
     """A current store: ``ingestd__v1`` behind the alias, three points the manifest knows."""
-    store, manifest, versions = _open(state)
+    store, manifest, versions = _open(state, engine)
     versions.pending("ingestd", DIM)
     store.upsert("ingestd", [_point(i, f"text {i}") for i in range(3)])
     manifest.ensure_source("s", "/nowhere", "ingestd")
@@ -142,34 +143,40 @@ def _version_1(state: Path) -> None:
     ],
 )
 def test_an_interrupted_build_resumes(
-    tmp_path: Path, start: str, crash_at: str, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, start: str, crash_at: str, monkeypatch: pytest.MonkeyPatch, qdrant_engine: str
 ) -> None:
     """A crash in any step of a build leaves a state the next process finishes."""
-    (_legacy if start == "legacy" else _version_1)(tmp_path)
-    store, manifest, versions = _open(tmp_path)
+    if start == "legacy":
+        if qdrant_engine != "local":
+            pytest.skip("a legacy store is one of qdrant-client's local mode")
+        _legacy(tmp_path)
+    else:
+        _version_1(tmp_path, qdrant_engine)
+    store, manifest, versions = _open(tmp_path, qdrant_engine)
+    cls = type(store)
     methods = {
         "create": "create_physical",
         "copy": "retrieve_points",
         "alias": "point_alias",
         "drop": "drop_collection",
     }
-    real = getattr(QdrantStore, methods[crash_at])
+    real = getattr(cls, methods[crash_at])
 
-    def crashing(self: QdrantStore, *args: Any, **kwargs: Any) -> Any:
+    def crashing(self: Any, *args: Any, **kwargs: Any) -> Any:
         if crash_at == "alias" and start == "legacy":
             self.client.delete_collection("ingestd")  # the legacy name is gone first
         raise _Crash
 
-    monkeypatch.setattr(QdrantStore, methods[crash_at], crashing)
+    monkeypatch.setattr(cls, methods[crash_at], crashing)
     with pytest.raises(_Crash):
         versions.begin("ingestd", DIM, "sparse vectors")
         store.upsert("ingestd", [_point(1, "rewritten one")])
         versions.finish("ingestd")
     store.close()
     manifest.close()
-    monkeypatch.setattr(QdrantStore, methods[crash_at], real)
+    monkeypatch.setattr(cls, methods[crash_at], real)
 
-    store, manifest, versions = _open(tmp_path)
+    store, manifest, versions = _open(tmp_path, qdrant_engine)
     assert versions.pending("ingestd", DIM) == "resume"
     versions.begin("ingestd", DIM, "sparse vectors")
     if versions.phase("ingestd") == "building":
@@ -183,8 +190,8 @@ def test_an_interrupted_build_resumes(
     manifest.close()
 
 
-def test_a_second_build_switches_the_alias_atomically(tmp_path: Path) -> None:
-    store, manifest, versions = _open(tmp_path)
+def test_a_second_build_switches_the_alias_atomically(tmp_path: Path, qdrant_engine: str) -> None:
+    store, manifest, versions = _open(tmp_path, qdrant_engine)
     versions.pending("ingestd", DIM)
     store.upsert("ingestd", [_point(0, "zero"), _point(1, "one")])
     m_doc = manifest.upsert_document("s", "docs/f0.md")

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ingestd.store.embedder import CachedEmbedder, EmbeddingCache, model_info
+from ingestd.store.embedder import model_info
+from ingestd.store.embedding_cache import CachedEmbedder, EmbeddingCache
 from ingestd.store.ids import chunk_hash
 from tests.helpers import CountingEmbedder, fake_vectors
 

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ingestd.store.manifest import MIGRATIONS, ChunkRow, Manifest, ModelMismatchError, sqlite_url
+from ingestd.store.manifest import ChunkRow, Manifest, ModelMismatchError, sqlite_url
+from ingestd.store.manifest_schema import MIGRATIONS
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ def test_view_equals_the_manifest(tmp_path: Path) -> None:
         m.ensure_source("a", "/srv/a", "ingestd")
         m.set_last_sync("a", 1234.5)
         m.set_held_deletes("a", 7)
+        m.set_last_change_synced("a", 1300.25)
         fields = {
             "size": 1,
             "mtime_ns": 1,
@@ -34,6 +35,7 @@ def test_view_equals_the_manifest(tmp_path: Path) -> None:
         m.add_pending(bad, [ChunkRow("p1", "c", 0, 0, 1)])
         with ManifestView(db) as view:
             assert view.sources() == m.sources()
+            assert view.sources()[0]["last_change_synced"] == 1300.25
             for s in ("a", "b", "nope"):
                 assert view.counts(s) == m.counts(s)
                 assert view.failed(s) == m.failed(s)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,6 +19,7 @@ from ingestd.store.qdrant_store import QdrantStore
 from ingestd.store.search import PATH_KEY, Filters, path_prefixes
 from ingestd.store.sparse import document_vector, query_vector
 from ingestd.store.vectors import Point
+from tests.helpers import open_store
 
 DIM = 8
 
@@ -32,14 +34,14 @@ def _unit(v: list[float]) -> list[float]:
 
 
 @pytest.fixture
-def store(tmp_path: Path) -> Iterator[QdrantStore]:
-    s = QdrantStore(path=str(tmp_path / "q"))
+def store(tmp_path: Path, qdrant_engine: str) -> Iterator[Any]:
+    s = open_store(tmp_path / "q", qdrant_engine)
     s.ensure_collection("c", DIM)
     yield s
     s.close()
 
 
-def _fill(store: QdrantStore) -> list[Point]:
+def _fill(store: Any) -> list[Point]:
     """40 points in docs/a (close to the query, both ways), 2 in docs/b (far)."""
     rng = np.random.default_rng(7)
     points = []
@@ -72,7 +74,7 @@ def test_path_filter_is_normalised(given: str | None, want: str | None) -> None:
 
 @pytest.mark.parametrize("mode", ["hybrid", "dense", "sparse"])
 @pytest.mark.parametrize("path", ["docs/b", "docs/b/far.md", "docs/b/"])
-def test_filters_apply_before_ranking_at_k_1(store: QdrantStore, mode: str, path: str) -> None:
+def test_filters_apply_before_ranking_at_k_1(store: Any, mode: str, path: str) -> None:
     _fill(store)
     q = _unit([1.0] + [0.0] * (DIM - 1))
     hits = store.search(
@@ -83,7 +85,7 @@ def test_filters_apply_before_ranking_at_k_1(store: QdrantStore, mode: str, path
     assert not hits[0].payload.get("is_parent")
 
 
-def test_source_filter_and_a_path_of_nothing(store: QdrantStore) -> None:
+def test_source_filter_and_a_path_of_nothing(store: Any) -> None:
     _fill(store)
     q = _unit([1.0] + [0.0] * (DIM - 1))
     sv = query_vector("collector")
@@ -94,7 +96,7 @@ def test_source_filter_and_a_path_of_nothing(store: QdrantStore) -> None:
     assert len(hits) == 42  # every point but the parent
 
 
-def test_hybrid_is_rrf_of_the_reported_rankings(store: QdrantStore) -> None:
+def test_hybrid_is_rrf_of_the_reported_rankings(store: Any) -> None:
     _fill(store)
     q = _unit([1.0, 0.3] + [0.0] * (DIM - 2))
     sv = query_vector("pipeline exporter")
@@ -113,7 +115,7 @@ def test_hybrid_is_rrf_of_the_reported_rankings(store: QdrantStore) -> None:
     assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
 
 
-def test_ranks_leave_the_result_unchanged(store: QdrantStore) -> None:
+def test_ranks_leave_the_result_unchanged(store: Any) -> None:
     _fill(store)
     q = _unit([1.0, -0.2] + [0.0] * (DIM - 2))
     sv = query_vector("collector exporter")
@@ -124,7 +126,7 @@ def test_ranks_leave_the_result_unchanged(store: QdrantStore) -> None:
         assert plain[0].dense is None and ranked[0].dense is not None
 
 
-def test_a_query_without_terms_still_ranks_dense_in_hybrid(store: QdrantStore) -> None:
+def test_a_query_without_terms_still_ranks_dense_in_hybrid(store: Any) -> None:
     _fill(store)
     q = _unit([1.0] + [0.0] * (DIM - 1))
     empty = query_vector("?! ...")
@@ -133,6 +135,7 @@ def test_a_query_without_terms_still_ranks_dense_in_hybrid(store: QdrantStore) -
     assert store.search("c", dense=q, sparse=empty, limit=3, mode="sparse") == []
 
 
+@pytest.mark.engine("local")  # a legacy store is one of qdrant-client's local mode
 def test_a_legacy_collection_is_searched_dense(tmp_path: Path) -> None:
     from qdrant_client import QdrantClient, models
 

@@ -26,6 +26,7 @@ from ingestd.store.sparse import (
     term_id,
     terms,
 )
+from tests.helpers import open_store
 
 
 def test_contract_values_are_pinned() -> None:
@@ -121,9 +122,8 @@ def test_changing_the_contract_changes_every_rule_fingerprint(
     assert all(a != b for a, b in zip(before, after, strict=True))
 
 
-def test_qdrant_scores_are_bm25_with_its_own_idf(tmp_path: Path) -> None:
+def test_qdrant_scores_are_bm25_with_its_own_idf(tmp_path: Path, qdrant_engine: str) -> None:
     """Qdrant (Modifier.IDF) multiplies our document values by the BM25 IDF."""
-    from ingestd.store.qdrant_store import QdrantStore
     from ingestd.store.search import Filters
     from ingestd.store.vectors import Point
 
@@ -133,7 +133,7 @@ def test_qdrant_scores_are_bm25_with_its_own_idf(tmp_path: Path) -> None:
         "baggage propagates context",
         "spans and spans and spans",
     ]
-    store = QdrantStore(path=str(tmp_path / "q"))
+    store = open_store(tmp_path / "q", qdrant_engine)
     try:
         store.ensure_collection("c", 4)
         ids = [f"00000000-0000-0000-0000-{i:012d}" for i in range(len(docs))]

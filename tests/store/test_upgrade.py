@@ -87,6 +87,7 @@ def test_verify_recomputes_sparse_vectors(tree: Path, tmp_path: Path, fake_embed
     assert_matches_oracle(tree, state, tmp_path, fake_vectors)
 
 
+@pytest.mark.engine("local")  # a legacy store is one of qdrant-client's local mode
 def test_legacy_store_upgrades_without_embedding(
     tree: Path, tmp_path: Path, fake_embedder: CountingEmbedder
 ) -> None:
@@ -114,6 +115,7 @@ def test_legacy_store_upgrades_without_embedding(
     assert_matches_oracle(tree, state, tmp_path, fake_vectors)
 
 
+@pytest.mark.engine("local")  # a legacy store is one of qdrant-client's local mode
 def test_a_stopped_upgrade_resumes_on_the_next_start(
     tmp_path: Path, fake_embedder: CountingEmbedder
 ) -> None:

@@ -21,7 +21,7 @@ import pytest
 from qdrant_client import QdrantClient
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from ingestd.daemon.service import service as service_mod
+from ingestd.daemon.service import jobs as jobs_mod
 from ingestd.store.qdrant_store import QdrantStore
 from tests.daemon.harness import Harness
 from tests.helpers import (
@@ -164,8 +164,8 @@ def test_store_down_past_retry_seconds_keeps_the_batch_queued(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The daemon outlives an outage longer than ``retry_seconds``; the final state is exact."""
-    monkeypatch.setattr(service_mod, "RETRY_MIN_S", 0.1)
-    monkeypatch.setattr(service_mod, "RETRY_MAX_S", 0.4)
+    monkeypatch.setattr(jobs_mod, "RETRY_MIN_S", 0.1)
+    monkeypatch.setattr(jobs_mod, "RETRY_MAX_S", 0.4)
     clients: list[FaultyClient] = []
 
     def store(state: Path) -> QdrantStore:

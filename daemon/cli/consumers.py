@@ -1,0 +1,122 @@
+"""The command that serves the index to other programs: ``mcp``.
+
+``ingestd mcp`` is an MCP server (:mod:`ingestd.daemon.mcpserver`) over the same
+:class:`~ingestd.daemon.client.Client` applications use: it asks the running daemon
+through its control socket, or opens the state dir for each call when none runs.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from ingestd.daemon.cli.errors import Fatal, handle_errors
+from ingestd.daemon.cli.options import common_options, socket_option
+from ingestd.daemon.cli.state import load_light
+
+if TYPE_CHECKING:
+    from ingestd.daemon.mcpserver.tools import IngestdServer
+
+__all__ = ["mcp_cmd"]
+
+
+@click.command("mcp")
+@common_options
+@socket_option
+@click.option(
+    "--http",
+    "http_address",
+    metavar="HOST:PORT",
+    help="Serve streamable HTTP at http://HOST:PORT/mcp instead of stdio; HOST must be a "
+    "loopback address (127.0.0.1, ::1, localhost) unless --allow-remote. Port 0 picks one.",
+)
+@click.option(
+    "--token",
+    envvar="INGESTD_MCP_TOKEN",
+    help="With --http: require 'Authorization: Bearer TOKEN' (env INGESTD_MCP_TOKEN, "
+    "better than the option: a command line is visible to other users).",
+)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="With --http: allow an address other machines reach (needs --token).",
+)
+@handle_errors
+def mcp_cmd(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+    http_address: str | None,
+    token: str | None,
+    allow_remote: bool,
+) -> None:
+    """Serve the index to agents over MCP (the Model Context Protocol), on stdio.
+
+    Tools: search (the ranking of `ingestd search`), read (widen a hit: its section,
+    neighbours and file lines), sync (make the index current, then return) and status
+    (how fresh each source is). Through the running daemon when there is one, else on
+    the state dir itself. Logs go to stderr (warnings unless --log-level).
+
+    Example:
+
+    
+        ingestd mcp --state-dir ~/.local/state/ingestd     # what an agent launches
+        INGESTD_MCP_TOKEN=s3cret ingestd mcp --http 127.0.0.1:8765
+    """
+    import logging
+
+    from ingestd.daemon.mcpserver import transport
+
+    address = None
+    if http_address is not None:
+        try:
+            address = transport.Address(http_address)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--http") from None
+        if not transport.is_loopback(address.host):
+            if not allow_remote or not token:
+                raise click.UsageError(
+                    f"--http {http_address}: not a loopback address; to serve other machines "
+                    "pass --allow-remote and a token (--token or $INGESTD_MCP_TOKEN)"
+                )
+    elif token or allow_remote:
+        raise click.UsageError("--token and --allow-remote go with --http")
+    _cfg, sd = load_light(config_path, state_dir, log_level or "WARNING")
+    # the SDK configures the root logger unless it has a handler: stderr, plain
+    root = logging.getLogger()
+    if not root.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+        root.addHandler(handler)
+        root.setLevel(logging.WARNING)
+    server = _server(config_path, sd, socket_path)
+    if address is None:
+        sys.exit(transport.serve_stdio(server))
+    try:
+        code = transport.serve_http(server, address, token)
+    except OSError as exc:
+        raise Fatal(f"cannot listen on {address}: {exc.strerror or exc}") from None
+    sys.exit(code)
+
+
+def _server(config_path: Path | None, state_dir: Path, socket_path: Path | None) -> IngestdServer:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        from ingestd.daemon.mcpserver.tools import build_server
+    except ImportError as exc:  # the mcp SDK is missing or broken
+        raise Fatal(
+            f"ingestd mcp needs the mcp package (pip install 'mcp>=2.3,<3'): {exc}"
+        ) from None
+    from ingestd.daemon.client import Client
+
+    try:
+        ver = version("ingestd")
+    except PackageNotFoundError:
+        ver = ""
+    client = Client(state_dir, socket=socket_path, config=config_path)
+    return build_server(client, version=ver)

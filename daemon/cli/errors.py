@@ -1,0 +1,88 @@
+"""What a command's failure becomes: one line on stderr and an exit code.
+
+A :class:`Fatal` is a known failure (its message and exit code are the user's answer).
+:func:`handle_errors` wraps each command: it turns the known errors of the rest of the
+package into a :class:`Fatal`, exits 130 on Ctrl-C and 0 when the reader of a pipe goes
+away, and logs anything unexpected (traceback in the log, exit 3). The exit codes are
+listed in :mod:`~ingestd.daemon.cli.main`.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shlex
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+__all__ = ["Fatal", "handle_errors"]
+
+logger = logging.getLogger("ingestd")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+class Fatal(click.ClickException):
+    """A known failure: message on stderr, exit code 1 (or the given one)."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code  # type: ignore[misc]
+
+
+def handle_errors(f: F) -> F:
+    """Turn known errors into one-line messages and exit codes; log the unexpected."""
+
+    @functools.wraps(f)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from ingestd.store.damage import StateDamagedError, is_disk_full
+
+        try:
+            return f(*args, **kwargs)
+        except StateDamagedError as exc:
+            raise Fatal(f"{exc}; `{_rebuild_command(kwargs)}` rebuilds it") from None
+        except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
+            raise
+        except KeyboardInterrupt:
+            click.echo("Interrupted (^C)", err=True)
+            sys.exit(130)
+        except BrokenPipeError:
+            # the reader went away (`ingestd chunk F | head`): stop quietly, as cat does
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            sys.exit(0)
+        except Exception as exc:
+            control = sys.modules.get("ingestd.daemon.service.control")
+            if control is not None and isinstance(exc, control.DaemonError):
+                # raised by the shared commands in local mode too
+                raise Fatal(str(exc), exc.exit_code) from None
+            from ingestd.daemon.client.errors import known_failure
+
+            if known_failure(exc):
+                raise Fatal(str(exc)) from None
+            if is_disk_full(exc):
+                logger.debug("disk full", exc_info=True)
+                detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+                raise Fatal(
+                    f"no space left on the device of the state dir ({detail}); nothing was "
+                    "lost: free some space and run the command again"
+                ) from None
+            logger.error("unexpected error: %s: %s", type(exc).__name__, exc, exc_info=True)
+            click.echo(f"ingestd: unexpected error: {type(exc).__name__}: {exc}", err=True)
+            sys.exit(3)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _rebuild_command(kwargs: dict[str, Any]) -> str:
+    """``ingestd resync --rebuild`` with the options and PATHs the failed command had."""
+    words = ["ingestd", "resync", "--rebuild"]
+    if kwargs.get("config_path"):
+        words += ["--config", str(kwargs["config_path"])]
+    if kwargs.get("state_dir"):
+        words += ["--state-dir", str(kwargs["state_dir"])]
+    words += [str(p) for p in kwargs.get("paths") or ()]
+    return shlex.join(words)

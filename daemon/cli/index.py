@@ -1,0 +1,336 @@
+"""The commands that change or check the index: ``resync``, ``verify``, ``forget``, ``sources``.
+
+``resync``, ``verify`` and ``forget`` go through the running daemon when there is one,
+else open the state dir under its lock (:func:`~ingestd.daemon.cli.state.run_command`);
+``sources`` reads the manifest, or asks the daemon given ``--socket``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ingestd.daemon.cli.embedding import migration_costs
+from ingestd.daemon.cli.errors import Fatal, handle_errors
+from ingestd.daemon.cli.options import common_options, echo_json, socket_option
+from ingestd.daemon.cli.progress import sync_progress
+from ingestd.daemon.cli.state import (
+    ask_daemon,
+    load,
+    load_light,
+    local_engine,
+    manifest_reader,
+    run_command,
+    source_names,
+    with_manifest_sources,
+)
+
+if TYPE_CHECKING:
+    from ingestd.daemon.config import Config
+
+__all__ = ["forget", "resync", "sources", "verify"]
+
+logger = logging.getLogger("ingestd")
+
+
+@click.command()
+@common_options
+@socket_option
+@click.option("--full", is_flag=True, help="Re-hash every file (no stat fast path).")
+@click.option("--dry-run", is_flag=True, help="Print the planned changes; write nothing.")
+@click.option("--allow-mass-delete", is_flag=True, help="Apply deletions the guard would hold.")
+@click.option(
+    "--rebuild",
+    is_flag=True,
+    help="Move a damaged manifest or store aside and rebuild it from the rest of the state.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@handle_errors
+def resync(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+    full: bool,
+    dry_run: bool,
+    allow_mass_delete: bool,
+    rebuild: bool,
+    as_json: bool,
+    paths: tuple[str, ...],
+) -> None:
+    """Reconcile the store with the files once; exit 0 when they match.
+
+    Without PATH or --config, re-syncs the sources the state dir already knows.
+    Exit 3 when the mass-deletion guard held deletions (see --allow-mass-delete).
+    A store that lost points or a manifest that lost records is repaired first, from
+    the other half of the state. --rebuild first moves a damaged manifest.db or
+    embedded store aside (renamed *.damaged-TIME, never deleted), then rebuilds it.
+
+    Example:
+
+    
+        ingestd resync --state-dir ./state ./docs
+        ingestd resync --dry-run --json ./docs | jq '.sources[0].add'
+    """
+    from ingestd.daemon.commands import commands
+
+    cfg, sd = load(config_path, paths, state_dir, log_level)
+    args = {"full": full, "dry_run": dry_run, "allow_mass_delete": allow_mass_delete}
+
+    def local() -> Any:
+        c = with_manifest_sources(cfg, sd, config_path is not None)
+        if not c.sources:
+            raise Fatal("nothing to sync: give PATH arguments or --config", 2)
+        with local_engine(c, sd, "ingestd resync") as engine, sync_progress(as_json) as bar:
+            return commands.resync(engine, None, progress=bar, **args)
+
+    if rebuild:
+        result = _rebuild(cfg, sd, config_path is not None, args, as_json)
+    else:
+        remote_args = {"sources": source_names(cfg, paths), **args}
+        result = run_command(sd, "resync", remote_args, socket_path, local)
+    if dry_run and config_path is not None:
+        # what this config would cost (a running daemon may still run the previous one)
+        result["migrations"] = migration_costs(cfg, sd)
+    _print_resync(result, as_json, dry_run)
+    sys.exit(int(result["exit_code"]))
+
+
+def _rebuild(
+    cfg: Config, sd: Path, config_given: bool, args: dict[str, Any], quiet: bool
+) -> dict[str, Any]:
+    """``resync --rebuild``: set damaged parts aside under the lock, then resync."""
+    from ingestd.daemon.commands import commands
+    from ingestd.daemon.service.control import StateLock, StateLockedError
+    from ingestd.daemon.sync.damage import set_aside_damaged, sources_in_store
+
+    lock = StateLock(sd)
+    try:
+        lock.acquire("ingestd resync --rebuild")
+    except StateLockedError as exc:
+        raise Fatal(str(exc)) from None
+    try:
+        for note in set_aside_damaged(cfg, sd):
+            logger.warning("%s", note)
+        cfg = with_manifest_sources(cfg, sd, config_given)
+        if not cfg.sources and not config_given:
+            cfg = cfg.model_copy(update={"sources": sources_in_store(cfg, sd)})
+        if not cfg.sources:
+            raise Fatal("nothing to sync: give PATH arguments or --config", 2)
+        from ingestd.daemon.sync.engine import Engine
+
+        engine = Engine(cfg, sd)
+        try:
+            with sync_progress(quiet) as bar:
+                return commands.resync(engine, None, progress=bar, **args)
+        finally:
+            engine.close()
+    finally:
+        lock.release()
+
+
+def _print_plan(s: dict[str, Any]) -> None:
+    """One source's plan (``resync --dry-run``)."""
+    click.echo(
+        f"{s['source']}: {len(s['add'])} to add, {len(s['update'])} to update, "
+        f"{len(s['rekey'])} to re-key, {len(s['delete'])} to delete, "
+        f"{s['stat_only']} touched with unchanged content, {s['unchanged']} unchanged"
+    )
+    for key, sign in (("add", "+"), ("update", "~"), ("delete", "-")):
+        for p in s[key]:
+            click.echo(f"  {sign} {p}")
+    for mv in s["rekey"]:
+        click.echo(f"  > {mv['from']} -> {mv['to']}")
+    for p in s["held_deletes"]:
+        click.echo(f"  - {p} (held by the mass-deletion guard)")
+    if s.get("root_missing"):
+        click.echo(f"  the root folder of {s['source']} is missing: nothing planned")
+
+
+def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
+    if as_json:
+        echo_json(result)
+        return
+    for cost in result.get("migrations", []):
+        click.echo(cost["summary"])
+    for s in result["sources"]:
+        if dry_run:
+            _print_plan(s)
+            continue
+        click.echo(
+            f"{s['source']}: {s['indexed']} indexed, {s['deleted']} deleted, "
+            f"{s['failed']} failed; {s['chunks_written']} chunks written "
+            f"({s['embedded']} embedded, {s['reused']} reused), "
+            f"{s['chunks_deleted']} deleted"
+        )
+        if s.get("repaired"):
+            r = s["repaired"]
+            click.echo(
+                f"  repaired first: {r.get('adopted', 0)} points re-recorded in the manifest, "
+                f"{r.get('rewritten', 0)} lost points written again, "
+                f"{r.get('deleted', 0)} unusable points deleted",
+                err=True,
+            )
+        if s.get("root_missing"):
+            click.echo(f"  the root folder of {s['source']} is missing: nothing synced", err=True)
+        if s["held"]:
+            click.echo(
+                f"  {len(s['held'])} deletions held by the mass-deletion guard; "
+                "run with --allow-mass-delete to apply them",
+                err=True,
+            )
+        for p in s["retry"]:
+            click.echo(f"  could not read {p}; run resync again", err=True)
+        for k in s.get("skipped", []):
+            click.echo(f"  skipped {k['path']}: {k['reason']}", err=True)
+
+
+@click.command()
+@common_options
+@socket_option
+@click.option("--repair", is_flag=True, help="Fix the differences found.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@handle_errors
+def verify(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+    repair: bool,
+    as_json: bool,
+    paths: tuple[str, ...],
+) -> None:
+    """Re-chunk the files and compare with the manifest and the store.
+
+    Exit 0 when files, manifest and store agree; exit 1 listing missing, orphan and
+    stale points otherwise. --repair fixes them (vectors come from the cache).
+
+    Example:
+
+    
+        ingestd verify --state-dir ./state ./docs
+    """
+    from ingestd.daemon.commands import commands
+
+    cfg, sd = load(config_path, paths, state_dir, log_level)
+
+    def local() -> Any:
+        if not cfg.manifest.url and not cfg.paths(sd).manifest.exists():
+            raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
+        c = with_manifest_sources(cfg, sd, config_path is not None)
+        if not c.sources:
+            raise Fatal("nothing to verify: give PATH arguments or --config", 2)
+        if paths:  # a PATH names a source; verifying must not create one
+            with manifest_reader(cfg, sd) as m:
+                known = [s["name"] for s in m.sources()] if m is not None else []
+            unknown = [s.name for s in c.sources if s.name not in known]
+            if unknown:
+                raise Fatal(
+                    f"unknown source(s): {', '.join(unknown)}; known sources: "
+                    f"{', '.join(known) or 'none'}",
+                    2,
+                )
+        with local_engine(c, sd, "ingestd verify") as engine:
+            return commands.verify(engine, None, repair=repair)
+
+    remote_args = {"sources": source_names(cfg, paths), "repair": repair}
+    result = run_command(sd, "verify", remote_args, socket_path, local)
+    if as_json:
+        echo_json(result)
+    else:
+        for r in result["sources"]:
+            state = "clean" if r["clean"] else "DIFFERENT"
+            click.echo(
+                f"{r['source']}: {state}: {r['expected']} points expected, "
+                f"{r['n_missing']} missing, {r['n_orphans']} orphans, "
+                f"{r['n_stale']} stale, {r['n_manifest']} manifest records differ"
+            )
+            for key in ("missing", "orphans", "stale", "manifest"):
+                for x in r[key][:20]:
+                    click.echo(f"  {key}: {x}")
+    sys.exit(0 if result["clean"] else 1)
+
+
+@click.command()
+@common_options
+@socket_option
+@handle_errors
+def sources(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+) -> None:
+    """List the sources the state dir knows: name, root, collection, documents.
+
+    One source per line, tab-separated. With --socket, the running daemon is asked.
+
+    Example:
+
+    
+        ingestd sources --state-dir ./state
+    """
+    cfg, sd = load_light(config_path, state_dir, log_level)
+    rows: list[dict[str, Any]]
+    if socket_path is not None:
+        _, st = ask_daemon(sd, "status", {}, socket_path)
+        rows = st["sources"]
+    else:
+        with manifest_reader(cfg, sd) as m:
+            recorded = m.sources() if m is not None else []
+            rows = [
+                {"source": s["name"], **s, **m.counts(s["name"])} for s in recorded if m is not None
+            ]
+    if not rows:
+        click.echo("no sources")
+    for r in rows:
+        click.echo(f"{r['source']}\t{r['root']}\t{r['collection']}\t{r['documents']} documents")
+
+
+@click.command()
+@common_options
+@socket_option
+@click.argument("source")
+@handle_errors
+def forget(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+    source: str,
+) -> None:
+    """Remove SOURCE's points from the store and its rows from the manifest.
+
+    SOURCE is a name from `ingestd sources`, or the folder of a source named after its
+    root. An unknown name exits 2 and lists the known sources.
+
+    Example:
+
+    
+        ingestd forget --state-dir ./state /srv/docs/old-tree
+    """
+    from ingestd.daemon.commands import commands
+
+    cfg, sd = load_light(config_path, state_dir, log_level)
+    root = os.path.realpath(source) if os.path.isdir(source) else None
+    args = {"source": source, "root": root}
+
+    def local() -> Any:
+        with manifest_reader(cfg, sd) as m:
+            if m is None:
+                raise Fatal(f"unknown source: {source}; nothing is indexed in {sd}", 2)
+            name = commands.known_source(m, source, root)
+        c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
+        c = with_manifest_sources(c, sd, config_path is not None)
+        with local_engine(c, sd, "ingestd forget") as engine:
+            return commands.forget(engine, name)
+
+    result = run_command(sd, "forget", args, socket_path, local)
+    click.echo(f"forgot {result['source']}: {result['points_deleted']} points deleted")

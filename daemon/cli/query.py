@@ -1,0 +1,174 @@
+"""The commands that read the index: ``search`` and ``status``.
+
+Both answer through a running daemon without building the config's pydantic models
+(:func:`~ingestd.daemon.cli.state.load_light`); without a daemon, ``search`` opens the
+state dir and ``status`` reads the manifest.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+from ingestd.daemon.cli.errors import Fatal, handle_errors
+from ingestd.daemon.cli.options import common_options, echo_json, socket_option
+from ingestd.daemon.cli.state import (
+    ask_daemon,
+    load,
+    load_light,
+    local_engine,
+    manifest_reader,
+    run_command,
+    with_manifest_sources,
+)
+
+__all__ = ["search", "status"]
+
+
+@click.command()
+@common_options
+@socket_option
+@click.argument("query")
+@click.option(
+    "-k",
+    "--limit",
+    "k",
+    default=5,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Number of chunks.",
+)
+@click.option("--source", help="Only this source (its name).")
+@click.option(
+    "--path",
+    "path_prefix",
+    help="Only this file, or the files under this folder (relative to the source root).",
+)
+@click.option(
+    "--mode",
+    type=click.Choice(["hybrid", "dense", "sparse"]),
+    help="Ranking: dense + BM25 fused (hybrid), embeddings only, or BM25 only "
+    "[default: search.mode, hybrid].",
+)
+@click.option("--expand", is_flag=True, help="Add each hit's parent section (hierarchical).")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print hits as a JSON list, with each hit's rank in the dense and sparse rankings.",
+)
+@handle_errors
+def search(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+    query: str,
+    k: int,
+    source: str | None,
+    path_prefix: str | None,
+    mode: str | None,
+    expand: bool,
+    as_json: bool,
+) -> None:
+    """Show the chunks that best answer QUERY (hybrid: embeddings and BM25).
+
+    Example:
+
+    
+        ingestd search "how do I configure the collector exporter" -k 3
+        ingestd search --path docs/collector --mode sparse "otlp_grpc"
+        ingestd search --json "sampling" | jq '.[0] | {path, rank, dense_rank, sparse_rank}'
+    """
+    from ingestd.daemon.commands import commands
+
+    if not query.strip():
+        raise click.UsageError("QUERY is empty")
+    cfg, sd = load_light(config_path, state_dir, log_level)
+    args: dict[str, Any] = {
+        "query": query,
+        "k": k,
+        "source": source,
+        "path": path_prefix,
+        "expand": expand,
+        "mode": mode,
+        "ranks": as_json,
+    }
+
+    def local() -> Any:
+        c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
+        c = with_manifest_sources(c, sd, config_path is not None)
+        if not c.sources:
+            raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
+        with local_engine(c, sd, "ingestd search") as engine:
+            return commands.search(engine, **args)
+
+    hits = run_command(sd, "search", args, socket_path, local)
+    if as_json:
+        echo_json(hits)
+        return
+    if not hits:
+        click.echo("no results")
+    for i, h in enumerate(hits, 1):
+        heading = " > ".join(h.get("heading_path") or [])
+        score = f"{h['score']:.4f}" if h.get("mode") == "hybrid" else f"{h['score']:.3f}"
+        click.secho(f"{i}. {score}  {h['path']}:{h['start_line']}-{h['end_line']}", bold=True)
+        click.echo(f"   source: {h['source']}" + (f"   heading: {heading}" if heading else ""))
+        text = h["text"].strip().replace("\n", "\n   ")
+        click.echo("   " + (text[:600] + " ..." if len(text) > 600 else text))
+        click.echo()
+
+
+@click.command()
+@common_options
+@socket_option
+@click.option("--json", "as_json", is_flag=True, help="Print status as JSON.")
+@handle_errors
+def status(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+    as_json: bool,
+) -> None:
+    """Show per-source documents, chunks, failures, last sync and the daemon's health.
+
+    Exits 1 when the daemon is unhealthy (usable as a container health check). With
+    no daemon running, the state dir is read directly (and each source's root is
+    checked).
+
+    Example:
+
+    
+        ingestd status --state-dir ./state
+        ingestd status --state-dir ./state --json | jq '.sources[].chunks'
+    """
+    from ingestd.daemon.cli.status_text import status_lines
+
+    cfg, sd = load_light(config_path, state_dir, log_level)
+    ok, st = ask_daemon(sd, "status", {}, socket_path)
+    if not ok:
+        from ingestd.daemon.commands.commands import status_of
+
+        with manifest_reader(cfg, sd) as m:
+            if m is None:
+                st = {"state_dir": str(sd), "sources": [], "daemon": None}
+            else:
+                st = status_of(m, None, sd)
+                st["daemon"] = None
+        from ingestd.daemon.service.control import lock_holder
+
+        holder = lock_holder(sd)
+        if holder is not None:
+            st["locked_by"] = holder[1]
+    healthy = st.get("daemon") is None or st["daemon"].get("healthy", True)
+    if as_json:
+        echo_json(st)
+    else:
+        for line in status_lines(st, time.time()):
+            click.echo(line)
+    sys.exit(0 if healthy else 1)

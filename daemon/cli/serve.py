@@ -1,0 +1,67 @@
+"""``ingestd run``: the daemon in the foreground, until SIGTERM or SIGINT.
+
+The command builds the config, then hands over to
+:class:`~ingestd.daemon.service.service.Service`; SIGHUP reloads the config through the
+same loader.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import click
+
+from ingestd.daemon.cli.errors import Fatal, handle_errors
+from ingestd.daemon.cli.options import common_options
+from ingestd.daemon.cli.state import load
+
+if TYPE_CHECKING:
+    from ingestd.daemon.config import Config
+
+__all__ = ["run"]
+
+
+@click.command()
+@common_options
+@click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@handle_errors
+def run(
+    config_path: Path | None, state_dir: Path | None, log_level: str | None, paths: tuple[str, ...]
+) -> None:
+    """Watch the sources and keep the store in sync until SIGTERM/SIGINT.
+
+    Opens the store, sets the watches, serves the control socket, tells systemd it
+    is ready, then reconciles every source in the background. SIGHUP reloads the
+    config; SIGTERM finishes the write batch in flight and exits 0.
+
+    Example:
+
+    
+        ingestd run --state-dir ./state ./docs
+    """
+    from ingestd.daemon.config import load_config
+    from ingestd.daemon.service.control import StateLockedError
+    from ingestd.daemon.service.service import Service
+
+    cfg, sd = load(config_path, paths, state_dir, log_level, require_roots=False)
+    if not cfg.sources:
+        raise Fatal("nothing to watch: give PATH arguments or sources in --config", 2)
+
+    def reload() -> Config:
+        return load_config(config_path, roots=paths, require_roots=False)
+
+    try:
+        code = Service(cfg, sd, reload_config=reload).serve()
+    except StateLockedError as exc:
+        raise Fatal(str(exc)) from None
+    # Everything is closed and logged ("ingestd stopped"): skip the interpreter's
+    # teardown of torch and its thread pools, which takes seconds (systemd's stop
+    # timeout and SIGTERM's promise count them).
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

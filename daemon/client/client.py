@@ -1,0 +1,330 @@
+"""The index from an application: :class:`Client`.
+
+A :class:`Client` asks the running daemon of a state dir through its control socket,
+exactly as the CLI does (the same commands, the same answers: ``search`` returns the
+ranking ``ingestd search`` prints). When no daemon runs, it opens the state dir itself
+for each call (:class:`~ingestd.daemon.client.local.LocalState`), unless told not to.
+
+Example::
+
+    from ingestd.daemon.client import Client
+
+    with Client("/var/lib/ingestd") as index:
+        index.sync(["docs/install.md"])          # the edit just saved is searchable now
+        for hit in index.search("how do I configure the exporter", k=3):
+            print(hit["path"], hit["start_line"], hit["score"])
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, cast
+
+from ingestd.daemon.client.errors import SyncTimeout
+from ingestd.daemon.client.local import LocalState
+from ingestd.daemon.client.types import Hit, ReadResult, SyncReport
+from ingestd.daemon.service.control import (
+    DaemonError,
+    NoDaemon,
+    StateLockedError,
+    request_when_ready,
+    starting_daemon,
+)
+
+if TYPE_CHECKING:
+    from ingestd.daemon.sync.engine import Engine
+
+__all__ = ["Client"]
+
+
+class Client:
+    """Search, read, sync and watch an ingestd index (see the module docstring).
+
+    Args:
+        state_dir: the state dir; default as the CLI's (``$INGESTD_STATE_DIR``, the
+            config's ``state_dir``, ``$STATE_DIRECTORY``, ``~/.local/state/ingestd``).
+        socket: the daemon's control socket, for a daemon whose state dir you cannot
+            read (``/run/ingestd/ingestd.sock`` under systemd); then only that daemon
+            is asked, and none answering is an error.
+        config: a config file: its ``state_dir``, and its sources and ``search``
+            settings when no daemon runs.
+        local: with no daemon running, open the state dir in this process (holding
+            its lock during each call); ``False``: raise
+            :class:`~ingestd.daemon.service.control.NoDaemon` instead.
+        start_wait_s: seconds to wait for a daemon that is starting.
+
+    Every method raises :class:`~ingestd.daemon.service.control.DaemonError` for a
+    known failure (its ``exit_code`` is the CLI's: 2 for bad arguments), with the
+    one-line message the CLI prints; and
+    :class:`~ingestd.daemon.service.control.StateLockedError` when another process
+    (not a daemon) holds the state dir.
+
+    Raises:
+        ingestd.daemon.config.ConfigError: ``config`` is invalid.
+    """
+
+    def __init__(
+        self,
+        state_dir: str | Path | None = None,
+        *,
+        socket: str | Path | None = None,
+        config: str | Path | None = None,
+        local: bool = True,
+        start_wait_s: float = 60.0,
+    ) -> None:
+        from ingestd.daemon.statedir import resolve_state_dir
+
+        cfg = None
+        if config is not None and state_dir is None:
+            from ingestd.daemon.config import load_config
+
+            cfg = load_config(config, require_roots=False)  # its state_dir
+        self.state_dir = resolve_state_dir(state_dir, cfg)
+        self.socket = Path(socket) if socket is not None else None
+        self.local = local and self.socket is None
+        self.start_wait_s = start_wait_s
+        self._state = LocalState(
+            self.state_dir, Path(config) if config is not None else None, "ingestd client"
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Nothing stays open between calls; kept for ``with`` and symmetry."""
+
+    # -- how a call is answered -------------------------------------------------------------------
+
+    def _ask(self, cmd: str, args: dict[str, Any], *, timeout: float | None = None) -> Any:
+        return request_when_ready(
+            self.state_dir,
+            cmd,
+            args,
+            socket_path=self.socket,
+            wait=self.start_wait_s,
+            timeout=timeout,
+        )
+
+    def _call(
+        self,
+        cmd: str,
+        args: dict[str, Any],
+        local: Callable[[Engine], Any],
+        *,
+        timeout: float | None = None,
+    ) -> Any:
+        """``cmd`` through the daemon, else ``local(engine)`` on the state dir."""
+        return self._run(cmd, args, local, timeout=timeout)[0]
+
+    def _run(
+        self,
+        cmd: str,
+        args: dict[str, Any],
+        local: Callable[[Engine], Any],
+        *,
+        timeout: float | None = None,
+    ) -> tuple[Any, bool]:
+        """:meth:`_call`'s answer, and whether the daemon gave it."""
+        try:
+            return self._ask(cmd, args, timeout=timeout), True
+        except NoDaemon:
+            if self.socket is not None:
+                raise NoDaemon(f"no ingestd daemon answers on {self.socket}") from None
+            if not self.local:
+                raise NoDaemon(f"no ingestd daemon runs for {self.state_dir}") from None
+        try:
+            return self._state.run(local, stop_after=timeout), False
+        except StateLockedError:
+            if starting_daemon(self.state_dir) is None:
+                raise
+            # a daemon took the state dir after we looked: it answers once it serves
+            return self._ask(cmd, args, timeout=timeout), True
+
+    def interrupt(self) -> None:
+        """Ask a call running on the state dir in this process to stop at its next checkpoint.
+
+        A ``sync`` then raises :class:`SyncTimeout`; a daemon's work is not affected.
+        Thread-safe (another thread's call is interrupted).
+        """
+        self._state.interrupt()
+
+    # -- the commands -------------------------------------------------------------------------
+
+    def search(
+        self,
+        query: str,
+        k: int = 5,
+        *,
+        source: str | None = None,
+        path: str | None = None,
+        mode: str | None = None,
+        expand: bool = False,
+        ranks: bool = False,
+    ) -> list[Hit]:
+        """The chunks that best answer ``query``, best first: ``ingestd search``'s ranking.
+
+        Args:
+            query: the question, in words or identifiers.
+            k: number of hits.
+            source: only this source (its name).
+            path: only this file, or the files under this folder (relative to the root).
+            mode: ``hybrid``, ``dense`` or ``sparse`` (default: the config's
+                ``search.mode``); ``sparse`` needs no embedding model.
+            expand: add each hit's parent section (``hierarchical`` rules).
+            ranks: add each hit's rank in the dense and the sparse ranking (as
+                ``ingestd search --json``; two more queries).
+        """
+        from ingestd.daemon.commands import commands
+
+        if not query.strip():
+            raise _usage("the query is empty")
+        args: dict[str, Any] = {
+            "query": query,
+            "k": k,
+            "source": source,
+            "path": path,
+            "expand": expand,
+            "mode": mode,
+            "ranks": ranks,
+        }
+        return cast(list[Hit], self._call("search", args, lambda e: commands.search(e, **args)))
+
+    def read(
+        self,
+        id: str | None = None,
+        *,
+        path: str | None = None,
+        source: str | None = None,
+        start_line: int | None = None,
+        end_line: int | None = None,
+        context: int = 1,
+        max_lines: int = 200,
+    ) -> ReadResult:
+        """A hit widened to its section and neighbours, or lines of an indexed document.
+
+        See :func:`ingestd.daemon.commands.read.read` for the arguments and the answer.
+        """
+        from ingestd.daemon.commands import read
+
+        args: dict[str, Any] = {
+            "id": id,
+            "source": source,
+            "path": path,
+            "start_line": start_line,
+            "end_line": end_line,
+            "context": context,
+            "max_lines": max_lines,
+        }
+        return cast(ReadResult, self._call("read", args, lambda e: read.read(e, **args)))
+
+    def sync(
+        self,
+        paths: Sequence[str] | None = None,
+        *,
+        sources: Sequence[str] | None = None,
+        timeout_s: float | None = None,
+    ) -> SyncReport:
+        """Make the index current, then return: every change on disk before the call is searchable.
+
+        Args:
+            paths: only these files or folders (absolute, or relative to a source's
+                root as hits give them); default: every source, scanned.
+            sources: only these sources.
+            timeout_s: give up waiting after this many seconds (a daemon goes on with
+                the sync; without a daemon it stops at its next checkpoint).
+
+        Returns:
+            What was done per source, ``complete`` (everything is searchable, else
+            ``summary`` says why not), ``seconds`` (see
+            :func:`ingestd.daemon.commands.sync.sync`) and ``through_daemon``.
+
+        Raises:
+            SyncTimeout: not done within ``timeout_s`` seconds.
+        """
+        from ingestd.daemon.commands import sync
+
+        args: dict[str, Any] = {
+            "paths": list(paths) if paths else None,
+            "sources": list(sources or []) or None,
+        }
+        try:
+            report, by_daemon = self._run(
+                "sync", args, lambda e: sync.sync(e, **args), timeout=timeout_s
+            )
+        except TimeoutError:
+            raise _timeout(timeout_s) from None
+        if any(s.get("interrupted") for s in report["sources"]):
+            raise _timeout(timeout_s)
+        return cast(SyncReport, {**report, "through_daemon": by_daemon})
+
+    def resync(
+        self,
+        sources: Sequence[str] | None = None,
+        *,
+        full: bool = False,
+        dry_run: bool = False,
+        allow_mass_delete: bool = False,
+    ) -> dict[str, Any]:
+        """``ingestd resync`` of the known sources (or ``sources``); its ``--json`` answer.
+
+        ``exit_code`` in the answer is the CLI's: 0 in sync, 3 deletions held, 1 files
+        left to retry.
+        """
+        from ingestd.daemon.commands import commands
+
+        args: dict[str, Any] = {
+            "sources": list(sources) if sources else None,
+            "full": full,
+            "dry_run": dry_run,
+            "allow_mass_delete": allow_mass_delete,
+        }
+        return cast(
+            dict[str, Any], self._call("resync", args, lambda e: commands.resync(e, **args))
+        )
+
+    def status(self) -> dict[str, Any]:
+        """``ingestd status --json``'s answer: per source counts and sync times; ``daemon``.
+
+        ``daemon`` is ``None`` when no daemon runs (the manifest is read, no lock
+        taken); else its health, phase, queue and lag.
+        """
+        try:
+            return cast(dict[str, Any], self._ask("status", {}))
+        except NoDaemon:
+            if self.socket is not None:
+                raise NoDaemon(f"no ingestd daemon answers on {self.socket}") from None
+        from ingestd.daemon.commands.commands import status_of
+        from ingestd.daemon.service.control import lock_holder
+
+        cfg = self._state.config() if self._state.config_path is not None else None
+        with self._state.manifest(cfg) as m:
+            if m is None:
+                st: dict[str, Any] = {"state_dir": str(self.state_dir), "sources": []}
+            else:
+                st = status_of(m, None, self.state_dir)
+        st["daemon"] = None
+        holder = lock_holder(self.state_dir)
+        if holder is not None:
+            st["locked_by"] = holder[1]
+        return st
+
+
+def _usage(message: str) -> DaemonError:
+    return DaemonError(message, 2)
+
+
+def _timeout(seconds: float | None) -> SyncTimeout:
+    return SyncTimeout(
+        f"sync did not finish within {seconds:g} s (a running daemon goes on with it): "
+        "call sync again, or see status"
+    )

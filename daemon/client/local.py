@@ -1,0 +1,177 @@
+"""The state dir opened by this process, when no daemon runs.
+
+As the CLI does (:mod:`~ingestd.daemon.cli.state`): each call takes the state-dir lock,
+opens an :class:`~ingestd.daemon.sync.engine.Engine` (the manifest, and the store when
+the command reads it), runs, closes it and releases the lock, so an ``ingestd run``
+or another command can take the state dir between calls. What a long-lived caller (an
+MCP server, an application) must not pay at every call is kept: the embedding models,
+loaded on the first dense or hybrid query (:class:`SharedModels`).
+
+Without a config file, the sources are those the manifest records, as for ``ingestd
+search``; calls are serialised within the process (one lock holder at a time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from ingestd.daemon.service.control import DaemonError, StateLock
+
+if TYPE_CHECKING:
+    from ingestd.daemon.config import Config
+    from ingestd.daemon.sync.engine import Engine
+    from ingestd.store.reader import ManifestReader
+
+__all__ = ["LocalState", "SharedModels"]
+
+T = TypeVar("T")
+
+
+class SharedModels:
+    """Makes the embedding callable of a model once per process (the engines' ``model_factory``).
+
+    Args:
+        cfg: the config whose ``embedding`` settings (device, batch size, threads, ONNX
+            cache) the models are loaded with.
+    """
+
+    def __init__(self, cfg: Config) -> None:
+        self.cfg = cfg
+        self._models: dict[str, Callable[[Sequence[str]], Any]] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, info: Any) -> Callable[[Sequence[str]], Any]:
+        """The embedding callable of ``info`` (a ``ModelInfo``); its weights load on first use."""
+        from ingestd.store.embedder import load_embedder
+
+        with self._lock:
+            model = self._models.get(info.fingerprint)
+            if model is None:
+                e = self.cfg.embedding
+                model = load_embedder(
+                    info,
+                    device=e.device,
+                    batch_size=e.batch_size,
+                    threads=e.threads,
+                    cache_dir=e.cache_dir,
+                )
+                self._models[info.fingerprint] = model
+            return model
+
+
+class LocalState:
+    """Runs commands on the state dir itself (see the module docstring).
+
+    Args:
+        state_dir: the state dir.
+        config_path: the config file, or ``None`` for the defaults and the recorded
+            sources.
+        what: names the lock's holder (``ingestd mcp``).
+    """
+
+    def __init__(self, state_dir: Path, config_path: Path | None, what: str) -> None:
+        self.state_dir = Path(state_dir)
+        self.config_path = config_path
+        self.what = what
+        self._lock = threading.Lock()
+        self._models: SharedModels | None = None
+        self._running: Engine | None = None
+
+    def config(self) -> Config:
+        """The config, with the sources the manifest records when it configures none.
+
+        Read again at each call: an ``ingestd resync PATH`` meanwhile adds a source.
+
+        Raises:
+            ingestd.daemon.config.ConfigError: the config file is invalid.
+        """
+        from ingestd.daemon.config import SourceConfig, load_config
+
+        cfg = load_config(self.config_path, require_roots=False)
+        if cfg.sources or self.config_path is not None:
+            return cfg
+        with self.manifest() as m:
+            recorded = m.sources() if m is not None else []
+        sources = tuple(
+            SourceConfig(name=s["name"], root=Path(s["root"]), collection=s["collection"])
+            for s in recorded
+        )
+        return cfg.model_copy(update={"sources": sources})
+
+    @contextlib.contextmanager
+    def manifest(self, cfg: Config | None = None) -> Iterator[ManifestReader | None]:
+        """The manifest for reading, or ``None`` when nothing was indexed yet.
+
+        A SQLite manifest is read without SQLAlchemy (nothing is created); a
+        ``manifest.url`` database with the full manifest.
+        """
+        if cfg is not None and cfg.manifest.url:
+            from ingestd.store.manifest import Manifest
+
+            full = Manifest(cfg.manifest.url)
+            try:
+                yield full
+            finally:
+                full.close()
+            return
+        from ingestd.daemon.statedir import StatePaths
+        from ingestd.store.manifest_view import ManifestView
+
+        path = StatePaths(self.state_dir).manifest
+        if not path.is_file():
+            yield None
+            return
+        with ManifestView(path) as view:
+            yield view
+
+    def interrupt(self) -> None:
+        """Ask the engine of the call running now, if any, to stop at its next checkpoint."""
+        engine = self._running
+        if engine is not None:
+            engine.stop.set()
+
+    def run(self, fn: Callable[[Engine], T], *, stop_after: float | None = None) -> T:
+        """``fn(engine)`` on the state dir, under its lock.
+
+        Args:
+            fn: the command.
+            stop_after: seconds after which the engine is asked to stop long work at its
+                next checkpoint (a sync then ends ``interrupted``).
+
+        Raises:
+            DaemonError: nothing is indexed in the state dir (exit code 1).
+            ingestd.daemon.service.control.StateLockedError: another process holds
+                the state dir.
+        """
+        from ingestd.daemon.sync.engine import Engine
+
+        with self._lock:
+            cfg = self.config()
+            if not cfg.sources:
+                raise DaemonError(
+                    f"nothing indexed in {self.state_dir}: run `ingestd resync PATH` first"
+                )
+            if self._models is None:
+                self._models = SharedModels(cfg)
+            lock = StateLock(self.state_dir)
+            lock.acquire(self.what)
+            try:
+                engine = self._running = Engine(cfg, self.state_dir, model_factory=self._models)
+                timer = None
+                if stop_after is not None:
+                    timer = threading.Timer(stop_after, engine.stop.set)
+                    timer.daemon = True
+                    timer.start()
+                try:
+                    return fn(engine)
+                finally:
+                    self._running = None
+                    if timer is not None:
+                        timer.cancel()
+                    engine.close()
+            finally:
+                lock.release()

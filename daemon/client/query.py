@@ -1,0 +1,252 @@
+"""The query side of ``ingestd search``, for applications that query Qdrant themselves.
+
+An application that reads a Qdrant server (the scale-out path) reproduces ``ingestd
+search`` with three things only ingestd knows: the dense query vector, embedded by
+the model and backend that made the collection's vectors; the BM25 query vector, from
+ingestd's tokeniser (:func:`ingestd.store.sparse.query_vector`); and the Query API
+request that fuses them (prefetches of ``search.candidates`` points each, reciprocal
+rank fusion with ``search.rrf_k``, the filters inside every prefetch:
+:func:`ingestd.store.search.request`, :meth:`ingestd.store.search.Filters.qdrant`).
+:class:`QueryBuilder` makes them; ``qdrant_client`` sends them::
+
+    from qdrant_client import QdrantClient
+    from ingestd.daemon.client import QueryBuilder
+
+    qb = QueryBuilder.from_state_dir("/var/lib/ingestd")     # the recorded model
+    client = QdrantClient(url="http://qdrant:6333")
+    req = qb.request("how do I configure the exporter", k=5, path="docs/collector")
+    hits = client.query_batch_points(qb.collection, requests=[req])[0].points
+
+The ranking is ``ingestd search``'s for one collection (ingestd merges the rankings
+of several collections by score). A collection written before hybrid search has no
+sparse vectors until its next sync; ``ingestd search`` searches it dense only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ingestd.daemon.config import Config
+
+__all__ = ["QueryBuilder"]
+
+#: An embedding callable: texts -> ``(n, dim)`` float32 unit vectors.
+EmbedFn = Callable[[Sequence[str]], Any]
+
+
+class QueryBuilder:
+    """Dense and BM25 query vectors and the Query API request of ``ingestd search``.
+
+    Args:
+        collection: the collection (the alias ingestd writes, ``ingestd`` by default).
+        model: the embedding model's name or folder (as in the config).
+        backend: ``torch``, ``onnx`` or ``onnx-int8``.
+        fingerprint: the model fingerprint the collection records: when given, a model
+            whose files differ is refused (its vectors would not be comparable).
+        mode: the default ranking, ``hybrid``, ``dense`` or ``sparse``.
+        rrf_k: the RRF constant (config ``search.rrf_k``).
+        candidates: points each ranking gives the fusion (config ``search.candidates``).
+        embedding: the config's ``embedding`` section (device, threads, ONNX cache), or
+            ``None`` for the defaults.
+        embed: an embedding callable to use instead of loading ``model`` (tests).
+
+    Raises:
+        ingestd.store.embedder.ModelNotFoundError: the model is not installed here.
+        ValueError: the model's fingerprint differs from ``fingerprint``, or an unknown
+            mode.
+    """
+
+    def __init__(
+        self,
+        collection: str = "ingestd",
+        *,
+        model: str = "all-MiniLM-L6-v2",
+        backend: str = "torch",
+        fingerprint: str | None = None,
+        mode: str = "hybrid",
+        rrf_k: int = 60,
+        candidates: int = 50,
+        embedding: Any = None,
+        embed: EmbedFn | None = None,
+    ) -> None:
+        from ingestd.store.embedder import model_info
+        from ingestd.store.search import MODES
+
+        if mode not in MODES:
+            raise ValueError(f"unknown search mode {mode!r}; expected one of: {', '.join(MODES)}")
+        self.collection = collection
+        self.mode = mode
+        self.rrf_k = rrf_k
+        self.candidates = candidates
+        self.model = model_info(model, backend)
+        if fingerprint is not None and self.model.fingerprint != fingerprint:
+            raise ValueError(
+                f"the model {self.model.label} here (fingerprint {self.model.fingerprint[:12]}) "
+                f"is not the one that made collection {collection} (fingerprint "
+                f"{fingerprint[:12]}): its query vectors would not match the collection's"
+            )
+        self._embedding = embedding
+        self._embed = embed
+
+    @classmethod
+    def from_config(
+        cls, config: str | Path | Config | None = None, *, collection: str | None = None
+    ) -> QueryBuilder:
+        """The builder of a config file's (or loaded config's) model and search settings.
+
+        ``collection``: default the collection of the config's sources (``ingestd``).
+
+        Raises:
+            ingestd.daemon.config.ConfigError: the config file is invalid.
+            ValueError: the config's sources use several collections and none was named.
+        """
+        from ingestd.daemon.config import Config, load_config
+
+        cfg = config if isinstance(config, Config) else load_config(config, require_roots=False)
+        if collection is None:
+            names = sorted({s.collection for s in cfg.sources}) or ["ingestd"]
+            if len(names) > 1:
+                raise ValueError(f"the config has several collections ({', '.join(names)})")
+            collection = names[0]
+        return cls(
+            collection,
+            model=cfg.embedding.model,
+            backend=cfg.embedding.backend,
+            mode=cfg.search.mode,
+            rrf_k=cfg.search.rrf_k,
+            candidates=cfg.search.candidates,
+            embedding=cfg.embedding,
+        )
+
+    @classmethod
+    def from_state_dir(
+        cls,
+        state_dir: str | Path,
+        *,
+        collection: str = "ingestd",
+        config: str | Path | None = None,
+    ) -> QueryBuilder:
+        """The builder of the profile a state dir's manifest records for ``collection``.
+
+        The model and backend are those that made the collection's current version
+        (during a migration, the version searches read); the ranking settings come
+        from ``config`` (default: the defaults).
+
+        Raises:
+            ValueError: the manifest records no such collection, or nothing.
+        """
+        from ingestd.daemon.statedir import StatePaths
+        from ingestd.store.manifest_view import ManifestView
+
+        path = StatePaths(Path(state_dir)).manifest
+        if not path.is_file():
+            raise ValueError(f"nothing indexed in {state_dir} (no {path.name})")
+        with ManifestView(path) as m:
+            rec = m.collection_record(collection)
+        if rec is None:
+            raise ValueError(f"no collection {collection!r} is recorded in {state_dir}")
+        settings = rec.get("settings") or {"model": rec["model"]}
+        emb = dict(settings.get("embedding") or {})
+        base = cls.from_config(config, collection=collection)
+        return cls(
+            collection,
+            model=str(emb.get("model") or settings["model"]),
+            backend=str(emb.get("backend") or "torch"),
+            fingerprint=str(rec["model_fingerprint"]),
+            mode=base.mode,
+            rrf_k=base.rrf_k,
+            candidates=base.candidates,
+            embedding=base._embedding,
+        )
+
+    # -- the vectors ------------------------------------------------------------------------------
+
+    def _model(self) -> EmbedFn:
+        if self._embed is None:
+            from ingestd.store.embedder import load_embedder
+
+            e = self._embedding
+            self._embed = load_embedder(
+                self.model,
+                device=getattr(e, "device", "cpu"),
+                batch_size=getattr(e, "batch_size", 16),
+                threads=getattr(e, "threads", None),
+                cache_dir=getattr(e, "cache_dir", None),
+            )
+        return self._embed
+
+    def dense(self, query: str) -> list[float]:
+        """The query's embedding by the collection's model (loaded on first use)."""
+        return [float(x) for x in self._model()([query])[0]]
+
+    def sparse(self, query: str) -> Any:
+        """The query's BM25 vector as a ``qdrant_client.models.SparseVector``."""
+        from qdrant_client import models
+
+        from ingestd.store.sparse import query_vector
+
+        vec = query_vector(query)
+        return models.SparseVector(indices=list(vec.indices), values=list(vec.values))
+
+    def filter(self, *, source: str | None = None, path: str | None = None) -> Any:
+        """The ``qdrant_client.models.Filter`` of ``ingestd search --source/--path``.
+
+        Parent sections (``hierarchical`` rules) are never hits.
+        """
+        from ingestd.store.search import Filters
+
+        return Filters(source=source, path=path).qdrant()
+
+    def request(
+        self,
+        query: str,
+        *,
+        k: int = 5,
+        mode: str | None = None,
+        source: str | None = None,
+        path: str | None = None,
+        with_payload: bool = True,
+    ) -> Any:
+        """The ``qdrant_client.models.QueryRequest`` of ``ingestd search QUERY``.
+
+        Args:
+            query: the question.
+            k: number of hits.
+            mode: ``hybrid``, ``dense`` or ``sparse`` (default: the builder's); only
+                ``dense`` and ``hybrid`` embed the query.
+            source: only this source.
+            path: only this file, or the files under this folder.
+            with_payload: ask for the payload (``text``, ``path``, ``start_line``, ...).
+
+        Send it with ``client.query_batch_points(builder.collection, requests=[req])``.
+
+        Raises:
+            ValueError: an unknown mode.
+        """
+        from ingestd.store.search import MODES, request
+        from ingestd.store.sparse import query_vector
+
+        mode = mode or self.mode
+        if mode not in MODES:
+            raise ValueError(f"unknown search mode {mode!r}; expected one of: {', '.join(MODES)}")
+        dense = self.dense(query) if mode != "sparse" else None
+        sparse = query_vector(query) if mode != "dense" else None
+        flt = self.filter(source=source, path=path)
+        req = request(
+            mode,
+            dense,
+            sparse,
+            k,
+            flt,
+            rrf_k=self.rrf_k,
+            candidates=self.candidates,
+        )
+        return req.model_copy(update={"with_payload": with_payload})
+
+    def search(self, client: Any, query: str, **kwargs: Any) -> list[Any]:
+        """Send :meth:`request` with ``client`` (a ``QdrantClient``); the points, best first."""
+        req = self.request(query, **kwargs)
+        return list(client.query_batch_points(self.collection, requests=[req])[0].points)

@@ -1,0 +1,231 @@
+"""The MCP tools' structured results (their output schemas), and their text renderings.
+
+Each tool answers twice: ``structuredContent`` validated against these pydantic
+models (the tool's ``outputSchema``), and a short text for clients that show text
+only. Field names are those of the payload (README "Payload") and of ``ingestd
+search --json``, so a hit reads the same everywhere.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+__all__ = [
+    "ChunkOut",
+    "DaemonOut",
+    "FileLines",
+    "HitOut",
+    "ReadOut",
+    "SearchOut",
+    "SectionOut",
+    "SourceStatus",
+    "StatusOut",
+    "SyncOut",
+    "SyncedSource",
+    "search_text",
+    "status_out",
+]
+
+
+class HitOut(BaseModel):
+    """One search hit."""
+
+    rank: int = Field(description="1-based position in the ranking.")
+    id: str = Field(description="Chunk id: pass it to read(id=...) to widen the hit.")
+    score: float = Field(
+        description="The mode's score: reciprocal rank fusion (hybrid), cosine (dense), BM25 "
+        "(sparse). Only its order matters."
+    )
+    source: str = Field(description="The configured source the file belongs to.")
+    path: str = Field(description="The file, relative to its source's root.")
+    start_line: int = Field(description="First line of the chunk in the file (1-based).")
+    end_line: int = Field(description="Last line of the chunk in the file (inclusive).")
+    heading_path: list[str] = Field(description="Headings above the chunk, outermost first.")
+    text: str = Field(description="The chunk, verbatim from the file.")
+
+
+class SearchOut(BaseModel):
+    """What ``search`` found."""
+
+    query: str
+    mode: str = Field(description="The ranking used: hybrid, dense or sparse.")
+    hits: list[HitOut] = Field(description="Best first; empty when nothing matched.")
+
+
+class ChunkOut(BaseModel):
+    """A chunk of a document."""
+
+    id: str
+    ordinal: int = Field(description="Position of the chunk in its document (0-based).")
+    start_line: int
+    end_line: int
+    heading_path: list[str]
+    text: str | None = Field(None, description="The chunk (when reading a hit).")
+
+
+class SectionOut(BaseModel):
+    """The section that encloses a hit."""
+
+    heading_path: list[str]
+    start_line: int
+    end_line: int
+
+
+class FileLines(BaseModel):
+    """Verbatim lines of the file as it is on disk now."""
+
+    start_line: int
+    end_line: int
+    text: str
+    total_lines: int = Field(description="Lines in the whole file.")
+    truncated: bool = Field(description="More lines were asked for than max_lines allows.")
+
+
+class ReadOut(BaseModel):
+    """What ``read`` returned."""
+
+    source: str
+    path: str
+    hit: ChunkOut | None = Field(description="The chunk of the id asked for.")
+    chunks: list[ChunkOut] = Field(
+        description="Document order: the hit and its neighbours, or the chunks overlapping "
+        "the lines asked for."
+    )
+    section: SectionOut | None = Field(description="The section enclosing the hit.")
+    lines: FileLines | None = Field(description="The file's lines; null when unreadable now.")
+    stale: bool = Field(
+        description="The file changed since it was indexed: lines are today's, chunks the "
+        "index's. Call sync, then search again."
+    )
+
+
+class SourceStatus(BaseModel):
+    """How current one source's index is."""
+
+    source: str
+    root: str
+    collection: str
+    documents: int
+    chunks: int
+    failed: int = Field(description="Documents that could not be indexed (see failed_documents).")
+    failed_documents: list[dict[str, str]] = Field(description="path and error, at most 50.")
+    last_sync: float | None = Field(
+        description="End of the last complete sync, seconds since the epoch (null: never)."
+    )
+    last_sync_age_s: float | None = Field(description="Seconds since last_sync.")
+    last_change_synced: float | None = Field(
+        description="When a change to the files last became searchable (a watched edit "
+        "included), seconds since the epoch."
+    )
+    last_change_age_s: float | None = Field(description="Seconds since last_change_synced.")
+    root_missing: bool = Field(description="The source's folder is not there (unmounted?).")
+    healthy: bool = Field(description="Its root is there, watched, and its last job succeeded.")
+    error: str | None = Field(None, description="The daemon's last error for this source.")
+
+
+class DaemonOut(BaseModel):
+    """The running daemon."""
+
+    pid: int | None = None
+    phase: str | None = Field(None, description="starting, reconciling or watching.")
+    healthy: bool
+    pending_changes: int = Field(description="Changed paths and jobs waiting (all sources).")
+    lag_seconds: float = Field(description="How long the oldest change not yet searchable waited.")
+    model_loaded: bool | None = None
+
+
+class StatusOut(BaseModel):
+    """How current the index is."""
+
+    state_dir: str
+    daemon: DaemonOut | None = Field(
+        description="The daemon keeping the index in sync; null when none runs (files "
+        "edited since are not searchable until sync is called)."
+    )
+    healthy: bool
+    sources: list[SourceStatus]
+
+
+class SyncedSource(BaseModel):
+    """What ``sync`` did for one source."""
+
+    source: str
+    scope: str | list[str] = Field(description='"scan" (the whole source) or the paths checked.')
+    indexed: int = Field(description="Documents written.")
+    deleted: int
+    failed: int
+    retry: list[str] = Field(description="Files that could not be read now (retried later).")
+    held: list[str] = Field(description="Deletions held by the mass-deletion guard.")
+    root_missing: bool
+
+
+class SyncOut(BaseModel):
+    """What ``sync`` did."""
+
+    complete: bool = Field(
+        description="Every change made before the call is searchable (else see summary)."
+    )
+    through_daemon: bool = Field(description="The running daemon did it (else this process).")
+    seconds: float
+    summary: list[str] = Field(description="One line per source: what was done, or why not all.")
+    sources: list[SyncedSource]
+
+
+def search_text(out: SearchOut) -> str:
+    """The hits as text: rank, file and lines, source, heading, score, id, then the chunk."""
+    if not out.hits:
+        return f"no results for {out.query!r}"
+    parts = []
+    for h in out.hits:
+        heading = " > ".join(h.heading_path)
+        head = f"{h.rank}. {h.path}:{h.start_line}-{h.end_line} (source {h.source}"
+        head += f", {heading}" if heading else ""
+        parts.append(f"{head}; score {h.score:.4g}; id {h.id})\n{h.text.strip()}")
+    return "\n\n".join(parts)
+
+
+def _age(ts: float | None, now: float) -> float | None:
+    return None if ts is None else round(max(0.0, now - ts), 1)
+
+
+def status_out(st: dict[str, Any], now: float | None = None) -> StatusOut:
+    """:class:`StatusOut` from ``ingestd status --json``'s answer."""
+    now = time.time() if now is None else now
+    d = st.get("daemon")
+    errors = dict((d or {}).get("last_error") or {})
+    sources = []
+    for s in st["sources"]:
+        healthy = not (s.get("root_missing") or s.get("unwatched_folders") or s["source"] in errors)
+        sources.append(
+            SourceStatus(
+                source=s["source"],
+                root=s["root"],
+                collection=s["collection"],
+                documents=s["documents"],
+                chunks=s["chunks"],
+                failed=s["failed"],
+                failed_documents=s.get("failed_documents") or [],
+                last_sync=s.get("last_sync"),
+                last_sync_age_s=_age(s.get("last_sync"), now),
+                last_change_synced=s.get("last_change_synced"),
+                last_change_age_s=_age(s.get("last_change_synced"), now),
+                root_missing=bool(s.get("root_missing")),
+                healthy=healthy,
+                error=errors.get(s["source"]),
+            )
+        )
+    daemon = None
+    if d is not None:
+        daemon = DaemonOut(
+            pid=d.get("pid"),
+            phase=d.get("phase"),
+            healthy=bool(d.get("healthy", True)),
+            pending_changes=int(d.get("queue_depth") or 0),
+            lag_seconds=float(d.get("lag_seconds") or 0.0),
+            model_loaded=d.get("model_loaded"),
+        )
+    healthy = daemon.healthy if daemon is not None else all(s.healthy for s in sources)
+    return StatusOut(state_dir=st["state_dir"], daemon=daemon, healthy=healthy, sources=sources)

@@ -1,0 +1,312 @@
+"""The MCP server of ``ingestd mcp``: four tools over a :class:`~ingestd.daemon.client.Client`.
+
+Built on the official SDK's ``MCPServer`` (FastMCP in 1.x). The tools are what an
+agent needs to answer from living documentation:
+
+* ``search``: the ranking ``ingestd search`` returns (hybrid by default);
+* ``read``: widen a hit (its neighbours, its section, the file's lines);
+* ``sync``: make the index current before answering ("sync, then answer");
+* ``status``: how current the index is, per source.
+
+Each has a JSON schema for its arguments, a description written for a model, and a
+structured result (:mod:`~ingestd.daemon.mcpserver.models`) beside a short text. They
+run the blocking client calls in worker threads that a closed connection abandons
+(:class:`IngestdServer` counts them, so the process can exit at once).
+
+Errors are tool errors (``isError``) with one line: the CLI's message for a known
+failure, ``invalid arguments for TOOL: ...`` for arguments the schema refuses
+(unknown ones included); an unexpected error's traceback goes to the log on stderr.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import threading
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, TypeVar
+
+import anyio.to_thread
+from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+
+from ingestd.daemon.client import Client
+from ingestd.daemon.client.errors import one_line
+from ingestd.daemon.mcpserver.models import (
+    HitOut,
+    ReadOut,
+    SearchOut,
+    StatusOut,
+    SyncOut,
+    search_text,
+    status_out,
+)
+
+__all__ = ["INSTRUCTIONS", "IngestdServer", "build_server"]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+INSTRUCTIONS = """\
+Answers from a documentation index that ingestd keeps in sync with the files on disk.
+Call search first; read(id=...) widens a hit to its section, neighbouring chunks and
+the file's lines. After editing or adding documentation files, call sync (optionally
+with their paths) before searching them: it returns once every change made before it
+is searchable. status says how fresh each source is."""
+
+
+class IngestdServer(MCPServer):
+    """An ``MCPServer`` whose tool errors are one line, and which counts calls in flight.
+
+    Args:
+        client: what the tools ask.
+        **kwargs: passed to ``MCPServer``.
+    """
+
+    def __init__(self, client: Client, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.client = client
+        self._busy = 0
+        self._busy_lock = threading.Lock()
+
+    @property
+    def busy(self) -> int:
+        """Tool calls whose work is still running (in a worker thread)."""
+        return self._busy
+
+    async def run_blocking(self, fn: Callable[[], T]) -> T:
+        """``fn()`` in a worker thread that a cancelled call abandons (counted in :attr:`busy`)."""
+
+        def counted() -> T:
+            try:
+                return fn()
+            finally:
+                with self._busy_lock:
+                    self._busy -= 1
+
+        with self._busy_lock:
+            self._busy += 1
+        return await anyio.to_thread.run_sync(counted, abandon_on_cancel=True)
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        """Call a tool; its errors become one-line tool errors (see the module docstring).
+
+        Raises:
+            ToolError: unknown arguments, arguments the schema refuses, or the tool's
+                failure, with a one-line message.
+        """
+        tool = next((t for t in await self.list_tools() if t.name == name), None)
+        if tool is not None:
+            unknown = sorted(set(arguments) - set(tool.input_schema.get("properties", {})))
+            if unknown:
+                raise ToolError(
+                    f"invalid arguments for {name}: unknown argument(s) {', '.join(unknown)}"
+                )
+        try:
+            return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as exc:
+            cause: BaseException = exc.__cause__ or exc
+            message = one_line(cause, self.client.state_dir)
+            if message is None:
+                logger.error("tool %s failed", name, exc_info=cause)
+                message = f"unexpected error: {type(cause).__name__}: {cause}"
+            raise ToolError(" ".join(message.split())) from None
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                problems = [
+                    f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
+                    for e in exc.__cause__.errors(include_url=False)
+                ]
+                raise ToolError(f"invalid arguments for {name}: " + "; ".join(problems)) from None
+            text = str(exc).removeprefix(f"Error executing tool {name}: ")
+            raise ToolError(" ".join(text.split())) from None
+
+
+def _result(out: BaseModel, text: str | None = None) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=text or out.model_dump_json(indent=1))],
+        structured_content=out.model_dump(mode="json"),
+    )
+
+
+_READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+Mode = Literal["hybrid", "dense", "sparse"]
+
+
+def build_server(client: Client, *, version: str = "") -> IngestdServer:
+    """The MCP server answering from ``client``'s index.
+
+    Args:
+        client: the daemon or state dir the tools ask.
+        version: the server version announced at initialization.
+    """
+    server = IngestdServer(
+        client, name="ingestd", version=version, instructions=INSTRUCTIONS, log_level="WARNING"
+    )
+
+    async def search(
+        query: Annotated[
+            str,
+            Field(min_length=1, description="The question, in words or exact identifiers."),
+        ],
+        k: Annotated[int, Field(ge=1, le=50, description="How many hits to return.")] = 5,
+        path: Annotated[
+            str | None,
+            Field(
+                description="Only this file, or the files under this folder (relative to "
+                "the source's root, as hits give paths)."
+            ),
+        ] = None,
+        source: Annotated[str | None, Field(description="Only this source (its name).")] = None,
+        mode: Annotated[
+            Mode | None,
+            Field(
+                description="hybrid (default: meaning and exact words), dense (meaning "
+                "only) or sparse (exact words, BM25)."
+            ),
+        ] = None,
+    ) -> Annotated[CallToolResult, SearchOut]:
+        hits = await server.run_blocking(
+            lambda: client.search(query, k, source=source, path=path, mode=mode)
+        )
+        out = SearchOut(
+            query=query,
+            mode=hits[0]["mode"] if hits else (mode or "default"),
+            hits=[
+                HitOut.model_validate({**h, "heading_path": h.get("heading_path") or []})
+                for h in hits
+            ],
+        )
+        return _result(out, search_text(out))
+
+    async def read(
+        id: Annotated[str | None, Field(description="A chunk id from a search hit.")] = None,
+        path: Annotated[
+            str | None,
+            Field(description="Instead of id: an indexed file, relative to its source's root."),
+        ] = None,
+        source: Annotated[
+            str | None, Field(description="The source of path, when several hold it.")
+        ] = None,
+        start_line: Annotated[
+            int | None, Field(ge=1, description="With path: the first line (1-based).")
+        ] = None,
+        end_line: Annotated[
+            int | None, Field(ge=1, description="With path: the last line (inclusive).")
+        ] = None,
+        context: Annotated[
+            int, Field(ge=0, le=20, description="With id: neighbouring chunks on each side.")
+        ] = 1,
+        max_lines: Annotated[
+            int, Field(ge=1, le=2000, description="Most file lines to return.")
+        ] = 200,
+    ) -> Annotated[CallToolResult, ReadOut]:
+        got = await server.run_blocking(
+            lambda: client.read(
+                id,
+                path=path,
+                source=source,
+                start_line=start_line,
+                end_line=end_line,
+                context=context,
+                max_lines=max_lines,
+            )
+        )
+        out = ReadOut.model_validate(got)
+        return _result(out, _read_text(out))
+
+    async def sync(
+        paths: Annotated[
+            list[str] | None,
+            Field(
+                description="Only these files or folders (absolute, or relative to a "
+                "source's root); default: every source."
+            ),
+        ] = None,
+        timeout_s: Annotated[
+            float, Field(gt=0, le=3600, description="Give up waiting after this many seconds.")
+        ] = 120.0,
+    ) -> Annotated[CallToolResult, SyncOut]:
+        report = await server.run_blocking(lambda: client.sync(paths, timeout_s=timeout_s))
+        out = SyncOut.model_validate(report)
+        return _result(out, "\n".join(out.summary) + f"\n({out.seconds:.2f} s)")
+
+    async def status() -> Annotated[CallToolResult, StatusOut]:
+        out = status_out(await server.run_blocking(client.status))
+        return _result(out)
+
+    server.add_tool(
+        search,
+        description=inspect.cleandoc(
+            """Search the documentation index; returns the best-matching chunks, best first.
+
+            Each hit has its file (path, relative to its source's root), lines, heading
+            path, verbatim text, score and id. Ranking is hybrid by default: meaning
+            (embeddings) and exact words or identifiers (BM25), fused. Narrow with path
+            (a file or folder) or source. Widen a hit with read(id=...)."""
+        ),
+        annotations=_READ_ONLY,
+    )
+    server.add_tool(
+        read,
+        description=inspect.cleandoc(
+            """Read around a search hit, or lines of an indexed file.
+
+            With id (from a search hit): the hit, `context` neighbouring chunks on each
+            side, its enclosing section, and the file's verbatim lines covering that
+            section (or the neighbours, when the section is longer than max_lines).
+            With path: lines start_line..end_line of that file and the chunks overlapping
+            them. `stale` is true when the file changed since it was indexed."""
+        ),
+        annotations=_READ_ONLY,
+    )
+    server.add_tool(
+        sync,
+        description=inspect.cleandoc(
+            """Make the index current, then return: every change to the documentation
+            files made before this call is searchable when it returns.
+
+            Call it after editing or adding files and before searching them. With paths,
+            only those files or folders are checked (fast); without, every source is
+            scanned. Says what it did per source, and `complete` false with the reason
+            when something could not be made searchable."""
+        ),
+        annotations=ToolAnnotations(
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=True,
+            open_world_hint=False,
+        ),
+    )
+    server.add_tool(
+        status,
+        description=inspect.cleandoc(
+            """How current the index is: per source its documents, chunks, failed
+            documents, the time and age of its last complete sync and of the last change
+            made searchable, whether its folder is there; and the daemon keeping it in
+            sync (pending changes, lag, health), or null when none runs."""
+        ),
+        annotations=_READ_ONLY,
+    )
+    return server
+
+
+def _read_text(out: ReadOut) -> str:
+    """``read``'s answer as text: where it is, then the file's lines."""
+    head = f"{out.path} (source {out.source})"
+    if out.section is not None:
+        heading = " > ".join(out.section.heading_path) or "(top of the file)"
+        head += f", section {heading}, lines {out.section.start_line}-{out.section.end_line}"
+    if out.stale:
+        head += "; the file changed since it was indexed: call sync"
+    if out.lines is None:
+        body = "(the file cannot be read now)\n" + "\n\n".join(c.text or "" for c in out.chunks)
+    else:
+        lines = out.lines
+        body = f"lines {lines.start_line}-{lines.end_line} of {lines.total_lines}"
+        body += " (truncated: raise max_lines)" if lines.truncated else ""
+        body += ":\n" + lines.text
+    ids = ", ".join(f"{c.id} (lines {c.start_line}-{c.end_line})" for c in out.chunks)
+    return f"{head}\n{body}\n\nchunks: {ids or 'none'}"

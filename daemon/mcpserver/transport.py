@@ -1,0 +1,219 @@
+"""How ``ingestd mcp`` talks: stdio (what desktop agents and IDEs launch), or streamable HTTP.
+
+**stdio.** The protocol owns stdout: nothing else is ever written there (logs go to
+stderr, and the SDK points file descriptor 1 at stderr while it serves). The server
+ends when its client closes stdin, exit status 0; a tool call still running then is
+asked to stop and abandoned after a grace period (the sync engine's write order
+makes an interrupted write harmless). SIGINT and SIGTERM exit at once, status 0: the
+SDK's stdin reader sits in a blocking read that an event loop cannot cancel.
+
+**HTTP.** ``--http HOST:PORT`` serves streamable HTTP at ``/mcp``, stateless, with
+JSON answers. The address must be a loopback one (DNS-rebinding protection checks
+the ``Host`` and ``Origin`` headers), unless the caller explicitly allows a remote one
+and gives a bearer token; a token can guard a loopback address too (other local
+users). Requests without ``Authorization: Bearer TOKEN`` get 401 (RFC 6750), compared
+in constant time. Port 0 picks a free port; the address is printed on stderr.
+SIGINT and SIGTERM stop the server gracefully, status 0.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+from collections.abc import Awaitable, Callable, MutableMapping
+from types import FrameType
+from typing import Any
+
+from ingestd.daemon.mcpserver.tools import IngestdServer
+
+__all__ = [
+    "EXIT_GRACE_S",
+    "Address",
+    "BearerToken",
+    "http_app",
+    "is_loopback",
+    "serve_http",
+    "serve_stdio",
+]
+
+logger = logging.getLogger(__name__)
+
+#: Seconds a tool call still running when stdin closes gets to stop.
+EXIT_GRACE_S = 3.0
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+
+def serve_stdio(server: IngestdServer) -> int:
+    """Serve on stdin/stdout until the client closes stdin; returns the exit status (0)."""
+
+    def leave(_sig: int, _frame: FrameType | None) -> None:
+        sys.stderr.flush()
+        os._exit(0)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, leave)
+    server.run("stdio")
+    if server.busy:  # a call in flight (a long sync): stop it, wait a little, then go
+        server.client.interrupt()
+        deadline = time.monotonic() + EXIT_GRACE_S
+        while server.busy and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if server.busy:
+            logger.warning("stdin closed during a tool call; exiting without waiting for it")
+            sys.stderr.flush()
+            os._exit(0)
+    return 0
+
+
+class Address:
+    """A ``HOST:PORT`` to listen on (``[::1]:PORT`` for IPv6).
+
+    Raises:
+        ValueError: from the constructor: not ``HOST:PORT``, or a bad port.
+    """
+
+    def __init__(self, spec: str) -> None:
+        host, sep, port = spec.rpartition(":")
+        host = host.removeprefix("[").removesuffix("]")
+        if not sep or not host or not port.isdigit() or int(port) > 65535:
+            raise ValueError(f"{spec!r} is not HOST:PORT (e.g. 127.0.0.1:8765)")
+        self.host = host
+        self.port = int(port)
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a loopback IP address (127.0.0.0/8, ::1)."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class BearerToken:
+    """Pure ASGI middleware: every HTTP request needs ``Authorization: Bearer <token>``.
+
+    The answer is the SDK's own ``RequireAuthMiddleware``'s
+    (``mcp/server/auth/middleware/bearer_auth.py``), reduced to one static token
+    instead of its OAuth token verifier: a missing or wrong token gets 401 with
+    ``WWW-Authenticate: Bearer error="invalid_token"`` (RFC 6750, section 3). Tokens
+    are compared with :func:`hmac.compare_digest` (constant time). Lifespan events
+    pass (the SDK's app starts its session manager there).
+
+    Args:
+        app: the ASGI app it guards.
+        token: the token.
+    """
+
+    def __init__(self, app: ASGIApp, token: str) -> None:
+        self.app = app
+        self._expected = f"Bearer {token}".encode()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer 401 to an HTTP request without the token; pass everything else on."""
+        if scope["type"] == "http":
+            got = dict(scope.get("headers") or []).get(b"authorization", b"")
+            if not hmac.compare_digest(got, self._expected):
+                body = json.dumps(
+                    {"error": "invalid_token", "error_description": "bearer token required"}
+                ).encode()
+                await send(
+                    {
+                        "type": "http.response.start",
+                        "status": 401,
+                        "headers": [
+                            (b"content-type", b"application/json"),
+                            (b"content-length", str(len(body)).encode()),
+                            (b"www-authenticate", b'Bearer error="invalid_token"'),
+                        ],
+                    }
+                )
+                await send({"type": "http.response.body", "body": body})
+                return
+        await self.app(scope, receive, send)
+
+
+def http_app(server: IngestdServer, host: str, token: str | None) -> ASGIApp:
+    """The ASGI app of ``server`` at ``/mcp``, stateless with JSON answers, guarded."""
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    security = None
+    if is_loopback(host):  # DNS rebinding: a web page must not reach a local server
+        names = sorted({"127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host})
+        security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=[f"{n}:*" for n in names],
+            allowed_origins=[f"http://{n}:*" for n in names],
+        )
+    app: ASGIApp = server.streamable_http_app(
+        streamable_http_path="/mcp",
+        stateless_http=True,
+        json_response=True,
+        transport_security=security,
+        host=host,
+    )
+    return BearerToken(app, token) if token else app
+
+
+def serve_http(server: IngestdServer, address: Address, token: str | None) -> int:
+    """Serve streamable HTTP on ``address`` until SIGINT or SIGTERM; returns the exit status.
+
+    The caller checks that a non-loopback address is allowed (see the module
+    docstring). The socket is bound here, so a busy port is one line and port 0 is
+    reported as the port it got.
+
+    Raises:
+        OSError: the address cannot be listened on (in use, not local, no permission).
+    """
+    import uvicorn
+
+    family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address.host, address.port))
+        sock.listen(128)
+    except OSError:
+        sock.close()
+        raise
+    port = sock.getsockname()[1]
+    shown = f"[{address.host}]" if family == socket.AF_INET6 else address.host
+    print(f"ingestd mcp: listening on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
+    config = uvicorn.Config(
+        http_app(server, address.host, token),
+        log_config=None,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+    )
+
+    # uvicorn stops gracefully on SIGINT/SIGTERM, then raises the signal again under
+    # the handler found at start: make that an orderly exit with status 0
+    def stop(_sig: int, _frame: FrameType | None) -> None:
+        raise SystemExit(0)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, stop)
+    try:
+        uvicorn.Server(config).run(sockets=[sock])
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    finally:
+        sock.close()
+    return 0

@@ -1,0 +1,93 @@
+"""How the service hooks the engine: its checkpoints, its model calls, the model preload.
+
+Once the daemon is ready, a background thread loads the embedding model
+(``embedding.preload``), so that the first change is not slowed by the load. A call of
+the model is at most ``embedding.batch_size`` texts (a second or so): the watchdog ping
+after it comes from progress. A call that finds the model still preloading waits for
+the load with pings (loading is bounded work in another thread), for at most
+:data:`MODEL_LOAD_GRACE_S`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ingestd.daemon.service.systemd import WatchdogPinger
+from ingestd.daemon.sync.engine import Engine
+
+__all__ = ["MODEL_LOAD_GRACE_S", "ModelPreload", "instrument"]
+
+logger = logging.getLogger(__name__)
+
+MODEL_LOAD_GRACE_S = 600.0  # longest the watchdog is fed while the model preloads
+
+
+class ModelPreload:
+    """Loads the embedding model in a background thread; model calls wait for it.
+
+    Args:
+        watchdog: pinged while a model call waits for the load.
+    """
+
+    def __init__(self, watchdog: WatchdogPinger) -> None:
+        self.watchdog = watchdog
+        self._thread: threading.Thread | None = None
+
+    def start(self, engine: Engine) -> None:
+        """Load the model of ``engine`` in the background (failures are left to its first use)."""
+
+        def load() -> None:
+            try:
+                if engine.load_model():
+                    logger.debug("embedding model preloaded")
+            except Exception:  # the engine thread reports it when it needs the model
+                logger.debug("preloading the embedding model failed", exc_info=True)
+
+        self._thread = threading.Thread(target=load, name="ingestd-preload", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> None:
+        """Wait for a running preload, with pings, for at most :data:`MODEL_LOAD_GRACE_S`."""
+        t = self._thread
+        if t is None or not t.is_alive() or t is threading.current_thread():
+            return
+        deadline = time.monotonic() + MODEL_LOAD_GRACE_S
+        while t.is_alive() and time.monotonic() < deadline:
+            self.watchdog.ping()
+            t.join(timeout=min(0.5, self.watchdog.interval or 0.5))
+
+
+def instrument(
+    engine: Engine,
+    *,
+    checkpoint: Callable[[bool], None],
+    before_call: Callable[[], None],
+    ping: Callable[[], None],
+) -> None:
+    """Hook ``engine``: its checkpoints, and watchdog pings around its model calls.
+
+    Args:
+        engine: the engine to hook.
+        checkpoint: called at every checkpoint with ``serve_changes`` (see
+            :meth:`~ingestd.daemon.service.jobs.JobQueue.run_nested`).
+        before_call: called before each call of a model (counts it, waits for the
+            preload).
+        ping: pings the systemd watchdog; called before and after each model call.
+    """
+    engine.on_checkpoint = checkpoint
+
+    def wrap(model: Callable[..., Any]) -> Callable[..., Any]:
+        def counted(texts: Any) -> Any:
+            before_call()
+            ping()
+            out = model(texts)
+            ping()
+            return out
+
+        return counted
+
+    engine.instrument_models(wrap)

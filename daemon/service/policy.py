@@ -1,0 +1,263 @@
+"""What the daemon syncs when: scans, change batches, retries, deferred paths, lag.
+
+* A *scan* reconciles a whole source with its files: at start-up, after a reload, when
+  events may have been lost, periodically (``watch.rescan_interval_s``), while a source
+  is not watched in every folder, and after a job failed without a job to retry.
+* A *change batch* syncs the paths the batcher coalesced; it counts in ``lag_seconds``
+  from its first change until it is written. Run at a checkpoint of another job, it
+  leaves the documents that job has in flight to a batch queued once that job ends.
+* A *retry* tries again the files that could not be read, once the engine's back-off
+  for them is due; ``status`` lists them under ``retrying`` (not in ``lag_seconds``).
+
+A failed scan or batch is queued again after a back-off
+(:class:`~ingestd.daemon.service.jobs.Backoff`).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from ingestd.daemon.service import systemd
+from ingestd.daemon.service.jobs import Backoff, Job, JobQueue, Priority
+from ingestd.daemon.sync.engine import Engine
+from ingestd.daemon.sync.types import SyncProgress, SyncResult
+
+__all__ = ["SyncPolicy"]
+
+logger = logging.getLogger(__name__)
+
+
+class SyncPolicy:
+    """Queues the scans, change batches and retries of the sources (see the module docstring).
+
+    Args:
+        engine: returns the running engine (a reload replaces it).
+        jobs: the engine thread's queue.
+        backoff: failures and back-off per source.
+        recheck_watches: ``(source, paths)`` after a sync that was not interrupted:
+            checks that the folders among ``paths`` (``None``: every folder of the
+            source) are watched.
+        observe: ``(result, lag)`` of every sync (the metrics); ``lag``: seconds since
+            the first change of a change batch, ``None`` for a scan.
+    """
+
+    def __init__(
+        self,
+        engine: Callable[[], Engine],
+        jobs: JobQueue,
+        backoff: Backoff,
+        *,
+        recheck_watches: Callable[[str, Iterable[str] | None], None],
+        observe: Callable[[SyncResult, float | None], None],
+    ) -> None:
+        self.engine = engine
+        self.jobs = jobs
+        self.backoff = backoff
+        self.recheck_watches = recheck_watches
+        self.observe = observe
+        #: ``starting``, ``reconciling`` (start-up scans), then ``watching``
+        self.phase = "starting"
+        self.progress: dict[str, SyncProgress] = {}  # source -> progress of its running scan
+        self.batches_done = 0  # live batches applied (tests and status)
+        self._last_rescan = time.monotonic()
+        self._lag: list[float] = []
+        self._waiting: dict[int, float] = {}  # change batches queued or running -> first change
+        self._after_in_flight: dict[str, set[str]] = {}  # deferred by a nested batch
+        self._retrying: set[tuple[str, str]] = set()  # unreadable files queued for a try
+
+    # -- scans ---------------------------------------------------------------------------------
+
+    def queue_scan(self, source: str, why: str, delay: float = 0.0) -> None:
+        """Queue a scan of ``source``, after ``delay`` seconds (thread-safe without one)."""
+        job = Job(Priority.SCAN, self.jobs.next_seq(), self._scan_job(source, why))
+        job.on_error = lambda exc: self.backoff.failed(
+            source,
+            "scan",
+            exc,
+            Job(Priority.SCAN, self.jobs.next_seq(), job.run, on_error=job.on_error),
+        )
+        if delay:
+            self.jobs.defer(delay, job)
+        else:
+            self.jobs.put(job)
+
+    def scan_all(self, why: str) -> None:
+        """Queue a scan of every source."""
+        for name in self.engine().sources:
+            self.queue_scan(name, why)
+
+    def rescan_after_error(self) -> None:
+        """Queue a scan of every source, each after its back-off."""
+        for name in self.engine().sources:
+            self.queue_scan(name, "after an error", self.backoff.delay(name))
+
+    def periodic_rescan(self, now: float, interval: float) -> None:
+        """Queue a scan of every source when ``interval`` seconds passed (0: never)."""
+        if not interval or now - self._last_rescan < interval:
+            return
+        self._last_rescan = now
+        self.scan_all("periodic rescan")
+
+    def on_lost(self, source: str, why: str) -> None:
+        """Events may have been lost: rescan the source (thread-safe)."""
+        logger.warning("events of source %s may have been lost (%s); rescanning", source, why)
+        self.queue_scan(source, why)
+
+    def _scan_job(self, source: str, why: str) -> Callable[[], Any]:
+        def run() -> Any:
+            engine = self.engine()
+            if source not in engine.sources:
+                return None  # removed by a reload
+            logger.info("scanning source %s (%s)", source, why)
+
+            def progress(p: SyncProgress) -> None:
+                self.progress[source] = p
+                systemd.notify(
+                    f"STATUS={p.phase} {source}: {p.docs_done}/{p.docs_total} documents, "
+                    f"{p.chunks_written} chunks"
+                )
+
+            try:
+                res = engine.sync(source, progress=progress)
+            finally:
+                self.progress.pop(source, None)
+            self.backoff.succeeded(source)
+            self.observe(res, None)
+            if not res.interrupted:
+                self.recheck_watches(source, None)
+            if res.interrupted:
+                logger.info(
+                    "scan of source %s interrupted: %d indexed, %d deleted, %d failed "
+                    "(the next start finishes it)",
+                    source,
+                    res.indexed,
+                    res.deleted,
+                    res.failed,
+                )
+                return res.as_dict()
+            if res.root_missing:  # logged when it went missing; rescanned until it is back
+                return res.as_dict()
+            logger.info(
+                "source %s %s: %d indexed, %d deleted, %d failed, %d embedded, %d reused",
+                source,
+                "in sync" if res.complete else "synced, not complete",
+                res.indexed,
+                res.deleted,
+                res.failed,
+                res.embedded,
+                res.reused,
+            )
+            self._idle_status()
+            return res.as_dict()
+
+        return run
+
+    def _idle_status(self) -> None:
+        if not self.progress:
+            engine = self.engine()
+            self.phase = "watching"
+            systemd.notify(
+                f"STATUS=watching {len(engine.sources)} source(s); "
+                f"{engine.embedder.stats.embedded} chunks embedded since start"
+            )
+
+    # -- change batches --------------------------------------------------------------------------
+
+    def on_batch(self, source: str, paths: set[str], first: float | None = None) -> None:
+        """Queue a batch of changed paths (called on the batcher thread)."""
+        self.jobs.put(self._batch_job(source, set(paths), first or time.monotonic()))
+
+    def _batch_job(self, source: str, paths: set[str], first: float, *, retry: bool = False) -> Job:
+        """A job syncing changed ``paths``; it counts in ``lag_seconds`` until it is done.
+
+        Run nested in another job's checkpoint, it leaves the documents that job has in
+        flight to a batch queued once that job ends (``deferred``). A ``retry`` of
+        files that could not be read does not count in ``lag_seconds`` (``status``
+        lists those files under ``retrying``).
+        """
+        seq = self.jobs.next_seq()
+        if not retry:
+            self._waiting[seq] = first
+
+        def run() -> Any:
+            engine = self.engine()
+            if retry:
+                self._retrying.difference_update((source, p) for p in paths)
+            if source not in engine.sources:
+                self._waiting.pop(seq, None)
+                return None  # removed by a reload
+            res = engine.sync(source, paths)
+            self.batches_done += 1
+            self.backoff.succeeded(source)
+            if seq in self._waiting:
+                self._waiting.pop(seq, None)
+                self._lag.append(time.monotonic() - first)
+                del self._lag[:-100]
+            self.observe(res, first)
+            if not res.interrupted:  # new or moved-in folders: did they get their watches?
+                self.recheck_watches(source, paths)
+            if res.indexed or res.deleted or res.failed:
+                logger.info(
+                    "source %s: %d changed path(s): %d indexed, %d deleted, %d failed",
+                    source,
+                    len(paths),
+                    res.indexed,
+                    res.deleted,
+                    res.failed,
+                )
+            if res.deferred:
+                self._after_in_flight.setdefault(source, set()).update(res.deferred)
+            # files that vanished or could not be read mid-way are tried again when
+            # their back-off is due (see queue_due_retries)
+            if res.interrupted:  # stopping: the next start's scan finds these changes
+                logger.info("source %s: a batch of changes was interrupted", source)
+            return res.as_dict()
+
+        def on_error(exc: Exception) -> None:
+            self._waiting.pop(seq, None)
+            again = self._batch_job(source, paths, first, retry=retry)
+            if retry:
+                self._retrying.update((source, p) for p in paths)
+            self.backoff.failed(source, f"a batch of {len(paths)} change(s)", exc, again)
+
+        return Job(Priority.CHANGES, seq, run, on_error=on_error, nestable=True)
+
+    def queue_deferred(self) -> None:
+        """Queue the changes a nested batch left to the job that had them in flight."""
+        for source, paths in self._after_in_flight.items():
+            self.jobs.put(self._batch_job(source, paths, time.monotonic()))
+        self._after_in_flight.clear()
+
+    # -- retries of unreadable files -------------------------------------------------------------
+
+    def queue_due_retries(self) -> None:
+        """Queue a try of each file whose read failed and whose back-off is due."""
+        engine = self.engine()
+        due: dict[str, set[str]] = {}
+        for source, rel in engine.retry.due(engine.now()):
+            if (source, rel) not in self._retrying:
+                due.setdefault(source, set()).add(rel)
+        for source, rels in due.items():
+            self._retrying.update((source, p) for p in rels)
+            self.jobs.put(self._batch_job(source, rels, time.monotonic(), retry=True))
+
+    def reset_retries(self) -> None:
+        """Forget which files are queued for a try (a new engine has its own back-off)."""
+        self._retrying.clear()
+
+    # -- lag ---------------------------------------------------------------------------------------
+
+    def lag(self, oldest_pending: float | None) -> float:
+        """Seconds the oldest change not yet applied has waited (0.0 when none waits).
+
+        Counts change batches queued, deferred or being written, and
+        ``oldest_pending``: the monotonic time of the oldest change still coalescing
+        in the batcher, if any.
+        """
+        firsts = list(self._waiting.values())
+        if oldest_pending is not None:
+            firsts.append(oldest_pending)
+        return max(0.0, time.monotonic() - min(firsts)) if firsts else 0.0

@@ -1,0 +1,358 @@
+"""Qdrant Edge's side of collections: one shard folder per version, aliases in one file.
+
+Qdrant Edge (``qdrant-edge-py``) runs Qdrant's own engine in-process; its unit is a
+*shard*, one folder, with no collections and no aliases. :class:`EdgeCollections`
+gives it both, with the guarantees of Qdrant's aliases:
+
+* every physical collection (a version ``<name>__v<N>``) is a shard folder
+  ``<root>/collections/<physical>/``, holding the unnamed dense vector (cosine), the
+  sparse vector :data:`~ingestd.store.sparse.SPARSE_VECTOR` with ``Modifier.Idf``, and
+  keyword payload indexes on ``source``, ``path`` and
+  :data:`~ingestd.store.search.PATH_KEY`;
+* the aliases live in ``<root>/edge.json``, written to a temporary file, flushed to
+  disk and renamed over the old one (POSIX ``rename`` is atomic): a reader sees the
+  old or the new aliases, and a crash during a switch leaves one of them current;
+* one process opens a store: each shard takes a lock on its write-ahead log, and the
+  state dir's lock keeps a second writer out before that.
+
+Shards open on first use and stay open until :meth:`EdgeCollections.close`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+from .damage import StateDamagedError
+from .search import PATH_KEY
+from .sparse import SPARSE_VECTOR
+from .vectors import Layout, StoreUnavailableError, physical_name, version_of
+
+__all__ = [
+    "ALIASES_FILE",
+    "COLLECTIONS_DIR",
+    "FORMAT",
+    "PARENT_KEY",
+    "EdgeCollections",
+    "EngineError",
+    "is_edge_store",
+]
+
+logger = logging.getLogger(__name__)
+
+#: The file holding the aliases (and the store's format version), in the store's folder.
+ALIASES_FILE = "edge.json"
+#: The folder holding one shard folder per physical collection.
+COLLECTIONS_DIR = "collections"
+#: Version of the folder layout above, recorded in :data:`ALIASES_FILE`.
+FORMAT = 1
+#: Payload keys with a keyword index (the filters of ``ingestd search`` and ``forget``).
+INDEXED_KEYS = ("source", "path", PATH_KEY)
+#: The payload key of parent sections (``true``, absent on every other point), with a
+#: boolean index: without one, excluding parents from a search reads every point's
+#: payload (360 ms at 100,000 points here, against 15 ms with it).
+PARENT_KEY = "is_parent"
+
+
+class EngineError(RuntimeError):
+    """The Qdrant Edge engine failed (a panic in its Rust code), with its message."""
+
+
+class _Guarded:
+    """An ``EdgeShard`` whose panics come out as :class:`EngineError`.
+
+    ``pyo3_runtime.PanicException`` is a ``BaseException``: one failed call must fail
+    its document or its batch, never stop the daemon.
+    """
+
+    def __init__(self, shard: Any) -> None:
+        self._shard = shard
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._shard, name)
+        if not callable(attr):
+            return attr
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attr(*args, **kwargs)
+            except Exception:
+                raise
+            except BaseException as exc:
+                if type(exc).__name__ != "PanicException":
+                    raise
+                raise EngineError(f"the Qdrant Edge engine failed in {name}: {exc}") from None
+
+        return call
+
+
+def is_edge_store(path: str | Path) -> bool:
+    """Whether ``path`` holds a store of this layout (its :data:`ALIASES_FILE`)."""
+    return (Path(path) / ALIASES_FILE).is_file()
+
+
+class EdgeCollections:
+    """Collections, versions and aliases of an embedded Qdrant Edge store.
+
+    Args:
+        path: the store's folder (created 0700 by the caller's umask when missing).
+
+    Raises:
+        StoreUnavailableError: ``qdrant-edge-py`` is not installed.
+        ingestd.store.damage.StateDamagedError: :data:`ALIASES_FILE` is damaged.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        try:
+            import qdrant_edge  # noqa: F401
+        except ImportError as exc:  # pragma: no cover - the wheel is a dependency
+            raise StoreUnavailableError(
+                "qdrant.engine is edge but qdrant-edge-py is not installed "
+                "(`pip install qdrant-edge-py`, or set qdrant.engine: local)"
+            ) from exc
+        self.engine = "edge"
+        self.path = Path(path)
+        (self.path / COLLECTIONS_DIR).mkdir(parents=True, exist_ok=True)
+        self._aliases = self._read_aliases()
+        self._shards: dict[str, Any] = {}
+        self._layouts: dict[str, Layout] = {}
+        self._write_to: dict[str, str] = {}
+
+    # -- the aliases file ----------------------------------------------------------------
+
+    def _read_aliases(self) -> dict[str, str]:
+        file = self.path / ALIASES_FILE
+        if not file.exists():
+            self._write_aliases({})
+            return {}
+        try:
+            data = json.loads(file.read_text(encoding="utf-8"))
+            aliases = data["aliases"]
+            if data.get("format") != FORMAT or not isinstance(aliases, dict):
+                raise ValueError(f"unknown format {data.get('format')!r}")
+            return {str(k): str(v) for k, v in aliases.items()}
+        except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
+            raise StateDamagedError(file, "vector store", f"{type(exc).__name__}: {exc}") from None
+
+    def _write_aliases(self, aliases: dict[str, str]) -> None:
+        """Replace :data:`ALIASES_FILE` atomically (temporary file, fsync, rename, fsync)."""
+        file = self.path / ALIASES_FILE
+        tmp = file.with_name(file.name + ".tmp")
+        data = json.dumps({"format": FORMAT, "aliases": aliases}, indent=1, sort_keys=True)
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, file)
+        fd = os.open(self.path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    # -- shards ----------------------------------------------------------------------------
+
+    def shard_path(self, physical: str) -> Path:
+        """The folder of physical collection ``physical``."""
+        return self.path / COLLECTIONS_DIR / physical
+
+    def shard(self, physical: str) -> Any:
+        """The open ``EdgeShard`` of ``physical`` (opened on first use).
+
+        Raises:
+            KeyError: no such physical collection.
+            ingestd.store.damage.StateDamagedError: its files cannot be loaded.
+            StoreUnavailableError: another process holds it.
+        """
+        shard = self._shards.get(physical)
+        if shard is not None:
+            return shard
+        folder = self.shard_path(physical)
+        if not folder.is_dir():
+            raise KeyError(f"collection {physical!r} not found")
+        from qdrant_edge import EdgeShard
+
+        try:
+            shard = EdgeShard.load(str(folder))
+        except Exception as exc:
+            text = str(exc)
+            if "lock" in text.lower() or "in use" in text.lower():
+                raise StoreUnavailableError(
+                    f"the embedded vector store at {self.path} is in use by another process "
+                    "(is `ingestd run` active on this state dir?)"
+                ) from exc
+            raise StateDamagedError(folder, "vector store", f"{type(exc).__name__}: {exc}") from exc
+        self._shards[physical] = _Guarded(shard)
+        return self._shards[physical]
+
+    def collections(self) -> list[str]:
+        """Every physical collection of the store."""
+        root = self.path / COLLECTIONS_DIR
+        return sorted(p.name for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+
+    def physical_of(self, name: str) -> str:
+        """The physical collection that ``name`` (an alias or a physical name) is.
+
+        Raises:
+            KeyError: nothing stands behind ``name``.
+        """
+        physical = self._aliases.get(name, name)
+        if not self.shard_path(physical).is_dir():
+            raise KeyError(f"collection {name!r} not found")
+        return physical
+
+    # -- layout and versions -------------------------------------------------------------
+
+    def layout(self, name: str) -> Layout:
+        """What stands behind collection name ``name`` (cached until it changes here)."""
+        if name in self._layouts:
+            return self._layouts[name]
+        try:
+            physical = self.physical_of(name)
+        except KeyError:
+            return Layout(name, None)
+        cfg = self._config(physical)
+        out = Layout(
+            name,
+            physical,
+            aliased=name in self._aliases,
+            sparse=SPARSE_VECTOR in (cfg.get("sparse_vectors") or {}),
+            dim=cfg.get("dim"),
+            engine=self.engine,
+        )
+        self._layouts[name] = out
+        return out
+
+    def _config(self, physical: str) -> dict[str, Any]:
+        """The dense dimension and sparse vectors of a shard, from its config file."""
+        file = self.shard_path(physical) / "edge_config.json"
+        try:
+            raw = json.loads(file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise StateDamagedError(file, "vector store", f"{type(exc).__name__}: {exc}") from None
+        vectors = raw.get("vectors") or {}
+        dense = vectors.get("") if isinstance(vectors, dict) else None
+        return {
+            "dim": dense.get("size") if isinstance(dense, dict) else None,
+            "sparse_vectors": raw.get("sparse_vectors") or {},
+        }
+
+    def forget_layout(self, name: str) -> None:
+        """Read what stands behind ``name`` again at its next use."""
+        self._layouts.pop(name, None)
+
+    def aliases(self) -> dict[str, str]:
+        """Every alias of the store: alias -> physical collection."""
+        return dict(self._aliases)
+
+    def versions(self, name: str) -> dict[int, str]:
+        """Physical collections that are versions of ``name``: version -> physical name."""
+        out = {}
+        for physical in self.collections():
+            version = version_of(physical, name)
+            if version is not None:
+                out[version] = physical
+        return out
+
+    def create_physical(self, physical: str, dim: int) -> None:
+        """Create physical collection ``physical`` with the current layout, if missing.
+
+        Dense vectors of ``dim`` dimensions (cosine), the sparse BM25 vector with
+        ``Modifier.Idf``, keyword payload indexes on :data:`INDEXED_KEYS` and a boolean
+        one on :data:`PARENT_KEY`. Exact search (no HNSW index) until the store is
+        optimised.
+        """
+        from qdrant_edge import (
+            Distance,
+            EdgeConfig,
+            EdgeShard,
+            EdgeSparseVectorParams,
+            EdgeVectorParams,
+            Modifier,
+            PayloadSchemaType,
+            UpdateOperation,
+        )
+
+        folder = self.shard_path(physical)
+        if folder.is_dir() and (folder / "edge_config.json").exists():
+            return
+        config = EdgeConfig(
+            vectors=EdgeVectorParams(size=dim, distance=Distance.Cosine),
+            sparse_vectors={SPARSE_VECTOR: EdgeSparseVectorParams(modifier=Modifier.Idf)},
+        )
+        shard = _Guarded(EdgeShard.create(str(folder), config))
+        for key in INDEXED_KEYS:
+            shard.update(UpdateOperation.create_field_index(key, PayloadSchemaType.Keyword))
+        shard.update(UpdateOperation.create_field_index(PARENT_KEY, PayloadSchemaType.Bool))
+        shard.flush()
+        self._shards[physical] = shard
+
+    def point_alias(self, name: str, physical: str) -> None:
+        """Make ``name`` an alias of ``physical`` (one atomic replace of the aliases file)."""
+        aliases = {**self._aliases, name: physical}
+        self._write_aliases(aliases)
+        self._aliases = aliases
+        self._layouts.pop(name, None)
+
+    def route_writes(self, name: str, physical: str | None) -> None:
+        """Send writes for ``name`` to ``physical`` (a version being built), or back."""
+        if physical is None:
+            self._write_to.pop(name, None)
+        else:
+            self._write_to[name] = physical
+
+    def write_target(self, name: str) -> str:
+        """The collection that writes for ``name`` go to (the alias, or a build)."""
+        return self._write_to.get(name, name)
+
+    def ensure_collection(self, name: str, dim: int) -> Layout:
+        """Create collection ``name`` (``<name>__v1`` behind alias ``name``) if missing.
+
+        Raises:
+            ValueError: the collection exists with another dimension.
+        """
+        lay = self.layout(name)
+        if not lay.exists:
+            physical = physical_name(name, 1)
+            self.create_physical(physical, dim)
+            self.point_alias(name, physical)
+            lay = self.layout(name)
+        if lay.dim is not None and lay.dim != dim:
+            raise ValueError(
+                f"collection {name!r} has {lay.dim}-dim vectors, the model makes {dim}"
+            )
+        return lay
+
+    def has_collection(self, name: str) -> bool:
+        """Whether collection (or alias) ``name`` exists."""
+        try:
+            self.physical_of(name)
+        except KeyError:
+            return False
+        return True
+
+    def drop_collection(self, name: str) -> None:
+        """Delete a whole physical collection (its folder), and aliases that name it."""
+        shard = self._shards.pop(name, None)
+        if shard is not None:
+            shard.close()
+        stale = {a: p for a, p in self._aliases.items() if p != name}
+        if stale != self._aliases:
+            self._write_aliases(stale)
+            self._aliases = stale
+        shutil.rmtree(self.shard_path(name), ignore_errors=True)
+        self._layouts.clear()
+
+    def close(self) -> None:
+        """Flush and close every open shard (releases their locks)."""
+        for physical, shard in list(self._shards.items()):
+            try:
+                shard.flush()
+                shard.close()
+            except Exception:
+                logger.debug("error closing shard %s", physical, exc_info=True)
+        self._shards.clear()

@@ -1,0 +1,208 @@
+"""QueryBuilder: an application's own Qdrant query ranks exactly as ``ingestd search``.
+
+The end-to-end test indexes md-docs pages that hold the answers of their dev-set
+questions with the real model on the default embedded engine (Qdrant Edge, which
+qdrant-client cannot open), then copies the points into a qdrant-client local-mode
+store created as ingestd creates a server's collection (:func:`local_mode_copy`). The
+builder's ``QueryRequest`` (the object a Qdrant server would get) goes to that store
+through qdrant-client's Query API and must rank exactly as ``ingestd search`` on the
+copy; and as ``ingestd search`` on the Edge store, up to the order of equal scores.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ingestd.daemon.client import QueryBuilder
+from ingestd.daemon.commands import commands
+from tests.helpers import CORPORA, copy_tree, fake_vectors, local_mode_copy, make_engine, run_cli
+
+#: md-docs pages whose questions the test asks (small ones: the real model embeds them).
+PAGES = (
+    "docs/collector/resiliency.md",
+    "docs/concepts/glossary.md",
+    "docs/concepts/sampling/index.md",
+    "docs/zero-code/python/troubleshooting.md",
+    "docs/concepts/signals/baggage.md",
+    "docs/languages/go/sampling.md",
+    "docs/languages/rust/exporters.md",
+)
+
+
+def _questions() -> list[str]:
+    lines = (CORPORA / "qa" / "md-docs.jsonl").read_text().splitlines()
+    qs = [json.loads(line) for line in lines if line.strip()]
+    return [q["question"] for q in qs if q["path"] in PAGES]
+
+
+def test_the_request_is_ingestds_hybrid_query_with_filters_in_each_prefetch() -> None:
+    qb = QueryBuilder(rrf_k=30, candidates=20, embed=fake_vectors)
+    req = qb.request("batch processor", k=7, source="docs", path="./guide/")
+    assert req.limit == 7 and req.with_payload is True
+    assert req.query.rrf.k == 30
+    dense, sparse = req.prefetch
+    assert (dense.limit, sparse.limit, sparse.using) == (20, 20, "bm25")
+    assert dense.query == [float(x) for x in fake_vectors(["batch processor"])[0]]
+    for p in (dense, sparse):
+        keys = {(c.key, c.match.value) for c in p.filter.must}
+        assert keys == {("source", "docs"), ("path_prefixes", "guide")}
+        assert p.filter.must_not[0].key == "is_parent"
+    assert qb.request("x", mode="sparse").using == "bm25"
+    assert qb.request("x", mode="dense").query == qb.dense("x")
+    with pytest.raises(ValueError, match="unknown search mode"):
+        qb.request("x", mode="fuzzy")
+
+
+def test_from_config_takes_the_collection_model_and_ranking(tmp_path: Path) -> None:
+    conf = tmp_path / "config.yaml"
+    conf.write_text(
+        "sources:\n  - {name: docs, root: /srv/docs, collection: handbook}\n"
+        "search: {mode: dense, rrf_k: 10, candidates: 99}\n"
+    )
+    qb = QueryBuilder.from_config(conf)
+    assert (qb.collection, qb.mode, qb.rrf_k, qb.candidates) == ("handbook", "dense", 10, 99)
+    assert qb.model.name == "all-MiniLM-L6-v2"
+
+
+def test_from_state_dir_reads_the_recorded_profile_and_refuses_another_model(
+    tree: Path, tmp_path: Path
+) -> None:
+    state = tmp_path / "state"
+    eng = make_engine(tree, state, fake_vectors)
+    try:
+        for name in eng.sources:
+            eng.sync(name)
+        fingerprint = eng.model.fingerprint
+    finally:
+        eng.close()
+    qb = QueryBuilder.from_state_dir(state)
+    assert qb.collection == "ingestd" and qb.model.fingerprint == fingerprint
+    with pytest.raises(ValueError, match="no collection 'nope'"):
+        QueryBuilder.from_state_dir(state, collection="nope")
+    with pytest.raises(ValueError, match="nothing indexed"):
+        QueryBuilder.from_state_dir(tmp_path / "empty")
+    with pytest.raises(ValueError, match="is not the one that made collection"):
+        QueryBuilder(fingerprint="0" * 64)
+
+
+Ranking = list[tuple[str, float]]
+#: ``search.candidates``: points each ranking gives the hybrid fusion.
+CANDIDATES = 50
+
+
+@pytest.fixture(scope="module")
+def rankings(
+    tmp_path_factory: pytest.TempPathFactory, real_model: Any
+) -> Iterator[tuple[Path, dict[tuple[str, str, str], Ranking]]]:
+    """The md-docs subset indexed with the real model; ``ingestd search``'s rankings.
+
+    Returns the local-mode copy's state dir and ``(engine, mode, question) -> [(id,
+    score)]`` for the Edge store (``edge``) and the copy (``local``), with the
+    ``dense@50`` and ``sparse@50`` rankings the hybrid fusion gets. The rankings are
+    asked of stores opened afresh, as an ``ingestd search`` process opens them: points
+    with equal scores (BM25 ties are common) come in the order the embedded store
+    holds them, which is the order of its files once reopened.
+    """
+    tmp = tmp_path_factory.mktemp("qb")
+    root = copy_tree(tmp / "docs", PAGES, CORPORA / "md-docs")
+    state = tmp / "state"
+    eng = make_engine(root, state, real_model, qdrant={"engine": "edge"})
+    try:
+        for name in eng.sources:
+            eng.sync(name)
+    finally:
+        eng.close()
+    assert (state / "edge").is_dir() and not (state / "qdrant").exists()
+    local = local_mode_copy(state, tmp / "local")
+    want: dict[tuple[str, str, str], Ranking] = {}
+    for engine, where in (("edge", state), ("local", local)):
+        eng = make_engine(root, where, real_model, qdrant={"engine": engine})
+        try:
+            for q in _questions():
+                for mode in ("hybrid", "dense", "sparse"):
+                    hits = commands.search(eng, q, k=10, mode=mode)
+                    want[engine, mode, q] = [(h["id"], h["score"]) for h in hits]
+                for mode in ("dense", "sparse"):  # what the hybrid fusion gets
+                    hits = commands.search(eng, q, k=CANDIDATES, mode=mode)
+                    want[engine, f"{mode}@{CANDIDATES}", q] = [(h["id"], h["score"]) for h in hits]
+        finally:
+            eng.close()
+    yield local, want
+
+
+def _tie_groups(ranking: Ranking) -> list[set[str]]:
+    """The ids of a ranking in runs of equal scores (within 1e-5), best first."""
+    groups: list[set[str]] = []
+    last: float | None = None
+    for pid, score in ranking:
+        if last is None or abs(score - last) > 1e-5:
+            groups.append(set())
+        groups[-1].add(pid)
+        last = score
+    return groups
+
+
+def _same_up_to_ties(got: Ranking, want: Ranking) -> bool:
+    """Same scores rank by rank, the same ids in each run of equal scores.
+
+    The last run may be cut by ``k`` differently: only its size must agree.
+    """
+    if [s for _, s in got] != pytest.approx([s for _, s in want], abs=1e-5):
+        return False
+    a, b = _tie_groups(got), _tie_groups(want)
+    return a[:-1] == b[:-1] and len(a[-1]) == len(b[-1]) if a else not b
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "sparse"])
+def test_a_direct_qdrant_query_ranks_exactly_as_ingestd_search(rankings: Any, mode: str) -> None:
+    from qdrant_client import QdrantClient, models
+
+    local, want = rankings
+    questions = _questions()
+    assert len(questions) >= 10
+    qb = QueryBuilder.from_state_dir(local)  # loads the recorded model itself
+    client = QdrantClient(path=str(local / "qdrant"))
+    exact_on_edge = fused_differently = 0
+    try:
+        for q in questions:
+            req = qb.request(q, k=10, mode=mode)
+            assert isinstance(req, models.QueryRequest)
+            points = client.query_batch_points(qb.collection, requests=[req])[0].points
+            got = [(str(p.id), p.score) for p in points]
+            assert [i for i, _ in got] == [i for i, _ in want["local", mode, q]], q
+            scores = [s for _, s in want["local", mode, q]]
+            assert [s for _, s in got] == pytest.approx(scores, abs=1e-6)
+            assert all(p.payload and p.payload["text"] for p in points)
+            # the default engine ranks the same points, equal scores in its own order
+            exact_on_edge += [i for i, _ in got] == [i for i, _ in want["edge", mode, q]]
+            if _same_up_to_ties(got, want["edge", mode, q]):
+                continue
+            # RRF fuses ranks: equal BM25 (or cosine) scores that the engines order
+            # differently in a prefetch give different fused scores. That, and nothing else.
+            assert mode == "hybrid", (q, got, want["edge", mode, q])
+            parts = [f"{m}@{CANDIDATES}" for m in ("dense", "sparse")]
+            assert all(_same_up_to_ties(want["local", p, q], want["edge", p, q]) for p in parts)
+            assert any(
+                [i for i, _ in want["local", p, q]] != [i for i, _ in want["edge", p, q]]
+                for p in parts
+            ), (q, got, want["edge", mode, q])
+            fused_differently += 1
+    finally:
+        client.close()
+    print(
+        f"{mode}: {len(questions)} questions; on Edge identical {exact_on_edge}, "
+        f"fused differently after tied prefetch ranks {fused_differently}"
+    )
+    # the shared search command is what `ingestd search` runs: one question, one process
+    env = {"INGESTD_QDRANT_ENGINE": "local"}
+    args = ("search", "--state-dir", str(local), "--json", "--mode", mode, "-k", "10")
+    proc = run_cli(*args, questions[0], env=env, timeout=600, check=True)
+    cli = [h["id"] for h in json.loads(proc.stdout)]
+    assert cli == [i for i, _ in want["local", mode, questions[0]]]

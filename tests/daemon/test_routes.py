@@ -1,0 +1,57 @@
+"""The control commands' routing table: where each command runs, and how urgently."""
+
+from __future__ import annotations
+
+from ingestd.daemon.commands import commands
+from ingestd.daemon.commands.routes import ROUTES, Route, Thread
+from ingestd.daemon.evaluation.runs import eval_cancel, eval_progress
+from ingestd.daemon.service.jobs import Priority
+
+
+def test_every_command_the_daemon_answers_has_one_route() -> None:
+    assert sorted(ROUTES) == [
+        "eval",
+        "eval-cancel",
+        "eval-progress",
+        "forget",
+        "migrate",
+        "read",
+        "resync",
+        "search",
+        "status",
+        "sync",
+        "verify",
+    ]
+    assert all(isinstance(r, Route) for r in ROUTES.values())
+
+
+def test_searches_reads_and_migrate_are_urgent_other_engine_commands_wait() -> None:
+    on_engine = {n: r for n, r in ROUTES.items() if r.thread is Thread.ENGINE}
+    assert {n for n, r in on_engine.items() if r.priority is Priority.URGENT} == {
+        "search",
+        "read",
+        "migrate",
+    }
+    assert {n for n, r in on_engine.items() if r.priority is Priority.CHANGES} == {
+        "eval",
+        "resync",
+        "sync",
+        "verify",
+        "forget",
+    }
+    assert ROUTES["search"].fn is commands.search
+    assert ROUTES["eval"].fn is commands.evaluate
+    assert [n for n, r in ROUTES.items() if r.rescans] == ["migrate"]
+
+
+class _Daemon:
+    def status(self) -> dict[str, str]:
+        return {"answered": "off the engine thread"}
+
+
+def test_status_and_eval_watching_are_answered_on_the_control_thread() -> None:
+    control = {n for n, r in ROUTES.items() if r.thread is Thread.CONTROL}
+    assert control == {"status", "eval-progress", "eval-cancel"}
+    assert ROUTES["status"].fn(_Daemon()) == {"answered": "off the engine thread"}
+    assert ROUTES["eval-progress"].fn(_Daemon(), run="0123abcd") == eval_progress("0123abcd")
+    assert ROUTES["eval-cancel"].fn(_Daemon(), run="0123abcd") == eval_cancel("0123abcd")
