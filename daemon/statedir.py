@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import os
 import stat
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -220,35 +220,75 @@ def make_private_dir(path: Path) -> Path:
     return path
 
 
-def secure_state_dir(state_dir: Path) -> Path:
+def _tighten(p: Path, st: os.stat_result) -> bool:
+    """Take the group and other bits off ``p`` (not a symlink); whether it was done."""
+    if stat.S_ISLNK(st.st_mode) or not st.st_mode & 0o077:
+        return False
+    try:
+        os.chmod(p, stat.S_IMODE(st.st_mode) & ~0o077)
+    except OSError as exc:
+        logger.warning("cannot make %s private: %s", p, exc.strerror or exc)
+        return False
+    return True
+
+
+def _tighten_tree(top: Path) -> int:
+    """Tighten every folder and file below ``top`` (links not followed); returns how many."""
+    n = 0
+    for dirpath, dirnames, filenames in os.walk(top):
+        for name in (*dirnames, *filenames):
+            p = Path(dirpath, name)
+            try:
+                n += _tighten(p, p.lstat())
+            except OSError:
+                continue  # vanished meanwhile
+    return n
+
+
+def secure_state_dir(state_dir: Path, stores: Iterable[Path] = ()) -> Path:
     """Create the state dir private, or take group and other bits off its known entries.
 
     A state dir written by an earlier version under a loose umask left the manifest
     and the store's chunk text readable by others: each entry of :data:`STATE_ENTRIES`
-    loses its group and other permission bits (logged once). The state dir's own mode
-    is left alone when it exists.
+    loses its group and other permission bits, and so does everything inside the
+    embedded stores' folders (``qdrant/``, ``edge/``, and ``stores`` elsewhere), whose
+    engines create folders 0755 and files 0644 under such a umask (logged once). The
+    state dir's own mode is left alone when it exists.
+
+    Args:
+        state_dir: the state dir.
+        stores: embedded store folders configured outside it (``qdrant.path``,
+            ``qdrant.edge_path``), tightened with everything inside them.
 
     Returns:
         ``state_dir``.
     """
     state_dir = Path(state_dir)
     if not state_dir.exists():
-        return make_private_dir(state_dir)
+        make_private_dir(state_dir)
     fixed = []
     for name in STATE_ENTRIES:
         p = state_dir / name
         try:
-            st = p.lstat()
+            if _tighten(p, p.lstat()):
+                fixed.append(name)
         except OSError:
             continue
-        if stat.S_ISLNK(st.st_mode) or not st.st_mode & 0o077:
-            continue
-        try:
-            os.chmod(p, stat.S_IMODE(st.st_mode) & ~0o077)
-        except OSError as exc:
-            logger.warning("cannot make %s private: %s", p, exc.strerror or exc)
-            continue
-        fixed.append(name)
+    tops = [state_dir / n for n in (StatePaths.QDRANT, StatePaths.EDGE)]
+    for top in stores:
+        top = Path(top)
+        if top not in tops:
+            try:
+                if _tighten(top, top.lstat()):
+                    fixed.append(str(top))
+            except OSError:
+                continue
+            tops.append(top)
+    for top in tops:
+        if top.is_dir() and not top.is_symlink():
+            inside = _tighten_tree(top)
+            if inside:
+                fixed.append(f"{inside} entries in {top.name}/")
     if fixed:
         logger.info("made state files private (mode 0600/0700): %s", ", ".join(fixed))
     return state_dir

@@ -153,6 +153,20 @@ class DocumentRecords(ManifestDatabase):
             r = conn.execute(select(D).where(D.c.source == source, D.c.path == path)).first()
         return DocRow(**r._mapping) if r else None
 
+    def documents_with_inodes(self, inodes: Iterable[int]) -> list[DocRow]:
+        """The documents of every source whose recorded inode is one of ``inodes``.
+
+        The other names (hard links) of a file. ``inode`` is not indexed: each slice of
+        500 inodes reads the whole table, so callers ask for the few inodes new to them.
+        """
+        wanted = sorted(set(inodes))
+        out: list[DocRow] = []
+        with self.engine.connect() as conn:
+            for i in range(0, len(wanted), 500):
+                rows = conn.execute(select(D).where(D.c.inode.in_(wanted[i : i + 500])))
+                out.extend(DocRow(**r._mapping) for r in rows)
+        return out
+
     def chunks(self, doc_id: int) -> list[ChunkRow]:
         """Every recorded point of a document, committed and pending, by ordinal."""
         with self.engine.connect() as conn:

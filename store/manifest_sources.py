@@ -97,6 +97,17 @@ class SourceRecords(ManifestDatabase):
             )
             return {str(pid): (str(s), str(p), bool(x)) for pid, s, p, x in rows}
 
+    def documents_under(self, source: str, folder: str) -> int:
+        """How many documents of ``source`` lie below ``folder`` (relative POSIX path)."""
+        p = folder.strip("/") + "/"
+        with self.engine.connect() as conn:
+            n = conn.execute(
+                select(func.count())
+                .select_from(D)
+                .where(D.c.source == source, func.substr(D.c.path, 1, len(p)) == p)
+            ).scalar_one()
+        return int(n)
+
     def counts(self, source: str) -> dict[str, int]:
         """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source."""
         with self.engine.connect() as conn:

@@ -115,6 +115,17 @@ class ManifestView(ManifestReader):
             "failed": int(failed),
         }
 
+    def documents_under(self, source: str, folder: str) -> int:
+        """As :meth:`ingestd.store.manifest.Manifest.documents_under`."""
+        if "documents" not in self._tables:
+            return 0
+        p = folder.strip("/") + "/"
+        (n,) = self._conn.execute(
+            "SELECT count(*) FROM documents WHERE source = ? AND substr(path, 1, ?) = ?",
+            (source, len(p), p),
+        ).fetchone()
+        return int(n)
+
     def failed(self, source: str) -> list[tuple[str, str]]:
         """``(path, error)`` of the documents of ``source`` that failed, by path."""
         if "documents" not in self._tables:

@@ -29,6 +29,10 @@ class ManifestReader(Protocol):
         """``documents``, ``chunks``, ``pending``, ``failed`` of a source."""
         ...
 
+    def documents_under(self, source: str, folder: str) -> int:
+        """How many documents of ``source`` lie below ``folder`` (relative POSIX path)."""
+        ...
+
     def failed(self, source: str) -> list[tuple[str, str]]:
         """``(path, error)`` of failed documents."""
         ...

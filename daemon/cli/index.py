@@ -178,7 +178,11 @@ def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
                 err=True,
             )
         if s.get("root_missing"):
-            click.echo(f"  the root folder of {s['source']} is missing: nothing synced", err=True)
+            click.echo(
+                f"  the root folder of {s['source']} is missing (unmounted, moved or deleted?): "
+                "nothing synced or deleted until it is back",
+                err=True,
+            )
         if s["held"]:
             click.echo(
                 f"  {len(s['held'])} deletions held by the mass-deletion guard; "
@@ -246,6 +250,12 @@ def verify(
         echo_json(result)
     else:
         for r in result["sources"]:
+            if r.get("root_missing"):
+                click.echo(
+                    f"{r['source']}: ROOT MISSING: its root folder is not there (unmounted, "
+                    "moved or deleted?); not verified, nothing repaired"
+                )
+                continue
             state = "clean" if r["clean"] else "DIFFERENT"
             click.echo(
                 f"{r['source']}: {state}: {r['expected']} points expected, "
@@ -309,7 +319,9 @@ def forget(
     """Remove SOURCE's points from the store and its rows from the manifest.
 
     SOURCE is a name from `ingestd sources`, or the folder of a source named after its
-    root. An unknown name exits 2 and lists the known sources.
+    root. An unknown name exits 2 and lists the known sources. A source the running
+    daemon (or --config) configures exits 2: remove it from the config and reload
+    the daemon first, so that nothing watches a source with nothing indexed.
 
     Example:
 
@@ -327,10 +339,11 @@ def forget(
             if m is None:
                 raise Fatal(f"unknown source: {source}; nothing is indexed in {sd}", 2)
             name = commands.known_source(m, source, root)
+        configured = [s.name for s in cfg.sources] if cfg is not None else []
         c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
         c = with_manifest_sources(c, sd, config_path is not None)
         with local_engine(c, sd, "ingestd forget") as engine:
-            return commands.forget(engine, name)
+            return commands.forget(engine, name, configured=configured)
 
     result = run_command(sd, "forget", args, socket_path, local)
     click.echo(f"forgot {result['source']}: {result['points_deleted']} points deleted")

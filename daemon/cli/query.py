@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -25,6 +25,9 @@ from ingestd.daemon.cli.state import (
     run_command,
     with_manifest_sources,
 )
+
+if TYPE_CHECKING:
+    from ingestd.daemon.config import Config
 
 __all__ = ["search", "status"]
 
@@ -139,7 +142,7 @@ def status(
 
     Exits 1 when the daemon is unhealthy (usable as a container health check). With
     no daemon running, the state dir is read directly (and each source's root is
-    checked).
+    checked); a damaged manifest or embedded store exits 1 naming the file.
 
     Example:
 
@@ -160,6 +163,7 @@ def status(
             else:
                 st = status_of(m, None, sd)
                 st["daemon"] = None
+        _check_store_files(cfg, sd)
         from ingestd.daemon.service.control import lock_holder
 
         holder = lock_holder(sd)
@@ -172,3 +176,20 @@ def status(
         for line in status_lines(st, time.time()):
             click.echo(line)
     sys.exit(0 if healthy else 1)
+
+
+def _check_store_files(cfg: Config | None, state_dir: Path) -> None:
+    """Raise when the embedded store's files are damaged (read, never opened: fast).
+
+    Raises:
+        ingestd.store.damage.StateDamagedError: the damaged file, named.
+    """
+    if cfg is not None and cfg.qdrant.url:
+        return
+    from ingestd.daemon.statedir import StatePaths
+    from ingestd.store.store_files import embedded_store_damage
+
+    paths = cfg.paths(state_dir) if cfg is not None else StatePaths(state_dir)
+    damage = embedded_store_damage(paths.qdrant, paths.edge)
+    if damage is not None:
+        raise damage

@@ -46,13 +46,18 @@ def run(
     from ingestd.daemon.config import load_config
     from ingestd.daemon.service.control import StateLockedError
     from ingestd.daemon.service.service import Service
+    from ingestd.daemon.watch.watcher import default_backend
 
-    cfg, sd = load(config_path, paths, state_dir, log_level, require_roots=False)
+    cfg, sd = load(config_path, paths, state_dir, log_level)
     if not cfg.sources:
         raise Fatal("nothing to watch: give PATH arguments or sources in --config", 2)
+    try:
+        default_backend()
+    except ValueError as exc:  # INGESTD_WATCH_BACKEND names no backend
+        raise Fatal(str(exc), 2) from None
 
     def reload() -> Config:
-        return load_config(config_path, roots=paths, require_roots=False)
+        return load_config(config_path, roots=paths)
 
     try:
         code = Service(cfg, sd, reload_config=reload).serve()

@@ -72,7 +72,6 @@ def load(
     paths: Sequence[str],
     state_flag: Path | None,
     log_level: str | None,
-    require_roots: bool = True,
 ) -> tuple[Config, Path]:
     """The validated config and the state dir (builds the pydantic models).
 
@@ -82,7 +81,6 @@ def load(
             :func:`~ingestd.daemon.config.load_config`).
         state_flag: ``--state-dir``.
         log_level: ``--log-level`` (default: the config's).
-        require_roots: a missing source root is an error.
 
     Raises:
         Fatal: exit code 2, the config is invalid.
@@ -91,7 +89,7 @@ def load(
     from ingestd.daemon.statedir import resolve_state_dir
 
     try:
-        cfg = load_config(config_path, roots=paths, require_roots=require_roots)
+        cfg = load_config(config_path, roots=paths)
     except ConfigError as exc:
         raise Fatal(f"invalid configuration:\n{exc}", 2) from None
     setup_logging(log_level or cfg.log_level)

@@ -2,9 +2,10 @@
 
 Everything the JSON holds that an operator acts on is named in the text: per source
 the last complete sync and the last change written (local time and age), documents,
-chunks, failed, pending and held deletions, a missing root; for the daemon its health,
-the document in flight and the roots it waits for. Keys a daemon of another version
-does not send are skipped.
+chunks, failed, pending and held deletions, a missing root, folders watched and
+ignored; for the daemon its health, the document in flight, the roots it waits for,
+and its inotify watches beside ``fs.inotify.max_user_watches`` with the queue
+overflows since start. Keys a daemon of another version does not send are skipped.
 """
 
 from __future__ import annotations
@@ -76,6 +77,32 @@ def _progress_line(name: str, p: Any) -> str:
     return line
 
 
+def _budget_line(b: dict[str, Any], overflows: int) -> str:
+    """``inotify watches: 15 of 192536 (0.01% of fs.inotify.max_user_watches); ...``."""
+    used, limit = b.get("in_use", 0), b.get("limit")
+    if limit:
+        share = f"{100 * float(b.get('share') or 0):.2f}% of {b.get('limit_key', 'the limit')}"
+        line = f"inotify watches: {used} of {limit} ({share})"
+    else:
+        line = f"inotify watches: {used}"
+    return f"{line}; {_plural(overflows, 'queue overflow')} since start"
+
+
+def _watch_line(s: dict[str, Any]) -> str | None:
+    """``watching 15 folders (inotify), 2 ignored (not entered), 0 overflows``."""
+    backend = s.get("watch_backend")
+    if not backend:
+        return None
+    watched, ignored = s.get("watched_folders"), s.get("ignored_folders")
+    if watched is None:
+        line = f"watching every folder ({backend}; folder counts unknown)"
+    else:
+        line = f"watching {_plural(int(watched), 'folder')} ({backend})"
+        if ignored is not None:
+            line += f", {int(ignored)} ignored (not watched, not entered)"
+    return f"{line}, {_plural(int(s.get('overflows') or 0), 'overflow')}"
+
+
 def _daemon_lines(d: dict[str, Any], st: dict[str, Any], now: float) -> Iterator[str]:
     health = "healthy" if d.get("healthy", True) else "UNHEALTHY"
     yield (
@@ -98,6 +125,9 @@ def _daemon_lines(d: dict[str, Any], st: dict[str, Any], now: float) -> Iterator
         yield f"  missing root: {root} (nothing there is synced or deleted until it is back)"
     for name in d.get("unwatched_sources") or []:
         yield f"  not watched: {name} (rescanned periodically instead)"
+    budget = d.get("watches")
+    if isinstance(budget, dict):
+        yield f"  {_budget_line(budget, int(d.get('overflows') or 0))}"
     for name, err in (d.get("last_error") or {}).items():
         yield f"  last error of {name}: {err}"
     if "embedded_since_start" in st:
@@ -117,6 +147,8 @@ def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
             f"  ROOT MISSING: {root} is not a folder (unmounted, moved or deleted?); "
             "nothing is synced or deleted until it is back"
         )
+    for w in s.get("warnings") or []:
+        yield f"  warning: {w}"
     yield f"  last sync: {format_when(s.get('last_sync'), now)}"
     if "last_change_synced" in s:
         yield f"  last change synced: {format_when(s['last_change_synced'], now)}"
@@ -136,6 +168,9 @@ def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
             f"  cannot read {r['path']} ({r['error']}); {r['attempts']} tries, "
             f"next in {r['retry_in_seconds']:.0f} s"
         )
+    watch = _watch_line(s)
+    if watch:
+        yield f"  {watch}"
     for f in s.get("unwatched_folders") or []:
         yield f"  not watched {f['path']}: {f['reason']}"
     if s.get("held_deletes"):

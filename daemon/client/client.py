@@ -80,7 +80,7 @@ class Client:
         if config is not None and state_dir is None:
             from ingestd.daemon.config import load_config
 
-            cfg = load_config(config, require_roots=False)  # its state_dir
+            cfg = load_config(config)  # its state_dir (a missing root is no error)
         self.state_dir = resolve_state_dir(state_dir, cfg)
         self.socket = Path(socket) if socket is not None else None
         self.local = local and self.socket is None

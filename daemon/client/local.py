@@ -91,7 +91,7 @@ class LocalState:
         """
         from ingestd.daemon.config import SourceConfig, load_config
 
-        cfg = load_config(self.config_path, require_roots=False)
+        cfg = load_config(self.config_path)
         if cfg.sources or self.config_path is not None:
             return cfg
         with self.manifest() as m:

@@ -105,7 +105,7 @@ class QueryBuilder:
         """
         from ingestd.daemon.config import Config, load_config
 
-        cfg = config if isinstance(config, Config) else load_config(config, require_roots=False)
+        cfg = config if isinstance(config, Config) else load_config(config)
         if collection is None:
             names = sorted({s.collection for s in cfg.sources}) or ["ingestd"]
             if len(names) > 1:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Sequence
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.service.control import DaemonError
@@ -164,7 +164,8 @@ def resync(
     Returns:
         ``{"sources": [...], "exit_code": N}``: per source the plan (``dry_run``) or the
         counts of what was done; ``exit_code`` is 0 when the store matches the files, 3
-        when the mass-deletion guard held deletions, 1 when files could not be read.
+        when the mass-deletion guard held deletions, 1 when files could not be read or
+        a source's root is missing (nothing of it is synced or deleted).
     """
     out = []
     code = 0
@@ -178,6 +179,8 @@ def resync(
             out.append(summary)
             if plan.held:
                 code = max(code, EXIT_HELD)
+            elif plan.root_missing:
+                code = max(code, 1)
             continue
         res = engine.apply(plan, progress=progress)
         out.append({**res.as_dict(), "skipped": engine.skipped_entries(name)})
@@ -266,18 +269,44 @@ def known_source(manifest: ManifestReader, source: str, root: str | None = None)
     raise DaemonError(f"unknown source: {source}; known sources: {known}", 2)
 
 
-def forget(engine: Engine, source: str, root: str | None = None) -> dict[str, Any]:
-    """Delete every point and manifest row of a known source.
+def forget(
+    engine: Engine,
+    source: str,
+    root: str | None = None,
+    configured: Sequence[str] | None = None,
+) -> dict[str, Any]:
+    """Delete every point and manifest row of a known source that is not configured.
+
+    A configured source is refused: the daemon would go on watching it with nothing
+    indexed (a later edit would index that one file, a restart all of them), so the
+    index would differ from the files until then. It is removed from the config and
+    the daemon reloaded first; then nothing watches it, and forgetting it is final.
 
     Args:
         engine: the engine.
         source: the source's name (or, with ``root``, a path naming it).
         root: see :func:`known_source`.
+        configured: names of the configured sources (default: the engine's, as in
+            the daemon; the CLI without a daemon passes those of ``--config``).
 
     Raises:
-        DaemonError: exit code 2, the source is unknown.
+        DaemonError: exit code 2, the source is unknown or configured.
     """
     name = known_source(engine.manifest, source, root)
+    if configured is None and name in engine.sources:
+        raise DaemonError(
+            f"source {name} is configured in the running daemon, which would go on "
+            "watching it with nothing indexed: remove it from the daemon's config and "
+            "reload the daemon (`systemctl reload ingestd`, or SIGHUP; one started with "
+            "PATH arguments: restart it without that PATH), then forget it",
+            2,
+        )
+    if configured is not None and name in configured:
+        raise DaemonError(
+            f"source {name} is in the config given with --config, and a daemon started "
+            "with it would index it again: remove it from the config first",
+            2,
+        )
     n = engine.forget(name)
     return {"source": name, "points_deleted": n}
 
@@ -293,8 +322,10 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
         moved or deleted), ``collection``, ``documents``, ``chunks``, ``pending``,
         ``failed``, ``last_sync`` (the end of the last complete sync, seconds since
         the epoch, or ``None``), ``last_change_synced`` (when a sync last wrote or
-        deleted a document, a watched edit's included), ``held_deletes`` and
-        ``failed_documents`` (at most 50).
+        deleted a document, a watched edit's included), ``held_deletes``,
+        ``failed_documents`` (at most 50) and ``warnings`` (likely mistakes: include
+        globs that match no file; files indexed by another source too, a source left
+        in the state by an older config or ``resync PATH``).
     """
     sources = []
     for s in manifest.sources():
@@ -315,7 +346,9 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
         if engine is not None and s["name"] in engine.sources:
             entry["retrying"] = engine.retrying(s["name"])
             entry["skipped"] = engine.skipped_entries(s["name"])
+        entry["warnings"] = _source_warnings(entry, engine)
         sources.append(entry)
+    _overlap_warnings(manifest, sources)
     out: dict[str, Any] = {
         "state_dir": str(state_dir),
         "sources": sources,
@@ -344,6 +377,55 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
     running = engine.collections.running() if engine is not None else None
     out["migrations"] = migration_status.status(manifest, running)
     return out
+
+
+def _source_warnings(entry: dict[str, Any], engine: Engine | None) -> list[str]:
+    """Likely mistakes in a source's configuration that ``status`` shows.
+
+    A source whose include globs match no file: the running daemon knows from its last
+    scan; otherwise a source synced with no document at all is one.
+    """
+    name = entry["source"]
+    if engine is not None and name in engine.sources:
+        if name not in engine.planner.matching_nothing:
+            return []
+        globs = ", ".join(engine.sources[name].include)
+        return [f"no file under {entry['root']} matches its include globs ({globs})"]
+    if entry["root_missing"] or entry["documents"] or entry["last_sync"] is None:
+        return []
+    return [f"no file under {entry['root']} matched its include globs at the last sync"]
+
+
+def _overlap_warnings(manifest: ManifestReader, sources: list[dict[str, Any]]) -> None:
+    """Warn, under both sources, about files that two recorded sources index.
+
+    The config check refuses overlapping roots of configured sources, but a source
+    recorded by an older config or by ``resync PATH`` stays in the state (and in
+    search) until it is forgotten. Two roots overlap when they are the same folder, or
+    when one is inside the other and the outer source holds documents below it.
+    """
+    indexed = [s for s in sources if s["documents"]]
+    for i, a in enumerate(indexed):
+        for b in indexed[i + 1 :]:
+            ra, rb = PurePosixPath(a["root"]), PurePosixPath(b["root"])
+            if ra in rb.parents:
+                outer, inner = a, b
+            elif rb in ra.parents or ra == rb:
+                outer, inner = b, a
+            else:
+                continue
+            rel = PurePosixPath(inner["root"]).relative_to(outer["root"]).as_posix()
+            if rel != "." and not manifest.documents_under(outer["source"], rel):
+                continue  # the outer source excludes the inner root
+            shared = inner["root"] if rel == "." else f"{outer['root']}/{rel}"
+            fix = (
+                "search returns their chunks once per source; `ingestd forget` the source "
+                "that is not configured any more"
+            )
+            for s, other in ((outer, inner), (inner, outer)):
+                s["warnings"].append(
+                    f"the files under {shared} are indexed by source {other['source']} too: " + fix
+                )
 
 
 def evaluate(engine: Engine, **args: Any) -> dict[str, Any]:

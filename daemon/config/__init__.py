@@ -9,6 +9,7 @@ from ingestd.daemon.config.loading import (
     check_rules,
     format_errors,
     load_config,
+    overlap_problems,
     read_yaml,
     system_root_problem,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "default_rules",
     "format_errors",
     "load_config",
+    "overlap_problems",
     "read_yaml",
     "resolve_state_dir",
     "system_root_problem",

@@ -28,6 +28,7 @@ __all__ = [
     "check_rules",
     "format_errors",
     "load_config",
+    "overlap_problems",
     "read_yaml",
     "system_root_problem",
 ]
@@ -124,6 +125,62 @@ def system_root_problem(root: Path) -> str | None:
     return None
 
 
+def overlap_problems(labelled: Sequence[tuple[str | None, SourceConfig]]) -> list[str]:
+    """Sources whose roots overlap, so that files would be indexed once per source.
+
+    Two sources may not share a root, and a root inside another source's root is
+    allowed only when that outer source excludes it (an ``exclude`` glob matching the
+    inner root's folder, or a folder above it): otherwise every file below it is
+    indexed twice, and a search returns each chunk twice.
+
+    Args:
+        labelled: ``(key, source)`` pairs with canonical roots; ``key`` names a
+            configured source in the message (``sources[1]``), ``None`` a ``PATH``.
+
+    Returns:
+        One line per overlapping pair (empty: none).
+    """
+    import pathspec
+
+    def where(key: str | None, s: SourceConfig) -> str:
+        return f"{key}.root" if key else f"PATH {s.root}"
+
+    def which(key: str | None, s: SourceConfig) -> str:
+        return f"{key} (source {s.name!r})" if key else "another PATH"
+
+    problems = []
+    for i, (ka, a) in enumerate(labelled):
+        for kb, b in labelled[i + 1 :]:
+            if a.root == b.root:
+                problems.append(
+                    f"{where(kb, b)}: {b.root} is also the root of {which(ka, a)}: every "
+                    "file there would be indexed once per source; keep one source (its "
+                    "include globs can list every kind of file)"
+                )
+                continue
+            if a.root in b.root.parents:
+                (ko, outer), (ki, inner) = (ka, a), (kb, b)
+            elif b.root in a.root.parents:
+                (ko, outer), (ki, inner) = (kb, b), (ka, a)
+            else:
+                continue
+            rel = inner.root.relative_to(outer.root).as_posix()
+            spec = pathspec.GitIgnoreSpec.from_lines(outer.exclude)
+            parts = rel.split("/")
+            if any(spec.match_file("/".join(parts[: n + 1]) + "/") for n in range(len(parts))):
+                continue  # the outer source never enters the inner root
+            fix = (
+                f"add '{rel}/' to {ko}.exclude, or remove one of the two sources"
+                if ko
+                else "give only one of the two folders"
+            )
+            problems.append(
+                f"{where(ki, inner)}: {inner.root} is inside {outer.root}, the root of "
+                f"{which(ko, outer)}: every file below it would be indexed twice; {fix}"
+            )
+    return problems
+
+
 def _canonical(root: Path) -> Path:
     return Path(os.path.realpath(root.expanduser()))
 
@@ -155,7 +212,6 @@ def load_config(
     *,
     roots: Sequence[str | Path] = (),
     overrides: Mapping[str, Any] | None = None,
-    require_roots: bool = True,
 ) -> Config:
     """Load and validate the configuration.
 
@@ -165,8 +221,10 @@ def load_config(
             sources whose root is one of them, or add a default source for each one
             that is not configured; without a file each becomes a default source.
         overrides: top-level keys to set before validation (e.g. from CLI flags).
-        require_roots: a configured source root that does not exist is an error; the
-            daemon passes ``False``: an unmounted volume must not stop the others.
+
+    A configured root that does not exist is no error: it is a state (an unmounted
+    volume) that every command reports, and nothing of that source is synced or
+    deleted until it is back. A root that is a file is an error.
 
     Returns:
         The validated config with source roots made absolute and names filled in.
@@ -192,37 +250,36 @@ def load_config(
     except ValidationError as exc:
         raise ConfigError(format_errors(exc)) from None
     check_rules(cfg.rules)
-    return _finish(cfg, base, roots, require_roots)
+    return _finish(cfg, base, roots)
 
 
-def _finish(cfg: Config, base: Path, roots: Sequence[str | Path], require_roots: bool) -> Config:
+def _finish(cfg: Config, base: Path, roots: Sequence[str | Path]) -> Config:
     sources = []
     for s in cfg.sources:
         root = _canonical(s.root if s.root.is_absolute() else base / s.root)
         sources.append(s.model_copy(update={"root": root, "name": s.name or str(root)}))
     index = {s.root: i for i, s in enumerate(sources)}  # configured roots -> their index
+    labelled: list[tuple[str | None, SourceConfig]] = [
+        (f"sources[{i}]", s) for i, s in enumerate(sources)
+    ]
     if roots:
         wanted = [_canonical(Path(r)) for r in roots]
         chosen = [s for s in sources if s.root in wanted]
         for r in wanted:
             if not any(s.root == r for s in chosen):
                 chosen.append(SourceConfig(name=str(r), root=r))
+                labelled.append((None, chosen[-1]))
         sources = chosen
-    problems = []
+    problems = overlap_problems(labelled)
     for s in sources:
+        where = f"sources[{index[s.root]}].root" if s.root in index else f"PATH {s.root}"
         problem = system_root_problem(s.root)
+        if problem is None and os.path.exists(s.root) and not os.path.isdir(s.root):
+            problem = f"{s.root} is a file; a source root is the folder that holds the documents"
         if problem is not None:
-            where = f"sources[{index[s.root]}].root" if s.root in index else f"PATH {s.root}"
             problems.append(f"{where}: {problem}")
     if problems:
         raise ConfigError(problems)
-    missing = [
-        f"sources[{i}].root: folder {s.root} does not exist"
-        for i, s in enumerate(sources)
-        if not s.root.is_dir()
-    ]
-    if missing and require_roots:
-        raise ConfigError(missing)
     state = cfg.state_dir
     if state is not None and not state.is_absolute():
         state = base / state

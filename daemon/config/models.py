@@ -227,12 +227,16 @@ class WatchConfig(_Model):
         unwatched_rescan_s: rescan period, in seconds, of a source with folders that
             cannot be watched (the inotify watch limit, a permission error) or whose
             root is missing; its watch is set up again at each of these rescans.
+        hard_link_check_s: period, in seconds, of the stat check of the documents
+            with more than one hard link (another name of such a file, outside the
+            roots too, may change it without an event); 0 = off.
     """
 
     debounce_ms: int = Field(300, ge=0)
     max_delay_ms: int = Field(5000, ge=1)
     rescan_interval_s: float = Field(3600.0, ge=0)
     unwatched_rescan_s: float = Field(60.0, gt=0)
+    hard_link_check_s: float = Field(5.0, ge=0)
 
 
 class FilesConfig(_Model):

@@ -6,8 +6,15 @@
 * A *change batch* syncs the paths the batcher coalesced; it counts in ``lag_seconds``
   from its first change until it is written. Run at a checkpoint of another job, it
   leaves the documents that job has in flight to a batch queued once that job ends.
+  The other names (hard links) of its files go with it, and documents with hard links
+  are stat-checked every ``watch.hard_link_check_s`` (:mod:`~ingestd.daemon.sync.links`).
 * A *retry* tries again the files that could not be read, once the engine's back-off
   for them is due; ``status`` lists them under ``retrying`` (not in ``lag_seconds``).
+
+A scan asked for while one of the same source waits in the queue (not yet started)
+is that scan: an inotify overflow, a periodic rescan and a re-watch arriving together
+cost one walk. A scan asked for while one runs is queued: changes lost during the
+running one may be in folders it has already walked.
 
 A failed scan or batch is queued again after a back-off
 (:class:`~ingestd.daemon.service.jobs.Backoff`).
@@ -16,6 +23,7 @@ A failed scan or batch is queued again after a back-off
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -63,15 +71,31 @@ class SyncPolicy:
         self.progress: dict[str, SyncProgress] = {}  # source -> progress of its running scan
         self.batches_done = 0  # live batches applied (tests and status)
         self._last_rescan = time.monotonic()
+        self._last_link_check = time.monotonic()
         self._lag: list[float] = []
         self._waiting: dict[int, float] = {}  # change batches queued or running -> first change
         self._after_in_flight: dict[str, set[str]] = {}  # deferred by a nested batch
         self._retrying: set[tuple[str, str]] = set()  # unreadable files queued for a try
+        self._scan_queued: set[str] = set()  # sources with a scan queued, not yet started
+        self._scan_lock = threading.Lock()
 
     # -- scans ---------------------------------------------------------------------------------
 
-    def queue_scan(self, source: str, why: str, delay: float = 0.0) -> None:
-        """Queue a scan of ``source``, after ``delay`` seconds (thread-safe without one)."""
+    def queue_scan(self, source: str, why: str, delay: float = 0.0) -> bool:
+        """Queue a scan of ``source``, after ``delay`` seconds (thread-safe without one).
+
+        Without a delay, a scan of ``source`` already waiting in the queue is the one
+        asked for: nothing more is queued.
+
+        Returns:
+            Whether a scan was queued (``False``: one was waiting already).
+        """
+        if not delay:
+            with self._scan_lock:
+                if source in self._scan_queued:
+                    logger.debug("a scan of source %s is queued already (%s)", source, why)
+                    return False
+                self._scan_queued.add(source)
         job = Job(Priority.SCAN, self.jobs.next_seq(), self._scan_job(source, why))
         job.on_error = lambda exc: self.backoff.failed(
             source,
@@ -83,6 +107,7 @@ class SyncPolicy:
             self.jobs.defer(delay, job)
         else:
             self.jobs.put(job)
+        return True
 
     def scan_all(self, why: str) -> None:
         """Queue a scan of every source."""
@@ -101,13 +126,38 @@ class SyncPolicy:
         self._last_rescan = now
         self.scan_all("periodic rescan")
 
+    def check_links(self, now: float, interval: float) -> None:
+        """Every ``interval`` seconds (0: never), sync the hard links whose stat changed.
+
+        A document with another hard link (outside the root too) changes when that
+        other name is written, with no event for this one (see
+        :mod:`~ingestd.daemon.sync.links`). Called on the engine thread.
+        """
+        if not interval or now - self._last_link_check < interval:
+            return
+        self._last_link_check = now
+        for source, rels in self.engine().links.changed().items():
+            self.on_batch(source, rels)
+
     def on_lost(self, source: str, why: str) -> None:
-        """Events may have been lost: rescan the source (thread-safe)."""
-        logger.warning("events of source %s may have been lost (%s); rescanning", source, why)
-        self.queue_scan(source, why)
+        """Events may have been lost: rescan the source once (thread-safe).
+
+        Logged once per call (a watcher calls once per overflow); a scan already
+        waiting in the queue is that rescan.
+        """
+        if self.queue_scan(source, why):
+            logger.warning("events of source %s may have been lost (%s); rescanning", source, why)
+        else:
+            logger.warning(
+                "events of source %s may have been lost (%s); a rescan is queued already",
+                source,
+                why,
+            )
 
     def _scan_job(self, source: str, why: str) -> Callable[[], Any]:
         def run() -> Any:
+            with self._scan_lock:  # from now on a lost event needs another scan
+                self._scan_queued.discard(source)
             engine = self.engine()
             if source not in engine.sources:
                 return None  # removed by a reload
@@ -189,6 +239,7 @@ class SyncPolicy:
             if source not in engine.sources:
                 self._waiting.pop(seq, None)
                 return None  # removed by a reload
+            self._add_links(engine, source, paths, first)
             res = engine.sync(source, paths)
             self.batches_done += 1
             self.backoff.succeeded(source)
@@ -224,6 +275,14 @@ class SyncPolicy:
             self.backoff.failed(source, f"a batch of {len(paths)} change(s)", exc, again)
 
         return Job(Priority.CHANGES, seq, run, on_error=on_error, nestable=True)
+
+    def _add_links(self, engine: Engine, source: str, paths: set[str], first: float) -> None:
+        """Add to ``paths`` the other hard links of their files; queue those of other sources."""
+        for other, rels in engine.links.siblings(source, paths).items():
+            if other == source:
+                paths.update(rels)
+            elif other in engine.sources:
+                self.on_batch(other, rels, first)
 
     def queue_deferred(self) -> None:
         """Queue the changes a nested batch left to the job that had them in flight."""

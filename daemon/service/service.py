@@ -7,7 +7,7 @@ asks to reload the config.
 
 Threads: the main thread owns the engine and the vector store (embedded Qdrant is not
 thread-safe) and runs every job from one priority queue
-(:mod:`~ingestd.daemon.service.jobs`); watchdog's observers, the batcher and the
+(:mod:`~ingestd.daemon.service.jobs`); the file watchers, the batcher and the
 control server only enqueue, and a background thread preloads the embedding model
 once the daemon is ready (:mod:`~ingestd.daemon.service.instrument`). Long work never
 starves the daemon: at the engine's checkpoints the daemon pings the systemd watchdog
@@ -234,6 +234,7 @@ class Service:
             for name in self.watches.rewatch_due(now):
                 self.policy.queue_scan(name, "not every folder is watched")
             self.policy.periodic_rescan(now, self.cfg.watch.rescan_interval_s)
+            self.policy.check_links(now, self.cfg.watch.hard_link_check_s)
             self.policy.queue_due_retries()
             wait = self.jobs.release_delayed(now)
             job = self.jobs.get(timeout=min(0.5, self.watchdog.interval or 0.5, wait))

@@ -1,9 +1,11 @@
 """The running daemon's ``status``: the manifest's view plus what only the daemon knows.
 
 Answered off the engine thread (manifest reads only), so ``status`` answers while a
-long job holds the engine thread. Per source it adds ``root_missing`` and
-``unwatched_folders``; under ``daemon`` the phase, progress of running scans,
-documents in flight, queue depth and lag, the watches, and ``healthy``: every watcher
+long job holds the engine thread. Per source it adds ``root_missing``,
+``unwatched_folders`` and what its watcher holds (folders watched and ignored,
+overflows); under ``daemon`` the phase, progress of running scans, documents in
+flight, queue depth and lag, the watches and their share of
+``fs.inotify.max_user_watches``, and ``healthy``: every watcher
 runs, no job failed since its source's last success, and every root is there and
 watched in every folder.
 """
@@ -46,17 +48,25 @@ def daemon_status(
 
     Returns:
         :func:`~ingestd.daemon.commands.commands.status_of`'s answer, each source with
-        ``root_missing`` and ``unwatched_folders``, plus ``daemon``: ``pid``,
-        ``phase``, ``progress``, ``in_flight``, ``queue_depth`` (changed paths and
-        jobs waiting), ``scan_documents_left``, ``lag_seconds``, ``watchers_alive``,
-        ``unwatched_sources``, ``degraded_sources``, ``missing_roots``,
-        ``model_loaded``, ``started_at``, ``last_error`` and ``healthy``.
+        ``root_missing``, ``unwatched_folders`` and the keys of
+        :meth:`~ingestd.daemon.service.watches.Watches.source_status`
+        (``watch_backend``, ``watched_folders``, ``ignored_folders``,
+        ``watch_events``, ``overflows``),
+        plus ``daemon``: ``pid``, ``phase``, ``progress``, ``in_flight``,
+        ``queue_depth`` (changed paths and jobs waiting), ``scan_documents_left``,
+        ``lag_seconds``, ``watchers_alive``, ``unwatched_sources``,
+        ``degraded_sources``, ``missing_roots``, ``batches_done`` (change batches
+        synced since start), ``watches`` (see
+        :meth:`~ingestd.daemon.service.watches.Watches.budget`), ``overflows`` (since
+        start, every source), ``model_loaded``, ``started_at``, ``last_error`` and
+        ``healthy``.
     """
     st = status_of(engine.manifest, engine, state_dir)
     missing = dict(watches.missing_roots)
     for s in st["sources"]:
         s["root_missing"] = s["source"] in missing
         s["unwatched_folders"] = watches.coverage.folders(s["source"])
+        s.update(watches.source_status(s["source"]))
     watched = {w.source for w in watches.watchers}
     progress = {name: p.as_dict() for name, p in list(policy.progress.items())}
     st["daemon"] = {
@@ -74,6 +84,9 @@ def daemon_status(
         "unwatched_sources": sorted(n for n in watches.unwatched if n not in watched),
         "degraded_sources": watches.coverage.degraded(),
         "missing_roots": sorted(missing.values()),
+        "batches_done": policy.batches_done,
+        "watches": watches.budget(),
+        "overflows": sum(watches.overflows.values()),
         "model_loaded": engine.model_loaded,
         "started_at": started_at,
         "last_error": dict(last_error),

@@ -11,6 +11,10 @@ watches set up again each time:
 * some of its folders cannot be watched: the source is *degraded* (see
   :mod:`~ingestd.daemon.watch.coverage`).
 
+After an inotify queue overflow the source is rescanned once (the watcher refreshes
+its watches itself); the overflows are counted per source (:attr:`Watches.overflows`),
+across watchers (a reload or a re-watch replaces them).
+
 A root that is replaced while watched (deleted, moved or unmounted: its
 ``(st_dev, st_ino)`` changed) drops its watcher; that is not a crash. A watcher or a
 batcher thread that died is (:meth:`Watches.dead`): the daemon never runs on without
@@ -25,11 +29,13 @@ import stat as stat_mod
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from ingestd.daemon.config import WatchConfig
 from ingestd.daemon.sync.scanner import SourceFilter
 from ingestd.daemon.watch.coverage import WatchCoverage
-from ingestd.daemon.watch.inotify import reason_for
+from ingestd.daemon.watch.folders import OVERFLOW
+from ingestd.daemon.watch.inotify import reason_for, watch_limit
 from ingestd.daemon.watch.watcher import Batcher, BatcherThread, SourceWatcher
 
 __all__ = ["Watches"]
@@ -65,6 +71,8 @@ class Watches:
         #: sources not watched at all or not in every folder -> last re-watch (monotonic);
         #: each is watched again and rescanned every ``watch.unwatched_rescan_s``
         self.unwatched: dict[str, float] = {}
+        #: source -> inotify queue overflows since the daemon started
+        self.overflows: dict[str, int] = {}
         self._filters: Mapping[str, SourceFilter] = {}
         self._root_ids: dict[str, tuple[int, int] | None] = {}  # (st_dev, st_ino) watched
 
@@ -122,7 +130,7 @@ class Watches:
             self.unwatched[name] = time.monotonic()
             return False
         self.missing_roots.pop(name, None)
-        sw = SourceWatcher(flt, self.batcher.put, self.on_lost)
+        sw = SourceWatcher(flt, self.batcher.put, self._lost)
         try:
             sw.start()
         except OSError as exc:
@@ -214,6 +222,51 @@ class Watches:
         if self.batcher is not None and not self.batcher.alive():
             dead.append("batcher thread")
         return dead
+
+    def _lost(self, source: str, why: str) -> None:
+        """A watcher lost events: count an overflow, then pass it on (watcher thread)."""
+        if why == OVERFLOW:
+            self.overflows[source] = self.overflows.get(source, 0) + 1
+        self.on_lost(source, why)
+
+    def source_status(self, name: str) -> dict[str, Any]:
+        """What ``status`` shows of the watches of source ``name``.
+
+        Returns:
+            ``watch_backend`` (``None`` while not watched), ``watched_folders`` and
+            ``ignored_folders`` (``None`` when the backend does not say; an ignored
+            folder counts once, nothing below it is entered), ``watch_events``
+            (inotify events its watcher read since it started, ``None`` when not
+            inotify) and ``overflows`` since the daemon started.
+        """
+        w = self.watcher_of(name)
+        stats = w.stats() if w is not None else None
+        return {
+            "watch_backend": stats.backend if stats else None,
+            "watched_folders": stats.watched if stats else None,
+            "ignored_folders": stats.ignored if stats else None,
+            "watch_events": stats.events if stats else None,
+            "overflows": self.overflows.get(name, 0),
+        }
+
+    def budget(self) -> dict[str, Any]:
+        """The inotify watches this daemon holds, beside the watch limit that binds.
+
+        Returns:
+            ``in_use`` (watches of every source), ``limit`` (``None`` when it cannot be
+            read), ``share`` of the limit in use (0-1, ``None`` without a limit), and
+            ``limit_key`` (``fs.inotify.max_user_watches``, or a user namespace's lower
+            ``user.max_inotify_watches``). The limit is per user: other processes of
+            the same user (editors, IDEs, other daemons) use it too.
+        """
+        used = sum(w.stats().watched or 0 for w in list(self.watchers))
+        key, limit = watch_limit()
+        return {
+            "in_use": used,
+            "limit": limit,
+            "share": round(used / limit, 6) if limit else None,
+            "limit_key": key,
+        }
 
     def depth(self) -> int:
         """Changed paths waiting in the batcher."""

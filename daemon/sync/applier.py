@@ -130,12 +130,48 @@ class Applier:
             release_free_memory()  # see ingestd.daemon.sync.memory
         if plan.scan and not plan.root_missing:
             ctx.manifest.set_held_deletes(source, len(plan.held))
+        elif not plan.root_missing:
+            self._release_held(plan)
         now = ctx.now()
         if res.indexed or res.deleted or res.failed:  # a change became searchable
             ctx.manifest.set_last_change_synced(source, now)
         if res.complete:
             ctx.manifest.set_last_sync(source, now)
         return res
+
+    def _release_held(self, plan: Plan) -> None:
+        """Forget held deletions that a sync of changed paths settled.
+
+        The guard holds the deletions of a scan; a later sync of changed paths (files
+        checked out again, or deleted for good) settles the held paths it covers: a
+        path whose file is back, or whose document is gone, is no longer held. The
+        count in the manifest (``status``) follows.
+        """
+        ctx = self.ctx
+        source = plan.source
+        held = ctx.held.get(source)
+        if not held:
+            return
+        scope = plan.scope
+
+        def covered(rel: str) -> bool:
+            return any(not s or rel == s or rel.startswith(s + "/") for s in scope)
+
+        root = ctx.root(source)
+        still = [
+            rel
+            for rel in held
+            if not covered(rel)
+            or (stat_file(root / rel) is None and ctx.manifest.document(source, rel) is not None)
+        ]
+        if len(still) == len(held):
+            return
+        if still:
+            ctx.held[source] = still
+        else:
+            ctx.held.pop(source, None)
+        ctx.manifest.set_held_deletes(source, len(still))
+        logger.info("source %s: %d deletions no longer held", source, len(held) - len(still))
 
     def _leave_to_running(self, plan: Plan, res: SyncResult) -> None:
         """Keep a sync nested in another one's checkpoint off the other one's documents.

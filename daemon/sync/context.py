@@ -23,6 +23,7 @@ from typing import Any, Protocol
 from ingestd.daemon.config import Config, SourceConfig
 from ingestd.daemon.sync.checkpoints import Checkpoints
 from ingestd.daemon.sync.failures import ReadFailures
+from ingestd.daemon.sync.links import HardLinks
 from ingestd.daemon.sync.profile import Profile
 from ingestd.daemon.sync.profiles import Profiles
 from ingestd.daemon.sync.resources import Resources
@@ -48,6 +49,7 @@ class SyncContext:
         failures: files to read again, entries scans skipped.
         now: the clock, seconds since the epoch (read nowhere else).
         held: deletions held by the mass-deletion guard at the last scan, per source.
+        links: documents with more than one hard link, as the plans saw them.
         hook: called with ``(collection, step)`` at the steps of a collection build
             (``begun``, ``checkpoint``, ``built``, ``switching``, ``switched``): a test
             hook.
@@ -62,6 +64,7 @@ class SyncContext:
     failures: ReadFailures
     now: Callable[[], float]
     held: dict[str, list[str]] = field(default_factory=dict)
+    links: HardLinks = field(default_factory=HardLinks)
     hook: Callable[[str, str], None] | None = None
 
     @property

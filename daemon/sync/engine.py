@@ -44,6 +44,7 @@ from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.documents import PreparedDocument
 from ingestd.daemon.sync.failures import ReadFailures
 from ingestd.daemon.sync.healing_cache import HealingCache
+from ingestd.daemon.sync.links import HardLinks
 from ingestd.daemon.sync.planner import Planner
 from ingestd.daemon.sync.preparer import Preparer
 from ingestd.daemon.sync.profile import Profile
@@ -253,6 +254,11 @@ class Engine:
     def retry(self) -> Any:
         """Files that could not be read, by ``(source, path)`` (``Backoff``)."""
         return self.failures.retry
+
+    @property
+    def links(self) -> HardLinks:
+        """Documents with more than one hard link (re-checked with their other names)."""
+        return self.context.links
 
     @property
     def in_flight(self) -> list[InFlight]:

@@ -40,12 +40,16 @@ class Planner:
 
     Attributes:
         roots_missing: sources whose root was missing at the last look.
+        matching_nothing: sources whose last scan found no file its include globs
+            match (a mistyped glob, the wrong root): warned about once, shown in
+            ``status``.
     """
 
     def __init__(self, ctx: SyncContext, check_store: Callable[[str], dict[str, int]]) -> None:
         self.ctx = ctx
         self.check_store = check_store
         self.roots_missing: set[str] = set()
+        self.matching_nothing: set[str] = set()
 
     def plan(
         self,
@@ -93,8 +97,14 @@ class Planner:
             plan.repaired = self.check_store(source)
         pending = self.ctx.manifest.pending_doc_ids(source)
         known, found = self._observe(source, paths)
+        if paths is None:
+            self._note_matches(source, found)
         if paths is not None:
             plan.scope = sorted({p.strip("/") for p in paths})
+        scope = None if paths is None else plan.scope
+        new_links = self.ctx.links.observe(source, root, found, scope)
+        if new_links and scope is not None:
+            self._track_links(new_links)
         for rel, st in sorted(found.items()):
             self._classify(plan, rel, st, known.get(rel), pending, full=full)
             self.ctx.checkpoints.heartbeat()
@@ -113,6 +123,35 @@ class Planner:
         if paths is None and not allow_mass_delete:
             self._guard(plan, known, found, pending)
         return plan
+
+    def _track_links(self, inodes: set[int]) -> None:
+        """Make the indexed names of ``inodes`` (hard links seen first in a change) known.
+
+        A scan of a source sees each of its names; a change sees only the name that
+        changed, so the other ones come from the manifest (any configured source).
+        """
+        by_source: dict[str, dict[str, FileStat]] = {}
+        for doc in self.ctx.manifest.documents_with_inodes(inodes):
+            if doc.source in self.ctx.sources:
+                by_source.setdefault(doc.source, {})[doc.path] = stat_of(doc)
+        for source, docs in by_source.items():
+            self.ctx.links.track(source, self.ctx.root(source), docs)
+
+    def _note_matches(self, source: str, found: Scan) -> None:
+        """Warn (once) when a scan of ``source`` found no file its include globs match."""
+        if found or found.skipped or found.unreadable:
+            self.matching_nothing.discard(source)
+            return
+        if source not in self.matching_nothing:
+            s = self.ctx.sources[source]
+            logger.warning(
+                "source %s: no file under %s matches its include globs (%s); check the "
+                "source's root, include and exclude globs (and .gitignore files)",
+                source,
+                s.root,
+                ", ".join(s.include) or "none",
+            )
+        self.matching_nothing.add(source)
 
     def _observe(self, source: str, paths: Iterable[str] | None) -> tuple[dict[str, DocRow], Scan]:
         """Manifest rows and on-disk stats of the whole source, or of ``paths``.

@@ -53,7 +53,8 @@ class Resources:
     ) -> None:
         self.cfg = cfg
         self.paths: StatePaths = cfg.paths(state_dir)
-        secure_state_dir(self.paths.root)  # created 0700 when missing
+        # created 0700 when missing; the store folders too when configured elsewhere
+        secure_state_dir(self.paths.root, (self.paths.qdrant, self.paths.edge))
         self.manifest = Manifest(cfg.manifest.url or sqlite_url(self.paths.manifest), now=now)
         self._store = store
         self._cache: HealingCache | None = None

@@ -28,7 +28,7 @@ import os
 import re
 import stat as stat_mod
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pathspec
@@ -75,17 +75,22 @@ _TEMP_FILE = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class FileStat:
-    """The stat fast-path key of a file: size (bytes), mtime and ctime (ns), inode."""
+    """The stat fast-path key of a file: size (bytes), mtime and ctime (ns), inode.
+
+    ``nlink``, the file's number of hard links, is carried along but not part of the
+    key (the manifest does not record it; see :mod:`~ingestd.daemon.sync.links`).
+    """
 
     size: int
     mtime_ns: int
     ctime_ns: int
     inode: int
+    nlink: int = field(default=1, compare=False)
 
     @classmethod
     def of(cls, st: os.stat_result) -> FileStat:
         """From an ``os.stat_result``."""
-        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        return cls(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, st.st_nlink)
 
 
 class SourceFilter:
@@ -95,7 +100,9 @@ class SourceFilter:
         source: the source.
         state_dir: ingestd's state dir, ignored when it lies inside the root.
 
-    Paths given to the methods are POSIX and relative to the source root.
+    Paths given to the methods are POSIX and relative to the source root. The engine's
+    thread and the source's watcher thread share a filter: the watcher forgets cached
+    ``.gitignore`` rules when one changes, while a scan may be reading them.
     """
 
     __slots__ = ("_exclude", "_gitignores", "_include", "_state_rel", "root", "source")
@@ -144,14 +151,20 @@ class SourceFilter:
         return not (self.source.gitignore and self._gitignored(rel, is_dir=False))
 
     def _spec_for(self, folder: str) -> pathspec.GitIgnoreSpec | None:
-        if folder not in self._gitignores:
-            f = self.root / folder / ".gitignore" if folder else self.root / ".gitignore"
-            try:
-                lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
-            except OSError:
-                lines = []
-            self._gitignores[folder] = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
-        return self._gitignores[folder]
+        # the watcher's thread may forget the cache at any moment (a .gitignore
+        # changed): never read back what was just stored
+        try:
+            return self._gitignores[folder]
+        except KeyError:
+            pass
+        f = self.root / folder / ".gitignore" if folder else self.root / ".gitignore"
+        try:
+            lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            lines = []
+        spec = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+        self._gitignores[folder] = spec
+        return spec
 
     def _gitignored(self, rel: str, *, is_dir: bool) -> bool:
         parts = rel.split("/")

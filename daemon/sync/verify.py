@@ -32,7 +32,9 @@ class VerifyReport:
     ``missing``: expected points absent from the store; ``orphans``: store points no
     file produces; ``stale``: points whose payload differs; ``sparse``: points whose
     sparse (BM25) vector differs from the one recomputed from their text;
-    ``manifest``: paths whose manifest record disagrees with the files.
+    ``manifest``: paths whose manifest record disagrees with the files;
+    ``root_missing``: the source's root folder is not there (an unmounted volume),
+    so nothing could be compared (the report is not clean) and nothing is repaired.
     """
 
     source: str
@@ -42,11 +44,19 @@ class VerifyReport:
     stale: list[str] = field(default_factory=list)
     sparse: list[str] = field(default_factory=list)
     manifest: list[str] = field(default_factory=list)
+    root_missing: bool = False
 
     @property
     def clean(self) -> bool:
-        """Whether files, manifest and store agree."""
-        return not (self.missing or self.orphans or self.stale or self.sparse or self.manifest)
+        """Whether files, manifest and store agree (unknown, so ``False``, without a root)."""
+        return not (
+            self.root_missing
+            or self.missing
+            or self.orphans
+            or self.stale
+            or self.sparse
+            or self.manifest
+        )
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready report (lists capped at 100 ids each, with totals)."""
@@ -54,6 +64,7 @@ class VerifyReport:
             "source": self.source,
             "expected": self.expected,
             "clean": self.clean,
+            "root_missing": self.root_missing,
         }
         for k in ("missing", "orphans", "stale", "sparse", "manifest"):
             v = getattr(self, k)
@@ -87,6 +98,9 @@ class Verifier:
     def verify(self, source: str, *, repair: bool = False) -> VerifyReport:
         """Compare expected points with the manifest and the store; optionally repair.
 
+        A source whose root folder is missing is not compared: its report says so
+        (``root_missing``), and a repair deletes nothing.
+
         Args:
             source: a configured source name.
             repair: fix what differs, then verify again.
@@ -96,6 +110,13 @@ class Verifier:
         """
         rep = VerifyReport(source)
         ctx = self.ctx
+        root = ctx.root(source)
+        if not root.is_dir():
+            logger.warning(
+                "source %s: root %s is missing; not verified, nothing repaired", source, root
+            )
+            rep.root_missing = True
+            return rep
         want_sparse: dict[str, Any] = {}
         expected, docs = self.preparer.expected_points(source, sparse=want_sparse)
         rep.expected = len(expected)

@@ -1,1 +1,1 @@
-"""Watching source trees: the watchdog bridge, coalescing events, and watch coverage."""
+"""Watching source trees: a watcher per source, coalescing events, and watch coverage."""

@@ -6,19 +6,22 @@ seconds while the source stays degraded (and it tries to set the watches again e
 time). ``status`` lists the folders and reports the daemon unhealthy.
 
 Logging follows the state, not the checks: one error when a source becomes degraded
-(naming ``fs.inotify.max_user_watches``, the usual cause), one warning when more
-folders join, one line when every folder is watched again.
+(with the fix for its reasons: the watch limit that was reached, named as
+:func:`~ingestd.daemon.watch.inotify.watch_limit` finds it, or folders the daemon's
+user may not read), one warning when more folders join, one line when every folder is
+watched again.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
 from ingestd.daemon.sync.scanner import display_path
-from ingestd.daemon.watch.inotify import LIMIT_KEY
+from ingestd.daemon.watch.inotify import watch_limit
 
-__all__ = ["WatchCoverage", "folder_key"]
+__all__ = ["WatchCoverage", "WatchStats", "advice_for", "folder_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -28,9 +31,51 @@ def folder_key(rel: str) -> str:
     return display_path(rel) + "/" if rel else "./"
 
 
+def advice_for(reasons: Iterable[str]) -> str:
+    """What to do about folders that cannot be watched, for these reasons of theirs."""
+    reasons = set(reasons)
+    advice = []
+    if any(r.startswith("the inotify watch limit") for r in reasons):
+        key, _ = watch_limit()
+        advice.append(
+            f"Raise {key} (e.g. `sysctl -w {key}=524288`) or exclude big folders from the source"
+        )
+    if "permission denied" in reasons:
+        advice.append(
+            "Let the daemon's user read and enter those folders (e.g. `setfacl -R -m "
+            "u:ingestd:rX FOLDER`) or exclude them from the source"
+        )
+    if not advice:
+        advice.append("Exclude those folders from the source, or check them")
+    return ". ".join(advice)
+
+
 def _within(key: str, top: str) -> bool:
     top = top.strip("/")
     return not top or key.rstrip("/") == top or key.startswith(top + "/")
+
+
+@dataclass(frozen=True, slots=True)
+class WatchStats:
+    """What the watcher of one source holds (``status`` shows it per source).
+
+    Attributes:
+        backend: ``inotify`` (ingestd's own watches), ``watchdog`` (watchdog's
+            platform observer, recursive) or ``polling`` (watchdog's polling observer).
+        watched: folders with a watch, or ``None`` when the backend does not say.
+        ignored: folders deliberately not watched because no document can be in them
+            (built-in ignored names, ``exclude``, ``.gitignore``, the state dir), or
+            ``None`` when the backend does not say. Nothing below them is entered, so
+            each counts once however big it is (a ``node_modules/`` is one).
+        unwatchable: folders that could hold documents but could not be watched.
+        events: inotify events read since the watcher started (``None``: not inotify).
+    """
+
+    backend: str
+    watched: int | None = None
+    ignored: int | None = None
+    unwatchable: int = 0
+    events: int | None = None
 
 
 class WatchCoverage:
@@ -93,20 +138,17 @@ class WatchCoverage:
         if not before:
             logger.error(
                 "source %s: cannot watch %d folder(s), e.g. %s: changes there are found "
-                "only by a rescan every %g s. Raise %s (e.g. `sysctl -w %s=524288`), "
-                "exclude big folders from the source, or fix the folders' permissions",
+                "only by a rescan every %g s. %s",
                 source,
                 len(now),
                 example,
                 self.rescan_s,
-                LIMIT_KEY,
-                LIMIT_KEY,
+                advice_for(now.values()),
             )
         else:
             logger.warning(
-                "source %s: %d more folder(s) cannot be watched, e.g. %s (%s)",
+                "source %s: %d more folder(s) cannot be watched, e.g. %s",
                 source,
                 len(new),
                 example,
-                LIMIT_KEY,
             )

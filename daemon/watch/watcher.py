@@ -1,10 +1,16 @@
-"""Watching: watchdog events -> per-path changes -> debounced batches.
+"""Watching: a watcher per source -> changed relative paths -> debounced batches.
 
-The observer thread only translates an event into relative paths and enqueues them
-(as uvicorn's ``supervisors/watchdogreload.py`` forwards events to a callback). What a
+A watcher only translates events into relative paths and hands them over (as
+uvicorn's ``supervisors/watchdogreload.py`` forwards events to a callback). What a
 path *means* (created, modified, deleted, moved) is decided later by the planner from
 the disk and the manifest, so an editor's atomic save, a delete followed by a
 re-create, or a ``git checkout`` all become "look at these paths again".
+
+:class:`SourceWatcher` picks the backend: ingestd's own inotify watcher
+(:mod:`~ingestd.daemon.watch.emitter`; only folders that can hold documents are
+watched) where the kernel has inotify, else watchdog's observers
+(:mod:`~ingestd.daemon.watch.fallback`). ``INGESTD_WATCH_BACKEND`` (``inotify``,
+``watchdog`` or ``polling``) chooses one explicitly.
 
 Coalescing is pure: :class:`Batcher` takes the clock as an argument (after watchdog's
 ``EventDebouncer``, split into state and a thread wrapper).
@@ -12,25 +18,39 @@ Coalescing is pure: :class:`Batcher` takes the clock as an argument (after watch
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import NamedTuple, Protocol
 
-from ingestd.daemon.sync.scanner import SourceFilter, walk_folders
-from ingestd.daemon.watch import inotify
+from ingestd.daemon.sync.scanner import SourceFilter
+from ingestd.daemon.watch import kernel
+from ingestd.daemon.watch.coverage import WatchStats
+from ingestd.daemon.watch.emitter import InotifyEmitter
+from ingestd.daemon.watch.fallback import WatchdogEmitter
 
-__all__ = ["Batch", "Batcher", "BatcherThread", "SourceWatcher"]
+__all__ = [
+    "BACKENDS",
+    "BACKEND_ENV",
+    "Batch",
+    "Batcher",
+    "BatcherThread",
+    "Emitter",
+    "SourceWatcher",
+    "default_backend",
+]
 
 logger = logging.getLogger(__name__)
 
-#: Longest a folder that could be watched but is not is waited for (its watch may be
-#: on its way: watchdog adds the watch of a new folder on its own thread), in seconds.
-SETTLE_S = 1.0
+#: The environment variable that chooses the watching backend (see :func:`default_backend`).
+BACKEND_ENV = "INGESTD_WATCH_BACKEND"
+#: The backends: ingestd's inotify watcher, watchdog's platform observer, its polling one.
+BACKENDS = ("inotify", "watchdog", "polling")
 
 
 class Batch(NamedTuple):
@@ -173,63 +193,71 @@ class BatcherThread:
         self._thread.join(timeout=5)
 
 
-def _under(path: str, root: str) -> bool:
-    return path == root or path.startswith(root + os.sep) or root.startswith(path + os.sep)
+@functools.cache
+def _inotify_available() -> bool:
+    return kernel.available()
 
 
-class _OverflowHook(logging.Handler):
-    """Turns watchdog's "Inotify queue overflowed" log record into ``on_lost`` calls.
+def default_backend() -> str:
+    """``$INGESTD_WATCH_BACKEND`` when set, else ``inotify`` where the kernel has it.
 
-    watchdog rebuilds its watches after an ``IN_Q_OVERFLOW`` but emits no event for
-    it; the events the kernel dropped are only found again by a rescan.
+    Without inotify: watchdog's platform observer (FSEvents, ``ReadDirectoryChangesW``,
+    kqueue), or on Linux its polling observer.
+
+    Raises:
+        ValueError: the variable names no backend of :data:`BACKENDS`.
     """
+    chosen = os.environ.get(BACKEND_ENV, "").strip().lower()
+    if chosen:
+        if chosen not in BACKENDS:
+            raise ValueError(f"{BACKEND_ENV}={chosen!r}: use one of {', '.join(BACKENDS)}")
+        return chosen
+    if _inotify_available():
+        return "inotify"
+    return "polling" if sys.platform.startswith("linux") else "watchdog"
 
-    _watchers: set[SourceWatcher] = set()
-    _lock = threading.Lock()
-    _installed: _OverflowHook | None = None
 
-    def emit(self, record: logging.LogRecord) -> None:
-        if "overflow" not in record.getMessage().lower():
-            return
-        with self._lock:
-            watchers = list(self._watchers)
-        args = record.args if isinstance(record.args, tuple) else ()
-        where = [os.path.realpath(os.fsdecode(a)) for a in args if isinstance(a, str | bytes)]
-        mine = [w for w in watchers if any(_under(p, w.root) for p in where)]
-        for w in mine or watchers:
-            try:
-                w._on_lost(w.source, "the inotify event queue overflowed")
-            except Exception:  # pragma: no cover - a logging handler must not raise
-                logger.debug("overflow callback failed", exc_info=True)
+class Emitter(Protocol):
+    """What a backend offers (:class:`InotifyEmitter`, :class:`WatchdogEmitter`)."""
 
-    @classmethod
-    def register(cls, w: SourceWatcher) -> None:
-        with cls._lock:
-            cls._watchers.add(w)
-            if cls._installed is None:
-                cls._installed = cls(logging.WARNING)
-                logging.getLogger("watchdog.observers.inotify").addHandler(cls._installed)
+    backend: str
 
-    @classmethod
-    def unregister(cls, w: SourceWatcher) -> None:
-        with cls._lock:
-            cls._watchers.discard(w)
+    def start(self) -> None:
+        """Set the watches and start the thread; raises ``OSError`` if the root fails."""
+        ...
+
+    def stop(self) -> None:
+        """Stop the thread and drop the watches."""
+        ...
+
+    def alive(self) -> bool:
+        """Whether its threads run."""
+        ...
+
+    def stats(self) -> WatchStats:
+        """What it watches."""
+        ...
+
+    def unwatched_folders(self, under: Iterable[str] = ("",)) -> dict[str, str] | None:
+        """Folders that can hold documents and have no watch, and why (``None``: unknown)."""
+        ...
 
 
 class SourceWatcher:
-    """A watchdog observer on one source, forwarding relevant paths to ``put``.
+    """Watches one source, forwarding relevant changed paths to ``put``.
 
-    Every event is reduced to the relative paths it names (both ends of a move); the
-    filter drops ignored paths (``.git``, editor temporaries, excludes, the state
-    dir). An exception while handling an event is logged and never ends the
-    observer thread; :meth:`alive` tells whether the observer and its emitter
+    Ignored paths never reach ``put``: folders a scan skips are not watched at all
+    (inotify) or their events are dropped (watchdog), and so are files the filter
+    refuses (editor temporaries, excludes). An exception while handling an event is
+    logged and never ends the watcher's thread; :meth:`alive` tells whether its
     threads still run (the service exits non-zero when they do not).
 
     Args:
-        flt: the source's filter; ignored paths never reach ``put``.
+        flt: the source's filter.
         put: ``(source, relative path)`` callback (must be quick and thread-safe).
-        on_lost: called with a reason when events may have been lost (the caller
+        on_lost: ``(source, reason)`` when events may have been lost (the caller
             rescans the source).
+        backend: one of :data:`BACKENDS`; default :func:`default_backend`.
     """
 
     def __init__(
@@ -237,127 +265,44 @@ class SourceWatcher:
         flt: SourceFilter,
         put: Callable[[str, str], None],
         on_lost: Callable[[str, str], None],
+        backend: str | None = None,
     ) -> None:
-        from watchdog.events import FileSystemEvent, FileSystemEventHandler
-        from watchdog.observers import Observer
-
         self.flt = flt
         self.source = flt.source.name
         self.root = os.path.realpath(flt.root)
-        watcher = self
-
-        class Handler(FileSystemEventHandler):
-            def dispatch(self, event: FileSystemEvent) -> None:
-                try:
-                    watcher._on_event(event)
-                except Exception:
-                    logger.exception("error handling %r; rescanning", event)
-                    try:
-                        watcher._on_lost(watcher.source, "an event could not be handled")
-                    except Exception:
-                        logger.exception("cannot schedule a rescan")
-
-        self._observer: Any = Observer()
-        self._handler = Handler()
-        self._put = put
-        self._on_lost = on_lost
-        self._started = False
-
-    def _rel(self, path: str | bytes) -> str | None:
-        p = os.fsdecode(path)
-        if p == self.root:
-            return ""
-        if not p.startswith(self.root + os.sep):
-            return None
-        return Path(p[len(self.root) + 1 :]).as_posix()
-
-    def _on_event(self, event: Any) -> None:
-        if event.event_type in ("opened", "closed_no_write"):
-            return
-        paths = [event.src_path]
-        dest = getattr(event, "dest_path", "")
-        if dest:
-            paths.append(dest)
-        for raw in paths:
-            rel = self._rel(raw)
-            if rel is None:
-                continue
-            name = rel.rsplit("/", 1)[-1]
-            if name == ".gitignore":
-                # re-plan the whole folder in the same batch as the other changes (a
-                # checkout that adds a .gitignore is still one batch)
-                folder = rel.rsplit("/", 1)[0] if "/" in rel else ""
-                self.flt.forget_gitignore(folder)
-                if folder == "" or not self.flt.ignores_dir(folder):
-                    self._put(self.source, folder)
-                continue
-            if rel == "":
-                if event.event_type == "deleted":
-                    self._on_lost(self.source, "the source root was deleted")
-                continue
-            if event.is_directory:
-                if not self.flt.ignores_dir(rel) and event.event_type != "modified":
-                    self._put(self.source, rel)
-            elif self.flt.accepts(rel):
-                self._put(self.source, rel)
+        self.backend = backend or default_backend()
+        self.emitter: Emitter
+        if self.backend == "inotify":
+            self.emitter = InotifyEmitter(flt, put, on_lost)
+        else:
+            self.emitter = WatchdogEmitter(flt, put, on_lost, polling=self.backend == "polling")
 
     def start(self) -> None:
-        """Schedule the recursive watch and start the observer thread.
+        """Set the watches (before returning) and start watching.
 
         Raises:
-            OSError: the watch could not be set (e.g. inotify watch limit).
+            OSError: the root could not be watched (the inotify watch or instance
+                limit, permission denied).
         """
-        self._observer.schedule(self._handler, self.root, recursive=True)
-        self._observer.start()
-        self._started = True
-        _OverflowHook.register(self)
+        self.emitter.start()
+
+    def stop(self) -> None:
+        """Stop watching and join the watcher's threads."""
+        self.emitter.stop()
+
+    def alive(self) -> bool:
+        """Whether the watcher's threads still run."""
+        return self.emitter.alive()
+
+    def stats(self) -> WatchStats:
+        """Folders watched and deliberately not watched (see :class:`WatchStats`)."""
+        return self.emitter.stats()
 
     def unwatched_folders(self, under: Iterable[str] = ("",)) -> dict[str, str] | None:
-        """Folders of the source (or below ``under``) that the kernel does not watch.
-
-        watchdog may skip a folder silently (see :mod:`~ingestd.daemon.watch.inotify`); this
-        asks the kernel. A folder found unwatched that could be watched now (it was
-        created a moment ago, its watch is on its way) is looked at again for up to
-        :data:`SETTLE_S` seconds before it counts.
+        """Folders of the source (or below ``under``) that can hold documents and are not watched.
 
         Returns:
             Relative folder path (``""``: the root) -> why it is not watched, or
-            ``None`` when the kernel cannot tell (not inotify).
+            ``None`` when the backend cannot tell (watchdog's observers).
         """
-        inodes = inotify.watched_inodes()
-        if inodes is None:
-            return None
-        candidates: dict[str, int] = {}
-        for top in sorted(set(under)):
-            for rel, ino in walk_folders(self.flt, top):
-                if ino not in inodes:
-                    candidates[rel] = ino
-        out: dict[str, str] = {}
-        late: dict[str, int] = {}
-        for rel, ino in candidates.items():
-            reason = inotify.probe(Path(self.root) / rel)
-            if reason.startswith("not watched"):
-                late[rel] = ino
-            else:
-                out[rel] = reason
-        deadline = time.monotonic() + SETTLE_S
-        while late and time.monotonic() < deadline:
-            time.sleep(0.05)
-            inodes = inotify.watched_inodes() or set()
-            late = {rel: ino for rel, ino in late.items() if ino not in inodes}
-        for rel in late:
-            out[rel] = "not watched (watchdog set no watch on it)"
-        return out
-
-    def alive(self) -> bool:
-        """Whether the observer thread and every emitter thread still run."""
-        if not self._observer.is_alive():
-            return False
-        return all(e.is_alive() for e in list(getattr(self._observer, "emitters", ())))
-
-    def stop(self) -> None:
-        """Stop and join the observer thread."""
-        _OverflowHook.unregister(self)
-        self._observer.stop()
-        if self._started and self._observer.is_alive():
-            self._observer.join(timeout=5)
+        return self.emitter.unwatched_folders(under)

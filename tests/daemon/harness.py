@@ -1,4 +1,4 @@
-"""A real :class:`Service` in a thread, with the real watchdog observer and a fake embedder.
+"""A real :class:`Service` in a thread, with the real file watcher and a fake embedder.
 
 Used by the watcher, editor-pattern, service, metrics and fault tests: the service
 runs ``serve()`` on a background thread (signal handlers are only installed on the

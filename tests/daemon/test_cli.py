@@ -61,8 +61,8 @@ def test_example_config_loads(tmp_path: Path) -> None:
             "embedding.batchsize: unknown key; check its spelling against config.example.yaml",
         ),
         (
-            "sources:\n  - root: /nonexistent-ingestd\n",
-            "sources[0].root: folder /nonexistent-ingestd does not exist",
+            "sources:\n  - root: c.yaml\n",  # the config file itself
+            "c.yaml is a file; a source root is the folder that holds the documents",
         ),
         ("sources: [\n", "invalid YAML"),
     ],

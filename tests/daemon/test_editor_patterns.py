@@ -2,8 +2,8 @@
 
 Each test replays, with plain ``os`` calls, the exact file-system sequence an editor
 performs when it saves (strace of vim 9 and emacs 28 with their default settings), on
-a tree of real md-docs pages watched by a real :class:`Service` (real watchdog
-observer, fake embedder). Afterwards: only the saved path was planned, only its
+a tree of real md-docs pages watched by a real :class:`Service` (real inotify
+watcher, fake embedder). Afterwards: only the saved path was planned, only its
 changed chunks were embedded, ``verify`` is clean and the store equals a
 from-scratch ingest.
 """

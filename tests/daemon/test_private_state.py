@@ -147,6 +147,36 @@ def test_an_old_state_dir_is_made_private_when_locked(tmp_path: Path, loose_umas
     assert stat.S_IMODE(state.stat().st_mode) == 0o755  # the operator's choice stays
 
 
+def test_the_stores_of_an_old_state_dir_are_made_private_all_the_way_down(
+    tmp_path: Path, loose_umask: None
+) -> None:
+    """Before, ``qdrant/`` became 0700 but its collections stayed 0755, their files 0644."""
+    state = tmp_path / "state"
+    inner = [
+        "qdrant/collection/ingestd__v1/storage.sqlite",
+        "edge/collections/ingestd__v1/wal/open-1",
+        "edge/collections/ingestd__v1/segments/abc/payload_storage/page_0.dat",
+    ]
+    for rel in inner:
+        (state / rel).parent.mkdir(parents=True, exist_ok=True)
+        (state / rel).write_text("x")
+    elsewhere = tmp_path / "elsewhere-edge"
+    (elsewhere / "collections").mkdir(parents=True)
+    (elsewhere / "edge.json").write_text("{}")
+    assert _open_modes(state) and _open_modes(elsewhere)  # 0755 and 0644 under umask 022
+    outside = tmp_path / "outside.md"
+    outside.write_text("not ours")
+    (state / "edge" / "link.md").symlink_to(outside)  # a link is not followed
+    lock = StateLock(state)
+    lock.acquire("test")
+    lock.release()
+    secure_state_dir(state, [elsewhere])
+    assert stat.S_IMODE(outside.stat().st_mode) == 0o644
+    (state / "edge" / "link.md").unlink()  # a link's own mode is always 0777
+    assert _open_modes(state / "qdrant") == [] and _open_modes(state / "edge") == []
+    assert _open_modes(elsewhere) == []
+
+
 def test_make_private_dir_creates_every_missing_folder_0700(
     tmp_path: Path, loose_umask: None
 ) -> None:

@@ -1,6 +1,6 @@
 """The service loop: reload, stop, retries, lost events, unwatched sources, status.
 
-A real :class:`Service` runs in a thread (real observer, real engine, fake embedder);
+A real :class:`Service` runs in a thread (real watcher, real engine, fake embedder);
 ``request_reload()`` and ``request_exit()`` are what the SIGHUP and SIGTERM handlers
 do (the signal path itself is covered by ``test_systemd.py``, which runs the process).
 """
@@ -8,6 +8,7 @@ do (the signal path itself is covered by ``test_systemd.py``, which runs the pro
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -145,24 +146,68 @@ def test_stop_finishes_the_batch_in_flight_and_exits_zero(
         h2.assert_matches_oracle(scratch)
 
 
-def test_lost_events_trigger_a_rescan(
+def _max_queued_events() -> int:
+    try:
+        return int(Path("/proc/sys/fs/inotify/max_queued_events").read_text())
+    except (OSError, ValueError):
+        return 16384
+
+
+def test_an_overflow_costs_one_rescan_and_the_rescan_queues_nothing(
     tree: Path, scratch: Path, fake_embedder: CountingEmbedder, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """A real IN_Q_OVERFLOW: the reader is stalled while more events than
+    ``fs.inotify.max_queued_events`` are made; the file made last is in no event."""
+    caplog.set_level(logging.WARNING)
     with Harness(tree, scratch / "state", fake_embedder) as h:
         (watcher,) = h.service.watches.watchers
-        watcher._observer.stop()  # no events from now on ...
-        watcher._observer.join(5)
-        h.service.watches.watchers.clear()  # ... without the daemon exiting for it
-        (tree / "blog/unseen.md").write_text("# Unseen\n\nNo event announced this file.\n")
-        caplog.set_level(logging.WARNING)
-        logging.getLogger("watchdog.observers.inotify").warning(
-            "Inotify queue overflowed; reconciling recursive watches below %r",
-            str(tree).encode(),
+        if watcher.backend != "inotify":
+            pytest.skip("needs inotify")
+        emitter = watcher.emitter
+        n = _max_queued_events() // 3 + 200  # each file: IN_CREATE, IN_CLOSE_WRITE, IN_DELETE
+        with emitter.gate:  # the reader is stalled: the kernel queue fills up
+            for i in range(n):
+                junk = tree / f"blog/junk{i}.png"
+                junk.write_bytes(b"x")
+                junk.unlink()
+            (tree / "blog/unseen.md").write_text("# Unseen\n\nIts events were dropped.\n")
+        wait_for(
+            lambda: "blog/unseen.md" in {p["path"] for p in h.points().values()},
+            30,
+            "the rescan after the overflow",
         )
-        watcher.stop()
-        wait_for(lambda: "inotify event queue overflowed" in caplog.text, 10, "the rescan")
         h.settle()
-        assert "blog/unseen.md" in {p["path"] for p in h.points().values()}
+        st = h.service.status()
+        assert st["daemon"]["overflows"] == 1 and st["sources"][0]["overflows"] == 1
+        assert caplog.text.count("inotify event queue overflowed") == 1, caplog.text
+        # a scan reads every folder and file: the kernel queues no event for it
+        events = watcher.stats().events
+        caplog.set_level(logging.INFO, logger="ingestd")
+        caplog.clear()
+        h.service.policy.queue_scan(h.source, "a test")
+        wait_for(lambda: " in sync: " in caplog.text, 10, "the scan")
+        h.settle()
+        assert watcher.stats().events == events
+        assert h.service.status()["daemon"]["overflows"] == 1
+
+
+def test_lost_events_coalesce_with_a_queued_scan(
+    tree: Path, scratch: Path, fake_embedder: CountingEmbedder, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Losses reported while a scan of the source waits in the queue add no scan."""
+    caplog.set_level(logging.INFO, logger="ingestd")
+    with Harness(tree, scratch / "state", fake_embedder) as h:
+        caplog.clear()
+        policy = h.service.policy
+        gate = threading.Event()
+        h.service.submit(gate.wait, jobs_mod.Priority.URGENT)  # the engine thread is busy
+        assert policy.queue_scan(h.source, "first")
+        for _ in range(5):
+            policy.on_lost(h.source, "the inotify event queue overflowed")
+        gate.set()
+        h.wait_idle()
+        assert caplog.text.count("scanning source") == 1, caplog.text
+        assert caplog.text.count("a rescan is queued already") == 5
 
 
 def test_unwatchable_source_is_rescanned_periodically(
@@ -269,3 +314,57 @@ def test_periodic_safety_rescan_finds_missed_changes(
         h.wait_idle()
         assert "periodic rescan" in caplog.text
         h.assert_matches_oracle(scratch)
+
+
+def test_status_shows_the_folders_watched_and_ignored_and_the_watch_budget(
+    tree: Path, scratch: Path, fake_embedder: CountingEmbedder
+) -> None:
+    from ingestd.daemon.cli.status_text import status_lines
+    from ingestd.daemon.watch.kernel import max_user_watches
+
+    (tree / "node_modules/pkg/lib").mkdir(parents=True)
+    (tree / ".venv/lib/site-packages").mkdir(parents=True)
+    with Harness(tree, scratch / "state", fake_embedder) as h:
+        st = request(h.state, "status", {}, timeout=10)
+        (src,) = st["sources"]
+        # docs, blog, blog/2023, community, community/end-user; .git-like names not entered
+        assert (src["watch_backend"], src["watched_folders"], src["ignored_folders"]) == (
+            "inotify",
+            5,
+            2,
+        )
+        assert src["overflows"] == 0 and st["daemon"]["overflows"] == 0
+        limit = max_user_watches()
+        assert st["daemon"]["watches"] == {
+            "in_use": 5,
+            "limit": limit,
+            "share": round(5 / limit, 6) if limit else None,
+            "limit_key": "fs.inotify.max_user_watches",
+        }
+        text = "\n".join(status_lines(st, time.time()))
+        assert (
+            "watching 5 folders (inotify), 2 ignored (not watched, not entered), 0 overflows"
+            in (text)
+        )
+        assert f"inotify watches: 5 of {limit} (0.00% of fs.inotify.max_user_watches); " in text
+        assert "0 queue overflows since start" in text
+
+
+def test_reload_adds_and_drops_watches(
+    tree: Path, tmp_path: Path, scratch: Path, fake_embedder: CountingEmbedder
+) -> None:
+    cfg = _config(tmp_path / "config.yaml", tree, 64)
+    (tree / "drafts/old").mkdir(parents=True)
+    with Harness(tree, scratch / "state", fake_embedder, config_path=cfg) as h:
+        assert h.service.status()["sources"][0]["watched_folders"] == 7
+        _config(cfg, tree, 64).write_text(
+            cfg.read_text().replace("    root: ", '    exclude: ["drafts/"]\n    root: ')
+        )
+        h.service.request_reload()
+        wait_for(lambda: h.service.reloads == 1, 20, "the reload")
+        h.wait_idle()
+        (src,) = h.service.status()["sources"]
+        assert (src["watched_folders"], src["ignored_folders"]) == (5, 1)
+        b = h.service.batches_done
+        (tree / "community/new.md").write_text("# New\n\nWatched after the reload.\n")
+        h.settle(b)

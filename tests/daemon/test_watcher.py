@@ -1,15 +1,17 @@
-"""Watching: the pure Batcher, the event bridge, and the real observer on real trees.
+"""Watching: the pure Batcher, the watchdog fallback's event bridge, and real watchers.
 
 The first part steps :class:`Batcher` with a fake clock and feeds synthetic watchdog
-events to :class:`SourceWatcher` (no threads, no sleeps). The second part runs a real
-:class:`Service` (real watchdog observer, real engine, fake embedder) on a temporary
-tree of real md-docs pages and replays the exact file-system call sequences of folder
-moves, renames, ``git checkout`` and bursts; each ends with ``verify`` clean and the
-store equal to a from-scratch ingest (ids and payload).
+events to the fallback :class:`WatchdogEmitter` (no threads, no sleeps). The second
+part runs a real :class:`Service` (real inotify watcher, real engine, fake embedder) on
+a temporary tree of real md-docs pages and replays the exact file-system call
+sequences of folder moves, renames, ``git checkout`` and bursts; each ends with
+``verify`` clean and the store equal to a from-scratch ingest (ids and payload). The
+inotify watcher's own unit tests are in ``test_inotify_watcher.py``.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -33,7 +35,8 @@ from watchdog.events import (
 
 from ingestd.daemon.config import load_config
 from ingestd.daemon.sync.scanner import SourceFilter
-from ingestd.daemon.watch.watcher import Batch, Batcher, BatcherThread, SourceWatcher
+from ingestd.daemon.watch.fallback import WatchdogEmitter
+from ingestd.daemon.watch.watcher import Batch, Batcher, BatcherThread
 from tests.daemon.harness import Harness
 from tests.helpers import CountingEmbedder, copy_tree, wait_for
 
@@ -124,7 +127,7 @@ def test_batcher_thread_survives_a_failing_emit(no_thread_leaks: None) -> None:
     assert not bt.alive()
 
 
-# -- SourceWatcher event bridge (synthetic events) ------------------------------------------------
+# -- the watchdog fallback's event bridge (synthetic events) --------------------------------------
 
 
 class _Recorder:
@@ -133,10 +136,10 @@ class _Recorder:
         self.lost: list[str] = []
 
 
-def _bridge(root: Path, tmp: Path) -> tuple[SourceWatcher, _Recorder]:
+def _bridge(root: Path, tmp: Path) -> tuple[WatchdogEmitter, _Recorder]:
     cfg = load_config(None, roots=[root])
     rec = _Recorder()
-    sw = SourceWatcher(
+    sw = WatchdogEmitter(
         SourceFilter(cfg.sources[0], tmp / "state"),
         lambda s, p: rec.put.append(p),
         lambda s, why: rec.lost.append(why),
@@ -201,7 +204,7 @@ def test_bridge_survives_a_failing_callback(
     def put(source: str, path: str) -> None:
         raise OSError("queue is gone")
 
-    sw = SourceWatcher(SourceFilter(cfg.sources[0]), put, lambda s, why: lost.append(why))
+    sw = WatchdogEmitter(SourceFilter(cfg.sources[0]), put, lambda s, why: lost.append(why))
     sw._handler.dispatch(FileCreatedEvent(os.path.realpath(root / "a.md")))
     assert lost == ["an event could not be handled"]
     assert "error handling" in caplog.text
@@ -416,12 +419,20 @@ def test_dead_watcher_makes_the_daemon_exit_nonzero(
     scratch: Path,
     fake_embedder: CountingEmbedder,
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     h = _run(small_tree, scratch, fake_embedder)
     (watcher,) = h.service.watches.watchers
-    watcher._observer.stop()  # as if the observer thread had crashed
+    assert watcher.backend == "inotify"
+
+    def broken() -> list[object]:
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr(watcher.emitter._kernel, "read", broken)  # the reader crashes
+    (small_tree / "blog/trigger.md").write_text("# Trigger\n\nAn event to read.\n")
     wait_for(lambda: not h.alive, 10, "the service to exit")
     assert h.code == 1
+    assert "the watcher of source" in caplog.text and "stopped" in caplog.text
     assert "file watching stopped" in caplog.text
 
 
@@ -470,4 +481,64 @@ def test_deleted_root_keeps_the_daemon_and_the_points(
         (small_tree / "back.md").write_text("# Back\n\nThe volume is mounted again.\n")
         h.settle(b)
         assert "back.md" in {p["path"] for p in h.points().values()}
+        h.assert_matches_oracle(scratch)
+
+
+# -- the fallback backends, run for real ----------------------------------------------------------
+
+
+def test_backend_is_chosen_by_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ingestd.daemon.watch.watcher import BACKEND_ENV, default_backend
+
+    monkeypatch.delenv(BACKEND_ENV, raising=False)
+    assert default_backend() == "inotify"
+    monkeypatch.setenv(BACKEND_ENV, " Polling ")
+    assert default_backend() == "polling"
+    monkeypatch.setenv(BACKEND_ENV, "fsevents")
+    with pytest.raises(ValueError, match="INGESTD_WATCH_BACKEND='fsevents': use one of"):
+        default_backend()
+
+
+def test_run_refuses_an_unknown_backend(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from ingestd.daemon.cli.main import cli
+
+    (tmp_path / "docs").mkdir()
+    res = CliRunner().invoke(
+        cli,
+        ["run", "--state-dir", str(tmp_path / "state"), str(tmp_path / "docs")],
+        env={"INGESTD_WATCH_BACKEND": "bogus"},
+    )
+    logging.getLogger("ingestd").propagate = True  # the CLI's set-up turned it off
+    assert res.exit_code == 2, res.output
+    assert "INGESTD_WATCH_BACKEND='bogus': use one of inotify, watchdog, polling" in res.output
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["polling", "watchdog"])
+def test_fallback_backends_follow_changes(
+    small_tree: Path,
+    scratch: Path,
+    fake_embedder: CountingEmbedder,
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+) -> None:
+    """watchdog's polling observer (pruned like a scan) and its platform observer."""
+    monkeypatch.setenv("INGESTD_WATCH_BACKEND", backend)
+    (small_tree / "node_modules/pkg").mkdir(parents=True)
+    with _run(small_tree, scratch, fake_embedder) as h:
+        (w,) = h.service.watches.watchers
+        assert w.backend == backend
+        st = h.service.status()
+        assert st["sources"][0]["watch_backend"] == backend and st["daemon"]["healthy"]
+        b = h.service.batches_done
+        (small_tree / "new/deep").mkdir(parents=True)
+        (small_tree / "new/deep/page.md").write_text("# New\n\nIn a new folder.\n")
+        (small_tree / "node_modules/pkg/readme.md").write_text("# Not ours\n")
+        os.rename(small_tree / "blog/2023", small_tree / "blog/y2023")
+        h.settle(b, timeout=60)
+        paths = {p["path"] for p in h.points().values()}
+        assert "new/deep/page.md" in paths and "blog/y2023/integrations.md" in paths
+        assert not any(p.startswith("node_modules/") for p in paths)
         h.assert_matches_oracle(scratch)

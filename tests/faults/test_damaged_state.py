@@ -273,7 +273,11 @@ def test_damaged_file_is_named_with_the_command_that_rebuilds_it(
     _edit(root)
     common = ["--state-dir", str(state)]
     line = ""
-    for args in (["resync", *common, str(root)], ["verify", *common, str(root)]):
+    for args in (
+        ["resync", *common, str(root)],
+        ["verify", *common, str(root)],
+        ["status", *common],
+    ):
         proc = _cli(*args)
         assert proc.returncode == 1, proc.stderr
         # one error line; log lines (e.g. the state files made private again) may precede it

@@ -3,14 +3,16 @@
 The bug this pins: a folder that inotify cannot watch (the per-user watch limit,
 ``ENOSPC``; a permission error) was silent: watchdog 7 swallows the error of every
 watch below the root (``InotifyWatchGroup._add_callback``), so changes there were
-never seen while ``status`` said healthy. ingestd now asks the kernel which folders
-are watched (``/proc/self/fdinfo``), logs one error naming
-``fs.inotify.max_user_watches``, reports the source degraded (unhealthy, ``status``
-exits 1) with the folders, and rescans it every ``watch.unwatched_rescan_s``.
+never seen while ``status`` said healthy. ingestd now sets its own watches, records
+the folders it cannot watch, checks them against the kernel (``/proc/self/fdinfo``),
+logs one error naming ``fs.inotify.max_user_watches``, reports the source degraded
+(unhealthy, ``status`` exits 1) with the folders, and rescans it every
+``watch.unwatched_rescan_s``.
 
 The limit cannot be reached on a shared machine without harming others, so the
-inotify add-watch call of watchdog fails by fault injection, and so does the probe
-that tells why a folder is not watched.
+inotify add-watch call of ingestd's watcher fails by fault injection, and so does the
+probe that tells why a folder is not watched (the real limit is reached inside a user
+namespace of its own in ``tests/daemon/test_inotify_watcher.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ingestd.daemon.watch import inotify
+from ingestd.daemon.watch import inotify, kernel
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import CountingEmbedder, wait_for
 
@@ -40,17 +42,15 @@ class _WatchLimit:
     """inotify refuses new watches on folders whose path ends with one of ``names``."""
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
-        from watchdog.observers import inotify_c
-
         self.names = set(names)
-        real = inotify_c.InotifyFD._get_or_create_watch
+        real = kernel.Inotify.add_watch
 
-        def add_watch(fd: inotify_c.InotifyFD, path: bytes, mask: int) -> object:
+        def add_watch(ino: kernel.Inotify, path: str, mask: int) -> int:
             if self.refuses(os.fsdecode(path)):
                 raise OSError(errno.ENOSPC, "inotify watch limit reached")
-            return real(fd, path, mask)
+            return real(ino, path, mask)
 
-        monkeypatch.setattr(inotify_c.InotifyFD, "_get_or_create_watch", add_watch)
+        monkeypatch.setattr(kernel.Inotify, "add_watch", add_watch)
         monkeypatch.setattr(
             inotify, "add_watch_errno", lambda p: errno.ENOSPC if self.refuses(str(p)) else 0
         )
@@ -136,7 +136,7 @@ def test_a_source_whose_root_cannot_be_watched_is_rescanned(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    _WatchLimit(monkeypatch, "docs")  # the root itself: watchdog raises, the source is unwatched
+    _WatchLimit(monkeypatch, "docs")  # the root itself: start() raises, the source is unwatched
     with Harness(docs, scratch / "state", fake_embedder, watch=WATCH) as h:
         d = h.service.status()["daemon"]
         assert d["unwatched_sources"] == [h.source] and not d["healthy"]
