@@ -1,10 +1,11 @@
-"""Retrieval quality of ingestd's default rules beside anchor splitters, on three question sets.
+"""Retrieval quality of ingestd's default rules beside anchor splitters, on four question sets.
 
 The sets are ../shared/corpora/qa/*.jsonl (format and scoring: qa/README.md):
 
 * ``md-docs``: 80 questions over md-docs/ (OpenTelemetry, Hugo markdown);
 * ``rst-docs``: 60 questions over rst-docs/ (Sphinx, reStructuredText);
-* ``rust-book``: 60 questions over history/base/ (the Rust book, mdBook markdown).
+* ``rust-book``: 60 questions over history/base/ (the Rust book, mdBook markdown);
+* ``mkdocs-docs``: 60 questions over mkdocs-docs/ (Textual, MkDocs Material markdown).
 
 For each set, every file the default config indexes is chunked by the default rules
 (``load_config(None, roots=[corpus])``, the rule each path matches: what the daemon
@@ -17,7 +18,8 @@ ranking (default ``hybrid,dense``), computed here as ``ingestd search`` has Qdra
 compute it: ``dense``, cosine (exact); ``sparse``, BM25 of each embedded text
 (:func:`ingestd.store.sparse.document_vector`, IDF over the strategy's chunks as
 ``Modifier.IDF`` does); ``hybrid``, reciprocal rank fusion of the best 50 of each
-(``search.candidates``, ``search.rrf_k`` = 60). Anchors are ranked in the same modes.
+(``search.candidates``, ``search.rrf_k`` = 60; ``--rrf-weights`` for weighted RRF).
+Anchors are ranked in the same modes: in hybrid mode with our BM25 over their chunks.
 Printed:
 
 * recall@1/5/10 and MRR@10 at **path level** (a chunk of the gold file) and **span
@@ -30,11 +32,11 @@ Printed:
   starts, kind, gold path, rank of the gold file and of the best covering chunk, the
   best anchor's rank of a covering chunk, top-1 path and the covering chunk's head;
 * with ``--detail``, the default rules by where the answer starts and by kind;
-* the targets (issue 10): per set, span R@5 of the default rules in hybrid mode 3
-  points above the best anchor's (anchors are embedded, so ranked dense), in dense
-  mode at least it, hybrid path R@5 >= 92, pooled hybrid 5 points above dense; then,
-  for information, each mode against the anchors ranked the same way (our BM25 over
-  their chunks in hybrid mode).
+* the targets of issue 23 (bench/_report.py), each mode against the anchors ranked the
+  same way: dense span R@5 at least the best anchor's + 3 on each set; hybrid at least
+  the best anchor's on each set and + 3 pooled; pooled span R@1 and MRR@10 at least the
+  best anchor's in both modes; each with a paired-bootstrap 95% interval;
+* a markdown summary: per set and strategy, span R@1 / R@5 / MRR@10 per mode and fill.
 
 Embeddings are cached by text hash in ``--cache`` (``EmbeddingCache``), so only new
 texts are embedded (~25-35 chunks/s on these machines).
@@ -74,6 +76,7 @@ from typing import Any
 import numpy as np
 from _anchors import ANCHORS, make_anchors
 from _provenance import provenance
+from _report import DEFAULT, Result, metrics, show_targets, summary, table
 
 HERE = Path(__file__).resolve().parent
 CORPORA = HERE.parent.parent / "shared" / "corpora"
@@ -81,15 +84,13 @@ SETS = {
     "md-docs": (CORPORA / "qa" / "md-docs.jsonl", CORPORA / "md-docs"),
     "rst-docs": (CORPORA / "qa" / "rst-docs.jsonl", CORPORA / "rst-docs"),
     "rust-book": (CORPORA / "qa" / "rust-book.jsonl", CORPORA / "history" / "base"),
+    "mkdocs-docs": (CORPORA / "qa" / "mkdocs-docs.jsonl", CORPORA / "mkdocs-docs"),
 }
 DEFAULT_CACHE = Path("/tmp/bench-retrieval")
-DEFAULT = "ingestd default rules"
-TARGET_PATH5 = 92.0
-HYBRID_MARGIN = 3.0  # hybrid span R@5 over the best anchor's, in points
 BUDGET_TOKENS, MODEL_PIECES = 200, 254
-KS = (1, 5, 10)
 DEPTH = 100  # ranks looked at per question (gold file and covering chunk ranks)
-RRF_K, CANDIDATES = 60, 50  # the search defaults (daemon/config.py SearchConfig)
+RRF_K, CANDIDATES = 60, 50  # the search defaults (daemon/config/models.py SearchConfig)
+RRF_WEIGHTS = (1.0, 1.0)  # dense, sparse (--rrf-weights)
 WHERES = ("prose", "list", "table", "code")
 
 _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})")
@@ -203,22 +204,26 @@ def rank_hybrid(idx: Index, queries: Queries) -> Any:
 
     Each ranking gives its best :data:`CANDIDATES` chunks (BM25: those sharing a term
     with the query); a chunk scores ``sum 1 / (RRF_K + rank - 1)`` over the rankings
-    that hold it (1-based ranks; Qdrant's ``RrfQuery``). The fused candidates come
-    first; past them the dense order follows, so that the miss listing can show a rank
-    (metrics look at ranks <= 10 only, always inside the fused candidates).
+    that hold it (1-based ranks; Qdrant's ``RrfQuery``). With :data:`RRF_WEIGHTS`
+    ``(w_dense, w_sparse)`` other than ``(1, 1)`` a ranking's term is
+    ``1 / (rank / w + RRF_K - 1)``, Qdrant's weighted RRF (``position_score`` in
+    ``segment/common/reciprocal_rank_fusion.rs``, Qdrant 1.16). The fused candidates
+    come first; past them the dense order follows, so that the miss listing can show a
+    rank (metrics look at ranks <= 10 only, always inside the fused candidates).
     """
     dense = rank_dense(idx, queries)
     scores = bm25_scores(idx, queries)
     sparse = _top(scores, CANDIDATES)
     out = np.empty_like(dense)
-    weights = 1.0 / (RRF_K + np.arange(CANDIDATES))
+    ranks = np.arange(1, CANDIDATES + 1)
+    w_dense, w_sparse = (1.0 / (ranks / w + RRF_K - 1) for w in RRF_WEIGHTS)
     for qi in range(dense.shape[0]):
         fused: dict[int, float] = defaultdict(float)
         for r, j in enumerate(dense[qi, :CANDIDATES]):
-            fused[int(j)] += weights[r]
+            fused[int(j)] += w_dense[r]
         for r, j in enumerate(sparse[qi]):
             if scores[qi, j] > 0:
-                fused[int(j)] += weights[r]
+                fused[int(j)] += w_sparse[r]
         head = sorted(fused, key=lambda j: -fused[j])  # stable: dense order on ties
         rest = [int(j) for j in dense[qi] if int(j) not in fused]
         out[qi] = (head + rest)[: dense.shape[1]]
@@ -226,15 +231,6 @@ def rank_hybrid(idx: Index, queries: Queries) -> Any:
 
 
 RANKERS: dict[str, Ranker] = {"hybrid": rank_hybrid, "dense": rank_dense, "sparse": rank_sparse}
-
-
-@dataclass
-class Result:
-    path_rank: int | None  # 1-based rank of the first chunk of the gold file
-    span_rank: int | None  # 1-based rank of the first chunk covering the answer
-    coverable: bool  # some chunk of the gold file covers the whole answer
-    top1: str
-    cover_head: str
 
 
 def where_of(text: str, body_start: int, pos: int) -> str:
@@ -450,13 +446,6 @@ def _first(mask: Any) -> int | None:
     return int(hit[0]) + 1 if hit.size else None
 
 
-def metrics(ranks: list[int | None]) -> dict[str, float]:
-    n = len(ranks) or 1
-    m = {f"R@{k}": 100 * sum(r is not None and r <= k for r in ranks) / n for k in KS}
-    m["MRR@10"] = 100 * sum(1 / r for r in ranks if r is not None and r <= 10) / n
-    return m
-
-
 def size_stats(idx: Index, sizer: Any, model_sizer: Any) -> dict[str, float]:
     """Mean tokens and word pieces of the embedded texts, truncated share, budget fill."""
     toks = np.array([sizer.count(t) for t in idx.texts], dtype=float)
@@ -469,17 +458,6 @@ def size_stats(idx: Index, sizer: Any, model_sizer: Any) -> dict[str, float]:
         "truncated": 100 * float((pieces > MODEL_PIECES).mean()) if pieces.size else 0.0,
         "fill": 100 * float(fill.mean()) if fill.size else 0.0,
     }
-
-
-def table(title: str, rows: list[tuple[str, dict[str, float], dict[str, float]]]) -> None:
-    print(f"\n== {title}")
-    head = f"{'strategy':<42}" + "".join(f"{'path ' + k:>10}" for k in ("R@1", "R@5", "R@10"))
-    head += f"{'path MRR':>10}" + "".join(f"{'span ' + k:>10}" for k in ("R@1", "R@5", "R@10"))
-    print(head + f"{'span MRR':>10}")
-    for label, pm, sm in rows:
-        cells = [pm["R@1"], pm["R@5"], pm["R@10"], pm["MRR@10"]]
-        cells += [sm["R@1"], sm["R@5"], sm["R@10"], sm["MRR@10"]]
-        print(f"{label[:41]:<42}" + "".join(f"{c:>10.1f}" for c in cells))
 
 
 def detail(qs: list[Question], res: list[Result]) -> None:
@@ -562,10 +540,18 @@ def main() -> None:
         help="a --save-chunks file: files without an answer keep those chunks (a quick "
         "proxy while tuning: only the gold files are chunked and embedded anew)",
     )
+    ap.add_argument(
+        "--rrf-weights",
+        default="1,1",
+        help="weighted RRF in hybrid mode: dense,sparse (Qdrant's formula; default 1,1)",
+    )
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--json", type=Path, help="also write per-question results here")
     args = ap.parse_args()
     args.only = set(args.only.split(","))
+    global RRF_WEIGHTS
+    w_dense, w_sparse = (float(w) for w in args.rrf_weights.split(","))
+    RRF_WEIGHTS = (w_dense, w_sparse)
     sets = [s for s in args.sets.split(",") if s]
     unknown = [s for s in sets if s not in SETS]
     if unknown:
@@ -622,6 +608,7 @@ def main() -> None:
     #: set -> "label [mode]" -> each question's result
     results: dict[str, dict[str, list[Result]]] = {}
     dump: dict[str, Any] = {}
+    fills: dict[str, dict[str, float]] = {}  # set -> label -> fill %
     print(f"\nmodel {info.name}; modes {', '.join(modes)}; span = a chunk covers the whole answer")
     for name in sets:
         queries[name].sparse = [query_vector(t) for t in queries[name].texts]
@@ -647,7 +634,9 @@ def main() -> None:
             ]  # fmt: skip
             for row, res in results[name].items()
         }
-        show_set(name, questions[name], indexes[name], results[name], sizes, modes, args)
+        fills[name] = show_set(
+            name, questions[name], indexes[name], results[name], sizes, modes, args
+        )
     if len(sets) > 1:
         pooled = []
         for row in results[sets[0]]:
@@ -660,7 +649,8 @@ def main() -> None:
     if args.json:
         args.json.write_text(json.dumps(dump, indent=1))
     if DEFAULT in labels:
-        show_targets(sets, results, modes)
+        show_targets(sets, results, modes, ANCHORS)
+    summary(sets, results, fills, labels, modes)
 
 
 def show_set(
@@ -671,8 +661,11 @@ def show_set(
     sizes: tuple[Any, Any],
     modes: list[str],
     args: argparse.Namespace,
-) -> None:
-    """The metrics table, the chunk sizes, and the default rules' misses of one set."""
+) -> dict[str, float]:
+    """The metrics table, the chunk sizes, and the default rules' misses of one set.
+
+    Returns each strategy's fill (% of the effective budget, see :func:`size_stats`).
+    """
     rows = [
         (row, metrics([r.path_rank for r in res]), metrics([r.span_rank for r in res]))
         for row, res in results.items()
@@ -682,14 +675,16 @@ def show_set(
         f"  {'chunks':>50}{'tokens':>9}{'pieces':>9}{'>254 %':>9}{'fill %':>9}"
         "   (embedded text; fill: of 200 tokens or 254 word pieces)"
     )
+    fills = {}
     for idx in idxs:
         st = size_stats(idx, *sizes)
+        fills[idx.label] = st["fill"]
         print(
             f"  {idx.label[:41]:<42}{st['chunks']:>8.0f}{st['tokens']:>9.1f}"
             f"{st['pieces']:>9.1f}{st['truncated']:>9.1f}{st['fill']:>9.1f}"
         )
     if not any(idx.label == DEFAULT for idx in idxs):
-        return
+        return fills
     res = results[f"{DEFAULT} [{modes[0]}]"]
     split = [q.id for q, r in zip(qs, res, strict=True) if not r.coverable]
     print(f"  answers no single default chunk covers: {len(split)} {' '.join(split)}")
@@ -699,93 +694,7 @@ def show_set(
         print(f"  ({modes[0]} ranking)")
         anchors = [results[f"{a} [{m}]"] for a in ANCHORS for m in modes if f"{a} [{m}]" in results]
         misses(qs, res, anchors, args.misses)
-
-
-def show_targets(
-    sets: list[str], results: dict[str, dict[str, list[Result]]], modes: list[str]
-) -> None:
-    """Per set: the default rules against the best anchor, and the path target.
-
-    Targets (issue 10): the anchors are splitters embedded with the same model, so
-    they rank by dense similarity; per set, span R@5 of the default rules in hybrid
-    mode at least :data:`HYBRID_MARGIN` points above the best anchor's dense span R@5,
-    in dense mode at least it, and path R@5 of the default mode (hybrid) >= 92; pooled,
-    hybrid at least 5 points above dense. Then, for information only (no target), each
-    mode against the anchors ranked the same way: with our BM25 over their chunks too.
-    """
-    if "dense" not in modes:
-        print("\n== targets: need --mode with dense (the anchors' ranking)")
-        return
-    print(
-        f"\n== targets (default rules vs the best anchor, anchors ranked dense): span R@5 "
-        f"hybrid >= anchor + {HYBRID_MARGIN:g}, dense >= anchor; hybrid path R@5 >= "
-        f"{TARGET_PATH5:g}"
-    )
-    for name in sets:
-        res = results[name]
-        best = best_anchor(res, "dense")
-        for mode in [m for m in ("hybrid", "dense") if m in modes]:
-            row = f"{DEFAULT} [{mode}]"
-            s5 = metrics([r.span_rank for r in res[row]])["R@5"]
-            p5 = metrics([r.path_rank for r in res[row]])["R@5"]
-            ok = s5 >= best[0] + (HYBRID_MARGIN if mode == "hybrid" else 0.0)
-            if mode == "hybrid":
-                ok = ok and p5 >= TARGET_PATH5
-            lo, hi = bootstrap(res[row], res.get(f"{best[1]} [dense]", res[row]))
-            print(
-                f"  {name:<10} {mode:<7} span R@5 {s5:5.1f} vs {best[0]:5.1f} ({best[1]}; "
-                f"difference 95% CI {lo:+.1f}..{hi:+.1f}), path R@5 {p5:5.1f}: "
-                f"{'MET' if ok else 'NOT MET'}"
-            )
-    if "hybrid" in modes:
-        h = [r for name in sets for r in results[name][f"{DEFAULT} [hybrid]"]]
-        d = [r for name in sets for r in results[name][f"{DEFAULT} [dense]"]]
-        gain = metrics([r.span_rank for r in h])["R@5"] - metrics([r.span_rank for r in d])["R@5"]
-        lo, hi = bootstrap(h, d)
-        print(
-            f"  pooled: hybrid - dense span R@5 {gain:+.1f} (95% CI {lo:+.1f}..{hi:+.1f}; "
-            f"target >= +5): {'MET' if gain >= 5 else 'NOT MET'}"
-        )
-    print("\n== for information (no target): each mode against the anchors ranked the same way")
-    for name in sets:
-        res = results[name]
-        for mode in modes:
-            best = best_anchor(res, mode)
-            row = f"{DEFAULT} [{mode}]"
-            s5 = metrics([r.span_rank for r in res[row]])["R@5"]
-            lo, hi = bootstrap(res[row], res.get(f"{best[1]} [{mode}]", res[row]))
-            print(
-                f"  {name:<10} {mode:<7} span R@5 {s5:5.1f} vs {best[0]:5.1f} ({best[1]}; "
-                f"difference {s5 - best[0]:+.1f}, 95% CI {lo:+.1f}..{hi:+.1f})"
-            )
-
-
-def best_anchor(res: dict[str, list[Result]], mode: str) -> tuple[float, str]:
-    """The anchor with the highest span R@5 in ``mode``: ``(R@5 in points, label)``."""
-    return max(
-        (
-            (metrics([r.span_rank for r in res[f"{a} [{mode}]"]])["R@5"], a)
-            for a in ANCHORS
-            if f"{a} [{mode}]" in res
-        ),
-        default=(0.0, "none"),
-    )
-
-
-def bootstrap(a: list[Result], b: list[Result], k: int = 5, n: int = 10_000) -> tuple[float, float]:
-    """Paired-bootstrap 95% interval of span R@k of ``a`` minus ``b`` (same questions), points.
-
-    Questions are resampled with replacement ``n`` times (fixed seed); percentiles 2.5
-    and 97.5 of the difference (Efron and Tibshirani, "An Introduction to the
-    Bootstrap", 1993, ch. 13).
-    """
-    hit_a = np.array([r.span_rank is not None and r.span_rank <= k for r in a], dtype=float)
-    hit_b = np.array([r.span_rank is not None and r.span_rank <= k for r in b], dtype=float)
-    rng = np.random.default_rng(0)
-    idx = rng.integers(0, len(a), size=(n, len(a)))
-    diff = 100 * (hit_a[idx].mean(axis=1) - hit_b[idx].mean(axis=1))
-    lo, hi = np.percentile(diff, [2.5, 97.5])
-    return float(lo), float(hi)
+    return fills
 
 
 if __name__ == "__main__":

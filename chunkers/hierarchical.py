@@ -37,7 +37,7 @@ class HierarchicalOptions(MarkdownOptions):
             default 2; at most ``section_levels``).
         max_tokens: budget per child, in budget tokens (default 200); parents have none.
         section_levels: headings that open a child section (default 3).
-        min_tokens: tiny child sections are merged up to this size (default ``max_tokens // 4``).
+        min_tokens: child sections are merged up to this size (default ``3 * max_tokens // 4``).
         heading_prefix: prefix the heading path to the embedded text (default on).
         title_in_prefix: use the front-matter ``title`` as the prefix root (default on).
     """
@@ -67,7 +67,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 11
+    version = 12
     Options = HierarchicalOptions
     options: HierarchicalOptions
 

@@ -16,7 +16,12 @@ Markdown (CommonMark, GFM, and the Pandoc/MkDocs/Hugo extensions found in the wi
 * attribute lists at the end of a line (``{#id}``, ``{ #id .class }``, ``{: .note}``,
   ``{key=value}``) go, so do reference-link definition lines (``[ref]: target``),
   table divider rows, setext underlines and thematic breaks;
-* code spans, fenced and indented code are kept as they are.
+* MkDocs container markers (``!!! note "Title"``, ``??? tip``, ``=== "Tab"``) keep
+  only their title; blockquote markers (``>``) go, GitHub alerts (``> [!NOTE]``) keep
+  their word; snippet includes (``--8<-- "file"``, mdBook's ``{{#include file}}``)
+  go, and so does a code block that holds nothing else, or nothing at all
+  (:mod:`~ingestd.chunkers.extensions`);
+* code spans, fenced and indented code are otherwise kept as they are.
 
 reStructuredText (docutils and Sphinx):
 
@@ -35,6 +40,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+
+from .extensions import include_edits, marker_edits, quote_edits
 
 __all__ = [
     "Edit",
@@ -135,14 +142,20 @@ def markdown_inline(text: str, start: int, end: int, out: list[Edit]) -> None:
 def markdown_line_edits(text: str, start: int, end: int, kind: str, out: list[Edit]) -> None:
     """Append the whole-line edits of one markdown block ``text[start:end]`` of ``kind``.
 
-    Reference-link definitions, table divider rows, setext underlines and thematic
-    breaks: each such line is left out.
+    Reference-link definitions, table divider rows, setext underlines, thematic breaks
+    and include directives: each such line is left out; of a container's marker line,
+    only its title stays (:mod:`~ingestd.chunkers.extensions`).
     """
     if kind == "heading":
         eol = text.find("\n", start, end)
         if eol != -1:  # a setext heading: its underline
             out.append((eol + 1, end, ""))
+        elif text[start] != "#":  # a container's marker: its title stays
+            marker_edits(text, start, end, out)
         return
+    include_edits(text, start, end, out)
+    if kind == "para" or kind == "list":
+        quote_edits(text, start, end, out)
     if kind == "table":
         eol = text.find("\n", start, end)
         if eol != -1 and (m := _DIVIDER.match(text, eol + 1, _line_end(text, eol + 1, end))):

@@ -8,8 +8,12 @@ further when they do not fit (:mod:`~ingestd.chunkers.cutting`), and packs runs 
 units into chunks:
 
 * a chunk never crosses a section start, unless it is under ``min_tokens`` and the
-  whole next section fits (tiny sections are merged), or it holds only headings (they
-  open the chunk of what follows them, cut as far as needed to fit);
+  whole next section fits (small sections are merged), or it holds only headings (they
+  open the chunk of what follows them, cut as far as needed to fit). A merging chunk
+  at least a quarter full still ends before an *anchor section* (one whose first unit
+  hashes below a threshold proportional to the section's size, about 2 per
+  ``max_tokens`` tokens of section), so that on a page of many small sections (a
+  glossary) an edit does not shift every later chunk;
 * a heading never ends a chunk (nor does an intro paragraph, or an opening fence line,
   which stay with the first piece of a block that is cut); a chunk without a word, or
   with only headings, joins the chunk before it, or else the one after it, when the
@@ -54,6 +58,7 @@ from .units import WINDOW, Unit
 __all__ = ["Packer"]
 
 _ANCHOR_RATE = 2.5  # content-defined cut points: on average this many per max_tokens tokens
+_SECTION_RATE = 2.0  # ... and sections that a merging chunk ends before, per max_tokens tokens
 _ANCHOR_FILL = 4  # ... and one ends a chunk only if it holds at least max_tokens // this
 _WORD = re.compile(r"[^\W_]")  # a letter or digit
 
@@ -297,17 +302,25 @@ class Packer:
         """Whether a chunk of ``tok`` tokens ends before unit ``v`` (which would fit).
 
         At a section start, unless the chunk is under ``min_tokens`` and the whole
-        section fits; inside a section, at a content-defined anchor once a quarter full.
+        section fits and is no anchor section; inside a section, at a content-defined
+        anchor once the chunk holds ``min_tokens`` (and a quarter of the budget).
         """
         mx = self.max
         if v.first:
             section_tok = self._cutter.section_tok.get(v.sec, mx + 1)
-            return tok >= self.min_tokens or tok + section_tok > mx
+            if tok >= self.min_tokens or tok + section_tok > mx:
+                return True
+            return tok >= mx // _ANCHOR_FILL and self._is_anchor(v, _SECTION_RATE, section_tok)
         return v.anchor and tok >= self._fill and (v.body > v.start or self._is_anchor(v))
 
-    def _is_anchor(self, v: Unit) -> bool:
+    def _is_anchor(self, v: Unit, rate: float = _ANCHOR_RATE, tok: int | None = None) -> bool:
+        """Whether ``v`` is a content-defined cut point, about ``rate`` per ``max_tokens``.
+
+        The CRC-32 of its text falls below a threshold proportional to ``tok`` (its own
+        tokens, or its section's when it opens one).
+        """
         crc = zlib.crc32(self.text[v.start : v.end].encode("utf-8", "surrogatepass"))
-        return (crc & 0xFFFF) * self.max < 0x10000 * _ANCHOR_RATE * v.tok
+        return (crc & 0xFFFF) * self.max < 0x10000 * rate * (v.tok if tok is None else tok)
 
     def _check(
         self, units: list[Unit], i: int, j: int, tok: int, *, prefix: bool = True,

@@ -49,7 +49,7 @@ class RstOptions(SectionOptions):
         section_levels: title levels (by first appearance) that open a section (1-6,
             default 3).
         min_tokens: a chunk under this many tokens takes in the next section when the
-            whole section fits (0 turns merging off; default ``max_tokens // 4``).
+            whole section fits (0 turns merging off; default three quarters of ``max_tokens``).
         heading_prefix: prefix the title path (and the directive line of a continued
             directive) to the embedded text (default on).
     """

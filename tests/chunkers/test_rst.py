@@ -144,7 +144,9 @@ def test_section_levels_option_and_merging() -> None:
     ]
     merged = chunker(min_tokens=199).chunk(DOC)
     assert len(merged) == 1 and merged[0].heading_path == ("Guide",)
-    assert 1 < len(chunker().chunk(DOC)) < 5  # default: merged while under max_tokens // 4
+    # default: merged while under three quarters of max_tokens; a quarter keeps two
+    assert [c.heading_path for c in chunker().chunk(DOC)] == [("Guide",)]
+    assert len(chunker(min_tokens=50).chunk(DOC)) == 2
 
 
 def test_big_directive_is_split_at_lines_with_its_line_as_context() -> None:
@@ -251,8 +253,11 @@ def test_one_paragraph_edit_keeps_most_chunk_ids(rel: str) -> None:
     text = decode((CORPUS / rel).read_bytes())
     before = ids(chunker().chunk(text))
     starts = paragraph_starts(text)
+    new = []
     for at in starts[:: max(1, len(starts) // 12)]:
         edited = text[:at] + "Edited: one more sentence in this paragraph. " + text[at:]
         after = ids(chunker().chunk(edited))
         assert len(set(before) & set(after)) >= 0.8 * len(before)
-        assert len(set(after) - set(before)) <= 3, text[at : at + 60]
+        new.append(len(set(after) - set(before)))
+        assert new[-1] <= 6, text[at : at + 60]  # chunks packed to min_tokens: a few
+    assert sorted(new)[len(new) // 2] == 1, new  # the median edit: its own chunk
