@@ -79,11 +79,28 @@ def run_set(name: str, work: Path, cache: Path | None, model: Any) -> dict[str, 
         for i, q in enumerate(questions):
             a, b = results["edge"][mode][i], results["local"][mode][i]
             same += [h["id"] for h in a] == [h["id"] for h in b]
-            ties += [round(h["score"], 5) for h in a] == [round(h["score"], 5) for h in b]
+            ties += tie_groups(a) == tie_groups(b)
             for engine, hits in (("edge", a), ("local", b)):
                 recall[engine] += any(h["path"] == q["path"] for h in hits[:5])
         out[mode] = (same, ties, recall["edge"], recall["local"])
     return out
+
+
+def tie_groups(hits: list[dict[str, Any]], rel: float = 1e-4) -> list[frozenset[str]]:
+    """The ids of ``hits`` (best first) in groups of equal score, each group unordered.
+
+    Scores within ``rel`` (relative) of the group's first score are equal: the engines
+    compute the same float32 scores in different orders of summation, so the last
+    digits may differ.
+    """
+    groups: list[tuple[float, set[str]]] = []
+    for h in hits:
+        score = float(h["score"])
+        if groups and abs(score - groups[-1][0]) <= rel * max(abs(groups[-1][0]), 1e-9):
+            groups[-1][1].add(h["id"])
+        else:
+            groups.append((score, {h["id"]}))
+    return [frozenset(ids) for _, ids in groups]
 
 
 def main() -> None:
