@@ -6,10 +6,12 @@ whose dense and sparse prefetches carry the filter and are fused by reciprocal r
 fusion (``Fusion.Rrf``, the same ranks and scores as qdrant-client's
 ``RrfQuery``: ``sum of 1 / (k + rank - 1)`` over the rankings, 1-based ranks).
 
-Search is exact (every point scored, no HNSW graph) unless the store was optimised
-(:meth:`EdgeStore.optimize`); an exact top-10 over 100,000 points takes about 10 ms
-here. Writes are durable when the call returns: the engine appends each update to its
-write-ahead log before applying it.
+Every point is scored (no HNSW graph). New points are scored on their float32
+vectors; after every :data:`~ingestd.store.edge_collections.OPTIMIZE_EVERY` points an
+upsert writes, it optimises the shard (:meth:`EdgeCollections.optimize`): the older
+points are then scanned on an int8 copy and the best candidates rescored from float32
+(see :mod:`ingestd.store.edge_collections`). Writes are durable when the call returns:
+the engine appends each update to its write-ahead log before applying it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any, cast
 
-from .edge_collections import PARENT_KEY, EdgeCollections
+from .edge_collections import OPTIMIZE_EVERY, OVERSAMPLING, PARENT_KEY, EdgeCollections
 from .search import MODES, PENDING_KEY, Filters, Hit, Mode
 from .sparse import SPARSE_VECTOR, SparseVec
 from .vectors import DenseVector, Point
@@ -72,7 +74,14 @@ def edge_request(
     Raises:
         ValueError: a vector the mode needs is missing.
     """
-    from qdrant_edge import Fusion, Prefetch, Query, QueryRequest
+    from qdrant_edge import (
+        Fusion,
+        Prefetch,
+        QuantizationSearchParams,
+        Query,
+        QueryRequest,
+        SearchParams,
+    )
     from qdrant_edge import SparseVector as EdgeSparse
 
     if mode in ("dense", "hybrid") and dense is None:
@@ -85,15 +94,21 @@ def edge_request(
         if sparse is not None
         else None
     )
+    # int8 scan, float32 rescoring of limit x OVERSAMPLING (only in immutable segments)
+    params = SearchParams(
+        quantization=QuantizationSearchParams(rescore=True, oversampling=OVERSAMPLING)
+    )
     if mode == "dense":
-        return QueryRequest(limit=limit, query=dense_q, filter=flt, with_payload=with_payload)
+        return QueryRequest(
+            limit=limit, query=dense_q, filter=flt, with_payload=with_payload, params=params
+        )
     if mode == "sparse":
         return QueryRequest(limit=limit, query=sparse_q, filter=flt, with_payload=with_payload)
     n = max(candidates, limit)
     return QueryRequest(
         limit=limit,
         prefetches=[
-            Prefetch(limit=n, query=dense_q, filter=flt),
+            Prefetch(limit=n, query=dense_q, filter=flt, params=params),
             Prefetch(limit=n, query=sparse_q, filter=flt),
         ],
         # the stub types the query as Fusion; the engine takes its member Fusion.Rrf
@@ -133,17 +148,28 @@ class EdgeStore(EdgeCollections):
     # -- writes ----------------------------------------------------------------------
 
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
-        """Upsert ``points`` in calls of :data:`BATCH`; durable when it returns."""
+        """Upsert ``points`` in calls of :data:`BATCH`; durable when it returns.
+
+        The call that brings the points written since the last optimisation to
+        :data:`~ingestd.store.edge_collections.OPTIMIZE_EVERY` also optimises the
+        shard (blocking, ~20 s per 100,000 points).
+        """
         from qdrant_edge import Point as EdgePoint
         from qdrant_edge import UpdateOperation
 
-        shard = self._target(collection)
+        physical = self.physical_of(self.write_target(collection))
+        shard = self.shard(physical)
         for i in range(0, len(points), BATCH):
             batch = [
                 EdgePoint(id=p.id, vector=_vector(p.vector, p.sparse), payload=p.payload)
                 for p in points[i : i + BATCH]
             ]
             shard.update(UpdateOperation.upsert_points(batch))
+        written = self._written.get(physical, 0) + len(points)
+        if written >= OPTIMIZE_EVERY:
+            self.optimize(physical)
+            written = 0
+        self._written[physical] = written
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         """Delete points by id (unknown ids are fine)."""
