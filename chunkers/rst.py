@@ -217,7 +217,7 @@ class RstChunker(Chunker):
     """
 
     name = "rst"
-    version = 8
+    version = 9
     Options = RstOptions
     options: RstOptions
 
