@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,7 +51,7 @@ logger = logging.getLogger("ingestd")
     help="Move a damaged manifest or store aside and rebuild it from the rest of the state.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@click.argument("paths", nargs=-1, type=click.Path(file_okay=False))
 @handle_errors
 def resync(
     config_path: Path | None,
@@ -81,6 +82,7 @@ def resync(
     from ingestd.daemon.commands import commands
 
     cfg, sd = load(config_path, paths, state_dir, log_level)
+    require_known_roots(cfg, sd, paths)
     args = {"full": full, "dry_run": dry_run, "allow_mass_delete": allow_mass_delete}
 
     def local() -> Any:
@@ -100,6 +102,26 @@ def resync(
         result["migrations"] = migration_costs(cfg, sd)
     _print_resync(result, as_json, dry_run)
     sys.exit(int(result["exit_code"]))
+
+
+def require_known_roots(cfg: Config, sd: Path, paths: Sequence[str]) -> None:
+    """Refuse a ``PATH`` that does not exist unless it is the root of a recorded source.
+
+    A source's root that is missing (an unmounted volume) is a state the commands
+    report (exit 1, nothing deleted); any other missing ``PATH`` is a typo.
+
+    Raises:
+        Fatal: exit code 2, a ``PATH`` is neither a folder nor a known source's root.
+    """
+    missing = [Path(p).resolve() for p in paths if not Path(p).exists()]
+    if not missing:
+        return
+    with manifest_reader(cfg, sd) as m:
+        recorded = m.sources() if m is not None else []
+    known = {Path(s["root"]).resolve() for s in recorded if s.get("root")}
+    unknown = [str(p) for p in missing if p not in known]
+    if unknown:
+        raise Fatal(f"no such folder: {', '.join(unknown)}", 2)
 
 
 def _rebuild(
@@ -200,7 +222,7 @@ def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
 @socket_option
 @click.option("--repair", is_flag=True, help="Fix the differences found.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-@click.argument("paths", nargs=-1, type=click.Path(exists=True, file_okay=False))
+@click.argument("paths", nargs=-1, type=click.Path(file_okay=False))
 @handle_errors
 def verify(
     config_path: Path | None,
@@ -224,6 +246,7 @@ def verify(
     from ingestd.daemon.commands import commands
 
     cfg, sd = load(config_path, paths, state_dir, log_level)
+    require_known_roots(cfg, sd, paths)
 
     def local() -> Any:
         if not cfg.manifest.url and not cfg.paths(sd).manifest.exists():

@@ -108,6 +108,26 @@ def test_every_command_reports_a_missing_root_and_deletes_nothing(tmp_path: Path
     assert _cli("resync", *common).exit_code == 0
 
 
+def test_a_missing_root_given_as_path_is_reported_and_a_typo_refused(tmp_path: Path) -> None:
+    root = copy_tree(tmp_path / "vol" / "docs", PAGES)
+    state = tmp_path / "state"
+    eng = Engine(load_config(None, roots=[str(root)]), state, embed_model=fake_vectors)
+    try:  # the source `ingestd resync PATH` makes
+        for name in eng.sources:
+            eng.sync(name)
+    finally:
+        eng.close()
+    before = store_snapshot(state)
+    root.rename(tmp_path / "vol" / "elsewhere")  # the volume is unmounted
+    for args in (["verify"], ["resync"], ["resync", "--dry-run"]):
+        res = _cli(*args, "--state-dir", str(state), str(root))
+        assert "does not exist" not in res.output, (args, res.output)
+        assert res.exit_code == 1 and "missing" in res.output.lower(), (args, res.output)
+    typo = _cli("verify", "--state-dir", str(state), str(tmp_path / "vol" / "dcos"))
+    assert typo.exit_code == 2 and "no such folder" in typo.output, typo.output
+    assert store_snapshot(state) == before
+
+
 def test_commands_through_the_daemon_report_a_missing_root(tmp_path: Path) -> None:
     root = copy_tree(tmp_path / "vol" / "docs", PAGES)
     cfg = _config(tmp_path, f"  - name: docs\n    root: {root}\n")
