@@ -270,7 +270,8 @@ def _finish(cfg: Config, base: Path, roots: Sequence[str | Path]) -> Config:
                 chosen.append(SourceConfig(name=str(r), root=r))
                 labelled.append((None, chosen[-1]))
         sources = chosen
-    problems = overlap_problems(labelled)
+    problems: list[str] = []  # a root's own problem first: overlaps are judged among the valid ones
+    refused: set[Path] = set()
     for s in sources:
         where = f"sources[{index[s.root]}].root" if s.root in index else f"PATH {s.root}"
         problem = system_root_problem(s.root)
@@ -278,6 +279,8 @@ def _finish(cfg: Config, base: Path, roots: Sequence[str | Path]) -> Config:
             problem = f"{s.root} is a file; a source root is the folder that holds the documents"
         if problem is not None:
             problems.append(f"{where}: {problem}")
+            refused.add(s.root)
+    problems += overlap_problems([(w, s) for w, s in labelled if s.root not in refused])
     if problems:
         raise ConfigError(problems)
     state = cfg.state_dir

@@ -302,6 +302,8 @@ def walk_folders(flt: SourceFilter, under: str = "") -> Iterator[tuple[str, int]
     Folders the filter ignores and names that are not UTF-8 are left out, as
     :func:`scan` leaves them; a folder that cannot be read is yielded, not entered.
     """
+    if name_problem(under) is not None:
+        return  # a folder named so is never entered, nor anything below it
     stack = [under.strip("/")]
     while stack:
         rel_dir = stack.pop()

@@ -153,8 +153,14 @@ def test_the_readme_quick_start_on_a_clone_with_its_virtualenv(tmp_path: Path) -
             # `ingestd status && ingestd search "how are point ids computed"`
             st = daemon.cli("status")
             assert st.returncode == 0, st.stdout + st.stderr
-            hits = daemon.search("how are point ids computed")
-            assert any(h["path"] == "README.md" for h in hits), [h["path"] for h in hits]
+
+            # the README is long: written in the background after the reconcile, in slices
+            # that search cannot see until the whole document is committed
+            def readme_hits() -> list[str] | None:
+                paths = [h["path"] for h in daemon.search("how are point ids computed")]
+                return paths if "README.md" in paths else None
+
+            wait_for(readme_hits, 1200, "README.md in the quick start's search", interval=2)
             d_st = daemon.daemon_status()
             assert d_st["overflows"] == 0 and d_st["healthy"]
             assert inotify_watches(daemon.pid) < 100 < venv_folders
