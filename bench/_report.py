@@ -56,6 +56,7 @@ class Result:
     coverable: bool  # some chunk of the gold file covers the whole answer
     top1: str
     cover_head: str
+    added_rank: int | None = None  # 1-based rank of the first chunk of an --add file
 
 
 def metrics(ranks: Sequence[int | None]) -> dict[str, float]:

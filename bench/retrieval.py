@@ -50,6 +50,9 @@ Usage::
     python bench/retrieval.py --only default --save-chunks /tmp/chunks.json
     python bench/retrieval.py --only default --variant min_tokens=100 --distractors /tmp/chunks.json
 
+``--add FILE`` indexes FILE in every set beside the corpus, for every strategy: a page
+that no question is about, to see how often it outranks the pages questions are
+about (a long changelog, say).
 ``--extra CHUNKER:k=v,...`` also chunks every indexed file with that strategy (params as
 YAML scalars; ``fit_model=false`` lets the model truncate) and scores it beside the rest.
 ``--variant k=v,...`` scores the default rules with those params changed in every
@@ -87,6 +90,7 @@ SETS = {
     "mkdocs-docs": (CORPORA / "qa" / "mkdocs-docs.jsonl", CORPORA / "mkdocs-docs"),
 }
 DEFAULT_CACHE = Path("/tmp/bench-retrieval")
+ADDED = "+added"  # the folder --add files are indexed under
 BUDGET_TOKENS, MODEL_PIECES = 200, 254
 DEPTH = 100  # ranks looked at per question (gold file and covering chunk ranks)
 RRF_K, CANDIDATES = 60, 50  # the search defaults (daemon/config/models.py SearchConfig)
@@ -322,8 +326,10 @@ def build_indexes(
     splitters = make_splitters(cfg, args, gold, saved)
     lost: dict[str, int] = defaultdict(int)
     secs: dict[str, float] = defaultdict(float)
-    for rel in rels:
-        text = decode((corpus / rel).read_bytes())
+    files = [(rel, corpus / rel) for rel in rels]
+    files += [(f"{ADDED}/{path.name}", path) for path in args.add]
+    for rel, path in files:
+        text = decode(path.read_bytes())
         for idx, split in splitters:
             t0 = time.perf_counter()
             pieces = split(rel, text)
@@ -332,7 +338,9 @@ def build_indexes(
                 if start < 0:
                     lost[idx.label] += 1
                 idx.add(rel, start, end, embedded)
-    print(f"  {len(rels)} files of {corpus}")
+    names = ", ".join(p.name for p in args.add)
+    added = f" and {len(args.add)} added ({names})" if args.add else ""
+    print(f"  {len(rels)} files of {corpus}{added}")
     for idx, _ in splitters:
         note = f", {lost[idx.label]} not located" if lost[idx.label] else ""
         print(f"    {idx.label}: {len(idx.texts)} chunks in {secs[idx.label]:.1f} s{note}")
@@ -437,7 +445,8 @@ def evaluate(idx: Index, qs: list[Question], ranked: Any) -> list[Result]:
             np.any((paths == q.path) & (starts >= 0) & (starts <= q.start) & (ends >= q.end))
         )
         head = idx.texts[order[sr - 1]][:90].replace("\n", "\\n") if sr is not None else ""
-        out.append(Result(pr, sr, coverable, str(paths[order[0]]), head))
+        added = _first(np.char.startswith(paths[order].astype(str), ADDED + "/"))
+        out.append(Result(pr, sr, coverable, str(paths[order[0]]), head, added))
     return out
 
 
@@ -545,6 +554,13 @@ def main() -> None:
         default="1,1",
         help="weighted RRF in hybrid mode: dense,sparse (Qdrant's formula; default 1,1)",
     )
+    ap.add_argument(
+        "--add",
+        type=Path,
+        action="append",
+        default=[],
+        help=f"also index FILE in every set, as {ADDED}/NAME, for every strategy (a distractor)",
+    )
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--json", type=Path, help="also write per-question results here")
     args = ap.parse_args()
@@ -634,6 +650,13 @@ def main() -> None:
             ]  # fmt: skip
             for row, res in results[name].items()
         }
+        if args.add:
+            print(f"\n  {name}: questions with a chunk of an added file at rank 1 / in the top 5")
+            for row, res in results[name].items():
+                ranks = [r.added_rank for r in res]
+                top1 = sum(r == 1 for r in ranks)
+                top5 = sum(r is not None and r <= 5 for r in ranks)
+                print(f"    {row[:52]:<53}{top1:>4} / {top5:>3} of {len(res)}")
         fills[name] = show_set(
             name, questions[name], indexes[name], results[name], sizes, modes, args
         )
