@@ -67,7 +67,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 12
+    version = 13
     Options = HierarchicalOptions
     options: HierarchicalOptions
 

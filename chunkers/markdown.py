@@ -192,7 +192,7 @@ class MarkdownChunker(Chunker):
     """
 
     name = "markdown"
-    version = 12
+    version = 13
     Options = MarkdownOptions
     options: MarkdownOptions
 

@@ -16,6 +16,9 @@ Markdown (CommonMark, GFM, and the Pandoc/MkDocs/Hugo extensions found in the wi
 * attribute lists at the end of a line (``{#id}``, ``{ #id .class }``, ``{: .note}``,
   ``{key=value}``) go, so do reference-link definition lines (``[ref]: target``),
   table divider rows, setext underlines and thematic breaks;
+* a heading keeps its title: the ``#`` marks of an ATX heading go (``## Setup ##``
+  gives ``Setup``), as a setext heading's underline and reStructuredText's section
+  adornments do;
 * MkDocs container markers (``!!! note "Title"``, ``??? tip``, ``=== "Tab"``) keep
   only their title; blockquote markers (``>``) go, GitHub alerts (``> [!NOTE]``) keep
   their word; snippet includes (``--8<-- "file"``, mdBook's ``{{#include file}}``)
@@ -42,6 +45,9 @@ import re
 from collections.abc import Iterator
 
 from .extensions import include_edits, marker_edits, quote_edits
+
+#: An ATX heading line (CommonMark 4.2): its opening marks, title and closing sequence.
+_ATX_HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]+(?P<title>.*?))?(?:[ \t]+#+)?[ \t]*")
 
 __all__ = [
     "Edit",
@@ -143,14 +149,23 @@ def markdown_line_edits(text: str, start: int, end: int, kind: str, out: list[Ed
     """Append the whole-line edits of one markdown block ``text[start:end]`` of ``kind``.
 
     Reference-link definitions, table divider rows, setext underlines, thematic breaks
-    and include directives: each such line is left out; of a container's marker line,
-    only its title stays (:mod:`~ingestd.chunkers.extensions`).
+    and include directives: each such line is left out; of an ATX heading, the ``#``
+    marks (its title stays); of a container's marker line, only its title stays
+    (:mod:`~ingestd.chunkers.extensions`).
     """
     if kind == "heading":
         eol = text.find("\n", start, end)
         if eol != -1:  # a setext heading: its underline
             out.append((eol + 1, end, ""))
-        elif text[start] != "#":  # a container's marker: its title stays
+        elif (m := _ATX_HEADING.fullmatch(text, start, end)) is not None:
+            if not m.group("title"):  # an empty heading
+                out.append((start, end, ""))
+                return
+            a, b = m.span("title")  # the marks go, the title stays
+            out.append((start, a, ""))
+            if b < end:
+                out.append((b, end, ""))
+        else:  # a container's marker: its title stays
             marker_edits(text, start, end, out)
         return
     include_edits(text, start, end, out)

@@ -172,6 +172,7 @@ def test_generated_mkdocs_embeds_no_container_or_include_markup(
         check_clean(doc, chunks, size, model_sizer)
         embedded = "\n".join(c.embed_text for c in chunks if not c.is_parent)
         assert not _MARKUP.search(embedded), embedded
+        assert not re.search(r"^#{1,6} ", embedded, re.M), embedded  # headings' marks
         assert "Title words" in embedded or "Title words" not in doc
 
 
