@@ -285,7 +285,7 @@ def _finish(cfg: Config, base: Path, roots: Sequence[str | Path]) -> Config:
         raise ConfigError(problems)
     state = cfg.state_dir
     if state is not None and not state.is_absolute():
-        state = base / state
+        state = Path(os.path.normpath(base / state))  # ``../state`` shown as it is meant
     embedding = cfg.embedding
     if embedding.cache_dir is not None:
         cache_dir = embedding.cache_dir.expanduser()

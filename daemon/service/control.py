@@ -379,6 +379,11 @@ class StateLock:
         os.pwrite(fd, f"pid {os.getpid()} ({what})".encode(), 0)
         self._fd = fd
 
+    @property
+    def held(self) -> bool:
+        """Whether this object holds the lock."""
+        return self._fd is not None
+
     def release(self) -> None:
         """Empty the lock file and release the lock."""
         if self._fd is not None:

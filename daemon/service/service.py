@@ -131,7 +131,8 @@ class Service:
             self.startup()
             self.main_loop()
         finally:
-            self.shutdown()
+            if self._lock.held:  # refused at the lock, nothing started: nothing to stop
+                self.shutdown()
         return self.exit_code
 
     def submit(self, fn: Callable[[], Any], priority: int = Priority.URGENT) -> Future[Any]:

@@ -352,14 +352,16 @@ class Applier:
     def _delete(self, source: str, rel: str, res: SyncResult) -> None:
         """Delete the points and rows of a document that is gone.
 
-        A file that is back by now (re-created while a long sync ran) is not deleted:
-        its own change event, or the next scan, indexes it.
+        A document is gone when its file is, or when the source no longer indexes it
+        (a ``.gitignore`` or the config leaves it out now). A file that is back by now
+        (re-created while a long sync ran) and that the source still indexes is not
+        deleted: its own change event, or the next scan, indexes it.
         """
         ctx = self.ctx
         doc = ctx.manifest.document(source, rel)
         if doc is None:
             return
-        if stat_file(ctx.root(source) / rel) is not None:
+        if stat_file(ctx.root(source) / rel) is not None and ctx.filters[source].accepts(rel):
             logger.debug("%s is back; not deleted", rel)
             return
         ids = [c.point_id for c in ctx.manifest.chunks(doc.id)]

@@ -322,3 +322,54 @@ def test_held_deletions_are_recorded_for_status(tmp_path: Path, fake_embedder) -
     _sync(eng, allow_mass_delete=True)
     assert status_of(eng.manifest, None, tmp_path / "state")["sources"][0]["held_deletes"] == 0
     eng.close()
+
+
+def test_files_that_become_ignored_or_excluded_are_deleted(
+    tmp_path: Path, fake_embedder: CountingEmbedder
+) -> None:
+    """A file still on disk that the source no longer indexes is deleted, guard or not.
+
+    A path planned for deletion whose file exists again is left alone (it is back:
+    its own change indexes it), but a file that a ``.gitignore`` or the config now
+    leaves out is not back, however present it is.
+    """
+    from ingestd.daemon.config import load_config
+    from ingestd.daemon.sync.engine import Engine
+
+    root = tmp_path / "docs"
+    (root / "drafts").mkdir(parents=True)
+    for i in range(12):
+        (root / f"page{i}.md").write_text(f"# Page {i}\n\nSome text number {i}.\n")
+        (root / f"drafts/draft{i}.md").write_text(f"# Draft {i}\n\nUnfinished text {i}.\n")
+    state = tmp_path / "state"
+    eng = make_engine(root, state, fake_embedder)
+    assert _sync(eng).indexed == 24
+    eng.close()
+
+    (root / ".gitignore").write_text("page0.md\n")  # one file: under the guard's bound
+    eng = make_engine(root, state, fake_embedder)
+    assert _sync(eng).deleted == 1
+    assert "page0.md" not in manifest_paths(eng)
+    eng.close()
+    (root / ".gitignore").write_text("page0.md\ndrafts/\n")  # half the source: held first
+    eng = make_engine(root, state, fake_embedder)
+    res = _sync(eng)
+    assert len(res.held) == 12 and res.deleted == 0
+    assert _sync(eng, allow_mass_delete=True).deleted == 12
+    name = next(iter(eng.sources))
+    assert eng.verify(name).clean
+    eng.close()
+    assert_matches_oracle(root, state, tmp_path, fake_vectors)
+
+    (root / ".gitignore").unlink()
+    source = {"name": name, "root": str(root), "exclude": ["page1.md"]}
+    cfg = load_config(None, overrides={"sources": [source]})
+    eng = Engine(cfg, state, embed_model=fake_embedder)
+    res = eng.sync(name)
+    assert (res.indexed, res.deleted) == (13, 1)  # the drafts and page0 are back
+    assert sorted(manifest_paths(eng)) == sorted(
+        [f"page{i}.md" for i in range(12) if i != 1] + [f"drafts/draft{i}.md" for i in range(12)]
+    )
+    assert eng.verify(name).clean
+    eng.close()
+    assert not any(p["path"] == "page1.md" for p in store_snapshot(state).values())

@@ -3,8 +3,9 @@
 The in-process cases (``test_operator_commands.py``) cover each item with fake vectors;
 this one runs the installed console script twice on one state dir, and every command
 is a subprocess reaching the daemon through its control socket: ``forget`` of a watched
-source, a source's volume unmounted and mounted again, and deletions held at start-up
-by the mass-deletion guard that end when a checkout brings the files back.
+source, a source's volume unmounted and mounted again, deletions held at start-up by
+the mass-deletion guard that end when a checkout brings the files back, and a page that
+a ``.gitignore`` then leaves out.
 """
 
 from __future__ import annotations
@@ -162,6 +163,16 @@ def test_operators_commands_agree_with_a_running_daemon(tmp_path: Path) -> None:
         _wait_for(lambda: _status(with_cfg)[0] == 0, 60, "a healthy daemon")
         res = run_cli("verify", *with_cfg, "--json", timeout=120)
         assert res.returncode == 0, res.stdout + res.stderr
+
+        # an indexed page that a .gitignore now leaves out is deleted, though still on disk
+        (repo / "docs" / ".gitignore").write_text("page00.md\n")
+        _wait_for(
+            lambda: _source(common, "repo")["documents"] == 29, 60, "the ignored page's deletion"
+        )
+        hits = run_cli("search", *with_cfg, "--json", "-k", "10", "notes on harbour 0")
+        assert hits.returncode == 0, hits.stderr
+        assert "docs/page00.md" not in {h["path"] for h in json.loads(hits.stdout)}
+        assert run_cli("verify", *with_cfg, timeout=120).returncode == 0
 
     assert "Traceback" not in log.read_text()
     _assert_matches_oracle(cfg, state, tmp_path)

@@ -368,3 +368,36 @@ def test_reload_adds_and_drops_watches(
         b = h.service.batches_done
         (tree / "community/new.md").write_text("# New\n\nWatched after the reload.\n")
         h.settle(b)
+
+
+def test_a_daemon_refused_at_the_lock_says_only_that(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A second ``ingestd run`` on a state dir in use stops nothing: no 'stopped' line."""
+    from ingestd.daemon.config import load_config
+    from ingestd.daemon.service.control import StateLock, StateLockedError
+    from ingestd.daemon.service.service import Service
+
+    root = tmp_path / "docs"
+    root.mkdir()
+    state = tmp_path / "state"
+    held = StateLock(state)
+    held.acquire("the first daemon")
+    try:
+        service = Service(load_config(None, roots=[root]), state)
+        with caplog.at_level(logging.INFO), pytest.raises(StateLockedError, match="first daemon"):
+            service.serve()
+    finally:
+        held.release()
+    said = [r.getMessage() for r in caplog.records]
+    assert not [m for m in said if "stopping" in m or "stopped" in m], said
+
+
+def test_a_relative_state_dir_of_a_config_is_shown_normalised(tmp_path: Path) -> None:
+    from ingestd.daemon.config import load_config
+
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "docs").mkdir()
+    cfg = tmp_path / "cfg" / "ingestd.yaml"
+    cfg.write_text("state_dir: ../state\nsources:\n  - root: ../docs\n")
+    assert load_config(cfg).state_dir == tmp_path.resolve() / "state"
