@@ -372,4 +372,11 @@ def test_files_that_become_ignored_or_excluded_are_deleted(
     )
     assert eng.verify(name).clean
     eng.close()
-    assert not any(p["path"] == "page1.md" for p in store_snapshot(state).values())
+    (root / ".gitignore").write_text("page2.md\n")  # and repaired by verify, not synced
+    eng = Engine(cfg, state, embed_model=fake_embedder)
+    assert not eng.verify(name).clean
+    assert eng.verify(name, repair=True).clean
+    assert "page2.md" not in manifest_paths(eng)
+    assert eng.verify(name).clean
+    eng.close()
+    assert not any(p["path"] in ("page1.md", "page2.md") for p in store_snapshot(state).values())
