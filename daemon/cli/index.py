@@ -280,11 +280,20 @@ def verify(
                 )
                 continue
             state = "clean" if r["clean"] else "DIFFERENT"
+            writing = r.get("n_writing", 0)
             click.echo(
                 f"{r['source']}: {state}: {r['expected']} points expected, "
                 f"{r['n_missing']} missing, {r['n_orphans']} orphans, "
                 f"{r['n_stale']} stale, {r['n_manifest']} manifest records differ"
+                + (
+                    f"; {writing} long document(s) being written, not compared (verify "
+                    "again once written)"
+                    if writing
+                    else ""
+                )
             )
+            for x in r.get("writing", [])[:20]:
+                click.echo(f"  writing: {x}")
             for key in ("missing", "orphans", "stale", "manifest"):
                 for x in r[key][:20]:
                     click.echo(f"  {key}: {x}")

@@ -151,7 +151,9 @@ class Engine:
                 self.context, self.preparer, self.writer, self.collections, self.long_writes
             )
             self._hidden: set[str] = set()  # sources whose pending points were hidden
-            self.verifier = Verifier(self.context, self.preparer, self, self.collections)
+            self.verifier = Verifier(
+                self.context, self.preparer, self, self.collections, self.long_writes.paths
+            )
             for s in cfg.sources:
                 self.manifest.ensure_source(s.name, str(s.root), s.collection)
             for collection in sorted({s.collection for s in cfg.sources}):

@@ -11,6 +11,7 @@ drifted manifest rows.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +35,10 @@ class VerifyReport:
     sparse (BM25) vector differs from the one recomputed from their text;
     ``manifest``: paths whose manifest record disagrees with the files;
     ``root_missing``: the source's root folder is not there (an unmounted volume),
-    so nothing could be compared (the report is not clean) and nothing is repaired.
+    so nothing could be compared (the report is not clean) and nothing is repaired;
+    ``writing``: paths of long documents the daemon is writing in the background
+    right now, left out of the comparison (their points are there only in part until
+    the write commits): verify again once they are written.
     """
 
     source: str
@@ -45,6 +49,7 @@ class VerifyReport:
     sparse: list[str] = field(default_factory=list)
     manifest: list[str] = field(default_factory=list)
     root_missing: bool = False
+    writing: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
@@ -66,7 +71,7 @@ class VerifyReport:
             "clean": self.clean,
             "root_missing": self.root_missing,
         }
-        for k in ("missing", "orphans", "stale", "sparse", "manifest"):
+        for k in ("missing", "orphans", "stale", "sparse", "manifest", "writing"):
             v = getattr(self, k)
             out[k] = v[:100]
             out[f"n_{k}"] = len(v)
@@ -81,6 +86,8 @@ class Verifier:
         preparer: derives the expected points from the files.
         syncer: re-writes documents on repair.
         collections: makes sure the collection exists before orphans are deleted.
+        writing: paths of a source whose long documents are being written in the
+            background (left out of the comparison and the repair); none by default.
     """
 
     def __init__(
@@ -89,11 +96,13 @@ class Verifier:
         preparer: Preparer,
         syncer: Syncer,
         collections: CollectionLifecycle,
+        writing: Callable[[str], set[str]] = lambda source: set(),
     ) -> None:
         self.ctx = ctx
         self.preparer = preparer
         self.syncer = syncer
         self.collections = collections
+        self.writing = writing
 
     def verify(self, source: str, *, repair: bool = False) -> VerifyReport:
         """Compare expected points with the manifest and the store; optionally repair.
@@ -119,13 +128,22 @@ class Verifier:
             return rep
         want_sparse: dict[str, Any] = {}
         expected, docs = self.preparer.expected_points(source, sparse=want_sparse)
+        busy = self.writing(source)
+        rep.writing = sorted(busy)
+        if busy:
+            expected = {pid: p for pid, p in expected.items() if p["path"] not in busy}
+            docs = {rel: why for rel, why in docs.items() if rel not in busy}
         rep.expected = len(expected)
         collection = ctx.collection_of(source)
         stored: dict[str, dict[str, Any]] = {}
         got_sparse: dict[str, Any] = {}
         common: list[str] = []
         if ctx.store.has_collection(collection):
-            stored = {pid: strip_provenance(p) for pid, p in ctx.store.scroll(collection, source)}
+            stored = {
+                pid: strip_provenance(p)
+                for pid, p in ctx.store.scroll(collection, source)
+                if p.get("path") not in busy
+            }
             common = sorted(set(expected) & set(stored))
             got_sparse = ctx.store.sparse_vectors(collection, common)
         rep.missing = sorted(set(expected) - set(stored))
@@ -134,7 +152,9 @@ class Verifier:
         rep.sparse = [
             pid for pid in common if not same_sparse(want_sparse[pid], got_sparse.get(pid))
         ]
-        rep.manifest = self._manifest_drift(source, expected, docs)
+        rep.manifest = [
+            rel for rel in self._manifest_drift(source, expected, docs) if rel not in busy
+        ]
         if repair and not rep.clean:
             self._repair(source, rep, expected)
             return self.verify(source, repair=False)

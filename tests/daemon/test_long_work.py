@@ -381,3 +381,35 @@ def test_ingestd_run_with_the_real_model_feeds_the_watchdog_and_stops_fast(
             proc.kill()
             proc.wait(10)
         sysd.close()
+
+
+def test_verify_while_a_long_document_is_written_leaves_it_out(
+    tmp_path: Path, scratch: Path
+) -> None:
+    """verify through the daemon mid-write: clean for the rest, the document named as writing.
+
+    Its points are there only in part (and uncommitted) until the write commits; a
+    verify that compared them reported them missing and stale, and a repair would
+    have written the document a second time beside the write in flight.
+    """
+    root = tmp_path / "docs"
+    root.mkdir()
+    (root / "huge.md").write_text(big_text(600))
+    (root / "small.md").write_text("# Small\n\nA short page.\n")
+    embed = SlowEmbedder(0.01)
+    with Harness(root, scratch / "state", embed, rules=SMALL_WINDOWS).start(wait_idle=False) as h:
+        wait_for(
+            lambda: (f := _in_flight(h, "huge.md")) and f.chunks_done >= 2 * SLICE_CHUNKS,
+            60,
+            "huge.md to be under way",
+        )
+        (name,) = h.call(lambda e: list(e.sources))
+        for repair in (False, True):
+            rep = h.call(lambda e, repair=repair: e.verify(name, repair=repair))
+            assert rep.writing == ["huge.md"]
+            assert rep.clean, rep.as_dict()
+            assert rep.expected > 0  # small.md was compared
+        assert _in_flight(h, "huge.md") is not None, "the write went on"
+        rep = h.settle(timeout=120)
+        assert rep.writing == [] and rep.clean
+        h.assert_matches_oracle(scratch)
