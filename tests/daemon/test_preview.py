@@ -25,4 +25,4 @@ def test_chunk_preview_shows_verbatim_and_embedded_text(
     (obj,) = [json.loads(x) for x in res.output.splitlines()]
     text = f.read_text()
     assert obj["text"] == text[obj["start_char"] : obj["end_char"]] == text.rstrip()
-    assert obj["embed_text"] == "Install\n\n# Install\n\nSee the guide first."
+    assert obj["embed_text"] == "Install\n\nInstall\n\nSee the guide first."
