@@ -46,10 +46,13 @@ from collections.abc import Iterator
 
 from .extensions import include_edits, marker_edits, quote_edits
 
-#: An ATX heading line (CommonMark 4.2): its opening marks, title and closing sequence.
-_ATX_HEADING = re.compile(r" {0,3}#{1,6}(?:[ \t]+(?P<title>.*?))?(?:[ \t]+#+)?[ \t]*")
+#: An ATX heading line (CommonMark 4.2): group 1 its opening marks, group 2 its title
+#: (``None`` when empty), then an optional closing sequence. The parser
+#: (:mod:`~ingestd.chunkers.mdblocks`) and the rendering share it.
+ATX_HEADING = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 
 __all__ = [
+    "ATX_HEADING",
     "Edit",
     "apply_edits",
     "clean_markdown",
@@ -157,11 +160,11 @@ def markdown_line_edits(text: str, start: int, end: int, kind: str, out: list[Ed
         eol = text.find("\n", start, end)
         if eol != -1:  # a setext heading: its underline
             out.append((eol + 1, end, ""))
-        elif (m := _ATX_HEADING.fullmatch(text, start, end)) is not None:
-            if not m.group("title"):  # an empty heading
+        elif (m := ATX_HEADING.fullmatch(text, start, end)) is not None:
+            if not m.group(2):  # an empty heading
                 out.append((start, end, ""))
                 return
-            a, b = m.span("title")  # the marks go, the title stays
+            a, b = m.span(2)  # the marks go, the title stays
             out.append((start, a, ""))
             if b < end:
                 out.append((b, end, ""))

@@ -28,13 +28,12 @@ from itertools import accumulate
 
 from .base import LineIndex
 from .extensions import CONTAINER_INDENT, container_marker
-from .markup import clean_markdown
+from .markup import ATX_HEADING, clean_markdown
 from .sections import Block, Section
 
 __all__ = ["closing_fence", "read_blocks"]
 
 _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})(.*)$")
-_ATX = re.compile(r" {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r" {0,3}(=+|-+)[ \t]*$")
 _LIST = re.compile(r"[ \t]*(?:[-*+]|\d{1,9}[.)])(?:[ \t]|$)")
 
@@ -158,7 +157,7 @@ class _Parser:
                 self.close()  # the marker: a title glued to the container's first block
                 self.st.add(Block(a, b, b, "heading"))
                 bases.append(indent + CONTAINER_INDENT)
-            elif first == "#" and indent < 4 and (m := _ATX.match(line)):
+            elif first == "#" and indent < 4 and (m := ATX_HEADING.match(line)):
                 self.close()
                 level = len(m.group(1))
                 self.st.heading(level, _title(m.group(2) or ""), Block(a, b, b, "heading"))
