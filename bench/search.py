@@ -6,8 +6,8 @@ with ``path_prefixes``, its BM25 sparse vector, and a deterministic fake dense v
 (latency does not depend on what the dense vectors mean; no model is loaded). Then
 times :meth:`QdrantStore.search` for the first ``--questions`` md-docs questions,
 ``--repeat`` times, in each mode, without a filter, with a folder filter and with a
-file filter, and unfiltered with ``ranks`` (what ``search --json`` asks for, one batch
-of three queries), and prints the median and p95 in
+file filter, and unfiltered with ``ranks`` (what ``search --json`` asks for: both
+rankings, as hybrid reads them), and prints the median and p95 in
 milliseconds and each median's ratio to plain dense search measured in the same run.
 Query embedding is not included (it is the same for dense and hybrid).
 

@@ -1,10 +1,10 @@
 """The :class:`~ingestd.store.vectors.VectorStore` on Qdrant Edge: Qdrant's engine in-process.
 
 Every operation is one of the engine's own (DESIGN.md point 9): deletes by id, counts
-and scrolls with a payload filter, retrieval by id, and a search is ONE query call
-whose dense and sparse prefetches carry the filter and are fused by reciprocal rank
-fusion (``Fusion.Rrf``, the same ranks and scores as qdrant-client's
-``RrfQuery``: ``sum of 1 / (k + rank - 1)`` over the rankings, 1-based ranks).
+and scrolls with a payload filter, retrieval by id, and a search is ONE batch call of
+its dense and sparse rankings, each carrying the filter, which
+:mod:`ingestd.store.fusion` settles (ties by point id) and fuses by reciprocal rank
+fusion, as for every engine.
 
 Every point is scored (no HNSW graph). New points are scored on their float32
 vectors; after every :data:`~ingestd.store.edge_collections.OPTIMIZE_EVERY` points an
@@ -19,10 +19,11 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Iterator, Sequence
-from typing import Any, cast
+from typing import Any
 
 from .edge_collections import OPTIMIZE_EVERY, OVERSAMPLING, PARENT_KEY, EdgeCollections
-from .search import MODES, PENDING_KEY, Filters, Hit, Mode
+from .fusion import available, rank_and_fuse
+from .search import MODES, PENDING_KEY, Filters, Hit, Mode, Ranking
 from .sparse import SPARSE_VECTOR, SparseVec
 from .vectors import DenseVector, Point
 
@@ -59,62 +60,40 @@ def edge_filter(filters: Filters | None) -> Any:
 
 
 def edge_request(
-    mode: Mode,
+    ranking: Ranking,
     dense: Sequence[float] | None,
     sparse: SparseVec | None,
     limit: int,
     flt: Any,
     *,
-    rrf_k: int,
-    candidates: int,
     with_payload: bool = True,
 ) -> Any:
-    """The Qdrant Edge ``QueryRequest`` of one search (see :func:`ingestd.store.search.request`).
+    """The Qdrant Edge ``QueryRequest`` of one ranking of a search, best ``limit`` points.
+
+    ``dense`` scans the int8 copy of immutable segments and rescores ``limit x``
+    :data:`~ingestd.store.edge_collections.OVERSAMPLING` candidates from float32.
 
     Raises:
-        ValueError: a vector the mode needs is missing.
+        ValueError: the ranking's vector is missing.
     """
-    from qdrant_edge import (
-        Fusion,
-        Prefetch,
-        QuantizationSearchParams,
-        Query,
-        QueryRequest,
-        SearchParams,
-    )
+    from qdrant_edge import QuantizationSearchParams, Query, QueryRequest, SearchParams
     from qdrant_edge import SparseVector as EdgeSparse
 
-    if mode in ("dense", "hybrid") and dense is None:
-        raise ValueError(f"{mode} search needs the query embedding")
-    if mode in ("sparse", "hybrid") and sparse is None:
-        raise ValueError(f"{mode} search needs the query's sparse vector")
-    dense_q = Query.Nearest([float(x) for x in dense]) if dense is not None else None
-    sparse_q = (
-        Query.Nearest(EdgeSparse(list(sparse.indices), list(sparse.values)), using=SPARSE_VECTOR)
-        if sparse is not None
-        else None
-    )
-    # int8 scan, float32 rescoring of limit x OVERSAMPLING (only in immutable segments)
-    params = SearchParams(
-        quantization=QuantizationSearchParams(rescore=True, oversampling=OVERSAMPLING)
-    )
-    if mode == "dense":
-        return QueryRequest(
-            limit=limit, query=dense_q, filter=flt, with_payload=with_payload, params=params
+    if ranking == "dense":
+        if dense is None:
+            raise ValueError("dense search needs the query embedding")
+        params = SearchParams(
+            quantization=QuantizationSearchParams(rescore=True, oversampling=OVERSAMPLING)
         )
-    if mode == "sparse":
-        return QueryRequest(limit=limit, query=sparse_q, filter=flt, with_payload=with_payload)
-    n = max(candidates, limit)
-    return QueryRequest(
-        limit=limit,
-        prefetches=[
-            Prefetch(limit=n, query=dense_q, filter=flt, params=params),
-            Prefetch(limit=n, query=sparse_q, filter=flt),
-        ],
-        # the stub types the query as Fusion; the engine takes its member Fusion.Rrf
-        query=cast(Any, Fusion.Rrf(k=rrf_k)),
-        with_payload=with_payload,
-    )
+        query = Query.Nearest([float(x) for x in dense])
+        return QueryRequest(
+            limit=limit, query=query, filter=flt, with_payload=with_payload, params=params
+        )
+    if sparse is None:
+        raise ValueError("sparse search needs the query's sparse vector")
+    vector = EdgeSparse(list(sparse.indices), list(sparse.values))
+    query = Query.Nearest(vector, using=SPARSE_VECTOR)
+    return QueryRequest(limit=limit, query=query, filter=flt, with_payload=with_payload)
 
 
 def _vector(dense: DenseVector, sparse: SparseVec | None) -> dict[str, Any]:
@@ -348,10 +327,11 @@ class EdgeStore(EdgeCollections):
         candidates: int = 50,
         ranks: bool = False,
     ) -> list[Hit]:
-        """Best ``limit`` points for a query, best first, in ONE query call.
+        """Best ``limit`` points for a query, best first, ties by id, in one batch call.
 
-        See :meth:`ingestd.store.qdrant_store.QdrantStore.search` for the arguments;
-        with ``ranks`` the dense and sparse rankings are asked for in the same batch.
+        See :meth:`ingestd.store.qdrant_store.QdrantStore.search` for the arguments and
+        :func:`ingestd.store.fusion.rank_and_fuse` for the rankings asked for (a tie at
+        a ranking's cut takes another call).
 
         Raises:
             ValueError: unknown mode, or a vector the mode needs is missing.
@@ -363,37 +343,29 @@ class EdgeStore(EdgeCollections):
             raise ValueError(f"unknown search mode {mode!r}; expected one of {MODES}")
         shard = self.shard(self.physical_of(collection))
         flt = edge_filter(filters)
-        req = edge_request(mode, dense, sparse, limit, flt, rrf_k=rrf_k, candidates=candidates)
-        if not ranks:
-            found = shard.query(req)
-            return [
-                Hit(str(p.id), float(p.score), dict(p.payload or {}), i)
-                for i, p in enumerate(found, 1)
+
+        def fetch(wanted: Sequence[tuple[Ranking, int]], with_payload: bool) -> list[list[Hit]]:
+            reqs = [
+                edge_request(name, dense, sparse, n, flt, with_payload=with_payload)
+                for name, n in wanted
             ]
-        n = max(candidates, limit)
-        reqs, names = [req], []
-        for name in ("dense", "sparse"):
-            if (dense if name == "dense" else sparse) is None:
-                continue
-            one = edge_request(
-                name, dense, sparse, n, flt, rrf_k=rrf_k, candidates=candidates,
-                with_payload=False,
-            )  # fmt: skip
-            reqs.append(one)
-            names.append(name)
-        res = shard.query_batch(QueryBatchRequest(reqs))
-        ranked = {
-            name: {str(p.id): (i, float(p.score)) for i, p in enumerate(r, 1)}
-            for name, r in zip(names, res[1:], strict=True)
-        }
-        return [
-            Hit(
-                str(p.id),
-                float(p.score),
-                dict(p.payload or {}),
-                i,
-                dense=ranked.get("dense", {}).get(str(p.id)),
-                sparse=ranked.get("sparse", {}).get(str(p.id)),
-            )
-            for i, p in enumerate(res[0], 1)
-        ]
+            return [
+                [Hit(str(p.id), float(p.score), dict(p.payload or {}), i)
+                 for i, p in enumerate(found, 1)]
+                for found in shard.query_batch(QueryBatchRequest(reqs))
+            ]  # fmt: skip
+
+        def payloads(ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+            found = self._records(collection, ids, payload=True, vectors=False)
+            return {str(r.id): dict(r.payload or {}) for r in found}
+
+        return rank_and_fuse(
+            fetch,
+            payloads,
+            mode,
+            available(dense, sparse),
+            limit=limit,
+            candidates=candidates,
+            rrf_k=rrf_k,
+            ranks=ranks,
+        )

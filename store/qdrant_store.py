@@ -20,8 +20,9 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from .fusion import available, rank_and_fuse
 from .qdrant_base import QdrantCollections
-from .search import MODES, Filters, Hit, Mode, request
+from .search import MODES, Filters, Hit, Mode, client_payloads, client_rankings
 from .sparse import SPARSE_VECTOR, SparseVec
 from .vectors import DenseVector, Point, StoreUnavailableError
 
@@ -347,7 +348,10 @@ class QdrantStore(QdrantCollections):
         candidates: int = 50,
         ranks: bool = False,
     ) -> list[Hit]:
-        """Best ``limit`` points for a query, best first, in ONE Query API call.
+        """Best ``limit`` points for a query, best first, equal scores by point id.
+
+        One batch call of the rankings :func:`ingestd.store.fusion.rank_and_fuse` asks
+        for (another when a ranking's cut falls inside a tie); ``hybrid`` fuses them.
 
         Args:
             collection: collection name (alias).
@@ -360,7 +364,7 @@ class QdrantStore(QdrantCollections):
             rrf_k: the RRF constant (``hybrid``).
             candidates: points each ranking gives the fusion (at least ``limit``).
             ranks: also report each hit's rank and score in the dense and the sparse
-                ranking (their ``candidates`` best); one batch call of three queries.
+                ranking (their ``candidates`` best).
 
         Raises:
             ValueError: unknown mode, or a vector the mode needs is missing.
@@ -377,51 +381,25 @@ class QdrantStore(QdrantCollections):
             )
             mode = "dense"
         flt = (filters or Filters()).qdrant(legacy=legacy)
-        req = request(mode, dense, sparse, limit, flt, rrf_k=rrf_k, candidates=candidates)
-        if not ranks:
-            res = self.call(
-                self.client.query_points,
-                collection,
-                query=req.query,
-                prefetch=req.prefetch,
-                using=req.using,
-                query_filter=req.filter,
-                limit=limit,
-                with_payload=True,
-            )
-            return [
-                Hit(str(p.id), float(p.score), dict(p.payload or {}), i)
-                for i, p in enumerate(res.points, 1)
-            ]
-        n = max(candidates, limit)
-        reqs = [req.model_copy(update={"with_payload": True})]
-        names = []
-        for name in ("dense", "sparse"):
-            vec = dense if name == "dense" else sparse
-            if vec is None or (name == "sparse" and legacy):
-                continue
-            one = request(name, dense, sparse, n, flt, rrf_k=rrf_k, candidates=candidates)
-            reqs.append(one.model_copy(update={"with_payload": False}))
-            names.append(name)
-        res = self.call(self.client.query_batch_points, collection, requests=reqs)
-        ranked = {
-            name: {str(p.id): (i, float(p.score)) for i, p in enumerate(r.points, 1)}
-            for name, r in zip(names, res[1:], strict=True)
-        }
-        hits = []
-        for i, p in enumerate(res[0].points, 1):
-            pid = str(p.id)
-            hits.append(
-                Hit(
-                    pid,
-                    float(p.score),
-                    dict(p.payload or {}),
-                    i,
-                    dense=ranked.get("dense", {}).get(pid),
-                    sparse=ranked.get("sparse", {}).get(pid),
-                )
-            )
-        return hits
+        fetch = client_rankings(
+            lambda reqs: self.call(self.client.query_batch_points, collection, requests=reqs),
+            dense,
+            sparse,
+            flt,
+        )
+        payloads = client_payloads(
+            lambda ids: [r for r in self._retrieve(collection, ids, payload=True, vectors=False)]
+        )
+        return rank_and_fuse(
+            fetch,
+            payloads,
+            mode,
+            available(dense, None if legacy else sparse),
+            limit=limit,
+            candidates=candidates,
+            rrf_k=rrf_k,
+            ranks=ranks,
+        )
 
 
 def _missing_point(exc: BaseException) -> bool:

@@ -1,31 +1,32 @@
 """The query side: exact filters, and dense, sparse or hybrid (RRF) rankings in Qdrant.
 
-A search is ONE Query API call, the same in embedded and server mode:
+A search asks Qdrant for ONE batch of rankings, the same in embedded and server mode:
 
 * ``dense``: nearest neighbours of the query embedding (cosine);
 * ``sparse``: BM25 over the sparse vector (:mod:`ingestd.store.sparse`; Qdrant adds IDF);
-* ``hybrid``: both as prefetches of ``candidates`` points each, fused by Qdrant's
-  reciprocal rank fusion, ``score = sum over rankings of 1 / (rrf_k + rank - 1)`` with
-  1-based ranks (Cormack, Clarke and Buettcher, "Reciprocal Rank Fusion outperforms
-  Condorcet and individual Rank Learning Methods", SIGIR 2009).
+* ``hybrid``: both, ``candidates`` points each, fused by reciprocal rank fusion,
+  ``score = sum over rankings of 1 / (rrf_k + rank - 1)`` with 1-based ranks (Cormack,
+  Clarke and Buettcher, "Reciprocal Rank Fusion outperforms Condorcet and individual
+  Rank Learning Methods", SIGIR 2009), after each ranking's ties are ordered by point
+  id (:mod:`ingestd.store.fusion`). :func:`request` also gives the one fused Query API
+  request for applications that send it themselves (the same ranking up to ties).
 
 Filters are Qdrant conditions applied by the store before ranking, for any ``limit``,
-inside every prefetch (qdrant-client's local mode fuses prefetches without looking at a
-top-level filter, so the filter lives in each prefetch, which a server honours too).
+inside every ranking, and inside every prefetch of :func:`request` (qdrant-client's
+local mode fuses prefetches without looking at a top-level filter, so the filter lives
+in each prefetch, which a server honours too).
 ``path`` matches the payload key :data:`PATH_KEY`: the file's ancestor folders and its
 own path (:func:`path_prefixes`), so ``--path docs/a`` selects the file ``docs/a`` or
 everything under the folder ``docs/a``. Parent sections (``is_parent``) are never hits,
 and neither are points of a version not yet committed (:data:`PENDING_KEY`): while a
 document is written, searches answer from one version of it.
 
-With ``ranks=True`` the two rankings are also asked for on their own (one batch call
-with the fused query), so each hit says where dense and sparse ranked it: the fusion
-still happens in Qdrant, the extra rankings only report.
+With ``ranks=True`` each hit also says where dense and sparse ranked it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -38,6 +39,9 @@ __all__ = [
     "Filters",
     "Hit",
     "Mode",
+    "Ranking",
+    "client_payloads",
+    "client_rankings",
     "path_prefixes",
     "request",
 ]
@@ -53,6 +57,8 @@ PENDING_KEY = "pending"
 
 Mode = Literal["hybrid", "dense", "sparse"]
 MODES: tuple[Mode, ...] = ("hybrid", "dense", "sparse")
+#: One ranking the engine gives; ``hybrid`` fuses both.
+Ranking = Literal["dense", "sparse"]
 
 
 def path_prefixes(path: str) -> list[str]:
@@ -188,3 +194,49 @@ def request(
         query=models.RrfQuery(rrf=models.Rrf(k=rrf_k)),
         limit=limit,
     )
+
+
+def client_rankings(
+    query_batch: Callable[[list[Any]], list[Any]],
+    dense: Sequence[float] | None,
+    sparse: SparseVec | None,
+    flt: Any,
+) -> Callable[[Sequence[tuple[Ranking, int]], bool], list[list[Hit]]]:
+    """The :data:`ingestd.store.fusion.Fetch` of a search through qdrant-client.
+
+    Args:
+        query_batch: sends ``QueryRequest`` s in one call (``client.query_batch_points``
+            for one collection), returning a ``QueryResponse`` per request.
+        dense: the query embedding (the ``dense`` ranking).
+        sparse: the query's BM25 vector (the ``sparse`` ranking).
+        flt: the Qdrant filter (:meth:`Filters.qdrant`).
+    """
+
+    def fetch(wanted: Sequence[tuple[Ranking, int]], with_payload: bool) -> list[list[Hit]]:
+        update = {"with_payload": with_payload}
+        reqs = [
+            request(name, dense, sparse, n, flt, rrf_k=0, candidates=0).model_copy(update=update)
+            for name, n in wanted
+        ]
+        return [
+            [Hit(str(p.id), float(p.score), dict(p.payload or {}), i)
+             for i, p in enumerate(res.points, 1)]
+            for res in query_batch(reqs)
+        ]  # fmt: skip
+
+    return fetch
+
+
+def client_payloads(
+    retrieve: Callable[[list[str]], list[Any]],
+) -> Callable[[Sequence[str]], dict[str, dict[str, Any]]]:
+    """The :data:`ingestd.store.fusion.Payloads` of qdrant-client's ``retrieve``.
+
+    ``retrieve(ids)``: the records of the existing points among ``ids``, with payloads
+    (``client.retrieve`` for one collection).
+    """
+
+    def payloads(ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        return {str(r.id): dict(r.payload or {}) for r in retrieve(list(ids))} if ids else {}
+
+    return payloads

@@ -259,7 +259,10 @@ class VectorStore(Protocol):
         candidates: int = 50,
         ranks: bool = False,
     ) -> list[Hit]:
-        """Best points for a query, best first (see :mod:`ingestd.store.search`)."""
+        """Best points for a query, best first, equal scores by point id.
+
+        See :mod:`ingestd.store.search`.
+        """
         ...
 
     def close(self) -> None:

@@ -3,23 +3,27 @@
 An application that reads a Qdrant server (the scale-out path) reproduces ``ingestd
 search`` with three things only ingestd knows: the dense query vector, embedded by
 the model and backend that made the collection's vectors; the BM25 query vector, from
-ingestd's tokeniser (:func:`ingestd.store.sparse.query_vector`); and the Query API
-request that fuses them (prefetches of ``search.candidates`` points each, reciprocal
-rank fusion with ``search.rrf_k``, the filters inside every prefetch:
-:func:`ingestd.store.search.request`, :meth:`ingestd.store.search.Filters.qdrant`).
-:class:`QueryBuilder` makes them; ``qdrant_client`` sends them::
+ingestd's tokeniser (:func:`ingestd.store.sparse.query_vector`); and the rankings and
+their fusion (``search.candidates`` points of each ranking, the filters inside each,
+equal scores ordered by point id, reciprocal rank fusion with ``search.rrf_k``:
+:mod:`ingestd.store.fusion`). :class:`QueryBuilder` makes them; ``qdrant_client``
+sends them::
 
     from qdrant_client import QdrantClient
     from ingestd.daemon.client import QueryBuilder
 
     qb = QueryBuilder.from_state_dir("/var/lib/ingestd")     # the recorded model
     client = QdrantClient(url="http://qdrant:6333")
-    req = qb.request("how do I configure the exporter", k=5, path="docs/collector")
-    hits = client.query_batch_points(qb.collection, requests=[req])[0].points
+    hits = qb.search(client, "how do I configure the exporter", k=5, path="docs/collector")
 
-The ranking is ``ingestd search``'s for one collection (ingestd merges the rankings
-of several collections by score). A collection written before hybrid search has no
-sparse vectors until its next sync; ``ingestd search`` searches it dense only.
+:meth:`QueryBuilder.search` ranks exactly as ``ingestd search`` for one collection
+(ingestd merges the rankings of several collections by score, then id).
+:meth:`QueryBuilder.request` is the same search as ONE Query API request fused by
+Qdrant, for applications that send requests themselves: the same points ranked the
+same up to the order of equal scores, which Qdrant leaves to its hashing (and through
+which, in ``hybrid``, a tie inside a prefetch can reach the fused scores). A
+collection written before hybrid search has no sparse vectors until its next sync;
+``ingestd search`` searches it dense only.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
+    from ingestd.store.search import Hit
 
 __all__ = ["QueryBuilder"]
 
@@ -210,7 +215,10 @@ class QueryBuilder:
         path: str | None = None,
         with_payload: bool = True,
     ) -> Any:
-        """The ``qdrant_client.models.QueryRequest`` of ``ingestd search QUERY``.
+        """``ingestd search QUERY`` as ONE ``qdrant_client.models.QueryRequest``.
+
+        Qdrant fuses it: the ranking of :meth:`search` up to the order of equal
+        scores (see the module's notes).
 
         Args:
             query: the question.
@@ -246,7 +254,54 @@ class QueryBuilder:
         )
         return req.model_copy(update={"with_payload": with_payload})
 
-    def search(self, client: Any, query: str, **kwargs: Any) -> list[Any]:
-        """Send :meth:`request` with ``client`` (a ``QdrantClient``); the points, best first."""
-        req = self.request(query, **kwargs)
-        return list(client.query_batch_points(self.collection, requests=[req])[0].points)
+    def search(
+        self,
+        client: Any,
+        query: str,
+        *,
+        k: int = 5,
+        mode: str | None = None,
+        source: str | None = None,
+        path: str | None = None,
+    ) -> list[Hit]:
+        """``ingestd search QUERY`` through ``client`` (a ``QdrantClient``): hits, best first.
+
+        The arguments are :meth:`request`'s. The rankings go in one
+        ``query_batch_points`` call (another when a ranking's cut falls inside a tie),
+        fused as ``ingestd search`` fuses them, then the payloads of the hits in one
+        ``retrieve`` call: the same hits in the same order, equal scores by point id.
+
+        Returns:
+            :class:`ingestd.store.search.Hit` s: ``id``, ``score``, ``payload``,
+            ``rank`` (1-based).
+
+        Raises:
+            ValueError: an unknown mode.
+        """
+        from ingestd.store.fusion import available, rank_and_fuse
+        from ingestd.store.search import MODES, client_payloads, client_rankings
+        from ingestd.store.sparse import query_vector
+
+        mode = mode or self.mode
+        if mode not in MODES:
+            raise ValueError(f"unknown search mode {mode!r}; expected one of: {', '.join(MODES)}")
+        dense = self.dense(query) if mode != "sparse" else None
+        sparse = query_vector(query) if mode != "dense" else None
+        flt = self.filter(source=source, path=path)
+        fetch = client_rankings(
+            lambda reqs: client.query_batch_points(self.collection, requests=reqs),
+            dense,
+            sparse,
+            flt,
+        )
+        payloads = client_payloads(lambda ids: client.retrieve(self.collection, ids=ids))
+        return rank_and_fuse(
+            fetch,
+            payloads,
+            mode,
+            available(dense, sparse),
+            limit=k,
+            candidates=self.candidates,
+            rrf_k=self.rrf_k,
+            ranks=False,
+        )

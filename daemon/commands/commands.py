@@ -70,8 +70,9 @@ def search(
         ranks: add each hit's rank and score in the dense and the sparse ranking.
 
     Returns:
-        Hits, best first: the payload keys plus ``id``, ``score`` (cosine for dense,
-        BM25 for sparse, the RRF score for hybrid), ``rank`` (1-based) and ``mode``;
+        Hits, best first, equal scores by id: the payload keys plus ``id``, ``score``
+        (cosine for dense, BM25 for sparse, the RRF score for hybrid), ``rank``
+        (1-based) and ``mode``;
         with ``ranks`` also ``dense_rank``, ``dense_score``, ``sparse_rank`` and
         ``sparse_score`` (``null`` when the hit is not among that ranking's
         ``search.candidates`` best); with ``expand`` also ``parent`` (the enclosing
@@ -110,7 +111,7 @@ def search(
         )
         used = "dense" if not engine.store.layout(physical).sparse else mode
         for point in found:
-            hit: dict[str, Any] = {"id": point.id, "score": round(point.score, 6), "mode": used}
+            hit: dict[str, Any] = {"id": point.id, "score": point.score, "mode": used}
             hit.update(point.payload)
             if ranks:
                 for name, got in (("dense", point.dense), ("sparse", point.sparse)):
@@ -118,10 +119,11 @@ def search(
                     hit[f"{name}_score"] = round(got[1], 6) if got else None
             hit["_collection"] = physical
             hits.append(hit)
-    hits.sort(key=lambda h: -h["score"])
+    hits.sort(key=lambda h: (-h["score"], h["id"]))  # as each collection's store does
     hits = hits[:k]
     for i, h in enumerate(hits, 1):
         h["rank"] = i
+        h["score"] = round(h["score"], 6)
     if expand:
         for h in hits:
             pid = h.get("parent_id")

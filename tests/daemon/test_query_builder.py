@@ -4,9 +4,10 @@ The end-to-end test indexes md-docs pages that hold the answers of their dev-set
 questions with the real model on the default embedded engine (Qdrant Edge, which
 qdrant-client cannot open), then copies the points into a qdrant-client local-mode
 store created as ingestd creates a server's collection (:func:`local_mode_copy`). The
-builder's ``QueryRequest`` (the object a Qdrant server would get) goes to that store
-through qdrant-client's Query API and must rank exactly as ``ingestd search`` on the
-copy; and as ``ingestd search`` on the Edge store, up to the order of equal scores.
+builder's search goes to that store through qdrant-client's Query API and must rank
+exactly as ``ingestd search`` on the copy, and as ``ingestd search`` on the Edge store
+(equal scores come by point id in both); its single fused ``QueryRequest`` (the object
+a Qdrant server would get) ranks the same up to the order of equal scores.
 """
 
 from __future__ import annotations
@@ -104,9 +105,7 @@ def rankings(
     Returns the local-mode copy's state dir and ``(engine, mode, question) -> [(id,
     score)]`` for the Edge store (``edge``) and the copy (``local``), with the
     ``dense@50`` and ``sparse@50`` rankings the hybrid fusion gets. The rankings are
-    asked of stores opened afresh, as an ``ingestd search`` process opens them: points
-    with equal scores (BM25 ties are common) come in the order the embedded store
-    holds them, which is the order of its files once reopened.
+    asked of stores opened afresh, as an ``ingestd search`` process opens them.
     """
     tmp = tmp_path_factory.mktemp("qb")
     root = copy_tree(tmp / "docs", PAGES, CORPORA / "md-docs")
@@ -169,36 +168,40 @@ def test_a_direct_qdrant_query_ranks_exactly_as_ingestd_search(rankings: Any, mo
     assert len(questions) >= 10
     qb = QueryBuilder.from_state_dir(local)  # loads the recorded model itself
     client = QdrantClient(path=str(local / "qdrant"))
-    exact_on_edge = fused_differently = 0
+    one_request_exact = one_request_fused_differently = 0
     try:
         for q in questions:
-            req = qb.request(q, k=10, mode=mode)
-            assert isinstance(req, models.QueryRequest)
-            points = client.query_batch_points(qb.collection, requests=[req])[0].points
-            got = [(str(p.id), p.score) for p in points]
+            hits = qb.search(client, q, k=10, mode=mode)
+            got = [(h.id, h.score) for h in hits]
             assert [i for i, _ in got] == [i for i, _ in want["local", mode, q]], q
             scores = [s for _, s in want["local", mode, q]]
             assert [s for _, s in got] == pytest.approx(scores, abs=1e-6)
+            assert all(h.payload["text"] for h in hits)
+            # the default engine ranks the same points; its float32 sums may differ in
+            # the last bits, so scores within 1e-5 may come in either order
+            assert _same_up_to_ties(got, want["edge", mode, q]), (q, got, want["edge", mode, q])
+
+            # the one fused request: the same ranking up to the order of equal scores
+            req = qb.request(q, k=10, mode=mode)
+            assert isinstance(req, models.QueryRequest)
+            points = client.query_batch_points(qb.collection, requests=[req])[0].points
+            one = [(str(p.id), p.score) for p in points]
             assert all(p.payload and p.payload["text"] for p in points)
-            # the default engine ranks the same points, equal scores in its own order
-            exact_on_edge += [i for i, _ in got] == [i for i, _ in want["edge", mode, q]]
-            if _same_up_to_ties(got, want["edge", mode, q]):
+            one_request_exact += [i for i, _ in one] == [i for i, _ in got]
+            if _same_up_to_ties(one, got):
                 continue
-            # RRF fuses ranks: equal BM25 (or cosine) scores that the engines order
-            # differently in a prefetch give different fused scores. That, and nothing else.
-            assert mode == "hybrid", (q, got, want["edge", mode, q])
+            # RRF fuses ranks: equal scores that Qdrant orders by its hashing inside a
+            # prefetch give different fused scores. That, and nothing else.
+            assert mode == "hybrid", (q, one, got)
             parts = [f"{m}@{CANDIDATES}" for m in ("dense", "sparse")]
-            assert all(_same_up_to_ties(want["local", p, q], want["edge", p, q]) for p in parts)
-            assert any(
-                [i for i, _ in want["local", p, q]] != [i for i, _ in want["edge", p, q]]
-                for p in parts
-            ), (q, got, want["edge", mode, q])
-            fused_differently += 1
+            assert any(len(set(s for _, s in want["local", p, q])) < CANDIDATES for p in parts)
+            one_request_fused_differently += 1
     finally:
         client.close()
     print(
-        f"{mode}: {len(questions)} questions; on Edge identical {exact_on_edge}, "
-        f"fused differently after tied prefetch ranks {fused_differently}"
+        f"{mode}: {len(questions)} questions; one fused request identical "
+        f"{one_request_exact}, fused differently after tied prefetch ranks "
+        f"{one_request_fused_differently}"
     )
     # the shared search command is what `ingestd search` runs: one question, one process
     env = {"INGESTD_QDRANT_ENGINE": "local"}

@@ -157,3 +157,125 @@ def test_a_legacy_collection_is_searched_dense(tmp_path: Path) -> None:
     got = store.search("old", dense=q, sparse=sv, limit=1, filters=Filters(path="docs/x.md"))
     assert [h.id for h in got] == [_pid(1)]
     store.close()
+
+
+def _tied(store: Any) -> list[str]:
+    """12 points of one vector and one text (a tie in every mode), 4 nearer ones, 4 farther."""
+    ids = []
+    points = []
+    rng = np.random.default_rng(3)
+    for i in range(20):
+        # ids not in insertion order, so the engine's own order is not the id order
+        pid = _pid((i * 7919) % 1000)
+        if i < 4:
+            vec, text = _unit([1.0, 0.05 * (i + 1)] + [0.0] * (DIM - 2)), "tie tie tie near"
+        elif i < 16:
+            vec, text = _unit([1.0, 0.5] + [0.0] * (DIM - 2)), "tie"
+            ids.append(pid)
+        else:
+            vec, text = _unit([0.0, 1.0, *rng.normal(0, 1, DIM - 2)]), "other"
+        path = f"docs/f{i}.md"
+        payload = {"source": "s", "path": path, PATH_KEY: path_prefixes(path), "text": text}
+        points.append(Point(pid, vec, payload, document_vector(text)))
+    store.upsert("c", points)
+    return sorted(ids)
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "sparse"])
+def test_equal_scores_come_in_id_order_and_the_cut_takes_the_lowest_ids(
+    store: Any, mode: str
+) -> None:
+    """A tie is ordered by point id, also where the cut falls inside it.
+
+    The engines order equal scores by hashing seeded anew for each opening of a store,
+    so without this the same query answered differently in another process.
+    """
+    tied = _tied(store)
+    q = _unit([1.0, 0.0] + [0.0] * (DIM - 2))
+    sv = query_vector("tie near")
+    for limit in (6, 9, 16, 17):
+        hits = store.search("c", dense=q, sparse=sv, limit=limit, mode=mode)  # type: ignore[arg-type]
+        got = [h.id for h in hits if h.id in tied]
+        assert got == tied[: min(limit - 4, len(tied))], (mode, limit)
+        assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
+        scores = [h.score for h in hits]
+        assert scores == sorted(scores, reverse=True)
+
+
+def test_a_tie_at_the_cut_is_fetched_whole_in_doubling_calls() -> None:
+    from ingestd.store.fusion import MAX_TIE_FETCH, settle
+    from ingestd.store.search import Hit
+
+    def engine(scores: list[float]) -> tuple[list[list[int]], Any]:
+        calls: list[list[int]] = []
+
+        def fetch(wanted: list[tuple[str, int]], with_payload: bool) -> list[list[Hit]]:
+            calls.append([n for _, n in wanted])
+            # the engine's order of a tie: reverse id order
+            ranked = sorted(enumerate(scores), key=lambda p: (-p[1], -p[0]))
+            return [
+                [Hit(_pid(i), s, {}, r) for r, (i, s) in enumerate(ranked[:n], 1)]
+                for _, n in wanted
+            ]
+
+        return calls, fetch
+
+    calls, fetch = engine([0.9, 0.8, 0.7, 0.6])
+    (best,) = settle(fetch, [("dense", 2)])
+    assert [h.id for h in best] == [_pid(0), _pid(1)]
+    assert calls == [[3]]  # the hit after the cut scores lower: one call
+    calls, fetch = engine([0.9] + [0.5] * 20 + [0.1])
+    best, other = settle(fetch, [("sparse", 3), ("dense", 1)])
+    assert [h.id for h in best] == [_pid(0), _pid(1), _pid(2)]
+    assert [h.rank for h in best] == [1, 2, 3] and [h.id for h in other] == [_pid(0)]
+    # until a lower score or the end of the store; the settled ranking keeps its size
+    assert calls == [[4, 2], [8, 2], [16, 2], [32, 2]]
+    calls, fetch = engine([0.5] * (MAX_TIE_FETCH + 10))
+    assert len(settle(fetch, [("dense", 5)])[0]) == 5
+    assert calls[-1] == [MAX_TIE_FETCH]
+
+
+def test_a_hit_whose_point_is_written_anew_meanwhile_is_searched_again() -> None:
+    """A fusion reads payloads after its rankings: a point gone in between (its document
+    written anew) makes the search run again, and at worst leaves that hit out."""
+    from ingestd.store.fusion import ATTEMPTS, rank_and_fuse
+    from ingestd.store.search import Hit
+
+    gone: set[str] = {_pid(1)}
+    calls = {"fetch": 0, "payloads": 0}
+
+    def fetch(wanted: list[tuple[str, int]], with_payload: bool) -> list[list[Hit]]:
+        calls["fetch"] += 1
+        assert not with_payload
+        return [[Hit(_pid(i), 1.0 - i / 10, {}, i + 1) for i in range(n)] for _, n in wanted]
+
+    def payloads(ids: Any) -> dict[str, dict[str, Any]]:
+        calls["payloads"] += 1
+        found = {i: {"text": i} for i in ids if i not in gone}
+        gone.clear()  # the new version is committed: the next search no longer ranks it
+        return found
+
+    def search() -> list[Hit]:
+        return rank_and_fuse(
+            fetch, payloads, "hybrid", ["dense", "sparse"], limit=3, candidates=5, rrf_k=60,
+            ranks=False,
+        )  # fmt: skip
+
+    hits = search()
+    assert calls == {"fetch": 2, "payloads": 2}
+    assert [h.id for h in hits] == [_pid(0), _pid(1), _pid(2)]
+    assert [h.payload["text"] for h in hits] == [h.id for h in hits]
+    assert hits[0].dense is None  # ranks not asked for
+    calls.update(fetch=0, payloads=0)
+
+    def payloads_always(ids: Any) -> dict[str, dict[str, Any]]:
+        calls["payloads"] += 1  # a point still ranked and always gone: left out
+        return {i: {"text": i} for i in ids if i != _pid(1)}
+
+    hits = rank_and_fuse(
+        fetch, payloads_always, "hybrid", ["dense", "sparse"], limit=3, candidates=5,
+        rrf_k=60, ranks=True,
+    )  # fmt: skip
+    assert calls["payloads"] == ATTEMPTS
+    assert [h.id for h in hits] == [_pid(0), _pid(2)] and [h.rank for h in hits] == [1, 2]
+    assert hits[1].dense == (3, pytest.approx(0.8))
