@@ -33,6 +33,7 @@ from typing import Any
 from .search import Hit, Mode, Ranking
 
 __all__ = [
+    "ATTEMPTS",
     "MAX_TIE_FETCH",
     "RANKINGS",
     "Fetch",
