@@ -247,7 +247,7 @@ def test_the_mcp_configuration_snippets_are_valid_ingestd_mcp_commands() -> None
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_python_api_snippets_run(tmp_path: Path) -> None:
+def test_the_python_api_snippets_run(tmp_path: Path, real_model: Any) -> None:
     from tests.helpers import copy_tree, local_mode_copy, make_engine
 
     root = copy_tree(tmp_path / "docs")
@@ -272,6 +272,17 @@ def test_the_python_api_snippets_run(tmp_path: Path) -> None:
     query_code = query_code.replace('url="http://qdrant:6333"', f'path="{server / "qdrant"}"')
     try:
         exec(compile(query_code, "README.md", "exec"), out)
-        assert out["point"].payload["path"].startswith("docs/collector")
+        assert out["hit"].payload["path"].startswith("docs/collector")
+        got = out["qb"].search(out["client"], "how do I configure the exporter", k=5)
     finally:
         out["client"].close()
+    # the same hits as `ingestd search` on that store (the builder embeds the query with
+    # the recorded model, the real one)
+    from ingestd.daemon.commands import commands
+
+    eng = make_engine(root, server, real_model, qdrant={"engine": "local"})
+    try:
+        want = commands.search(eng, "how do I configure the exporter", k=5)
+    finally:
+        eng.close()
+    assert [h.id for h in got] == [h["id"] for h in want]
