@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .search import Hit, Mode, Ranking
+from .search import PENDING_KEY, Hit, Mode, Ranking
 
 __all__ = [
     "ATTEMPTS",
@@ -44,8 +44,8 @@ __all__ = [
     "settle",
 ]
 
-#: The most points one ranking fetches to settle a tie at its cut; a tie wider than this
-#: (a thousand identical chunks) is cut in the engine's order.
+#: The most points one ranking fetches past its cut to settle a tie there; a tie reaching
+#: further (a thousand identical chunks) is cut in the engine's order.
 MAX_TIE_FETCH = 1024
 
 RANKINGS: tuple[Ranking, ...] = ("dense", "sparse")
@@ -56,8 +56,8 @@ RANKINGS: tuple[Ranking, ...] = ("dense", "sparse")
 Fetch = Callable[[Sequence[tuple[Ranking, int]], bool], list[list[Hit]]]
 #: ``payloads(ids)``: the payload of each existing point among ``ids``, by id.
 Payloads = Callable[[Sequence[str]], dict[str, dict[str, Any]]]
-#: Searches made again when a hit's point is gone before its payload is read (written
-#: anew in between); after them, such hits are left out.
+#: Searches made again when a hit's point is gone (or pending) before its payload is
+#: read (its document written anew in between); after them, such hits are left out.
 ATTEMPTS = 3
 
 
@@ -68,8 +68,8 @@ def settle(
 
     The first call asks for ``limit + 1`` hits of each ranking; while a ranking's last
     hit ties its ``limit``-th (the tie may reach past the cut), the call is made again
-    with twice as many of that ranking, up to :data:`MAX_TIE_FETCH`. One call in the
-    usual case, where the hit after the cut scores lower.
+    with twice as many of that ranking, up to ``limit +`` :data:`MAX_TIE_FETCH`. One
+    call in the usual case, where the hit after the cut scores lower.
 
     Args:
         fetch: the engine's batch call.
@@ -79,15 +79,16 @@ def settle(
     Returns:
         One list per request, at most ``limit`` hits, best first, ``rank`` from 1.
     """
-    sizes = [min(limit + 1, MAX_TIE_FETCH) for _, limit in wanted]
+    sizes = [limit + 1 for _, limit in wanted]
     while True:
         asked = [(name, n) for (name, _), n in zip(wanted, sizes, strict=True)]
         results = fetch(asked, with_payload)
         again = False
         for i, ((_, limit), hits) in enumerate(zip(wanted, results, strict=True)):
-            full = len(hits) == sizes[i] and len(hits) > limit
-            if full and sizes[i] < MAX_TIE_FETCH and hits[-1].score == hits[limit - 1].score:
-                sizes[i] = min(2 * sizes[i], MAX_TIE_FETCH)
+            cap = limit + MAX_TIE_FETCH
+            full = len(hits) == sizes[i] and sizes[i] < cap
+            if full and hits[-1].score == hits[limit - 1].score:
+                sizes[i] = min(2 * sizes[i], cap)
                 again = True
         if not again:
             break
@@ -104,7 +105,8 @@ def rrf(rankings: dict[Ranking, list[Hit]], rrf_k: int, limit: int) -> list[Hit]
     """The reciprocal rank fusion of settled ``rankings``: best ``limit``, ties by id.
 
     Args:
-        rankings: each ranking's hits, best first (``rank`` from 1), payloads included.
+        rankings: each ranking's hits, best first (``rank`` from 1); a hit's payload,
+            if any, is carried over.
         rrf_k: the RRF constant (60 in Cormack et al.).
         limit: number of hits.
 
@@ -175,7 +177,7 @@ def rank_and_fuse(
         settled = settle(fetch, [(name, n) for name in names], with_payload=False)
         rankings = dict(zip(names, settled, strict=True))
         hits = _combined(rankings, mode, rrf_k, limit)
-        found = payloads([h.id for h in hits])
+        found = {i: p for i, p in payloads([h.id for h in hits]).items() if _searchable(p)}
         if all(h.id in found for h in hits):
             break
     hits = [h for h in hits if h.id in found]
@@ -185,6 +187,15 @@ def rank_and_fuse(
         if not ranks:
             h.dense = h.sparse = None
     return hits
+
+
+def _searchable(payload: dict[str, Any]) -> bool:
+    """Whether a point read by id still passes the conditions every search has.
+
+    Point ids come from content, so a point ranked a moment ago may since have been
+    written anew as a parent section or marked pending (:data:`PENDING_KEY`).
+    """
+    return not payload.get(PENDING_KEY) and not payload.get("is_parent")
 
 
 def _combined(rankings: dict[Ranking, list[Hit]], mode: Mode, rrf_k: int, limit: int) -> list[Hit]:

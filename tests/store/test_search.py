@@ -232,12 +232,15 @@ def test_a_tie_at_the_cut_is_fetched_whole_in_doubling_calls() -> None:
     assert calls == [[4, 2], [8, 2], [16, 2], [32, 2]]
     calls, fetch = engine([0.5] * (MAX_TIE_FETCH + 10))
     assert len(settle(fetch, [("dense", 5)])[0]) == 5
-    assert calls[-1] == [MAX_TIE_FETCH]
+    assert calls[-1] == [5 + MAX_TIE_FETCH]  # at most so far past the cut
+    calls, fetch = engine([1.0 - i / 5000 for i in range(3000)])
+    assert len(settle(fetch, [("dense", 2000)])[0]) == 2000  # large limits are whole
+    assert calls == [[2001]]
 
 
 def test_a_hit_whose_point_is_written_anew_meanwhile_is_searched_again() -> None:
-    """A fusion reads payloads after its rankings: a point gone in between (its document
-    written anew) makes the search run again, and at worst leaves that hit out."""
+    """A fusion reads payloads after its rankings: a point gone or pending in between (its
+    document written anew) makes the search run again, and at worst leaves that hit out."""
     from ingestd.store.fusion import ATTEMPTS, rank_and_fuse
     from ingestd.store.search import Hit
 
@@ -269,8 +272,8 @@ def test_a_hit_whose_point_is_written_anew_meanwhile_is_searched_again() -> None
     calls.update(fetch=0, payloads=0)
 
     def payloads_always(ids: Any) -> dict[str, dict[str, Any]]:
-        calls["payloads"] += 1  # a point still ranked and always gone: left out
-        return {i: {"text": i} for i in ids if i != _pid(1)}
+        calls["payloads"] += 1  # a point still ranked, and pending since: left out
+        return {i: {"text": i, **({"pending": True} if i == _pid(1) else {})} for i in ids}
 
     hits = rank_and_fuse(
         fetch, payloads_always, "hybrid", ["dense", "sparse"], limit=3, candidates=5,
