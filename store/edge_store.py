@@ -23,7 +23,7 @@ from typing import Any
 
 from .edge_collections import OPTIMIZE_EVERY, OVERSAMPLING, PARENT_KEY, EdgeCollections
 from .fusion import available, rank_and_fuse
-from .search import MODES, PENDING_KEY, Filters, Hit, Mode, Ranking
+from .search import MODES, PENDING_KEY, Filters, Hit, Mode, Ranking, payloads_by_id, scored_hits
 from .sparse import SPARSE_VECTOR, SparseVec
 from .vectors import DenseVector, Point
 
@@ -349,15 +349,11 @@ class EdgeStore(EdgeCollections):
                 edge_request(name, dense, sparse, n, flt, with_payload=with_payload)
                 for name, n in wanted
             ]
-            return [
-                [Hit(str(p.id), float(p.score), dict(p.payload or {}), i)
-                 for i, p in enumerate(found, 1)]
-                for found in shard.query_batch(QueryBatchRequest(reqs))
-            ]  # fmt: skip
+            return [scored_hits(found) for found in shard.query_batch(QueryBatchRequest(reqs))]
 
-        def payloads(ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-            found = self._records(collection, ids, payload=True, vectors=False)
-            return {str(r.id): dict(r.payload or {}) for r in found}
+        payloads = payloads_by_id(
+            lambda ids: self._records(collection, ids, payload=True, vectors=False)
+        )
 
         return rank_and_fuse(
             fetch,

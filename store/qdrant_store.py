@@ -22,7 +22,7 @@ from typing import Any
 
 from .fusion import available, rank_and_fuse
 from .qdrant_base import QdrantCollections
-from .search import MODES, Filters, Hit, Mode, client_payloads, client_rankings
+from .search import MODES, Filters, Hit, Mode, client_rankings, payloads_by_id
 from .sparse import SPARSE_VECTOR, SparseVec
 from .vectors import DenseVector, Point, StoreUnavailableError
 
@@ -387,8 +387,8 @@ class QdrantStore(QdrantCollections):
             sparse,
             flt,
         )
-        payloads = client_payloads(
-            lambda ids: [r for r in self._retrieve(collection, ids, payload=True, vectors=False)]
+        payloads = payloads_by_id(
+            lambda ids: self._retrieve(collection, ids, payload=True, vectors=False)
         )
         return rank_and_fuse(
             fetch,

@@ -26,7 +26,7 @@ With ``ranks=True`` each hit also says where dense and sparse ranked it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -40,10 +40,11 @@ __all__ = [
     "Hit",
     "Mode",
     "Ranking",
-    "client_payloads",
     "client_rankings",
     "path_prefixes",
+    "payloads_by_id",
     "request",
+    "scored_hits",
 ]
 
 #: Payload key holding the file's ancestor folders and its own path (keyword list).
@@ -218,22 +219,30 @@ def client_rankings(
             request(name, dense, sparse, n, flt, rrf_k=0, candidates=0).model_copy(update=update)
             for name, n in wanted
         ]
-        return [
-            [Hit(str(p.id), float(p.score), dict(p.payload or {}), i)
-             for i, p in enumerate(res.points, 1)]
-            for res in query_batch(reqs)
-        ]  # fmt: skip
+        return [scored_hits(res.points) for res in query_batch(reqs)]
 
     return fetch
 
 
-def client_payloads(
-    retrieve: Callable[[list[str]], list[Any]],
-) -> Callable[[Sequence[str]], dict[str, dict[str, Any]]]:
-    """The :data:`ingestd.store.fusion.Payloads` of qdrant-client's ``retrieve``.
+def scored_hits(points: Iterable[Any]) -> list[Hit]:
+    """:class:`Hit` s of an engine's scored points, ranked from 1 in their order.
 
-    ``retrieve(ids)``: the records of the existing points among ``ids``, with payloads
-    (``client.retrieve`` for one collection).
+    qdrant-client's and Qdrant Edge's scored points both have ``id``, ``score`` and
+    ``payload``.
+    """
+    return [
+        Hit(str(p.id), float(p.score), dict(p.payload or {}), rank)
+        for rank, p in enumerate(points, 1)
+    ]
+
+
+def payloads_by_id(
+    retrieve: Callable[[list[str]], Iterable[Any]],
+) -> Callable[[Sequence[str]], dict[str, dict[str, Any]]]:
+    """The :data:`ingestd.store.fusion.Payloads` of an engine's read by id.
+
+    ``retrieve(ids)``: the records (``id``, ``payload``) of the existing points among
+    ``ids`` (``client.retrieve`` for one collection, or an Edge shard's).
     """
 
     def payloads(ids: Sequence[str]) -> dict[str, dict[str, Any]]:

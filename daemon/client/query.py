@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
-    from ingestd.store.search import Hit
+    from ingestd.store.search import Hit, Mode
+    from ingestd.store.sparse import SparseVec
 
 __all__ = ["QueryBuilder"]
 
@@ -205,6 +206,24 @@ class QueryBuilder:
 
         return Filters(source=source, path=path).qdrant()
 
+    def _parts(
+        self, query: str, mode: str | None, source: str | None, path: str | None
+    ) -> tuple[Mode, list[float] | None, SparseVec | None, Any]:
+        """The mode (default: the builder's), the query's vectors it needs, the filter.
+
+        Raises:
+            ValueError: an unknown mode.
+        """
+        from ingestd.store.search import MODES
+        from ingestd.store.sparse import query_vector
+
+        mode = mode or self.mode
+        if mode not in MODES:
+            raise ValueError(f"unknown search mode {mode!r}; expected one of: {', '.join(MODES)}")
+        dense = self.dense(query) if mode != "sparse" else None
+        sparse = query_vector(query) if mode != "dense" else None
+        return mode, dense, sparse, self.filter(source=source, path=path)
+
     def request(
         self,
         query: str,
@@ -234,15 +253,9 @@ class QueryBuilder:
         Raises:
             ValueError: an unknown mode.
         """
-        from ingestd.store.search import MODES, request
-        from ingestd.store.sparse import query_vector
+        from ingestd.store.search import request
 
-        mode = mode or self.mode
-        if mode not in MODES:
-            raise ValueError(f"unknown search mode {mode!r}; expected one of: {', '.join(MODES)}")
-        dense = self.dense(query) if mode != "sparse" else None
-        sparse = query_vector(query) if mode != "dense" else None
-        flt = self.filter(source=source, path=path)
+        mode, dense, sparse, flt = self._parts(query, mode, source, path)
         req = request(
             mode,
             dense,
@@ -279,22 +292,16 @@ class QueryBuilder:
             ValueError: an unknown mode.
         """
         from ingestd.store.fusion import available, rank_and_fuse
-        from ingestd.store.search import MODES, client_payloads, client_rankings
-        from ingestd.store.sparse import query_vector
+        from ingestd.store.search import client_rankings, payloads_by_id
 
-        mode = mode or self.mode
-        if mode not in MODES:
-            raise ValueError(f"unknown search mode {mode!r}; expected one of: {', '.join(MODES)}")
-        dense = self.dense(query) if mode != "sparse" else None
-        sparse = query_vector(query) if mode != "dense" else None
-        flt = self.filter(source=source, path=path)
+        mode, dense, sparse, flt = self._parts(query, mode, source, path)
         fetch = client_rankings(
             lambda reqs: client.query_batch_points(self.collection, requests=reqs),
             dense,
             sparse,
             flt,
         )
-        payloads = client_payloads(lambda ids: client.retrieve(self.collection, ids=ids))
+        payloads = payloads_by_id(lambda ids: client.retrieve(self.collection, ids=ids))
         return rank_and_fuse(
             fetch,
             payloads,
