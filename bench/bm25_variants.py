@@ -4,7 +4,7 @@ Chunks each corpus with the default rules (bench/retrieval.py's ``build_indexes`
 rule each path matches, as the daemon would), scores every chunk's embedded text with
 BM25 computed here in numpy exactly as Qdrant does it (IDF
 ``ln(1 + (N - df + 0.5) / (df + 0.5))`` over the live chunks, times the
-document-side values of :func:`ingestd.store.sparse.document_vector`), and prints
+document-side values of :func:`ingestd.store.search.sparse.document_vector`), and prints
 recall@1/5/10 and MRR@10 (span and path level, as bench/retrieval.py defines them) per
 tokeniser variant, plus the mean number of terms per chunk (the fixed ``AVG_LEN``) and
 the mean number of non-zero entries per vector (the cost of local mode's sparse search).
@@ -44,7 +44,7 @@ def _variants() -> dict[str, Callable[[], None]]:
 
     import snowballstemmer
 
-    from ingestd.store import sparse
+    from ingestd.store.search import sparse
 
     lucene = sparse.STOP_WORDS
     stemmer = snowballstemmer.stemmer("english")
@@ -132,7 +132,7 @@ def main() -> None:
     ap.add_argument("--dense", action="store_true", help="also dense and hybrid (embeds)")
     ap.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     args = ap.parse_args()
-    from ingestd.store import sparse
+    from ingestd.store.search import sparse
 
     variants = _variants()
     header = f"{'':<32}{'sR@1':>6}{'sR@5':>6}{'sR@10':>6}{'MRR':>7}{'pR@1':>7}{'pR@5':>6}"
@@ -144,9 +144,9 @@ def main() -> None:
         print(f"\n== {name}: {len(idx.texts)} chunks, {len(qs)} questions ==\n{header}")
         dense = None
         if args.dense:
-            from ingestd.store.embedder import SentenceTransformerEmbedder, model_info
-            from ingestd.store.embedding_cache import CachedEmbedder, EmbeddingCache
-            from ingestd.store.ids import chunk_hash
+            from ingestd.store.embedding.cache import CachedEmbedder, EmbeddingCache
+            from ingestd.store.embedding.embedder import SentenceTransformerEmbedder, model_info
+            from ingestd.store.vectors.ids import chunk_hash
 
             args.cache.mkdir(parents=True, exist_ok=True)
             info = model_info("all-MiniLM-L6-v2")

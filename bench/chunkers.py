@@ -227,8 +227,8 @@ def library_impls(corpus: str, enc: Any, only: list[str]) -> tuple[list[Impl], l
 
 def model_tokenizer_impl() -> Impl:
     """One pass of all-MiniLM-L6-v2's own tokenizer (what ``fit_model`` counts with)."""
-    from ingestd.chunkers.tokenizers import ModelSizer
-    from ingestd.store.embedder import model_info
+    from ingestd.chunkers.sizing.tokenizers import ModelSizer
+    from ingestd.store.embedding.embedder import model_info
 
     info = model_info("all-MiniLM-L6-v2")
     sizer = ModelSizer(info.tokenizer_json or "", name="minilm")

@@ -108,7 +108,7 @@ def main() -> None:
     ap.add_argument("--sets", default=",".join(SETS))
     ap.add_argument("--cache", type=Path, help="an embedding cache to start from")
     args = ap.parse_args()
-    from ingestd.store.embedder import SentenceTransformerEmbedder, model_info
+    from ingestd.store.embedding.embedder import SentenceTransformerEmbedder, model_info
 
     model = SentenceTransformerEmbedder(model_info("all-MiniLM-L6-v2"), batch_size=16)
     work = Path(tempfile.mkdtemp(prefix="bench-engines-"))

@@ -79,8 +79,8 @@ def variants(explore: bool) -> list[Variant]:
     """The shipped backends, and with ``explore`` the other recipes tried."""
     from dataclasses import replace
 
-    from ingestd.store.backends import INT8_SETTINGS as Q
-    from ingestd.store.backends import RECIPES
+    from ingestd.store.embedding.backends import INT8_SETTINGS as Q
+    from ingestd.store.embedding.backends import RECIPES
 
     out = [Variant("torch", "torch"), Variant("onnx", "onnx"), Variant("onnx-int8", "onnx-int8")]
     if not explore:
@@ -152,7 +152,7 @@ def load_dev_sets(names: list[str]) -> list[DevSet]:
 
 
 def make_embedder(v: Variant, cache_dir: Path, batch_size: int) -> tuple[Any, Any]:
-    from ingestd.store.embedder import load_embedder, model_info
+    from ingestd.store.embedding.embedder import load_embedder, model_info
 
     info = model_info(MODEL, v.backend, v.recipe)
     return info, load_embedder(info, batch_size=batch_size, cache_dir=cache_dir)
@@ -206,8 +206,8 @@ def speed(
 def embed_all(v: Variant, texts: list[str], args: argparse.Namespace, cache: Any) -> Any:
     import retrieval
 
-    from ingestd.store.embedding_cache import CachedEmbedder
-    from ingestd.store.ids import chunk_hash
+    from ingestd.store.embedding.cache import CachedEmbedder
+    from ingestd.store.vectors.ids import chunk_hash
 
     info, model = make_embedder(v, args.cache / "models", args.batch_size)
     emb = CachedEmbedder(model, info.fingerprint, cache, chunk_hash)
@@ -220,7 +220,7 @@ def recall(
     """Per variant: {set: (span R@5, path R@5)}, and (mean, min) cosine to torch."""
     import retrieval
 
-    from ingestd.store.embedding_cache import EmbeddingCache
+    from ingestd.store.embedding.cache import EmbeddingCache
 
     cache = EmbeddingCache(args.cache / "embeddings.db", max_entries=10_000_000)
     scores: dict[str, dict[str, tuple[float, float]]] = {}
@@ -255,7 +255,7 @@ def recall(
 
 def rss_child(backend: str, cache_dir: Path) -> None:
     """Load ``backend``, embed one text, print VmRSS in kB (run in a fresh process)."""
-    from ingestd.store.embedder import load_embedder, model_info
+    from ingestd.store.embedding.embedder import load_embedder, model_info
 
     model = load_embedder(model_info(MODEL, backend), cache_dir=cache_dir)
     model(["The collector receives telemetry."])
@@ -288,7 +288,7 @@ def report(
     co: dict[str, tuple[float, float]],
     mem: dict[str, float],
 ) -> None:
-    from ingestd.store.backends import INT8_SETTINGS
+    from ingestd.store.embedding.backends import INT8_SETTINGS
 
     sets = args.sets.split(",")
     print(

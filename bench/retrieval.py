@@ -16,7 +16,7 @@ Recursive 200; heading metadata is not embedded). Every chunk's embedded text
 all-MiniLM-L6-v2, and each strategy's chunks are ranked per question by each ``--mode``
 ranking (default ``hybrid,dense``), computed here as ``ingestd search`` has Qdrant
 compute it: ``dense``, cosine (exact); ``sparse``, BM25 of each embedded text
-(:func:`ingestd.store.sparse.document_vector`, IDF over the strategy's chunks as
+(:func:`ingestd.store.search.sparse.document_vector`, IDF over the strategy's chunks as
 ``Modifier.IDF`` does); ``hybrid``, reciprocal rank fusion of the best 50 of each
 (``search.candidates``, ``search.rrf_k`` = 60; ``--rrf-weights`` for weighted RRF).
 Anchors are ranked in the same modes: in hybrid mode with our BM25 over their chunks.
@@ -166,14 +166,14 @@ def _top(scores: Any, depth: int) -> Any:
 def bm25_scores(idx: Index, queries: Queries) -> Any:
     """BM25 scores ``(n_queries, n_chunks)`` as Qdrant computes them over the chunks.
 
-    Document side: :func:`ingestd.store.sparse.document_vector` of each embedded text;
+    Document side: :func:`ingestd.store.search.sparse.document_vector` of each embedded text;
     query side: one ``1.0`` per distinct term times Qdrant's IDF (``Modifier.IDF``),
     ``ln(1 + (N - df + 0.5) / (df + 0.5))`` over the index's chunks (the live
     collection).
     """
     from scipy.sparse import csr_matrix
 
-    from ingestd.store.sparse import document_vector
+    from ingestd.store.search.sparse import document_vector
 
     if idx.bm25 is None:
         rows, cols, vals = [], [], []
@@ -273,7 +273,7 @@ def where_of(text: str, body_start: int, pos: int) -> str:
 
 
 def load_questions(qa: Path, corpus: Path) -> list[Question]:
-    from ingestd.chunkers.markdown import parse_front_matter
+    from ingestd.chunkers.strategies.markdown import parse_front_matter
     from ingestd.chunkers.text import decode
 
     out = []
@@ -356,7 +356,7 @@ def make_splitters(
     from ingestd.chunkers.base import ChunkContext
     from ingestd.chunkers.registry import make_chunker
     from ingestd.daemon.sync.rules import RuleSet, build_context
-    from ingestd.store.embedder import model_info
+    from ingestd.store.embedding.embedder import model_info
 
     ctx, tok = build_context(cfg)
     fingerprint = model_info(cfg.embedding.model).fingerprint
@@ -407,7 +407,7 @@ def make_splitters(
 
 def embed(texts: list[str], embedder: Any, label: str) -> Any:
     """Vectors of ``texts`` through the cache, with progress on stderr."""
-    from ingestd.store.ids import chunk_hash
+    from ingestd.store.vectors.ids import chunk_hash
 
     hashes = [chunk_hash(t) for t in texts]
     cached = embedder.cache.get_many(embedder.fingerprint, list(dict.fromkeys(hashes)))
@@ -575,10 +575,10 @@ def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
-    from ingestd.chunkers.tokenizers import ModelSizer, TiktokenSizer
-    from ingestd.store.embedder import SentenceTransformerEmbedder, model_info
-    from ingestd.store.embedding_cache import CachedEmbedder, EmbeddingCache
-    from ingestd.store.ids import chunk_hash
+    from ingestd.chunkers.sizing.tokenizers import ModelSizer, TiktokenSizer
+    from ingestd.store.embedding.cache import CachedEmbedder, EmbeddingCache
+    from ingestd.store.embedding.embedder import SentenceTransformerEmbedder, model_info
+    from ingestd.store.vectors.ids import chunk_hash
 
     code = provenance()  # at chunking time: chunkers/ may change while a long run goes on
     print(f"code (when chunked): {code}")
@@ -617,7 +617,7 @@ def main() -> None:
 
     assert info.tokenizer_json is not None
     sizes = (TiktokenSizer("cl100k_base"), ModelSizer(info.tokenizer_json))
-    from ingestd.store.sparse import query_vector
+    from ingestd.store.search.sparse import query_vector
 
     modes = [m for m in args.mode.split(",") if m]
     labels = [idx.label for idx in indexes[sets[0]]]

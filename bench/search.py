@@ -52,8 +52,8 @@ def build(state: Path) -> None:
     from ingestd.daemon.sync.documents import sparse_vector
     from ingestd.daemon.sync.engine import Engine
     from ingestd.daemon.sync.scanner import scan
-    from ingestd.store.qdrant_store import QdrantStore
-    from ingestd.store.vectors import Point
+    from ingestd.store.vectors.base import Point
+    from ingestd.store.vectors.qdrant import QdrantStore
 
     cfg = load_config(None, roots=[MD_DOCS])
     eng = Engine(cfg, state / "engine", embed_model=lambda t: None)
@@ -86,9 +86,9 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=40, help="first N md-docs questions")
     ap.add_argument("-k", type=int, default=5)
     args = ap.parse_args()
-    from ingestd.store.qdrant_store import QdrantStore
-    from ingestd.store.search import Filters
-    from ingestd.store.sparse import query_vector
+    from ingestd.store.search.query import Filters
+    from ingestd.store.search.sparse import query_vector
+    from ingestd.store.vectors.qdrant import QdrantStore
 
     if not (args.state / "built.json").exists():
         build(args.state)

@@ -183,7 +183,7 @@ def main() -> None:
     ap.add_argument("--edits", type=int, default=20)
     ap.add_argument("--cache", type=Path, help="an embeddings.db of md-docs to start from")
     args = ap.parse_args()
-    from ingestd.store.embedder import SentenceTransformerEmbedder, model_info
+    from ingestd.store.embedding.embedder import SentenceTransformerEmbedder, model_info
 
     model = SentenceTransformerEmbedder(model_info("all-MiniLM-L6-v2"), batch_size=16)
     model(["warm up"])

@@ -2,8 +2,8 @@
 
 Every (engine, size) runs in a child process of its own, so its peak RSS is its own:
 the child builds a store through ingestd's own ``VectorStore`` classes
-(:class:`~ingestd.store.edge_store.EdgeStore`,
-:class:`~ingestd.store.qdrant_store.QdrantStore` on qdrant-client's local mode), fills
+(:class:`~ingestd.store.vectors.edge.EdgeStore`,
+:class:`~ingestd.store.vectors.qdrant.QdrantStore` on qdrant-client's local mode), fills
 it with synthetic points as ingestd writes them, and times what the daemon does:
 
 * upsert, in calls of 256 points (points/s);
@@ -17,7 +17,7 @@ it with synthetic points as ingestd writes them, and times what the daemon does:
 
 The data: clustered 384-d unit vectors (2,000 Gaussian centres, points spread around
 them), BM25 sparse vectors of 40 terms from a Zipf-like vocabulary of 100,000 terms
-(values as :func:`ingestd.store.sparse.document_vector` gives them), and payloads of
+(values as :func:`ingestd.store.search.sparse.document_vector` gives them), and payloads of
 the daemon's keys with 600 characters of text. Everything is seeded: two runs store the
 same points. Local mode holds every point in memory and scans all of them per query:
 it runs up to ``--local-max`` points (it cannot hold a million here).
@@ -76,9 +76,9 @@ def batch_vectors(start: int, n: int, c: np.ndarray[Any, Any]) -> np.ndarray[Any
 
 def points(start: int, n: int, c: np.ndarray[Any, Any]) -> list[Any]:
     """Points ``start..start+n`` as ingestd writes them."""
-    from ingestd.store.search import path_prefixes
-    from ingestd.store.sparse import SparseVec
-    from ingestd.store.vectors import Point
+    from ingestd.store.search.query import path_prefixes
+    from ingestd.store.search.sparse import SparseVec
+    from ingestd.store.vectors.base import Point
 
     rng = np.random.default_rng(2_000_003 + start)
     vecs = batch_vectors(start, n, c)
@@ -127,10 +127,10 @@ def _status_mb(key: str = "VmRSS") -> float:
 
 def _open(engine: str, folder: Path) -> Any:
     if engine == "edge":
-        from ingestd.store.edge_store import EdgeStore
+        from ingestd.store.vectors.edge import EdgeStore
 
         return EdgeStore(folder)
-    from ingestd.store.qdrant_store import QdrantStore
+    from ingestd.store.vectors.qdrant import QdrantStore
 
     return QdrantStore(path=str(folder))
 
@@ -142,8 +142,8 @@ def _pcts(ts: list[float]) -> tuple[float, float]:
 
 def child(engine: str, n: int, folder: Path, queries: int) -> dict[str, Any]:
     """Build and time one store; returns the figures."""
-    from ingestd.store.search import Filters
-    from ingestd.store.sparse import SparseVec
+    from ingestd.store.search.query import Filters
+    from ingestd.store.search.sparse import SparseVec
 
     c = centres()
     rng = np.random.default_rng(7)

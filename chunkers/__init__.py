@@ -4,9 +4,17 @@ This package imports neither ``ingestd.store`` nor ``ingestd.daemon``, and never
 an embedding model: the semantic strategy receives an embedding callable.
 """
 
-from .base import Budget, Chunk, ChunkContext, Chunker, ChunkerOptions, LineIndex, Sizer
-from .registry import CHUNKERS, UnknownChunkerError, chunker_class, make_chunker
-from .text import BinaryFileError, NotUTF8Error, UndecodableError, decode
+from ingestd.chunkers.base import (
+    Budget,
+    Chunk,
+    ChunkContext,
+    Chunker,
+    ChunkerOptions,
+    LineIndex,
+    Sizer,
+)
+from ingestd.chunkers.registry import CHUNKERS, UnknownChunkerError, chunker_class, make_chunker
+from ingestd.chunkers.text import BinaryFileError, NotUTF8Error, UndecodableError, decode
 
 __all__ = [
     "CHUNKERS",

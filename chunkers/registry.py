@@ -9,14 +9,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from .base import ChunkContext, Chunker
-from .code import CodeChunker
-from .hierarchical import HierarchicalChunker
-from .markdown import MarkdownChunker
-from .rst import RstChunker
-from .semantic import SemanticChunker
-from .sentence import SentenceChunker
-from .token import TokenChunker
+from ingestd.chunkers.base import ChunkContext, Chunker
+from ingestd.chunkers.strategies.code import CodeChunker
+from ingestd.chunkers.strategies.hierarchical import HierarchicalChunker
+from ingestd.chunkers.strategies.markdown import MarkdownChunker
+from ingestd.chunkers.strategies.rst import RstChunker
+from ingestd.chunkers.strategies.semantic import SemanticChunker
+from ingestd.chunkers.strategies.sentence import SentenceChunker
+from ingestd.chunkers.strategies.token import TokenChunker
 
 __all__ = ["CHUNKERS", "UnknownChunkerError", "chunker_class", "make_chunker", "register"]
 

@@ -4,6 +4,6 @@ Heavy modules (qdrant-client, sentence-transformers) are imported only when used
 package itself exports only :class:`ManifestReader`, which imports nothing heavy.
 """
 
-from .reader import ManifestReader
+from ingestd.store.manifest.reader import ManifestReader
 
 __all__ = ["ManifestReader"]

@@ -22,7 +22,7 @@ def fake_embedder() -> CountingEmbedder:
 @pytest.fixture(scope="session")
 def real_model() -> Any:
     """The bundled all-MiniLM-L6-v2, loaded once per test session (offline)."""
-    from ingestd.store.embedder import SentenceTransformerEmbedder, model_info
+    from ingestd.store.embedding.embedder import SentenceTransformerEmbedder, model_info
 
     emb = SentenceTransformerEmbedder(model_info("all-MiniLM-L6-v2"), batch_size=16)
     emb(["warm up"])

@@ -116,10 +116,10 @@ def store_folder(state: Path) -> Path:
 def store_class() -> Any:
     """The store class of the running test's embedded engine."""
     if engine_under_test() == "edge":
-        from ingestd.store.edge_store import EdgeStore
+        from ingestd.store.vectors.edge import EdgeStore
 
         return EdgeStore
-    from ingestd.store.qdrant_store import QdrantStore
+    from ingestd.store.vectors.qdrant import QdrantStore
 
     return QdrantStore
 
@@ -127,17 +127,17 @@ def store_class() -> Any:
 def open_store(folder: Path, engine: str) -> Any:
     """A store of ``engine`` (``edge`` or ``local``) in ``folder``, opened directly."""
     if engine == "edge":
-        from ingestd.store.edge_store import EdgeStore
+        from ingestd.store.vectors.edge import EdgeStore
 
         return EdgeStore(folder)
-    from ingestd.store.qdrant_store import QdrantStore
+    from ingestd.store.vectors.qdrant import QdrantStore
 
     return QdrantStore(path=str(folder))
 
 
 def open_state_store(state: Path) -> Any:
     """The embedded vector store of state dir ``state``, opened as the daemon opens it."""
-    from ingestd.store.embedded import open_embedded
+    from ingestd.store.vectors.engines import open_embedded
 
     return open_embedded(None, state / "qdrant", state / "edge")
 
@@ -173,7 +173,7 @@ def local_mode_copy(state: Path, dest: Path) -> Path:
     order); the aliases point as they did. ``ingestd`` opens the copy with the
     ``local`` engine (the only store there). Returns ``dest``.
     """
-    from ingestd.store.qdrant_store import QdrantStore
+    from ingestd.store.vectors.qdrant import QdrantStore
 
     shutil.copytree(state, dest, ignore=shutil.ignore_patterns("edge", "qdrant"))
     src = open_state_store(state)

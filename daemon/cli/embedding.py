@@ -102,7 +102,7 @@ def migrate(
 def migration_costs(cfg: Config, sd: Path) -> list[dict[str, Any]]:
     """What migrating to ``cfg`` would cost, per collection (manifest and cache reads only)."""
     from ingestd.daemon.migration import migrate as mig
-    from ingestd.store.manifest import Manifest, sqlite_url
+    from ingestd.store.manifest.manifest import Manifest, sqlite_url
 
     m = Manifest(cfg.manifest.url or sqlite_url(cfg.paths(sd).manifest))
     try:
@@ -154,9 +154,9 @@ def export_model(
     
         ingestd export-model --config /etc/ingestd/config.yaml --backend onnx-int8
     """
-    from ingestd.store.backends import check_backend, default_cache_dir
-    from ingestd.store.embedder import model_info
-    from ingestd.store.onnx_export import ExportError, ensure_exported
+    from ingestd.store.embedding.backends import check_backend, default_cache_dir
+    from ingestd.store.embedding.embedder import model_info
+    from ingestd.store.embedding.onnx_export import ExportError, ensure_exported
 
     cfg, _ = load(config_path, (), state_dir, log_level)
     e = cfg.embedding

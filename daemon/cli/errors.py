@@ -38,7 +38,7 @@ def handle_errors(f: F) -> F:
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from ingestd.store.damage import StateDamagedError, is_disk_full
+        from ingestd.store.common.damage import StateDamagedError, is_disk_full
 
         try:
             return f(*args, **kwargs)

@@ -16,7 +16,7 @@ from ingestd.chunkers.registry import chunker_class
 from ingestd.chunkers.text import decode
 from ingestd.daemon.config import Config, RuleConfig, format_errors
 from ingestd.daemon.sync.rules import RuleSet, build_context
-from ingestd.store.ids import chunk_hash, point_ids
+from ingestd.store.vectors.ids import chunk_hash, point_ids
 
 __all__ = ["locate", "preview"]
 
@@ -118,8 +118,8 @@ def preview(
     Raises:
         ValueError: unknown rule or chunker, bad params, or an undecodable file.
     """
-    from ingestd.store.embedder import load_embedder, model_info
-    from ingestd.store.embedding_cache import CachedEmbedder
+    from ingestd.store.embedding.cache import CachedEmbedder
+    from ingestd.store.embedding.embedder import load_embedder, model_info
 
     e = cfg.embedding
     info = model_info(e.model, e.backend)

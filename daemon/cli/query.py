@@ -182,12 +182,12 @@ def _check_store_files(cfg: Config | None, state_dir: Path) -> None:
     """Raise when the embedded store's files are damaged (read, never opened: fast).
 
     Raises:
-        ingestd.store.damage.StateDamagedError: the damaged file, named.
+        ingestd.store.common.damage.StateDamagedError: the damaged file, named.
     """
     if cfg is not None and cfg.qdrant.url:
         return
     from ingestd.daemon.statedir import StatePaths
-    from ingestd.store.store_files import embedded_store_damage
+    from ingestd.store.vectors.files import embedded_store_damage
 
     paths = cfg.paths(state_dir) if cfg is not None else StatePaths(state_dir)
     damage = embedded_store_damage(paths.qdrant, paths.edge)

@@ -25,7 +25,7 @@ from ingestd.daemon.cli.errors import Fatal
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
-    from ingestd.store.reader import ManifestReader
+    from ingestd.store.manifest.reader import ManifestReader
 
 __all__ = [
     "START_WAIT_S",
@@ -116,7 +116,7 @@ def load_light(
 def manifest_reader(cfg: Config | None, state_dir: Path) -> Iterator[ManifestReader | None]:
     """The manifest for reading, or ``None`` when nothing was indexed yet.
 
-    A SQLite manifest is read with :class:`~ingestd.store.manifest_view.ManifestView`
+    A SQLite manifest is read with :class:`~ingestd.store.manifest.view.ManifestView`
     (no SQLAlchemy); a ``manifest.url`` database with the full manifest. Nothing is
     created.
 
@@ -124,7 +124,7 @@ def manifest_reader(cfg: Config | None, state_dir: Path) -> Iterator[ManifestRea
         Fatal: the manifest cannot be read (permission denied, not a database).
     """
     if cfg is not None and cfg.manifest.url:
-        from ingestd.store.manifest import Manifest
+        from ingestd.store.manifest.manifest import Manifest
 
         m = Manifest(cfg.manifest.url)
         try:
@@ -142,7 +142,7 @@ def manifest_reader(cfg: Config | None, state_dir: Path) -> Iterator[ManifestRea
     if not exists:
         yield None
         return
-    from ingestd.store.manifest_view import ManifestView
+    from ingestd.store.manifest.view import ManifestView
 
     try:
         view = ManifestView(path)
@@ -152,7 +152,7 @@ def manifest_reader(cfg: Config | None, state_dir: Path) -> Iterator[ManifestRea
             "give its control socket with --socket (under systemd: /run/ingestd/ingestd.sock)"
         ) from None
     except Exception as exc:  # sqlite3.Error: not a manifest
-        from ingestd.store.damage import StateDamagedError, is_sqlite_damage
+        from ingestd.store.common.damage import StateDamagedError, is_sqlite_damage
 
         if is_sqlite_damage(exc):  # the command line names the command that rebuilds it
             raise StateDamagedError(path, "manifest", str(exc)) from None

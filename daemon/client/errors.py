@@ -21,10 +21,10 @@ __all__ = ["KNOWN_FAILURES", "SyncTimeout", "known_failure", "one_line"]
 #: Exceptions that are a known failure (one line, exit code 1), by module: the modules
 #: are never imported just to classify an error (a fast command never loads them).
 KNOWN_FAILURES = (
-    ("ingestd.store.manifest", "ModelMismatchError"),
-    ("ingestd.store.embedder", "ModelNotFoundError"),
-    ("ingestd.chunkers.tokenizers", "TokenizerError"),
-    ("ingestd.store.vectors", "StoreUnavailableError"),
+    ("ingestd.store.manifest.manifest", "ModelMismatchError"),
+    ("ingestd.store.embedding.embedder", "ModelNotFoundError"),
+    ("ingestd.chunkers.sizing.tokenizers", "TokenizerError"),
+    ("ingestd.store.vectors.base", "StoreUnavailableError"),
     ("ingestd.daemon.service.control", "StateLockedError"),
     ("ingestd.daemon.service.control", "NoDaemon"),
 )
@@ -50,7 +50,7 @@ def one_line(exc: BaseException, state_dir: Path | None = None) -> str | None:
         exc: the error.
         state_dir: the state dir, named in the command that rebuilds a damaged file.
     """
-    from ingestd.store.damage import StateDamagedError, is_disk_full
+    from ingestd.store.common.damage import StateDamagedError, is_disk_full
 
     if isinstance(exc, StateDamagedError):
         words = ["ingestd", "resync", "--rebuild"]

@@ -24,7 +24,7 @@ from ingestd.daemon.service.control import DaemonError, StateLock
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
     from ingestd.daemon.sync.engine import Engine
-    from ingestd.store.reader import ManifestReader
+    from ingestd.store.manifest.reader import ManifestReader
 
 __all__ = ["LocalState", "SharedModels"]
 
@@ -46,7 +46,7 @@ class SharedModels:
 
     def __call__(self, info: Any) -> Callable[[Sequence[str]], Any]:
         """The embedding callable of ``info`` (a ``ModelInfo``); its weights load on first use."""
-        from ingestd.store.embedder import load_embedder
+        from ingestd.store.embedding.embedder import load_embedder
 
         with self._lock:
             model = self._models.get(info.fingerprint)
@@ -110,7 +110,7 @@ class LocalState:
         ``manifest.url`` database with the full manifest.
         """
         if cfg is not None and cfg.manifest.url:
-            from ingestd.store.manifest import Manifest
+            from ingestd.store.manifest.manifest import Manifest
 
             full = Manifest(cfg.manifest.url)
             try:
@@ -119,7 +119,7 @@ class LocalState:
                 full.close()
             return
         from ingestd.daemon.statedir import StatePaths
-        from ingestd.store.manifest_view import ManifestView
+        from ingestd.store.manifest.view import ManifestView
 
         path = StatePaths(self.state_dir).manifest
         if not path.is_file():

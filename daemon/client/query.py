@@ -3,10 +3,10 @@
 An application that reads a Qdrant server (the scale-out path) reproduces ``ingestd
 search`` with three things only ingestd knows: the dense query vector, embedded by
 the model and backend that made the collection's vectors; the BM25 query vector, from
-ingestd's tokeniser (:func:`ingestd.store.sparse.query_vector`); and the rankings and
+ingestd's tokeniser (:func:`ingestd.store.search.sparse.query_vector`); and the rankings and
 their fusion (``search.candidates`` points of each ranking, the filters inside each,
 equal scores ordered by point id, reciprocal rank fusion with ``search.rrf_k``:
-:mod:`ingestd.store.fusion`). :class:`QueryBuilder` makes them; ``qdrant_client``
+:mod:`ingestd.store.search.fusion`). :class:`QueryBuilder` makes them; ``qdrant_client``
 sends them::
 
     from qdrant_client import QdrantClient
@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
-    from ingestd.store.search import Hit, Mode
-    from ingestd.store.sparse import SparseVec
+    from ingestd.store.search.query import Hit, Mode
+    from ingestd.store.search.sparse import SparseVec
 
 __all__ = ["QueryBuilder"]
 
@@ -60,7 +60,7 @@ class QueryBuilder:
         embed: an embedding callable to use instead of loading ``model`` (tests).
 
     Raises:
-        ingestd.store.embedder.ModelNotFoundError: the model is not installed here.
+        ingestd.store.embedding.embedder.ModelNotFoundError: the model is not installed here.
         ValueError: the model's fingerprint differs from ``fingerprint``, or an unknown
             mode.
     """
@@ -78,8 +78,8 @@ class QueryBuilder:
         embedding: Any = None,
         embed: EmbedFn | None = None,
     ) -> None:
-        from ingestd.store.embedder import model_info
-        from ingestd.store.search import MODES
+        from ingestd.store.embedding.embedder import model_info
+        from ingestd.store.search.query import MODES
 
         if mode not in MODES:
             raise ValueError(f"unknown search mode {mode!r}; expected one of: {', '.join(MODES)}")
@@ -145,7 +145,7 @@ class QueryBuilder:
             ValueError: the manifest records no such collection, or nothing.
         """
         from ingestd.daemon.statedir import StatePaths
-        from ingestd.store.manifest_view import ManifestView
+        from ingestd.store.manifest.view import ManifestView
 
         path = StatePaths(Path(state_dir)).manifest
         if not path.is_file():
@@ -172,7 +172,7 @@ class QueryBuilder:
 
     def _model(self) -> EmbedFn:
         if self._embed is None:
-            from ingestd.store.embedder import load_embedder
+            from ingestd.store.embedding.embedder import load_embedder
 
             e = self._embedding
             self._embed = load_embedder(
@@ -192,7 +192,7 @@ class QueryBuilder:
         """The query's BM25 vector as a ``qdrant_client.models.SparseVector``."""
         from qdrant_client import models
 
-        from ingestd.store.sparse import query_vector
+        from ingestd.store.search.sparse import query_vector
 
         vec = query_vector(query)
         return models.SparseVector(indices=list(vec.indices), values=list(vec.values))
@@ -202,7 +202,7 @@ class QueryBuilder:
 
         Parent sections (``hierarchical`` rules) are never hits.
         """
-        from ingestd.store.search import Filters
+        from ingestd.store.search.query import Filters
 
         return Filters(source=source, path=path).qdrant()
 
@@ -214,8 +214,8 @@ class QueryBuilder:
         Raises:
             ValueError: an unknown mode.
         """
-        from ingestd.store.search import MODES
-        from ingestd.store.sparse import query_vector
+        from ingestd.store.search.query import MODES
+        from ingestd.store.search.sparse import query_vector
 
         mode = mode or self.mode
         if mode not in MODES:
@@ -253,7 +253,7 @@ class QueryBuilder:
         Raises:
             ValueError: an unknown mode.
         """
-        from ingestd.store.search import request
+        from ingestd.store.search.query import request
 
         mode, dense, sparse, flt = self._parts(query, mode, source, path)
         req = request(
@@ -285,14 +285,14 @@ class QueryBuilder:
         ``retrieve`` call: the same hits in the same order, equal scores by point id.
 
         Returns:
-            :class:`ingestd.store.search.Hit` s: ``id``, ``score``, ``payload``,
+            :class:`ingestd.store.search.query.Hit` s: ``id``, ``score``, ``payload``,
             ``rank`` (1-based).
 
         Raises:
             ValueError: an unknown mode.
         """
-        from ingestd.store.fusion import available, rank_and_fuse
-        from ingestd.store.search import client_rankings, payloads_by_id
+        from ingestd.store.search.fusion import available, rank_and_fuse
+        from ingestd.store.search.query import client_rankings, payloads_by_id
 
         mode, dense, sparse, flt = self._parts(query, mode, source, path)
         fetch = client_rankings(

@@ -18,7 +18,7 @@ from ingestd.daemon.statedir import StatePaths, dir_bytes
 if TYPE_CHECKING:
     from ingestd.daemon.sync.engine import Engine
     from ingestd.daemon.sync.types import SyncProgress
-    from ingestd.store.reader import ManifestReader
+    from ingestd.store.manifest.reader import ManifestReader
 
 __all__ = [
     "evaluate",
@@ -81,8 +81,8 @@ def search(
     Raises:
         DaemonError: unknown source or mode (exit code 2).
     """
-    from ingestd.store.search import MODES, Filters
-    from ingestd.store.sparse import query_vector
+    from ingestd.store.search.query import MODES, Filters
+    from ingestd.store.search.sparse import query_vector
 
     names = _selected(engine, [source] if source else None)
     conf = engine.cfg.search

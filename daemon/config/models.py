@@ -144,7 +144,7 @@ class EmbeddingConfig(_Model):
     @field_validator("backend")
     @classmethod
     def _backend(cls, v: str) -> str:
-        from ingestd.store.backends import check_backend
+        from ingestd.store.embedding.backends import check_backend
 
         check_backend(v)
         return v

@@ -18,7 +18,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from ingestd.daemon.statedir import PRIVATE_FILE_MODE, StatePaths
-from ingestd.store.vectors import VectorStore
+from ingestd.store.vectors.base import VectorStore
 
 __all__ = ["EVAL_PREFIX", "LEDGER", "EvalCollections", "collection_name"]
 

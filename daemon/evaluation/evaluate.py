@@ -37,8 +37,8 @@ from ingestd.daemon.evaluation.rulesets import LabeledRules
 from ingestd.daemon.evaluation.scoring import DEPTH, rank_hits
 from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncProgress
-from ingestd.store.search import Mode
-from ingestd.store.vectors import VectorStore
+from ingestd.store.search.query import Mode
+from ingestd.store.vectors.base import VectorStore
 
 __all__ = [
     "MODES",
@@ -304,7 +304,7 @@ class Evaluation:
 
     def _embed_questions(self, engine: Engine) -> tuple[list[Any], int]:
         """Question vectors, through the embedding cache; and how many the model made."""
-        from ingestd.store.ids import chunk_hash
+        from ingestd.store.vectors.ids import chunk_hash
 
         _ = engine.cache  # open it: questions asked before are not embedded again
         pairs = [(chunk_hash(q.question), q.question) for q in self.questions]
@@ -336,7 +336,7 @@ class Evaluation:
         self, engine: Engine, collection: str, qvecs: list[Any] | None
     ) -> dict[str, list[list[int | None]]]:
         from ingestd.daemon.sync.types import SyncInterrupted
-        from ingestd.store.sparse import query_vector
+        from ingestd.store.search.sparse import query_vector
 
         conf = engine.cfg.search
         sparse = [query_vector(q.question) for q in self.questions]

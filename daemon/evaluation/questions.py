@@ -69,7 +69,7 @@ def locate_answer(text: str, answer: str) -> int | None:
         The start offset in characters; the front matter (YAML ``---`` or TOML
         ``+++`` at the top, as the markdown chunker reads it) is skipped.
     """
-    from ingestd.chunkers.markdown import parse_front_matter
+    from ingestd.chunkers.strategies.markdown import parse_front_matter
 
     body, _ = parse_front_matter(text)
     pos = text.find(answer, body)

@@ -29,7 +29,7 @@ from ingestd.daemon.config import Config
 from ingestd.daemon.statedir import dir_bytes
 from ingestd.daemon.sync.profile import config_for, differences, model_of
 from ingestd.daemon.sync.settings import describe
-from ingestd.store.manifest import Manifest
+from ingestd.store.manifest.manifest import Manifest
 
 __all__ = ["MigrationCost", "estimate"]
 
@@ -107,7 +107,7 @@ def chunking_key(cfg: Config) -> tuple[Any, ...]:
     """What decides the chunk boundaries of every document, besides the rules.
 
     Raises:
-        ingestd.store.embedder.ModelNotFoundError: the model is not available locally.
+        ingestd.store.embedding.embedder.ModelNotFoundError: the model is not available locally.
     """
     info = model_of(cfg)
     fit = cfg.embedding.fit_model
@@ -144,8 +144,8 @@ def estimate(
         target: the configured profile.
         cache: the open embedding cache, or ``None`` to open ``embeddings.db`` if present.
     """
-    from ingestd.store.embedder import ModelNotFoundError
-    from ingestd.store.embedding_cache import EmbeddingCache
+    from ingestd.store.embedding.cache import EmbeddingCache
+    from ingestd.store.embedding.embedder import ModelNotFoundError
 
     cost = MigrationCost(collection, differences(previous, target), previous, target)
     hashes: set[str] = set()
@@ -176,7 +176,7 @@ def estimate(
     cost.cache_bytes = cost.to_embed * (4 * dim_new + CACHE_ROW_OVERHEAD)
     cost.embedded_mode = not cfg.qdrant.url
     if cost.embedded_mode:
-        from ingestd.store.embedded import choose_engine
+        from ingestd.store.vectors.engines import choose_engine
 
         paths = cfg.paths(state_dir)
         engine, _ = choose_engine(cfg.qdrant.engine, paths.qdrant, paths.edge)
@@ -194,7 +194,7 @@ def estimate(
 
 
 def _is_version(name: str, collection: str) -> bool:
-    from ingestd.store.vectors import version_of
+    from ingestd.store.vectors.base import version_of
 
     # the name itself: a store written before versions
     return name == collection or version_of(name, collection) is not None

@@ -4,7 +4,7 @@
 the one interface through which a sync reaches collection versions. Before the first
 write into a collection it records the collection's profile, creates the collection
 when it is new, and runs what is due: a build of a new version when the stored layout
-is older than :data:`~ingestd.store.vectors.LAYOUT` or a build was interrupted
+is older than :data:`~ingestd.store.vectors.base.LAYOUT` or a build was interrupted
 (:func:`~ingestd.daemon.migration.rebuild.build_version`), then a migration to the
 configured profile (:func:`~ingestd.daemon.migration.migrate.advance`). Each
 collection is checked once per engine (and again when something changed it).
@@ -20,7 +20,7 @@ from ingestd.daemon.migration.migrate import Migration
 from ingestd.daemon.migration.rebuild import build_version
 from ingestd.daemon.sync.context import SyncContext, Syncer
 from ingestd.daemon.sync.profile import Profile
-from ingestd.store.collections import CollectionVersions
+from ingestd.store.vectors.versions import CollectionVersions
 
 __all__ = ["Collections"]
 
@@ -79,7 +79,7 @@ class Collections:
         configured profile is due. Manifest reads only: a no-op sync of an up-to-date
         store never opens the store.
         """
-        from ingestd.store.vectors import LAYOUT
+        from ingestd.store.vectors.base import LAYOUT
 
         if collection in self._checked:
             return False

@@ -4,7 +4,7 @@ A collection's points are made by a *profile* (:mod:`ingestd.daemon.sync.profile
 embedding model's fingerprint, the tokenizer and ``embedding.fit_model``. When the
 configured profile differs from the one the manifest records for a collection, the
 collection is migrated on the collection-version mechanism
-(:class:`~ingestd.store.collections.CollectionVersions`):
+(:class:`~ingestd.store.vectors.versions.CollectionVersions`):
 
 1. *Begin.* The cost is logged (:mod:`~ingestd.daemon.migration.cost`), the build is
    recorded (``collection_builds``: reason ``migrate``, both profiles) and a new
@@ -27,7 +27,7 @@ collection is migrated on the collection-version mechanism
    the collection is no longer configured: switching then would drop their documents.
 4. *Switch.* One manifest transaction makes the record the manifest's documents and
    chunks, records the new profile and moves the build to phase ``switching``
-   (:meth:`~ingestd.store.builds.BuildDocuments.adopt`); then the alias is pointed at
+   (:meth:`~ingestd.store.manifest.builds.BuildDocuments.adopt`); then the alias is pointed at
    the new version (one atomic alias update) and the old version is dropped.
 
 A crash or SIGTERM resumes where it stopped: a build in phase ``building`` goes on with
@@ -55,9 +55,9 @@ from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.profile import model_of, settings_of
 from ingestd.daemon.sync.scanner import FileStat, scan, stat_file
 from ingestd.daemon.sync.settings import describe, profile_key, recorded_settings
-from ingestd.store.builds import BuildDocuments
-from ingestd.store.collections import MIGRATE, CollectionVersions
-from ingestd.store.manifest import Manifest
+from ingestd.store.manifest.builds import BuildDocuments
+from ingestd.store.manifest.manifest import Manifest
+from ingestd.store.vectors.versions import MIGRATE, CollectionVersions
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
@@ -271,7 +271,7 @@ class Migration:
         self.writer.check_points(serve_changes=False)
         self._check_abort()
         self.progress.phase = "switching"
-        from ingestd.store.vectors import LAYOUT
+        from ingestd.store.vectors.base import LAYOUT
 
         BuildDocuments(ctx.manifest).adopt(name, self.target.settings, LAYOUT)
         ctx.profiles.forget_current(name)
@@ -426,7 +426,7 @@ def costs(cfg: Config, state_dir: Path, manifest: Manifest) -> list[MigrationCos
     beside a running daemon, for a config the daemon has not loaded (yet).
 
     Raises:
-        ingestd.store.embedder.ModelNotFoundError: the configured model is not found.
+        ingestd.store.embedding.embedder.ModelNotFoundError: the configured model is not found.
     """
     target = settings_of(cfg, model_of(cfg))
     out = []

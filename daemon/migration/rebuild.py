@@ -4,7 +4,7 @@ Used when the stored layout must change in a way Qdrant cannot apply in place: a
 written before sparse vectors existed (Qdrant cannot add a sparse vector to an existing
 collection), or, later, a new embedding model. The store side (physical versions,
 routing writes to the one being built, the atomic alias switch, the record in the
-manifest) is :class:`ingestd.store.collections.CollectionVersions`; this module fills
+manifest) is :class:`ingestd.store.vectors.versions.CollectionVersions`; this module fills
 the new version.
 
 The embedded text a sparse vector is computed from is not in the payload (``text`` is
@@ -16,7 +16,7 @@ the previous version's points with the same chunk hash (never re-embedded unless
 text changed). The result is exactly what a from-scratch ingest of the current files
 stores. What cannot be re-chunked (a source whose root is missing, documents held by
 the mass-deletion guard, files unreadable right now) is carried over from the previous
-version by :meth:`~ingestd.store.collections.CollectionVersions.finish`; such a point
+version by :meth:`~ingestd.store.vectors.versions.CollectionVersions.finish`; such a point
 gets its sparse vector when its document is next synced (its rule fingerprint changed).
 
 Searches answer from the previous version until the switch. A stop request (SIGTERM)
@@ -31,7 +31,7 @@ import logging
 from ingestd.daemon.sync.context import SyncContext, Syncer
 from ingestd.daemon.sync.scanner import scan
 from ingestd.daemon.sync.types import SyncInterrupted
-from ingestd.store.collections import ENGINE, CollectionVersions
+from ingestd.store.vectors.versions import ENGINE, CollectionVersions
 
 __all__ = ["build_version"]
 

@@ -1,9 +1,9 @@
 """What ``status`` says of migrations, read without SQLAlchemy, torch or qdrant-client.
 
 ``ingestd status`` answers within a fraction of a second from the manifest alone
-(:class:`~ingestd.store.manifest_view.ManifestView`), so what it shows of a migration
+(:class:`~ingestd.store.manifest.view.ManifestView`), so what it shows of a migration
 (:mod:`ingestd.daemon.migration.migrate`) is read here through the small
-:class:`~ingestd.store.reader.ManifestReader` interface, with the pure helpers that
+:class:`~ingestd.store.manifest.reader.ManifestReader` interface, with the pure helpers that
 name a profile (:mod:`ingestd.daemon.sync.settings`).
 """
 
@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 from ingestd.daemon.sync.settings import describe, recorded_settings
 
 if TYPE_CHECKING:
-    from ingestd.store.reader import ManifestReader
+    from ingestd.store.manifest.reader import ManifestReader
 
 __all__ = ["MIGRATE", "migration_build", "status"]
 
 #: The reason recorded in ``collection_builds`` for a migration's build (the same as
-#: :data:`ingestd.store.collections.MIGRATE`, which this module may not import).
+#: :data:`ingestd.store.vectors.versions.MIGRATE`, which this module may not import).
 MIGRATE = "migrate"
 
 

@@ -4,7 +4,7 @@ The migration's counterpart of :mod:`~ingestd.daemon.sync.writer`: documents are
 with the new profile's rules, embedded by its model (through the embedding cache, keyed
 by the model's fingerprint) and upserted into the new physical collection by name, slice
 by slice with checkpoints in between (DESIGN.md, "Long work is sliced"). What was
-written is recorded in ``build_documents`` (:mod:`ingestd.store.builds`), never in the
+written is recorded in ``build_documents`` (:mod:`ingestd.store.manifest.builds`), never in the
 manifest's ``documents``, which keeps describing the current version.
 
 Write order per group of documents: (a) upsert the new points; (b) delete the points the
@@ -29,8 +29,8 @@ from ingestd.daemon.sync.preparer import git_commit
 from ingestd.daemon.sync.scanner import FileStat, stat_file
 from ingestd.daemon.sync.types import UnreadableFile
 from ingestd.daemon.sync.writer import SLICE_CHUNKS
-from ingestd.store.builds import BuildDoc, BuildDocuments
-from ingestd.store.manifest import ChunkRow
+from ingestd.store.manifest.builds import BuildDoc, BuildDocuments
+from ingestd.store.manifest.manifest import ChunkRow
 
 if TYPE_CHECKING:
     from ingestd.daemon.sync.profile import Profile
@@ -189,7 +189,7 @@ class VersionWriter:
         self.record.delete(self.collection, source, paths)
 
     def _write_group(self, source: str, group: list[PreparedDocument], serve_changes: bool) -> None:
-        from ingestd.store.vectors import Point
+        from ingestd.store.vectors.base import Point
 
         ctx = self.ctx
         stats = ctx.profiles.stats

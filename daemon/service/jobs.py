@@ -255,7 +255,7 @@ class Backoff:
         An expected failure (the store unavailable, a connection error or timeout, an
         error of the Qdrant client) is logged without a traceback.
         """
-        from ingestd.store.vectors import StoreUnavailableError
+        from ingestd.store.vectors.base import StoreUnavailableError
 
         delay = self.delay(source)
         self.last_error[source] = f"{type(exc).__name__}: {exc}"

@@ -29,8 +29,8 @@ from ingestd.daemon.sync.profiles import Profiles
 from ingestd.daemon.sync.resources import Resources
 from ingestd.daemon.sync.scanner import SourceFilter
 from ingestd.daemon.sync.types import Plan, ProgressFn, SyncResult
-from ingestd.store.manifest import Manifest
-from ingestd.store.vectors import VectorStore
+from ingestd.store.manifest.manifest import Manifest
+from ingestd.store.vectors.base import VectorStore
 
 __all__ = ["CollectionLifecycle", "SyncContext", "Syncer"]
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from ingestd.daemon.config import Config, SourceConfig
 from ingestd.daemon.statedir import StatePaths
-from ingestd.store.damage import StateDamagedError, is_sqlite_damage
-from ingestd.store.manifest import Manifest, sqlite_url
+from ingestd.store.common.damage import StateDamagedError, is_sqlite_damage
+from ingestd.store.manifest.manifest import Manifest, sqlite_url
 
 __all__ = [
     "damaged_store_error",
@@ -117,7 +117,7 @@ def set_aside_damaged(cfg: Config, state_dir: Path) -> list[str]:
     if not cfg.qdrant.url:
         paths = cfg.paths(state_dir)
         if paths.qdrant.exists():
-            from ingestd.store.qdrant_store import QdrantStore
+            from ingestd.store.vectors.qdrant import QdrantStore
 
             try:
                 QdrantStore(path=str(paths.qdrant)).close()
@@ -137,7 +137,7 @@ def set_aside_damaged(cfg: Config, state_dir: Path) -> list[str]:
 
 def _edge_damage(path: Path) -> StateDamagedError | None:
     """The damage of an Edge store at ``path`` (its aliases file or a shard), or ``None``."""
-    from ingestd.store.edge_store import EdgeStore
+    from ingestd.store.vectors.edge import EdgeStore
 
     try:
         store = EdgeStore(path)
@@ -165,7 +165,7 @@ def sources_in_store(cfg: Config, state_dir: Path) -> tuple[SourceConfig, ...]:
     """
     if cfg.qdrant.url:
         return ()
-    from ingestd.store.embedded import open_embedded
+    from ingestd.store.vectors.engines import open_embedded
 
     paths = cfg.paths(state_dir)
     store = open_embedded(cfg.qdrant.engine, paths.qdrant, paths.edge)

@@ -46,9 +46,9 @@ from ingestd.daemon.sync.rules import Rule
 from ingestd.daemon.sync.scanner import FileStat, stat_file
 from ingestd.daemon.sync.secret_files import SecretPolicy
 from ingestd.daemon.sync.types import SyncInterrupted, UnreadableFile
-from ingestd.store.ids import chunk_hash, content_hash, point_ids
-from ingestd.store.search import PATH_KEY, path_prefixes
-from ingestd.store.sparse import SparseVec, document_vector
+from ingestd.store.search.query import PATH_KEY, path_prefixes
+from ingestd.store.search.sparse import SparseVec, document_vector
+from ingestd.store.vectors.ids import chunk_hash, content_hash, point_ids
 
 __all__ = [
     "PROVENANCE_KEYS",

@@ -57,12 +57,12 @@ from ingestd.daemon.sync.scanner import SourceFilter
 from ingestd.daemon.sync.types import Plan, ProgressFn, SyncInterrupted, SyncProgress, SyncResult
 from ingestd.daemon.sync.verify import Verifier, VerifyReport
 from ingestd.daemon.sync.writer import InFlight, Writer
-from ingestd.store.manifest import Manifest
-from ingestd.store.vectors import VectorStore
+from ingestd.store.manifest.manifest import Manifest
+from ingestd.store.vectors.base import VectorStore
 
 if TYPE_CHECKING:
-    from ingestd.store.embedding_cache import CachedEmbedder
-    from ingestd.store.model import ModelInfo
+    from ingestd.store.embedding.cache import CachedEmbedder
+    from ingestd.store.embedding.model import ModelInfo
 
 __all__ = ["Engine"]
 
@@ -97,11 +97,11 @@ class Engine:
             (the daemon enables it).
 
     Raises:
-        ingestd.store.embedder.ModelNotFoundError: the model is not available locally.
-        ingestd.chunkers.tokenizers.TokenizerError: the tokenizer is not bundled.
+        ingestd.store.embedding.embedder.ModelNotFoundError: the model is not available locally.
+        ingestd.chunkers.sizing.tokenizers.TokenizerError: the tokenizer is not bundled.
         ingestd.daemon.sync.profile.ProfileUnavailableError: the model that made a
             collection is gone (it is needed until the collection is migrated).
-        ingestd.store.damage.StateDamagedError: the manifest's file is damaged.
+        ingestd.store.common.damage.StateDamagedError: the manifest's file is damaged.
     """
 
     def __init__(

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from ingestd.daemon.sync.damage import set_aside
-from ingestd.store.damage import is_sqlite_damage
+from ingestd.store.common.damage import is_sqlite_damage
 
 __all__ = ["HealingCache"]
 
@@ -17,7 +17,7 @@ logger = logging.getLogger(__name__)
 
 
 class HealingCache:
-    """An :class:`~ingestd.store.embedding_cache.EmbeddingCache` that survives damage to its file.
+    """An :class:`~ingestd.store.embedding.cache.EmbeddingCache` that survives damage to its file.
 
     A damaged file (at open or at any later read or write) is moved aside to
     ``embeddings.db.damaged-<time>`` with a warning, and an empty cache takes its
@@ -95,6 +95,6 @@ class HealingCache:
 
 
 def _open_embedding_cache(path: Path, max_entries: int) -> Any:
-    from ingestd.store.embedding_cache import EmbeddingCache
+    from ingestd.store.embedding.cache import EmbeddingCache
 
     return EmbeddingCache(path, max_entries)

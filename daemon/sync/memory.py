@@ -23,8 +23,8 @@ none of them.
 
 Native memory that no trim gives back is bounded where it is made: torch's oneDNN
 kernels are not cached per input shape (``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` in
-:mod:`ingestd.store.embedder`), and the embedded store is reopened once it holds many
-deleted points (``COMPACT_MIN_DELETED`` in :mod:`ingestd.store.qdrant_store`).
+:mod:`ingestd.store.embedding.embedder`), and the embedded store is reopened once it holds many
+deleted points (``COMPACT_MIN_DELETED`` in :mod:`ingestd.store.vectors.qdrant`).
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ import functools
 import platform
 from collections.abc import Callable
 
-from ingestd.chunkers.spans import clear_word_tables as clear_chunker_tables
-from ingestd.store.sparse import clear_word_tables as clear_sparse_tables
+from ingestd.chunkers.sizing.spans import clear_word_tables as clear_chunker_tables
+from ingestd.store.search.sparse import clear_word_tables as clear_sparse_tables
 
 __all__ = ["release_free_memory"]
 

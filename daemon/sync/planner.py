@@ -16,8 +16,8 @@ from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.rules import Rule
 from ingestd.daemon.sync.scanner import FileStat, Scan, display_path, name_problem, scan, stat_file
 from ingestd.daemon.sync.types import Plan
-from ingestd.store.ids import content_hash
-from ingestd.store.manifest import DocRow
+from ingestd.store.manifest.manifest import DocRow
+from ingestd.store.vectors.ids import content_hash
 
 __all__ = ["Planner", "stat_of"]
 

@@ -28,11 +28,11 @@ from typing import TYPE_CHECKING, Any
 from ingestd.daemon.config import Config
 from ingestd.daemon.sync.rules import RuleSet, build_context
 from ingestd.daemon.sync.settings import describe, profile_key
-from ingestd.store.manifest import ModelMismatchError
+from ingestd.store.manifest.manifest import ModelMismatchError
 
 if TYPE_CHECKING:
-    from ingestd.store.embedding_cache import EmbedStats
-    from ingestd.store.model import ModelInfo
+    from ingestd.store.embedding.cache import EmbedStats
+    from ingestd.store.embedding.model import ModelInfo
 
 __all__ = [
     "VECTOR_KEYS",
@@ -58,9 +58,9 @@ def model_of(cfg: Config) -> ModelInfo:
     """The description of ``cfg``'s embedding model, from its files (no torch import).
 
     Raises:
-        ingestd.store.embedder.ModelNotFoundError: the model is not available locally.
+        ingestd.store.embedding.embedder.ModelNotFoundError: the model is not available locally.
     """
-    from ingestd.store.embedder import model_info
+    from ingestd.store.embedding.embedder import model_info
 
     return model_info(cfg.embedding.model, cfg.embedding.backend)
 
@@ -133,8 +133,8 @@ class Profile:
         rules: the rules compiled with this profile's tokenizer and model.
 
     Raises:
-        ingestd.store.embedder.ModelNotFoundError: the model is not available locally.
-        ingestd.chunkers.tokenizers.TokenizerError: the tokenizer is not bundled.
+        ingestd.store.embedding.embedder.ModelNotFoundError: the model is not available locally.
+        ingestd.chunkers.sizing.tokenizers.TokenizerError: the tokenizer is not bundled.
     """
 
     def __init__(
@@ -147,8 +147,8 @@ class Profile:
         max_texts_per_call: int | None = None,
         seconds_per_call: float | None = None,
     ) -> None:
-        from ingestd.store.embedding_cache import CachedEmbedder
-        from ingestd.store.ids import chunk_hash
+        from ingestd.store.embedding.cache import CachedEmbedder
+        from ingestd.store.vectors.ids import chunk_hash
 
         self.cfg = cfg
         self.model = model_of(cfg)

@@ -18,10 +18,10 @@ from ingestd.daemon.config import Config
 from ingestd.daemon.sync.checkpoints import Checkpoints
 from ingestd.daemon.sync.profile import Profile, ProfileUnavailableError, config_for
 from ingestd.daemon.sync.settings import describe, profile_key, recorded_settings
-from ingestd.store.manifest import Manifest
+from ingestd.store.manifest.manifest import Manifest
 
 if TYPE_CHECKING:
-    from ingestd.store.embedding_cache import EmbedStats
+    from ingestd.store.embedding.cache import EmbedStats
 
 __all__ = ["SECONDS_PER_EMBED_CALL", "EmbedFn", "ModelFactory", "Profiles", "Wrap"]
 
@@ -57,8 +57,8 @@ class Profiles:
         stats: embedding counters shared by every profile's chunk embedder.
 
     Raises:
-        ingestd.store.embedder.ModelNotFoundError: the model is not available locally.
-        ingestd.chunkers.tokenizers.TokenizerError: the tokenizer is not bundled.
+        ingestd.store.embedding.embedder.ModelNotFoundError: the model is not available locally.
+        ingestd.chunkers.sizing.tokenizers.TokenizerError: the tokenizer is not bundled.
     """
 
     def __init__(
@@ -71,7 +71,7 @@ class Profiles:
         embed_model: EmbedFn | None = None,
         model_factory: ModelFactory | None = None,
     ) -> None:
-        from ingestd.store.embedding_cache import EmbedStats  # numpy: only when an engine is made
+        from ingestd.store.embedding.cache import EmbedStats  # numpy: only when an engine is made
 
         self.cfg = cfg
         self.manifest = manifest
@@ -120,7 +120,7 @@ class Profiles:
         Raises:
             ProfileUnavailableError: its model is not found, or its files changed.
         """
-        from ingestd.store.embedder import ModelNotFoundError
+        from ingestd.store.embedding.embedder import ModelNotFoundError
 
         key = profile_key(settings)
         if key in self._profiles:
@@ -198,7 +198,7 @@ class Profiles:
             return self._embed_override
         if self._model_factory is not None:
             return self._model_factory(profile.model)
-        from ingestd.store.embedder import load_embedder
+        from ingestd.store.embedding.embedder import load_embedder
 
         e = profile.cfg.embedding
         model: EmbedFn = load_embedder(

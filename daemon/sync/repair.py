@@ -9,7 +9,7 @@ with the files by an ordinary sync.
 * :func:`check_store` compares, before a scan, the number of points the store holds in
   a collection with the number the manifest records (a cheap count: the embedded
   store's rows are counted in its SQLite file without opening the store, see
-  :func:`~ingestd.store.qdrant_store.embedded_point_count`). When they differ (or crashed
+  :func:`~ingestd.store.vectors.qdrant.embedded_point_count`). When they differ (or crashed
   writes left pending rows) it compares ids: points the manifest lost are adopted
   from their payload, and documents whose points the store lost are written again
   through the writer, with vectors from the embedding cache (re-embedded when the
@@ -28,7 +28,7 @@ from typing import Any
 
 from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext, Syncer
 from ingestd.daemon.sync.types import Plan, SyncInterrupted
-from ingestd.store.manifest import AdoptedDocument, ChunkRow
+from ingestd.store.manifest.manifest import AdoptedDocument, ChunkRow
 
 __all__ = ["StoreCheck", "check_store", "count_points"]
 
@@ -83,7 +83,7 @@ def count_points(ctx: SyncContext, collection: str, sources: list[str]) -> int:
     (another state dir may write other sources into the same collection).
     """
     if not ctx.resources.store_open and ctx.resources.engine() == ("local", None):
-        from ingestd.store.qdrant_store import embedded_point_count
+        from ingestd.store.vectors.qdrant import embedded_point_count
 
         n = embedded_point_count(ctx.resources.qdrant_path, collection)
         if n is not None:

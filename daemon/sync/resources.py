@@ -15,8 +15,8 @@ from ingestd.daemon.config import Config
 from ingestd.daemon.statedir import StatePaths, secure_state_dir
 from ingestd.daemon.sync.damage import damaged_store_error
 from ingestd.daemon.sync.healing_cache import HealingCache
-from ingestd.store.manifest import Manifest, sqlite_url
-from ingestd.store.vectors import VectorStore
+from ingestd.store.manifest.manifest import Manifest, sqlite_url
+from ingestd.store.vectors.base import VectorStore
 
 __all__ = ["Resources"]
 
@@ -39,7 +39,7 @@ class Resources:
             embedders start using it).
 
     Raises:
-        ingestd.store.damage.StateDamagedError: the manifest's file is damaged.
+        ingestd.store.common.damage.StateDamagedError: the manifest's file is damaged.
     """
 
     def __init__(
@@ -71,14 +71,14 @@ class Resources:
         """The vector store, opened on first use (imports qdrant-client).
 
         Raises:
-            ingestd.store.vectors.StoreUnavailableError: locked by another process.
-            ingestd.store.damage.StateDamagedError: the embedded store's files are damaged.
+            ingestd.store.vectors.base.StoreUnavailableError: locked by another process.
+            ingestd.store.common.damage.StateDamagedError: the embedded store's files are damaged.
         """
         if self._store is None:
-            from ingestd.store.damage import StateDamagedError
-            from ingestd.store.embedded import open_embedded
-            from ingestd.store.qdrant_store import QdrantStore
-            from ingestd.store.vectors import StoreUnavailableError
+            from ingestd.store.common.damage import StateDamagedError
+            from ingestd.store.vectors.base import StoreUnavailableError
+            from ingestd.store.vectors.engines import open_embedded
+            from ingestd.store.vectors.qdrant import QdrantStore
 
             q = self.cfg.qdrant
             if q.url:
@@ -101,10 +101,10 @@ class Resources:
         """The store's engine and, while collections move to it, the one they leave.
 
         Decided from the state dir's files, without opening the store (see
-        :func:`ingestd.store.embedded.choose_engine`); ``("server", None)`` with
+        :func:`ingestd.store.vectors.engines.choose_engine`); ``("server", None)`` with
         ``qdrant.url``.
         """
-        from ingestd.store.embedded import choose_engine
+        from ingestd.store.vectors.engines import choose_engine
 
         if self.cfg.qdrant.url:
             return "server", None

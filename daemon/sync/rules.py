@@ -21,10 +21,10 @@ import pathspec
 from ingestd.chunkers.base import ChunkContext, Chunker, ChunkerOptions, EmbedFn, Sizer
 from ingestd.chunkers.registry import chunker_class
 from ingestd.daemon.config import Config, RuleConfig, default_rules
-from ingestd.store.sparse import contract as bm25_contract
+from ingestd.store.search.sparse import contract as bm25_contract
 
 if TYPE_CHECKING:
-    from ingestd.store.model import ModelInfo
+    from ingestd.store.embedding.model import ModelInfo
 
 __all__ = ["LazyContext", "Rule", "RuleSet", "build_context"]
 
@@ -114,7 +114,7 @@ def _tokenizer_name(cfg: Config, info: ModelInfo) -> str:
 
     Raises:
         ValueError: ``tokenizer: model`` with a model that has no ``tokenizer.json``.
-        ingestd.chunkers.tokenizers.TokenizerError: the tiktoken encoding is not bundled.
+        ingestd.chunkers.sizing.tokenizers.TokenizerError: the tiktoken encoding is not bundled.
     """
     if cfg.tokenizer == "model":
         if info.tokenizer_json is None:
@@ -129,7 +129,7 @@ def _check_tiktoken(name: str) -> None:
     """Fail now, not at the first chunk, when the encoding has no offline copy."""
     import tiktoken
 
-    from ingestd.chunkers.tokenizers import TokenizerError
+    from ingestd.chunkers.sizing.tokenizers import TokenizerError
 
     offline = name if name.endswith("_offline") else f"{name}_offline"
     names = tiktoken.list_encoding_names()
@@ -142,7 +142,7 @@ def _check_tiktoken(name: str) -> None:
 
 
 def _make_context(cfg: Config, info: ModelInfo, embed: EmbedFn | None) -> ChunkContext:
-    from ingestd.chunkers.tokenizers import ModelSizer, TiktokenSizer
+    from ingestd.chunkers.sizing.tokenizers import ModelSizer, TiktokenSizer
 
     model_sizer: Sizer | None = None
     if info.tokenizer_json is not None:
@@ -166,7 +166,7 @@ def lazy_context(cfg: Config, info: ModelInfo, embed: EmbedFn | None = None) -> 
 
     Raises:
         ValueError: ``tokenizer: model`` with a model that has no ``tokenizer.json``.
-        ingestd.chunkers.tokenizers.TokenizerError: the tiktoken encoding is not bundled.
+        ingestd.chunkers.sizing.tokenizers.TokenizerError: the tiktoken encoding is not bundled.
     """
     return LazyContext(
         lambda: _make_context(cfg, info, embed),
@@ -192,10 +192,10 @@ def build_context(
             (the engine: a no-op sync never chunks); else a built :class:`ChunkContext`.
 
     Raises:
-        ingestd.chunkers.tokenizers.TokenizerError: the tiktoken encoding is not bundled.
-        ingestd.store.embedder.ModelNotFoundError: the model is not available locally.
+        ingestd.chunkers.sizing.tokenizers.TokenizerError: the tiktoken encoding is not bundled.
+        ingestd.store.embedding.embedder.ModelNotFoundError: the model is not available locally.
     """
-    from ingestd.store.embedder import model_info
+    from ingestd.store.embedding.embedder import model_info
 
     ctx = lazy_context(cfg, model_info(cfg.embedding.model), embed)
     return (ctx if lazy else ctx.get()), ctx.tokenizer

@@ -17,7 +17,7 @@ from typing import Any
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.documents import PreparedDocument
 from ingestd.daemon.sync.types import SyncInterrupted
-from ingestd.store.manifest import ChunkRow
+from ingestd.store.manifest.manifest import ChunkRow
 
 __all__ = ["DocWork", "InFlight", "fails_whole_batch", "vectors_from_store"]
 
@@ -89,7 +89,7 @@ def fails_whole_batch(exc: BaseException) -> bool:
     """
     from sqlalchemy.exc import DisconnectionError, OperationalError
 
-    from ingestd.store.vectors import StoreUnavailableError
+    from ingestd.store.vectors.base import StoreUnavailableError
 
     if isinstance(
         exc,

@@ -11,7 +11,7 @@ d. commit: the pending marker is removed from the new points (one batched call),
    the new ids become the documents' ids.
 
 New points are upserted with the payload marker
-:data:`~ingestd.store.search.PENDING_KEY`, which searches exclude: until its commit, a
+:data:`~ingestd.store.search.query.PENDING_KEY`, which searches exclude: until its commit, a
 document's new version is never returned, alone or beside its old one. A crash leaves
 the marker only on ids the manifest holds as pending (the next write of the document
 deletes or commits them; a scan hides them first, :meth:`Writer.hide_pending`).
@@ -47,7 +47,7 @@ from ingestd.daemon.sync.write_parts import (
     fails_whole_batch,
     vectors_from_store,
 )
-from ingestd.store.manifest import ChunkRow
+from ingestd.store.manifest.manifest import ChunkRow
 
 __all__ = [
     "SLICE_CHUNKS",
@@ -214,7 +214,7 @@ class Writer:
         Returns:
             The number of pending ids.
         """
-        from ingestd.store.search import PENDING_KEY
+        from ingestd.store.search.query import PENDING_KEY
 
         ids = [pid for pid, _, pending in self.ctx.manifest.point_rows(source) if pending]
         collection = self.ctx.collection_of(source)
@@ -238,8 +238,8 @@ class Writer:
         self, source: str, collection: str, part: list[tuple[DocWork, ChunkRow]], res: SyncResult
     ) -> None:
         """Steps (a) and (b) for one slice of new points (at most :data:`SLICE_CHUNKS`)."""
-        from ingestd.store.search import PENDING_KEY
-        from ingestd.store.vectors import Point
+        from ingestd.store.search.query import PENDING_KEY
+        from ingestd.store.vectors.base import Point
 
         ctx = self.ctx
         embedder = ctx.profiles.profile_of(collection).embedder

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from ingestd.chunkers import ChunkContext
-from ingestd.chunkers.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.sizing.tokenizers import CharSizer, ModelSizer, TiktokenSizer
 from tests.helpers import CORPORA as _CORPORA
 
 CORPORA = _CORPORA

@@ -17,17 +17,17 @@ from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
 from ingestd.chunkers import Chunk, ChunkContext, LineIndex, decode
-from ingestd.chunkers.hierarchical import HierarchicalChunker, HierarchicalOptions
-from ingestd.chunkers.markdown import (
+from ingestd.chunkers.markup.noise import clean_markdown, clean_rst, rst_edits
+from ingestd.chunkers.markup.render import Rendering
+from ingestd.chunkers.sizing.tokenizers import ModelSizer, TiktokenSizer
+from ingestd.chunkers.strategies.hierarchical import HierarchicalChunker, HierarchicalOptions
+from ingestd.chunkers.strategies.markdown import (
     MarkdownChunker,
     MarkdownOptions,
     parse_front_matter,
     render_markdown,
 )
-from ingestd.chunkers.markup import clean_markdown, clean_rst, rst_edits
-from ingestd.chunkers.render import Rendering
-from ingestd.chunkers.rst import RstChunker, RstOptions
-from ingestd.chunkers.tokenizers import ModelSizer, TiktokenSizer
+from ingestd.chunkers.strategies.rst import RstChunker, RstOptions
 from tests.helpers import CORPORA
 
 TIKTOKEN = TiktokenSizer()

@@ -11,8 +11,8 @@ import pytest
 from pydantic import ValidationError
 
 from ingestd.chunkers import Chunk, ChunkContext, decode
-from ingestd.chunkers.code import CodeChunker, CodeOptions
-from ingestd.chunkers.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.sizing.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.strategies.code import CodeChunker, CodeOptions
 from tests.helpers import CORPORA
 
 DATA = Path(__file__).resolve().parent.parent / "data"

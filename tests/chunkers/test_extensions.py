@@ -17,15 +17,15 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ingestd.chunkers import ChunkContext, decode
-from ingestd.chunkers.extensions import container_marker
-from ingestd.chunkers.hierarchical import HierarchicalChunker, HierarchicalOptions
-from ingestd.chunkers.markdown import (
+from ingestd.chunkers.markup.extensions import container_marker
+from ingestd.chunkers.sizing.tokenizers import ModelSizer, TiktokenSizer
+from ingestd.chunkers.strategies.hierarchical import HierarchicalChunker, HierarchicalOptions
+from ingestd.chunkers.strategies.markdown import (
     MarkdownChunker,
     MarkdownOptions,
     parse_markdown,
     render_markdown,
 )
-from ingestd.chunkers.tokenizers import ModelSizer, TiktokenSizer
 from tests.chunkers.test_clean import check_clean
 from tests.helpers import CORPORA
 

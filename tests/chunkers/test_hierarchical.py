@@ -8,9 +8,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from ingestd.chunkers import Chunk, ChunkContext, decode
-from ingestd.chunkers.hierarchical import HierarchicalChunker, HierarchicalOptions
-from ingestd.chunkers.markdown import parse_front_matter
-from ingestd.chunkers.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.sizing.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.strategies.hierarchical import HierarchicalChunker, HierarchicalOptions
+from ingestd.chunkers.strategies.markdown import parse_front_matter
 from tests.helpers import CORPORA
 
 CORPUS = CORPORA / "md-docs"

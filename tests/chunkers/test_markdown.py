@@ -12,8 +12,12 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from ingestd.chunkers import Chunk, ChunkContext, decode
-from ingestd.chunkers.markdown import MarkdownChunker, MarkdownOptions, parse_front_matter
-from ingestd.chunkers.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.sizing.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.strategies.markdown import (
+    MarkdownChunker,
+    MarkdownOptions,
+    parse_front_matter,
+)
 from tests.helpers import CORPORA, linear_time
 
 CORPUS = CORPORA / "md-docs"
@@ -190,7 +194,7 @@ def test_blocks_kept_whole_and_big_blocks_split_at_lines() -> None:
 def test_closing_fence_is_found_like_the_commonmark_rule(
     text: str, mark: str, data: st.DataObject
 ) -> None:
-    from ingestd.chunkers.mdblocks import closing_fence
+    from ingestd.chunkers.markup.mdblocks import closing_fence
 
     starts = [0] + [i + 1 for i, c in enumerate(text) if c == "\n"]
     pos = data.draw(st.sampled_from(starts))

@@ -20,8 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ingestd.chunkers import CHUNKERS, Chunk, ChunkContext, Chunker, LineIndex, decode
-from ingestd.chunkers.sentence import sentence_spans
-from ingestd.chunkers.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.sizing.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.strategies.sentence import sentence_spans
 from tests.helpers import linear_time
 
 from .conftest import bag_of_words
@@ -67,7 +67,7 @@ def body_start(name: str, text: str) -> int:
     """
     if name in ("markdown", "hierarchical"):
         try:
-            from ingestd.chunkers.markdown import parse_front_matter
+            from ingestd.chunkers.strategies.markdown import parse_front_matter
         except ImportError:  # pragma: no cover - the parser moved: fall back to a regex
             m = _FRONT_MATTER.match(text)
             return m.end() if m else 0

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from ingestd.chunkers import Chunk, ChunkContext, decode
-from ingestd.chunkers.rst import RstChunker, RstOptions, parse_rst
-from ingestd.chunkers.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.sizing.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.strategies.rst import RstChunker, RstOptions, parse_rst
 from tests.helpers import CORPORA, linear_time
 
 CORPUS = CORPORA / "rst-docs"

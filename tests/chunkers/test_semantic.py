@@ -10,9 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from ingestd.chunkers import Chunk, ChunkContext
-from ingestd.chunkers.semantic import SemanticChunker, SemanticOptions
-from ingestd.chunkers.sentence import sentence_spans
-from ingestd.chunkers.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.sizing.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.strategies.semantic import SemanticChunker, SemanticOptions
+from ingestd.chunkers.strategies.sentence import sentence_spans
 from tests.helpers import CORPORA
 
 from .conftest import bag_of_words

@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from ingestd.chunkers import ChunkContext
-from ingestd.chunkers.sentence import SentenceChunker, SentenceOptions, sentence_spans
-from ingestd.chunkers.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.sizing.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.strategies.sentence import SentenceChunker, SentenceOptions, sentence_spans
 
 CHARS = ChunkContext(CharSizer())
 

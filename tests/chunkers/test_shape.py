@@ -20,10 +20,10 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ingestd.chunkers import Chunk, ChunkContext, Chunker, decode
-from ingestd.chunkers.hierarchical import HierarchicalChunker, HierarchicalOptions
-from ingestd.chunkers.markdown import MarkdownChunker, MarkdownOptions
-from ingestd.chunkers.rst import RstChunker, RstOptions
-from ingestd.chunkers.tokenizers import ModelSizer, TiktokenSizer
+from ingestd.chunkers.sizing.tokenizers import ModelSizer, TiktokenSizer
+from ingestd.chunkers.strategies.hierarchical import HierarchicalChunker, HierarchicalOptions
+from ingestd.chunkers.strategies.markdown import MarkdownChunker, MarkdownOptions
+from ingestd.chunkers.strategies.rst import RstChunker, RstOptions
 from tests.helpers import CORPORA
 
 TIKTOKEN = TiktokenSizer()

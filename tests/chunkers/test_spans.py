@@ -16,13 +16,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingestd.chunkers import tokenizers
 from ingestd.chunkers.base import Budget, ChunkContext
-from ingestd.chunkers.markdown import MarkdownChunker, MarkdownOptions
-from ingestd.chunkers.pieces import AT, PIECES, piece_table
-from ingestd.chunkers.spans import SpanIndex
-from ingestd.chunkers.text import decode
-from ingestd.chunkers.tokenizers import (
+from ingestd.chunkers.sizing import tokenizers
+from ingestd.chunkers.sizing.pieces import AT, PIECES, piece_table
+from ingestd.chunkers.sizing.spans import SpanIndex
+from ingestd.chunkers.sizing.tokenizers import (
     MAX_RUN,
     SLOW_CHAR,
     CharSizer,
@@ -30,6 +28,8 @@ from ingestd.chunkers.tokenizers import (
     TiktokenSizer,
     load_tiktoken,
 )
+from ingestd.chunkers.strategies.markdown import MarkdownChunker, MarkdownOptions
+from ingestd.chunkers.text import decode
 from tests.chunkers.conftest import CORPORA
 
 _CONTENT_LINE = re.compile(r"(?m)^(?=[^\S\n]*\S)")
@@ -288,7 +288,7 @@ def test_every_corpus_file_counts_exactly(
 def test_every_fast_punctuation_mark_counts_exactly(
     budget: Budget, tiktoken_sizer: TiktokenSizer, model_sizer: ModelSizer
 ) -> None:
-    from ingestd.chunkers.tokenizers import _FAST_PUNCT
+    from ingestd.chunkers.sizing.tokenizers import _FAST_PUNCT
 
     assert "\u2014" in _FAST_PUNCT and "\xad" not in _FAST_PUNCT  # soft hyphen is Cf now
     for c in _FAST_PUNCT:

@@ -8,8 +8,14 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from ingestd.chunkers import ChunkContext
-from ingestd.chunkers.token import TokenChunker, TokenOptions, Windows, pack, split_to_fit
-from ingestd.chunkers.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.sizing.tokenizers import CharSizer, ModelSizer, TiktokenSizer
+from ingestd.chunkers.strategies.token import (
+    TokenChunker,
+    TokenOptions,
+    Windows,
+    pack,
+    split_to_fit,
+)
 
 CHARS = ChunkContext(CharSizer())
 

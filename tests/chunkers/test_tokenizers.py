@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ingestd.chunkers.tokenizers import (
+from ingestd.chunkers.sizing.tokenizers import (
     MAX_RUN,
     CharSizer,
     ModelSizer,
@@ -70,7 +70,7 @@ def _char_offsets_reference(text: str, byte_ends: list[int]) -> list[int]:
 @settings(max_examples=200, deadline=None)
 @given(st.text(st.characters(blacklist_categories=["Cs"]), min_size=1, max_size=200))
 def test_char_offsets_match_a_character_by_character_walk(text: str) -> None:
-    from ingestd.chunkers.tokenizers import _char_offsets
+    from ingestd.chunkers.sizing.tokenizers import _char_offsets
 
     enc = TiktokenSizer()._enc
     byte_ends = list(accumulate(len(b) for b in enc.decode_tokens_bytes(enc.encode_ordinary(text))))

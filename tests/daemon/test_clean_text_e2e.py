@@ -53,8 +53,8 @@ def test_real_model_and_bm25_read_clean_text_payload_stays_verbatim(
 ) -> None:
     from ingestd.chunkers.text import decode
     from ingestd.daemon.commands.commands import search
-    from ingestd.store.ids import chunk_hash
-    from ingestd.store.sparse import document_vector, term_id
+    from ingestd.store.search.sparse import document_vector, term_id
+    from ingestd.store.vectors.ids import chunk_hash
 
     root = tmp_path / "docs"
     root.mkdir()

@@ -234,7 +234,7 @@ def test_chunk_ids_are_those_resync_records(
 ) -> None:
     root, state = _indexed(tmp_path)
     page = root / "docs/collector/quick-start.md"
-    from ingestd.store.manifest import Manifest, sqlite_url
+    from ingestd.store.manifest.manifest import Manifest, sqlite_url
 
     m = Manifest(sqlite_url(state / "manifest.db"))
     try:
@@ -461,7 +461,7 @@ def test_noop_resync_loads_no_tokenizer_model_or_store(tmp_path: Path) -> None:
     assert not {"torch", "sentence_transformers", "qdrant_client", "transformers"} & set(heavy)
     probe = _PROBE.replace(
         'sys.stderr.write("HEAVY="',
-        "from ingestd.chunkers.tokenizers import load_tiktoken\n"
+        "from ingestd.chunkers.sizing.tokenizers import load_tiktoken\n"
         '    sys.stderr.write("TIKTOKEN=%d\\n" % load_tiktoken.cache_info().currsize)\n'
         '    sys.stderr.write("HEAVY="',
     )

@@ -33,9 +33,9 @@ CHILD = textwrap.dedent(
     import os, signal, sys
     sys.path.insert(0, {repo!r})
     from tests.helpers import fake_vectors, make_engine
-    from ingestd.store.manifest import Manifest
-    from ingestd.store.edge_store import EdgeStore
-    from ingestd.store.qdrant_store import QdrantStore
+    from ingestd.store.manifest.manifest import Manifest
+    from ingestd.store.vectors.edge import EdgeStore
+    from ingestd.store.vectors.qdrant import QdrantStore
 
     root, state, target, when = sys.argv[1:5]
     nth = int(sys.argv[5])

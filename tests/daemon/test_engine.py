@@ -220,7 +220,7 @@ def test_md_docs_corpus_exists() -> None:
 
 
 def test_verify_finds_and_repairs_drift(tree: Path, tmp_path: Path, fake_embedder) -> None:
-    from ingestd.store.vectors import Point
+    from ingestd.store.vectors.base import Point
 
     state = tmp_path / "state"
     eng = make_engine(tree, state, fake_embedder)

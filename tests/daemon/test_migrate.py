@@ -26,8 +26,8 @@ from ingestd.daemon.commands import commands
 from ingestd.daemon.config import load_config
 from ingestd.daemon.migration import version_writer
 from ingestd.daemon.sync.engine import Engine
-from ingestd.store.builds import BuildDocuments
-from ingestd.store.embedder import BUNDLED_MODEL, model_info
+from ingestd.store.embedding.embedder import BUNDLED_MODEL, model_info
+from ingestd.store.manifest.builds import BuildDocuments
 from tests.helpers import (
     copy_tree,
     fake_vectors,
@@ -80,7 +80,7 @@ def new_version(model: Path) -> str:
 @pytest.fixture(scope="session")
 def models(real_model: Any) -> Callable[[Any], Any]:
     """Makes the embedding callable of a model; each model is loaded once per session."""
-    from ingestd.store.embedder import SentenceTransformerEmbedder
+    from ingestd.store.embedding.embedder import SentenceTransformerEmbedder
 
     loaded: dict[Path, Any] = {real_model.info.path: real_model}
 
@@ -343,9 +343,9 @@ class FakeModel:
 def test_the_cost_is_said_before_and_the_cli_aborts_restarts_and_reports(
     tree: Path, tmp_path: Path, cls_model: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ingestd.store.embedder
+    import ingestd.store.embedding.embedder
 
-    monkeypatch.setattr(ingestd.store.embedder, "SentenceTransformerEmbedder", FakeModel)
+    monkeypatch.setattr(ingestd.store.embedding.embedder, "SentenceTransformerEmbedder", FakeModel)
     state = tmp_path / "state"
 
     def config(model: str, **embedding: Any) -> Path:
@@ -471,9 +471,9 @@ def test_the_daemon_migrates_in_the_background_serving_searches_status_and_chang
 def test_a_crash_at_the_switch_is_finished_at_the_next_start(
     tree: Path, tmp_path: Path, cls_model: Path, step: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import ingestd.store.embedder
+    import ingestd.store.embedding.embedder
 
-    monkeypatch.setattr(ingestd.store.embedder, "SentenceTransformerEmbedder", FakeModel)
+    monkeypatch.setattr(ingestd.store.embedding.embedder, "SentenceTransformerEmbedder", FakeModel)
     state = tmp_path / "state"
 
     def eng(**embedding: Any) -> Engine:

@@ -60,8 +60,8 @@ def _kill_after(spec: str) -> None:
     """Make the process SIGKILL itself after the N-th call of ``Class.method``."""
     import signal
 
-    from ingestd.store.manifest import Manifest
-    from ingestd.store.qdrant_store import QdrantStore
+    from ingestd.store.manifest.manifest import Manifest
+    from ingestd.store.vectors.qdrant import QdrantStore
 
     target, nth = spec.rsplit(":", 1)
     cls_name, method = target.split(".")

@@ -4,7 +4,7 @@ The bug this pins: rewriting a few 12,000-character files once a second under
 ``ingestd run``, RSS rose from 620 to 739 MB in nine minutes with no plateau. Two
 things grew: the embedded store kept every deleted point (qdrant-client's local mode
 only marks it deleted; id, payload and vector stay until the client is reopened), and
-the per-process piece and word tables of ``chunkers/pieces.py`` could each hold a
+the per-process piece and word tables of ``chunkers/sizing/pieces.py`` could each hold a
 million entries (~130 bytes each) of ever new tokens. ``bench/soak.py`` measures the
 whole daemon; these tests pin each bound.
 
@@ -35,9 +35,9 @@ import pytest
 
 from ingestd.daemon.sync import applier as applier_module
 from ingestd.daemon.sync.memory import release_free_memory
-from ingestd.store import qdrant_store
-from ingestd.store.qdrant_store import QdrantStore
-from ingestd.store.vectors import Point
+from ingestd.store.vectors import qdrant as qdrant_store
+from ingestd.store.vectors.base import Point
+from ingestd.store.vectors.qdrant import QdrantStore
 from tests.helpers import fake_vectors, make_engine
 
 GLIBC = platform.libc_ver()[0] == "glibc"
@@ -88,10 +88,10 @@ def test_the_embedded_store_gives_deleted_points_back(
 
 
 def test_piece_and_word_tables_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
-    from ingestd.chunkers import pieces
+    from ingestd.chunkers.sizing import pieces
     from ingestd.daemon.config import load_config
     from ingestd.daemon.sync.rules import RuleSet, build_context
-    from ingestd.store.embedder import model_info
+    from ingestd.store.embedding.embedder import model_info
 
     monkeypatch.setattr(pieces, "_CACHE_MAX", 2000)
     monkeypatch.setattr(pieces, "_WORDS_MAX", 2000)
@@ -162,7 +162,7 @@ def test_a_sync_that_wrote_gives_free_memory_back(
 
 
 def test_word_tables_of_the_sparse_vectors_are_bounded() -> None:
-    from ingestd.store import sparse
+    from ingestd.store.search import sparse
 
     for n in range(2):  # 2 x 35,000 terms never seen before: past the bound
         sparse.document_vector(" ".join(f"tok{n}x{i:05d}q" for i in range(35_000)))
@@ -174,8 +174,8 @@ def test_word_tables_of_the_sparse_vectors_are_bounded() -> None:
 
 def test_word_tables_live_for_one_sync(tmp_path: Path) -> None:
     """After a sync that wrote, the chunkers' and BM25's word tables hold nothing."""
-    from ingestd.chunkers import pieces, tokenizers
-    from ingestd.store import sparse
+    from ingestd.chunkers.sizing import pieces, tokenizers
+    from ingestd.store.search import sparse
 
     def remembered() -> dict[str, int]:
         tables = [o for o in gc.get_objects() if type(o) is pieces.PieceTable]
@@ -208,7 +208,7 @@ def test_word_tables_live_for_one_sync(tmp_path: Path) -> None:
 
 
 _EMBED_TWICE = """
-from ingestd.store.embedder import BUNDLED_MODEL, load_embedder, model_info
+from ingestd.store.embedding.embedder import BUNDLED_MODEL, load_embedder, model_info
 embed = load_embedder(model_info(BUNDLED_MODEL))
 embed(["the same text, twice"])
 embed(["the same text, twice"])

@@ -22,17 +22,17 @@ import numpy as np
 import pytest
 
 from ingestd.daemon.config import ConfigError, load_config
-from ingestd.store import onnx_export
-from ingestd.store.backends import INT8_SETTINGS, RECIPES, backend_fingerprint
-from ingestd.store.embedder import (
+from ingestd.store.embedding import onnx_export
+from ingestd.store.embedding.backends import INT8_SETTINGS, RECIPES, backend_fingerprint
+from ingestd.store.embedding.embedder import (
     BUNDLED_MODEL,
     SentenceTransformerEmbedder,
     load_embedder,
     model_info,
 )
-from ingestd.store.onnx_embedder import OnnxEmbedder
-from ingestd.store.onnx_export import ensure_artifact, ensure_exported
-from ingestd.store.onnx_runtime import load_tokenizer
+from ingestd.store.embedding.onnx import OnnxEmbedder
+from ingestd.store.embedding.onnx_export import ensure_artifact, ensure_exported
+from ingestd.store.embedding.onnx_runtime import load_tokenizer
 from tests.helpers import CORPORA, MD_DOCS, REPO
 
 #: The fingerprint of the bundled model's files, as stores made before backends
@@ -120,7 +120,7 @@ def test_fingerprint_differs_per_backend_and_per_recipe_setting() -> None:
 
 
 def test_collection_filled_by_another_backend_is_refused(tmp_path: Path) -> None:
-    from ingestd.store.manifest import Manifest, ModelMismatchError, sqlite_url
+    from ingestd.store.manifest.manifest import Manifest, ModelMismatchError, sqlite_url
 
     torch, int8 = model_info(BUNDLED_MODEL), model_info(BUNDLED_MODEL, "onnx-int8")
     m = Manifest(sqlite_url(tmp_path / "manifest.db"))
@@ -222,7 +222,7 @@ def test_two_processes_building_at_once_build_once(tmp_path: Path) -> None:
         """
         import os, sys, time
         from pathlib import Path
-        from ingestd.store.onnx_export import ensure_artifact
+        from ingestd.store.embedding.onnx_export import ensure_artifact
 
         path, log = Path(sys.argv[1]), Path(sys.argv[2])
         go = Path(sys.argv[3])

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from qdrant_client import QdrantClient, models
 
-from ingestd.store.collections import CollectionVersions
-from ingestd.store.manifest import ChunkRow, Manifest, sqlite_url
-from ingestd.store.search import PATH_KEY, Filters, path_prefixes
-from ingestd.store.sparse import document_vector, query_vector
-from ingestd.store.vectors import Point
+from ingestd.store.manifest.manifest import ChunkRow, Manifest, sqlite_url
+from ingestd.store.search.query import PATH_KEY, Filters, path_prefixes
+from ingestd.store.search.sparse import document_vector, query_vector
+from ingestd.store.vectors.base import Point
+from ingestd.store.vectors.versions import CollectionVersions
 from tests.helpers import open_store
 
 DIM = 4

@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ingestd.store.embedder import model_info
-from ingestd.store.embedding_cache import CachedEmbedder, EmbeddingCache
-from ingestd.store.ids import chunk_hash
+from ingestd.store.embedding.cache import CachedEmbedder, EmbeddingCache
+from ingestd.store.embedding.embedder import model_info
+from ingestd.store.vectors.ids import chunk_hash
 from tests.helpers import CountingEmbedder, fake_vectors
 
 
@@ -56,7 +56,7 @@ def test_model_calls_are_sized_to_about_a_second(monkeypatch: pytest.MonkeyPatch
     """Calls grow to ``max_texts_per_call`` on a fast model and shrink on a slow one; a
     quick call of one text (an edit) leaves the size alone, so that a long document's
     next background step is not cut to two chunks by every edit between its steps."""
-    from ingestd.store import embedding_cache
+    from ingestd.store.embedding import cache as embedding_cache
 
     clock = {"now": 0.0, "per_text": 0.05}
 
@@ -96,14 +96,14 @@ def test_model_fingerprint_comes_from_files_not_path(tmp_path: Path) -> None:
     assert model_info(str(copy)).fingerprint == bundled.fingerprint
     assert bundled.dim == 384 and bundled.max_seq_length == 256
     (copy / "config.json").write_text((copy / "config.json").read_text().replace("384", "385", 1))
-    from ingestd.store import embedder
+    from ingestd.store.embedding import embedder
 
     embedder._INFO_CACHE.clear()
     assert model_info(str(copy)).fingerprint != bundled.fingerprint
 
 
 def test_unknown_model_is_a_clear_error() -> None:
-    from ingestd.store.embedder import ModelNotFoundError
+    from ingestd.store.embedding.embedder import ModelNotFoundError
 
     with pytest.raises(ModelNotFoundError, match="not bundled and is not a local folder"):
         model_info("no-such/model-anywhere")

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from ingestd.store import collections as collections_mod
+from ingestd.store.vectors import versions as collections_mod
 from tests.helpers import (
     CountingEmbedder,
     assert_matches_oracle,
@@ -77,8 +77,8 @@ def test_a_local_store_moves_to_edge_with_searches_answered_meanwhile(
 def test_an_interrupted_move_is_finished_by_the_next_start(
     tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crash_at: str
 ) -> None:
-    from ingestd.store.edge_store import EdgeStore
-    from ingestd.store.qdrant_store import QdrantStore
+    from ingestd.store.vectors.edge import EdgeStore
+    from ingestd.store.vectors.qdrant import QdrantStore
 
     state = tmp_path / "state"
     before = _local_store(tree, state)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from ingestd.store.manifest import ChunkRow, Manifest, ModelMismatchError, sqlite_url
-from ingestd.store.manifest_schema import MIGRATIONS
+from ingestd.store.manifest.database import MIGRATIONS
+from ingestd.store.manifest.manifest import ChunkRow, Manifest, ModelMismatchError, sqlite_url
 
 
 @pytest.fixture

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ingestd.store.manifest import ChunkRow, Manifest, sqlite_url
-from ingestd.store.manifest_view import ManifestView
+from ingestd.store.manifest.manifest import ChunkRow, Manifest, sqlite_url
+from ingestd.store.manifest.view import ManifestView
 
 
 def test_view_equals_the_manifest(tmp_path: Path) -> None:
@@ -56,7 +56,7 @@ def test_view_never_creates_a_database(tmp_path: Path) -> None:
 
 
 def test_view_reads_collections_and_migration_builds_as_the_manifest(tmp_path: Path) -> None:
-    from ingestd.store.builds import BuildDoc, BuildDocuments
+    from ingestd.store.manifest.builds import BuildDoc, BuildDocuments
 
     db = tmp_path / "manifest.db"
     m = Manifest(sqlite_url(db), now=lambda: 1000.0)

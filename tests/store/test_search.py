@@ -15,10 +15,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ingestd.store.qdrant_store import QdrantStore
-from ingestd.store.search import PATH_KEY, Filters, path_prefixes
-from ingestd.store.sparse import document_vector, query_vector
-from ingestd.store.vectors import Point
+from ingestd.store.search.query import PATH_KEY, Filters, path_prefixes
+from ingestd.store.search.sparse import document_vector, query_vector
+from ingestd.store.vectors.base import Point
+from ingestd.store.vectors.qdrant import QdrantStore
 from tests.helpers import open_store
 
 DIM = 8
@@ -203,8 +203,8 @@ def test_equal_scores_come_in_id_order_and_the_cut_takes_the_lowest_ids(
 
 
 def test_a_tie_at_the_cut_is_fetched_whole_in_doubling_calls() -> None:
-    from ingestd.store.fusion import MAX_TIE_FETCH, settle
-    from ingestd.store.search import Hit
+    from ingestd.store.search.fusion import MAX_TIE_FETCH, settle
+    from ingestd.store.search.query import Hit
 
     def engine(scores: list[float]) -> tuple[list[list[int]], Any]:
         calls: list[list[int]] = []
@@ -241,8 +241,8 @@ def test_a_tie_at_the_cut_is_fetched_whole_in_doubling_calls() -> None:
 def test_a_hit_whose_point_is_written_anew_meanwhile_is_searched_again() -> None:
     """A fusion reads payloads after its rankings: a point gone or pending in between (its
     document written anew) makes the search run again, and at worst leaves that hit out."""
-    from ingestd.store.fusion import ATTEMPTS, rank_and_fuse
-    from ingestd.store.search import Hit
+    from ingestd.store.search.fusion import ATTEMPTS, rank_and_fuse
+    from ingestd.store.search.query import Hit
 
     gone: set[str] = {_pid(1)}
     calls = {"fetch": 0, "payloads": 0}

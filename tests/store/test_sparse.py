@@ -2,7 +2,7 @@
 
 The values pinned here are a stored format: every point's sparse vector depends on
 them, and they are part of every rule fingerprint. A change that makes one of these
-tests fail must bump :data:`ingestd.store.sparse.TOKENIZER` (or change the constant
+tests fail must bump :data:`ingestd.store.search.sparse.TOKENIZER` (or change the constant
 on purpose) and update the test.
 """
 
@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from ingestd.store import sparse
-from ingestd.store.sparse import (
+from ingestd.store.search import sparse
+from ingestd.store.search.sparse import (
     AVG_LEN,
     K1,
     B,
@@ -124,8 +124,8 @@ def test_changing_the_contract_changes_every_rule_fingerprint(
 
 def test_qdrant_scores_are_bm25_with_its_own_idf(tmp_path: Path, qdrant_engine: str) -> None:
     """Qdrant (Modifier.IDF) multiplies our document values by the BM25 IDF."""
-    from ingestd.store.search import Filters
-    from ingestd.store.vectors import Point
+    from ingestd.store.search.query import Filters
+    from ingestd.store.vectors.base import Point
 
     docs = [
         "the collector receives spans",

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.commands import commands
-from ingestd.store.search import PATH_KEY
-from ingestd.store.sparse import SparseVec, terms
+from ingestd.store.search.query import PATH_KEY
+from ingestd.store.search.sparse import SparseVec, terms
 from tests.helpers import (
     MD_DOCS,
     CountingEmbedder,

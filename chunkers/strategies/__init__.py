@@ -1,0 +1,1 @@
+"""ingestd.chunkers.strategies."""

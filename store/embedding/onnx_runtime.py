@@ -1,0 +1,162 @@
+"""An ONNX graph file run by onnxruntime, with the model's own ``tokenizers`` tokenizer.
+
+Importing this module imports neither torch nor onnxruntime; the session is opened on
+the first text that needs a vector. :class:`OnnxRunner` runs a graph file it is given
+(the export checks a new graph with it, :mod:`ingestd.store.embedding.onnx_export`);
+:class:`ingestd.store.embedding.onnx.OnnxEmbedder` exports the graph first when the
+cache lacks it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from tokenizers import Encoding, Tokenizer
+
+    from ingestd.store.embedding.model import ModelInfo, Vectors
+
+__all__ = ["OnnxRunner", "load_tokenizer", "pad_batch"]
+
+logger = logging.getLogger(__name__)
+
+
+def load_tokenizer(info: ModelInfo) -> Tokenizer:
+    """The model's ``tokenizer.json``, truncating as sentence-transformers does.
+
+    Truncation keeps the first ``info.max_seq_length`` word pieces, special tokens
+    included (the file's own setting, 128 for all-MiniLM-L6-v2, is replaced); padding
+    is off (:func:`pad_batch` pads each batch to its longest text).
+
+    Raises:
+        ValueError: the model folder has no ``tokenizer.json``.
+    """
+    from tokenizers import Tokenizer
+
+    if info.tokenizer_json is None:
+        raise ValueError(
+            f"the ONNX backends need the model's tokenizer.json, which {info.path} lacks; "
+            "use backend: torch for this model"
+        )
+    tok = Tokenizer.from_file(str(info.tokenizer_json))
+    tok.enable_truncation(max_length=info.max_seq_length)
+    tok.no_padding()
+    return tok
+
+
+def pad_batch(encodings: Sequence[Encoding], names: Sequence[str]) -> dict[str, Any]:
+    """The model inputs ``names`` of ``encodings``, right-padded with zeros.
+
+    Returns:
+        ``name -> (len(encodings), longest) int64 array``; padded positions have
+        attention mask 0 (and id 0, the pad id of BERT vocabularies: masked out anyway).
+    """
+    longest = max(len(e.ids) for e in encodings)
+    out = {n: np.zeros((len(encodings), longest), dtype=np.int64) for n in names}
+    fields = {"input_ids": "ids", "attention_mask": "attention_mask", "token_type_ids": "type_ids"}
+    for row, enc in enumerate(encodings):
+        for n in names:
+            values = getattr(enc, fields[n])
+            out[n][row, : len(values)] = values
+    return out
+
+
+class OnnxRunner:
+    """A model's ONNX graph run by onnxruntime on the CPU, opened on first use.
+
+    Args:
+        info: the model (see :func:`ingestd.store.embedding.embedder.model_info`).
+        path: the ``.onnx`` file, or ``None`` when ``locate`` gives it.
+        locate: called once, on first use, when ``path`` is ``None``: returns the
+            ``.onnx`` file (e.g. exporting it first).
+        batch_size: accepted for the torch embedder's interface; each text runs
+            alone (see :class:`ingestd.store.embedding.onnx.OnnxEmbedder`).
+        threads: onnxruntime intra-op threads, or ``None`` for one per core.
+        quiet: log the opening of the session at debug level, not info (a probe).
+
+    Returns ``(n, dim)`` float32 L2-normalised vectors, like
+    :class:`ingestd.store.embedding.embedder.SentenceTransformerEmbedder`.
+    """
+
+    def __init__(
+        self,
+        info: ModelInfo,
+        path: Path | None = None,
+        *,
+        locate: Callable[[], Path] | None = None,
+        batch_size: int = 16,
+        threads: int | None = None,
+        quiet: bool = False,
+    ) -> None:
+        self.info = info
+        self.path = path
+        self.locate = locate
+        self.batch_size = batch_size
+        self.threads = threads
+        self.quiet = quiet
+        self.calls = 0
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._names: tuple[str, ...] = ()
+        self._lock = threading.Lock()
+
+    def load(self) -> None:
+        """Open the session now, locating the graph first if needed (thread-safe)."""
+        self._load()
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._session is None:
+                os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+                t0 = time.monotonic()
+                if self.path is None:
+                    if self.locate is None:
+                        raise ValueError(f"no ONNX file given for {self.info.name}")
+                    self.path = self.locate()
+                import onnxruntime as ort
+
+                opts = ort.SessionOptions()
+                opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+                opts.intra_op_num_threads = self.threads or 0  # 0: one per physical core
+                opts.inter_op_num_threads = 1
+                # no busy-waiting between runs: the daemon idles most of the time
+                opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+                self._tokenizer = load_tokenizer(self.info)
+                self._session = ort.InferenceSession(
+                    str(self.path), opts, providers=["CPUExecutionProvider"]
+                )
+                self._names = tuple(i.name for i in self._session.get_inputs())
+                logger.log(
+                    logging.DEBUG if self.quiet else logging.INFO,
+                    "loaded embedding model %s (%s, %s) in %.1f s",
+                    self.info.name,
+                    self.info.backend,
+                    self.path.name,
+                    time.monotonic() - t0,
+                )
+        return self._session
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the session has been opened."""
+        return self._session is not None
+
+    def __call__(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts``; returns an ``(n, dim)`` float32 array of unit vectors."""
+        if not texts:
+            return np.zeros((0, self.info.dim), dtype=np.float32)
+        session = self._load()
+        self.calls += 1
+        out = np.empty((len(texts), self.info.dim), dtype=np.float32)
+        for row, enc in enumerate(self._tokenizer.encode_batch(list(texts))):
+            out[row] = session.run(None, pad_batch([enc], self._names))[0][0]
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-12)

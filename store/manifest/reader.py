@@ -1,0 +1,50 @@
+"""What reading a manifest offers, with or without SQLAlchemy.
+
+:class:`ManifestReader` is the part of a manifest that ``ingestd status`` (and the
+source-name checks of other commands) read. Two classes provide it: the full
+:class:`~ingestd.store.manifest.manifest.Manifest`, and the SQLAlchemy-free
+:class:`~ingestd.store.manifest.view.ManifestView` for a SQLite file. This module
+imports nothing but :mod:`typing`, so that a command that only reads stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+__all__ = ["ManifestReader"]
+
+
+class ManifestReader(Protocol):
+    """What :func:`~ingestd.daemon.commands.commands.status_of` reads.
+
+    A :class:`~ingestd.store.manifest.manifest.Manifest`, or the SQLAlchemy-free
+    :class:`~ingestd.store.manifest.view.ManifestView`.
+    """
+
+    def sources(self) -> list[dict[str, Any]]:
+        """Recorded sources (``name``, ``root``, ``collection``, ``last_sync``, ...)."""
+        ...
+
+    def counts(self, source: str) -> dict[str, int]:
+        """``documents``, ``chunks``, ``pending``, ``failed`` of a source."""
+        ...
+
+    def documents_under(self, source: str, folder: str) -> int:
+        """How many documents of ``source`` lie below ``folder`` (relative POSIX path)."""
+        ...
+
+    def failed(self, source: str) -> list[tuple[str, str]]:
+        """``(path, error)`` of failed documents."""
+        ...
+
+    def collection_record(self, name: str) -> dict[str, Any] | None:
+        """What is recorded of a collection (its profile, an aborted migration)."""
+        ...
+
+    def collection_build(self, name: str) -> dict[str, Any] | None:
+        """The build of a new version of a collection in progress, or ``None``."""
+        ...
+
+    def build_documents(self, collection: str) -> int:
+        """Documents written into the version of ``collection`` being built."""
+        ...

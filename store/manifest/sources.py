@@ -1,0 +1,148 @@
+"""Sources in the manifest, and what each source and collection holds.
+
+A source's row records its root, its collection, its last complete sync, when a change
+of its files was last written, and the deletions the mass-deletion guard holds; the
+counts and failures read here are what ``ingestd status`` and ``verify`` report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import delete, func, insert, select, update
+
+from ingestd.store.manifest.database import C, D, ManifestDatabase, S
+
+__all__ = ["SourceRecords"]
+
+
+def _collection_sources(collection: str) -> Any:
+    return select(S.c.name).where(S.c.collection == collection).scalar_subquery()
+
+
+class SourceRecords(ManifestDatabase):
+    """The ``sources`` rows of a manifest, and counts of what each source holds.
+
+    A part of :class:`~ingestd.store.manifest.manifest.Manifest`; opens its database as
+    :class:`~ingestd.store.manifest.database.ManifestDatabase` does.
+    """
+
+    def ensure_source(self, name: str, root: str, collection: str) -> None:
+        """Record source ``name`` (root and collection updated if they changed)."""
+        with self.engine.begin() as conn:
+            row = conn.execute(select(S.c.name).where(S.c.name == name)).first()
+            if row is None:
+                conn.execute(insert(S).values(name=name, root=root, collection=collection))
+            else:
+                conn.execute(
+                    update(S).where(S.c.name == name).values(root=root, collection=collection)
+                )
+
+    def sources(self) -> list[dict[str, Any]]:
+        """All recorded sources: ``name``, ``root``, ``collection``, ``last_sync``, ...
+
+        Also ``held_deletes`` and ``last_change_synced`` (see :meth:`set_last_change_synced`).
+        """
+        with self.engine.connect() as conn:
+            return [dict(r._mapping) for r in conn.execute(select(S).order_by(S.c.name))]
+
+    def set_last_sync(self, name: str, when: float | None = None) -> None:
+        """Record the end of a complete sync of source ``name``."""
+        with self.engine.begin() as conn:
+            conn.execute(update(S).where(S.c.name == name).values(last_sync=when or self.now()))
+
+    def set_last_change_synced(self, name: str, when: float | None = None) -> None:
+        """Record that a sync of source ``name`` just wrote or deleted documents.
+
+        Unlike :meth:`set_last_sync`, recorded whether or not the sync was complete: it
+        says when the last change of the source's files became searchable.
+        """
+        with self.engine.begin() as conn:
+            conn.execute(
+                update(S).where(S.c.name == name).values(last_change_synced=when or self.now())
+            )
+
+    def set_held_deletes(self, name: str, count: int) -> None:
+        """Record how many deletions the mass-deletion guard holds for source ``name``."""
+        with self.engine.begin() as conn:
+            conn.execute(update(S).where(S.c.name == name).values(held_deletes=count))
+
+    def forget_source(self, source: str) -> None:
+        """Drop a source with all its documents and point rows."""
+        with self.engine.begin() as conn:
+            ids = select(D.c.id).where(D.c.source == source).scalar_subquery()
+            conn.execute(delete(C).where(C.c.doc_id.in_(ids)))
+            conn.execute(delete(D).where(D.c.source == source))
+            conn.execute(delete(S).where(S.c.name == source))
+
+    def collection_counts(self, collection: str) -> tuple[int, int]:
+        """``(committed, pending)`` point rows of every source recorded with ``collection``."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(C.c.pending, func.count())
+                .join(D, D.c.id == C.c.doc_id)
+                .where(D.c.source.in_(_collection_sources(collection)))
+                .group_by(C.c.pending)
+            ).all()
+        by = {bool(p): int(n) for p, n in rows}
+        return by.get(False, 0), by.get(True, 0)
+
+    def point_index(self, collection: str) -> dict[str, tuple[str, str, bool]]:
+        """Every recorded point of ``collection``: id -> ``(source, path, pending)``."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(C.c.point_id, D.c.source, D.c.path, C.c.pending)
+                .join(D, D.c.id == C.c.doc_id)
+                .where(D.c.source.in_(_collection_sources(collection)))
+            )
+            return {str(pid): (str(s), str(p), bool(x)) for pid, s, p, x in rows}
+
+    def documents_under(self, source: str, folder: str) -> int:
+        """How many documents of ``source`` lie below ``folder`` (relative POSIX path)."""
+        p = folder.strip("/") + "/"
+        with self.engine.connect() as conn:
+            n = conn.execute(
+                select(func.count())
+                .select_from(D)
+                .where(D.c.source == source, func.substr(D.c.path, 1, len(p)) == p)
+            ).scalar_one()
+        return int(n)
+
+    def counts(self, source: str) -> dict[str, int]:
+        """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source."""
+        with self.engine.connect() as conn:
+            docs = conn.execute(
+                select(func.count()).select_from(D).where(D.c.source == source)
+            ).scalar_one()
+            failed = conn.execute(
+                select(func.count())
+                .select_from(D)
+                .where(D.c.source == source, D.c.state == "failed")
+            ).scalar_one()
+            chunks = conn.execute(
+                select(C.c.pending, func.count())
+                .join(D, D.c.id == C.c.doc_id)
+                .where(D.c.source == source)
+                .group_by(C.c.pending)
+            ).all()
+        by = {bool(p): int(n) for p, n in chunks}
+        return {
+            "documents": int(docs),
+            "chunks": by.get(False, 0),
+            "pending": by.get(True, 0),
+            "failed": int(failed),
+        }
+
+    def failed(self, source: str) -> list[tuple[str, str]]:
+        """``(path, error)`` of the documents of ``source`` that failed."""
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(D.c.path, D.c.error)
+                .where(D.c.source == source, D.c.state == "failed")
+                .order_by(D.c.path)
+            )
+            return [(p, e or "") for p, e in rows]
+
+    def has_pending(self, source: str) -> bool:
+        """Whether a document of ``source`` has pending (uncommitted) point ids."""
+        return self.counts(source)["pending"] > 0

@@ -1,0 +1,251 @@
+"""The query side: exact filters, and dense, sparse or hybrid (RRF) rankings in Qdrant.
+
+A search asks Qdrant for ONE batch of rankings, the same in embedded and server mode:
+
+* ``dense``: nearest neighbours of the query embedding (cosine);
+* ``sparse``: BM25 over the sparse vector (:mod:`ingestd.store.search.sparse`; Qdrant adds IDF);
+* ``hybrid``: both, ``candidates`` points each, fused by reciprocal rank fusion,
+  ``score = sum over rankings of 1 / (rrf_k + rank - 1)`` with 1-based ranks (Cormack,
+  Clarke and Buettcher, "Reciprocal Rank Fusion outperforms Condorcet and individual
+  Rank Learning Methods", SIGIR 2009), after each ranking's ties are ordered by point
+  id (:mod:`ingestd.store.search.fusion`). :func:`request` also gives the one fused Query API
+  request for applications that send it themselves (the same ranking up to ties).
+
+Filters are Qdrant conditions applied by the store before ranking, for any ``limit``,
+inside every ranking, and inside every prefetch of :func:`request` (qdrant-client's
+local mode fuses prefetches without looking at a top-level filter, so the filter lives
+in each prefetch, which a server honours too).
+``path`` matches the payload key :data:`PATH_KEY`: the file's ancestor folders and its
+own path (:func:`path_prefixes`), so ``--path docs/a`` selects the file ``docs/a`` or
+everything under the folder ``docs/a``. Parent sections (``is_parent``) are never hits,
+and neither are points of a version not yet committed (:data:`PENDING_KEY`): while a
+document is written, searches answer from one version of it.
+
+With ``ranks=True`` each hit also says where dense and sparse ranked it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from ingestd.store.search.sparse import SPARSE_VECTOR, SparseVec
+
+__all__ = [
+    "MODES",
+    "PATH_KEY",
+    "PENDING_KEY",
+    "Filters",
+    "Hit",
+    "Mode",
+    "Ranking",
+    "client_rankings",
+    "path_prefixes",
+    "payloads_by_id",
+    "request",
+    "scored_hits",
+]
+
+#: Payload key holding the file's ancestor folders and its own path (keyword list).
+PATH_KEY = "path_prefixes"
+#: Payload key of points written but not yet committed (``true``; absent on every other
+#: point): a document's new points carry it from their upsert until the commit step of
+#: the write order removes it, so searches never see a version half written, nor the
+#: old and new versions of a document at once. A stop or crash leaves it only on ids the
+#: manifest holds as pending, which the next write of the document deletes or commits.
+PENDING_KEY = "pending"
+
+Mode = Literal["hybrid", "dense", "sparse"]
+MODES: tuple[Mode, ...] = ("hybrid", "dense", "sparse")
+#: One ranking the engine gives; ``hybrid`` fuses both.
+Ranking = Literal["dense", "sparse"]
+
+
+def path_prefixes(path: str) -> list[str]:
+    """The ancestor folders of POSIX relative ``path``, outermost first, then ``path``.
+
+    ``"docs/usage/quickstart.rst"`` -> ``["docs", "docs/usage", "docs/usage/quickstart.rst"]``.
+    """
+    parts = path.split("/")
+    return ["/".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """What a search is limited to.
+
+    Attributes:
+        source: a source name (payload ``source``).
+        path: a file or folder, POSIX, relative to the source root (``./`` and a
+            trailing ``/`` are ignored; empty or ``.`` means everything).
+    """
+
+    source: str | None = None
+    path: str | None = None
+
+    def normalised_path(self) -> str | None:
+        """``path`` without ``./`` and trailing ``/``, or ``None`` for everything."""
+        if self.path is None:
+            return None
+        p = self.path.strip()
+        while p.startswith("./"):
+            p = p[2:]
+        p = p.strip("/")
+        return None if p in ("", ".") else p
+
+    def qdrant(self, *, legacy: bool = False) -> Any:
+        """The Qdrant ``Filter``: the conditions, parents and uncommitted points excluded.
+
+        ``legacy``: a collection written before :data:`PATH_KEY` existed (it is being
+        upgraded): ``path`` then matches the payload ``path`` exactly (files only).
+        """
+        from qdrant_client import models
+
+        must: list[Any] = []
+        if self.source is not None:
+            must.append(
+                models.FieldCondition(key="source", match=models.MatchValue(value=self.source))
+            )
+        path = self.normalised_path()
+        if path is not None:
+            key = "path" if legacy else PATH_KEY
+            must.append(models.FieldCondition(key=key, match=models.MatchValue(value=path)))
+        not_parent = models.FieldCondition(key="is_parent", match=models.MatchValue(value=True))
+        pending = models.FieldCondition(key=PENDING_KEY, match=models.MatchValue(value=True))
+        return models.Filter(must=must or None, must_not=[not_parent, pending])
+
+
+@dataclass(slots=True)
+class Hit:
+    """One search result.
+
+    Attributes:
+        id: point id.
+        score: the score of the mode's ranking: cosine similarity (dense), BM25
+            (sparse) or the RRF score (hybrid).
+        payload: the point's payload.
+        rank: 1-based position in the result.
+        dense: ``(rank, cosine)`` in the dense ranking, when asked for and within its
+            ``candidates``; else ``None``.
+        sparse: ``(rank, BM25 score)`` in the sparse ranking, likewise.
+    """
+
+    id: str
+    score: float
+    payload: dict[str, Any]
+    rank: int
+    dense: tuple[int, float] | None = None
+    sparse: tuple[int, float] | None = None
+
+
+def _floats(vec: Sequence[float] | None) -> list[float]:
+    return [] if vec is None else [float(x) for x in vec]
+
+
+def _sparse(vec: SparseVec) -> Any:
+    from qdrant_client import models
+
+    return models.SparseVector(indices=vec.indices, values=vec.values)
+
+
+def request(
+    mode: Mode,
+    dense: Sequence[float] | None,
+    sparse: SparseVec | None,
+    limit: int,
+    flt: Any,
+    *,
+    rrf_k: int,
+    candidates: int,
+) -> Any:
+    """The Qdrant ``QueryRequest`` of one search (payload not asked for).
+
+    Args:
+        mode: which ranking.
+        dense: the query embedding (``dense`` and ``hybrid``).
+        sparse: the query's BM25 vector (``sparse`` and ``hybrid``).
+        limit: number of hits.
+        flt: the Qdrant filter (see :meth:`Filters.qdrant`), inside each prefetch.
+        rrf_k: the RRF constant.
+        candidates: points each ranking contributes to the fusion (at least ``limit``).
+
+    Raises:
+        ValueError: a vector the mode needs is missing.
+    """
+    from qdrant_client import models
+
+    if mode in ("dense", "hybrid") and dense is None:
+        raise ValueError(f"{mode} search needs the query embedding")
+    if mode in ("sparse", "hybrid") and sparse is None:
+        raise ValueError(f"{mode} search needs the query's sparse vector")
+    if mode == "dense":
+        return models.QueryRequest(query=_floats(dense), filter=flt, limit=limit)
+    assert sparse is not None
+    if mode == "sparse":
+        return models.QueryRequest(
+            query=_sparse(sparse), using=SPARSE_VECTOR, filter=flt, limit=limit
+        )
+    n = max(candidates, limit)
+    return models.QueryRequest(
+        prefetch=[
+            models.Prefetch(query=_floats(dense), filter=flt, limit=n),
+            models.Prefetch(query=_sparse(sparse), using=SPARSE_VECTOR, filter=flt, limit=n),
+        ],
+        query=models.RrfQuery(rrf=models.Rrf(k=rrf_k)),
+        limit=limit,
+    )
+
+
+def client_rankings(
+    query_batch: Callable[[list[Any]], list[Any]],
+    dense: Sequence[float] | None,
+    sparse: SparseVec | None,
+    flt: Any,
+) -> Callable[[Sequence[tuple[Ranking, int]], bool], list[list[Hit]]]:
+    """The :data:`ingestd.store.search.fusion.Fetch` of a search through qdrant-client.
+
+    Args:
+        query_batch: sends ``QueryRequest`` s in one call (``client.query_batch_points``
+            for one collection), returning a ``QueryResponse`` per request.
+        dense: the query embedding (the ``dense`` ranking).
+        sparse: the query's BM25 vector (the ``sparse`` ranking).
+        flt: the Qdrant filter (:meth:`Filters.qdrant`).
+    """
+
+    def fetch(wanted: Sequence[tuple[Ranking, int]], with_payload: bool) -> list[list[Hit]]:
+        update = {"with_payload": with_payload}
+        reqs = [
+            request(name, dense, sparse, n, flt, rrf_k=0, candidates=0).model_copy(update=update)
+            for name, n in wanted
+        ]
+        return [scored_hits(res.points) for res in query_batch(reqs)]
+
+    return fetch
+
+
+def scored_hits(points: Iterable[Any]) -> list[Hit]:
+    """:class:`Hit` s of an engine's scored points, ranked from 1 in their order.
+
+    qdrant-client's and Qdrant Edge's scored points both have ``id``, ``score`` and
+    ``payload``.
+    """
+    return [
+        Hit(str(p.id), float(p.score), dict(p.payload or {}), rank)
+        for rank, p in enumerate(points, 1)
+    ]
+
+
+def payloads_by_id(
+    retrieve: Callable[[list[str]], Iterable[Any]],
+) -> Callable[[Sequence[str]], dict[str, dict[str, Any]]]:
+    """The :data:`ingestd.store.search.fusion.Payloads` of an engine's read by id.
+
+    ``retrieve(ids)``: the records (``id``, ``payload``) of the existing points among
+    ``ids`` (``client.retrieve`` for one collection, or an Edge shard's).
+    """
+
+    def payloads(ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        return {str(r.id): dict(r.payload or {}) for r in retrieve(list(ids))} if ids else {}
+
+    return payloads

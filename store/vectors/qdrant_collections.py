@@ -1,0 +1,266 @@
+"""qdrant-client's side of collections: the client, retries, layouts, versions, aliases.
+
+:class:`QdrantCollections` opens a ``QdrantClient`` (embedded ``path`` or server
+``url``) and manages what stands behind a collection name; its subclass
+:class:`~ingestd.store.vectors.qdrant.QdrantStore` adds the point operations and search.
+
+Transient server errors (connection errors, 5xx, 429) are retried with exponential
+backoff (tenacity) up to ``retry_seconds``; past that the error propagates and the
+caller keeps the work queued.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from ingestd.store.search.query import PATH_KEY, PENDING_KEY
+from ingestd.store.search.sparse import SPARSE_VECTOR
+from ingestd.store.vectors.base import Layout, StoreUnavailableError, physical_name, version_of
+
+__all__ = ["QdrantCollections"]
+
+logger = logging.getLogger(__name__)
+
+
+def _transient(exc: BaseException) -> bool:
+    from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+    if isinstance(exc, ResponseHandlingException | ConnectionError | TimeoutError):
+        return True
+    if isinstance(exc, UnexpectedResponse):
+        return exc.status_code in (429, 500, 502, 503, 504)
+    return False
+
+
+class QdrantCollections:
+    """Collections of a qdrant-client store (embedded ``path`` or server ``url``).
+
+    Args:
+        path: folder of the embedded store (``<state dir>/qdrant``).
+        url: server URL; ``api_key`` goes with it.
+        retry_seconds: how long transient server errors are retried, in seconds.
+        client: an already built ``QdrantClient`` (tests, fault injection).
+
+    Raises:
+        StoreUnavailableError: the embedded store is locked by another process.
+    """
+
+    def __init__(
+        self,
+        *,
+        path: str | None = None,
+        url: str | None = None,
+        api_key: str | None = None,
+        retry_seconds: float = 60.0,
+        client: Any = None,
+    ) -> None:
+        self.retry_seconds = retry_seconds
+        self.local = client is None and url is None
+        self.engine = "server" if url else "local"
+        if client is None:
+            from qdrant_client import QdrantClient
+
+            try:
+                client = (
+                    QdrantClient(url=url, api_key=api_key, timeout=30)
+                    if url
+                    else QdrantClient(path=path)
+                )
+            except RuntimeError as exc:  # portalocker: "already accessed by another instance"
+                raise StoreUnavailableError(
+                    f"the embedded vector store at {path} is in use by another process "
+                    "(is `ingestd run` active on this state dir?)"
+                ) from exc
+        self.client = client
+        self._layouts: dict[str, Layout] = {}
+        self._write_to: dict[str, str] = {}
+        self.path = path
+
+    def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """Call ``fn`` of the client, retrying transient server errors (not in local mode)."""
+        if self.local:
+            return fn(*args, **kwargs)
+        from tenacity import (
+            Retrying,
+            retry_if_exception,
+            stop_after_delay,
+            wait_exponential,
+            wait_random,
+        )
+
+        for attempt in Retrying(
+            retry=retry_if_exception(_transient),
+            # exponential back-off with jitter; tenacity 9 deprecates
+            # wait_exponential_jitter(initial=...), this form works with 8.2 and 9
+            wait=wait_exponential(multiplier=0.2, max=10) + wait_random(0, 0.2),
+            stop=stop_after_delay(self.retry_seconds),
+            reraise=True,
+            before_sleep=lambda rs: logger.warning(
+                "vector store unavailable (%s); retrying",
+                rs.outcome.exception() if rs.outcome else "?",
+            ),
+        ):
+            with attempt:
+                return fn(*args, **kwargs)
+        return None  # pragma: no cover
+
+    # -- layout and versions -------------------------------------------------------------
+
+    def collections(self) -> list[str]:
+        """Every physical collection of the store."""
+        return [c.name for c in self.call(self.client.get_collections).collections]
+
+    def layout(self, name: str) -> Layout:
+        """What stands behind collection name ``name`` (cached until it changes here)."""
+        if name in self._layouts:
+            return self._layouts[name]
+        aliases = self.aliases()
+        if name in aliases:
+            physical, aliased = aliases[name], True
+        elif self.call(self.client.collection_exists, name):
+            physical, aliased = name, False
+        else:
+            return Layout(name, None)
+        params = self.call(self.client.get_collection, physical).config.params
+        out = Layout(
+            name,
+            physical,
+            aliased=aliased,
+            sparse=SPARSE_VECTOR in (params.sparse_vectors or {}),
+            dim=getattr(params.vectors, "size", None),
+            engine=self.engine,
+        )
+        self._layouts[name] = out
+        return out
+
+    def forget_layout(self, name: str) -> None:
+        """Read what stands behind ``name`` again at its next use (it changed elsewhere)."""
+        self._layouts.pop(name, None)
+
+    def aliases(self) -> dict[str, str]:
+        """Every alias of the store: alias -> physical collection."""
+        res = self.call(self.client.get_aliases)
+        return {a.alias_name: a.collection_name for a in res.aliases}
+
+    def versions(self, name: str) -> dict[int, str]:
+        """Physical collections that are versions of ``name``: version -> physical name."""
+        res = self.call(self.client.get_collections)
+        out = {}
+        for c in res.collections:
+            version = version_of(c.name, name)
+            if version is not None:
+                out[version] = c.name
+        return out
+
+    def create_physical(self, physical: str, dim: int) -> None:
+        """Create physical collection ``physical`` with the current layout, if missing.
+
+        Dense vectors of ``dim`` dimensions (cosine), the sparse BM25 vector with
+        ``Modifier.IDF``, and on a server keyword indexes on ``source``, ``path`` and
+        :data:`~ingestd.store.search.query.PATH_KEY` (local mode ignores payload indexes).
+        """
+        from qdrant_client import models
+
+        if self.call(self.client.collection_exists, physical):
+            return
+        self.call(
+            self.client.create_collection,
+            physical,
+            vectors_config=models.VectorParams(size=dim, distance=models.Distance.COSINE),
+            sparse_vectors_config={
+                SPARSE_VECTOR: models.SparseVectorParams(modifier=models.Modifier.IDF)
+            },
+        )
+        if not self.local:
+            for key in ("source", "path", PATH_KEY):
+                self.call(
+                    self.client.create_payload_index,
+                    physical,
+                    key,
+                    field_schema=models.PayloadSchemaType.KEYWORD,
+                )
+            for key in ("is_parent", PENDING_KEY):  # excluded from every search
+                self.call(
+                    self.client.create_payload_index,
+                    physical,
+                    key,
+                    field_schema=models.PayloadSchemaType.BOOL,
+                )
+
+    def point_alias(self, name: str, physical: str) -> None:
+        """Make ``name`` an alias of ``physical``.
+
+        Switching an existing alias is one ``update_collection_aliases`` call (delete and
+        create together), atomic in Qdrant: a reader sees the old or the new version.
+        A legacy collection that holds the name itself is deleted first (Qdrant keeps
+        aliases and collections in one namespace), so for that one switch the name is
+        briefly missing; callers record the switch before, to finish it after a crash.
+        """
+        from qdrant_client import models
+
+        before = self.layout(name)
+        ops: list[Any] = []
+        if before.aliased:
+            ops.append(
+                models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=name))
+            )
+        elif before.exists:
+            self.call(self.client.delete_collection, name)
+        ops.append(
+            models.CreateAliasOperation(
+                create_alias=models.CreateAlias(collection_name=physical, alias_name=name)
+            )
+        )
+        self._layouts.pop(name, None)
+        self.call(self.client.update_collection_aliases, change_aliases_operations=ops)
+        self._layouts.pop(name, None)
+
+    def route_writes(self, name: str, physical: str | None) -> None:
+        """Send writes for ``name`` to ``physical`` (a version being built), or back."""
+        if physical is None:
+            self._write_to.pop(name, None)
+        else:
+            self._write_to[name] = physical
+
+    def write_target(self, name: str) -> str:
+        """The collection that writes for ``name`` go to (the alias, or a build)."""
+        return self._write_to.get(name, name)
+
+    def ensure_collection(self, name: str, dim: int) -> Layout:
+        """Create collection ``name`` (``<name>__v1`` behind alias ``name``) if missing.
+
+        Returns:
+            Its layout (a legacy collection is left as it is: see
+            :class:`ingestd.store.vectors.versions.CollectionVersions`).
+
+        Raises:
+            ValueError: the collection exists with another dimension.
+        """
+        lay = self.layout(name)
+        if not lay.exists:
+            physical = physical_name(name, 1)
+            self.create_physical(physical, dim)
+            self.point_alias(name, physical)
+            lay = self.layout(name)
+        if lay.dim is not None and lay.dim != dim:
+            raise ValueError(
+                f"collection {name!r} has {lay.dim}-dim vectors, the model makes {dim}"
+            )
+        return lay
+
+    def has_collection(self, name: str) -> bool:
+        """Whether collection (or alias) ``name`` exists."""
+        return self.layout(name).exists
+
+    def drop_collection(self, name: str) -> None:
+        """Delete a whole physical collection."""
+        self.call(self.client.delete_collection, name)
+        self._layouts.clear()
+
+    def close(self) -> None:
+        """Close the client (releases the embedded store's lock)."""
+        try:
+            self.client.close()
+        except Exception:
+            logger.debug("error closing the vector store", exc_info=True)
