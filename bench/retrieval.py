@@ -318,7 +318,8 @@ def build_indexes(
     """
     from ingestd.chunkers.text import decode
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.scanner import SourceFilter, scan
+    from ingestd.daemon.sources.filter import SourceFilter
+    from ingestd.daemon.sources.walk import scan
 
     cfg = load_config(None, roots=[corpus])
     with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as state:

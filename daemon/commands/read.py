@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.service.control import DaemonError
@@ -268,7 +267,7 @@ def _file_text(engine: Engine, source: str, rel: str, doc_hash: str) -> tuple[st
     from ingestd.chunkers.text import decode
 
     try:
-        data = (Path(engine.sources[source].root) / rel).read_bytes()
+        data = engine.source(source).read(rel)
         text = decode(data)
     except (OSError, ValueError):
         return None, True

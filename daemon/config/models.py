@@ -54,6 +54,8 @@ class SourceConfig(_Model):
     """One watched tree.
 
     Attributes:
+        kind: what reads its documents: an entry of
+            :data:`~ingestd.daemon.sources.kinds.SOURCE_KINDS` (``local``: a folder).
         name: identity of the source (payload ``source``); default: the canonical
             absolute root path.
         root: the folder; relative paths are relative to the config file.
@@ -65,6 +67,7 @@ class SourceConfig(_Model):
         collection: the Qdrant collection of its points.
     """
 
+    kind: str = "local"
     name: str = ""
     root: Path
     include: tuple[str, ...] = DEFAULT_INCLUDE
@@ -78,6 +81,17 @@ class SourceConfig(_Model):
     def _collection(cls, v: str) -> str:
         if not v or "/" in v:
             raise ValueError("must be a non-empty name without '/'")
+        return v
+
+    @field_validator("kind")
+    @classmethod
+    def _kind(cls, v: str) -> str:
+        from ingestd.daemon.sources.kinds import SOURCE_KINDS
+
+        if v not in SOURCE_KINDS:
+            raise ValueError(
+                f"unknown source kind; expected one of: {', '.join(sorted(SOURCE_KINDS))}"
+            )
         return v
 
 

@@ -51,9 +51,9 @@ from typing import TYPE_CHECKING, Any
 from ingestd.daemon.migration.cost import MigrationCost, estimate
 from ingestd.daemon.migration.status import migration_build
 from ingestd.daemon.migration.version_writer import BuildProgress, VersionWriter
+from ingestd.daemon.sources.base import FileStat
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.profile import model_of, settings_of
-from ingestd.daemon.sync.scanner import FileStat, scan, stat_file
 from ingestd.daemon.sync.settings import describe, profile_key, recorded_settings
 from ingestd.store.manifest.builds import BuildDocuments
 from ingestd.store.manifest.manifest import Manifest
@@ -296,8 +296,8 @@ class Migration:
         """
         if self.writer is None or self.aborting:
             return
-        root = self.ctx.root(source)
-        gone = [p for p in deleted if stat_file(root / p) is None]
+        src = self.ctx.source(source)
+        gone = [p for p in deleted if src.stat(p) is None]
         back = [p for p in deleted if p not in gone]  # re-created meanwhile
         paths = [p for p in [*written, *back] if (source, p) not in self.writer.in_flight]
         self.writer.delete(source, gone)
@@ -305,7 +305,7 @@ class Migration:
 
     def _scan(self, sources: list[str]) -> dict[str, dict[str, FileStat]]:
         ctx = self.ctx
-        return {s: scan(ctx.filters[s]) for s in sources if ctx.root(s).is_dir()}
+        return {s: ctx.source(s).scan() for s in sources if ctx.source(s).missing() is None}
 
     def _waiting_for(self, sources: list[str], files: dict[str, dict[str, FileStat]]) -> str:
         """Why the switch must wait, or ``""``: it would drop documents searched now."""

@@ -29,7 +29,6 @@ from __future__ import annotations
 import logging
 
 from ingestd.daemon.sync.context import SyncContext, Syncer
-from ingestd.daemon.sync.scanner import scan
 from ingestd.daemon.sync.types import SyncInterrupted
 from ingestd.store.vectors.versions import ENGINE, CollectionVersions
 
@@ -75,7 +74,7 @@ def build_version(
                     "source %s: root missing; its points are carried over unchanged", name
                 )
                 continue
-            present = scan(ctx.filters[name])
+            present = ctx.source(name).scan()
             plan.index = sorted(present)
             plan.sizes = {rel: st.size for rel, st in present.items()}
             plan.stat_only, plan.moves = [], []

@@ -20,13 +20,11 @@ import logging
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ingestd.daemon.sources.base import FileStat
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.documents import PreparedDocument, prepare_document, sparse_vector
-from ingestd.daemon.sync.preparer import git_commit
-from ingestd.daemon.sync.scanner import FileStat, stat_file
 from ingestd.daemon.sync.types import UnreadableFile
 from ingestd.daemon.sync.writer import SLICE_CHUNKS
 from ingestd.store.manifest.builds import BuildDoc, BuildDocuments
@@ -144,8 +142,8 @@ class VersionWriter:
             The paths that could not be read (vanished or locked: retried later).
         """
         ctx = self.ctx
-        src = ctx.sources[source]
-        commit = git_commit(src)
+        src = ctx.source(source)
+        commit = src.revision()
         group: list[PreparedDocument] = []
         chunks = 0
         unreadable = []
@@ -154,10 +152,10 @@ class VersionWriter:
             rule = self.profile.rules.match(rel)
             self.in_flight.add((source, rel))
             try:
-                prep = prepare_document(source, Path(src.root), rel, rule, ctx.cfg.files, commit)
+                prep = prepare_document(src, rel, rule, ctx.cfg.files, commit)
             except UnreadableFile as exc:
                 self.in_flight.discard((source, rel))
-                if stat_file(Path(src.root) / rel) is None:
+                if src.stat(rel) is None:
                     logger.debug("%s is gone; its deletion is followed, or the last pass", rel)
                     continue
                 # retried with back-off like any unreadable file (a later sync, or the

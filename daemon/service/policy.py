@@ -77,6 +77,7 @@ class SyncPolicy:
         self.batches_done = 0  # live batches applied (tests and status)
         self._last_rescan = time.monotonic()
         self._last_link_check = time.monotonic()
+        self._last_poll: dict[str, float] = {}  # polled source -> last poll (monotonic)
         self._lag: list[float] = []
         self._waiting: dict[int, float] = {}  # change batches queued or running -> first change
         # deferred by a nested batch: source -> path -> its first change
@@ -132,6 +133,22 @@ class SyncPolicy:
             return
         self._last_rescan = now
         self.scan_all("periodic rescan")
+
+    def poll_due(self, now: float) -> None:
+        """Queue a scan of each ``polled`` source whose ``poll_s`` seconds have passed.
+
+        A polled source's changes do not arrive by themselves (see
+        :data:`~ingestd.daemon.sources.base.ChangeMode`): it is scanned at its interval
+        (its first scan is the start-up reconcile).
+        """
+        engine = self.engine()
+        for name, source in engine.handles.items():
+            if source.changes != "polled" or source.poll_s <= 0:
+                continue
+            last = self._last_poll.setdefault(name, now)
+            if now - last >= source.poll_s:
+                self._last_poll[name] = now
+                self.queue_scan(name, "poll")
 
     def check_links(self, now: float, interval: float) -> None:
         """Every ``interval`` seconds (0: never), sync the hard links whose stat changed.

@@ -48,6 +48,7 @@ from ingestd.daemon.service.jobs import Backoff, JobQueue, Priority
 from ingestd.daemon.service.policy import SyncPolicy
 from ingestd.daemon.service.status import daemon_status, health_problems, status_line
 from ingestd.daemon.service.watches import Watches
+from ingestd.daemon.sources.base import is_watched
 from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncResult
 
@@ -258,6 +259,7 @@ class Service:
             for name in self.watches.rewatch_due(now):
                 self.policy.queue_scan(name, "not every folder is watched")
             self.policy.periodic_rescan(now, self.cfg.watch.rescan_interval_s)
+            self.policy.poll_due(now)
             self.policy.check_links(now, self.cfg.watch.hard_link_check_s)
             self.policy.queue_due_retries()
             wait = self.jobs.release_delayed(now)
@@ -290,7 +292,8 @@ class Service:
 
     def _start_watching(self, engine: Engine) -> None:
         self.policy.reset_retries()
-        self.watches.start(engine.filters, self.cfg.watch)
+        watched = {n: s.filter for n, s in engine.handles.items() if is_watched(s)}
+        self.watches.start(watched, self.cfg.watch)
 
     def _do_reload(self) -> None:
         """Apply a new config (SIGHUP); an invalid one keeps the running config.

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from ingestd.daemon.config import WatchConfig
-from ingestd.daemon.sync.scanner import SourceFilter
+from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.watch.coverage import WatchCoverage
 from ingestd.daemon.watch.folders import OVERFLOW
 from ingestd.daemon.watch.inotify import reason_for, watch_limit

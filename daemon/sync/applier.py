@@ -27,7 +27,6 @@ from ingestd.daemon.sync.documents import PreparedDocument
 from ingestd.daemon.sync.long_writes import LONG_CHUNKS, LongWrite, LongWrites
 from ingestd.daemon.sync.memory import release_free_memory
 from ingestd.daemon.sync.preparer import THREADED_PREPARE_BYTES, Preparer
-from ingestd.daemon.sync.scanner import stat_file
 from ingestd.daemon.sync.types import (
     Plan,
     ProgressFn,
@@ -183,12 +182,12 @@ class Applier:
         def covered(rel: str) -> bool:
             return any(not s or rel == s or rel.startswith(s + "/") for s in scope)
 
-        root = ctx.root(source)
+        src = ctx.source(source)
         still = [
             rel
             for rel in held
             if not covered(rel)
-            or (stat_file(root / rel) is None and ctx.manifest.document(source, rel) is not None)
+            or (src.stat(rel) is None and ctx.manifest.document(source, rel) is not None)
         ]
         if len(still) == len(held):
             return
@@ -361,7 +360,8 @@ class Applier:
         doc = ctx.manifest.document(source, rel)
         if doc is None:
             return
-        if stat_file(ctx.root(source) / rel) is not None and ctx.filters[source].accepts(rel):
+        src = ctx.source(source)
+        if src.stat(rel) is not None and src.accepts(rel):
             logger.debug("%s is back; not deleted", rel)
             return
         ids = [c.point_id for c in ctx.manifest.chunks(doc.id)]

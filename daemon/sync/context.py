@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ingestd.daemon.config import Config, SourceConfig
+from ingestd.daemon.sources.base import Source
 from ingestd.daemon.sync.checkpoints import Checkpoints
 from ingestd.daemon.sync.failures import ReadFailures
 from ingestd.daemon.sync.links import HardLinks
 from ingestd.daemon.sync.profile import Profile
 from ingestd.daemon.sync.profiles import Profiles
 from ingestd.daemon.sync.resources import Resources
-from ingestd.daemon.sync.scanner import SourceFilter
 from ingestd.daemon.sync.types import Plan, ProgressFn, SyncResult
 from ingestd.store.manifest.manifest import Manifest
 from ingestd.store.vectors.base import VectorStore
@@ -42,7 +42,7 @@ class SyncContext:
     Attributes:
         cfg: validated config.
         sources: configured sources by name.
-        filters: each source's file filter.
+        handles: each source's documents (:class:`~ingestd.daemon.sources.base.Source`).
         resources: the manifest, the vector store and the embedding cache.
         profiles: the profile of each collection, and their models.
         checkpoints: where long work pauses, and the running syncs' progress.
@@ -57,7 +57,7 @@ class SyncContext:
 
     cfg: Config
     sources: dict[str, SourceConfig]
-    filters: dict[str, SourceFilter]
+    handles: dict[str, Source]
     resources: Resources
     profiles: Profiles
     checkpoints: Checkpoints
@@ -86,9 +86,13 @@ class SyncContext:
         """The collection of a configured source."""
         return self.sources[source].collection
 
-    def root(self, source: str) -> Path:
-        """The root folder of a configured source."""
-        return Path(self.sources[source].root)
+    def source(self, name: str) -> Source:
+        """The documents of configured source ``name``.
+
+        Raises:
+            KeyError: unknown source.
+        """
+        return self.handles[name]
 
     def profile_of_source(self, source: str) -> Profile:
         """The profile of the current version of ``source``'s collection."""

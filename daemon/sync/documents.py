@@ -20,7 +20,7 @@ File policy (a document that breaks it is *failed*: no chunks, its error in ``st
   :mod:`~ingestd.daemon.sync.prose`).
 
 Paths whose name is not valid UTF-8 never get here: the scanner skips them
-(:func:`~ingestd.daemon.sync.scanner.name_problem`), since the manifest, the point ids and
+(:func:`~ingestd.daemon.sources.walk.name_problem`), since the manifest, the point ids and
 the payload all store paths as UTF-8 text.
 
 A file that vanished or could not be opened raises
@@ -35,15 +35,14 @@ import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from ingestd.chunkers.base import Chunk
 from ingestd.chunkers.text import UndecodableError, decode
 from ingestd.daemon.config import FilesConfig
+from ingestd.daemon.sources.base import FileStat, Source
 from ingestd.daemon.sync.prose import nonprose_error
 from ingestd.daemon.sync.rules import Rule
-from ingestd.daemon.sync.scanner import FileStat, stat_file
 from ingestd.daemon.sync.secret_files import SecretPolicy
 from ingestd.daemon.sync.types import SyncInterrupted, UnreadableFile
 from ingestd.store.search.query import PATH_KEY, path_prefixes
@@ -98,19 +97,17 @@ class PreparedDocument:
 
 
 def prepare_document(
-    source: str,
-    root: Path,
+    src: Source,
     rel: str,
     rule: Rule,
     files: FilesConfig,
     git_commit: str | None = None,
 ) -> PreparedDocument:
-    """Read, decode and chunk ``root / rel``; compute its point ids and payloads.
+    """Read, decode and chunk document ``rel`` of ``src``; compute its point ids and payloads.
 
     Args:
-        source: the source name (payload ``source``, part of the point ids).
-        root: the source root folder.
-        rel: POSIX path relative to ``root``.
+        src: the source (its name is payload ``source`` and part of the point ids).
+        rel: POSIX path relative to the source.
         rule: the rule matching ``rel``.
         files: the file policy (``max_bytes``, ``max_chunks``, ``max_nonprose_chunks``,
             the secret checks).
@@ -120,8 +117,8 @@ def prepare_document(
         UnreadableFile: the file vanished or could not be opened (retry later).
         SyncInterrupted: a stop was requested while the chunker embedded sentences.
     """
-    path = root / rel
-    st = stat_file(path)
+    source = src.name
+    st = src.stat(rel)
     if st is None:
         raise UnreadableFile(f"{rel}: vanished before it could be read")
     secrets = _secret_policy(files.allow_secret_names, files.allow_secret_content)
@@ -130,7 +127,7 @@ def prepare_document(
         error = f"file too large ({st.size} bytes > files.max_bytes {files.max_bytes}); skipped"
     if error is not None:
         return PreparedDocument(rel, st, "", rule, error=error)
-    data = read_file(path, rel)
+    data = read_file(src, rel)
     prep = PreparedDocument(rel, st, content_hash(data), rule)
     try:
         _chunk(prep, source, data, files, secrets, git_commit)
@@ -144,14 +141,14 @@ def prepare_document(
     return prep
 
 
-def read_file(path: Path, rel: str) -> bytes:
-    """The bytes of ``path`` (``rel`` names it in errors).
+def read_file(src: Source, rel: str) -> bytes:
+    """The bytes of document ``rel`` of ``src``.
 
     Raises:
         UnreadableFile: it vanished or could not be opened or read (retry later).
     """
     try:
-        return path.read_bytes()
+        return src.read(rel)
     except FileNotFoundError:
         raise UnreadableFile(f"{rel}: vanished while being read") from None
     except OSError as exc:

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.config import Config, SourceConfig
 from ingestd.daemon.migration.lifecycle import Collections
+from ingestd.daemon.sources.base import Source, open_source
 from ingestd.daemon.sync.applier import Applier
 from ingestd.daemon.sync.checkpoints import Checkpoints
 from ingestd.daemon.sync.context import SyncContext
@@ -53,7 +54,6 @@ from ingestd.daemon.sync.profiles import EmbedFn, ModelFactory, Profiles, Wrap
 from ingestd.daemon.sync.repair import StoreCheck, check_store
 from ingestd.daemon.sync.resources import Resources
 from ingestd.daemon.sync.rules import RuleSet
-from ingestd.daemon.sync.scanner import SourceFilter
 from ingestd.daemon.sync.types import Plan, ProgressFn, SyncInterrupted, SyncProgress, SyncResult
 from ingestd.daemon.sync.verify import Verifier, VerifyReport
 from ingestd.daemon.sync.writer import InFlight, Writer
@@ -133,7 +133,7 @@ class Engine:
             self.context = SyncContext(
                 cfg=cfg,
                 sources={s.name: s for s in cfg.sources},
-                filters={s.name: SourceFilter(s, self.resources.paths.root) for s in cfg.sources},
+                handles={s.name: open_source(s, self.resources.paths.root) for s in cfg.sources},
                 resources=self.resources,
                 profiles=self.profiles,
                 checkpoints=self.checkpoints,
@@ -205,9 +205,17 @@ class Engine:
         return self.context.sources
 
     @property
-    def filters(self) -> dict[str, SourceFilter]:
-        """Each source's file filter."""
-        return self.context.filters
+    def handles(self) -> dict[str, Source]:
+        """The documents of each configured source, by name."""
+        return self.context.handles
+
+    def source(self, name: str) -> Source:
+        """The documents of configured source ``name``.
+
+        Raises:
+            KeyError: unknown source.
+        """
+        return self.context.source(name)
 
     @property
     def profile(self) -> Profile:

@@ -17,8 +17,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ingestd.daemon.config import FilesConfig
+from ingestd.daemon.sources.base import Scan, display_path
 from ingestd.daemon.sync.backoff import Backoff
-from ingestd.daemon.sync.scanner import Scan, display_path
 from ingestd.daemon.sync.types import Plan, SyncResult
 
 __all__ = ["ReadFailures", "within"]

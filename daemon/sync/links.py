@@ -20,15 +20,14 @@ file is known to have links from the next scan of its source on
 Inodes are compared without the device (a source may span file systems only through
 mount points, and a false match costs one stat-checked path, never a wrong write).
 Content reached through a hard link from outside a root is indexed, like any file in
-it; symlinks are never followed (see :mod:`~ingestd.daemon.sync.scanner`).
+it; symlinks are never followed (see :mod:`~ingestd.daemon.sources.walk`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 
-from ingestd.daemon.sync.scanner import FileStat, stat_file
+from ingestd.daemon.sources.base import FileStat, Source
 
 __all__ = ["HardLinks"]
 
@@ -41,21 +40,19 @@ class HardLinks:
     """The documents of each source that have more than one hard link, with their stat."""
 
     def __init__(self) -> None:
-        self._roots: dict[str, Path] = {}
+        self._sources: dict[str, Source] = {}
         self._docs: dict[str, dict[str, FileStat]] = {}  # source -> path -> last stat seen
 
     def observe(
         self,
-        source: str,
-        root: Path,
+        src: Source,
         found: Mapping[str, FileStat],
         scope: Sequence[str] | None,
     ) -> set[int]:
-        """Record what a plan saw of ``source``.
+        """Record what a plan saw of source ``src``.
 
         Args:
-            source: the source name.
-            root: its root folder.
+            src: the source.
             found: relative path -> stat of the documents seen.
             scope: the changed paths (files or folders) that were looked at, or ``None``
                 for a scan of the whole source.
@@ -64,7 +61,8 @@ class HardLinks:
             The inodes with more than one link that no known name had before: their
             other names may be indexed documents not known yet (see :meth:`track`).
         """
-        self._roots[source] = Path(root)
+        source = src.name
+        self._sources[source] = src
         linked = {rel: st for rel, st in found.items() if st.nlink > 1}
         new = {st.inode for st in linked.values()}
         if new:
@@ -80,20 +78,19 @@ class HardLinks:
             del self._docs[source]
         return new
 
-    def track(self, source: str, root: Path, docs: Mapping[str, FileStat]) -> None:
-        """Know ``docs`` of ``source`` as links, with the stat the manifest records.
+    def track(self, src: Source, docs: Mapping[str, FileStat]) -> None:
+        """Know ``docs`` of source ``src`` as links, with the stat the manifest records.
 
         Names known already keep their stat. One whose file changed since it was
         indexed (a new link changes its ``ctime``) is synced with the next change of
         another name of its inode, or by the next stat check.
 
         Args:
-            source: a configured source name.
-            root: its root folder.
+            src: a configured source.
             docs: relative path -> the stat recorded when it was indexed.
         """
-        self._roots[source] = Path(root)
-        known = self._docs.setdefault(source, {})
+        self._sources[src.name] = src
+        known = self._docs.setdefault(src.name, {})
         for rel, st in docs.items():
             known.setdefault(rel, st)
 
@@ -116,11 +113,11 @@ class HardLinks:
         paths = set(paths)
         inodes: set[int] = set()
         known = self._docs.get(source, {})
-        root = self._roots.get(source)
+        this = self._sources.get(source)
         for rel in paths:
             if rel in known:
                 inodes.add(known[rel].inode)
-            now = stat_file(root / rel) if root is not None else None
+            now = this.stat(rel) if this is not None else None
             if now is not None:
                 inodes.add(now.inode)
         out: dict[str, set[str]] = {}
@@ -128,7 +125,7 @@ class HardLinks:
             for rel, st in docs.items():
                 if st.inode not in inodes or (src == source and rel in paths):
                     continue
-                now = stat_file(self._roots[src] / rel)
+                now = self._sources[src].stat(rel)
                 if now != st:
                     out.setdefault(src, set()).add(rel)
                     if now is not None:
@@ -146,9 +143,9 @@ class HardLinks:
         """
         out: dict[str, set[str]] = {}
         for src, docs in list(self._docs.items()):
-            root = self._roots[src]
+            source = self._sources[src]
             for rel, st in list(docs.items()):
-                now = stat_file(root / rel)
+                now = source.stat(rel)
                 if now == st:
                     continue
                 out.setdefault(src, set()).add(rel)

@@ -12,9 +12,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
+from ingestd.daemon.sources.base import FileStat, Scan, display_path, name_problem
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.rules import Rule
-from ingestd.daemon.sync.scanner import FileStat, Scan, display_path, name_problem, scan, stat_file
 from ingestd.daemon.sync.types import Plan
 from ingestd.store.manifest.manifest import DocRow
 from ingestd.store.vectors.ids import content_hash
@@ -80,19 +80,18 @@ class Planner:
             SyncInterrupted: a stop was requested while planning.
         """
         plan = Plan(source, scan=paths is None)
-        root = self.ctx.root(source)
-        if not root.is_dir():
+        src = self.ctx.source(source)
+        missing = src.missing()
+        if missing is not None:
             # an unmounted volume is not a deletion of every document: do nothing
             if source not in self.roots_missing:
-                logger.error(
-                    "source %s: root %s is missing; nothing synced or deleted", source, root
-                )
+                logger.error("source %s: %s; nothing synced or deleted", source, missing)
             self.roots_missing.add(source)
             plan.root_missing = True
             return plan
         if source in self.roots_missing:
             self.roots_missing.discard(source)
-            logger.info("source %s: root %s is back", source, root)
+            logger.info("source %s: root %s is back", source, src.root)
         if paths is None and check_store:
             plan.repaired = self.check_store(source)
         pending = self.ctx.manifest.pending_doc_ids(source)
@@ -102,7 +101,7 @@ class Planner:
         if paths is not None:
             plan.scope = sorted({p.strip("/") for p in paths})
         scope = None if paths is None else plan.scope
-        new_links = self.ctx.links.observe(source, root, found, scope)
+        new_links = self.ctx.links.observe(src, found, scope)
         if new_links and scope is not None:
             self._track_links(new_links)
         for rel, st in sorted(found.items()):
@@ -135,7 +134,7 @@ class Planner:
             if doc.source in self.ctx.sources:
                 by_source.setdefault(doc.source, {})[doc.path] = stat_of(doc)
         for source, docs in by_source.items():
-            self.ctx.links.track(source, self.ctx.root(source), docs)
+            self.ctx.links.track(self.ctx.source(source), docs)
 
     def _note_matches(self, source: str, found: Scan) -> None:
         """Warn (once) when a scan of ``source`` found no file its include globs match."""
@@ -161,36 +160,34 @@ class Planner:
         skipped (names that are not UTF-8, unreadable folders) goes to the failures.
         """
         ctx = self.ctx
-        flt = ctx.filters[source]
+        src = ctx.source(source)
         if paths is None:
-            found = scan(flt)
+            found = src.scan()
             ctx.failures.note_skipped(source, None, found)
             return ctx.manifest.documents(source), found
-        root = ctx.root(source)
         known: dict[str, DocRow] = {}
         found = Scan()
         scope = sorted({p.strip("/") for p in paths})
         for rel in scope:
-            full_path = root / rel
-            is_dir = full_path.is_dir() and not full_path.is_symlink()
+            is_dir = src.is_folder(rel)
             problem = name_problem(rel)
-            if problem is not None:  # never a manifest key (see scanner.name_problem)
-                if is_dir and not flt.ignores_dir(rel):
+            if problem is not None:  # never a manifest key (see walk.name_problem)
+                if is_dir and not src.ignores_folder(rel):
                     found.skipped[display_path(rel) + "/"] = (
                         f"folder {problem}: nothing in it is indexed"
                     )
-                elif not is_dir and flt.accepts(rel) and stat_file(full_path) is not None:
+                elif not is_dir and src.accepts(rel) and src.stat(rel) is not None:
                     found.skipped[display_path(rel)] = f"file {problem}; skipped"
                 continue
             known.update(ctx.manifest.documents(source, prefix=rel))
             if is_dir:
-                if not flt.ignores_dir(rel):
-                    sub = scan(flt, rel)
+                if not src.ignores_folder(rel):
+                    sub = src.scan(rel)
                     found.update(sub)
                     found.skipped.update(sub.skipped)
                     found.unreadable.update(sub.unreadable)
-            elif flt.accepts(rel):
-                st = stat_file(full_path)
+            elif src.accepts(rel):
+                st = src.stat(rel)
                 if st is not None:
                     found[rel] = st
         ctx.failures.note_skipped(source, scope, found)
@@ -213,7 +210,7 @@ class Planner:
             return
         plan.sizes[rel] = st.size
         try:
-            data = (self.ctx.root(plan.source) / rel).read_bytes()
+            data = self.ctx.source(plan.source).read(rel)
         except OSError:
             plan.index.append(rel)  # read again when applied; retried if it fails
             return

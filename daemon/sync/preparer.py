@@ -12,10 +12,8 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-from ingestd.daemon.config import SourceConfig
 from ingestd.daemon.sync.checkpoints import HEARTBEAT_S
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.documents import (
@@ -24,10 +22,9 @@ from ingestd.daemon.sync.documents import (
     sparse_vector,
     strip_provenance,
 )
-from ingestd.daemon.sync.scanner import git_head, scan
 from ingestd.daemon.sync.types import SyncInterrupted, UnreadableFile
 
-__all__ = ["PREPARE_GRACE_S", "THREADED_PREPARE_BYTES", "Preparer", "git_commit"]
+__all__ = ["PREPARE_GRACE_S", "THREADED_PREPARE_BYTES", "Preparer"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,13 +34,6 @@ THREADED_PREPARE_BYTES = 64 * 1024
 #: Longest a chunker may run on one file with checkpoints (pings) going on meanwhile, in
 #: seconds; past it the pings stop, so a chunker that hangs trips the systemd watchdog.
 PREPARE_GRACE_S = 300.0
-
-
-def git_commit(src: SourceConfig) -> str | None:
-    """HEAD's commit of source ``src`` when it is a git checkout, else ``None``."""
-    root = Path(src.root)
-    is_git = src.git if src.git is not None else (root / ".git").exists()
-    return git_head(root) if is_git else None
 
 
 class Preparer:
@@ -58,7 +48,7 @@ class Preparer:
 
     def git_commit(self, source: str) -> str | None:
         """HEAD's commit of ``source`` when it is a git checkout, else ``None``."""
-        return git_commit(self.ctx.sources[source])
+        return self.ctx.source(source).revision()
 
     def prepare(self, source: str, rel: str, git_commit: str | None = None) -> PreparedDocument:
         """Read, decode and chunk one file; compute its point ids and payloads.
@@ -68,9 +58,7 @@ class Preparer:
             SyncInterrupted: a stop was requested while the chunker embedded sentences.
         """
         rule = self.ctx.profile_of_source(source).rules.match(rel)
-        return prepare_document(
-            source, self.ctx.root(source), rel, rule, self.ctx.cfg.files, git_commit
-        )
+        return prepare_document(self.ctx.source(source), rel, rule, self.ctx.cfg.files, git_commit)
 
     def prepare_watched(
         self, source: str, rel: str, git_commit: str | None, size: int
@@ -137,7 +125,7 @@ class Preparer:
         """
         points: dict[str, dict[str, Any]] = {}
         docs: dict[str, str | None] = {}
-        for rel in sorted(scan(self.ctx.filters[source])):
+        for rel in sorted(self.ctx.source(source).scan()):
             self.ctx.checkpoints.heartbeat()
             try:
                 prep = self.prepare(source, rel)

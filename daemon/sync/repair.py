@@ -223,9 +223,9 @@ def _rewrite(ctx: SyncContext, syncer: Syncer, source: str, paths: set[str]) -> 
     whole, with every vector and field a new point gets. Documents whose file is gone
     are left to the scan that follows (it deletes them, under the mass-deletion guard).
     """
-    root = ctx.root(source)
+    src = ctx.source(source)
     plan = Plan(source)
-    plan.index = sorted(p for p in paths if (root / p).is_file())
+    plan.index = sorted(p for p in paths if src.stat(p) is not None)
     if plan.index:
         res = syncer.apply(plan)
         if res.interrupted:

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingestd.daemon.sync.scanner import FileStat
+from ingestd.daemon.sources.base import FileStat
 
 __all__ = [
     "Plan",

@@ -18,7 +18,6 @@ from typing import Any
 from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext, Syncer
 from ingestd.daemon.sync.documents import strip_provenance
 from ingestd.daemon.sync.preparer import Preparer
-from ingestd.daemon.sync.scanner import scan
 from ingestd.daemon.sync.types import Plan
 
 __all__ = ["Verifier", "VerifyReport", "same_sparse"]
@@ -119,11 +118,9 @@ class Verifier:
         """
         rep = VerifyReport(source)
         ctx = self.ctx
-        root = ctx.root(source)
-        if not root.is_dir():
-            logger.warning(
-                "source %s: root %s is missing; not verified, nothing repaired", source, root
-            )
+        missing = ctx.source(source).missing()
+        if missing is not None:
+            logger.warning("source %s: %s; not verified, nothing repaired", source, missing)
             rep.root_missing = True
             return rep
         want_sparse: dict[str, Any] = {}
@@ -200,7 +197,7 @@ class Verifier:
         paths = set(rep.manifest)
         for pid in rep.missing + rep.stale + rep.sparse:
             paths.add(expected[pid]["path"])
-        on_disk = scan(ctx.filters[source])
+        on_disk = ctx.source(source).scan()
         plan = Plan(source)
         for rel in sorted(paths):
             if rel in on_disk:

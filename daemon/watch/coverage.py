@@ -18,7 +18,7 @@ import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from ingestd.daemon.sync.scanner import display_path
+from ingestd.daemon.sources.base import display_path
 from ingestd.daemon.watch.inotify import watch_limit
 
 __all__ = ["WatchCoverage", "WatchStats", "advice_for", "folder_key"]

@@ -20,7 +20,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ingestd.daemon.sync.scanner import SourceFilter, walk_folders
+from ingestd.daemon.sources.filter import SourceFilter
+from ingestd.daemon.sources.walk import walk_folders
 from ingestd.daemon.watch import inotify
 from ingestd.daemon.watch.coverage import WatchStats
 from ingestd.daemon.watch.folders import OVERFLOW, prunes

@@ -48,7 +48,8 @@ import os
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
-from ingestd.daemon.sync.scanner import SourceFilter, name_problem
+from ingestd.daemon.sources.base import name_problem
+from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.watch.kernel import (
     IN_CLOSE_WRITE,
     IN_CREATE,

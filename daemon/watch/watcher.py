@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
-from ingestd.daemon.sync.scanner import SourceFilter
+from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.watch import kernel
 from ingestd.daemon.watch.coverage import WatchStats
 from ingestd.daemon.watch.emitter import InotifyEmitter

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from ingestd.daemon.config import load_config
-from ingestd.daemon.sync.scanner import SourceFilter
+from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.watch.emitter import InotifyEmitter
 from ingestd.daemon.watch.folders import DIR_MASK, OVERFLOW, ROOT_GONE, ROOT_MASK
 from ingestd.daemon.watch.kernel import (
@@ -346,7 +346,7 @@ def test_deleted_root_is_reported_once(tmp_path: Path) -> None:
 _PROBE = """
 import json, os, sys
 from ingestd.daemon.config import load_config
-from ingestd.daemon.sync.scanner import SourceFilter
+from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.watch import kernel
 from ingestd.daemon.watch.emitter import InotifyEmitter
 root, limit = sys.argv[1], sys.argv[2]

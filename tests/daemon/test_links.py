@@ -17,14 +17,20 @@ from typing import Any
 
 import pytest
 
+from ingestd.daemon.config import SourceConfig
+from ingestd.daemon.sources.local import LocalFolder
+from ingestd.daemon.sources.walk import stat_file
 from ingestd.daemon.sync.links import HardLinks
-from ingestd.daemon.sync.scanner import stat_file
 from tests.helpers import assert_matches_oracle, fake_vectors, ingestd_cmd, run_cli, wait_for
+
+
+def _folder(source: str, root: Path) -> LocalFolder:
+    return LocalFolder(SourceConfig(name=source, root=root))
 
 
 def _seen(links: HardLinks, source: str, root: Path, *rels: str) -> None:
     found = {r: st for r in rels if (st := stat_file(root / r)) is not None}
-    links.observe(source, root, found, None)
+    links.observe(_folder(source, root), found, None)
 
 
 def test_a_change_reaches_the_other_names_of_its_inode_once(tmp_path: Path) -> None:
@@ -77,13 +83,15 @@ def test_a_name_linked_later_reports_its_inode_once_and_its_indexed_names_join(
     indexed = stat_file(root / "c.md")
     assert indexed is not None and indexed.nlink == 1
     links = HardLinks()
-    assert links.observe("docs", root, {"c.md": indexed}, None) == set()  # one link: not kept
+    assert (
+        links.observe(_folder("docs", root), {"c.md": indexed}, None) == set()
+    )  # one link: not kept
     os.link(root / "c.md", root / "d.md")
     d = stat_file(root / "d.md")
     assert d is not None
-    assert links.observe("docs", root, {"d.md": d}, ["d.md"]) == {d.inode}  # a new inode
-    assert links.observe("docs", root, {"d.md": d}, ["d.md"]) == set()  # known now
-    links.track("docs", root, {"c.md": indexed})  # as the manifest records it
+    assert links.observe(_folder("docs", root), {"d.md": d}, ["d.md"]) == {d.inode}  # a new inode
+    assert links.observe(_folder("docs", root), {"d.md": d}, ["d.md"]) == set()  # known now
+    links.track(_folder("docs", root), {"c.md": indexed})  # as the manifest records it
     with (root / "d.md").open("a") as f:
         f.write("appended through d.md\n")
     assert links.siblings("docs", {"d.md"}) == {"docs": {"c.md"}}

@@ -34,7 +34,7 @@ from watchdog.events import (
 )
 
 from ingestd.daemon.config import load_config
-from ingestd.daemon.sync.scanner import SourceFilter
+from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.watch.fallback import WatchdogEmitter
 from ingestd.daemon.watch.watcher import Batch, Batcher, BatcherThread
 from tests.daemon.harness import Harness

@@ -19,8 +19,9 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.config import ConfigError, SourceConfig, load_config
-from ingestd.daemon.sync import scanner
-from ingestd.daemon.sync.scanner import SourceFilter, scan
+from ingestd.daemon.sources import walk as scanner
+from ingestd.daemon.sources.filter import SourceFilter
+from ingestd.daemon.sources.walk import scan
 from tests.helpers import CountingEmbedder, make_engine, run_cli
 
 

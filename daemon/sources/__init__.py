@@ -1,0 +1,9 @@
+"""Sources: the documents the daemon keeps in sync, behind one interface.
+
+* :mod:`~ingestd.daemon.sources.base`: the :class:`Source` interface, a document's
+  identity (:class:`FileStat`) and a listing (:class:`Scan`);
+* :mod:`~ingestd.daemon.sources.kinds`: the table of source kinds (``local`` today);
+* :mod:`~ingestd.daemon.sources.local`: a folder on the local file system, with its
+  filter (:mod:`~ingestd.daemon.sources.filter`) and walk
+  (:mod:`~ingestd.daemon.sources.walk`).
+"""

@@ -1,0 +1,142 @@
+r"""Which files of a local folder source are documents: the built-in ignores, globs, ``.gitignore``.
+
+Filtering (shared by scans and the watcher, so ignored paths never reach the planner):
+
+* always ignored: VCS folders (``.git``, ``.hg``, ``.svn``), ``__pycache__``,
+  ``node_modules``, virtualenvs, the state dir when it lies inside the root, and
+  editor temporaries (vim's ``4913`` probe, swap files, ``name~`` backups, emacs
+  ``.#name`` locks and ``#name#`` autosaves);
+* then ``include`` globs, then ``exclude`` globs, then ``.gitignore`` files (root and
+  nested, via pathspec's gitignore semantics) when the source honours them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pathspec
+
+from ingestd.daemon.config import SourceConfig
+
+__all__ = ["SourceFilter"]
+
+_IGNORED_DIRS = frozenset(
+    {
+        ".git",
+        ".hg",
+        ".svn",
+        "__pycache__",
+        "node_modules",
+        ".venv",
+        "venv",
+        ".tox",
+        ".mypy_cache",
+        ".pytest_cache",
+        ".ruff_cache",
+        ".idea",
+        ".vscode",
+    }
+)
+_TEMP_FILE = re.compile(
+    r"""^(
+        4913 | \.\#.* | \#.*\# | .*~ | \..*\.sw[a-p] | .*\.sw[a-p]x? | .*\.tmp | .*\.bak
+        | \.~lock\..*\# | .*\.kate-swp | \.goutputstream-.* | .*\.crdownload | .*\.part
+    )$""",
+    re.VERBOSE,
+)
+
+
+class SourceFilter:
+    """Decides whether a path of one source is a document.
+
+    Args:
+        source: the source.
+        state_dir: ingestd's state dir, ignored when it lies inside the root.
+
+    Paths given to the methods are POSIX and relative to the source root. The engine's
+    thread and the source's watcher thread share a filter: the watcher forgets cached
+    ``.gitignore`` rules when one changes, while a scan may be reading them.
+    """
+
+    __slots__ = ("_exclude", "_gitignores", "_include", "_state_rel", "root", "source")
+
+    def __init__(self, source: SourceConfig, state_dir: Path | None = None) -> None:
+        self.source = source
+        self.root = Path(source.root)
+        self._include = pathspec.GitIgnoreSpec.from_lines(source.include)
+        self._exclude = pathspec.GitIgnoreSpec.from_lines(source.exclude)
+        self._gitignores: dict[str, pathspec.GitIgnoreSpec | None] = {}
+        self._state_rel: str | None = None
+        if state_dir is not None:
+            try:
+                rel = Path(os.path.realpath(state_dir)).relative_to(self.root)
+                self._state_rel = rel.as_posix() if rel.parts else None
+            except ValueError:
+                pass
+
+    def __repr__(self) -> str:
+        return f"SourceFilter(source={self.source.name!r}, root={str(self.root)!r})"
+
+    def ignores_dir(self, rel: str) -> bool:
+        """Whether folder ``rel`` (and all below it) is ignored."""
+        if not rel or rel == ".":
+            return False
+        parts = rel.split("/")
+        if any(p in _IGNORED_DIRS for p in parts):
+            return True
+        if self._state_rel and (rel == self._state_rel or rel.startswith(self._state_rel + "/")):
+            return True
+        if self._exclude.match_file(rel + "/"):
+            return True
+        return self.source.gitignore and self._gitignored(rel, is_dir=True)
+
+    def accepts(self, rel: str) -> bool:
+        """Whether file ``rel`` is a document of this source."""
+        if not rel or rel.startswith("../"):
+            return False
+        parts = rel.split("/")
+        if _TEMP_FILE.match(parts[-1]):
+            return False
+        if len(parts) > 1 and self.ignores_dir("/".join(parts[:-1])):
+            return False
+        if not self._include.match_file(rel) or self._exclude.match_file(rel):
+            return False
+        return not (self.source.gitignore and self._gitignored(rel, is_dir=False))
+
+    def _spec_for(self, folder: str) -> pathspec.GitIgnoreSpec | None:
+        # the watcher's thread may forget the cache at any moment (a .gitignore
+        # changed): never read back what was just stored
+        try:
+            return self._gitignores[folder]
+        except KeyError:
+            pass
+        f = self.root / folder / ".gitignore" if folder else self.root / ".gitignore"
+        try:
+            lines = f.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            lines = []
+        spec = pathspec.GitIgnoreSpec.from_lines(lines) if lines else None
+        self._gitignores[folder] = spec
+        return spec
+
+    def _gitignored(self, rel: str, *, is_dir: bool) -> bool:
+        parts = rel.split("/")
+        ignored = False
+        for i in range(len(parts)):
+            folder = "/".join(parts[:i])
+            spec = self._spec_for(folder)
+            if spec is None:
+                continue
+            sub = "/".join(parts[i:]) + ("/" if is_dir else "")
+            res = spec.check_file(sub)
+            if res.include is not None:
+                ignored = bool(res.include)
+        return ignored
+
+    def forget_gitignore(self, rel_folder: str) -> None:
+        """Drop the cached ``.gitignore`` of a folder (after it changed)."""
+        self._gitignores.pop(rel_folder, None)
+        if rel_folder == "":
+            self._gitignores.clear()

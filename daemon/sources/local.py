@@ -1,0 +1,123 @@
+"""The local folder source: a docs folder or a git checkout's working tree.
+
+Its documents are the regular files under its root that its filter accepts
+(:class:`~ingestd.daemon.sources.filter.SourceFilter`), listed by a walk that never
+follows a symlink (:mod:`~ingestd.daemon.sources.walk`), identified by their stat
+(size, mtime, ctime, inode); its changes are watched (inotify, or watchdog's
+observers where there is none). A git checkout records HEAD's commit in every
+payload (``git_commit``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from ingestd.daemon.config import SourceConfig
+from ingestd.daemon.sources.base import ChangeMode, FileStat, Scan
+from ingestd.daemon.sources.filter import SourceFilter
+from ingestd.daemon.sources.walk import scan, stat_file
+
+__all__ = ["LocalFolder", "git_head"]
+
+
+class LocalFolder:
+    """The documents of a folder on the local file system (a ``Source``).
+
+    Args:
+        config: the source's configuration (``root``, globs, ``.gitignore``, ``git``).
+        state_dir: ingestd's state dir, left out when it lies inside the root.
+
+    Attributes:
+        filter: which paths are documents (shared with the source's watcher).
+    """
+
+    kind: ClassVar[str] = "local"
+    changes: ChangeMode = "watched"
+    poll_s: float = 0.0  # watched: the periodic safety rescan is ``watch.rescan_interval_s``
+
+    def __init__(self, config: SourceConfig, state_dir: Path | None = None) -> None:
+        self.name = config.name
+        self.config = config
+        self.root = Path(config.root)
+        self.filter = SourceFilter(config, state_dir)
+
+    def __repr__(self) -> str:
+        return f"LocalFolder(name={self.name!r}, root={str(self.root)!r})"
+
+    def missing(self) -> str | None:
+        """``"root <root> is missing"`` when the root is not a folder now, else ``None``."""
+        return None if self.root.is_dir() else f"root {self.root} is missing"
+
+    def scan(self, under: str = "") -> Scan:
+        """Every document under the root, or folder ``under`` (:func:`~.walk.scan`)."""
+        return scan(self.filter, under)
+
+    def is_folder(self, rel: str) -> bool:
+        """Whether ``rel`` is a folder under the root (a symlink to one is not)."""
+        path = self.root / rel
+        return path.is_dir() and not path.is_symlink()
+
+    def stat(self, rel: str) -> FileStat | None:
+        """The stat of ``rel`` when it is a regular file (symlinks not followed), else ``None``."""
+        return stat_file(self.root / rel)
+
+    def accepts(self, rel: str) -> bool:
+        """Whether file ``rel`` is a document of this source by its name (the filter)."""
+        return self.filter.accepts(rel)
+
+    def ignores_folder(self, rel: str) -> bool:
+        """Whether folder ``rel`` and all below it are left out."""
+        return self.filter.ignores_dir(rel)
+
+    def read(self, rel: str) -> bytes:
+        """The bytes of ``rel``.
+
+        Raises:
+            FileNotFoundError: it is gone.
+            OSError: it cannot be opened or read.
+        """
+        return (self.root / rel).read_bytes()
+
+    def revision(self) -> str | None:
+        """HEAD's commit when the source is a git checkout (``git`` or detected), else ``None``."""
+        is_git = self.config.git if self.config.git is not None else (self.root / ".git").exists()
+        return git_head(self.root) if is_git else None
+
+
+def git_head(root: Path) -> str | None:
+    """HEAD's commit id of the git checkout at ``root``, read from ``.git``; else ``None``.
+
+    Handles a detached HEAD, loose refs, ``packed-refs`` and a ``.git`` file pointing
+    at the real git dir (worktrees, submodules).
+    """
+    git = root / ".git"
+    try:
+        if git.is_file():
+            line = git.read_text().strip()
+            if line.startswith("gitdir:"):
+                git = (root / line.split(":", 1)[1].strip()).resolve()
+        head = (git / "HEAD").read_text().strip()
+    except OSError:
+        return None
+    if not head.startswith("ref:"):
+        return head or None
+    ref = head.split(":", 1)[1].strip()
+    common = git
+    try:
+        c = (git / "commondir").read_text().strip()
+        common = (git / c).resolve()
+    except OSError:
+        pass
+    for base in (git, common):
+        try:
+            return (base / ref).read_text().strip()
+        except OSError:
+            continue
+    try:
+        for line in (common / "packed-refs").read_text().splitlines():
+            if line.endswith(" " + ref):
+                return line.split(" ", 1)[0]
+    except OSError:
+        pass
+    return None

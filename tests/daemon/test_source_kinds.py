@@ -1,0 +1,202 @@
+"""A new kind of source is one module plus one entry of the source table.
+
+A test-only kind, ``memory`` (documents held in a dict, changes polled), is registered
+through :data:`~ingestd.daemon.sources.kinds.SOURCE_KINDS` alone, and the sync engine
+indexes it, follows its edits, moves and deletions, and ends equal to a from-scratch
+ingest, with ``verify`` clean: the planner, the preparer, ``verify`` and ``read``
+speak only to the :class:`~ingestd.daemon.sources.base.Source` interface.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, ClassVar
+
+import pytest
+
+from ingestd.daemon.config import ConfigError, SourceConfig, load_config
+from ingestd.daemon.sources import kinds
+from ingestd.daemon.sources.base import ChangeMode, FileStat, Scan, is_watched, open_source
+from ingestd.daemon.sources.local import LocalFolder
+from ingestd.daemon.sync.engine import Engine
+from tests.helpers import MD_DOCS, SMALL_MD, fake_vectors, store_snapshot, without_provenance
+
+#: The documents of each ``memory`` source, by its ``root``: path -> bytes.
+TREES: dict[str, dict[str, bytes]] = {}
+
+
+class MemorySource:
+    """Documents held in :data:`TREES` (a test double of a source that is not a folder)."""
+
+    kind: ClassVar[str] = "memory"
+    changes: ChangeMode = "polled"
+    poll_s = 60.0
+
+    def __init__(self, config: SourceConfig, state_dir: Path | None = None) -> None:
+        self.name = config.name
+        self.config = config
+        self.root = Path(config.root)
+
+    @property
+    def docs(self) -> dict[str, bytes]:
+        return TREES.setdefault(str(self.root), {})
+
+    def missing(self) -> str | None:
+        return None if str(self.root) in TREES else f"tree {self.root} is gone"
+
+    def _stat(self, rel: str) -> FileStat:
+        data = self.docs[rel]
+        digest = int.from_bytes(hashlib.sha256(data).digest()[:6], "little")
+        ident = int.from_bytes(hashlib.sha256(rel.encode()).digest()[:6], "little")
+        return FileStat(len(data), digest, digest, ident)
+
+    def scan(self, under: str = "") -> Scan:
+        out = Scan()
+        for rel in self.docs:
+            if not under or rel.startswith(under.rstrip("/") + "/"):
+                out[rel] = self._stat(rel)
+        return out
+
+    def is_folder(self, rel: str) -> bool:
+        return any(p.startswith(rel.rstrip("/") + "/") for p in self.docs)
+
+    def stat(self, rel: str) -> FileStat | None:
+        return self._stat(rel) if rel in self.docs else None
+
+    def accepts(self, rel: str) -> bool:
+        return rel.endswith(".md")
+
+    def ignores_folder(self, rel: str) -> bool:
+        return False
+
+    def read(self, rel: str) -> bytes:
+        try:
+            return self.docs[rel]
+        except KeyError:
+            raise FileNotFoundError(rel) from None
+
+    def revision(self) -> str | None:
+        return None
+
+
+@pytest.fixture
+def memory_kind(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, bytes]]:
+    """The ``memory`` kind registered through the table (one entry), and its trees."""
+    monkeypatch.setitem(kinds.SOURCE_KINDS, "memory", f"{__name__}:MemorySource")
+    TREES.clear()
+    yield TREES
+    TREES.clear()
+
+
+def _config(state: Path, root: str = "/mem/docs") -> Any:
+    return load_config(
+        None,
+        overrides={
+            "state_dir": str(state),
+            "sources": [{"kind": "memory", "name": "mem", "root": root}],
+        },
+    )
+
+
+def _scratch(tmp: Path, docs: dict[str, bytes]) -> dict[str, dict[str, Any]]:
+    """Points of a from-scratch ingest of ``docs`` (a ``memory`` source of its own)."""
+    TREES["/mem/scratch"] = dict(docs)
+    state = tmp / f"scratch-{len(list(tmp.iterdir()))}"
+    cfg = load_config(
+        None,
+        overrides={
+            "state_dir": str(state),
+            "sources": [{"kind": "memory", "name": "mem", "root": "/mem/scratch"}],
+        },
+    )
+    eng = Engine(cfg, state, embed_model=fake_vectors)
+    try:
+        eng.sync("mem")
+    finally:
+        eng.close()
+    return without_provenance(store_snapshot(state))
+
+
+def test_an_unknown_kind_is_a_config_error_that_lists_the_kinds(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.kind.*expected one of: local"):
+        load_config(None, overrides={"sources": [{"kind": "ftp", "root": str(tmp_path)}]})
+
+
+def test_the_local_folder_is_the_default_kind_and_is_watched(tmp_path: Path) -> None:
+    source = open_source(SourceConfig(name="docs", root=tmp_path))
+    assert isinstance(source, LocalFolder) and is_watched(source)
+    assert source.missing() is None
+    assert open_source(SourceConfig(name="x", root=tmp_path / "gone")).missing() == (
+        f"root {tmp_path / 'gone'} is missing"
+    )
+
+
+def _sync(state: Path, paths: list[str] | None = None) -> Any:
+    """One sync of the ``mem`` source in a fresh engine, closed after (the store is free)."""
+    eng = Engine(_config(state), state, embed_model=fake_vectors)
+    try:
+        source = eng.source("mem")
+        assert isinstance(source, MemorySource) and not is_watched(source)
+        res = eng.sync("mem", paths)
+        assert eng.verify("mem").clean
+        return res
+    finally:
+        eng.close()
+
+
+def test_a_kind_registered_through_the_table_syncs_to_the_from_scratch_store(
+    memory_kind: dict[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    docs = {rel: (MD_DOCS / rel).read_bytes() for rel in SMALL_MD[:4]}
+    memory_kind["/mem/docs"] = docs
+    state = tmp_path / "state"
+    assert _sync(state).indexed == 4
+    first = without_provenance(store_snapshot(state))
+    assert first and first == _scratch(tmp_path, docs)
+    # an edit, a move and a deletion, each planned from the interface alone
+    moved = SMALL_MD[1].replace(".md", "-moved.md")
+    docs[SMALL_MD[0]] = docs[SMALL_MD[0]] + b"\n\nA paragraph added at the end.\n"
+    docs[moved] = docs.pop(SMALL_MD[1])
+    del docs[SMALL_MD[2]]
+    res = _sync(state)
+    # the move is a write of the new path and a deletion of the old, its vectors reused
+    assert (res.indexed, res.deleted, res.embedded) == (2, 2, 1)
+    assert without_provenance(store_snapshot(state)) == _scratch(tmp_path, docs)
+    # a change set naming paths (as `ingestd sync PATH` gives them)
+    docs["new/page.md"] = b"# A new page\n\nWritten in memory.\n"
+    assert _sync(state, ["new"]).indexed == 1
+    assert without_provenance(store_snapshot(state)) == _scratch(tmp_path, docs)
+    # a source that cannot be listed is not a deletion of its documents
+    del memory_kind["/mem/docs"]
+    eng = Engine(_config(state), state, embed_model=fake_vectors)
+    try:
+        assert eng.plan("mem").root_missing
+        assert eng.verify("mem").root_missing
+    finally:
+        eng.close()
+    memory_kind["/mem/docs"] = docs
+    assert without_provenance(store_snapshot(state)) == _scratch(tmp_path, docs)
+
+
+def test_the_daemon_polls_a_polled_source_at_its_interval(
+    memory_kind: dict[str, dict[str, bytes]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.daemon.harness import Harness
+    from tests.helpers import CountingEmbedder, wait_for
+
+    monkeypatch.setattr(MemorySource, "poll_s", 0.3)
+    docs = {SMALL_MD[0]: (MD_DOCS / SMALL_MD[0]).read_bytes()}
+    memory_kind["/mem/docs"] = docs
+    config = tmp_path / "ingestd.yaml"
+    config.write_text("sources:\n  - {kind: memory, name: mem, root: /mem/docs}\n")
+    embed = CountingEmbedder(fake_vectors)
+    with Harness(tmp_path, tmp_path / "state", embed, config_path=config) as h:
+        assert {p["path"] for p in h.points().values()} == {SMALL_MD[0]}
+        docs["later.md"] = b"# Written later\n\nNo event announces it: a poll finds it.\n"
+        wait_for(
+            lambda: "later.md" in {p["path"] for p in h.points().values()},
+            30,
+            "the polled change to be indexed",
+        )
+        assert h.settle().clean
