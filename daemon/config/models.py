@@ -266,7 +266,7 @@ class FilesConfig(_Model):
             chunks take about 10-15 minutes of embedding on two CPU cores).
         max_nonprose_chunks: files with more chunks that are not prose (base64,
             minified code: under 2.5 % whitespace) than this, and over a tenth of their
-            chunks, are skipped (see :mod:`ingestd.daemon.sync.prose`).
+            chunks, are skipped (see :mod:`ingestd.daemon.sync.nonprose`).
         allow_secret_names: gitignore-style globs of paths exempt from the built-in
             deny-list of secret-bearing file names (``.env``, ``id_rsa``, ``.ssh/``,
             ``*.pem``, ``credentials.json``, ...: see

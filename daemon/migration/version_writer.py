@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Any
 from ingestd.daemon.sources.base import FileStat
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.documents import PreparedDocument, prepare_document, sparse_vector
-from ingestd.daemon.sync.types import UnreadableFile
-from ingestd.daemon.sync.writer import SLICE_CHUNKS
+from ingestd.daemon.sync.types import UnreadableFile, eta_seconds
+from ingestd.daemon.sync.writer import GROUP_CHUNKS, GROUP_DOCS, SLICE_CHUNKS
 from ingestd.store.manifest.builds import BuildDoc, BuildDocuments
 from ingestd.store.manifest.manifest import ChunkRow
 
@@ -36,9 +36,6 @@ if TYPE_CHECKING:
 __all__ = ["BuildProgress", "VersionWriter"]
 
 logger = logging.getLogger(__name__)
-
-GROUP_DOCS = 16  # documents per record commit
-GROUP_CHUNKS = 128  # chunks per record commit
 
 
 @dataclass
@@ -70,11 +67,9 @@ class BuildProgress:
 
     def eta_seconds(self, now: float | None = None) -> float | None:
         """Seconds left at the rate documents were done so far, or ``None`` before any."""
-        done = self.docs_done - self.docs_at_start
         elapsed = (time.monotonic() if now is None else now) - self.started
-        if done <= 0 or elapsed <= 0:
-            return None
-        return max(0.0, (self.docs_total - self.docs_done) * elapsed / done)
+        start = self.docs_at_start
+        return eta_seconds(self.docs_done - start, self.docs_total - start, elapsed)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields, with ``eta_seconds``."""

@@ -35,7 +35,7 @@ from ingestd.daemon.config import WatchConfig
 from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.watch.coverage import WatchCoverage
 from ingestd.daemon.watch.folders import OVERFLOW
-from ingestd.daemon.watch.inotify import reason_for, watch_limit
+from ingestd.daemon.watch.watched import reason_for, watch_limit
 from ingestd.daemon.watch.watcher import Batcher, BatcherThread, SourceWatcher
 
 __all__ = ["Watches"]

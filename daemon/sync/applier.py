@@ -35,14 +35,11 @@ from ingestd.daemon.sync.types import (
     SyncResult,
     UnreadableFile,
 )
-from ingestd.daemon.sync.writer import Writer
+from ingestd.daemon.sync.writer import GROUP_CHUNKS, GROUP_DOCS, Writer
 
-__all__ = ["GROUP_CHUNKS", "GROUP_DOCS", "Applier"]
+__all__ = ["Applier"]
 
 logger = logging.getLogger(__name__)
-
-GROUP_DOCS = 16  # documents per manifest commit
-GROUP_CHUNKS = 128  # new chunks per manifest commit (embedding batches span documents)
 
 
 class Applier:

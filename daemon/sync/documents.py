@@ -17,7 +17,7 @@ File policy (a document that breaks it is *failed*: no chunks, its error in ``st
   embedder for many minutes);
 * text that is not prose (base64, minified code, long runs without whitespace) in more
   than ``files.max_nonprose_chunks`` chunks and a tenth of them (see
-  :mod:`~ingestd.daemon.sync.prose`).
+  :mod:`~ingestd.daemon.sync.nonprose`).
 
 Paths whose name is not valid UTF-8 never get here: the scanner skips them
 (:func:`~ingestd.daemon.sources.walk.name_problem`), since the manifest, the point ids and
@@ -41,7 +41,7 @@ from ingestd.chunkers.base import Chunk
 from ingestd.chunkers.text import UndecodableError, decode
 from ingestd.daemon.config import FilesConfig
 from ingestd.daemon.sources.base import FileStat, Source
-from ingestd.daemon.sync.prose import nonprose_error
+from ingestd.daemon.sync.nonprose import nonprose_error
 from ingestd.daemon.sync.rules import Rule
 from ingestd.daemon.sync.secret_files import SecretPolicy
 from ingestd.daemon.sync.types import SyncInterrupted, UnreadableFile

@@ -20,6 +20,7 @@ __all__ = [
     "SyncProgress",
     "SyncResult",
     "UnreadableFile",
+    "eta_seconds",
 ]
 
 
@@ -187,9 +188,7 @@ class SyncProgress:
         the bytes still to do are timed at the rate bytes were done so far.
         """
         elapsed = (time.monotonic() if now is None else now) - self.started
-        if self.bytes_done <= 0 or elapsed <= 0:
-            return None
-        return max(0.0, (self.bytes_total - self.bytes_done) * elapsed / self.bytes_done)
+        return eta_seconds(self.bytes_done, self.bytes_total, elapsed)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields, with ``eta_seconds``."""
@@ -200,3 +199,19 @@ class SyncProgress:
 
 
 ProgressFn = Callable[[SyncProgress], None]
+
+
+def eta_seconds(done: float, total: float, elapsed: float) -> float | None:
+    """Seconds left to do ``total`` at the rate ``done`` took ``elapsed`` seconds.
+
+    Args:
+        done: work done so far (bytes, documents: any unit, the same as ``total``).
+        total: all the work.
+        elapsed: seconds spent on ``done``.
+
+    Returns:
+        ``None`` before anything was done.
+    """
+    if done <= 0 or elapsed <= 0:
+        return None
+    return max(0.0, (total - done) * elapsed / done)

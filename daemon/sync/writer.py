@@ -50,6 +50,8 @@ from ingestd.daemon.sync.write_parts import (
 from ingestd.store.manifest.manifest import ChunkRow
 
 __all__ = [
+    "GROUP_CHUNKS",
+    "GROUP_DOCS",
     "SLICE_CHUNKS",
     "DocWork",
     "InFlight",
@@ -63,6 +65,10 @@ logger = logging.getLogger(__name__)
 #: Chunks embedded and upserted between two checkpoints: about one to three seconds of
 #: embedding with all-MiniLM-L6-v2 on two cores (25-35 chunks/s).
 SLICE_CHUNKS = 32
+#: Documents per manifest commit when a sync writes many small ones.
+GROUP_DOCS = 16
+#: New chunks per manifest commit (embedding batches span documents).
+GROUP_CHUNKS = 128
 #: Payload updates of kept points per call (and between two checkpoints).
 PAYLOAD_SLICE = 256
 

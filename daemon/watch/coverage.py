@@ -7,7 +7,7 @@ time). ``status`` lists the folders and reports the daemon unhealthy.
 
 Logging follows the state, not the checks: one error when a source becomes degraded
 (with the fix for its reasons: the watch limit that was reached, named as
-:func:`~ingestd.daemon.watch.inotify.watch_limit` finds it, or folders the daemon's
+:func:`~ingestd.daemon.watch.watched.watch_limit` finds it, or folders the daemon's
 user may not read), one warning when more folders join, one line when every folder is
 watched again.
 """
@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from ingestd.daemon.sources.base import display_path
-from ingestd.daemon.watch.inotify import watch_limit
+from ingestd.daemon.watch.watched import watch_limit
 
 __all__ = ["WatchCoverage", "WatchStats", "advice_for", "folder_key"]
 

@@ -31,10 +31,10 @@ from pathlib import Path
 
 from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.sources.walk import walk_folders
-from ingestd.daemon.watch import inotify
+from ingestd.daemon.watch import watched
 from ingestd.daemon.watch.coverage import WatchStats
 from ingestd.daemon.watch.folders import FolderWatches
-from ingestd.daemon.watch.kernel import Inotify, fdinfo_inodes
+from ingestd.daemon.watch.inotify import Inotify, fdinfo_inodes
 
 __all__ = ["MOVE_GRACE_S", "SETTLE_S", "InotifyEmitter"]
 
@@ -206,7 +206,7 @@ class InotifyEmitter:
         for top in sorted(set(under)):
             for rel, ino in walk_folders(self.flt, top):
                 if rel in known:
-                    out[rel] = inotify.reason_for(known[rel] or errno.EINVAL)
+                    out[rel] = watched.reason_for(known[rel] or errno.EINVAL)
                 elif inodes is not None and ino not in inodes:
                     late[rel] = ino
         deadline = time.monotonic() + SETTLE_S
@@ -215,7 +215,7 @@ class InotifyEmitter:
             inodes = fdinfo_inodes(self._kernel.fd) or set()
             late = {rel: ino for rel, ino in late.items() if ino not in inodes}
         for rel in late:
-            reason = inotify.probe(Path(self.flt.root) / rel)
+            reason = watched.probe(Path(self.flt.root) / rel)
             if reason.startswith("not watched"):
                 reason = "not watched (no watch was set on it)"
             out[rel] = reason

@@ -22,7 +22,7 @@ from typing import Any
 
 from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.sources.walk import walk_folders
-from ingestd.daemon.watch import inotify
+from ingestd.daemon.watch import watched
 from ingestd.daemon.watch.coverage import WatchStats
 from ingestd.daemon.watch.folders import OVERFLOW, prunes
 
@@ -236,20 +236,20 @@ class WatchdogEmitter:
         """Folders the kernel does not watch, when watchdog runs on inotify.
 
         watchdog 7 skips a folder it cannot watch in silence (see
-        :mod:`~ingestd.daemon.watch.inotify`), so the kernel is asked.
+        :mod:`~ingestd.daemon.watch.watched`), so the kernel is asked.
 
         Returns:
             Relative folder path -> why it is not watched, or ``None`` when the
             kernel cannot tell (FSEvents, ``ReadDirectoryChangesW``, polling).
         """
-        inodes = inotify.watched_inodes() if self.backend == "watchdog" else None
+        inodes = watched.watched_inodes() if self.backend == "watchdog" else None
         if inodes is None:
             return None
         out: dict[str, str] = {}
         for top in sorted(set(under)):
             for rel, ino in walk_folders(self.flt, top):
                 if ino not in inodes:
-                    out[rel] = inotify.probe(Path(self.root) / rel)
+                    out[rel] = watched.probe(Path(self.root) / rel)
         return out
 
     def alive(self) -> bool:

@@ -50,7 +50,7 @@ from typing import Protocol
 
 from ingestd.daemon.sources.base import name_problem
 from ingestd.daemon.sources.filter import SourceFilter
-from ingestd.daemon.watch.kernel import (
+from ingestd.daemon.watch.inotify import (
     IN_CLOSE_WRITE,
     IN_CREATE,
     IN_DELETE,

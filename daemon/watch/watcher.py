@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
 from ingestd.daemon.sources.filter import SourceFilter
-from ingestd.daemon.watch import kernel
+from ingestd.daemon.watch import inotify
 from ingestd.daemon.watch.coverage import WatchStats
 from ingestd.daemon.watch.emitter import InotifyEmitter
 from ingestd.daemon.watch.fallback import WatchdogEmitter
@@ -195,7 +195,7 @@ class BatcherThread:
 
 @functools.cache
 def _inotify_available() -> bool:
-    return kernel.available()
+    return inotify.available()
 
 
 def default_backend() -> str:

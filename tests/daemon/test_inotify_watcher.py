@@ -28,7 +28,7 @@ from ingestd.daemon.config import load_config
 from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.watch.emitter import InotifyEmitter
 from ingestd.daemon.watch.folders import DIR_MASK, OVERFLOW, ROOT_GONE, ROOT_MASK
-from ingestd.daemon.watch.kernel import (
+from ingestd.daemon.watch.inotify import (
     IN_ACCESS,
     IN_CLOSE_NOWRITE,
     IN_MODIFY,
@@ -347,7 +347,7 @@ _PROBE = """
 import json, os, sys
 from ingestd.daemon.config import load_config
 from ingestd.daemon.sources.filter import SourceFilter
-from ingestd.daemon.watch import kernel
+from ingestd.daemon.watch import inotify
 from ingestd.daemon.watch.emitter import InotifyEmitter
 root, limit = sys.argv[1], sys.argv[2]
 if limit != "-":
@@ -355,7 +355,7 @@ if limit != "-":
         f.write(limit)
 cfg = load_config(None, roots=[root])
 em = InotifyEmitter(SourceFilter(cfg.sources[0]), lambda s, p: None, lambda s, w: None)
-kernel.libc()
+inotify.libc()
 if len(sys.argv) > 3:  # everything is imported: the interpreter's files may be private
     os.setgid(65534)
     os.setuid(65534)

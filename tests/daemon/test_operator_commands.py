@@ -467,10 +467,10 @@ def test_a_folder_the_daemon_may_not_read_is_not_blamed_on_the_watch_limit(
     secret.chmod(0o700)
     probe = (
         "import os, sys\n"
-        "from ingestd.daemon.watch import inotify\n"
-        "inotify.add_watch_errno(sys.argv[1])  # loads libc while it can\n"
+        "from ingestd.daemon.watch import watched\n"
+        "watched.add_watch_errno(sys.argv[1])  # loads libc while it can\n"
         "os.setgid(65534); os.setuid(65534)\n"
-        "print(inotify.reason_for(inotify.add_watch_errno(sys.argv[1])))\n"
+        "print(watched.reason_for(watched.add_watch_errno(sys.argv[1])))\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe, str(secret)], capture_output=True, text=True, check=True

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ingestd.daemon.watch import inotify, kernel
+from ingestd.daemon.watch import inotify
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import CountingEmbedder, wait_for
 
@@ -43,14 +43,14 @@ class _WatchLimit:
 
     def __init__(self, monkeypatch: pytest.MonkeyPatch, *names: str) -> None:
         self.names = set(names)
-        real = kernel.Inotify.add_watch
+        real = inotify.Inotify.add_watch
 
-        def add_watch(ino: kernel.Inotify, path: str, mask: int) -> int:
+        def add_watch(ino: inotify.Inotify, path: str, mask: int) -> int:
             if self.refuses(os.fsdecode(path)):
                 raise OSError(errno.ENOSPC, "inotify watch limit reached")
             return real(ino, path, mask)
 
-        monkeypatch.setattr(kernel.Inotify, "add_watch", add_watch)
+        monkeypatch.setattr(inotify.Inotify, "add_watch", add_watch)
         monkeypatch.setattr(
             inotify, "add_watch_errno", lambda p: errno.ENOSPC if self.refuses(str(p)) else 0
         )
