@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from ingestd.daemon.watch import inotify
+from ingestd.daemon.watch import inotify, watched
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import CountingEmbedder, wait_for
 
@@ -52,7 +52,7 @@ class _WatchLimit:
 
         monkeypatch.setattr(inotify.Inotify, "add_watch", add_watch)
         monkeypatch.setattr(
-            inotify, "add_watch_errno", lambda p: errno.ENOSPC if self.refuses(str(p)) else 0
+            watched, "add_watch_errno", lambda p: errno.ENOSPC if self.refuses(str(p)) else 0
         )
 
     def refuses(self, path: str) -> bool:
