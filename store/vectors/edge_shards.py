@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ingestd.store.common.damage import StateDamagedError
-from ingestd.store.search.query import PATH_KEY, PENDING_KEY
+from ingestd.store.search.query import HIDDEN_KEYS, PATH_KEY
 from ingestd.store.search.sparse import SPARSE_VECTOR
 from ingestd.store.vectors.base import Layout, StoreUnavailableError, physical_name, version_of
 
@@ -54,7 +54,6 @@ __all__ = [
     "FORMAT",
     "OPTIMIZE_EVERY",
     "OVERSAMPLING",
-    "PARENT_KEY",
     "EdgeCollections",
     "EngineError",
     "is_edge_store",
@@ -71,12 +70,11 @@ COLLECTIONS_DIR = "collections"
 FORMAT = 1
 #: Payload keys with a keyword index (the filters of ``ingestd search`` and ``forget``).
 INDEXED_KEYS = ("source", "path", PATH_KEY)
-#: The payload key of parent sections (``true``, absent on every other point), with a
-#: boolean index: without one, excluding parents from a search reads every point's
-#: payload (360 ms at 100,000 points here, against 15 ms with it).
-PARENT_KEY = "is_parent"
-#: Payload keys with a boolean index (excluded from searches by ``IsEmptyCondition``).
-BOOL_KEYS = (PARENT_KEY, PENDING_KEY)
+#: Payload keys with a boolean index (excluded from searches by ``IsEmptyCondition``):
+#: without one, excluding parents (:data:`~ingestd.store.search.query.PARENT_KEY`) from
+#: a search reads every point's payload (360 ms at 100,000 points here, against 15 ms
+#: with it).
+BOOL_KEYS = HIDDEN_KEYS
 #: Points written to a shard (by this process) between two :meth:`EdgeCollections.optimize`
 #: calls: the appendable segment, whose files and indexes are all in memory, stays
 #: below about this size. Optimising 100,000 points peaked at 1.4 GB RSS here.

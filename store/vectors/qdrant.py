@@ -20,8 +20,17 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ingestd.store.search.conditions import Conditions
 from ingestd.store.search.fusion import available, rank_and_fuse
-from ingestd.store.search.query import MODES, Filters, Hit, Mode, client_rankings, payloads_by_id
+from ingestd.store.search.query import (
+    MODES,
+    Filters,
+    Hit,
+    Mode,
+    client_filter,
+    client_rankings,
+    payloads_by_id,
+)
 from ingestd.store.search.sparse import SPARSE_VECTOR, SparseVec
 from ingestd.store.vectors.base import DenseVector, Point, StoreUnavailableError
 from ingestd.store.vectors.qdrant_collections import QdrantCollections
@@ -271,15 +280,7 @@ class QdrantStore(QdrantCollections):
         self, collection: str, source: str | None = None
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every point of ``collection`` (of one ``source`` if given) as ``(id, payload)``."""
-        from qdrant_client import models
-
-        flt = (
-            models.Filter(
-                must=[models.FieldCondition(key="source", match=models.MatchValue(value=source))]
-            )
-            if source is not None
-            else None
-        )
+        flt = client_filter(Conditions.of_source(source))
         offset = None
         while True:
             recs, offset = self.call(
@@ -323,16 +324,10 @@ class QdrantStore(QdrantCollections):
         Returns 0 when the collection does not exist, and forgets it as known, so that
         the next :meth:`ensure_collection` creates it again.
         """
-        from qdrant_client import models
-
         self.forget_layout(collection)  # it may have been dropped behind our back
         if not self.has_collection(collection):
             return 0
-        flt = None
-        if sources is not None:
-            flt = models.Filter(
-                must=[models.FieldCondition(key="source", match=models.MatchAny(any=list(sources)))]
-            )
+        flt = client_filter(Conditions.of_sources(sources))
         return int(self.call(self.client.count, collection, count_filter=flt, exact=True).count)
 
     def search(
@@ -380,7 +375,7 @@ class QdrantStore(QdrantCollections):
                 collection,
             )
             mode = "dense"
-        flt = (filters or Filters()).qdrant(legacy=legacy)
+        flt = client_filter((filters or Filters()).conditions(legacy=legacy))
         fetch = client_rankings(
             lambda reqs: self.call(self.client.query_batch_points, collection, requests=reqs),
             dense,

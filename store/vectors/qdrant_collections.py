@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ingestd.store.search.query import PATH_KEY, PENDING_KEY
+from ingestd.store.search.query import HIDDEN_KEYS, PATH_KEY
 from ingestd.store.search.sparse import SPARSE_VECTOR
 from ingestd.store.vectors.base import Layout, StoreUnavailableError, physical_name, version_of
 
@@ -180,7 +180,7 @@ class QdrantCollections:
                     key,
                     field_schema=models.PayloadSchemaType.KEYWORD,
                 )
-            for key in ("is_parent", PENDING_KEY):  # excluded from every search
+            for key in HIDDEN_KEYS:  # excluded from every search
                 self.call(
                     self.client.create_payload_index,
                     physical,
