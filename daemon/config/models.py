@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from ingestd.daemon.statedir import StatePaths
 
@@ -156,15 +157,24 @@ class EmbeddingConfig(_Model):
         return self
 
 
+def _engine_names() -> tuple[str, ...]:
+    from ingestd.store.vectors.engines import engine_names
+
+    return engine_names()
+
+
 def _default_engine() -> str | None:
     """``qdrant.engine`` when the config file says nothing: ``$INGESTD_QDRANT_ENGINE``.
 
     Raises:
-        ConfigError: the variable names no engine.
+        ConfigError: the variable names no engine of the engines' table.
     """
+    from ingestd.store.vectors.engines import spelled
+
     value = os.environ.get("INGESTD_QDRANT_ENGINE") or None
-    if value not in (None, "edge", "local"):
-        raise ConfigError([f"INGESTD_QDRANT_ENGINE: expected edge or local (got {value!r})"])
+    names = _engine_names()
+    if value is not None and value not in names:
+        raise ConfigError([f"INGESTD_QDRANT_ENGINE: expected {spelled(names)} (got {value!r})"])
     return value
 
 
@@ -172,10 +182,11 @@ class QdrantConfig(_Model):
     """Where vectors live: an embedded engine in the state dir, or a Qdrant server.
 
     Attributes:
-        engine: the embedded engine: ``edge`` (Qdrant Edge, Qdrant's engine
-            in-process) or ``local`` (qdrant-client's local mode); default
-            ``$INGESTD_QDRANT_ENGINE``, else ``None``: ``edge`` for a new store,
-            ``local`` for a store made with it. A store held by the other engine moves
+        engine: the embedded engine, a name of the engines' table
+            (:data:`ingestd.store.vectors.engines.ENGINES`): ``edge`` (Qdrant Edge,
+            Qdrant's engine in-process) or ``local`` (qdrant-client's local mode);
+            default ``$INGESTD_QDRANT_ENGINE``, else ``None``: ``edge`` for a new store,
+            ``local`` for a store made with it. A store held by another engine moves
             to the configured one (README "Embedded engines").
         path: folder of the ``local`` store (default ``<state dir>/qdrant``).
         edge_path: folder of the ``edge`` store (default ``<state dir>/edge``).
@@ -185,14 +196,39 @@ class QdrantConfig(_Model):
             is put back on the queue.
     """
 
-    engine: Literal["edge", "local"] | None = Field(
-        default_factory=lambda: _default_engine(), validate_default=True
-    )
+    engine: str | None = Field(default_factory=lambda: _default_engine(), validate_default=True)
     path: Path | None = None
     edge_path: Path | None = None
     url: str | None = None
     api_key_env: str = "QDRANT_API_KEY"
     retry_seconds: float = Field(60.0, gt=0)
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _engine(cls, v: Any) -> Any:
+        from ingestd.store.vectors.engines import spelled
+
+        names = _engine_names()
+        if v is not None and v not in names:
+            raise PydanticCustomError(
+                "literal_error", "Input should be {expected}", {"expected": spelled(names, True)}
+            )
+        return v
+
+    def folders(self) -> dict[str, Path]:
+        """The embedded engines' folders this section moves out of the state dir, by engine.
+
+        Each engine's spec names its key here
+        (:attr:`~ingestd.store.vectors.spec.EngineSpec.config_key`).
+        """
+        from ingestd.store.vectors.engines import engine_specs
+
+        out = {}
+        for spec in engine_specs():
+            value = getattr(self, spec.config_key) if spec.config_key else None
+            if value:
+                out[spec.name] = Path(value)
+        return out
 
 
 class SearchConfig(_Model):
@@ -321,9 +357,4 @@ class Config(_Model):
 
     def paths(self, state_dir: Path) -> StatePaths:
         """The entries of ``state_dir`` under this config (``qdrant.path`` moves the store)."""
-        q = self.qdrant
-        return StatePaths(
-            Path(state_dir),
-            Path(q.path) if q.path else None,
-            Path(q.edge_path) if q.edge_path else None,
-        )
+        return StatePaths(Path(state_dir), self.qdrant.folders())

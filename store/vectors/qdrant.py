@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from ingestd.store.search.conditions import Conditions
@@ -35,7 +34,7 @@ from ingestd.store.search.sparse import SPARSE_VECTOR, SparseVec
 from ingestd.store.vectors.base import DenseVector, Point, StoreUnavailableError
 from ingestd.store.vectors.qdrant_collections import QdrantCollections
 
-__all__ = ["COMPACT_MIN_DELETED", "QdrantStore", "embedded_point_count"]
+__all__ = ["COMPACT_MIN_DELETED", "QdrantStore"]
 
 logger = logging.getLogger(__name__)
 
@@ -406,46 +405,3 @@ def _missing_point(exc: BaseException) -> bool:
     if isinstance(exc, UnexpectedResponse):
         return exc.status_code == 404
     return isinstance(exc, ValueError) and "not found" in str(exc).lower()
-
-
-def embedded_point_count(path: str | Path, collection: str) -> int | None:
-    """Points of ``collection`` in an embedded store, counted from its files, unopened.
-
-    Opening an embedded store loads every point into memory (about a second for 12,000
-    points here, as long as importing qdrant-client); counting the rows of the
-    collection's SQLite file takes milliseconds. The layout read is qdrant-client's
-    local mode (``meta.json`` naming collections and aliases,
-    ``collection/<name>/storage.sqlite`` with one row per point in table ``points``,
-    ``qdrant_client/local/persistence.py``).
-
-    Args:
-        path: the embedded store's folder (``<state dir>/qdrant``).
-        collection: a collection name or alias.
-
-    Returns:
-        The number of points; 0 when the store or the collection does not exist;
-        ``None`` when the files do not have the expected layout (open the store and
-        count there instead).
-    """
-    import json
-    import sqlite3
-
-    root = Path(path)
-    meta_path = root / "meta.json"
-    if not root.exists():
-        return 0
-    try:
-        meta = json.loads(meta_path.read_text())
-        name = meta.get("aliases", {}).get(collection, collection)
-        if name not in meta["collections"]:
-            return 0
-        db = root / "collection" / name / "storage.sqlite"
-        if not db.is_file():
-            return None
-        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            return int(conn.execute("SELECT count(*) FROM points").fetchone()[0])
-        finally:
-            conn.close()
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, sqlite3.Error):
-        return None
