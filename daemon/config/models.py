@@ -47,6 +47,19 @@ class ConfigError(ValueError):
         super().__init__("\n".join(self.problems))
 
 
+def _spelled(names: Sequence[str], quote: bool = False) -> str:
+    """``names`` as a sentence lists them: ``a``, ``a or b``, ``a, b or c`` (quoted)."""
+    words = [f"'{n}'" if quote else n for n in names]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def _not_one_of(names: Sequence[str]) -> PydanticCustomError:
+    """The error of a value that is none of ``names`` (worded as pydantic's ``Literal``)."""
+    return PydanticCustomError(
+        "literal_error", "Input should be {expected}", {"expected": _spelled(names, True)}
+    )
+
+
 class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -115,10 +128,12 @@ class EmbeddingConfig(_Model):
     Attributes:
         model: ``all-MiniLM-L6-v2`` (bundled, offline) or the path of a
             sentence-transformers model folder.
-        backend: ``torch`` (sentence-transformers), ``onnx`` (the model exported to
-            ONNX, float32, run by onnxruntime) or ``onnx-int8`` (int8 quantised,
-            lossy: it misses the recall bound); see README "Choosing a backend". The
-            ONNX backends need the ``onnx`` extra.
+        backend: a name of the backends' table
+            (:data:`ingestd.store.embedding.backends.BACKENDS`): ``torch``
+            (sentence-transformers), ``onnx`` (the model exported to ONNX, float32, run
+            by onnxruntime) or ``onnx-int8`` (int8 quantised, lossy: it misses the
+            recall bound); see README "Choosing a backend". The ONNX backends need the
+            ``onnx`` extra.
         cache_dir: where the ONNX backends keep the exported model (``None``:
             ``$CACHE_DIRECTORY``, else ``$XDG_CACHE_HOME/ingestd``, else
             ``~/.cache/ingestd``); relative paths are relative to the config file.
@@ -133,7 +148,7 @@ class EmbeddingConfig(_Model):
     """
 
     model: str = "all-MiniLM-L6-v2"
-    backend: Literal["torch", "onnx", "onnx-int8"] = "torch"
+    backend: str = "torch"
     cache_dir: Path | None = None
     device: str = "cpu"
     batch_size: int = Field(16, ge=1, le=1024)
@@ -142,17 +157,22 @@ class EmbeddingConfig(_Model):
     cache_max_entries: int = Field(500_000, ge=0)
     preload: bool = True
 
-    @field_validator("backend")
+    @field_validator("backend", mode="before")
     @classmethod
-    def _backend(cls, v: str) -> str:
-        from ingestd.store.embedding.backends import check_backend
+    def _backend(cls, v: Any) -> Any:
+        from ingestd.store.embedding.backends import backend_names, check_backend
 
+        names = backend_names()
+        if v not in names:
+            raise _not_one_of(names)
         check_backend(v)
         return v
 
     @model_validator(mode="after")
     def _cpu(self) -> EmbeddingConfig:
-        if self.backend != "torch" and self.device != "cpu":
+        from ingestd.store.embedding.backends import backend_spec
+
+        if backend_spec(self.backend).cpu_only and self.device != "cpu":
             raise ValueError(f"backend {self.backend!r} runs on the CPU; set device: cpu")
         return self
 
@@ -169,12 +189,10 @@ def _default_engine() -> str | None:
     Raises:
         ConfigError: the variable names no engine of the engines' table.
     """
-    from ingestd.store.vectors.engines import spelled
-
     value = os.environ.get("INGESTD_QDRANT_ENGINE") or None
     names = _engine_names()
     if value is not None and value not in names:
-        raise ConfigError([f"INGESTD_QDRANT_ENGINE: expected {spelled(names)} (got {value!r})"])
+        raise ConfigError([f"INGESTD_QDRANT_ENGINE: expected {_spelled(names)} (got {value!r})"])
     return value
 
 
@@ -206,13 +224,9 @@ class QdrantConfig(_Model):
     @field_validator("engine", mode="before")
     @classmethod
     def _engine(cls, v: Any) -> Any:
-        from ingestd.store.vectors.engines import spelled
-
         names = _engine_names()
         if v is not None and v not in names:
-            raise PydanticCustomError(
-                "literal_error", "Input should be {expected}", {"expected": spelled(names, True)}
-            )
+            raise _not_one_of(names)
         return v
 
     def folders(self) -> dict[str, Path]:

@@ -47,7 +47,6 @@ __all__ = [
     "engine_specs",
     "files_damage",
     "open_embedded",
-    "spelled",
 ]
 
 #: Embedded engine name -> ``module:attribute`` of its :class:`EngineSpec` (light modules).
@@ -65,17 +64,6 @@ def engine_names() -> tuple[str, ...]:
     return tuple(ENGINES)
 
 
-def spelled(names: tuple[str, ...], quote: bool = False) -> str:
-    """``names`` as a sentence lists them: ``a``, ``a or b``, ``a, b or c``.
-
-    Args:
-        names: the names (at least one).
-        quote: put each in single quotes (as pydantic's messages do).
-    """
-    words = [f"'{n}'" if quote else n for n in names]
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
-
-
 def engine_spec(name: str) -> EngineSpec:
     """The spec of engine ``name``, its light module imported on first use.
 
@@ -84,7 +72,9 @@ def engine_spec(name: str) -> EngineSpec:
     """
     target = ENGINES.get(name)
     if target is None:
-        raise ValueError(f"unknown embedded engine {name!r}; expected {spelled(engine_names())}")
+        raise ValueError(
+            f"unknown embedded engine {name!r}; expected one of: {', '.join(engine_names())}"
+        )
     module, _, attr = target.partition(":")
     spec = getattr(importlib.import_module(module), attr)
     if not isinstance(spec, EngineSpec) or spec.name != name:
