@@ -182,7 +182,9 @@ class MemoryStore(RoutedWrites):
             self.point_alias(name, physical)
             lay = self.layout(name)
         if lay.dim != dim:
-            raise ValueError(f"collection {name!r} has {lay.dim}-dim vectors, not {dim}")
+            raise ValueError(
+                f"collection {name!r} has {lay.dim}-dim vectors, the model makes {dim}"
+            )
         return lay
 
     def create_physical(self, physical: str, dim: int) -> None:

@@ -41,7 +41,9 @@ def test_each_entry_is_the_spec_of_its_name() -> None:
         spec = engine_spec(name)
         assert isinstance(spec, EngineSpec) and spec.name == name
     assert [engine_spec(n).folder for n in engine_names()] == ["edge", "qdrant"]
-    with pytest.raises(ValueError, match="unknown embedded engine 'nope'; expected edge or local"):
+    with pytest.raises(
+        ValueError, match="unknown embedded engine 'nope'; expected one of: edge, local"
+    ):
         engine_spec("nope")
 
 
