@@ -46,7 +46,7 @@ class EdgeEngine(EngineSpec):
     config_key = "edge_path"
     collections_dir = COLLECTIONS_DIR
     package = "qdrant_edge"
-    install_hint = "pip install qdrant-edge-py"
+    install_hint = "`pip install qdrant-edge-py`, or set qdrant.engine: local"
 
     def holds_store(self, path: Path) -> bool:
         """Whether ``path`` holds an Edge store (its aliases file), with collections or not."""

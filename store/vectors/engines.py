@@ -106,7 +106,7 @@ def choose_engine(configured: str | None, folders: Mapping[str, Path]) -> tuple[
     if configured is None:
         held = [s.name for s in specs if s.holds_store(folders[s.name])]
         installed = [s.name for s in specs if s.installed()]
-        configured = (held or installed or [specs[-1].name])[0]
+        configured = (held or installed or [specs[0].name])[0]
     engine_spec(configured)
     previous = next(
         (s.name for s in specs if s.name != configured and s.holds_collections(folders[s.name])),
@@ -143,7 +143,18 @@ def open_embedded(configured: str | None, folders: Mapping[str, Path]) -> Vector
 
 
 def _open(spec: EngineSpec, folder: Path) -> VectorStore:
-    """``spec.open(folder)``; an error that says the files are damaged comes out as such."""
+    """``spec.open(folder)``; an error that says the files are damaged comes out as such.
+
+    Raises:
+        ingestd.store.vectors.base.StoreUnavailableError: the engine is not installed (the
+            message says how to install it), or another process holds the store.
+        ingestd.store.common.damage.StateDamagedError: the store's files are damaged.
+    """
+    if not spec.installed():
+        raise StoreUnavailableError(
+            f"qdrant.engine is {spec.name} but its library ({spec.package}) is not "
+            f"installed ({spec.install_hint})"
+        )
     try:
         return spec.open(folder)
     except (StoreUnavailableError, StateDamagedError):

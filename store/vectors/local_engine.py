@@ -43,7 +43,7 @@ class LocalEngine(EngineSpec):
     config_key = "path"
     collections_dir = "collection"
     package = "qdrant_client"
-    install_hint = "pip install qdrant-client"
+    install_hint = "`pip install qdrant-client`"
 
     def holds_store(self, path: Path) -> bool:
         """Whether ``path`` holds a local-mode store with a collection.

@@ -95,7 +95,8 @@ class EngineSpec(ABC):
         collections_dir: the subfolder of its folder holding one entry per physical
             collection.
         package: the import name of the library it runs on.
-        install_hint: how to install that library (shown when it is missing).
+        install_hint: how to install that library, or what to do instead (shown when
+            the configured engine is not installed).
     """
 
     name: ClassVar[str]

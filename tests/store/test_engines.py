@@ -165,3 +165,30 @@ def test_a_sparse_file_costs_its_allocated_blocks(tmp_path: Path) -> None:
     assert disk["state_dir_bytes"] < 50_000_000
     manifest = sum(os.stat(p).st_size for p in state.glob("manifest.db*"))
     assert disk["state_dir_bytes"] >= manifest  # files outside the engines count their size
+
+
+def test_an_engine_not_installed_says_how_to_install_it(
+    tmp_path: Path, memory_engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ingestd.store.vectors.base import StoreUnavailableError
+
+    monkeypatch.setattr(type(engine_spec("memory")), "installed", lambda self: False)
+    with pytest.raises(StoreUnavailableError, match=r"engine is memory .*nothing to install"):
+        open_embedded("memory", StatePaths(tmp_path).engine_folders())
+
+
+def test_rebuild_moves_a_damaged_store_of_any_engine_aside(
+    tmp_path: Path, memory_engine: str
+) -> None:
+    from ingestd.daemon.sync.damage import set_aside_damaged
+
+    cfg = load_config(None, overrides={"qdrant": {"engine": "memory"}})
+    store = open_embedded("memory", cfg.paths(tmp_path).engine_folders())
+    store.ensure_collection("c", 4)
+    store.close()
+    assert set_aside_damaged(cfg, tmp_path) == []
+    (tmp_path / "memory" / "collections" / "c__v1" / "points.json").write_text("{")
+    (note,) = set_aside_damaged(cfg, tmp_path)
+    assert "points.json is damaged" in note and "moved aside" in note
+    assert not (tmp_path / "memory").exists()
+    assert len(list(tmp_path.glob("memory.damaged-*"))) == 1
