@@ -104,9 +104,9 @@ def choose_engine(configured: str | None, folders: Mapping[str, Path]) -> tuple[
     """
     specs = engine_specs()
     if configured is None:
-        held = [s.name for s in specs if s.holds_store(folders[s.name])]
-        installed = [s.name for s in specs if s.installed()]
-        configured = (held or installed or [specs[0].name])[0]
+        held = (s.name for s in specs if s.holds_store(folders[s.name]))
+        installed = (s.name for s in specs if s.installed())
+        configured = next(held, None) or next(installed, specs[0].name)
     engine_spec(configured)
     previous = next(
         (s.name for s in specs if s.name != configured and s.holds_collections(folders[s.name])),
