@@ -15,7 +15,9 @@ the user's own and mode 0700, else ``<temp dir>/ingestd-<uid>``, checked for own
 mode like tmux's and ssh-agent's folders; when another user squats that name, a fresh
 ``mkdtemp`` folder is used instead, so nobody else can stop the daemon from starting.
 
-This module imports nothing beyond the standard library: fast commands use it.
+This module imports nothing beyond the standard library at import time (fast commands
+use it); the embedded engines' folders come from their table,
+:data:`ingestd.store.vectors.engines.ENGINES` (light modules, read when needed).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import logging
 import os
 import stat
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -36,11 +38,13 @@ __all__ = [
     "StatePaths",
     "check_private_dir",
     "dir_bytes",
+    "engine_folder_names",
     "make_private_dir",
     "private_runtime_dir",
     "private_umask",
     "resolve_state_dir",
     "secure_state_dir",
+    "state_dir_bytes",
 ]
 
 logger = logging.getLogger(__name__)
@@ -56,19 +60,15 @@ class StatePaths:
 
     Args:
         root: the state dir.
-        qdrant_path: ``qdrant.path`` from the config, when the ``local`` embedded
-            store lives elsewhere.
-        edge_path: ``qdrant.edge_path`` from the config, likewise for ``edge``.
+        engine_paths: embedded engine name -> its store's folder, for the engines whose
+            config key (``qdrant.path``, ``qdrant.edge_path``) puts it elsewhere.
     """
 
     root: Path
-    qdrant_path: Path | None = None
-    edge_path: Path | None = None
+    engine_paths: Mapping[str, Path] = field(default_factory=dict, hash=False)
 
     MANIFEST: ClassVar[str] = "manifest.db"
     EMBEDDINGS: ClassVar[str] = "embeddings.db"
-    QDRANT: ClassVar[str] = "qdrant"
-    EDGE: ClassVar[str] = "edge"
     LOCK: ClassVar[str] = "ingestd.lock"
     SOCKET: ClassVar[str] = "ingestd.sock"
     SOCKET_POINTER: ClassVar[str] = "control-socket"
@@ -84,15 +84,24 @@ class StatePaths:
         """The embedding cache."""
         return self.root / self.EMBEDDINGS
 
-    @property
-    def qdrant(self) -> Path:
-        """The ``local`` embedded store's folder (``qdrant.path``, else in the state dir)."""
-        return self.qdrant_path if self.qdrant_path is not None else self.root / self.QDRANT
+    def engine_folder(self, engine: str) -> Path:
+        """The folder of embedded engine ``engine``'s store (configured, else its default).
 
-    @property
-    def edge(self) -> Path:
-        """The ``edge`` embedded store's folder (``qdrant.edge_path``, else in the state dir)."""
-        return self.edge_path if self.edge_path is not None else self.root / self.EDGE
+        Raises:
+            ValueError: no engine of that name.
+        """
+        configured = self.engine_paths.get(engine)
+        if configured is not None:
+            return configured
+        from ingestd.store.vectors.engines import engine_spec
+
+        return self.root / engine_spec(engine).folder
+
+    def engine_folders(self) -> dict[str, Path]:
+        """Every embedded engine's folder, by engine name, in the engines' table order."""
+        from ingestd.store.vectors.engines import engine_names
+
+        return {name: self.engine_folder(name) for name in engine_names()}
 
     @property
     def lock(self) -> Path:
@@ -120,19 +129,25 @@ class StatePaths:
         return [path, *(path.with_name(path.name + s) for s in _SQLITE_SIDE_FILES)]
 
 
-#: Names ingestd creates in a state dir (SQLite's side files included).
+#: Names ingestd creates in a state dir (SQLite's side files included), besides the
+#: embedded engines' folders (:func:`engine_folder_names`).
 STATE_ENTRIES = (
     *(
         n + side
         for n in (StatePaths.MANIFEST, StatePaths.EMBEDDINGS)
         for side in ("", *_SQLITE_SIDE_FILES)
     ),
-    StatePaths.QDRANT,
-    StatePaths.EDGE,
     StatePaths.LOCK,
     StatePaths.SOCKET_POINTER,
     StatePaths.EVAL_LEDGER,
 )
+
+
+def engine_folder_names() -> tuple[str, ...]:
+    """The default folder names of the embedded engines' stores in a state dir."""
+    from ingestd.store.vectors.engines import engine_specs
+
+    return tuple(spec.folder for spec in engine_specs())
 
 
 class InsecureDirError(OSError):
@@ -155,6 +170,38 @@ def dir_bytes(path: Path, *, follow_symlinks: bool = False) -> int:
                 total += os.stat(os.path.join(root, f), follow_symlinks=follow_symlinks).st_size
             except OSError:
                 pass
+    return total
+
+
+def state_dir_bytes(state_dir: Path) -> int:
+    """Bytes the state dir takes on disk.
+
+    Each embedded engine's folder counts its true disk cost (its spec's
+    :meth:`~ingestd.store.vectors.spec.EngineSpec.disk_bytes`: allocated blocks; Qdrant
+    Edge's sparse files are far smaller on disk than their apparent size); every other
+    file counts its size (:func:`dir_bytes`).
+
+    Args:
+        state_dir: the state dir (a missing one holds 0).
+    """
+    from ingestd.store.vectors.engines import engine_specs
+
+    engines = {spec.folder: spec for spec in engine_specs()}
+    total = 0
+    try:
+        entries = list(os.scandir(state_dir))
+    except OSError:
+        return 0
+    for entry in entries:
+        try:
+            if not entry.is_dir():
+                total += entry.stat(follow_symlinks=False).st_size
+            elif not entry.is_symlink():  # a linked folder is not entered (as dir_bytes)
+                spec = engines.get(entry.name)
+                path = Path(entry.path)
+                total += spec.disk_bytes(path) if spec is not None else dir_bytes(path)
+        except OSError:
+            continue
     return total
 
 
@@ -250,15 +297,17 @@ def secure_state_dir(state_dir: Path, stores: Iterable[Path] = ()) -> Path:
 
     A state dir written by an earlier version under a loose umask left the manifest
     and the store's chunk text readable by others: each entry of :data:`STATE_ENTRIES`
-    loses its group and other permission bits, and so does everything inside the
-    embedded stores' folders (``qdrant/``, ``edge/``, and ``stores`` elsewhere), whose
+    and each embedded engine's folder loses its group and other permission bits, and so
+    does everything inside those folders (``qdrant/``, ``edge/``, and ``stores``
+    elsewhere), whose
     engines create folders 0755 and files 0644 under such a umask (logged once). The
     state dir's own mode is left alone when it exists.
 
     Args:
         state_dir: the state dir.
         stores: embedded store folders configured outside it (``qdrant.path``,
-            ``qdrant.edge_path``), tightened with everything inside them.
+            ``qdrant.edge_path``), tightened with everything inside them (the engines'
+            folders inside it always are).
 
     Returns:
         ``state_dir``.
@@ -267,14 +316,15 @@ def secure_state_dir(state_dir: Path, stores: Iterable[Path] = ()) -> Path:
     if not state_dir.exists():
         make_private_dir(state_dir)
     fixed = []
-    for name in STATE_ENTRIES:
+    engines = engine_folder_names()
+    for name in (*STATE_ENTRIES, *engines):
         p = state_dir / name
         try:
             if _tighten(p, p.lstat()):
                 fixed.append(name)
         except OSError:
             continue
-    tops = [state_dir / n for n in (StatePaths.QDRANT, StatePaths.EDGE)]
+    tops = [state_dir / n for n in engines]
     for top in stores:
         top = Path(top)
         if top not in tops:

@@ -77,6 +77,15 @@ BOTH_ENGINES = (
     "tests/daemon/test_search_filters.py",
 )
 ENGINES = ("edge", "local")
+#: Test modules that also run on ``memory``, a test-only engine added to the engines'
+#: table by :func:`memory_engine` (``tests/fake_engine.py``): a new engine is one module
+#: plus one table entry. Slow tests (the real model) are left to the real engines.
+THIRD_ENGINE = (
+    "tests/store/test_search.py",
+    "tests/store/test_collections.py",
+    "tests/daemon/test_engine.py",
+)
+MEMORY = "memory"
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -95,6 +104,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         engines = [marker.args[0]]
     elif rel.as_posix().startswith(BOTH_ENGINES):
         engines = list(ENGINES)
+        slow = metafunc.definition.get_closest_marker("slow") is not None
+        if rel.as_posix().startswith(THIRD_ENGINE) and not slow:
+            engines.append(MEMORY)
     else:
         return
     metafunc.parametrize("qdrant_engine", engines, indirect=True)
@@ -104,5 +116,20 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def qdrant_engine(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """The embedded engine of this test (``$INGESTD_QDRANT_ENGINE``, CLI processes too)."""
     engine = str(getattr(request, "param", "edge"))
+    if engine == MEMORY:
+        request.getfixturevalue("memory_engine")
     monkeypatch.setenv("INGESTD_QDRANT_ENGINE", engine)
     return engine
+
+
+@pytest.fixture
+def memory_engine() -> Iterator[str]:
+    """The test-only engine ``memory`` (``tests/fake_engine.py``), in the engines' table."""
+    from ingestd.store.vectors.engines import ENGINES as TABLE
+
+    assert MEMORY not in TABLE
+    TABLE[MEMORY] = "tests.fake_engine:SPEC"
+    try:
+        yield MEMORY
+    finally:
+        del TABLE[MEMORY]

@@ -110,11 +110,13 @@ def engine_under_test() -> str:
 
 def store_folder(state: Path) -> Path:
     """The folder of the running test's embedded store in state dir ``state``."""
-    return state / ("edge" if engine_under_test() == "edge" else "qdrant")
+    from ingestd.daemon.statedir import StatePaths
+
+    return StatePaths(state).engine_folder(engine_under_test())
 
 
 def store_class() -> Any:
-    """The store class of the running test's embedded engine."""
+    """The store class of the running test's embedded engine (``edge`` or ``local``)."""
     if engine_under_test() == "edge":
         from ingestd.store.vectors.edge import EdgeStore
 
@@ -125,21 +127,18 @@ def store_class() -> Any:
 
 
 def open_store(folder: Path, engine: str) -> Any:
-    """A store of ``engine`` (``edge`` or ``local``) in ``folder``, opened directly."""
-    if engine == "edge":
-        from ingestd.store.vectors.edge import EdgeStore
+    """A store of embedded engine ``engine`` in ``folder``, opened directly (its spec's open)."""
+    from ingestd.store.vectors.engines import engine_spec
 
-        return EdgeStore(folder)
-    from ingestd.store.vectors.qdrant import QdrantStore
-
-    return QdrantStore(path=str(folder))
+    return engine_spec(engine).open(folder)
 
 
 def open_state_store(state: Path) -> Any:
     """The embedded vector store of state dir ``state``, opened as the daemon opens it."""
+    from ingestd.daemon.statedir import StatePaths
     from ingestd.store.vectors.engines import open_embedded
 
-    return open_embedded(None, state / "qdrant", state / "edge")
+    return open_embedded(None, StatePaths(state).engine_folders())
 
 
 def state_dense_vectors(state: Path, collection: str = "ingestd") -> dict[str, Any]:

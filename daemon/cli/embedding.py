@@ -161,8 +161,10 @@ def export_model(
     cfg, _ = load(config_path, (), state_dir, log_level)
     e = cfg.embedding
     info = model_info(e.model, backend or e.backend)
-    if info.backend == "torch":
-        raise Fatal("embedding.backend is torch, which needs no export; pass --backend", 2)
+    if info.recipe is None:  # the backend runs the model as it is
+        raise Fatal(
+            f"embedding.backend is {info.backend}, which needs no export; pass --backend", 2
+        )
     try:
         check_backend(info.backend)
         path, record = ensure_exported(info, e.cache_dir or default_cache_dir())

@@ -187,9 +187,9 @@ def _check_store_files(cfg: Config | None, state_dir: Path) -> None:
     if cfg is not None and cfg.qdrant.url:
         return
     from ingestd.daemon.statedir import StatePaths
-    from ingestd.store.vectors.files import embedded_store_damage
+    from ingestd.store.vectors.engines import files_damage
 
     paths = cfg.paths(state_dir) if cfg is not None else StatePaths(state_dir)
-    damage = embedded_store_damage(paths.qdrant, paths.edge)
+    damage = files_damage(paths.engine_folders())
     if damage is not None:
         raise damage

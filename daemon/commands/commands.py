@@ -13,7 +13,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.service.control import DaemonError
-from ingestd.daemon.statedir import StatePaths, dir_bytes
+from ingestd.daemon.statedir import StatePaths, state_dir_bytes
 
 if TYPE_CHECKING:
     from ingestd.daemon.sync.engine import Engine
@@ -355,7 +355,7 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
         "state_dir": str(state_dir),
         "sources": sources,
         "disk": {
-            "state_dir_bytes": dir_bytes(state_dir),
+            "state_dir_bytes": state_dir_bytes(state_dir),
             "embedding_cache_bytes": sum(
                 p.stat().st_size
                 for p in StatePaths.sqlite_files(StatePaths(state_dir).embeddings)[:2]

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from ingestd.daemon.statedir import StatePaths
 
@@ -44,6 +45,19 @@ class ConfigError(ValueError):
     def __init__(self, problems: Sequence[str]) -> None:
         self.problems = list(problems)
         super().__init__("\n".join(self.problems))
+
+
+def _spelled(names: Sequence[str], quote: bool = False) -> str:
+    """``names`` as a sentence lists them: ``a``, ``a or b``, ``a, b or c`` (quoted)."""
+    words = [f"'{n}'" if quote else n for n in names]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
+
+
+def _not_one_of(names: Sequence[str]) -> PydanticCustomError:
+    """The error of a value that is none of ``names`` (worded as pydantic's ``Literal``)."""
+    return PydanticCustomError(
+        "literal_error", "Input should be {expected}", {"expected": _spelled(names, True)}
+    )
 
 
 class _Model(BaseModel):
@@ -128,10 +142,12 @@ class EmbeddingConfig(_Model):
     Attributes:
         model: ``all-MiniLM-L6-v2`` (bundled, offline) or the path of a
             sentence-transformers model folder.
-        backend: ``torch`` (sentence-transformers), ``onnx`` (the model exported to
-            ONNX, float32, run by onnxruntime) or ``onnx-int8`` (int8 quantised,
-            lossy: it misses the recall bound); see README "Choosing a backend". The
-            ONNX backends need the ``onnx`` extra.
+        backend: a name of the backends' table
+            (:data:`ingestd.store.embedding.backends.BACKENDS`): ``torch``
+            (sentence-transformers), ``onnx`` (the model exported to ONNX, float32, run
+            by onnxruntime) or ``onnx-int8`` (int8 quantised, lossy: it misses the
+            recall bound); see README "Choosing a backend". The ONNX backends need the
+            ``onnx`` extra.
         cache_dir: where the ONNX backends keep the exported model (``None``:
             ``$CACHE_DIRECTORY``, else ``$XDG_CACHE_HOME/ingestd``, else
             ``~/.cache/ingestd``); relative paths are relative to the config file.
@@ -146,7 +162,7 @@ class EmbeddingConfig(_Model):
     """
 
     model: str = "all-MiniLM-L6-v2"
-    backend: Literal["torch", "onnx", "onnx-int8"] = "torch"
+    backend: str = "torch"
     cache_dir: Path | None = None
     device: str = "cpu"
     batch_size: int = Field(16, ge=1, le=1024)
@@ -155,30 +171,42 @@ class EmbeddingConfig(_Model):
     cache_max_entries: int = Field(500_000, ge=0)
     preload: bool = True
 
-    @field_validator("backend")
+    @field_validator("backend", mode="before")
     @classmethod
-    def _backend(cls, v: str) -> str:
-        from ingestd.store.embedding.backends import check_backend
+    def _backend(cls, v: Any) -> Any:
+        from ingestd.store.embedding.backends import backend_names, check_backend
 
+        names = backend_names()
+        if v not in names:
+            raise _not_one_of(names)
         check_backend(v)
         return v
 
     @model_validator(mode="after")
     def _cpu(self) -> EmbeddingConfig:
-        if self.backend != "torch" and self.device != "cpu":
+        from ingestd.store.embedding.backends import backend_spec
+
+        if backend_spec(self.backend).cpu_only and self.device != "cpu":
             raise ValueError(f"backend {self.backend!r} runs on the CPU; set device: cpu")
         return self
+
+
+def _engine_names() -> tuple[str, ...]:
+    from ingestd.store.vectors.engines import engine_names
+
+    return engine_names()
 
 
 def _default_engine() -> str | None:
     """``qdrant.engine`` when the config file says nothing: ``$INGESTD_QDRANT_ENGINE``.
 
     Raises:
-        ConfigError: the variable names no engine.
+        ConfigError: the variable names no engine of the engines' table.
     """
     value = os.environ.get("INGESTD_QDRANT_ENGINE") or None
-    if value not in (None, "edge", "local"):
-        raise ConfigError([f"INGESTD_QDRANT_ENGINE: expected edge or local (got {value!r})"])
+    names = _engine_names()
+    if value is not None and value not in names:
+        raise ConfigError([f"INGESTD_QDRANT_ENGINE: expected {_spelled(names)} (got {value!r})"])
     return value
 
 
@@ -186,10 +214,11 @@ class QdrantConfig(_Model):
     """Where vectors live: an embedded engine in the state dir, or a Qdrant server.
 
     Attributes:
-        engine: the embedded engine: ``edge`` (Qdrant Edge, Qdrant's engine
-            in-process) or ``local`` (qdrant-client's local mode); default
-            ``$INGESTD_QDRANT_ENGINE``, else ``None``: ``edge`` for a new store,
-            ``local`` for a store made with it. A store held by the other engine moves
+        engine: the embedded engine, a name of the engines' table
+            (:data:`ingestd.store.vectors.engines.ENGINES`): ``edge`` (Qdrant Edge,
+            Qdrant's engine in-process) or ``local`` (qdrant-client's local mode);
+            default ``$INGESTD_QDRANT_ENGINE``, else ``None``: ``edge`` for a new store,
+            ``local`` for a store made with it. A store held by another engine moves
             to the configured one (README "Embedded engines").
         path: folder of the ``local`` store (default ``<state dir>/qdrant``).
         edge_path: folder of the ``edge`` store (default ``<state dir>/edge``).
@@ -199,14 +228,35 @@ class QdrantConfig(_Model):
             is put back on the queue.
     """
 
-    engine: Literal["edge", "local"] | None = Field(
-        default_factory=lambda: _default_engine(), validate_default=True
-    )
+    engine: str | None = Field(default_factory=lambda: _default_engine(), validate_default=True)
     path: Path | None = None
     edge_path: Path | None = None
     url: str | None = None
     api_key_env: str = "QDRANT_API_KEY"
     retry_seconds: float = Field(60.0, gt=0)
+
+    @field_validator("engine", mode="before")
+    @classmethod
+    def _engine(cls, v: Any) -> Any:
+        names = _engine_names()
+        if v is not None and v not in names:
+            raise _not_one_of(names)
+        return v
+
+    def folders(self) -> dict[str, Path]:
+        """The embedded engines' folders this section moves out of the state dir, by engine.
+
+        Each engine's spec names its key here
+        (:attr:`~ingestd.store.vectors.spec.EngineSpec.config_key`).
+        """
+        from ingestd.store.vectors.engines import engine_specs
+
+        out = {}
+        for spec in engine_specs():
+            value = getattr(self, spec.config_key) if spec.config_key else None
+            if value:
+                out[spec.name] = Path(value)
+        return out
 
 
 class SearchConfig(_Model):
@@ -335,9 +385,4 @@ class Config(_Model):
 
     def paths(self, state_dir: Path) -> StatePaths:
         """The entries of ``state_dir`` under this config (``qdrant.path`` moves the store)."""
-        q = self.qdrant
-        return StatePaths(
-            Path(state_dir),
-            Path(q.path) if q.path else None,
-            Path(q.edge_path) if q.edge_path else None,
-        )
+        return StatePaths(Path(state_dir), self.qdrant.folders())

@@ -13,9 +13,10 @@ the vector store, so that ``ingestd migrate --dry-run`` answers beside a running
   splits where the model's sentence vectors say): the counts are then of the current
   chunks, an estimate;
 * disk: the new version is built beside the current one. In embedded mode its size is
-  estimated from the current version's folder, and both versions are held in memory
-  until the switch, as are both models. The embedding cache grows by one vector per
-  chunk embedded.
+  estimated from the current version's true disk cost (the engine's spec counts the
+  blocks its files take), and both models are held in memory until the switch, as are
+  both versions by an engine that holds its points in memory (the spec says how much).
+  The embedding cache grows by one vector per chunk embedded.
 """
 
 from __future__ import annotations
@@ -176,25 +177,16 @@ def estimate(
     cost.cache_bytes = cost.to_embed * (4 * dim_new + CACHE_ROW_OVERHEAD)
     cost.embedded_mode = not cfg.qdrant.url
     if cost.embedded_mode:
-        from ingestd.store.vectors.engines import choose_engine
+        from ingestd.store.vectors.engines import choose_engine, engine_spec
 
         paths = cfg.paths(state_dir)
-        engine, _ = choose_engine(cfg.qdrant.engine, paths.qdrant, paths.edge)
-        # each engine keeps a folder per physical collection
-        folder = paths.edge / "collections" if engine == "edge" else paths.qdrant / "collection"
-        current = [p for p in folder.glob(f"{collection}*") if _is_version(p.name, collection)]
+        engine, _ = choose_engine(cfg.qdrant.engine, paths.engine_folders())
+        spec = engine_spec(engine)
+        current = spec.collection_folders(paths.engine_folder(engine), collection)
         if current:
-            now = sum(dir_bytes(p, follow_symlinks=True) for p in current)
+            now = sum(spec.disk_bytes(p) for p in current)
             cost.store_bytes = max(0, now + 4 * cost.chunks * (dim_new - dim_old))
-            weights = dir_bytes(model_of(cfg).path, follow_symlinks=True)
-            # local mode holds every point in memory; Edge maps its files
-            held = cost.store_bytes if engine == "local" else 0
-            cost.memory_bytes = held + weights
+            model_dir = model_of(cfg).path
+            weights = dir_bytes(model_dir, follow_symlinks=True) if model_dir else 0
+            cost.memory_bytes = spec.memory_bytes(cost.store_bytes) + weights
     return cost
-
-
-def _is_version(name: str, collection: str) -> bool:
-    from ingestd.store.vectors.base import version_of
-
-    # the name itself: a store written before versions
-    return name == collection or version_of(name, collection) is not None

@@ -14,11 +14,10 @@ from pathlib import Path
 
 from ingestd.daemon.config import Config, SourceConfig
 from ingestd.daemon.statedir import StatePaths
-from ingestd.store.common.damage import StateDamagedError, is_sqlite_damage
+from ingestd.store.common.damage import StateDamagedError
 from ingestd.store.manifest.manifest import Manifest, sqlite_url
 
 __all__ = [
-    "damaged_store_error",
     "set_aside",
     "set_aside_damaged",
     "sources_in_store",
@@ -48,50 +47,12 @@ def set_aside(path: Path) -> Path:
     return target
 
 
-def damaged_store_error(path: Path, exc: BaseException) -> StateDamagedError | None:
-    """The :class:`StateDamagedError` naming the damaged file of an embedded store.
-
-    Args:
-        path: the embedded store's folder.
-        exc: what opening it raised.
-
-    Returns:
-        ``None`` when ``exc`` is no sign of damage (a permission error, a full disk).
-    """
-    import json
-    import pickle
-    import sqlite3
-
-    if isinstance(exc, OSError) or not (
-        is_sqlite_damage(exc)
-        or isinstance(exc, ValueError | KeyError | TypeError | EOFError | pickle.UnpicklingError)
-    ):
-        return None
-    meta = path / "meta.json"
-    try:
-        json.loads(meta.read_text())
-    except ValueError as bad:
-        return StateDamagedError(meta, "vector store", f"{type(bad).__name__}: {bad}")
-    except OSError:
-        pass
-    for db in sorted(path.glob("collection/*/storage.sqlite")):
-        try:
-            conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
-            try:
-                rows = [r[0] for r in conn.execute("PRAGMA quick_check")]
-            finally:
-                conn.close()
-        except sqlite3.DatabaseError as bad:
-            return StateDamagedError(db, "vector store", str(bad))
-        if rows != ["ok"]:
-            return StateDamagedError(db, "vector store", "; ".join(map(str, rows[:3])))
-    return StateDamagedError(path, "vector store", f"{type(exc).__name__}: {exc}")
-
-
 def set_aside_damaged(cfg: Config, state_dir: Path) -> list[str]:
     """Move a damaged manifest and embedded store aside (``resync --rebuild``, step one).
 
-    The caller holds the state-dir lock. What is moved is renamed, never deleted; the
+    Each embedded engine's store is checked by opening it whole (its spec's
+    :meth:`~ingestd.store.vectors.spec.EngineSpec.deep_damage`). The caller holds the
+    state-dir lock. What is moved is renamed, never deleted; the
     resync that follows rebuilds it from the other half of the state, then the files.
 
     Returns:
@@ -115,46 +76,18 @@ def set_aside_damaged(cfg: Config, state_dir: Path) -> list[str]:
             moved = set_aside(db)
             notes.append(f"the manifest {db} is damaged ({problem}); moved aside to {moved}")
     if not cfg.qdrant.url:
+        from ingestd.store.vectors.engines import engine_specs
+
         paths = cfg.paths(state_dir)
-        if paths.qdrant.exists():
-            from ingestd.store.vectors.qdrant import QdrantStore
-
-            try:
-                QdrantStore(path=str(paths.qdrant)).close()
-            except Exception as exc:
-                damage = damaged_store_error(paths.qdrant, exc)
-                if damage is None:
-                    raise
-                moved = set_aside(paths.qdrant)
+        for spec in engine_specs():
+            folder = paths.engine_folder(spec.name)
+            if not folder.exists():
+                continue
+            damage = spec.deep_damage(folder)
+            if damage is not None:
+                moved = set_aside(folder)
                 notes.append(f"{damage}; moved aside to {moved}")
-        if paths.edge.exists():
-            edge_damage = _edge_damage(paths.edge)
-            if edge_damage is not None:
-                moved = set_aside(paths.edge)
-                notes.append(f"{edge_damage}; moved aside to {moved}")
     return notes
-
-
-def _edge_damage(path: Path) -> StateDamagedError | None:
-    """The damage of an Edge store at ``path`` (its aliases file or a shard), or ``None``."""
-    from ingestd.store.vectors.edge import EdgeStore
-
-    try:
-        store = EdgeStore(path)
-    except StateDamagedError as exc:
-        return exc
-    try:
-        for physical in store.collections():
-            store.shard(physical)
-        for physical in store.aliases().values():
-            store.physical_of(physical)
-    except StateDamagedError as exc:
-        return exc
-    except KeyError as exc:
-        return StateDamagedError(path, "vector store", f"an alias names a missing {exc}")
-    finally:
-        store.close()
-    return None
 
 
 def sources_in_store(cfg: Config, state_dir: Path) -> tuple[SourceConfig, ...]:
@@ -167,8 +100,7 @@ def sources_in_store(cfg: Config, state_dir: Path) -> tuple[SourceConfig, ...]:
         return ()
     from ingestd.store.vectors.engines import open_embedded
 
-    paths = cfg.paths(state_dir)
-    store = open_embedded(cfg.qdrant.engine, paths.qdrant, paths.edge)
+    store = open_embedded(cfg.qdrant.engine, cfg.paths(state_dir).engine_folders())
     try:
         aliases = {physical: alias for alias, physical in store.aliases().items()}
         found: dict[str, str] = {}

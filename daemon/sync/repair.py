@@ -7,9 +7,9 @@ offsets). So either half can be rebuilt from the other, and then brought up to d
 with the files by an ordinary sync.
 
 * :func:`check_store` compares, before a scan, the number of points the store holds in
-  a collection with the number the manifest records (a cheap count: the embedded
+  a collection with the number the manifest records (a cheap count: a local-mode
   store's rows are counted in its SQLite file without opening the store, see
-  :func:`~ingestd.store.vectors.qdrant.embedded_point_count`). When they differ (or crashed
+  :meth:`~ingestd.store.vectors.spec.EngineSpec.point_count`). When they differ (or crashed
   writes left pending rows) it compares ids: points the manifest lost are adopted
   from their payload, and documents whose points the store lost are written again
   through the writer, with vectors from the embedding cache (re-embedded when the
@@ -78,16 +78,20 @@ class StoreCheck:
 def count_points(ctx: SyncContext, collection: str, sources: list[str]) -> int:
     """Points of ``collection`` (of ``sources`` on a server), as cheaply as possible.
 
-    A local-mode store that is not open yet is counted from its files (opening one
-    loads every point); a server counts the points of the manifest's sources only
+    An embedded store that is not open yet is counted from its files when its engine can
+    (its spec's :meth:`~ingestd.store.vectors.spec.EngineSpec.point_count`: a local-mode
+    store, which opening loads whole); a server counts the points of the manifest's sources only
     (another state dir may write other sources into the same collection).
     """
-    if not ctx.resources.store_open and ctx.resources.engine() == ("local", None):
-        from ingestd.store.vectors.qdrant import embedded_point_count
+    if not ctx.resources.store_open:
+        from ingestd.store.vectors.engines import SERVER, engine_spec
 
-        n = embedded_point_count(ctx.resources.qdrant_path, collection)
-        if n is not None:
-            return n
+        engine, previous = ctx.resources.engine()
+        if engine != SERVER and previous is None:
+            folder = ctx.resources.paths.engine_folder(engine)
+            n = engine_spec(engine).point_count(folder, collection)
+            if n is not None:
+                return n
     store = ctx.store
     if ctx.cfg.qdrant.url:
         return int(store.point_count(collection, sources=sources))

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from ingestd.daemon.config import Config
 from ingestd.daemon.statedir import StatePaths, secure_state_dir
-from ingestd.daemon.sync.damage import damaged_store_error
 from ingestd.daemon.sync.healing_cache import HealingCache
 from ingestd.store.manifest.manifest import Manifest, sqlite_url
 from ingestd.store.vectors.base import VectorStore
@@ -54,7 +53,7 @@ class Resources:
         self.cfg = cfg
         self.paths: StatePaths = cfg.paths(state_dir)
         # created 0700 when missing; the store folders too when configured elsewhere
-        secure_state_dir(self.paths.root, (self.paths.qdrant, self.paths.edge))
+        secure_state_dir(self.paths.root, self.paths.engine_folders().values())
         self.manifest = Manifest(cfg.manifest.url or sqlite_url(self.paths.manifest), now=now)
         self._store = store
         self._cache: HealingCache | None = None
@@ -62,39 +61,25 @@ class Resources:
         self.on_cache_open: Callable[[HealingCache], None] | None = None
 
     @property
-    def qdrant_path(self) -> Path:
-        """The embedded store's folder (``qdrant.path``, default ``<state dir>/qdrant``)."""
-        return self.paths.qdrant
-
-    @property
     def store(self) -> VectorStore:
-        """The vector store, opened on first use (imports qdrant-client).
+        """The vector store, opened on first use (imports its engine).
 
         Raises:
             ingestd.store.vectors.base.StoreUnavailableError: locked by another process.
             ingestd.store.common.damage.StateDamagedError: the embedded store's files are damaged.
         """
         if self._store is None:
-            from ingestd.store.common.damage import StateDamagedError
-            from ingestd.store.vectors.base import StoreUnavailableError
-            from ingestd.store.vectors.engines import open_embedded
-            from ingestd.store.vectors.qdrant import QdrantStore
-
             q = self.cfg.qdrant
             if q.url:
+                from ingestd.store.vectors.qdrant import QdrantStore
+
                 self._store = QdrantStore(
                     url=q.url, api_key=os.environ.get(q.api_key_env), retry_seconds=q.retry_seconds
                 )
             else:
-                try:
-                    self._store = open_embedded(q.engine, self.paths.qdrant, self.paths.edge)
-                except (StoreUnavailableError, StateDamagedError):
-                    raise
-                except Exception as exc:
-                    damage = damaged_store_error(self.qdrant_path, exc)
-                    if damage is None:
-                        raise
-                    raise damage from exc
+                from ingestd.store.vectors.engines import open_embedded
+
+                self._store = open_embedded(q.engine, self.paths.engine_folders())
         return self._store
 
     def engine(self) -> tuple[str, str | None]:
@@ -104,11 +89,11 @@ class Resources:
         :func:`ingestd.store.vectors.engines.choose_engine`); ``("server", None)`` with
         ``qdrant.url``.
         """
-        from ingestd.store.vectors.engines import choose_engine
+        from ingestd.store.vectors.engines import SERVER, choose_engine
 
         if self.cfg.qdrant.url:
-            return "server", None
-        return choose_engine(self.cfg.qdrant.engine, self.paths.qdrant, self.paths.edge)
+            return SERVER, None
+        return choose_engine(self.cfg.qdrant.engine, self.paths.engine_folders())
 
     def engine_move_due(self) -> bool:
         """Whether collections are to move to the configured embedded engine (files only)."""

@@ -119,7 +119,8 @@ def _tokenizer_name(cfg: Config, info: ModelInfo) -> str:
     if cfg.tokenizer == "model":
         if info.tokenizer_json is None:
             raise ValueError(f"tokenizer: model needs a tokenizer.json in {info.path}")
-        return f"model:{info.fingerprint[:16]}"
+        # named after the model's files: the same tokenizer whichever backend runs them
+        return f"model:{info.files_fingerprint[:16]}"
     _check_tiktoken(cfg.tokenizer)
     return f"tiktoken:{cfg.tokenizer}"
 
@@ -146,7 +147,7 @@ def _make_context(cfg: Config, info: ModelInfo, embed: EmbedFn | None) -> ChunkC
 
     model_sizer: Sizer | None = None
     if info.tokenizer_json is not None:
-        model_sizer = ModelSizer(info.tokenizer_json, name=info.fingerprint[:16])
+        model_sizer = ModelSizer(info.tokenizer_json, name=info.files_fingerprint[:16])
     sizer: Sizer
     if cfg.tokenizer == "model":
         assert model_sizer is not None  # checked by _tokenizer_name
@@ -197,7 +198,8 @@ def build_context(
     """
     from ingestd.store.embedding.embedder import model_info
 
-    ctx = lazy_context(cfg, model_info(cfg.embedding.model), embed)
+    info = model_info(cfg.embedding.model, cfg.embedding.backend)
+    ctx = lazy_context(cfg, info, embed)
     return (ctx if lazy else ctx.get()), ctx.tokenizer
 
 

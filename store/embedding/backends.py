@@ -1,189 +1,123 @@
-"""Embedding backends: which runtime computes the vectors, and how that is fingerprinted.
+"""The table of embedding backends: which runtime computes the vectors, and its fingerprint.
 
-``embedding.backend`` selects one of :data:`BACKENDS`:
+``embedding.backend`` names an entry of :data:`BACKENDS`, which maps each backend's name
+to the ``module:attribute`` of its spec (a :class:`~ingestd.store.embedding.spec.BackendSpec`),
+imported when first asked for, as uvicorn's ``config.py`` maps a loop or protocol name to
+its implementation. The backends today:
 
-* ``torch``: the model run by sentence-transformers (PyTorch, float32), as before;
-* ``onnx``: the same model exported to ONNX with ``torch.onnx.export``, its graph fused
-  by onnxruntime's transformer optimizer, run by onnxruntime (float32);
+* ``torch``: the model run by sentence-transformers (PyTorch, float32), the default;
+* ``onnx``: the same model exported to ONNX, its graph fused by onnxruntime's
+  transformer optimizer, run by onnxruntime (float32);
 * ``onnx-int8``: that graph with dynamic int8 quantisation
-  (``onnxruntime.quantization.quantize_dynamic``) with the settings of
-  :data:`INT8_SETTINGS`.
+  (:data:`~ingestd.store.embedding.recipes.INT8_SETTINGS`).
 
-Their vectors differ (float32 ONNX only by rounding, int8 measurably), so the backend
-and its recipe are part of the model fingerprint that keys the embedding cache and the
-collection check; the ``torch`` fingerprint is the one of the model's files alone, as
-it always was. This module imports nothing heavy: the export lives in
-:mod:`ingestd.store.embedding.onnx_export`, the runtime in :mod:`ingestd.store.embedding.onnx`.
+Each spec holds its backend's fingerprint rule (:func:`backend_fingerprint`), what it
+needs installed (:func:`check_backend`), whether it runs on the CPU only, what is known
+about a model it runs, and how it loads. **A new backend** (e.g. an OpenAI-compatible
+embedding endpoint, whose fingerprint comes from the endpoint's model name and whose
+model is no local folder) is one module exporting a spec plus one entry here. This
+module imports nothing heavy, and neither do the specs.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import json
+import importlib
 import os
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+
+from ingestd.store.embedding.recipes import INT8_SETTINGS, RECIPES, OnnxRecipe, QuantSettings
+from ingestd.store.embedding.spec import BackendSpec
 
 __all__ = [
     "BACKENDS",
+    "DEFAULT_BACKEND",
     "INT8_SETTINGS",
     "RECIPES",
-    "Backend",
     "BackendUnavailableError",
     "OnnxRecipe",
     "QuantSettings",
     "backend_fingerprint",
+    "backend_names",
+    "backend_spec",
     "check_backend",
     "default_cache_dir",
 ]
 
-#: A backend name, as written in ``embedding.backend``.
-Backend = Literal["torch", "onnx", "onnx-int8"]
-#: Every backend, the default first.
-BACKENDS: tuple[Backend, ...] = ("torch", "onnx", "onnx-int8")
-
-#: Python packages an ONNX backend needs, and the extra that installs them.
-_ONNX_PACKAGES = ("onnxruntime", "onnx")
-_EXTRA = "pip install 'ingestd[onnx]'"
+#: Backend name -> ``module:attribute`` of its :class:`BackendSpec` (light modules).
+BACKENDS: dict[str, str] = {
+    "torch": "ingestd.store.embedding.torch_backend:TORCH",
+    "onnx": "ingestd.store.embedding.onnx_backend:ONNX",
+    "onnx-int8": "ingestd.store.embedding.onnx_backend:ONNX_INT8",
+}
+#: The backend of ``embedding.backend`` when the config names none.
+DEFAULT_BACKEND = "torch"
 
 
 class BackendUnavailableError(ValueError):
     """The configured backend needs packages that are not installed."""
 
 
-@dataclass(frozen=True, slots=True)
-class QuantSettings:
-    """Dynamic int8 quantisation, as ``onnxruntime.quantization.quantize_dynamic`` does it.
+def backend_names() -> tuple[str, ...]:
+    """The backends' names, in the table's order (the default first)."""
+    return tuple(BACKENDS)
 
-    Weights are quantised once, offline; activations are quantised at run time to
-    uint8 with one scale and zero point per tensor (a whole batch), computed from its
-    min and max. Every field changes the graph, so every field is in the fingerprint.
 
-    Attributes:
-        pre_process: run onnxruntime's ``quant_pre_process`` first (symbolic shape
-            inference, onnxruntime's basic graph optimisation, ONNX shape inference:
-            the step onnxruntime's quantisation guide recommends, so that every tensor
-            quantised has a known type and shape).
-        activation_type: ``QUInt8``, the only activation type ``quantize_dynamic``
-            supports (asymmetric, per tensor); named so that the fingerprint says it.
-        weight_type: ``QInt8`` (signed weights: the u8 x s8 kernels of AVX-512 VNNI,
-            AVX-VNNI and AMX) or ``QUInt8``.
-        per_channel: one scale per output channel of each weight matrix instead of one
-            per matrix (measured here: mean cosine to torch 0.993 instead of 0.943).
-        reduce_range: 7-bit weights, for CPUs without VNNI whose 8-bit multiply-add
-            saturates; measured here it costs much accuracy (mean cosine 0.81).
-        op_types: operator types quantised (after fusion: ``Attention`` holds the
-            query/key/value projection, ``EmbedLayerNormalization`` the embedding table).
-        exclude: regular expressions of node names kept in float32 (``re.search``).
+def backend_spec(name: str) -> BackendSpec:
+    """The spec of backend ``name``, its light module imported on first use.
+
+    Raises:
+        ValueError: no backend of that name (the message lists them).
     """
-
-    pre_process: bool = True
-    activation_type: Literal["QUInt8"] = "QUInt8"
-    weight_type: Literal["QInt8", "QUInt8"] = "QInt8"
-    per_channel: bool = True
-    reduce_range: bool = False
-    op_types: tuple[str, ...] = ("Attention", "EmbedLayerNormalization", "MatMul")
-    exclude: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class OnnxRecipe:
-    """How the ONNX graph of a model is made; every field is part of the fingerprint.
-
-    Attributes:
-        opset: ONNX opset of the export.
-        exporter: ``torchscript`` (``torch.onnx.export(..., dynamo=False)``, whose graph
-            onnxruntime's optimizer fuses fully) or ``dynamo``.
-        attention: the transformers attention implementation traced (``eager``: the
-            plain matmul-softmax-matmul that the optimizer recognises as one op).
-        fusion: ``model_type`` given to ``onnxruntime.transformers.optimizer`` (``bert``
-            fuses embeddings + layer norm, attention, GELU, skip + layer norm), or
-            ``None`` for the exported graph as is.
-        quant: int8 quantisation, or ``None`` for float32.
-    """
-
-    opset: int = 17
-    exporter: Literal["torchscript", "dynamo"] = "torchscript"
-    attention: str = "eager"
-    fusion: str | None = "bert"
-    quant: QuantSettings | None = field(default=None)
-
-    def as_dict(self) -> dict[str, Any]:
-        """The recipe as JSON-ready data (what the fingerprint hashes)."""
-        return asdict(self)
-
-    @property
-    def float32(self) -> OnnxRecipe:
-        """The float32 recipe this one quantises (itself when not quantised)."""
-        return OnnxRecipe(self.opset, self.exporter, self.attention, self.fusion)
+    target = BACKENDS.get(name)
+    if target is None:
+        raise ValueError(f"unknown embedding backend {name!r}; expected one of {backend_names()}")
+    module, _, attr = target.partition(":")
+    spec = getattr(importlib.import_module(module), attr)
+    if not isinstance(spec, BackendSpec) or spec.name != name:
+        raise TypeError(f"{target} is not the BackendSpec of backend {name!r}")
+    return spec
 
 
-#: The int8 settings of ``onnx-int8``, chosen by ``bench/ingest.py`` (README "Choosing
-#: a backend"): ``quant_pre_process`` first, uint8 activations per tensor, per-channel
-#: signed weights, full 8-bit range, every projection matrix and the embedding table
-#: quantised, no node excluded.
-INT8_SETTINGS = QuantSettings()
-
-#: The recipe of each ONNX backend.
-RECIPES: dict[str, OnnxRecipe] = {
-    "onnx": OnnxRecipe(),
-    "onnx-int8": OnnxRecipe(quant=INT8_SETTINGS),
-}
-
-
-def backend_fingerprint(
-    files_fingerprint: str, backend: str, recipe: OnnxRecipe | None = None
-) -> str:
-    """The model fingerprint of ``backend``: the files' fingerprint, plus the recipe.
+def backend_fingerprint(source: str, backend: str, recipe: OnnxRecipe | None = None) -> str:
+    """The model fingerprint of ``backend``, by its spec's rule.
 
     Args:
-        files_fingerprint: sha256 hex over the model's files.
-        backend: one of :data:`BACKENDS`.
-        recipe: the ONNX recipe (default: the backend's own, :data:`RECIPES`).
+        source: what identifies the model: sha256 hex over its files (local backends).
+        backend: a name of :data:`BACKENDS`.
+        recipe: an ONNX recipe other than the backend's own (benchmarks, tests).
 
     Returns:
-        ``files_fingerprint`` itself for ``torch`` (stores made before backends existed
-        stay valid); otherwise sha256 hex over it, the backend name and the recipe.
+        ``source`` itself for ``torch`` (stores made before backends existed stay
+        valid); for the ONNX backends sha256 hex over it, the backend name and the recipe.
 
     Raises:
         ValueError: unknown backend.
     """
-    if backend == "torch":
-        return files_fingerprint
-    if backend not in RECIPES:
-        raise ValueError(f"unknown embedding backend {backend!r}; expected one of {BACKENDS}")
-    spec = {
-        "model": files_fingerprint,
-        "backend": backend,
-        "recipe": (recipe or RECIPES[backend]).as_dict(),
-    }
-    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+    return backend_spec(backend).fingerprint(source, recipe)
 
 
 def check_backend(backend: str) -> None:
     """Check that ``backend`` can run here, without importing anything heavy.
 
     Raises:
-        BackendUnavailableError: an ONNX backend without onnxruntime or onnx installed;
-            the message names the extra that installs them.
+        ValueError: unknown backend.
+        BackendUnavailableError: a package it needs is not installed; the message names
+            the command that installs it.
     """
-    if backend == "torch":
-        return
-    missing = [p for p in _ONNX_PACKAGES if importlib.util.find_spec(p) is None]
+    spec = backend_spec(backend)
+    missing = spec.missing()
     if missing:
         raise BackendUnavailableError(
             f"backend {backend!r} needs {' and '.join(missing)}, which "
-            f"{'is' if len(missing) == 1 else 'are'} not installed: {_EXTRA}"
+            f"{'is' if len(missing) == 1 else 'are'} not installed: {spec.install_hint}"
         )
 
 
 def default_cache_dir() -> Path:
-    """Where exported ONNX models are kept when ``embedding.cache_dir`` is not set.
+    """Where exported models are kept when ``embedding.cache_dir`` is not set.
 
     ``$CACHE_DIRECTORY`` (systemd's ``CacheDirectory=``), else
-    ``$XDG_CACHE_HOME/ingestd``, else ``~/.cache/ingestd``; the models go into its
+    ``$XDG_CACHE_HOME/ingestd``, else ``~/.cache/ingestd``; the ONNX models go into its
     ``onnx/`` folder.
     """
     sd = os.environ.get("CACHE_DIRECTORY")

@@ -1,7 +1,7 @@
 """What identifies an embedding model and the backend that runs it.
 
-A leaf of the embedding modules: :mod:`ingestd.store.embedding.embedder` builds a
-:class:`ModelInfo` from a model's files, and the ONNX modules
+A leaf of the embedding modules: each backend's spec builds a :class:`ModelInfo` (from a
+model's files, :mod:`ingestd.store.embedding.folders`), and the ONNX modules
 (:mod:`ingestd.store.embedding.onnx_runtime`, :mod:`ingestd.store.embedding.onnx_export`,
 :mod:`ingestd.store.embedding.onnx`) take one. It imports nothing heavy.
 """
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ingestd.store.embedding.backends import OnnxRecipe
+from ingestd.store.embedding.recipes import OnnxRecipe
 
 __all__ = ["ModelInfo", "Vectors"]
 
@@ -26,21 +26,23 @@ class ModelInfo:
 
     Attributes:
         name: the configured name.
-        path: the folder holding the model's files.
-        fingerprint: what made the vectors, sha256 hex: the files' fingerprint for the
-            ``torch`` backend, else that combined with the backend and its recipe (see
-            :func:`ingestd.store.embedding.backends.backend_fingerprint`). Keys the embedding
-            cache and the collection check.
+        path: the folder holding the model's files; ``None`` for a backend whose model
+            is not a local folder (an embedding endpoint).
+        fingerprint: what made the vectors, sha256 hex, by the backend's rule (see
+            :meth:`ingestd.store.embedding.spec.BackendSpec.fingerprint`): the files'
+            fingerprint for the ``torch`` backend, that combined with the backend and its
+            recipe for the ONNX ones. Keys the embedding cache and the collection check.
         dim: embedding dimension.
         max_seq_length: word pieces the model reads, special tokens included.
         tokenizer_json: path of its ``tokenizer.json``, if any.
-        backend: ``torch``, ``onnx`` or ``onnx-int8``.
-        recipe: how the ONNX graph is made (``None`` for ``torch``).
-        files_fingerprint: sha256 hex over the model's files alone.
+        backend: a name of the backends' table (``torch``, ``onnx``, ``onnx-int8``).
+        recipe: how the ONNX graph is made (``None`` for the other backends).
+        files_fingerprint: sha256 hex over the model's files alone (empty when the
+            model is not a local folder).
     """
 
     name: str
-    path: Path
+    path: Path | None
     fingerprint: str
     dim: int
     max_seq_length: int

@@ -32,7 +32,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ingestd.store.embedding.backends import RECIPES, OnnxRecipe, backend_fingerprint
+from ingestd.store.embedding.backends import backend_fingerprint
+from ingestd.store.embedding.recipes import RECIPES, OnnxRecipe
 
 if TYPE_CHECKING:
     from ingestd.store.embedding.model import ModelInfo
@@ -218,6 +219,17 @@ def _versions(*names: str) -> dict[str, str]:
     return out
 
 
+def _folder(info: ModelInfo) -> Path:
+    """The model's folder.
+
+    Raises:
+        ExportError: the model is no local folder (only a folder can be exported).
+    """
+    if info.path is None:
+        raise ExportError(f"{info.label} is not a local model folder; it cannot be exported")
+    return info.path
+
+
 def _load_torch_model(info: ModelInfo, attention: str) -> Any:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -228,7 +240,7 @@ def _load_torch_model(info: ModelInfo, attention: str) -> Any:
 
     transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
     return SentenceTransformer(
-        str(info.path),
+        str(_folder(info)),
         device="cpu",
         local_files_only=True,
         model_kwargs={"attn_implementation": attention},
@@ -324,7 +336,7 @@ def _fuse(info: ModelInfo, model_type: str, src: Path, out: Path) -> None:
     """Fuse the float32 graph with onnxruntime's transformer optimizer (offline)."""
     from onnxruntime.transformers.optimizer import optimize_model
 
-    config = json.loads((info.path / "config.json").read_text())
+    config = json.loads((_folder(info) / "config.json").read_text())
     heads = int(config.get("num_attention_heads") or 0)
     hidden = int(config.get("hidden_size") or 0)
     with warnings.catch_warnings():

@@ -30,7 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ingestd.store.search.query import PENDING_KEY, Hit, Mode, Ranking
+from ingestd.store.search.query import HIDDEN_KEYS, Hit, Mode, Ranking
 
 __all__ = [
     "ATTEMPTS",
@@ -193,9 +193,10 @@ def _searchable(payload: dict[str, Any]) -> bool:
     """Whether a point read by id still passes the conditions every search has.
 
     Point ids come from content, so a point ranked a moment ago may since have been
-    written anew as a parent section or marked pending (:data:`PENDING_KEY`).
+    written anew as a parent section or marked pending (the flags of
+    :data:`~ingestd.store.search.query.HIDDEN_KEYS`).
     """
-    return not payload.get(PENDING_KEY) and not payload.get("is_parent")
+    return not any(payload.get(key) for key in HIDDEN_KEYS)
 
 
 def _combined(rankings: dict[Ranking, list[Hit]], mode: Mode, rrf_k: int, limit: int) -> list[Hit]:

@@ -11,13 +11,16 @@ A search asks Qdrant for ONE batch of rankings, the same in embedded and server 
   id (:mod:`ingestd.store.search.fusion`). :func:`request` also gives the one fused Query API
   request for applications that send it themselves (the same ranking up to ties).
 
-Filters are Qdrant conditions applied by the store before ranking, for any ``limit``,
+A :class:`Filters` means engine-neutral conditions (:meth:`Filters.conditions`, see
+:mod:`ingestd.store.search.conditions`), which each engine turns into its own filter
+(:func:`client_filter` for qdrant-client). Filters are applied by the store before
+ranking, for any ``limit``,
 inside every ranking, and inside every prefetch of :func:`request` (qdrant-client's
 local mode fuses prefetches without looking at a top-level filter, so the filter lives
 in each prefetch, which a server honours too).
 ``path`` matches the payload key :data:`PATH_KEY`: the file's ancestor folders and its
 own path (:func:`path_prefixes`), so ``--path docs/a`` selects the file ``docs/a`` or
-everything under the folder ``docs/a``. Parent sections (``is_parent``) are never hits,
+everything under the folder ``docs/a``. Parent sections (:data:`PARENT_KEY`) are never hits,
 and neither are points of a version not yet committed (:data:`PENDING_KEY`): while a
 document is written, searches answer from one version of it.
 
@@ -30,16 +33,20 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ingestd.store.search.conditions import Conditions, Match
 from ingestd.store.search.sparse import SPARSE_VECTOR, SparseVec
 
 __all__ = [
+    "HIDDEN_KEYS",
     "MODES",
+    "PARENT_KEY",
     "PATH_KEY",
     "PENDING_KEY",
     "Filters",
     "Hit",
     "Mode",
     "Ranking",
+    "client_filter",
     "client_rankings",
     "path_prefixes",
     "payloads_by_id",
@@ -55,6 +62,11 @@ PATH_KEY = "path_prefixes"
 #: old and new versions of a document at once. A stop or crash leaves it only on ids the
 #: manifest holds as pending, which the next write of the document deletes or commits.
 PENDING_KEY = "pending"
+#: Payload key of parent sections (``true``; absent on every other point): a parent is
+#: written for its children's context and is never a hit itself.
+PARENT_KEY = "is_parent"
+#: Flags whose points are never hits, in the order the engines' filters list them.
+HIDDEN_KEYS = (PARENT_KEY, PENDING_KEY)
 
 Mode = Literal["hybrid", "dense", "sparse"]
 MODES: tuple[Mode, ...] = ("hybrid", "dense", "sparse")
@@ -94,26 +106,57 @@ class Filters:
         p = p.strip("/")
         return None if p in ("", ".") else p
 
-    def qdrant(self, *, legacy: bool = False) -> Any:
-        """The Qdrant ``Filter``: the conditions, parents and uncommitted points excluded.
+    def conditions(self, *, legacy: bool = False) -> Conditions:
+        """What the filter means: its conditions, parents and uncommitted points left out.
 
-        ``legacy``: a collection written before :data:`PATH_KEY` existed (it is being
-        upgraded): ``path`` then matches the payload ``path`` exactly (files only).
+        The one definition every engine translates (see
+        :mod:`ingestd.store.search.conditions`): ``source`` matches the payload
+        ``source``; ``path`` matches :data:`PATH_KEY`, which holds the file's ancestor
+        folders and its own path (a file, or everything under a folder); no point
+        flagged by :data:`HIDDEN_KEYS` is a hit.
+
+        Args:
+            legacy: a collection written before :data:`PATH_KEY` existed (it is being
+                upgraded): ``path`` then matches the payload ``path`` exactly (files only).
         """
-        from qdrant_client import models
-
-        must: list[Any] = []
+        must: list[Match] = []
         if self.source is not None:
-            must.append(
-                models.FieldCondition(key="source", match=models.MatchValue(value=self.source))
-            )
+            must.append(Match("source", self.source))
         path = self.normalised_path()
         if path is not None:
-            key = "path" if legacy else PATH_KEY
-            must.append(models.FieldCondition(key=key, match=models.MatchValue(value=path)))
-        not_parent = models.FieldCondition(key="is_parent", match=models.MatchValue(value=True))
-        pending = models.FieldCondition(key=PENDING_KEY, match=models.MatchValue(value=True))
-        return models.Filter(must=must or None, must_not=[not_parent, pending])
+            must.append(Match("path" if legacy else PATH_KEY, path))
+        return Conditions(must=tuple(must), unset=HIDDEN_KEYS)
+
+    def qdrant(self, *, legacy: bool = False) -> Any:
+        """The qdrant-client ``Filter`` of :meth:`conditions` (see :func:`client_filter`)."""
+        return client_filter(self.conditions(legacy=legacy))
+
+
+def client_filter(conditions: Conditions | None) -> Any:
+    """qdrant-client's ``models.Filter`` of ``conditions`` (``None``: no filter).
+
+    A match is a ``FieldCondition`` with ``MatchValue`` (``MatchAny``) in ``must``; a
+    flag that must not be set is a ``FieldCondition`` matching ``true`` in ``must_not``
+    (a point without the key passes). Qdrant applies it before ranking, in a server and
+    in local mode alike.
+    """
+    if conditions is None:
+        return None
+    from qdrant_client import models
+
+    must: list[Any] = []
+    for cond in conditions.must:
+        match: Any = (
+            models.MatchValue(value=cond.value)
+            if isinstance(cond, Match)
+            else models.MatchAny(any=list(cond.values))
+        )
+        must.append(models.FieldCondition(key=cond.key, match=match))
+    must_not: list[Any] = [
+        models.FieldCondition(key=key, match=models.MatchValue(value=True))
+        for key in conditions.unset
+    ]
+    return models.Filter(must=must or None, must_not=must_not or None)
 
 
 @dataclass(slots=True)

@@ -5,7 +5,11 @@ every filter, delete and count is an operation of the store itself, never a scan
 Python (DESIGN.md point 9). Implementations:
 
 * :class:`~ingestd.store.vectors.qdrant.QdrantStore`, on qdrant-client: a Qdrant server or
-  cluster (``qdrant.url``), or qdrant-client's embedded local mode (``qdrant.path``).
+  cluster (``qdrant.url``), or qdrant-client's embedded local mode (``qdrant.path``);
+* :class:`~ingestd.store.vectors.edge.EdgeStore`, on Qdrant Edge (embedded).
+
+What an embedded engine is besides its points (its folder, opening it, damage, cost) is
+its spec, in the table :data:`ingestd.store.vectors.engines.ENGINES`.
 
 Layout of a collection (:data:`LAYOUT`): the configured collection name is an alias of
 a physical collection ``<name>__v<N>`` (one per version, see
@@ -31,7 +35,6 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = [
-    "ENGINES",
     "LAYOUT",
     "DenseVector",
     "Layout",
@@ -42,10 +45,6 @@ __all__ = [
     "version_of",
 ]
 
-
-#: The engines behind :class:`VectorStore`: Qdrant Edge in-process, qdrant-client's
-#: embedded local mode, and a Qdrant server or cluster through qdrant-client.
-ENGINES = ("edge", "local", "server")
 
 #: A dense vector: ``(dim,)`` floats (a float32 NumPy array, or a list read back).
 DenseVector: TypeAlias = "Sequence[float] | npt.NDArray[np.float32]"
@@ -104,7 +103,8 @@ class Layout:
         aliased: ``name`` is an alias (else a legacy physical collection or missing).
         sparse: the physical collection has the sparse BM25 vector.
         dim: its dense vectors' dimension.
-        engine: the engine that holds it (see :data:`ENGINES`).
+        engine: the engine that holds it: an embedded engine's name (the table
+            :data:`ingestd.store.vectors.engines.ENGINES`) or ``server``.
     """
 
     name: str
@@ -133,7 +133,8 @@ class VectorStore(Protocol):
     :meth:`write_target` of the name. Ids are UUID strings. One thread owns a store.
 
     Attributes:
-        engine: which engine new collections are made in (see :data:`ENGINES`).
+        engine: which engine new collections are made in: an embedded engine's name
+            (the table :data:`ingestd.store.vectors.engines.ENGINES`) or ``server``.
     """
 
     engine: str

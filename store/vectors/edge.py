@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from ingestd.store.search.conditions import Conditions, Match
 from ingestd.store.search.fusion import available, rank_and_fuse
 from ingestd.store.search.query import (
     MODES,
@@ -34,12 +35,7 @@ from ingestd.store.search.query import (
 )
 from ingestd.store.search.sparse import SPARSE_VECTOR, SparseVec
 from ingestd.store.vectors.base import DenseVector, Point
-from ingestd.store.vectors.edge_shards import (
-    OPTIMIZE_EVERY,
-    OVERSAMPLING,
-    PARENT_KEY,
-    EdgeCollections,
-)
+from ingestd.store.vectors.edge_shards import OPTIMIZE_EVERY, OVERSAMPLING, EdgeCollections
 
 __all__ = ["BATCH", "EdgeStore", "edge_filter", "edge_request"]
 
@@ -49,27 +45,28 @@ logger = logging.getLogger(__name__)
 BATCH = 256
 
 
-def edge_filter(filters: Filters | None) -> Any:
-    """The Qdrant Edge ``Filter`` of ``filters``: their conditions, parent sections excluded.
+def edge_filter(conditions: Conditions | None) -> Any:
+    """The Qdrant Edge ``Filter`` of ``conditions`` (``None``: no filter).
 
-    Parents are the points whose ``is_parent`` is set (it is ``true`` on parents and
-    absent on every other point), so "``is_parent`` is empty" keeps exactly the
-    others. ``MatchValue(True)`` cannot say it: qdrant-edge-py 0.9.0 turns ``True``
-    into the integer 1, which matches no boolean. Points not yet committed
-    (:data:`~ingestd.store.search.query.PENDING_KEY`) are left out the same way; both keys
-    have a boolean index, so neither condition reads the points' payload.
+    A flag that must not be set (parents, points not yet committed: see
+    :meth:`ingestd.store.search.query.Filters.conditions`) is an ``IsEmptyCondition``:
+    the flag is ``true`` on the points it marks and absent on every other point, so
+    "it is empty" keeps exactly the others. ``MatchValue(True)`` cannot say it:
+    qdrant-edge-py 0.9.0 turns ``True`` into the integer 1, which matches no boolean.
+    Both flags have a boolean index, so neither condition reads the points' payload. A
+    match is a ``FieldCondition`` with ``MatchValue`` (``MatchAny``).
     """
-    from qdrant_edge import FieldCondition, Filter, IsEmptyCondition, MatchValue
+    if conditions is None:
+        return None
+    from qdrant_edge import FieldCondition, Filter, IsEmptyCondition, MatchAny, MatchValue
 
-    from ingestd.store.search.query import PATH_KEY
-
-    f = filters or Filters()
-    must: list[Any] = [IsEmptyCondition(key=PARENT_KEY), IsEmptyCondition(key=PENDING_KEY)]
-    if f.source is not None:
-        must.append(FieldCondition(key="source", match=MatchValue(f.source)))
-    path = f.normalised_path()
-    if path is not None:
-        must.append(FieldCondition(key=PATH_KEY, match=MatchValue(path)))
+    must: list[Any] = [IsEmptyCondition(key=key) for key in conditions.unset]
+    for cond in conditions.must:
+        if isinstance(cond, Match):
+            match: Any = MatchValue(cond.value)
+        else:
+            match = MatchAny(list(cond.values))
+        must.append(FieldCondition(key=cond.key, match=match))
     return Filter(must=must)
 
 
@@ -299,13 +296,7 @@ class EdgeStore(EdgeCollections):
         self, collection: str, source: str | None = None
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every point of ``collection`` (of one ``source`` if given) as ``(id, payload)``."""
-        from qdrant_edge import FieldCondition, Filter, MatchValue
-
-        flt = (
-            Filter(must=[FieldCondition(key="source", match=MatchValue(source))])
-            if source is not None
-            else None
-        )
+        flt = edge_filter(Conditions.of_source(source))
         for r in self._scroll(collection, flt, True):
             yield str(r.id), dict(r.payload or {})
 
@@ -316,16 +307,14 @@ class EdgeStore(EdgeCollections):
 
     def point_count(self, collection: str, sources: Sequence[str] | None = None) -> int:
         """Exact number of points in ``collection`` (of ``sources`` only, if given)."""
-        from qdrant_edge import CountRequest, FieldCondition, Filter, MatchAny
+        from qdrant_edge import CountRequest
 
         self.forget_layout(collection)
         try:
             shard = self.shard(self.physical_of(collection))
         except KeyError:
             return 0
-        flt = None
-        if sources is not None:
-            flt = Filter(must=[FieldCondition(key="source", match=MatchAny(list(sources)))])
+        flt = edge_filter(Conditions.of_sources(sources))
         return int(shard.count(CountRequest(exact=True, filter=flt)))
 
     def search(
@@ -356,7 +345,7 @@ class EdgeStore(EdgeCollections):
         if mode not in MODES:
             raise ValueError(f"unknown search mode {mode!r}; expected one of {MODES}")
         shard = self.shard(self.physical_of(collection))
-        flt = edge_filter(filters)
+        flt = edge_filter((filters or Filters()).conditions())
 
         def fetch(wanted: Sequence[tuple[Ranking, int]], with_payload: bool) -> list[list[Hit]]:
             reqs = [

@@ -44,9 +44,10 @@ from pathlib import Path
 from typing import Any
 
 from ingestd.store.common.damage import StateDamagedError
-from ingestd.store.search.query import PATH_KEY, PENDING_KEY
+from ingestd.store.search.query import HIDDEN_KEYS, PATH_KEY
 from ingestd.store.search.sparse import SPARSE_VECTOR
 from ingestd.store.vectors.base import Layout, StoreUnavailableError, physical_name, version_of
+from ingestd.store.vectors.routing import RoutedWrites
 
 __all__ = [
     "ALIASES_FILE",
@@ -54,7 +55,6 @@ __all__ = [
     "FORMAT",
     "OPTIMIZE_EVERY",
     "OVERSAMPLING",
-    "PARENT_KEY",
     "EdgeCollections",
     "EngineError",
     "is_edge_store",
@@ -71,12 +71,11 @@ COLLECTIONS_DIR = "collections"
 FORMAT = 1
 #: Payload keys with a keyword index (the filters of ``ingestd search`` and ``forget``).
 INDEXED_KEYS = ("source", "path", PATH_KEY)
-#: The payload key of parent sections (``true``, absent on every other point), with a
-#: boolean index: without one, excluding parents from a search reads every point's
-#: payload (360 ms at 100,000 points here, against 15 ms with it).
-PARENT_KEY = "is_parent"
-#: Payload keys with a boolean index (excluded from searches by ``IsEmptyCondition``).
-BOOL_KEYS = (PARENT_KEY, PENDING_KEY)
+#: Payload keys with a boolean index (excluded from searches by ``IsEmptyCondition``):
+#: without one, excluding parents (:data:`~ingestd.store.search.query.PARENT_KEY`) from
+#: a search reads every point's payload (360 ms at 100,000 points here, against 15 ms
+#: with it).
+BOOL_KEYS = HIDDEN_KEYS
 #: Points written to a shard (by this process) between two :meth:`EdgeCollections.optimize`
 #: calls: the appendable segment, whose files and indexes are all in memory, stays
 #: below about this size. Optimising 100,000 points peaked at 1.4 GB RSS here.
@@ -183,7 +182,7 @@ def is_edge_store(path: str | Path) -> bool:
     return (Path(path) / ALIASES_FILE).is_file()
 
 
-class EdgeCollections:
+class EdgeCollections(RoutedWrites):
     """Collections, versions and aliases of an embedded Qdrant Edge store.
 
     Args:
@@ -202,13 +201,13 @@ class EdgeCollections:
                 "qdrant.engine is edge but qdrant-edge-py is not installed "
                 "(`pip install qdrant-edge-py`, or set qdrant.engine: local)"
             ) from exc
+        super().__init__()
         self.engine = "edge"
         self.path = Path(path)
         (self.path / COLLECTIONS_DIR).mkdir(parents=True, exist_ok=True)
         self._aliases = self._read_aliases()
         self._shards: dict[str, Any] = {}
         self._layouts: dict[str, Layout] = {}
-        self._write_to: dict[str, str] = {}
         #: points upserted per physical collection since its last optimisation
         self._written: dict[str, int] = {}
 
@@ -416,17 +415,6 @@ class EdgeCollections:
         self._write_aliases(aliases)
         self._aliases = aliases
         self._layouts.pop(name, None)
-
-    def route_writes(self, name: str, physical: str | None) -> None:
-        """Send writes for ``name`` to ``physical`` (a version being built), or back."""
-        if physical is None:
-            self._write_to.pop(name, None)
-        else:
-            self._write_to[name] = physical
-
-    def write_target(self, name: str) -> str:
-        """The collection that writes for ``name`` go to (the alias, or a build)."""
-        return self._write_to.get(name, name)
 
     def ensure_collection(self, name: str, dim: int) -> Layout:
         """Create collection ``name`` (``<name>__v1`` behind alias ``name``) if missing.

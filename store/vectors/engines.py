@@ -1,110 +1,185 @@
-"""Which embedded engine holds a state dir's vectors, and opening it.
+"""The table of embedded engines, and which one holds a state dir's vectors.
 
-Two engines can hold a state dir's collections: Qdrant Edge (``edge``, the default for
-a new store: Qdrant's own engine in-process) and qdrant-client's local mode
-(``local``, a pure-Python engine that scans every point for each query). A store made
-with ``local`` keeps working with ``local``; configuring ``edge`` for it moves its
+:data:`ENGINES` maps each engine's name to the ``module:attribute`` of its spec (an
+:class:`~ingestd.store.vectors.spec.EngineSpec`), imported when first asked for, as
+uvicorn's ``config.py`` maps a loop or protocol name to its implementation. Config
+validation, the state dir, damage handling, migration costs, the command line and the
+sync engine's resources all read it. The engines today:
+
+* ``edge``: Qdrant Edge, Qdrant's own engine in-process (the default for a new store);
+* ``local``: qdrant-client's local mode, a pure-Python engine (the fallback where
+  Qdrant Edge is not installed, and the engine of stores made before it).
+
+A store made with one engine keeps working with it; configuring another moves its
 collections, one collection-version build each
-(:class:`~ingestd.store.vectors.switch.EngineSwitch`). Telling the engines apart reads
-two small files and imports neither engine.
+(:class:`~ingestd.store.vectors.switch.EngineSwitch`). Telling the engines apart reads a
+few small files and imports no engine.
+
+**A new engine** is one module exporting a spec (its store class beside it or in a
+sibling module, imported only by :meth:`~ingestd.store.vectors.spec.EngineSpec.open`)
+plus one entry here. The table's order is the preference for a new store: the first
+engine installed is chosen.
+
+A Qdrant server (``qdrant.url``) is no embedded engine: its stores report the engine
+:data:`SERVER`.
 """
 
 from __future__ import annotations
 
-import json
+import importlib
+from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ingestd.store.vectors.base import VectorStore
-from ingestd.store.vectors.edge_shards import is_edge_store
+from ingestd.store.common.damage import StateDamagedError
+from ingestd.store.vectors.base import StoreUnavailableError
+from ingestd.store.vectors.spec import EngineSpec
+
+if TYPE_CHECKING:
+    from ingestd.store.vectors.base import VectorStore
 
 __all__ = [
-    "EMBEDDED",
+    "ENGINES",
+    "SERVER",
     "choose_engine",
-    "edge_available",
-    "local_has_collections",
+    "engine_names",
+    "engine_spec",
+    "engine_specs",
+    "files_damage",
     "open_embedded",
 ]
 
-#: The embedded engines.
-EMBEDDED = ("edge", "local")
+#: Embedded engine name -> ``module:attribute`` of its :class:`EngineSpec` (light modules).
+ENGINES: dict[str, str] = {
+    "edge": "ingestd.store.vectors.edge_engine:SPEC",
+    "local": "ingestd.store.vectors.local_engine:SPEC",
+}
+
+#: The engine reported by the stores of a Qdrant server or cluster (``qdrant.url``).
+SERVER = "server"
 
 
-def local_has_collections(path: Path) -> bool:
-    """Whether ``path`` holds a local-mode store with at least one collection.
+def engine_names() -> tuple[str, ...]:
+    """The embedded engines' names, in the table's order (the preferred first)."""
+    return tuple(ENGINES)
 
-    Reads qdrant-client's ``meta.json`` (``qdrant_client/local/qdrant_local.py``).
+
+def engine_spec(name: str) -> EngineSpec:
+    """The spec of engine ``name``, its light module imported on first use.
+
+    Raises:
+        ValueError: no engine of that name (the message lists the engines).
     """
-    try:
-        meta = json.loads((path / "meta.json").read_text())
-        return bool(meta.get("collections"))
-    except (OSError, ValueError, AttributeError):
-        return False
+    target = ENGINES.get(name)
+    if target is None:
+        raise ValueError(
+            f"unknown embedded engine {name!r}; expected one of: {', '.join(engine_names())}"
+        )
+    module, _, attr = target.partition(":")
+    spec = getattr(importlib.import_module(module), attr)
+    if not isinstance(spec, EngineSpec) or spec.name != name:
+        raise TypeError(f"{target} is not the EngineSpec of engine {name!r}")
+    return spec
 
 
-def edge_available() -> bool:
-    """Whether Qdrant Edge (``qdrant-edge-py``) is installed (it has no wheel everywhere)."""
-    import importlib.util
-
-    return importlib.util.find_spec("qdrant_edge") is not None
+def engine_specs() -> list[EngineSpec]:
+    """Every engine's spec, in the table's order."""
+    return [engine_spec(name) for name in ENGINES]
 
 
-def choose_engine(
-    configured: str | None, local_path: Path, edge_path: Path
-) -> tuple[str, str | None]:
-    """The engine to use, and the other one when it still holds collections.
+def choose_engine(configured: str | None, folders: Mapping[str, Path]) -> tuple[str, str | None]:
+    """The engine to use, and another one while it still holds collections.
 
     Args:
-        configured: ``qdrant.engine`` (``None``: ``edge``, unless only a local-mode
-            store exists, or a new store is made where Qdrant Edge is not installed).
-        local_path: the local-mode store's folder.
-        edge_path: the Edge store's folder.
+        configured: ``qdrant.engine``; ``None``: the first engine (in the table's
+            order) whose folder holds a store, else the first one installed.
+        folders: each engine's folder (``StatePaths.engine_folders()``).
 
     Returns:
-        ``(engine, previous)``; ``previous`` is the engine whose collections are to
-        move to ``engine``, or ``None``.
+        ``(engine, previous)``; ``previous`` is the first other engine whose folder
+        holds collections (they are to move to ``engine``), or ``None``.
+
+    Raises:
+        ValueError: ``configured`` names no engine.
     """
-    local = local_has_collections(local_path)
-    edge = is_edge_store(edge_path) and any((edge_path / "collections").glob("*"))
+    specs = engine_specs()
     if configured is None:
-        fresh = not local and not is_edge_store(edge_path)
-        if fresh and not edge_available():
-            configured = "local"  # no Edge wheel for this machine: the fallback
-        else:
-            configured = "local" if local and not is_edge_store(edge_path) else "edge"
-    if configured == "edge":
-        return "edge", "local" if local else None
-    return "local", "edge" if edge else None
+        held = (s.name for s in specs if s.holds_store(folders[s.name]))
+        installed = (s.name for s in specs if s.installed())
+        configured = next(held, None) or next(installed, specs[0].name)
+    engine_spec(configured)
+    previous = next(
+        (s.name for s in specs if s.name != configured and s.holds_collections(folders[s.name])),
+        None,
+    )
+    return configured, previous
 
 
-def open_embedded(configured: str | None, local_path: Path, edge_path: Path) -> VectorStore:
-    """Open the embedded store: one engine, or both while collections move.
+def open_embedded(configured: str | None, folders: Mapping[str, Path]) -> VectorStore:
+    """Open the embedded store: one engine, or two while collections move.
+
+    Args:
+        configured: ``qdrant.engine`` (see :func:`choose_engine`).
+        folders: each engine's folder.
 
     Raises:
         ingestd.store.vectors.base.StoreUnavailableError: a store is in use by another
             process, or its engine is not installed.
-        ingestd.store.common.damage.StateDamagedError: an Edge store's files are damaged.
-        Exception: whatever opening a damaged local-mode store raises (see
-            :func:`ingestd.daemon.sync.damage.damaged_store_error`).
+        ingestd.store.common.damage.StateDamagedError: a store's files are damaged.
+        Exception: what opening raised when it is no sign of damage.
     """
-    engine, previous = choose_engine(configured, local_path, edge_path)
-    store = _open(engine, local_path, edge_path)
+    engine, previous = choose_engine(configured, folders)
+    store = _open(engine_spec(engine), folders[engine])
     if previous is None:
         return store
     from ingestd.store.vectors.switch import EngineSwitch
 
     try:
-        old = _open(previous, local_path, edge_path)
+        old = _open(engine_spec(previous), folders[previous])
     except BaseException:
         store.close()
         raise
-    return EngineSwitch(store, old, local_path if previous == "local" else edge_path)
+    return EngineSwitch(store, old, folders[previous])
 
 
-def _open(engine: str, local_path: Path, edge_path: Path) -> VectorStore:
-    if engine == "edge":
-        from ingestd.store.vectors.edge import EdgeStore
+def _open(spec: EngineSpec, folder: Path) -> VectorStore:
+    """``spec.open(folder)``; an error that says the files are damaged comes out as such.
 
-        return EdgeStore(edge_path)
-    from ingestd.store.vectors.qdrant import QdrantStore
+    Raises:
+        ingestd.store.vectors.base.StoreUnavailableError: the engine is not installed (the
+            message says how to install it), or another process holds the store.
+        ingestd.store.common.damage.StateDamagedError: the store's files are damaged.
+    """
+    if not spec.installed():
+        raise StoreUnavailableError(
+            f"qdrant.engine is {spec.name} but its library ({spec.package}) is not "
+            f"installed ({spec.install_hint})"
+        )
+    try:
+        return spec.open(folder)
+    except (StoreUnavailableError, StateDamagedError):
+        raise
+    except Exception as exc:
+        damage = spec.open_damage(folder, exc)
+        if damage is None:
+            raise
+        raise damage from exc
 
-    return QdrantStore(path=str(local_path))
+
+def files_damage(folders: Mapping[str, Path]) -> StateDamagedError | None:
+    """The first damage found in the files of any engine's store, or ``None``.
+
+    Reads files, opens nothing (see :meth:`EngineSpec.files_damage`): ``ingestd status``
+    says when the store that ``search``, ``resync``, ``verify`` and ``run`` would fail
+    to open is damaged.
+
+    Args:
+        folders: each engine's folder; a missing folder holds no damage.
+    """
+    for spec in engine_specs():
+        folder = folders[spec.name]
+        if folder.is_dir():
+            damage = spec.files_damage(folder)
+            if damage is not None:
+                return damage
+    return None

@@ -17,16 +17,24 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
+from ingestd.store.search.conditions import Conditions
 from ingestd.store.search.fusion import available, rank_and_fuse
-from ingestd.store.search.query import MODES, Filters, Hit, Mode, client_rankings, payloads_by_id
+from ingestd.store.search.query import (
+    MODES,
+    Filters,
+    Hit,
+    Mode,
+    client_filter,
+    client_rankings,
+    payloads_by_id,
+)
 from ingestd.store.search.sparse import SPARSE_VECTOR, SparseVec
 from ingestd.store.vectors.base import DenseVector, Point, StoreUnavailableError
 from ingestd.store.vectors.qdrant_collections import QdrantCollections
 
-__all__ = ["COMPACT_MIN_DELETED", "QdrantStore", "embedded_point_count"]
+__all__ = ["COMPACT_MIN_DELETED", "QdrantStore"]
 
 logger = logging.getLogger(__name__)
 
@@ -271,15 +279,7 @@ class QdrantStore(QdrantCollections):
         self, collection: str, source: str | None = None
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every point of ``collection`` (of one ``source`` if given) as ``(id, payload)``."""
-        from qdrant_client import models
-
-        flt = (
-            models.Filter(
-                must=[models.FieldCondition(key="source", match=models.MatchValue(value=source))]
-            )
-            if source is not None
-            else None
-        )
+        flt = client_filter(Conditions.of_source(source))
         offset = None
         while True:
             recs, offset = self.call(
@@ -323,16 +323,10 @@ class QdrantStore(QdrantCollections):
         Returns 0 when the collection does not exist, and forgets it as known, so that
         the next :meth:`ensure_collection` creates it again.
         """
-        from qdrant_client import models
-
         self.forget_layout(collection)  # it may have been dropped behind our back
         if not self.has_collection(collection):
             return 0
-        flt = None
-        if sources is not None:
-            flt = models.Filter(
-                must=[models.FieldCondition(key="source", match=models.MatchAny(any=list(sources)))]
-            )
+        flt = client_filter(Conditions.of_sources(sources))
         return int(self.call(self.client.count, collection, count_filter=flt, exact=True).count)
 
     def search(
@@ -380,7 +374,7 @@ class QdrantStore(QdrantCollections):
                 collection,
             )
             mode = "dense"
-        flt = (filters or Filters()).qdrant(legacy=legacy)
+        flt = client_filter((filters or Filters()).conditions(legacy=legacy))
         fetch = client_rankings(
             lambda reqs: self.call(self.client.query_batch_points, collection, requests=reqs),
             dense,
@@ -411,46 +405,3 @@ def _missing_point(exc: BaseException) -> bool:
     if isinstance(exc, UnexpectedResponse):
         return exc.status_code == 404
     return isinstance(exc, ValueError) and "not found" in str(exc).lower()
-
-
-def embedded_point_count(path: str | Path, collection: str) -> int | None:
-    """Points of ``collection`` in an embedded store, counted from its files, unopened.
-
-    Opening an embedded store loads every point into memory (about a second for 12,000
-    points here, as long as importing qdrant-client); counting the rows of the
-    collection's SQLite file takes milliseconds. The layout read is qdrant-client's
-    local mode (``meta.json`` naming collections and aliases,
-    ``collection/<name>/storage.sqlite`` with one row per point in table ``points``,
-    ``qdrant_client/local/persistence.py``).
-
-    Args:
-        path: the embedded store's folder (``<state dir>/qdrant``).
-        collection: a collection name or alias.
-
-    Returns:
-        The number of points; 0 when the store or the collection does not exist;
-        ``None`` when the files do not have the expected layout (open the store and
-        count there instead).
-    """
-    import json
-    import sqlite3
-
-    root = Path(path)
-    meta_path = root / "meta.json"
-    if not root.exists():
-        return 0
-    try:
-        meta = json.loads(meta_path.read_text())
-        name = meta.get("aliases", {}).get(collection, collection)
-        if name not in meta["collections"]:
-            return 0
-        db = root / "collection" / name / "storage.sqlite"
-        if not db.is_file():
-            return None
-        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            return int(conn.execute("SELECT count(*) FROM points").fetchone()[0])
-        finally:
-            conn.close()
-    except (OSError, ValueError, KeyError, TypeError, AttributeError, sqlite3.Error):
-        return None

@@ -14,9 +14,10 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from ingestd.store.search.query import PATH_KEY, PENDING_KEY
+from ingestd.store.search.query import HIDDEN_KEYS, PATH_KEY
 from ingestd.store.search.sparse import SPARSE_VECTOR
 from ingestd.store.vectors.base import Layout, StoreUnavailableError, physical_name, version_of
+from ingestd.store.vectors.routing import RoutedWrites
 
 __all__ = ["QdrantCollections"]
 
@@ -33,7 +34,7 @@ def _transient(exc: BaseException) -> bool:
     return False
 
 
-class QdrantCollections:
+class QdrantCollections(RoutedWrites):
     """Collections of a qdrant-client store (embedded ``path`` or server ``url``).
 
     Args:
@@ -55,6 +56,7 @@ class QdrantCollections:
         retry_seconds: float = 60.0,
         client: Any = None,
     ) -> None:
+        super().__init__()
         self.retry_seconds = retry_seconds
         self.local = client is None and url is None
         self.engine = "server" if url else "local"
@@ -74,7 +76,6 @@ class QdrantCollections:
                 ) from exc
         self.client = client
         self._layouts: dict[str, Layout] = {}
-        self._write_to: dict[str, str] = {}
         self.path = path
 
     def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -180,7 +181,7 @@ class QdrantCollections:
                     key,
                     field_schema=models.PayloadSchemaType.KEYWORD,
                 )
-            for key in ("is_parent", PENDING_KEY):  # excluded from every search
+            for key in HIDDEN_KEYS:  # excluded from every search
                 self.call(
                     self.client.create_payload_index,
                     physical,
@@ -215,17 +216,6 @@ class QdrantCollections:
         self._layouts.pop(name, None)
         self.call(self.client.update_collection_aliases, change_aliases_operations=ops)
         self._layouts.pop(name, None)
-
-    def route_writes(self, name: str, physical: str | None) -> None:
-        """Send writes for ``name`` to ``physical`` (a version being built), or back."""
-        if physical is None:
-            self._write_to.pop(name, None)
-        else:
-            self._write_to[name] = physical
-
-    def write_target(self, name: str) -> str:
-        """The collection that writes for ``name`` go to (the alias, or a build)."""
-        return self._write_to.get(name, name)
 
     def ensure_collection(self, name: str, dim: int) -> Layout:
         """Create collection ``name`` (``<name>__v1`` behind alias ``name``) if missing.

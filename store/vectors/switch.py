@@ -24,6 +24,7 @@ from typing import Any
 from ingestd.store.search.query import Filters, Hit, Mode
 from ingestd.store.search.sparse import SparseVec
 from ingestd.store.vectors.base import DenseVector, Layout, Point, VectorStore
+from ingestd.store.vectors.routing import RoutedWrites
 
 __all__ = ["ENGINE", "EngineSwitch"]
 
@@ -33,7 +34,7 @@ logger = logging.getLogger(__name__)
 ENGINE = "engine"
 
 
-class EngineSwitch:
+class EngineSwitch(RoutedWrites):
     """A :class:`~ingestd.store.vectors.base.VectorStore` over two engines during a move.
 
     Args:
@@ -43,11 +44,11 @@ class EngineSwitch:
     """
 
     def __init__(self, primary: VectorStore, previous: VectorStore, previous_path: Path) -> None:
+        super().__init__()
         self.primary = primary
         self.previous: VectorStore | None = previous
         self.previous_path = previous_path
         self.engine = primary.engine
-        self._write_to: dict[str, str] = {}
 
     def _holder(self, name: str) -> VectorStore:
         """The store that holds ``name`` (the primary one when neither does)."""
@@ -106,17 +107,6 @@ class EngineSwitch:
                 self.engine,
                 self.previous_path,
             )
-
-    def route_writes(self, name: str, physical: str | None) -> None:
-        """Send writes for ``name`` to ``physical`` (a version being built), or back."""
-        if physical is None:
-            self._write_to.pop(name, None)
-        else:
-            self._write_to[name] = physical
-
-    def write_target(self, name: str) -> str:
-        """The collection that writes for ``name`` go to."""
-        return self._write_to.get(name, name)
 
     def _writer(self, collection: str) -> tuple[VectorStore, str]:
         target = self.write_target(collection)

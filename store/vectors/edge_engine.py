@@ -1,0 +1,140 @@
+"""The ``edge`` engine: Qdrant Edge (``qdrant-edge-py``), Qdrant's own engine in-process.
+
+The default for a new store. Its store is :class:`~ingestd.store.vectors.edge.EdgeStore`
+(imported when opened); its folder (``<state dir>/edge``, ``qdrant.edge_path``) holds
+the aliases file and one shard folder per physical collection
+(:mod:`ingestd.store.vectors.edge_shards`). Its shards' files are sparse: the disk they
+take is their allocated blocks, a small part of their apparent size.
+
+Damage read from the files (:meth:`EdgeEngine.files_damage`): the aliases file is JSON
+of the known format; in each shard, ``edge_config.json``, ``wal/first-index`` and every
+``segments/*/segment.json`` are JSON, and every write-ahead-log segment (``wal/open-*``,
+``wal/closed-*``) starts with its ``wal`` header (the engine refuses "Illegal segment
+header" and empty segments). Damage deeper in a file (a torn vector page) is found
+when the engine loads the shard (:meth:`EdgeEngine.deep_damage`).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ingestd.store.common.damage import StateDamagedError
+from ingestd.store.vectors.edge_shards import (
+    ALIASES_FILE,
+    COLLECTIONS_DIR,
+    FORMAT,
+    is_edge_store,
+)
+from ingestd.store.vectors.spec import STORE_PART, EngineSpec, json_damage
+
+if TYPE_CHECKING:
+    from ingestd.store.search.conditions import Conditions
+    from ingestd.store.vectors.base import VectorStore
+
+__all__ = ["SPEC", "EdgeEngine"]
+
+_WAL_MAGIC = b"wal"
+
+
+class EdgeEngine(EngineSpec):
+    """The spec of Qdrant Edge (see the module docstring)."""
+
+    name = "edge"
+    folder = "edge"
+    config_key = "edge_path"
+    collections_dir = COLLECTIONS_DIR
+    package = "qdrant_edge"
+    install_hint = "`pip install qdrant-edge-py`, or set qdrant.engine: local"
+
+    def holds_store(self, path: Path) -> bool:
+        """Whether ``path`` holds an Edge store (its aliases file), with collections or not."""
+        return is_edge_store(path)
+
+    def holds_collections(self, path: Path) -> bool:
+        """Whether ``path`` holds an Edge store with at least one shard folder."""
+        return is_edge_store(path) and any((path / COLLECTIONS_DIR).glob("*"))
+
+    def open(self, path: Path) -> VectorStore:
+        """The :class:`~ingestd.store.vectors.edge.EdgeStore` of ``path``.
+
+        Raises:
+            ingestd.store.vectors.base.StoreUnavailableError: ``qdrant-edge-py`` is not installed.
+            ingestd.store.common.damage.StateDamagedError: the aliases file is damaged.
+        """
+        from ingestd.store.vectors.edge import EdgeStore
+
+        return EdgeStore(path)
+
+    def files_damage(self, path: Path) -> StateDamagedError | None:
+        """The first damage in the files of the Edge store at ``path``, or ``None``."""
+        aliases = path / ALIASES_FILE
+        try:
+            data = json.loads(aliases.read_bytes())
+            if data.get("format") != FORMAT or not isinstance(data.get("aliases"), dict):
+                raise ValueError(f"unknown format {data.get('format')!r}")
+        except (FileNotFoundError, PermissionError):
+            pass
+        except (ValueError, AttributeError) as exc:
+            return StateDamagedError(aliases, STORE_PART, f"{type(exc).__name__}: {exc}")
+        for shard in sorted(p for p in (path / COLLECTIONS_DIR).glob("*") if p.is_dir()):
+            damage = _shard_damage(shard)
+            if damage is not None:
+                return damage
+        return None
+
+    def deep_damage(self, path: Path) -> StateDamagedError | None:
+        """The damage of the Edge store at ``path``: its aliases file or a shard, loaded."""
+        from ingestd.store.vectors.edge import EdgeStore
+
+        try:
+            store = EdgeStore(path)
+        except StateDamagedError as exc:
+            return exc
+        try:
+            for physical in store.collections():
+                store.shard(physical)
+            for physical in store.aliases().values():
+                store.physical_of(physical)
+        except StateDamagedError as exc:
+            return exc
+        except KeyError as exc:
+            return StateDamagedError(path, STORE_PART, f"an alias names a missing {exc}")
+        finally:
+            store.close()
+        return None
+
+    def filter(self, conditions: Conditions | None) -> Any:
+        """Qdrant Edge's ``Filter`` (:func:`ingestd.store.vectors.edge.edge_filter`)."""
+        from ingestd.store.vectors.edge import edge_filter
+
+        return edge_filter(conditions)
+
+
+def _shard_damage(shard: Path) -> StateDamagedError | None:
+    """The first damaged file of one shard folder, or ``None``."""
+    for file in (
+        shard / "edge_config.json",
+        shard / "wal" / "first-index",
+        *sorted(shard.glob("segments/*/segment.json")),
+    ):
+        damage = json_damage(file)
+        if damage is not None:
+            return damage
+    for seg in sorted(shard.glob("wal/*")):
+        if not seg.name.startswith(("open-", "closed-")):
+            continue
+        try:
+            with seg.open("rb") as f:
+                head = f.read(len(_WAL_MAGIC))
+        except OSError:
+            continue
+        if head != _WAL_MAGIC:
+            detail = "an empty" if not head else "an illegal header in a"
+            return StateDamagedError(seg, STORE_PART, f"{detail} write-ahead-log segment")
+    return None
+
+
+#: The spec of the ``edge`` engine, named in :data:`ingestd.store.vectors.engines.ENGINES`.
+SPEC = EdgeEngine()
