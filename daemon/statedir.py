@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ingestd.chunkers.errors import StateError
+
 __all__ = [
     "PRIVATE_DIR_MODE",
     "PRIVATE_FILE_MODE",
@@ -135,7 +137,7 @@ STATE_ENTRIES = (
 )
 
 
-class InsecureDirError(OSError):
+class InsecureDirError(StateError, OSError):
     """A folder that must be private is not: another owner, a symlink, or open modes."""
 
 

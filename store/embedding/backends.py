@@ -26,6 +26,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ingestd.chunkers.errors import ModelError
+
 __all__ = [
     "BACKENDS",
     "INT8_SETTINGS",
@@ -49,7 +51,7 @@ _ONNX_PACKAGES = ("onnxruntime", "onnx")
 _EXTRA = "pip install 'ingestd[onnx]'"
 
 
-class BackendUnavailableError(ValueError):
+class BackendUnavailableError(ModelError, ValueError):
     """The configured backend needs packages that are not installed."""
 
 

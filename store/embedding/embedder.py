@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ingestd.chunkers.errors import ModelError
 from ingestd.store.embedding.backends import RECIPES, OnnxRecipe, backend_fingerprint
 from ingestd.store.embedding.model import ModelInfo, Vectors
 
@@ -56,7 +57,7 @@ ONEDNN_PRIMITIVE_CACHE_CAPACITY = 0
 _ONEDNN = ("ONEDNN", "DNNL")  # oneDNN's environment prefixes, current and former
 
 
-class ModelNotFoundError(ValueError):
+class ModelNotFoundError(ModelError, ValueError):
     """The configured embedding model is neither bundled nor a local folder."""
 
 
