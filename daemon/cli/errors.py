@@ -55,7 +55,7 @@ def handle_errors(f: F) -> F:
             os.dup2(devnull, sys.stdout.fileno())
             sys.exit(0)
         except Exception as exc:
-            control = sys.modules.get("ingestd.daemon.service.control")
+            control = sys.modules.get("ingestd.daemon.wire.errors")
             if control is not None and isinstance(exc, control.DaemonError):
                 # raised by the shared commands in local mode too
                 raise Fatal(str(exc), exc.exit_code) from None

@@ -129,8 +129,8 @@ def _rebuild(
 ) -> dict[str, Any]:
     """``resync --rebuild``: set damaged parts aside under the lock, then resync."""
     from ingestd.daemon.commands import commands
-    from ingestd.daemon.service.control import StateLock, StateLockedError
     from ingestd.daemon.sync.damage import set_aside_damaged, sources_in_store
+    from ingestd.daemon.wire.statelock import StateLock, StateLockedError
 
     lock = StateLock(sd)
     try:

@@ -164,7 +164,7 @@ def status(
                 st = status_of(m, None, sd)
                 st["daemon"] = None
         _check_store_files(cfg, sd)
-        from ingestd.daemon.service.control import lock_holder
+        from ingestd.daemon.wire.statelock import lock_holder
 
         holder = lock_holder(sd)
         if holder is not None:

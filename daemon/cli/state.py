@@ -196,8 +196,8 @@ def local_engine(cfg: Config, state_dir: Path, what: str) -> Iterator[Any]:
         DaemonStarting: an ``ingestd run`` holds the lock and is still starting.
         Fatal: another process holds the lock.
     """
-    from ingestd.daemon.service.control import StateLock, StateLockedError, starting_daemon
     from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.wire.statelock import StateLock, StateLockedError, starting_daemon
 
     lock = StateLock(state_dir)
     try:
@@ -234,7 +234,8 @@ def ask_daemon(
     is waited for, up to :data:`START_WAIT_S` seconds, with a one-line note on a
     terminal. With ``socket_path``, no daemon answering there is an error.
     """
-    from ingestd.daemon.service.control import DaemonError, NoDaemon, request_when_ready
+    from ingestd.daemon.wire.errors import DaemonError, NoDaemon
+    from ingestd.daemon.wire.protocol import request_when_ready
 
     try:
         return True, request_when_ready(

@@ -16,6 +16,7 @@ imports what it needs.
 from ingestd.daemon.client.client import Client
 from ingestd.daemon.client.errors import SyncTimeout
 from ingestd.daemon.client.query import QueryBuilder
-from ingestd.daemon.service.control import DaemonError, NoDaemon, StateLockedError
+from ingestd.daemon.wire.errors import DaemonError, NoDaemon
+from ingestd.daemon.wire.statelock import StateLockedError
 
 __all__ = ["Client", "DaemonError", "NoDaemon", "QueryBuilder", "StateLockedError", "SyncTimeout"]

@@ -25,13 +25,9 @@ from typing import TYPE_CHECKING, Any, cast
 from ingestd.daemon.client.errors import SyncTimeout
 from ingestd.daemon.client.local import LocalState
 from ingestd.daemon.client.types import Hit, ReadResult, SyncReport
-from ingestd.daemon.service.control import (
-    DaemonError,
-    NoDaemon,
-    StateLockedError,
-    request_when_ready,
-    starting_daemon,
-)
+from ingestd.daemon.wire.errors import DaemonError, NoDaemon
+from ingestd.daemon.wire.protocol import request_when_ready
+from ingestd.daemon.wire.statelock import StateLockedError, starting_daemon
 
 if TYPE_CHECKING:
     from ingestd.daemon.sync.engine import Engine
@@ -52,13 +48,13 @@ class Client:
             settings when no daemon runs.
         local: with no daemon running, open the state dir in this process (holding
             its lock during each call); ``False``: raise
-            :class:`~ingestd.daemon.service.control.NoDaemon` instead.
+            :class:`~ingestd.daemon.wire.errors.NoDaemon` instead.
         start_wait_s: seconds to wait for a daemon that is starting.
 
-    Every method raises :class:`~ingestd.daemon.service.control.DaemonError` for a
+    Every method raises :class:`~ingestd.daemon.wire.errors.DaemonError` for a
     known failure (its ``exit_code`` is the CLI's: 2 for bad arguments), with the
     one-line message the CLI prints; and
-    :class:`~ingestd.daemon.service.control.StateLockedError` when another process
+    :class:`~ingestd.daemon.wire.statelock.StateLockedError` when another process
     (not a daemon) holds the state dir.
 
     Raises:
@@ -304,7 +300,7 @@ class Client:
             if self.socket is not None:
                 raise NoDaemon(f"no ingestd daemon answers on {self.socket}") from None
         from ingestd.daemon.commands.commands import status_of
-        from ingestd.daemon.service.control import lock_holder
+        from ingestd.daemon.wire.statelock import lock_holder
 
         cfg = self._state.config() if self._state.config_path is not None else None
         with self._state.manifest(cfg) as m:

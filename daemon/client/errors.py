@@ -2,7 +2,7 @@
 
 The CLI (:mod:`~ingestd.daemon.cli.errors`), the :class:`~ingestd.daemon.client.Client`
 and the MCP server classify errors alike: a *known* failure (a
-:class:`~ingestd.daemon.service.control.DaemonError` from the daemon or a shared
+:class:`~ingestd.daemon.wire.errors.DaemonError` from the daemon or a shared
 command, a damaged state file, a missing model, an unreachable store, a locked state
 dir, a full disk) is one line for the user; anything else is unexpected, and its
 traceback belongs in the log.
@@ -14,7 +14,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from ingestd.daemon.service.control import DaemonError
+from ingestd.daemon.wire.errors import DaemonError
 
 __all__ = ["KNOWN_FAILURES", "SyncTimeout", "known_failure", "one_line"]
 
@@ -25,8 +25,8 @@ KNOWN_FAILURES = (
     ("ingestd.store.embedding.embedder", "ModelNotFoundError"),
     ("ingestd.chunkers.sizing.tokenizers", "TokenizerError"),
     ("ingestd.store.vectors.base", "StoreUnavailableError"),
-    ("ingestd.daemon.service.control", "StateLockedError"),
-    ("ingestd.daemon.service.control", "NoDaemon"),
+    ("ingestd.daemon.wire.statelock", "StateLockedError"),
+    ("ingestd.daemon.wire.errors", "NoDaemon"),
 )
 
 

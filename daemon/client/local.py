@@ -19,7 +19,8 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ingestd.daemon.service.control import DaemonError, StateLock
+from ingestd.daemon.wire.errors import DaemonError
+from ingestd.daemon.wire.statelock import StateLock
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
@@ -144,7 +145,7 @@ class LocalState:
 
         Raises:
             DaemonError: nothing is indexed in the state dir (exit code 1).
-            ingestd.daemon.service.control.StateLockedError: another process holds
+            ingestd.daemon.wire.statelock.StateLockedError: another process holds
                 the state dir.
         """
         from ingestd.daemon.sync.engine import Engine

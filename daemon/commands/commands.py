@@ -12,8 +12,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ingestd.daemon.service.control import DaemonError
 from ingestd.daemon.statedir import StatePaths, dir_bytes
+from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
     from ingestd.daemon.sync.engine import Engine

@@ -61,13 +61,14 @@ def run(
         The raw results (:meth:`ingestd.daemon.evaluation.evaluate.Evaluation.run`).
 
     Raises:
-        ingestd.daemon.service.control.DaemonError: the daemon reported an error (exit code 130
+        ingestd.daemon.wire.errors.DaemonError: the daemon reported an error (exit code 130
             when the run was cancelled).
         KeyboardInterrupt: Ctrl-C: the run is cancelled (its collections dropped, its
             scratch state removed).
         SystemExit: SIGTERM (exit code 143): the same.
     """
-    from ingestd.daemon.service.control import DaemonError, NoDaemon, request
+    from ingestd.daemon.wire.errors import DaemonError, NoDaemon
+    from ingestd.daemon.wire.protocol import request
 
     run_id = secrets.token_hex(4)
     try:

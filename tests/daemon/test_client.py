@@ -17,7 +17,8 @@ import pytest
 
 from ingestd.daemon.client import Client, DaemonError, NoDaemon, StateLockedError, SyncTimeout
 from ingestd.daemon.commands import commands
-from ingestd.daemon.service.control import StateLock, find_socket
+from ingestd.daemon.wire.location import find_socket
+from ingestd.daemon.wire.statelock import StateLock
 from tests.daemon.harness import Harness
 from tests.helpers import CountingEmbedder, fake_vectors, make_engine
 

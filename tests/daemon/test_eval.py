@@ -498,7 +498,7 @@ def test_ctrl_c_through_the_daemon_cancels_and_drops_the_collections(
     from ingestd.daemon.evaluation import cli as eval_cli
     from ingestd.daemon.evaluation.collections import LEDGER
     from ingestd.daemon.evaluation.rulesets import rule_sets
-    from ingestd.daemon.service.control import request
+    from ingestd.daemon.wire.protocol import request
 
     h = harness
     before = _collections(h)
@@ -541,7 +541,7 @@ def test_a_failing_run_in_the_daemon_drops_its_collections_and_those_left_by_a_k
     from ingestd.daemon.evaluation import cli as eval_cli
     from ingestd.daemon.evaluation.collections import LEDGER
     from ingestd.daemon.evaluation.rulesets import rule_sets
-    from ingestd.daemon.service.control import DaemonError
+    from ingestd.daemon.wire.errors import DaemonError
 
     h = harness
     before = _collections(h)

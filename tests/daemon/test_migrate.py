@@ -411,7 +411,7 @@ def test_the_cost_is_said_before_and_the_cli_aborts_restarts_and_reports(
 def test_the_daemon_migrates_in_the_background_serving_searches_status_and_changes(
     tree: Path, cls_model: Path, tmp_path: Path, one_document_per_slice: None
 ) -> None:
-    from ingestd.daemon.service.control import request
+    from ingestd.daemon.wire.protocol import request
     from tests.daemon.harness import Harness, fast_tmp
     from tests.helpers import CountingEmbedder, make_engine, wait_for
 

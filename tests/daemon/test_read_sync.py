@@ -11,7 +11,7 @@ import pytest
 from ingestd.daemon.commands import commands
 from ingestd.daemon.commands.read import read
 from ingestd.daemon.commands.sync import scopes, sync
-from ingestd.daemon.service.control import DaemonError
+from ingestd.daemon.wire.errors import DaemonError
 from tests.helpers import fake_vectors, make_engine
 
 
