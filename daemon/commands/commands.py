@@ -24,6 +24,7 @@ __all__ = [
     "evaluate",
     "forget",
     "known_source",
+    "local_status",
     "migrate",
     "resync",
     "search",
@@ -379,6 +380,31 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
     running = engine.collections.running() if engine is not None else None
     out["migrations"] = migration_status.status(manifest, running)
     return out
+
+
+def local_status(manifest: ManifestReader | None, state_dir: Path) -> dict[str, Any]:
+    """``status`` with no daemon running: :func:`status_of` the manifest, ``daemon`` null.
+
+    Args:
+        manifest: the manifest, or ``None`` when nothing was indexed yet.
+        state_dir: the state dir.
+
+    Returns:
+        :func:`status_of`'s answer (only ``state_dir`` and empty ``sources`` without a
+        manifest) with ``daemon`` ``None``, and ``locked_by`` (the lock file's holder)
+        when another process holds the state dir.
+    """
+    from ingestd.daemon.wire.statelock import lock_holder
+
+    if manifest is None:
+        st: dict[str, Any] = {"state_dir": str(state_dir), "sources": []}
+    else:
+        st = status_of(manifest, None, state_dir)
+    st["daemon"] = None
+    holder = lock_holder(state_dir)
+    if holder is not None:
+        st["locked_by"] = holder[1]
+    return st
 
 
 def _source_warnings(entry: dict[str, Any], engine: Engine | None) -> list[str]:
