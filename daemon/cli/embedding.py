@@ -65,7 +65,8 @@ def migrate(
         ingestd migrate                         # start it (again)
     """
     from ingestd.daemon.client.local import locked_engine
-    from ingestd.daemon.commands import commands
+    from ingestd.daemon.commands.migrate import migrate as migrate_cmd
+    from ingestd.daemon.commands.resync import resync as resync_cmd
     from ingestd.daemon.migration import status as migration_status
 
     cfg, sd = load(config_path, (), state_dir, log_level)
@@ -84,10 +85,10 @@ def migrate(
 
     def local() -> Any:
         with locked_engine(cfg, sd, "ingestd migrate") as engine, sync_progress(as_json) as bar:
-            out = commands.migrate(engine, **args)
+            out = migrate_cmd(engine, **args)
             if out.get("rescan"):
-                commands.resync(engine, out["rescan"], progress=bar)
-                out = {**out, **commands.migrate(engine)}
+                resync_cmd(engine, out["rescan"], progress=bar)
+                out = {**out, **migrate_cmd(engine)}
             return out
 
     result = runner(sd, socket_path).call("migrate", args, local)

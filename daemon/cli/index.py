@@ -78,7 +78,7 @@ def resync(
         ingestd resync --dry-run --json ./docs | jq '.sources[0].add'
     """
     from ingestd.daemon.client.local import locked_engine
-    from ingestd.daemon.commands import commands
+    from ingestd.daemon.commands.resync import resync as resync_cmd
 
     cfg, sd = load(config_path, paths, state_dir, log_level)
     require_known_roots(cfg, sd, paths)
@@ -89,7 +89,7 @@ def resync(
         if not c.sources:
             raise Fatal("nothing to sync: give PATH arguments or --config", 2)
         with locked_engine(c, sd, "ingestd resync") as engine, sync_progress(as_json) as bar:
-            return commands.resync(engine, None, progress=bar, **args)
+            return resync_cmd(engine, None, progress=bar, **args)
 
     if rebuild:
         result = _rebuild(cfg, sd, config_path is not None, args, as_json)
@@ -127,7 +127,7 @@ def _rebuild(
     cfg: Config, sd: Path, config_given: bool, args: dict[str, Any], quiet: bool
 ) -> dict[str, Any]:
     """``resync --rebuild``: set damaged parts aside under the lock, then resync."""
-    from ingestd.daemon.commands import commands
+    from ingestd.daemon.commands.resync import resync as resync_cmd
     from ingestd.daemon.sync.damage import set_aside_damaged, sources_in_store
     from ingestd.daemon.wire.statelock import StateLock, StateLockedError
 
@@ -149,7 +149,7 @@ def _rebuild(
         engine = Engine(cfg, sd)
         try:
             with sync_progress(quiet) as bar:
-                return commands.resync(engine, None, progress=bar, **args)
+                return resync_cmd(engine, None, progress=bar, **args)
         finally:
             engine.close()
     finally:
@@ -243,7 +243,7 @@ def verify(
         ingestd verify --state-dir ./state ./docs
     """
     from ingestd.daemon.client.local import locked_engine
-    from ingestd.daemon.commands import commands
+    from ingestd.daemon.commands.verify import verify as verify_cmd
 
     cfg, sd = load(config_path, paths, state_dir, log_level)
     require_known_roots(cfg, sd, paths)
@@ -265,7 +265,7 @@ def verify(
                     2,
                 )
         with locked_engine(c, sd, "ingestd verify") as engine:
-            return commands.verify(engine, None, repair=repair)
+            return verify_cmd(engine, None, repair=repair)
 
     remote_args = {"sources": source_names(cfg, paths), "repair": repair}
     result = runner(sd, socket_path).call("verify", remote_args, local)
@@ -361,7 +361,8 @@ def forget(
         ingestd forget --state-dir ./state /srv/docs/old-tree
     """
     from ingestd.daemon.client.local import locked_engine
-    from ingestd.daemon.commands import commands
+    from ingestd.daemon.commands.forget import forget as forget_cmd
+    from ingestd.daemon.commands.forget import known_source
 
     cfg, sd = load_light(config_path, state_dir, log_level)
     root = os.path.realpath(source) if os.path.isdir(source) else None
@@ -371,12 +372,12 @@ def forget(
         with manifest_reader(cfg, sd) as m:
             if m is None:
                 raise Fatal(f"unknown source: {source}; nothing is indexed in {sd}", 2)
-            name = commands.known_source(m, source, root)
+            name = known_source(m, source, root)
         configured = [s.name for s in cfg.sources] if cfg is not None else []
         c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
         c = with_manifest_sources(c, sd, config_path is not None)
         with locked_engine(c, sd, "ingestd forget") as engine:
-            return commands.forget(engine, name, configured=configured)
+            return forget_cmd(engine, name, configured=configured)
 
     result = runner(sd, socket_path).call("forget", args, local)
     click.echo(f"forgot {result['source']}: {result['points_deleted']} points deleted")

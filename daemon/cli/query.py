@@ -86,7 +86,7 @@ def search(
         ingestd search --json "sampling" | jq '.[0] | {path, rank, dense_rank, sparse_rank}'
     """
     from ingestd.daemon.client.local import locked_engine
-    from ingestd.daemon.commands import commands
+    from ingestd.daemon.commands.search import search as search_cmd
 
     if not query.strip():
         raise click.UsageError("QUERY is empty")
@@ -107,7 +107,7 @@ def search(
         if not c.sources:
             raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
         with locked_engine(c, sd, "ingestd search") as engine:
-            return commands.search(engine, **args)
+            return search_cmd(engine, **args)
 
     hits = runner(sd, socket_path).call("search", args, local)
     if as_json:
@@ -154,7 +154,7 @@ def status(
     cfg, sd = load_light(config_path, state_dir, log_level)
 
     def local() -> dict[str, Any]:
-        from ingestd.daemon.commands.commands import local_status
+        from ingestd.daemon.commands.status import local_status
 
         with manifest_reader(cfg, sd) as m:
             st = local_status(m, sd)

@@ -163,7 +163,7 @@ class Client:
             ranks: add each hit's rank in the dense and the sparse ranking (as
                 ``ingestd search --json``; two more queries).
         """
-        from ingestd.daemon.commands import commands
+        from ingestd.daemon.commands.search import search as search_cmd
 
         if not query.strip():
             raise _usage("the query is empty")
@@ -176,7 +176,7 @@ class Client:
             "mode": mode,
             "ranks": ranks,
         }
-        return cast(list[Hit], self._call("search", args, lambda e: commands.search(e, **args)))
+        return cast(list[Hit], self._call("search", args, lambda e: search_cmd(e, **args)))
 
     def read(
         self,
@@ -259,7 +259,7 @@ class Client:
         ``exit_code`` in the answer is the CLI's: 0 in sync, 3 deletions held, 1 files
         left to retry.
         """
-        from ingestd.daemon.commands import commands
+        from ingestd.daemon.commands.resync import resync as resync_cmd
 
         args: dict[str, Any] = {
             "sources": list(sources) if sources else None,
@@ -267,9 +267,7 @@ class Client:
             "dry_run": dry_run,
             "allow_mass_delete": allow_mass_delete,
         }
-        return cast(
-            dict[str, Any], self._call("resync", args, lambda e: commands.resync(e, **args))
-        )
+        return cast(dict[str, Any], self._call("resync", args, lambda e: resync_cmd(e, **args)))
 
     def status(self) -> dict[str, Any]:
         """``ingestd status --json``'s answer: per source counts and sync times; ``daemon``.
@@ -281,7 +279,7 @@ class Client:
 
     def _local_status(self) -> dict[str, Any]:
         """``status`` without a daemon: the manifest is read, no lock is taken."""
-        from ingestd.daemon.commands.commands import local_status
+        from ingestd.daemon.commands.status import local_status
 
         cfg = self._state.config() if self._state.config_path is not None else None
         with self._state.manifest(cfg) as m:

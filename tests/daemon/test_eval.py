@@ -343,7 +343,7 @@ def test_ranks_are_those_of_ingestd_search_over_the_same_tree(
     tmp_path: Path,
 ) -> None:
     """The eval asks what `ingestd search` would answer for a resync of the tree."""
-    from ingestd.daemon.commands import commands
+    from ingestd.daemon.commands.search import search as search_cmd
 
     raw, state, qs = first_run
     embed = CountingEmbedder(real_model)
@@ -355,7 +355,7 @@ def test_ranks_are_those_of_ingestd_search_over_the_same_tree(
         for mode in MODES:
             want = raw["rule_sets"][0]["ranks"][mode]
             for q, (path_rank, span_rank) in zip(qs, want, strict=True):
-                hits = commands.search(engine, q.question, k=10, mode=mode)
+                hits = search_cmd(engine, q.question, k=10, mode=mode)
                 got = rank_hits(q, [(h["path"], h["start_char"], h["end_char"]) for h in hits])
                 assert (got.path, got.span) == (path_rank, span_rank), (mode, q.id)
     finally:

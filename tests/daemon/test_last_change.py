@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.commands.commands import status_of
+from ingestd.daemon.commands.status import status_of
 from ingestd.daemon.wire.protocol import request
 from tests.daemon.harness import Harness
 from tests.helpers import CountingEmbedder, fake_vectors, wait_for

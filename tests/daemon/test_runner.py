@@ -17,7 +17,7 @@ import pytest
 
 from ingestd.daemon.client import Client
 from ingestd.daemon.client.runner import Runner
-from ingestd.daemon.commands import commands
+from ingestd.daemon.commands.search import search as search_cmd
 from ingestd.daemon.service.control import ControlServer
 from ingestd.daemon.wire.errors import DaemonError, NoDaemon
 from ingestd.daemon.wire.statelock import StateLock, StateLockedError
@@ -163,7 +163,7 @@ def test_through_a_daemon_and_here_the_answer_is_the_same(
     assert here  # answered by an engine this process opened under the lock
     engine = make_engine(tree, state, fake_vectors)
     try:
-        serving(lambda cmd, args: commands.search(engine, **args))
+        serving(lambda cmd, args: search_cmd(engine, **args))
         through = Client(state, local=False).search(**question)
     finally:
         engine.close()
