@@ -68,7 +68,8 @@ def _wait(cond: Any, timeout: float, what: str) -> Any:
 
 
 def _request(state: Path, cmd: str, args: dict[str, Any] | None = None) -> Any:
-    from ingestd.daemon.service.control import NoDaemon, request
+    from ingestd.daemon.wire.errors import NoDaemon
+    from ingestd.daemon.wire.protocol import request
 
     try:
         return request(state, cmd, args or {}, timeout=600)

@@ -10,6 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ingestd.chunkers.base import ChunkContext, Chunker
+from ingestd.chunkers.errors import InputError
 from ingestd.chunkers.strategies.code import CodeChunker
 from ingestd.chunkers.strategies.hierarchical import HierarchicalChunker
 from ingestd.chunkers.strategies.markdown import MarkdownChunker
@@ -23,7 +24,7 @@ __all__ = ["CHUNKERS", "UnknownChunkerError", "chunker_class", "make_chunker", "
 CHUNKERS: dict[str, type[Chunker]] = {}
 
 
-class UnknownChunkerError(ValueError):
+class UnknownChunkerError(InputError, ValueError):
     """A rule names a strategy that is not registered."""
 
 

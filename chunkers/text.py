@@ -17,13 +17,15 @@ entry for the document.
 
 from __future__ import annotations
 
+from ingestd.chunkers.errors import DocumentError
+
 __all__ = ["BinaryFileError", "NotUTF8Error", "UndecodableError", "decode"]
 
 _BOM = "\ufeff"
 _SNIFF_BYTES = 8000
 
 
-class UndecodableError(ValueError):
+class UndecodableError(DocumentError, ValueError):
     """The bytes of a file are not indexable text; the message says why."""
 
 

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from ingestd.chunkers.errors import StateError
+
 __all__ = [
     "PRIVATE_DIR_MODE",
     "PRIVATE_FILE_MODE",
@@ -150,7 +152,7 @@ def engine_folder_names() -> tuple[str, ...]:
     return tuple(spec.folder for spec in engine_specs())
 
 
-class InsecureDirError(OSError):
+class InsecureDirError(StateError, OSError):
     """A folder that must be private is not: another owner, a symlink, or open modes."""
 
 

@@ -278,11 +278,11 @@ def test_the_python_api_snippets_run(tmp_path: Path, real_model: Any) -> None:
         out["client"].close()
     # the same hits as `ingestd search` on that store (the builder embeds the query with
     # the recorded model, the real one)
-    from ingestd.daemon.commands import commands
+    from ingestd.daemon.commands.search import search as search_cmd
 
     eng = make_engine(root, server, real_model, qdrant={"engine": "local"})
     try:
-        want = commands.search(eng, "how do I configure the exporter", k=5)
+        want = search_cmd(eng, "how do I configure the exporter", k=5)
     finally:
         eng.close()
     assert [h.id for h in got] == [h["id"] for h in want]

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from ingestd.chunkers.errors import ModelError
+
 __all__ = [
     "LONG_RUN", "MAX_RUN", "SLOW_CHAR", "CharSizer", "ModelSizer", "TiktokenSizer",
     "TokenizerError", "clear_word_caches", "load_tiktoken", "run_pieces",
@@ -64,7 +66,7 @@ _ALNUM = re.compile(r"[A-Za-z0-9]+")
 _WORDS = re.compile(r"[A-Za-z0-9]+|[^\sA-Za-z0-9]")  # BERT's words on fast text
 
 
-class TokenizerError(ValueError):
+class TokenizerError(ModelError, ValueError):
     """A tokenizer named in the configuration cannot be loaded offline."""
 
 

@@ -15,13 +15,7 @@ import click
 from ingestd.daemon.cli.errors import Fatal, handle_errors
 from ingestd.daemon.cli.options import common_options, echo_json, socket_option
 from ingestd.daemon.cli.progress import sync_progress
-from ingestd.daemon.cli.state import (
-    load,
-    local_engine,
-    manifest_reader,
-    run_command,
-    with_manifest_sources,
-)
+from ingestd.daemon.cli.state import load, manifest_reader, runner, with_manifest_sources
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
@@ -70,7 +64,9 @@ def migrate(
         ingestd migrate --abort                 # drop the partial version
         ingestd migrate                         # start it (again)
     """
-    from ingestd.daemon.commands import commands
+    from ingestd.daemon.client.local import locked_engine
+    from ingestd.daemon.commands.migrate import migrate as migrate_cmd
+    from ingestd.daemon.commands.resync import resync as resync_cmd
     from ingestd.daemon.migration import status as migration_status
 
     cfg, sd = load(config_path, (), state_dir, log_level)
@@ -88,14 +84,14 @@ def migrate(
     args = {"abort": abort, "start": not abort}
 
     def local() -> Any:
-        with local_engine(cfg, sd, "ingestd migrate") as engine, sync_progress(as_json) as bar:
-            out = commands.migrate(engine, **args)
+        with locked_engine(cfg, sd, "ingestd migrate") as engine, sync_progress(as_json) as bar:
+            out = migrate_cmd(engine, **args)
             if out.get("rescan"):
-                commands.resync(engine, out["rescan"], progress=bar)
-                out = {**out, **commands.migrate(engine)}
+                resync_cmd(engine, out["rescan"], progress=bar)
+                out = {**out, **migrate_cmd(engine)}
             return out
 
-    result = run_command(sd, "migrate", args, socket_path, local)
+    result = runner(sd, socket_path).call("migrate", args, local)
     _print_migrate(result, as_json)
 
 

@@ -2,9 +2,11 @@
 
 A :class:`Fatal` is a known failure (its message and exit code are the user's answer).
 :func:`handle_errors` wraps each command: it turns the known errors of the rest of the
-package into a :class:`Fatal`, exits 130 on Ctrl-C and 0 when the reader of a pipe goes
-away, and logs anything unexpected (traceback in the log, exit 3). The exit codes are
-listed in :mod:`~ingestd.daemon.cli.main`.
+package (an :class:`~ingestd.chunkers.errors.IngestdError`, whose class carries the exit
+code; the tree is drawn in :mod:`ingestd.daemon.errors`) into a :class:`Fatal`, exits
+130 on Ctrl-C and 0 when the reader of a pipe goes away, and logs anything unexpected
+(traceback in the log, exit 3). The exit codes are listed in
+:mod:`~ingestd.daemon.cli.main`.
 """
 
 from __future__ import annotations
@@ -38,12 +40,8 @@ def handle_errors(f: F) -> F:
 
     @functools.wraps(f)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from ingestd.store.common.damage import StateDamagedError, is_disk_full
-
         try:
             return f(*args, **kwargs)
-        except StateDamagedError as exc:
-            raise Fatal(f"{exc}; `{_rebuild_command(kwargs)}` rebuilds it") from None
         except (click.ClickException, click.exceptions.Exit, click.Abort, SystemExit):
             raise
         except KeyboardInterrupt:
@@ -55,14 +53,14 @@ def handle_errors(f: F) -> F:
             os.dup2(devnull, sys.stdout.fileno())
             sys.exit(0)
         except Exception as exc:
-            control = sys.modules.get("ingestd.daemon.service.control")
-            if control is not None and isinstance(exc, control.DaemonError):
-                # raised by the shared commands in local mode too
-                raise Fatal(str(exc), exc.exit_code) from None
-            from ingestd.daemon.client.errors import known_failure
+            from ingestd.chunkers.errors import IngestdError
+            from ingestd.store.common.damage import StateDamagedError, is_disk_full
 
-            if known_failure(exc):
-                raise Fatal(str(exc)) from None
+            if isinstance(exc, IngestdError):  # raised here or by the daemon, alike
+                message = str(exc)
+                if isinstance(exc, StateDamagedError):
+                    message += f"; `{_rebuild_command(kwargs)}` rebuilds it"
+                raise Fatal(message, exc.exit_code) from None
             if is_disk_full(exc):
                 logger.debug("disk full", exc_info=True)
                 detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]

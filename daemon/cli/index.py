@@ -1,7 +1,7 @@
 """The commands that change or check the index: ``resync``, ``verify``, ``forget``, ``sources``.
 
 ``resync``, ``verify`` and ``forget`` go through the running daemon when there is one,
-else open the state dir under its lock (:func:`~ingestd.daemon.cli.state.run_command`);
+else open the state dir under its lock (:func:`~ingestd.daemon.cli.state.runner`);
 ``sources`` reads the manifest, or asks the daemon given ``--socket``.
 """
 
@@ -21,12 +21,10 @@ from ingestd.daemon.cli.errors import Fatal, handle_errors
 from ingestd.daemon.cli.options import common_options, echo_json, socket_option
 from ingestd.daemon.cli.progress import sync_progress
 from ingestd.daemon.cli.state import (
-    ask_daemon,
     load,
     load_light,
-    local_engine,
     manifest_reader,
-    run_command,
+    runner,
     source_names,
     with_manifest_sources,
 )
@@ -79,7 +77,8 @@ def resync(
         ingestd resync --state-dir ./state ./docs
         ingestd resync --dry-run --json ./docs | jq '.sources[0].add'
     """
-    from ingestd.daemon.commands import commands
+    from ingestd.daemon.client.local import locked_engine
+    from ingestd.daemon.commands.resync import resync as resync_cmd
 
     cfg, sd = load(config_path, paths, state_dir, log_level)
     require_known_roots(cfg, sd, paths)
@@ -89,14 +88,14 @@ def resync(
         c = with_manifest_sources(cfg, sd, config_path is not None)
         if not c.sources:
             raise Fatal("nothing to sync: give PATH arguments or --config", 2)
-        with local_engine(c, sd, "ingestd resync") as engine, sync_progress(as_json) as bar:
-            return commands.resync(engine, None, progress=bar, **args)
+        with locked_engine(c, sd, "ingestd resync") as engine, sync_progress(as_json) as bar:
+            return resync_cmd(engine, None, progress=bar, **args)
 
     if rebuild:
         result = _rebuild(cfg, sd, config_path is not None, args, as_json)
     else:
         remote_args = {"sources": source_names(cfg, paths), **args}
-        result = run_command(sd, "resync", remote_args, socket_path, local)
+        result = runner(sd, socket_path).call("resync", remote_args, local)
     if dry_run and config_path is not None:
         # what this config would cost (a running daemon may still run the previous one)
         result["migrations"] = migration_costs(cfg, sd)
@@ -128,9 +127,9 @@ def _rebuild(
     cfg: Config, sd: Path, config_given: bool, args: dict[str, Any], quiet: bool
 ) -> dict[str, Any]:
     """``resync --rebuild``: set damaged parts aside under the lock, then resync."""
-    from ingestd.daemon.commands import commands
-    from ingestd.daemon.service.control import StateLock, StateLockedError
+    from ingestd.daemon.commands.resync import resync as resync_cmd
     from ingestd.daemon.sync.damage import set_aside_damaged, sources_in_store
+    from ingestd.daemon.wire.statelock import StateLock, StateLockedError
 
     lock = StateLock(sd)
     try:
@@ -150,7 +149,7 @@ def _rebuild(
         engine = Engine(cfg, sd)
         try:
             with sync_progress(quiet) as bar:
-                return commands.resync(engine, None, progress=bar, **args)
+                return resync_cmd(engine, None, progress=bar, **args)
         finally:
             engine.close()
     finally:
@@ -243,7 +242,8 @@ def verify(
     
         ingestd verify --state-dir ./state ./docs
     """
-    from ingestd.daemon.commands import commands
+    from ingestd.daemon.client.local import locked_engine
+    from ingestd.daemon.commands.verify import verify as verify_cmd
 
     cfg, sd = load(config_path, paths, state_dir, log_level)
     require_known_roots(cfg, sd, paths)
@@ -264,11 +264,11 @@ def verify(
                     f"{', '.join(known) or 'none'}",
                     2,
                 )
-        with local_engine(c, sd, "ingestd verify") as engine:
-            return commands.verify(engine, None, repair=repair)
+        with locked_engine(c, sd, "ingestd verify") as engine:
+            return verify_cmd(engine, None, repair=repair)
 
     remote_args = {"sources": source_names(cfg, paths), "repair": repair}
-    result = run_command(sd, "verify", remote_args, socket_path, local)
+    result = runner(sd, socket_path).call("verify", remote_args, local)
     if as_json:
         echo_json(result)
     else:
@@ -322,7 +322,7 @@ def sources(
     cfg, sd = load_light(config_path, state_dir, log_level)
     rows: list[dict[str, Any]]
     if socket_path is not None:
-        _, st = ask_daemon(sd, "status", {}, socket_path)
+        st = runner(sd, socket_path).ask("status", {})
         rows = st["sources"]
     else:
         with manifest_reader(cfg, sd) as m:
@@ -360,7 +360,9 @@ def forget(
     
         ingestd forget --state-dir ./state /srv/docs/old-tree
     """
-    from ingestd.daemon.commands import commands
+    from ingestd.daemon.client.local import locked_engine
+    from ingestd.daemon.commands.forget import forget as forget_cmd
+    from ingestd.daemon.commands.forget import known_source
 
     cfg, sd = load_light(config_path, state_dir, log_level)
     root = os.path.realpath(source) if os.path.isdir(source) else None
@@ -370,12 +372,12 @@ def forget(
         with manifest_reader(cfg, sd) as m:
             if m is None:
                 raise Fatal(f"unknown source: {source}; nothing is indexed in {sd}", 2)
-            name = commands.known_source(m, source, root)
+            name = known_source(m, source, root)
         configured = [s.name for s in cfg.sources] if cfg is not None else []
         c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
         c = with_manifest_sources(c, sd, config_path is not None)
-        with local_engine(c, sd, "ingestd forget") as engine:
-            return commands.forget(engine, name, configured=configured)
+        with locked_engine(c, sd, "ingestd forget") as engine:
+            return forget_cmd(engine, name, configured=configured)
 
-    result = run_command(sd, "forget", args, socket_path, local)
+    result = runner(sd, socket_path).call("forget", args, local)
     click.echo(f"forgot {result['source']}: {result['points_deleted']} points deleted")

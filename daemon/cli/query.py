@@ -17,12 +17,10 @@ import click
 from ingestd.daemon.cli.errors import Fatal, handle_errors
 from ingestd.daemon.cli.options import common_options, echo_json, socket_option
 from ingestd.daemon.cli.state import (
-    ask_daemon,
     load,
     load_light,
-    local_engine,
     manifest_reader,
-    run_command,
+    runner,
     with_manifest_sources,
 )
 
@@ -87,7 +85,8 @@ def search(
         ingestd search --path docs/collector --mode sparse "otlp_grpc"
         ingestd search --json "sampling" | jq '.[0] | {path, rank, dense_rank, sparse_rank}'
     """
-    from ingestd.daemon.commands import commands
+    from ingestd.daemon.client.local import locked_engine
+    from ingestd.daemon.commands.search import search as search_cmd
 
     if not query.strip():
         raise click.UsageError("QUERY is empty")
@@ -107,10 +106,10 @@ def search(
         c = with_manifest_sources(c, sd, config_path is not None)
         if not c.sources:
             raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
-        with local_engine(c, sd, "ingestd search") as engine:
-            return commands.search(engine, **args)
+        with locked_engine(c, sd, "ingestd search") as engine:
+            return search_cmd(engine, **args)
 
-    hits = run_command(sd, "search", args, socket_path, local)
+    hits = runner(sd, socket_path).call("search", args, local)
     if as_json:
         echo_json(hits)
         return
@@ -153,22 +152,16 @@ def status(
     from ingestd.daemon.cli.status_text import status_lines
 
     cfg, sd = load_light(config_path, state_dir, log_level)
-    ok, st = ask_daemon(sd, "status", {}, socket_path)
-    if not ok:
-        from ingestd.daemon.commands.commands import status_of
+
+    def local() -> dict[str, Any]:
+        from ingestd.daemon.commands.status import local_status
 
         with manifest_reader(cfg, sd) as m:
-            if m is None:
-                st = {"state_dir": str(sd), "sources": [], "daemon": None}
-            else:
-                st = status_of(m, None, sd)
-                st["daemon"] = None
+            st = local_status(m, sd)
         _check_store_files(cfg, sd)
-        from ingestd.daemon.service.control import lock_holder
+        return st
 
-        holder = lock_holder(sd)
-        if holder is not None:
-            st["locked_by"] = holder[1]
+    st = runner(sd, socket_path).read("status", {}, local)
     healthy = st.get("daemon") is None or st["daemon"].get("healthy", True)
     if as_json:
         echo_json(st)

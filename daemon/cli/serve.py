@@ -44,9 +44,9 @@ def run(
         ingestd run --state-dir ./state ./docs
     """
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.service.control import StateLockedError
     from ingestd.daemon.service.service import Service
     from ingestd.daemon.watch.watcher import default_backend
+    from ingestd.daemon.wire.statelock import StateLockedError
 
     cfg, sd = load(config_path, paths, state_dir, log_level)
     if not cfg.sources:

@@ -1,12 +1,14 @@
 """How a CLI command reaches its state: the running daemon, or the state dir itself.
 
-A command that reads or writes the index first asks the daemon of its state dir
-through the control socket (:func:`ask_daemon`; a daemon that is still starting is
-waited for); with no daemon it opens the state itself, holding the state-dir lock
-(:func:`local_engine`), or only reads the manifest (:func:`manifest_reader`, without
-SQLAlchemy for the default SQLite file). :func:`run_command` puts the two together.
-The config is loaded (and its pydantic models built) only when a command needs it
-(:func:`load` versus :func:`load_light`), so the fast commands stay fast.
+A command that reads or writes the index runs with the :class:`Runner
+<ingestd.daemon.client.runner.Runner>` the ``Client`` uses (:func:`runner`): it asks
+the daemon of its state dir through the control socket (a daemon that is still
+starting is waited for, with a note on a terminal); with no daemon the command opens
+the state itself, holding the state-dir lock
+(:func:`~ingestd.daemon.client.local.locked_engine`), or only reads the manifest
+(:func:`manifest_reader`, without SQLAlchemy for the default SQLite file). The config
+is loaded (and its pydantic models built) only when a command needs it (:func:`load`
+versus :func:`load_light`), so the fast commands stay fast.
 """
 
 from __future__ import annotations
@@ -15,39 +17,30 @@ import contextlib
 import logging
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
 from ingestd.daemon.cli.errors import Fatal
 
 if TYPE_CHECKING:
+    from ingestd.daemon.client.runner import Runner
     from ingestd.daemon.config import Config
     from ingestd.store.manifest.reader import ManifestReader
 
 __all__ = [
-    "START_WAIT_S",
-    "DaemonStarting",
-    "ask_daemon",
     "load",
     "load_light",
-    "local_engine",
     "manifest_reader",
-    "run_command",
+    "runner",
     "setup_logging",
     "source_names",
     "with_manifest_sources",
 ]
 
 logger = logging.getLogger("ingestd")
-#: Seconds a command waits for the socket of an ``ingestd run`` that is starting.
-START_WAIT_S = 60.0
-
-
-class DaemonStarting(Exception):
-    """The state-dir lock is held by an ``ingestd run`` whose socket does not serve yet."""
 
 
 def setup_logging(level: str = "INFO") -> None:
@@ -188,103 +181,29 @@ def source_names(cfg: Config, paths: Sequence[str]) -> list[str] | None:
     return [s.name for s in cfg.sources if Path(s.root) in roots]
 
 
-@contextlib.contextmanager
-def local_engine(cfg: Config, state_dir: Path, what: str) -> Iterator[Any]:
-    """The engine of ``state_dir``, holding its lock (``what`` names the holder).
+def runner(state_dir: Path, socket_path: Path | None) -> Runner:
+    """The runner of a command: through the daemon of ``state_dir``, else here.
 
-    Raises:
-        DaemonStarting: an ``ingestd run`` holds the lock and is still starting.
-        Fatal: another process holds the lock.
+    A daemon that is starting is waited for, up to
+    :data:`~ingestd.daemon.client.runner.START_WAIT_S` seconds, with a one-line note on
+    a terminal.
+
+    Args:
+        state_dir: the state dir.
+        socket_path: ``--socket``: only that daemon is asked, and none answering is an
+            error.
     """
-    from ingestd.daemon.service.control import StateLock, StateLockedError, starting_daemon
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.client.runner import Runner
 
-    lock = StateLock(state_dir)
-    try:
-        lock.acquire(what)
-    except StateLockedError as exc:
-        if starting_daemon(state_dir) is not None:
-            raise DaemonStarting() from None
-        raise Fatal(str(exc)) from None
-    try:
-        engine = Engine(cfg, state_dir)
-        try:
-            yield engine
-        finally:
-            engine.close()
-    finally:
-        lock.release()
+    return Runner(state_dir, socket=socket_path, on_wait=_note_waiting)
 
 
 def _note_waiting(pid: int) -> None:
+    from ingestd.daemon.client.runner import START_WAIT_S
+
     if sys.stderr.isatty():
         click.echo(
             f"waiting for ingestd run (pid {pid}) to start serving "
             f"(up to {START_WAIT_S:.0f} s) ...",
             err=True,
         )
-
-
-def ask_daemon(
-    state_dir: Path, cmd: str, args: dict[str, Any], socket_path: Path | None = None
-) -> tuple[bool, Any]:
-    """Ask the daemon of ``state_dir``; ``(False, None)`` when none runs.
-
-    A daemon that is starting (it holds the state dir, its socket does not serve yet)
-    is waited for, up to :data:`START_WAIT_S` seconds, with a one-line note on a
-    terminal. With ``socket_path``, no daemon answering there is an error.
-    """
-    from ingestd.daemon.service.control import DaemonError, NoDaemon, request_when_ready
-
-    try:
-        return True, request_when_ready(
-            state_dir,
-            cmd,
-            args,
-            socket_path=socket_path,
-            wait=START_WAIT_S,
-            on_wait=_note_waiting,
-        )
-    except NoDaemon:
-        if socket_path is not None:
-            raise Fatal(f"no ingestd daemon answers on {socket_path}") from None
-        return False, None
-    except DaemonError as exc:
-        raise Fatal(str(exc), exc.exit_code) from None
-
-
-def run_command(
-    state_dir: Path,
-    cmd: str,
-    args: dict[str, Any],
-    socket_path: Path | None,
-    local: Callable[[], Any],
-) -> Any:
-    """Run ``cmd`` through the daemon when one runs, else ``local()``.
-
-    ``local`` opens the state under its lock (:func:`local_engine`); when a starting
-    daemon takes the lock first, the command waits for its socket instead.
-
-    Args:
-        state_dir: the state dir.
-        cmd: the control command (``resync``, ``search``, ...).
-        args: its JSON arguments.
-        socket_path: ``--socket``: only that daemon is asked, and it must answer.
-        local: runs the command without a daemon.
-
-    Raises:
-        Fatal: the daemon reported an error, or none answers on ``socket_path``.
-    """
-    ok, result = ask_daemon(state_dir, cmd, args, socket_path)
-    if ok:
-        return result
-    try:
-        return local()
-    except DaemonStarting:  # it took the lock after we looked: wait for its socket
-        ok, result = ask_daemon(state_dir, cmd, args)
-        if not ok:
-            raise Fatal(
-                f"state dir {state_dir} is in use by another ingestd process; "
-                "stop it or use another --state-dir"
-            ) from None
-        return result

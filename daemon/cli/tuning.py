@@ -15,7 +15,7 @@ import click
 
 from ingestd.daemon.cli.errors import Fatal, handle_errors
 from ingestd.daemon.cli.options import common_options, echo_json
-from ingestd.daemon.cli.state import load, manifest_reader
+from ingestd.daemon.cli.state import load, manifest_reader, runner
 
 __all__ = ["chunk_cmd", "eval_cmd"]
 
@@ -155,7 +155,7 @@ def eval_cmd(
     except (ConfigError, QuestionError) as exc:
         raise Fatal(str(exc), 2) from None
     try:
-        raw = eval_cli.run(cfg, sd, corpus, qs, sets, modes or MODES)
+        raw = eval_cli.run(cfg, sd, corpus, qs, sets, modes or MODES, runner=runner(sd, None))
     except EvalError as exc:
         raise Fatal(str(exc)) from None
     report = eval_report.summarise(

@@ -1,9 +1,11 @@
 """The index from an application: :class:`Client`.
 
 A :class:`Client` asks the running daemon of a state dir through its control socket,
-exactly as the CLI does (the same commands, the same answers: ``search`` returns the
-ranking ``ingestd search`` prints). When no daemon runs, it opens the state dir itself
-for each call (:class:`~ingestd.daemon.client.local.LocalState`), unless told not to.
+exactly as the CLI does: both run their commands with the same
+:class:`~ingestd.daemon.client.runner.Runner` (the same commands, the same answers:
+``search`` returns the ranking ``ingestd search`` prints). When no daemon runs, it opens
+the state dir itself for each call (:class:`~ingestd.daemon.client.local.LocalState`),
+unless told not to.
 
 Example::
 
@@ -24,14 +26,9 @@ from typing import TYPE_CHECKING, Any, cast
 
 from ingestd.daemon.client.errors import SyncTimeout
 from ingestd.daemon.client.local import LocalState
+from ingestd.daemon.client.runner import START_WAIT_S, Runner
 from ingestd.daemon.client.types import Hit, ReadResult, SyncReport
-from ingestd.daemon.service.control import (
-    DaemonError,
-    NoDaemon,
-    StateLockedError,
-    request_when_ready,
-    starting_daemon,
-)
+from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
     from ingestd.daemon.sync.engine import Engine
@@ -52,13 +49,13 @@ class Client:
             settings when no daemon runs.
         local: with no daemon running, open the state dir in this process (holding
             its lock during each call); ``False``: raise
-            :class:`~ingestd.daemon.service.control.NoDaemon` instead.
+            :class:`~ingestd.daemon.wire.errors.NoDaemon` instead.
         start_wait_s: seconds to wait for a daemon that is starting.
 
-    Every method raises :class:`~ingestd.daemon.service.control.DaemonError` for a
+    Every method raises :class:`~ingestd.daemon.wire.errors.DaemonError` for a
     known failure (its ``exit_code`` is the CLI's: 2 for bad arguments), with the
     one-line message the CLI prints; and
-    :class:`~ingestd.daemon.service.control.StateLockedError` when another process
+    :class:`~ingestd.daemon.wire.statelock.StateLockedError` when another process
     (not a daemon) holds the state dir.
 
     Raises:
@@ -72,7 +69,7 @@ class Client:
         socket: str | Path | None = None,
         config: str | Path | None = None,
         local: bool = True,
-        start_wait_s: float = 60.0,
+        start_wait_s: float = START_WAIT_S,
     ) -> None:
         from ingestd.daemon.statedir import resolve_state_dir
 
@@ -85,6 +82,9 @@ class Client:
         self.socket = Path(socket) if socket is not None else None
         self.local = local and self.socket is None
         self.start_wait_s = start_wait_s
+        self._runner = Runner(
+            self.state_dir, socket=self.socket, local=self.local, start_wait_s=start_wait_s
+        )
         self._state = LocalState(
             self.state_dir, Path(config) if config is not None else None, "ingestd client"
         )
@@ -104,16 +104,6 @@ class Client:
         """Nothing stays open between calls; kept for ``with`` and symmetry."""
 
     # -- how a call is answered -------------------------------------------------------------------
-
-    def _ask(self, cmd: str, args: dict[str, Any], *, timeout: float | None = None) -> Any:
-        return request_when_ready(
-            self.state_dir,
-            cmd,
-            args,
-            socket_path=self.socket,
-            wait=self.start_wait_s,
-            timeout=timeout,
-        )
 
     def _call(
         self,
@@ -135,20 +125,9 @@ class Client:
         timeout: float | None = None,
     ) -> tuple[Any, bool]:
         """:meth:`_call`'s answer, and whether the daemon gave it."""
-        try:
-            return self._ask(cmd, args, timeout=timeout), True
-        except NoDaemon:
-            if self.socket is not None:
-                raise NoDaemon(f"no ingestd daemon answers on {self.socket}") from None
-            if not self.local:
-                raise NoDaemon(f"no ingestd daemon runs for {self.state_dir}") from None
-        try:
-            return self._state.run(local, stop_after=timeout), False
-        except StateLockedError:
-            if starting_daemon(self.state_dir) is None:
-                raise
-            # a daemon took the state dir after we looked: it answers once it serves
-            return self._ask(cmd, args, timeout=timeout), True
+        return self._runner.run(
+            cmd, args, lambda: self._state.run(local, stop_after=timeout), timeout=timeout
+        )
 
     def interrupt(self) -> None:
         """Ask a call running on the state dir in this process to stop at its next checkpoint.
@@ -184,7 +163,7 @@ class Client:
             ranks: add each hit's rank in the dense and the sparse ranking (as
                 ``ingestd search --json``; two more queries).
         """
-        from ingestd.daemon.commands import commands
+        from ingestd.daemon.commands.search import search as search_cmd
 
         if not query.strip():
             raise _usage("the query is empty")
@@ -197,7 +176,7 @@ class Client:
             "mode": mode,
             "ranks": ranks,
         }
-        return cast(list[Hit], self._call("search", args, lambda e: commands.search(e, **args)))
+        return cast(list[Hit], self._call("search", args, lambda e: search_cmd(e, **args)))
 
     def read(
         self,
@@ -280,7 +259,7 @@ class Client:
         ``exit_code`` in the answer is the CLI's: 0 in sync, 3 deletions held, 1 files
         left to retry.
         """
-        from ingestd.daemon.commands import commands
+        from ingestd.daemon.commands.resync import resync as resync_cmd
 
         args: dict[str, Any] = {
             "sources": list(sources) if sources else None,
@@ -288,9 +267,7 @@ class Client:
             "dry_run": dry_run,
             "allow_mass_delete": allow_mass_delete,
         }
-        return cast(
-            dict[str, Any], self._call("resync", args, lambda e: commands.resync(e, **args))
-        )
+        return cast(dict[str, Any], self._call("resync", args, lambda e: resync_cmd(e, **args)))
 
     def status(self) -> dict[str, Any]:
         """``ingestd status --json``'s answer: per source counts and sync times; ``daemon``.
@@ -298,25 +275,15 @@ class Client:
         ``daemon`` is ``None`` when no daemon runs (the manifest is read, no lock
         taken); else its health, phase, queue and lag.
         """
-        try:
-            return cast(dict[str, Any], self._ask("status", {}))
-        except NoDaemon:
-            if self.socket is not None:
-                raise NoDaemon(f"no ingestd daemon answers on {self.socket}") from None
-        from ingestd.daemon.commands.commands import status_of
-        from ingestd.daemon.service.control import lock_holder
+        return cast(dict[str, Any], self._runner.read("status", {}, self._local_status))
+
+    def _local_status(self) -> dict[str, Any]:
+        """``status`` without a daemon: the manifest is read, no lock is taken."""
+        from ingestd.daemon.commands.status import local_status
 
         cfg = self._state.config() if self._state.config_path is not None else None
         with self._state.manifest(cfg) as m:
-            if m is None:
-                st: dict[str, Any] = {"state_dir": str(self.state_dir), "sources": []}
-            else:
-                st = status_of(m, None, self.state_dir)
-        st["daemon"] = None
-        holder = lock_holder(self.state_dir)
-        if holder is not None:
-            st["locked_by"] = holder[1]
-        return st
+            return local_status(m, self.state_dir)
 
 
 def _usage(message: str) -> DaemonError:

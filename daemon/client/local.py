@@ -1,9 +1,10 @@
 """The state dir opened by this process, when no daemon runs.
 
-As the CLI does (:mod:`~ingestd.daemon.cli.state`): each call takes the state-dir lock,
-opens an :class:`~ingestd.daemon.sync.engine.Engine` (the manifest, and the store when
-the command reads it), runs, closes it and releases the lock, so an ``ingestd run``
-or another command can take the state dir between calls. What a long-lived caller (an
+:func:`locked_engine` is how the CLI and the :class:`LocalState` of a ``Client`` open
+it: take the state-dir lock (naming the holder), open an
+:class:`~ingestd.daemon.sync.engine.Engine` (the manifest, and the store when the
+command reads it), run, close it and release the lock, so an ``ingestd run`` or another
+command can take the state dir between calls. What a long-lived caller (an
 MCP server, an application) must not pay at every call is kept: the embedding models,
 loaded on the first dense or hybrid query (:class:`SharedModels`).
 
@@ -19,16 +20,53 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from ingestd.daemon.service.control import DaemonError, StateLock
+from ingestd.daemon.wire.errors import DaemonError
+from ingestd.daemon.wire.statelock import StateLock
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
     from ingestd.daemon.sync.engine import Engine
     from ingestd.store.manifest.reader import ManifestReader
 
-__all__ = ["LocalState", "SharedModels"]
+__all__ = ["LocalState", "SharedModels", "locked_engine"]
 
 T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def locked_engine(
+    cfg: Config,
+    state_dir: Path,
+    what: str,
+    *,
+    model_factory: Callable[[Any], Callable[[Sequence[str]], Any]] | None = None,
+) -> Iterator[Engine]:
+    """The engine of ``state_dir``, opened under its lock; closed, then the lock released.
+
+    Args:
+        cfg: the config the engine runs.
+        state_dir: the state dir.
+        what: names the lock's holder (``ingestd search``).
+        model_factory: makes the embedding callables (:class:`SharedModels`); default:
+            the engine loads its own.
+
+    Raises:
+        ingestd.daemon.wire.statelock.StateLockedError: another process holds the state
+            dir (an ``ingestd run`` that is starting included:
+            :class:`~ingestd.daemon.client.runner.Runner` then asks it instead).
+    """
+    from ingestd.daemon.sync.engine import Engine
+
+    lock = StateLock(state_dir)
+    lock.acquire(what)
+    try:
+        engine = Engine(cfg, state_dir, model_factory=model_factory)
+        try:
+            yield engine
+        finally:
+            engine.close()
+    finally:
+        lock.release()
 
 
 class SharedModels:
@@ -144,11 +182,9 @@ class LocalState:
 
         Raises:
             DaemonError: nothing is indexed in the state dir (exit code 1).
-            ingestd.daemon.service.control.StateLockedError: another process holds
+            ingestd.daemon.wire.statelock.StateLockedError: another process holds
                 the state dir.
         """
-        from ingestd.daemon.sync.engine import Engine
-
         with self._lock:
             cfg = self.config()
             if not cfg.sources:
@@ -157,10 +193,10 @@ class LocalState:
                 )
             if self._models is None:
                 self._models = SharedModels(cfg)
-            lock = StateLock(self.state_dir)
-            lock.acquire(self.what)
-            try:
-                engine = self._running = Engine(cfg, self.state_dir, model_factory=self._models)
+            with locked_engine(
+                cfg, self.state_dir, self.what, model_factory=self._models
+            ) as engine:
+                self._running = engine
                 timer = None
                 if stop_after is not None:
                     timer = threading.Timer(stop_after, engine.stop.set)
@@ -172,6 +208,3 @@ class LocalState:
                     self._running = None
                     if timer is not None:
                         timer.cancel()
-                    engine.close()
-            finally:
-                lock.release()

@@ -21,7 +21,7 @@ import hashlib
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from ingestd.daemon.service.control import DaemonError
+from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
     from ingestd.daemon.sync.engine import Engine

@@ -22,7 +22,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from ingestd.daemon.commands import commands, read, sync
+from ingestd.daemon.commands import read, sync
+from ingestd.daemon.commands.evaluate import evaluate
+from ingestd.daemon.commands.forget import forget
+from ingestd.daemon.commands.migrate import migrate
+from ingestd.daemon.commands.resync import resync
+from ingestd.daemon.commands.search import search
+from ingestd.daemon.commands.verify import verify
 from ingestd.daemon.evaluation.runs import eval_cancel, eval_progress
 from ingestd.daemon.service.jobs import Priority
 
@@ -77,14 +83,14 @@ def _eval_cancel(_daemon: Daemon, run: str) -> dict[str, bool]:
 ROUTES: Mapping[str, Route] = MappingProxyType(
     {
         "status": Route(_status, Thread.CONTROL),
-        "search": Route(commands.search, priority=Priority.URGENT),
+        "search": Route(search, priority=Priority.URGENT),
         "read": Route(read.read, priority=Priority.URGENT),
         "sync": Route(sync.sync),
-        "resync": Route(commands.resync),
-        "verify": Route(commands.verify),
-        "forget": Route(commands.forget),
-        "migrate": Route(commands.migrate, priority=Priority.URGENT, rescans=True),
-        "eval": Route(commands.evaluate),
+        "resync": Route(resync),
+        "verify": Route(verify),
+        "forget": Route(forget),
+        "migrate": Route(migrate, priority=Priority.URGENT, rescans=True),
+        "eval": Route(evaluate),
         "eval-progress": Route(_eval_progress, Thread.CONTROL),
         "eval-cancel": Route(_eval_cancel, Thread.CONTROL),
     }

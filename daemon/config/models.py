@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from ingestd.chunkers.errors import InputError
 from ingestd.daemon.statedir import StatePaths
 
 __all__ = [
@@ -39,7 +40,7 @@ DEFAULT_INCLUDE: tuple[str, ...] = ("*.md", "*.markdown", "*.mdx", "*.rst", "*.t
 DEFAULT_EXCLUDE: tuple[str, ...] = ()
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError, ValueError):
     """The configuration is invalid; ``str()`` is one ``key.path: problem`` line per error."""
 
     def __init__(self, problems: Sequence[str]) -> None:

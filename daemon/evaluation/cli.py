@@ -1,8 +1,9 @@
 """The client side of ``ingestd eval``: where it runs, and its progress display.
 
-:func:`run` sends the evaluation to the daemon holding the state dir (control command
+:func:`run` decides with the :class:`~ingestd.daemon.client.runner.Runner` every command
+uses: it sends the evaluation to the daemon holding the state dir (control command
 ``eval``; a second connection polls ``eval-progress`` for the progress display, and
-Ctrl-C sends ``eval-cancel``), or runs it here on a scratch state dir
+Ctrl-C sends ``eval-cancel``), or, with no daemon, runs it here on a scratch state dir
 (:func:`ingestd.daemon.evaluation.runs.run_local`). The report is
 :mod:`ingestd.daemon.evaluation.report`'s.
 """
@@ -21,10 +22,12 @@ from pathlib import Path
 from typing import Any
 
 from ingestd.daemon.cli.progress import interactive, progress_bars, sync_detail
+from ingestd.daemon.client.runner import Runner
 from ingestd.daemon.config import Config
 from ingestd.daemon.evaluation.evaluate import EvalProgress
 from ingestd.daemon.evaluation.questions import Question
 from ingestd.daemon.evaluation.rulesets import LabeledRules
+from ingestd.daemon.wire.errors import DaemonError, NoDaemon
 
 __all__ = ["LOG_EVERY_S", "POLL_S", "ProgressLog", "describe", "progress_display", "run"]
 
@@ -45,6 +48,7 @@ def run(
     modes: Sequence[str],
     *,
     quiet: bool = False,
+    runner: Runner | None = None,
 ) -> dict[str, Any]:
     """Run an evaluation through the daemon of ``state_dir``, or here without one.
 
@@ -56,27 +60,32 @@ def run(
         sets: the rule sets.
         modes: the search modes.
         quiet: no progress display.
+        runner: how the daemon is reached (default: ``Runner(state_dir)``).
 
     Returns:
         The raw results (:meth:`ingestd.daemon.evaluation.evaluate.Evaluation.run`).
 
     Raises:
-        ingestd.daemon.service.control.DaemonError: the daemon reported an error (exit code 130
+        ingestd.daemon.wire.errors.DaemonError: the daemon reported an error (exit code 130
             when the run was cancelled).
         KeyboardInterrupt: Ctrl-C: the run is cancelled (its collections dropped, its
             scratch state removed).
         SystemExit: SIGTERM (exit code 143): the same.
     """
-    from ingestd.daemon.service.control import DaemonError, NoDaemon, request
-
+    runner = runner if runner is not None else Runner(state_dir)
     run_id = secrets.token_hex(4)
-    try:
-        request(state_dir, "eval-progress", {"run": run_id})
-    except NoDaemon:
+
+    def here() -> dict[str, Any]:
         from ingestd.daemon.evaluation.runs import run_local
 
         with progress_display(quiet) as show, _sigterm_exits():
             return run_local(cfg, state_dir, corpus, questions, sets, modes, progress=show)
+
+    # a daemon answers the progress of a run it does not know at once (None)
+    local_result, by_daemon = runner.run("eval-progress", {"run": run_id}, here)
+    if not by_daemon:
+        result: dict[str, Any] = local_result
+        return result
     args = {
         "run": run_id,
         "corpus": str(Path(os.path.realpath(corpus))),
@@ -84,11 +93,18 @@ def run(
         "rule_sets": [s.as_dict() for s in sets],
         "modes": list(modes),
     }
+    return _through_daemon(runner, run_id, args, quiet)
+
+
+def _through_daemon(
+    runner: Runner, run_id: str, args: dict[str, Any], quiet: bool
+) -> dict[str, Any]:
+    """The control command ``eval``, its progress shown and Ctrl-C or SIGTERM cancelling it."""
     box: dict[str, Any] = {}
 
     def call() -> None:
         try:
-            box["result"] = request(state_dir, "eval", args)
+            box["result"] = runner.request("eval", args)
         except BaseException as exc:  # re-raised on the main thread
             box["error"] = exc
 
@@ -100,12 +116,12 @@ def run(
                 worker.join(POLL_S)
                 if show is not None and worker.is_alive():
                     with contextlib.suppress(NoDaemon, DaemonError, OSError):
-                        state = request(state_dir, "eval-progress", {"run": run_id}, timeout=10)
+                        state = runner.request("eval-progress", {"run": run_id}, timeout=10)
                         if state:
                             show(EvalProgress.from_dict(state))
         except (KeyboardInterrupt, SystemExit):  # Ctrl-C, SIGTERM
             with contextlib.suppress(NoDaemon, DaemonError, OSError):
-                request(state_dir, "eval-cancel", {"run": run_id}, timeout=10)
+                runner.request("eval-cancel", {"run": run_id}, timeout=10)
                 worker.join(30)  # the daemon drops the run's collections, then answers
             raise
     if "error" in box:

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from ingestd.chunkers.errors import IngestdError
 from ingestd.daemon.config import ManifestConfig, SourceConfig
 from ingestd.daemon.evaluation.collections import EvalCollections, collection_name
 from ingestd.daemon.evaluation.questions import Question
@@ -56,7 +57,7 @@ MODES = ("hybrid", "dense", "sparse")
 _REPORT_EVERY = 5
 
 
-class EvalError(RuntimeError):
+class EvalError(IngestdError, RuntimeError):
     """An evaluation cannot run (e.g. the daemon cannot read the corpus)."""
 
 

@@ -21,13 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from ingestd.chunkers.errors import InputError
+
 __all__ = ["FIELDS", "Question", "QuestionError", "load_questions", "locate_answer"]
 
 #: Keys every question has.
 FIELDS = ("id", "question", "path", "answer", "kind")
 
 
-class QuestionError(ValueError):
+class QuestionError(InputError, ValueError):
     """A question set is malformed; ``str()`` is ``FILE:LINE: problem`` lines."""
 
 

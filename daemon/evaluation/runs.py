@@ -27,9 +27,9 @@ from ingestd.daemon.evaluation.collections import LEDGER, EvalCollections
 from ingestd.daemon.evaluation.evaluate import EvalCancelled, EvalError, EvalProgress, Evaluation
 from ingestd.daemon.evaluation.questions import Question
 from ingestd.daemon.evaluation.rulesets import LabeledRules
-from ingestd.daemon.service.control import DaemonError
 from ingestd.daemon.statedir import StatePaths, secure_state_dir
 from ingestd.daemon.sync.engine import Engine
+from ingestd.daemon.wire.errors import DaemonError
 
 __all__ = ["eval_cancel", "eval_progress", "run_in_daemon", "run_local"]
 

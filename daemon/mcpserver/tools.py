@@ -8,10 +8,12 @@ agent needs to answer from living documentation:
 * ``sync``: make the index current before answering ("sync, then answer");
 * ``status``: how current the index is, per source.
 
-Each has a JSON schema for its arguments, a description written for a model, and a
-structured result (:mod:`~ingestd.daemon.mcpserver.models`) beside a short text. They
-run the blocking client calls in worker threads that a closed connection abandons
-(:class:`IngestdServer` counts them, so the process can exit at once).
+Each is a method of :class:`Tools`, registered on the server by :func:`build_server`:
+its signature is the JSON schema of its arguments; it has a description written for a
+model (:data:`DESCRIPTIONS`) and a structured result
+(:mod:`~ingestd.daemon.mcpserver.models`) beside a short text. They run the blocking
+client calls in worker threads that a closed connection abandons (:class:`IngestdServer`
+counts them, so the process can exit at once).
 
 Errors are tool errors (``isError``) with one line: the CLI's message for a known
 failure, ``invalid arguments for TOOL: ...`` for arguments the schema refuses
@@ -44,7 +46,7 @@ from ingestd.daemon.mcpserver.models import (
     status_out,
 )
 
-__all__ = ["INSTRUCTIONS", "IngestdServer", "build_server"]
+__all__ = ["DESCRIPTIONS", "INSTRUCTIONS", "IngestdServer", "Tools", "build_server"]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -132,11 +134,53 @@ def _result(out: BaseModel, text: str | None = None) -> CallToolResult:
 
 
 _READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+_SYNCS = ToolAnnotations(
+    read_only_hint=False,
+    destructive_hint=False,
+    idempotent_hint=True,
+    open_world_hint=False,
+)
 Mode = Literal["hybrid", "dense", "sparse"]
+
+#: Each tool's description, written for the model that calls it.
+DESCRIPTIONS: dict[str, str] = {
+    "search": inspect.cleandoc(
+        """Search the documentation index; returns the best-matching chunks, best first.
+
+        Each hit has its file (path, relative to its source's root), lines, heading
+        path, verbatim text, score and id. Ranking is hybrid by default: meaning
+        (embeddings) and exact words or identifiers (BM25), fused. Narrow with path
+        (a file or folder) or source. Widen a hit with read(id=...)."""
+    ),
+    "read": inspect.cleandoc(
+        """Read around a search hit, or lines of an indexed file.
+
+        With id (from a search hit): the hit, `context` neighbouring chunks on each
+        side, its enclosing section, and the file's verbatim lines covering that
+        section (or the neighbours, when the section is longer than max_lines).
+        With path: lines start_line..end_line of that file and the chunks overlapping
+        them. `stale` is true when the file changed since it was indexed."""
+    ),
+    "sync": inspect.cleandoc(
+        """Make the index current, then return: every change to the documentation
+        files made before this call is searchable when it returns.
+
+        Call it after editing or adding files and before searching them. With paths,
+        only those files or folders are checked (fast); without, every source is
+        scanned. Says what it did per source, and `complete` false with the reason
+        when something could not be made searchable."""
+    ),
+    "status": inspect.cleandoc(
+        """How current the index is: per source its documents, chunks, failed
+        documents, the time and age of its last complete sync and of the last change
+        made searchable, whether its folder is there; and the daemon keeping it in
+        sync (pending changes, lag, health), or null when none runs."""
+    ),
+}
 
 
 def build_server(client: Client, *, version: str = "") -> IngestdServer:
-    """The MCP server answering from ``client``'s index.
+    """The MCP server answering from ``client``'s index: :class:`Tools` registered on it.
 
     Args:
         client: the daemon or state dir the tools ask.
@@ -145,8 +189,38 @@ def build_server(client: Client, *, version: str = "") -> IngestdServer:
     server = IngestdServer(
         client, name="ingestd", version=version, instructions=INSTRUCTIONS, log_level="WARNING"
     )
+    Tools(server).register()
+    return server
+
+
+class Tools:
+    """The tools of the server: each method is one tool, its signature the tool's schema.
+
+    The descriptions are written for a model (:data:`DESCRIPTIONS`); the arguments'
+    descriptions and bounds are in the signatures (``Field``). Every call runs the
+    blocking :class:`~ingestd.daemon.client.Client` method in a worker thread
+    (:meth:`IngestdServer.run_blocking`).
+
+    Args:
+        server: the server the tools are registered on; its client answers them.
+    """
+
+    def __init__(self, server: IngestdServer) -> None:
+        self.server = server
+        self.client = server.client
+
+    def register(self) -> None:
+        """Add the four tools to the server, with their descriptions and annotations."""
+        for tool, hints in (
+            (self.search, _READ_ONLY),
+            (self.read, _READ_ONLY),
+            (self.sync, _SYNCS),
+            (self.status, _READ_ONLY),
+        ):
+            self.server.add_tool(tool, description=DESCRIPTIONS[tool.__name__], annotations=hints)
 
     async def search(
+        self,
         query: Annotated[
             str,
             Field(min_length=1, description="The question, in words or exact identifiers."),
@@ -168,8 +242,9 @@ def build_server(client: Client, *, version: str = "") -> IngestdServer:
             ),
         ] = None,
     ) -> Annotated[CallToolResult, SearchOut]:
-        hits = await server.run_blocking(
-            lambda: client.search(query, k, source=source, path=path, mode=mode)
+        """The tool ``search``: :meth:`Client.search <ingestd.daemon.client.Client.search>`."""
+        hits = await self.server.run_blocking(
+            lambda: self.client.search(query, k, source=source, path=path, mode=mode)
         )
         out = SearchOut(
             query=query,
@@ -182,6 +257,7 @@ def build_server(client: Client, *, version: str = "") -> IngestdServer:
         return _result(out, search_text(out))
 
     async def read(
+        self,
         id: Annotated[str | None, Field(description="A chunk id from a search hit.")] = None,
         path: Annotated[
             str | None,
@@ -203,8 +279,9 @@ def build_server(client: Client, *, version: str = "") -> IngestdServer:
             int, Field(ge=1, le=2000, description="Most file lines to return.")
         ] = 200,
     ) -> Annotated[CallToolResult, ReadOut]:
-        got = await server.run_blocking(
-            lambda: client.read(
+        """The tool ``read``: :meth:`Client.read <ingestd.daemon.client.Client.read>`."""
+        got = await self.server.run_blocking(
+            lambda: self.client.read(
                 id,
                 path=path,
                 source=source,
@@ -218,6 +295,7 @@ def build_server(client: Client, *, version: str = "") -> IngestdServer:
         return _result(out, _read_text(out))
 
     async def sync(
+        self,
         paths: Annotated[
             list[str] | None,
             Field(
@@ -229,68 +307,17 @@ def build_server(client: Client, *, version: str = "") -> IngestdServer:
             float, Field(gt=0, le=3600, description="Give up waiting after this many seconds.")
         ] = 120.0,
     ) -> Annotated[CallToolResult, SyncOut]:
-        report = await server.run_blocking(lambda: client.sync(paths, timeout_s=timeout_s))
+        """The tool ``sync``: :meth:`Client.sync <ingestd.daemon.client.Client.sync>`."""
+        report = await self.server.run_blocking(
+            lambda: self.client.sync(paths, timeout_s=timeout_s)
+        )
         out = SyncOut.model_validate(report)
         return _result(out, "\n".join(out.summary) + f"\n({out.seconds:.2f} s)")
 
-    async def status() -> Annotated[CallToolResult, StatusOut]:
-        out = status_out(await server.run_blocking(client.status))
+    async def status(self) -> Annotated[CallToolResult, StatusOut]:
+        """The tool ``status``: :meth:`Client.status <ingestd.daemon.client.Client.status>`."""
+        out = status_out(await self.server.run_blocking(self.client.status))
         return _result(out)
-
-    server.add_tool(
-        search,
-        description=inspect.cleandoc(
-            """Search the documentation index; returns the best-matching chunks, best first.
-
-            Each hit has its file (path, relative to its source's root), lines, heading
-            path, verbatim text, score and id. Ranking is hybrid by default: meaning
-            (embeddings) and exact words or identifiers (BM25), fused. Narrow with path
-            (a file or folder) or source. Widen a hit with read(id=...)."""
-        ),
-        annotations=_READ_ONLY,
-    )
-    server.add_tool(
-        read,
-        description=inspect.cleandoc(
-            """Read around a search hit, or lines of an indexed file.
-
-            With id (from a search hit): the hit, `context` neighbouring chunks on each
-            side, its enclosing section, and the file's verbatim lines covering that
-            section (or the neighbours, when the section is longer than max_lines).
-            With path: lines start_line..end_line of that file and the chunks overlapping
-            them. `stale` is true when the file changed since it was indexed."""
-        ),
-        annotations=_READ_ONLY,
-    )
-    server.add_tool(
-        sync,
-        description=inspect.cleandoc(
-            """Make the index current, then return: every change to the documentation
-            files made before this call is searchable when it returns.
-
-            Call it after editing or adding files and before searching them. With paths,
-            only those files or folders are checked (fast); without, every source is
-            scanned. Says what it did per source, and `complete` false with the reason
-            when something could not be made searchable."""
-        ),
-        annotations=ToolAnnotations(
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=True,
-            open_world_hint=False,
-        ),
-    )
-    server.add_tool(
-        status,
-        description=inspect.cleandoc(
-            """How current the index is: per source its documents, chunks, failed
-            documents, the time and age of its last complete sync and of the last change
-            made searchable, whether its folder is there; and the daemon keeping it in
-            sync (pending changes, lag, health), or null when none runs."""
-        ),
-        annotations=_READ_ONLY,
-    )
-    return server
 
 
 def _read_text(out: ReadOut) -> str:

@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 from ingestd.daemon.commands.routes import ROUTES, Thread
 from ingestd.daemon.config import Config, ConfigError
 from ingestd.daemon.service import systemd
-from ingestd.daemon.service.control import ControlServer, DaemonError, StateLock
+from ingestd.daemon.service.control import ControlServer
 from ingestd.daemon.service.instrument import ModelPreload, instrument
 from ingestd.daemon.service.jobs import Backoff, JobQueue, Priority
 from ingestd.daemon.service.policy import SyncPolicy
@@ -51,6 +51,8 @@ from ingestd.daemon.service.watches import Watches
 from ingestd.daemon.sources.base import is_watched
 from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncResult
+from ingestd.daemon.wire.errors import DaemonError
+from ingestd.daemon.wire.statelock import StateLock
 
 if TYPE_CHECKING:
     from ingestd.daemon.service.metrics import Metrics

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from ingestd.daemon.commands.commands import status_of
+from ingestd.daemon.commands.status import status_of
 from ingestd.daemon.service.policy import SyncPolicy
 from ingestd.daemon.service.watches import Watches
 from ingestd.daemon.sync.engine import Engine
@@ -104,7 +104,7 @@ def daemon_status(
     last_error: Mapping[str, str],
     max_lag: float = 0.0,
 ) -> dict[str, Any]:
-    """The daemon's status (see :func:`~ingestd.daemon.commands.commands.status_of`).
+    """The daemon's status (see :func:`~ingestd.daemon.commands.status.status_of`).
 
     Args:
         engine: the running engine.
@@ -117,7 +117,7 @@ def daemon_status(
         max_lag: ``watch.max_lag_s``: a change waiting longer makes it unhealthy.
 
     Returns:
-        :func:`~ingestd.daemon.commands.commands.status_of`'s answer, each source with
+        :func:`~ingestd.daemon.commands.status.status_of`'s answer, each source with
         ``root_missing``, ``unwatched_folders`` and the keys of
         :meth:`~ingestd.daemon.service.watches.Watches.source_status`
         (``watch_backend``, ``watched_folders``, ``ignored_folders``,

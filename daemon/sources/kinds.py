@@ -8,13 +8,16 @@ module with its class plus one entry here; the class is constructed as
 ``cls(config, state_dir)`` and must satisfy :class:`~ingestd.daemon.sources.base.Source`
 (:func:`~ingestd.daemon.sources.base.open_source` builds it).
 
-This module imports nothing of ingestd, so that every part may read the table.
+This module imports nothing of ingestd but the error root, so that every part may
+read the table.
 """
 
 from __future__ import annotations
 
 import importlib
 from typing import Any
+
+from ingestd.chunkers.errors import InputError
 
 __all__ = ["SOURCE_KINDS", "UnknownSourceKindError", "source_class"]
 
@@ -24,7 +27,7 @@ SOURCE_KINDS: dict[str, str] = {
 }
 
 
-class UnknownSourceKindError(ValueError):
+class UnknownSourceKindError(InputError, ValueError):
     """A source's ``kind`` names no entry of :data:`SOURCE_KINDS`."""
 
 

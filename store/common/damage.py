@@ -17,13 +17,15 @@ import errno
 import sqlite3
 from pathlib import Path
 
+from ingestd.chunkers.errors import StateError
+
 __all__ = ["StateDamagedError", "is_disk_full", "is_sqlite_damage"]
 
 _DAMAGE_CODES = frozenset({"SQLITE_CORRUPT", "SQLITE_NOTADB"})
 _DAMAGE_WORDS = ("file is not a database", "malformed", "file is encrypted")
 
 
-class StateDamagedError(RuntimeError):
+class StateDamagedError(StateError, RuntimeError):
     """A part of the state is damaged.
 
     Args:

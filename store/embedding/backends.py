@@ -25,6 +25,7 @@ import importlib
 import os
 from pathlib import Path
 
+from ingestd.chunkers.errors import ModelError
 from ingestd.store.embedding.recipes import INT8_SETTINGS, RECIPES, OnnxRecipe, QuantSettings
 from ingestd.store.embedding.spec import BackendSpec
 
@@ -53,7 +54,7 @@ BACKENDS: dict[str, str] = {
 DEFAULT_BACKEND = "torch"
 
 
-class BackendUnavailableError(ValueError):
+class BackendUnavailableError(ModelError, ValueError):
     """The configured backend needs packages that are not installed."""
 
 

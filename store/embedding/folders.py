@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ingestd.chunkers.errors import ModelError
+
 __all__ = [
     "BUNDLED_MODEL",
     "ModelFolder",
@@ -31,7 +33,7 @@ _BUNDLED_ALIASES = {BUNDLED_MODEL, f"sentence-transformers/{BUNDLED_MODEL}"}
 _SAMPLE = 1 << 20  # bytes read from each end of a large model file for its fingerprint
 
 
-class ModelNotFoundError(ValueError):
+class ModelNotFoundError(ModelError, ValueError):
     """The configured embedding model is neither bundled nor a local folder."""
 
 

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ingestd.chunkers.errors import ModelError
 from ingestd.store.embedding.backends import backend_fingerprint
 from ingestd.store.embedding.recipes import RECIPES, OnnxRecipe
 
@@ -63,7 +64,7 @@ MIN_FLOAT32_COSINE = 0.999
 _RECORD_FORMAT = 1
 
 
-class ExportError(RuntimeError):
+class ExportError(ModelError, RuntimeError):
     """The model could not be exported, or the exported graph disagrees with torch."""
 
 

@@ -13,12 +13,13 @@ from typing import Any
 
 from sqlalchemy import delete, func, insert, select, update
 
+from ingestd.chunkers.errors import ModelError
 from ingestd.store.manifest.database import BD, CB, K, ManifestDatabase
 
 __all__ = ["CollectionRecords", "ModelMismatchError"]
 
 
-class ModelMismatchError(RuntimeError):
+class ModelMismatchError(ModelError, RuntimeError):
     """A collection holds vectors of another embedding model than the configured one."""
 
 

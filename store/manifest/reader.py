@@ -15,7 +15,7 @@ __all__ = ["ManifestReader"]
 
 
 class ManifestReader(Protocol):
-    """What :func:`~ingestd.daemon.commands.commands.status_of` reads.
+    """What :func:`~ingestd.daemon.commands.status.status_of` reads.
 
     A :class:`~ingestd.store.manifest.manifest.Manifest`, or the SQLAlchemy-free
     :class:`~ingestd.store.manifest.view.ManifestView`.

@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
+from ingestd.chunkers.errors import UnavailableError
 from ingestd.store.search.query import PATH_KEY, Filters, Hit, Mode
 from ingestd.store.search.sparse import SPARSE_VECTOR, SparseVec
 
@@ -71,7 +72,7 @@ def version_of(physical: str, name: str) -> int | None:
     return int(number) if sep and head == name and number.isdigit() else None
 
 
-class StoreUnavailableError(RuntimeError):
+class StoreUnavailableError(UnavailableError, RuntimeError):
     """The vector store could not be reached or opened."""
 
 

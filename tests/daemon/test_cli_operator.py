@@ -289,7 +289,8 @@ _FAKE_DAEMON = textwrap.dedent(
     """
     import os, sys, time
     from pathlib import Path
-    from ingestd.daemon.service.control import ControlServer, StateLock
+    from ingestd.daemon.service.control import ControlServer
+    from ingestd.daemon.wire.statelock import StateLock
 
     state, delay = Path(sys.argv[1]), float(sys.argv[2])
     lock = StateLock(state)
@@ -350,7 +351,7 @@ def test_commands_wait_for_a_daemon_that_is_starting(tmp_path: Path) -> None:
     finally:
         _stop(daemon)
     # the lock file no longer names a holder: nothing waits for a stopped daemon
-    from ingestd.daemon.service.control import starting_daemon
+    from ingestd.daemon.wire.statelock import starting_daemon
 
     assert starting_daemon(state) is None
 
@@ -388,7 +389,9 @@ def test_waiting_for_a_starting_daemon_says_so_on_a_terminal(tmp_path: Path) -> 
 
 
 def test_a_daemon_that_never_serves_is_reported_after_the_wait(tmp_path: Path) -> None:
-    from ingestd.daemon.service.control import DaemonError, StateLock, request_when_ready
+    from ingestd.daemon.wire.errors import DaemonError
+    from ingestd.daemon.wire.protocol import request_when_ready
+    from ingestd.daemon.wire.statelock import StateLock
 
     state = tmp_path / "state"
     lock = StateLock(state)
@@ -398,7 +401,7 @@ def test_a_daemon_that_never_serves_is_reported_after_the_wait(tmp_path: Path) -
             request_when_ready(state, "status", wait=0.3)
     finally:
         lock.release()
-    from ingestd.daemon.service.control import NoDaemon
+    from ingestd.daemon.wire.errors import NoDaemon
 
     with pytest.raises(NoDaemon):
         request_when_ready(state, "status", wait=0.3)  # released: nobody to wait for

@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.client import Client, DaemonError, NoDaemon, StateLockedError, SyncTimeout
-from ingestd.daemon.commands import commands
-from ingestd.daemon.service.control import StateLock, find_socket
+from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.wire.location import find_socket
+from ingestd.daemon.wire.statelock import StateLock
 from tests.daemon.harness import Harness
 from tests.helpers import CountingEmbedder, fake_vectors, make_engine
 
@@ -39,7 +40,7 @@ def indexed(tree: Path, tmp_path: Path) -> Iterator[Path]:
 def _engine_search(tree: Path, state: Path, query: str, **kw: Any) -> list[dict[str, Any]]:
     eng = make_engine(tree, state, fake_vectors)
     try:
-        return commands.search(eng, query, **kw)
+        return search_cmd(eng, query, **kw)
     finally:
         eng.close()
 
@@ -118,7 +119,7 @@ def test_through_a_daemon_sync_is_a_barrier_and_answers_match(
         by_socket = Client(socket=find_socket(state))
         for q in QUESTIONS:
             hits = client.search(q, k=5, mode="sparse", ranks=True)
-            want = h.call(lambda e, q=q: commands.search(e, q, k=5, mode="sparse", ranks=True))
+            want = h.call(lambda e, q=q: search_cmd(e, q, k=5, mode="sparse", ranks=True))
             assert hits == want
             assert by_socket.search(q, k=5, mode="sparse", ranks=True) == hits
         st = client.status()

@@ -306,7 +306,7 @@ def test_missing_root_deletes_nothing(tree: Path, tmp_path: Path, fake_embedder)
 
 
 def test_held_deletions_are_recorded_for_status(tmp_path: Path, fake_embedder) -> None:
-    from ingestd.daemon.commands.commands import status_of
+    from ingestd.daemon.commands.status import status_of
 
     root = tmp_path / "docs"
     root.mkdir()

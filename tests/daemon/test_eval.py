@@ -343,7 +343,7 @@ def test_ranks_are_those_of_ingestd_search_over_the_same_tree(
     tmp_path: Path,
 ) -> None:
     """The eval asks what `ingestd search` would answer for a resync of the tree."""
-    from ingestd.daemon.commands import commands
+    from ingestd.daemon.commands.search import search as search_cmd
 
     raw, state, qs = first_run
     embed = CountingEmbedder(real_model)
@@ -355,7 +355,7 @@ def test_ranks_are_those_of_ingestd_search_over_the_same_tree(
         for mode in MODES:
             want = raw["rule_sets"][0]["ranks"][mode]
             for q, (path_rank, span_rank) in zip(qs, want, strict=True):
-                hits = commands.search(engine, q.question, k=10, mode=mode)
+                hits = search_cmd(engine, q.question, k=10, mode=mode)
                 got = rank_hits(q, [(h["path"], h["start_char"], h["end_char"]) for h in hits])
                 assert (got.path, got.span) == (path_rank, span_rank), (mode, q.id)
     finally:
@@ -498,7 +498,7 @@ def test_ctrl_c_through_the_daemon_cancels_and_drops_the_collections(
     from ingestd.daemon.evaluation import cli as eval_cli
     from ingestd.daemon.evaluation.collections import LEDGER
     from ingestd.daemon.evaluation.rulesets import rule_sets
-    from ingestd.daemon.service.control import request
+    from ingestd.daemon.wire.protocol import request
 
     h = harness
     before = _collections(h)
@@ -541,7 +541,7 @@ def test_a_failing_run_in_the_daemon_drops_its_collections_and_those_left_by_a_k
     from ingestd.daemon.evaluation import cli as eval_cli
     from ingestd.daemon.evaluation.collections import LEDGER
     from ingestd.daemon.evaluation.rulesets import rule_sets
-    from ingestd.daemon.service.control import DaemonError
+    from ingestd.daemon.wire.errors import DaemonError
 
     h = harness
     before = _collections(h)

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.commands.commands import status_of
-from ingestd.daemon.service.control import request
+from ingestd.daemon.commands.status import status_of
+from ingestd.daemon.wire.protocol import request
 from tests.daemon.harness import Harness
 from tests.helpers import CountingEmbedder, fake_vectors, wait_for
 

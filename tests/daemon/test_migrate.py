@@ -22,7 +22,9 @@ import pytest
 from click.testing import CliRunner
 
 from ingestd.daemon.cli.main import cli
-from ingestd.daemon.commands import commands
+from ingestd.daemon.commands.migrate import migrate as migrate_cmd
+from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.status import status_of
 from ingestd.daemon.config import load_config
 from ingestd.daemon.migration import version_writer
 from ingestd.daemon.sync.engine import Engine
@@ -153,7 +155,7 @@ def check_search(e: Engine, factory: Any, model: str) -> str:
     Returns:
         The physical version the alias points at.
     """
-    hits = commands.search(e, QUERY, k=5, mode="dense")
+    hits = search_cmd(e, QUERY, k=5, mode="dense")
     assert hits, "no hit"
     physical = e.store.layout("ingestd").physical
     q = np.asarray(factory(model_info(model))([QUERY])[0], dtype=np.float32)
@@ -198,7 +200,7 @@ def test_migration_serves_one_version_at_a_time_follows_changes_and_ends_as_from
         steps.append((step, check_search(e, models, model)))
         checkpoints = [s for s, _ in steps if s == "checkpoint"]
         if len(checkpoints) == 2:  # the first document is in the new version
-            midway.update(commands.status_of(e.manifest, e, state)["migrations"][0])
+            midway.update(status_of(e.manifest, e, state)["migrations"][0])
             changed.write_text(changed.read_text() + "\n\n## Added meanwhile\n\nA new paragraph.\n")
             (root / "docs" / "new.md").write_text("# New page\n\nWritten during the migration.\n")
             (root / FILES[3]).unlink()
@@ -294,14 +296,14 @@ def test_abort_drops_the_partial_version_and_leaves_the_current_one_untouched(
 
     def hook(collection: str, step: str) -> None:
         if step == "checkpoint" and not answers:  # `ingestd migrate --abort`, served here
-            answers.append(commands.migrate(e, abort=True))
+            answers.append(migrate_cmd(e, abort=True))
 
     e.migration_hook = hook
     try:
         res = e.sync(source)
         assert not res.interrupted
         assert check_search(e, models, BUNDLED_MODEL) == "ingestd__v1"
-        status = commands.status_of(e.manifest, e, state)["migrations"]
+        status = status_of(e.manifest, e, state)["migrations"]
     finally:
         e.close()
     assert answers[0]["aborted"] == [
@@ -411,7 +413,7 @@ def test_the_cost_is_said_before_and_the_cli_aborts_restarts_and_reports(
 def test_the_daemon_migrates_in_the_background_serving_searches_status_and_changes(
     tree: Path, cls_model: Path, tmp_path: Path, one_document_per_slice: None
 ) -> None:
-    from ingestd.daemon.service.control import request
+    from ingestd.daemon.wire.protocol import request
     from tests.daemon.harness import Harness, fast_tmp
     from tests.helpers import CountingEmbedder, make_engine, wait_for
 

@@ -22,12 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from ingestd.daemon.service.control import (
-    ControlServer,
-    StateLock,
-    request,
-    socket_path_for,
-)
+from ingestd.daemon.service.control import ControlServer
 from ingestd.daemon.statedir import (
     InsecureDirError,
     check_private_dir,
@@ -35,6 +30,9 @@ from ingestd.daemon.statedir import (
     private_runtime_dir,
     secure_state_dir,
 )
+from ingestd.daemon.wire.location import socket_path_for
+from ingestd.daemon.wire.protocol import request
+from ingestd.daemon.wire.statelock import StateLock
 from tests.helpers import copy_tree, ingestd_cmd, run_cli, store_folder, wait_for
 
 NOBODY = 65534

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.client import QueryBuilder
-from ingestd.daemon.commands import commands
+from ingestd.daemon.commands.search import search as search_cmd
 from tests.helpers import CORPORA, copy_tree, fake_vectors, local_mode_copy, make_engine, run_cli
 
 #: md-docs pages whose questions the test asks (small ones: the real model embeds them).
@@ -124,10 +124,10 @@ def rankings(
         try:
             for q in _questions():
                 for mode in ("hybrid", "dense", "sparse"):
-                    hits = commands.search(eng, q, k=10, mode=mode)
+                    hits = search_cmd(eng, q, k=10, mode=mode)
                     want[engine, mode, q] = [(h["id"], h["score"]) for h in hits]
                 for mode in ("dense", "sparse"):  # what the hybrid fusion gets
-                    hits = commands.search(eng, q, k=CANDIDATES, mode=mode)
+                    hits = search_cmd(eng, q, k=CANDIDATES, mode=mode)
                     want[engine, f"{mode}@{CANDIDATES}", q] = [(h["id"], h["score"]) for h in hits]
         finally:
             eng.close()

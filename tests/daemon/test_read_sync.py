@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.commands import commands
 from ingestd.daemon.commands.read import read
+from ingestd.daemon.commands.search import search as search_cmd
 from ingestd.daemon.commands.sync import scopes, sync
-from ingestd.daemon.service.control import DaemonError
+from ingestd.daemon.wire.errors import DaemonError
 from tests.helpers import fake_vectors, make_engine
 
 
@@ -27,7 +27,7 @@ def engine(tree: Path, tmp_path: Path) -> Iterator[Any]:
 
 
 def _hit(engine: Any, query: str, path: str | None = None) -> dict[str, Any]:
-    hits = commands.search(engine, query, k=1, mode="sparse", path=path)
+    hits = search_cmd(engine, query, k=1, mode="sparse", path=path)
     assert hits, query
     return hits[0]
 
@@ -162,7 +162,7 @@ def test_read_of_a_hierarchical_child_gives_its_parent_section(tree: Path, tmp_p
     try:
         for name in eng.sources:
             eng.sync(name)
-        hit = commands.search(eng, "collector pipeline", k=1, mode="sparse", expand=True)[0]
+        hit = search_cmd(eng, "collector pipeline", k=1, mode="sparse", expand=True)[0]
         parent = hit["parent"]
         got = read(eng, id=hit["id"], max_lines=2000)
         assert got["section"] == {

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ingestd.daemon.commands import commands
+from ingestd.daemon.commands.evaluate import evaluate as evaluate_cmd
 from ingestd.daemon.commands.routes import ROUTES, Route, Thread
+from ingestd.daemon.commands.search import search as search_cmd
 from ingestd.daemon.evaluation.runs import eval_cancel, eval_progress
 from ingestd.daemon.service.jobs import Priority
 
@@ -39,8 +40,8 @@ def test_searches_reads_and_migrate_are_urgent_other_engine_commands_wait() -> N
         "verify",
         "forget",
     }
-    assert ROUTES["search"].fn is commands.search
-    assert ROUTES["eval"].fn is commands.evaluate
+    assert ROUTES["search"].fn is search_cmd
+    assert ROUTES["eval"].fn is evaluate_cmd
     assert [n for n, r in ROUTES.items() if r.rescans] == ["migrate"]
 
 

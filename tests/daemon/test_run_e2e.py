@@ -65,7 +65,7 @@ def test_resync_verify_search_cli(tmp_path: Path) -> None:
     assert hits and {"path", "score", "text", "start_line", "heading_path"} <= set(hits[0])
     assert hits[0]["path"] == "docs/languages/python/exporters.md"
     # a second writer gets a one-line error while the first holds the state dir
-    from ingestd.daemon.service.control import StateLock
+    from ingestd.daemon.wire.statelock import StateLock
 
     lock = StateLock(state)
     lock.acquire("test")

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from ingestd.daemon.cli.main import cli
-from ingestd.daemon.commands import commands
+from ingestd.daemon.commands.search import search as search_cmd
 from tests.helpers import CORPORA, copy_tree, fake_vectors, make_engine, store_snapshot
 
 RST_DOCS = CORPORA / "rst-docs"
@@ -72,11 +72,11 @@ def test_path_filter_finds_every_file_and_folder_at_k_1(
                 if w.isalpha() and len(w) > 4
             )
             query = f"how do I configure the builder {word}"
-            hits = commands.search(eng, query, k=1, path=target, mode=mode)
+            hits = search_cmd(eng, query, k=1, path=target, mode=mode)
             assert len(hits) == 1, (target, mode)
             assert _holds(target, hits[0]["path"]), (target, hits[0]["path"])
             # the same filter with a trailing slash and a leading ./ means the same
-            again = commands.search(eng, query, k=1, path=f"./{target}/", mode=mode)
+            again = search_cmd(eng, query, k=1, path=f"./{target}/", mode=mode)
             assert [h["id"] for h in again] == [hits[0]["id"]]
     finally:
         eng.close()

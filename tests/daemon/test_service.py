@@ -17,7 +17,7 @@ import pytest
 
 from ingestd.daemon.service import jobs as jobs_mod
 from ingestd.daemon.service import watches as watches_mod
-from ingestd.daemon.service.control import request
+from ingestd.daemon.wire.protocol import request
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import CountingEmbedder, copy_tree, fake_vectors, wait_for
 
@@ -375,8 +375,8 @@ def test_a_daemon_refused_at_the_lock_says_only_that(
 ) -> None:
     """A second ``ingestd run`` on a state dir in use stops nothing: no 'stopped' line."""
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.service.control import StateLock, StateLockedError
     from ingestd.daemon.service.service import Service
+    from ingestd.daemon.wire.statelock import StateLock, StateLockedError
 
     root = tmp_path / "docs"
     root.mkdir()

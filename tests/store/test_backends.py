@@ -133,7 +133,7 @@ def test_collection_filled_by_another_backend_is_refused(tmp_path: Path) -> None
 
 
 def test_status_names_the_backend_and_its_fingerprint(tmp_path: Path) -> None:
-    from ingestd.daemon.commands.commands import status_of
+    from ingestd.daemon.commands.status import status_of
     from tests.helpers import copy_tree, make_engine
 
     tree = copy_tree(tmp_path / "docs", ["docs/concepts/glossary.md"])
@@ -402,7 +402,7 @@ def test_int8_backend_end_to_end_incremental_equals_from_scratch(
     onnx_export_dir: Path, tmp_path: Path
 ) -> None:
     """Configured backend, real export, engine, store: kept vectors equal fresh ones bit for bit."""
-    from ingestd.daemon.commands import commands
+    from ingestd.daemon.commands.search import search as search_cmd
     from tests.helpers import copy_tree, make_engine, state_dense_vectors, store_snapshot
 
     tree = copy_tree(
@@ -416,7 +416,7 @@ def test_int8_backend_end_to_end_incremental_equals_from_scratch(
     p = tree / "docs/collector/quick-start.md"
     p.write_text(p.read_text() + "\n\n## Appendix\n\nThe collector can also run as a sidecar.\n")
     eng.sync(name)
-    hits = commands.search(eng, "what is an attribute in OpenTelemetry", k=3)
+    hits = search_cmd(eng, "what is an attribute in OpenTelemetry", k=3)
     assert hits and hits[0]["path"] == "docs/concepts/glossary.md"
     eng.close()
     fresh = tmp_path / "fresh"

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.commands import commands
+from ingestd.daemon.commands.search import search as search_cmd
 from ingestd.store.search.query import PATH_KEY
 from ingestd.store.search.sparse import SparseVec, terms
 from tests.helpers import (
@@ -146,7 +146,7 @@ def test_a_stopped_upgrade_resumes_on_the_next_start(
     build = eng.manifest.collection_build("ingestd")
     assert build is not None and build["done_sources"] == [first]
     assert eng.store.aliases() == {}  # still the legacy collection: searches answer from it
-    hits = commands.search(eng, "collector architecture", k=3)
+    hits = search_cmd(eng, "collector architecture", k=3)
     assert hits and all(h["mode"] == "dense" for h in hits)
     eng.close()
 
@@ -186,11 +186,11 @@ def test_path_filter_finds_every_file_and_folder_at_k_1(
         if mode == "sparse":  # BM25 ranks only chunks sharing a term with the query
             some = next(t for p, t in sorted(texts.items()) if p.startswith(target))
             query = next(w for w in some.split() if len(w) > 3 and terms(w))
-        hits = commands.search(eng, query, k=1, path=target, mode=mode)
+        hits = search_cmd(eng, query, k=1, path=target, mode=mode)
         path = hits[0]["path"] if hits else None
         assert path is not None, f"--path {target} -k 1 ({mode}) found nothing"
         assert path == target or path.startswith(target + "/"), (target, path)
-    assert commands.search(eng, "collector", k=1, path="docs/nowhere", mode=mode) == []
+    assert search_cmd(eng, "collector", k=1, path="docs/nowhere", mode=mode) == []
     eng.close()
 
 

@@ -1,0 +1,67 @@
+"""``resync``: reconcile the selected sources with their files once (or plan it: ``dry_run``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from ingestd.daemon.commands.selection import selected_sources
+
+if TYPE_CHECKING:
+    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.sync.types import SyncProgress
+
+__all__ = ["EXIT_HELD", "resync"]
+
+#: ``exit_code`` of a resync whose deletions the mass-deletion guard held.
+EXIT_HELD = 3
+
+
+def resync(
+    engine: Engine,
+    sources: Sequence[str] | None = None,
+    full: bool = False,
+    dry_run: bool = False,
+    allow_mass_delete: bool = False,
+    progress: Callable[[SyncProgress], None] | None = None,
+) -> dict[str, Any]:
+    """Reconcile the selected sources with their files.
+
+    Returns:
+        ``{"sources": [...], "exit_code": N}``: per source the plan (``dry_run``) or the
+        counts of what was done; ``exit_code`` is 0 when the store matches the files, 3
+        when the mass-deletion guard held deletions, 1 when files could not be read or
+        a source's root is missing (nothing of it is synced or deleted).
+    """
+    out = []
+    code = 0
+    selected = selected_sources(engine, sources)
+    for name in selected:
+        plan = engine.plan(
+            name, full=full, allow_mass_delete=allow_mass_delete, check_store=not dry_run
+        )
+        if dry_run:
+            summary = plan.summary()
+            out.append(summary)
+            if plan.held:
+                code = max(code, EXIT_HELD)
+            elif plan.root_missing:
+                code = max(code, 1)
+            continue
+        res = engine.apply(plan, progress=progress)
+        out.append({**res.as_dict(), "skipped": engine.skipped_entries(name)})
+        if res.held:
+            code = max(code, EXIT_HELD)
+        elif res.retry or res.root_missing or res.interrupted or res.deferred:
+            code = max(code, 1)
+    result: dict[str, Any] = {"sources": out, "exit_code": code}
+    if dry_run:
+        from ingestd.daemon.migration import migrate
+
+        wanted = {engine.sources[n].collection for n in selected}
+        result["migrations"] = [
+            c.as_dict()
+            for c in migrate.costs(engine.cfg, engine.state_dir, engine.manifest)
+            if c.collection in wanted
+        ]
+    return result

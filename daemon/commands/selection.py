@@ -1,0 +1,30 @@
+"""Which configured sources a command works on: the one check every command shares."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from ingestd.daemon.wire.errors import DaemonError
+
+if TYPE_CHECKING:
+    from ingestd.daemon.sync.engine import Engine
+
+__all__ = ["selected_sources"]
+
+
+def selected_sources(engine: Engine, sources: Sequence[str] | None) -> list[str]:
+    """The names of ``sources``, all the engine's when ``None`` or empty.
+
+    Raises:
+        DaemonError: exit code 2, a source is not configured (the message lists those
+            that are).
+    """
+    if not sources:
+        return list(engine.sources)
+    unknown = [s for s in sources if s not in engine.sources]
+    if unknown:
+        raise DaemonError(
+            f"unknown source(s): {', '.join(unknown)}; configured: {', '.join(engine.sources)}", 2
+        )
+    return list(sources)

@@ -1,0 +1,161 @@
+"""``status``: per source documents, chunks, failures and last sync; the daemon's counters.
+
+:func:`status_of` is the part the running daemon and the state dir alone share;
+:func:`local_status` is ``status`` with no daemon running.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from ingestd.daemon.statedir import StatePaths, state_dir_bytes
+
+if TYPE_CHECKING:
+    from ingestd.daemon.sync.engine import Engine
+    from ingestd.store.manifest.reader import ManifestReader
+
+__all__ = ["local_status", "status_of"]
+
+
+def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) -> dict[str, Any]:
+    """Per-source documents, chunks, failures, last sync; counters when ``engine`` runs.
+
+    Returns:
+        ``{"state_dir", "sources": [...], "disk": {...}}`` and, with an engine,
+        ``rule_warnings`` and ``unused_rules`` (rules the user wrote only),
+        ``embedded_since_start``, ``reused_since_start`` and ``model``. Each source has
+        ``source``, ``root``, ``root_missing`` (its folder is not there: unmounted,
+        moved or deleted), ``collection``, ``documents``, ``chunks``, ``pending``,
+        ``failed``, ``last_sync`` (the end of the last complete sync, seconds since
+        the epoch, or ``None``), ``last_change_synced`` (when a sync last wrote or
+        deleted a document, a watched edit's included), ``held_deletes``,
+        ``failed_documents`` (at most 50) and ``warnings`` (likely mistakes: include
+        globs that match no file; files indexed by another source too, a source left
+        in the state by an older config or ``resync PATH``).
+    """
+    sources = []
+    for s in manifest.sources():
+        counts = manifest.counts(s["name"])
+        entry: dict[str, Any] = {
+            "source": s["name"],
+            "root": s["root"],
+            "root_missing": not os.path.isdir(s["root"]),
+            "collection": s["collection"],
+            **counts,
+            "last_sync": s["last_sync"],
+            "last_change_synced": s.get("last_change_synced"),
+            "held_deletes": int(s.get("held_deletes") or 0),
+            "failed_documents": [
+                {"path": p, "error": e} for p, e in manifest.failed(s["name"])[:50]
+            ],
+        }
+        if engine is not None and s["name"] in engine.sources:
+            entry["retrying"] = engine.retrying(s["name"])
+            entry["skipped"] = engine.skipped_entries(s["name"])
+        entry["warnings"] = _source_warnings(entry, engine)
+        sources.append(entry)
+    _overlap_warnings(manifest, sources)
+    out: dict[str, Any] = {
+        "state_dir": str(state_dir),
+        "sources": sources,
+        "disk": {
+            "state_dir_bytes": state_dir_bytes(state_dir),
+            "embedding_cache_bytes": sum(
+                p.stat().st_size
+                for p in StatePaths.sqlite_files(StatePaths(state_dir).embeddings)[:2]
+                if p.exists()
+            ),
+        },
+    }
+    if engine is not None:
+        out["rule_warnings"] = list(engine.rule_warnings)
+        paths = [p for s in engine.sources for p in engine.manifest.documents(s)]
+        out["unused_rules"] = engine.rules.unmatched(paths) if paths else []
+        out["embedded_since_start"] = engine.embedder.stats.embedded
+        out["reused_since_start"] = engine.embedder.stats.reused
+        out["model"] = {
+            "name": engine.model.name,
+            "backend": engine.model.backend,
+            "fingerprint": engine.model.fingerprint[:16],
+        }
+    from ingestd.daemon.migration import status as migration_status
+
+    running = engine.collections.running() if engine is not None else None
+    out["migrations"] = migration_status.status(manifest, running)
+    return out
+
+
+def local_status(manifest: ManifestReader | None, state_dir: Path) -> dict[str, Any]:
+    """``status`` with no daemon running: :func:`status_of` the manifest, ``daemon`` null.
+
+    Args:
+        manifest: the manifest, or ``None`` when nothing was indexed yet.
+        state_dir: the state dir.
+
+    Returns:
+        :func:`status_of`'s answer (only ``state_dir`` and empty ``sources`` without a
+        manifest) with ``daemon`` ``None``, and ``locked_by`` (the lock file's holder)
+        when another process holds the state dir.
+    """
+    from ingestd.daemon.wire.statelock import lock_holder
+
+    if manifest is None:
+        st: dict[str, Any] = {"state_dir": str(state_dir), "sources": []}
+    else:
+        st = status_of(manifest, None, state_dir)
+    st["daemon"] = None
+    holder = lock_holder(state_dir)
+    if holder is not None:
+        st["locked_by"] = holder[1]
+    return st
+
+
+def _source_warnings(entry: dict[str, Any], engine: Engine | None) -> list[str]:
+    """Likely mistakes in a source's configuration that ``status`` shows.
+
+    A source whose include globs match no file: the running daemon knows from its last
+    scan; otherwise a source synced with no document at all is one.
+    """
+    name = entry["source"]
+    if engine is not None and name in engine.sources:
+        if name not in engine.planner.matching_nothing:
+            return []
+        globs = ", ".join(engine.sources[name].include)
+        return [f"no file under {entry['root']} matches its include globs ({globs})"]
+    if entry["root_missing"] or entry["documents"] or entry["last_sync"] is None:
+        return []
+    return [f"no file under {entry['root']} matched its include globs at the last sync"]
+
+
+def _overlap_warnings(manifest: ManifestReader, sources: list[dict[str, Any]]) -> None:
+    """Warn, under both sources, about files that two recorded sources index.
+
+    The config check refuses overlapping roots of configured sources, but a source
+    recorded by an older config or by ``resync PATH`` stays in the state (and in
+    search) until it is forgotten. Two roots overlap when they are the same folder, or
+    when one is inside the other and the outer source holds documents below it.
+    """
+    indexed = [s for s in sources if s["documents"]]
+    for i, a in enumerate(indexed):
+        for b in indexed[i + 1 :]:
+            ra, rb = PurePosixPath(a["root"]), PurePosixPath(b["root"])
+            if ra in rb.parents:
+                outer, inner = a, b
+            elif rb in ra.parents or ra == rb:
+                outer, inner = b, a
+            else:
+                continue
+            rel = PurePosixPath(inner["root"]).relative_to(outer["root"]).as_posix()
+            if rel != "." and not manifest.documents_under(outer["source"], rel):
+                continue  # the outer source excludes the inner root
+            shared = inner["root"] if rel == "." else f"{outer['root']}/{rel}"
+            fix = (
+                "search returns their chunks once per source; `ingestd forget` the source "
+                "that is not configured any more"
+            )
+            for s, other in ((outer, inner), (inner, outer)):
+                s["warnings"].append(
+                    f"the files under {shared} are indexed by source {other['source']} too: " + fix
+                )
