@@ -70,20 +70,20 @@ def no_thread_leaks() -> Iterator[None]:
 BOTH_ENGINES = (
     "tests/store/",
     "tests/faults/",
-    "tests/daemon/test_engine.py",
-    "tests/daemon/test_engine_stateful.py",
-    "tests/daemon/test_crash.py",
-    "tests/daemon/test_service.py",
-    "tests/daemon/test_search_filters.py",
+    "tests/daemon/sync/test_engine.py",
+    "tests/daemon/sync/test_engine_stateful.py",
+    "tests/daemon/sync/test_crash.py",
+    "tests/daemon/service/test_service.py",
+    "tests/daemon/commands/test_search_filters.py",
 )
 ENGINES = ("edge", "local")
 #: Test modules that also run on ``memory``, a test-only engine added to the engines'
 #: table by :func:`memory_engine` (``tests/fake_engine.py``): a new engine is one module
 #: plus one table entry. Slow tests (the real model) are left to the real engines.
 THIRD_ENGINE = (
-    "tests/store/test_search.py",
-    "tests/store/test_collections.py",
-    "tests/daemon/test_engine.py",
+    "tests/store/search/test_search.py",
+    "tests/store/vectors/test_collections.py",
+    "tests/daemon/sync/test_engine.py",
 )
 MEMORY = "memory"
 

@@ -17,6 +17,9 @@ import numpy as np
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# the suite runs in parallel workers (pytest-xdist), each with its model and its
+# ``ingestd`` processes: one intra-op thread each keeps two cores from thrashing
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 REPO = Path(__file__).resolve().parent.parent
 CORPORA = (REPO.parent / "shared" / "corpora").resolve()

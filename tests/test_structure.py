@@ -176,3 +176,47 @@ def test_no_class_is_long() -> None:
         and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES
     ]
     assert long == []
+
+
+def test_store_is_made_of_subpackages_that_name_its_parts() -> None:
+    """``store/`` holds no module of its own: the manifest, vectors, embedding, search."""
+    loose = sorted(p.name for p in (ROOT / "store").glob("*.py") if p.name != "__init__.py")
+    assert loose == []
+
+
+def test_tests_mirror_the_packages() -> None:
+    """Each folder of ``tests/daemon``, ``tests/store`` and ``tests/chunkers`` is a package's."""
+    unmirrored = []
+    for folder in PACKAGES:
+        for sub in sorted((ROOT / "tests" / folder).rglob("*")):
+            if sub.is_dir() and sub.name != "__pycache__":
+                rel = sub.relative_to(ROOT / "tests")
+                if not (ROOT / rel / "__init__.py").is_file():
+                    unmirrored.append(rel.as_posix())
+    assert unmirrored == []
+
+
+@pytest.mark.parametrize(
+    ("table", "kind"),
+    [
+        ("ingestd.store.vectors.engines:ENGINES", "engine"),
+        ("ingestd.store.embedding.backends:BACKENDS", "embedding backend"),
+        ("ingestd.daemon.sources.kinds:SOURCE_KINDS", "source kind"),
+    ],
+)
+def test_each_table_entry_names_one_module_of_its_own(table: str, kind: str) -> None:
+    """An engine, a backend or a source kind is one module plus one entry of its table.
+
+    Each entry names a ``module:attribute`` of the package whose module exists (the
+    test-only fakes registered through the same tables are in ``tests/``: a fake
+    engine, backend and source kind pass the store and sync suites).
+    """
+    import importlib
+
+    module, _, attr = table.partition(":")
+    entries = getattr(importlib.import_module(module), attr)
+    known = modules()
+    for name, target in entries.items():
+        where, _, what = target.partition(":")
+        assert where in known, f"{kind} {name!r}: {where} is not a module of ingestd"
+        assert what, f"{kind} {name!r}: {target} names no attribute"

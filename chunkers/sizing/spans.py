@@ -26,7 +26,7 @@ offset is one). Not every boundary ends an exact span: a span that ends inside a
 of whitespace is encoded differently on its own (cl100k joins a run that ends a text
 into one token).
 Exactness against tiktoken and ``tokenizers`` is property-tested and checked on every
-file of ../shared/corpora (``tests/chunkers/test_spans.py``).
+file of ../shared/corpora (``tests/chunkers/sizing/test_spans.py``).
 """
 
 from __future__ import annotations

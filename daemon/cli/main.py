@@ -10,7 +10,7 @@ Start-up cost is part of the interface: the modules of this package import click
 standard library and each other only, and each command imports what it needs.
 ``--help``, ``status``, ``sources`` and a ``search`` answered by a running daemon build
 no pydantic model and import neither SQLAlchemy, tiktoken, qdrant-client nor torch
-(``bench/cli.py`` times them; ``tests/daemon/test_cli_operator.py`` checks the imports).
+(``bench/cli.py`` times them; ``tests/daemon/cli/test_cli_operator.py`` checks the imports).
 How a command reaches the daemon or the state dir is :mod:`~ingestd.daemon.cli.state`.
 """
 

@@ -22,9 +22,8 @@ from hypothesis import strategies as st
 from ingestd.chunkers import CHUNKERS, Chunk, ChunkContext, Chunker, LineIndex, decode
 from ingestd.chunkers.sizing.tokenizers import CharSizer, ModelSizer, TiktokenSizer
 from ingestd.chunkers.strategies.sentence import sentence_spans
+from tests.chunkers.conftest import bag_of_words
 from tests.helpers import linear_time
-
-from .conftest import bag_of_words
 
 NAMES = sorted(CHUNKERS)
 CHARS = ChunkContext(CharSizer(), embed=bag_of_words)

@@ -12,7 +12,7 @@ logs one error naming ``fs.inotify.max_user_watches``, reports the source degrad
 The limit cannot be reached on a shared machine without harming others, so the
 inotify add-watch call of ingestd's watcher fails by fault injection, and so does the
 probe that tells why a folder is not watched (the real limit is reached inside a user
-namespace of its own in ``tests/daemon/test_inotify_watcher.py``).
+namespace of its own in ``tests/daemon/watch/test_inotify_watcher.py``).
 """
 
 from __future__ import annotations

@@ -42,7 +42,7 @@ from tests.helpers import wait_for
 
 pytestmark = pytest.mark.skipif(not available(), reason="needs Linux inotify")
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 class Recorder:

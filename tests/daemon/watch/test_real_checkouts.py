@@ -36,7 +36,7 @@ pytestmark = [
 
 #: Watches allowed beyond the folders that can hold documents.
 SPARE_WATCHES = 3
-IDLE_S = 60.0
+IDLE_S = 20.0
 
 
 @pytest.fixture(scope="module")
@@ -65,15 +65,16 @@ def test_a_checkout_with_huge_ignored_trees_settles_and_stays_idle(
             assert src["ignored_folders"] == 4  # node_modules, .venv, .git, src/__pycache__
             wait_for(lambda: daemon.daemon_status().get("model_loaded"), 300, "the model", 1.0)
 
-            # idle for 60 s: no overflow, no scan, (almost) no CPU
+            # idle for 20 s: no overflow, no scan, (almost) no CPU (the watchdog observer
+            # before it spent 19.7 CPU s per idle minute on such a tree)
             cpu0, t0 = cpu_seconds(daemon.pid), time.monotonic()
             while time.monotonic() - t0 < IDLE_S:
                 d = daemon.daemon_status()
                 assert d.get("overflows") == 0 and d.get("healthy"), d
                 assert "overflow" not in daemon.log_text()
-                time.sleep(2)  # sampling period of a 60 s observation
+                time.sleep(2)  # sampling period of a 20 s observation
             idle_cpu = cpu_seconds(daemon.pid) - cpu0
-            assert idle_cpu < 5.0, f"{idle_cpu:.1f} CPU s in {IDLE_S:.0f} s of idling"
+            assert idle_cpu < 2.0, f"{idle_cpu:.1f} CPU s in {IDLE_S:.0f} s of idling"
 
             # 1,000 files created in node_modules: not one event, so no sync
             before = daemon.status()

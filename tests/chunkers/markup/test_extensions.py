@@ -26,7 +26,7 @@ from ingestd.chunkers.strategies.markdown import (
     parse_markdown,
     render_markdown,
 )
-from tests.chunkers.test_clean import check_clean
+from tests.chunkers.markup.test_clean import check_clean
 from tests.helpers import CORPORA
 
 TIKTOKEN = TiktokenSizer()

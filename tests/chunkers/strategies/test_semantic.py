@@ -13,9 +13,8 @@ from ingestd.chunkers import Chunk, ChunkContext
 from ingestd.chunkers.sizing.tokenizers import CharSizer, ModelSizer, TiktokenSizer
 from ingestd.chunkers.strategies.semantic import SemanticChunker, SemanticOptions
 from ingestd.chunkers.strategies.sentence import sentence_spans
+from tests.chunkers.conftest import bag_of_words
 from tests.helpers import CORPORA
-
-from .conftest import bag_of_words
 
 TOPICS = (
     "Cats purr softly. Cats nap in the sun. Cats chase small mice. "

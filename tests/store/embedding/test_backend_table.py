@@ -5,7 +5,7 @@ the config, the fingerprint, the model description and the loader. A test-only b
 (``hash``, ``tests/fake_backend.py``: hash vectors, a model that is no local folder,
 like a remote embedding endpoint's) is added through the table alone, and an ingest runs
 end to end with it. The fingerprints of the real backends are pinned in
-``tests/store/test_backends.py``.
+``tests/store/embedding/test_backends.py``.
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from ingestd.chunkers.sizing.tokenizers import CharSizer, ModelSizer, TiktokenSi
 from ingestd.chunkers.strategies.code import CodeChunker, CodeOptions
 from tests.helpers import CORPORA
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 CODE = CORPORA / "code"
 SAMPLE = (DATA / "code_sample.py").read_text()
 
