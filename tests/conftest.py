@@ -50,6 +50,27 @@ def tree(tmp_path: Path) -> Path:
     return copy_tree(tmp_path / "docs")
 
 
+@pytest.fixture(autouse=True)
+def logging_left_as_found() -> Iterator[None]:
+    """Restore the loggers a test (the CLI's set-up, the MCP SDK) may have changed.
+
+    As watchfiles' ``ensure_logging_framework_not_altered``: a handler left on the
+    ``ingestd`` or the root logger by one test would make another test's ``caplog``
+    count its lines twice, depending on which tests a worker ran before it.
+    """
+    import logging
+
+    ours = logging.getLogger("ingestd")
+    saved = (list(ours.handlers), ours.propagate, ours.level)
+    root = logging.getLogger()
+    root_before = set(root.handlers)
+    yield
+    ours.handlers[:], ours.propagate, ours.level = saved
+    for handler in root.handlers[:]:  # pytest's own capture handlers stay
+        if handler not in root_before and not type(handler).__module__.startswith("_pytest"):
+            root.removeHandler(handler)
+
+
 @pytest.fixture
 def no_thread_leaks() -> Iterator[None]:
     """Fail when a test leaves threads running."""

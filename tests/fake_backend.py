@@ -4,9 +4,10 @@
 (:func:`tests.helpers.fake_vectors`), of the dimension its model name ends with
 (``hash-64``: 64). Like a remote embedding endpoint, its model is no local folder: the
 model info comes from the name alone, and the fingerprint from the backend's and the
-model's names, not from files. The ``hash_backend`` fixture (``tests/store/embedding/test_backend_table.py``)
-adds it to the backends' table, ``BACKENDS["hash"] = "tests.fake_backend:HASH"``, and
-removes it afterwards; nothing else in ingestd knows it.
+model's names, not from files. The ``hash_backend`` fixture
+(``tests/store/embedding/test_backend_table.py``) adds it to the backends' table,
+``BACKENDS["hash"] = "tests.fake_backend:HASH"``, and removes it afterwards; nothing
+else in ingestd knows it.
 """
 
 from __future__ import annotations
