@@ -39,13 +39,25 @@ _IGNORED_DIRS = frozenset(
         ".vscode",
     }
 )
+#: Names of editors' and tools' temporary files, never documents (unless a source's
+#: ``include`` names one exactly): vim (its ``4913`` probe, ``.name.swp``, ``name~``),
+#: emacs (``.#name`` locks, ``#name#`` autosaves), JetBrains IDEs' safe write
+#: (``name___jb_tmp___``, ``name___jb_old___``), VS Code's atomic write
+#: (``name.vsctmp``), Chromium's File System Access writes (``name.crswap``), Microsoft
+#: Office (``~$name``) and LibreOffice (``.~lock.name#``) lock files, Kate, GNOME's
+#: gio (``.goutputstream-*``), and the ``.tmp``/``.bak``/``.part``/``.crdownload``
+#: files of many tools.
 _TEMP_FILE = re.compile(
     r"""^(
         4913 | \.\#.* | \#.*\# | .*~ | \..*\.sw[a-p] | .*\.sw[a-p]x? | .*\.tmp | .*\.bak
+        | .*___jb_(?:tmp|old|bak)___ | .*\.vsctmp | .*\.crswap | ~\$.*
         | \.~lock\..*\# | .*\.kate-swp | \.goutputstream-.* | .*\.crdownload | .*\.part
     )$""",
     re.VERBOSE,
 )
+#: Characters that make an ``include`` entry a pattern rather than a name.
+_GLOB_CHARS = frozenset("*?[")
+_ESCAPE = re.compile(r"\\(.)")
 
 
 class SourceFilter:
@@ -60,12 +72,27 @@ class SourceFilter:
     ``.gitignore`` rules when one changes, while a scan may be reading them.
     """
 
-    __slots__ = ("_exclude", "_gitignores", "_include", "_state_rel", "root", "source")
+    __slots__ = (
+        "_exclude",
+        "_explicit",
+        "_gitignores",
+        "_include",
+        "_state_rel",
+        "root",
+        "source",
+    )
 
     def __init__(self, source: SourceConfig, state_dir: Path | None = None) -> None:
         self.source = source
         self.root = Path(source.root)
         self._include = pathspec.GitIgnoreSpec.from_lines(source.include)
+        # include entries that name a file rather than match many: a temporary's name
+        # given there is indexed (a document really called "notes.bak")
+        self._explicit = frozenset(
+            _ESCAPE.sub(r"\1", p).strip("/")  # gitignore escapes: "\#name#" names "#name#"
+            for p in source.include
+            if p and not p.startswith(("!", "#")) and not _GLOB_CHARS & set(_ESCAPE.sub("", p))
+        )
         self._exclude = pathspec.GitIgnoreSpec.from_lines(source.exclude)
         self._gitignores: dict[str, pathspec.GitIgnoreSpec | None] = {}
         self._state_rel: str | None = None
@@ -97,13 +124,17 @@ class SourceFilter:
         if not rel or rel.startswith("../"):
             return False
         parts = rel.split("/")
-        if _TEMP_FILE.match(parts[-1]):
+        if _TEMP_FILE.match(parts[-1]) and not self._named(rel, parts[-1]):
             return False
         if len(parts) > 1 and self.ignores_dir("/".join(parts[:-1])):
             return False
         if not self._include.match_file(rel) or self._exclude.match_file(rel):
             return False
         return not (self.source.gitignore and self._gitignored(rel, is_dir=False))
+
+    def _named(self, rel: str, name: str) -> bool:
+        """Whether ``include`` names file ``rel`` exactly (by its path or its name)."""
+        return rel in self._explicit or name in self._explicit
 
     def _spec_for(self, folder: str) -> pathspec.GitIgnoreSpec | None:
         # the watcher's thread may forget the cache at any moment (a .gitignore

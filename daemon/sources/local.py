@@ -10,13 +10,15 @@ payload (``git_commit``).
 
 from __future__ import annotations
 
+import stat as stat_mod
 from pathlib import Path
 from typing import ClassVar
 
 from ingestd.daemon.config import SourceConfig
 from ingestd.daemon.sources.base import ChangeMode, FileStat, Scan
+from ingestd.daemon.sources.beneath import read_beneath, stat_beneath
 from ingestd.daemon.sources.filter import SourceFilter
-from ingestd.daemon.sources.walk import scan, stat_file
+from ingestd.daemon.sources.walk import scan
 
 __all__ = ["LocalFolder", "git_head"]
 
@@ -54,13 +56,18 @@ class LocalFolder:
         return scan(self.filter, under)
 
     def is_folder(self, rel: str) -> bool:
-        """Whether ``rel`` is a folder under the root (a symlink to one is not)."""
-        path = self.root / rel
-        return path.is_dir() and not path.is_symlink()
+        """Whether ``rel`` is a folder beneath the root, reached through no symbolic link."""
+        st = stat_beneath(self.root, rel)
+        return st is not None and stat_mod.S_ISDIR(st.st_mode)
 
     def stat(self, rel: str) -> FileStat | None:
-        """The stat of ``rel`` when it is a regular file (symlinks not followed), else ``None``."""
-        return stat_file(self.root / rel)
+        """The stat of ``rel`` when it is a regular file beneath the root, else ``None``.
+
+        No symbolic link is followed on the way (:mod:`~ingestd.daemon.sources.beneath`):
+        a file or a folder replaced by a link is not there.
+        """
+        st = stat_beneath(self.root, rel)
+        return FileStat.of(st) if st is not None and stat_mod.S_ISREG(st.st_mode) else None
 
     def accepts(self, rel: str) -> bool:
         """Whether file ``rel`` is a document of this source by its name (the filter)."""
@@ -71,13 +78,15 @@ class LocalFolder:
         return self.filter.ignores_dir(rel)
 
     def read(self, rel: str) -> bytes:
-        """The bytes of ``rel``.
+        """The bytes of ``rel``, opened beneath the root without following a link.
 
         Raises:
-            FileNotFoundError: it is gone.
+            ingestd.daemon.sources.beneath.OutsideRootError: a symbolic link is on the
+                way (a ``FileNotFoundError``: nothing beneath the root is there).
+            FileNotFoundError: it is gone, or not a regular file.
             OSError: it cannot be opened or read.
         """
-        return (self.root / rel).read_bytes()
+        return read_beneath(self.root, rel)
 
     def revision(self) -> str | None:
         """HEAD's commit when the source is a git checkout (``git`` or detected), else ``None``."""

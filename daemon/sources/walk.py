@@ -21,13 +21,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from ingestd.daemon.sources.base import FileStat, Scan, display_path, name_problem
+from ingestd.daemon.sources.beneath import OutsideRootError, folder_fd, stat_beneath
 from ingestd.daemon.sources.filter import SourceFilter
 
 __all__ = ["scan", "stat_file", "walk_folders"]
 
 
 def stat_file(path: Path) -> FileStat | None:
-    """``FileStat`` of a regular file (symlinks not followed), or ``None``."""
+    """``FileStat`` of a regular file (the last part not followed if a link), or ``None``.
+
+    Folders on the way are followed: for a path below a source's root, use
+    :meth:`~ingestd.daemon.sources.local.LocalFolder.stat`, which follows no link.
+    """
     try:
         st = os.lstat(path)
     except OSError:
@@ -40,37 +45,45 @@ def stat_file(path: Path) -> FileStat | None:
 def scan(flt: SourceFilter, under: str = "") -> Scan:
     """Walk the source (or folder ``under`` of it) and stat every document.
 
-    Errors opening a folder or reading its entries (``PermissionError`` in ``/proc``,
-    ``EIO`` on a failing disk) never end the walk: the folder is listed in
-    :attr:`Scan.unreadable`. Names that are not valid UTF-8 are listed in
-    :attr:`Scan.skipped` (see :func:`name_problem`); a folder so named is not entered.
+    Each folder is opened beneath the root without following a symbolic link
+    (:func:`~ingestd.daemon.sources.beneath.folder_fd`): a folder that is a link, or
+    lies under one, holds no document. Errors opening a folder or reading its entries
+    (``PermissionError`` in ``/proc``, ``EIO`` on a failing disk) never end the walk:
+    the folder is listed in :attr:`Scan.unreadable`. Names that are not valid UTF-8 are
+    listed in :attr:`Scan.skipped` (see :func:`name_problem`); a folder so named is
+    not entered.
 
     Returns:
         POSIX relative path -> :class:`FileStat`, with what was skipped.
     """
     out = Scan()
-    root = flt.root
     stack = [under.strip("/")]
     while stack:
         rel_dir = stack.pop()
         if flt.ignores_dir(rel_dir):
             continue
         try:
-            it = os.scandir(root / rel_dir if rel_dir else root)
+            with folder_fd(flt.root, rel_dir) as fd, os.scandir(fd) as it:
+                _entries(flt, out, stack, it, rel_dir)
+        except OutsideRootError:
+            continue  # a link where a folder was: nothing beneath the root is there
         except OSError as exc:
             out.unreadable[rel_dir] = exc.strerror or type(exc).__name__
-            continue
-        with it:
-            while True:
-                try:
-                    entry = next(it)
-                except StopIteration:
-                    break
-                except OSError as exc:  # reading the entries failed mid-way
-                    out.unreadable[rel_dir] = exc.strerror or type(exc).__name__
-                    break
-                _visit(flt, out, stack, entry, f"{rel_dir}/{entry.name}" if rel_dir else entry.name)
     return out
+
+
+def _entries(
+    flt: SourceFilter, out: Scan, stack: list[str], it: Iterator[os.DirEntry[str]], rel_dir: str
+) -> None:
+    while True:
+        try:
+            entry = next(it)
+        except StopIteration:
+            return
+        except OSError as exc:  # reading the entries failed mid-way
+            out.unreadable[rel_dir] = exc.strerror or type(exc).__name__
+            return
+        _visit(flt, out, stack, entry, f"{rel_dir}/{entry.name}" if rel_dir else entry.name)
 
 
 def _visit(
@@ -96,7 +109,7 @@ def _visit(
 def walk_folders(flt: SourceFilter, under: str = "") -> Iterator[tuple[str, int]]:
     """``(relative path, inode)`` of folder ``under`` and every folder below it.
 
-    Folders the filter ignores and names that are not UTF-8 are left out, as
+    Folders the filter ignores, links and names that are not UTF-8 are left out, as
     :func:`scan` leaves them; a folder that cannot be read is yielded, not entered.
     """
     if name_problem(under) is not None:
@@ -106,16 +119,12 @@ def walk_folders(flt: SourceFilter, under: str = "") -> Iterator[tuple[str, int]
         rel_dir = stack.pop()
         if flt.ignores_dir(rel_dir):
             continue
-        path = flt.root / rel_dir if rel_dir else flt.root
-        try:
-            st = os.lstat(path)
-        except OSError:
-            continue
-        if not stat_mod.S_ISDIR(st.st_mode):
+        st = stat_beneath(flt.root, rel_dir) if rel_dir else _lstat(flt.root)
+        if st is None or not stat_mod.S_ISDIR(st.st_mode):
             continue
         yield rel_dir, st.st_ino
         try:
-            with os.scandir(path) as it:
+            with folder_fd(flt.root, rel_dir) as fd, os.scandir(fd) as it:
                 subs = [
                     f"{rel_dir}/{e.name}" if rel_dir else e.name
                     for e in it
@@ -124,3 +133,10 @@ def walk_folders(flt: SourceFilter, under: str = "") -> Iterator[tuple[str, int]
         except OSError:
             continue
         stack.extend(subs)
+
+
+def _lstat(path: Path) -> os.stat_result | None:
+    try:
+        return os.lstat(path)
+    except OSError:
+        return None

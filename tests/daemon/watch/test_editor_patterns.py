@@ -143,3 +143,58 @@ def test_save_with_unchanged_content_embeds_nothing(
         assert h.paths_applied(p) == []
         assert [s for plan in h.applied[p:] for s, _ in plan.stat_only] == [PAGE]
         h.assert_matches_oracle(scratch)
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "php-beta-release.md___jb_tmp___",  # JetBrains safe write
+        "php-beta-release.md___jb_old___",
+        "php-beta-release.md.vsctmp",  # VS Code atomic write
+        "php-beta-release.md.crswap",  # Chromium's File System Access write
+        "~$php-beta-release.md",  # Microsoft Office owner file
+        ".~lock.php-beta-release.md#",  # LibreOffice lock
+        ".php-beta-release.md.swp",  # vim
+        "#php-beta-release.md#",  # emacs autosave
+    ],
+)
+def test_editor_temporaries_are_never_documents_under_any_include(tmp_path: Path, name: str) -> None:
+    from ingestd.daemon.config import SourceConfig
+    from ingestd.daemon.sources.filter import SourceFilter
+
+    everything = SourceFilter(SourceConfig(name="d", root=tmp_path, include=("**/*",)))
+    assert not everything.accepts(f"blog/2023/{name}")
+    assert everything.accepts("blog/2023/php-beta-release.md")
+    # named exactly, a file of such a name is a document ("#" starts a comment in
+    # gitignore syntax: "\#" names it)
+    entry = "\\" + name if name.startswith("#") else name
+    named = SourceFilter(SourceConfig(name="d", root=tmp_path, include=("**/*.md", entry)))
+    assert named.accepts(name) and named.accepts(f"blog/2023/{name}")
+
+
+def test_jetbrains_safe_write_under_an_include_of_everything(
+    tree: Path, scratch: Path, fake_embedder: CountingEmbedder
+) -> None:
+    """JetBrains: write ``name___jb_tmp___``, rename the file to ``name___jb_old___``,
+    the temporary to the file, delete the old one; a slow save lets a batch in between."""
+    d = tree / "blog/2023"
+    config = scratch / "all.yaml"
+    config.write_text(f"sources:\n  - root: {tree}\n    include: ['**/*']\n")
+    with Harness(tree, scratch / "state-all", fake_embedder, config_path=config) as h:
+        b = h.service.batches_done
+        text = (tree / PAGE).read_text()
+        _write(d / "php-beta-release.md___jb_tmp___", text + ADDED)
+        # a change of another page after it: once that is applied, the temporary's
+        # events were handled too (they came first), and it is still no document
+        other = tree / PAGES[1]
+        _write(other, other.read_text() + "\nA line that marks a batch.\n")
+        h.settle(b)
+        paths = {pt["path"] for pt in h.points().values()}
+        assert not any("___jb_" in path for path in paths)
+        n, p, b = len(fake_embedder.texts), len(h.applied), h.service.batches_done
+        os.rename(d / "php-beta-release.md", d / "php-beta-release.md___jb_old___")
+        os.rename(d / "php-beta-release.md___jb_tmp___", d / "php-beta-release.md")
+        os.unlink(d / "php-beta-release.md___jb_old___")
+        h.settle(b)
+        assert not any("___jb_" in pt["path"] for pt in h.points().values())
+        _check_one_update(h, fake_embedder, scratch, n, p)
