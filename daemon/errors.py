@@ -48,7 +48,8 @@ The tree (builtin bases kept beside each family, so older ``except ValueError`` 
 a cancelled ``eval``); a command that expects one of them where it runs may still
 answer with its own code (``ingestd chunk`` exits 2 on a bad ``--param``). Not in the
 tree, because they never reach a user: the signals between ingestd's own parts
-(``SyncInterrupted``, ``UnreadableFile``, ``EvalCancelled``, ``MigrationAborted``) and
+(``SyncInterrupted``, ``UnreadableFile``, ``OutsideRootError``, ``EvalCancelled``,
+``MigrationAborted``) and
 ``EngineError``, a panic of the Qdrant Edge engine, which is unexpected (its traceback
 goes to the log). Nothing inside ingestd imports this module: each part imports an
 error from where it is defined.

@@ -275,10 +275,13 @@ class MemoryStore(RoutedWrites):
         return [points[pid] for pid in sorted(points) if accepts(points[pid].payload)]
 
     def scroll(
-        self, collection: str, source: str | None = None
+        self, collection: str, source: str | None = None, keys: Sequence[str] | None = None
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         for r in self._matching(collection, Conditions.of_source(source)):
-            yield r.id, dict(r.payload)
+            payload = dict(r.payload)
+            if keys is not None:
+                payload = {k: v for k, v in payload.items() if k in keys}
+            yield r.id, payload
 
     def point_ids(self, collection: str) -> Iterator[str]:
         for r in self._matching(collection, None):

@@ -151,6 +151,7 @@ class Engine:
                 self.context, self.preparer, self.writer, self.collections, self.long_writes
             )
             self._hidden: set[str] = set()  # sources whose pending points were hidden
+            self._deep_checked: set[str] = set()  # collections checked point by point
             self.verifier = Verifier(
                 self.context, self.preparer, self, self.collections, self.long_writes.paths
             )
@@ -401,17 +402,33 @@ class Engine:
         """What a from-scratch ingest would store (see :meth:`Preparer.expected_points`)."""
         return self.preparer.expected_points(source, sparse)
 
-    def check_store(self, source: str) -> StoreCheck:
+    def check_store(self, source: str, *, deep: bool | None = None) -> StoreCheck:
         """Compare the store with the manifest for ``source``'s collection and repair.
 
         See :func:`ingestd.daemon.sync.repair.check_store`. A migration's switch that a
         crash interrupted is finished first.
+
+        Args:
+            source: a configured source name.
+            deep: compare every point's fields; ``None``: when the manifest holds
+                pending rows (a write that did not finish), and at the first check of the
+                collection by this engine (a start-up, a one-shot command) when the
+                store's engine can lose acknowledged updates in a crash (Qdrant Edge's
+                write-ahead log; not a local-mode store, whose writes are transactions).
         """
-        self.collections.before_check(self.context.collection_of(source))
+        collection = self.context.collection_of(source)
+        self.collections.before_check(collection)
+        crashed = self.manifest.collection_counts(collection)[1] > 0
         if source not in self._hidden:  # a crash may have left a version half committed
             self._hidden.add(source)
             self.writer.hide_pending(source)
-        return check_store(self.context, self, self.collections, source)
+        if deep is None:
+            first = collection not in self._deep_checked
+            deep = crashed or (first and not self.resources.durable_updates())
+        chk = check_store(self.context, self, self.collections, source, deep=deep)
+        if deep:
+            self._deep_checked.add(collection)
+        return chk
 
     def ensure_collection(self, collection: str) -> set[tuple[str, str]]:
         """Create ``collection`` if new and build what is due (see ``Collections.ensure``)."""

@@ -29,13 +29,18 @@ from typing import Any
 from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext, Syncer
 from ingestd.daemon.sync.types import Plan, SyncInterrupted
 from ingestd.store.manifest.manifest import AdoptedDocument, ChunkRow
+from ingestd.store.manifest.sources import PointRecord
+from ingestd.store.search.query import PENDING_KEY
 
-__all__ = ["StoreCheck", "check_store", "count_points"]
+__all__ = ["CHECK_KEYS", "StoreCheck", "check_store", "count_points"]
 
 logger = logging.getLogger(__name__)
 
 #: Payload keys a point needs to be adopted into the manifest.
 _ADOPT_KEYS = ("source", "path", "doc_hash", "chunk_hash", "ordinal", "start_char", "end_char")
+#: Payload keys a deep check compares with the manifest: what a sync's writes and
+#: payload updates set, and the marker of a write not committed yet.
+CHECK_KEYS = (*_ADOPT_KEYS, "rule_fingerprint", PENDING_KEY)
 
 
 @dataclass
@@ -50,8 +55,13 @@ class StoreCheck:
         adopted: points the manifest lost, recorded again from their payload.
         deleted: unusable points deleted (no payload to adopt them by).
         missing: committed points the store lost.
+        stale: committed points whose payload fields differ from the manifest's (a deep
+            check only): their documents are written again.
+        unhidden: committed points still marked pending in the store (a deep check
+            only): the marker is removed, so that searches find them.
         rewritten: documents written again to restore them.
         elsewhere: documents of sources not configured here whose points are missing.
+        deep: every point's fields were compared, not only the counts.
     """
 
     collection: str
@@ -61,12 +71,21 @@ class StoreCheck:
     adopted: int = 0
     deleted: int = 0
     missing: int = 0
+    stale: int = 0
+    unhidden: int = 0
     rewritten: list[str] = field(default_factory=list)
     elsewhere: list[str] = field(default_factory=list)
+    deep: bool = False
 
     def repairs(self) -> dict[str, int]:
-        """Non-zero counts of what was repaired: ``adopted``, ``deleted``, ``rewritten``."""
-        out = {"adopted": self.adopted, "deleted": self.deleted, "rewritten": self.missing}
+        """Non-zero counts of what was repaired: adopted, deleted, rewritten, stale, unhidden."""
+        out = {
+            "adopted": self.adopted,
+            "deleted": self.deleted,
+            "rewritten": self.missing,
+            "stale": self.stale,
+            "unhidden": self.unhidden,
+        }
         return {k: v for k, v in out.items() if v}
 
     @property
@@ -99,18 +118,38 @@ def count_points(ctx: SyncContext, collection: str, sources: list[str]) -> int:
 
 
 def check_store(
-    ctx: SyncContext, syncer: Syncer, collections: CollectionLifecycle, source: str
+    ctx: SyncContext,
+    syncer: Syncer,
+    collections: CollectionLifecycle,
+    source: str,
+    *,
+    deep: bool = False,
 ) -> StoreCheck:
     """Compare the store with the manifest for ``source``'s collection and repair.
 
-    Runs before every scan (start-up, ``resync``, periodic rescans): the counts cost a
-    few milliseconds; the comparison by id and the repair run only when they differ.
+    Runs before every scan (start-up, ``resync``, periodic rescans). Two depths:
+
+    * a count (a few milliseconds): the points the store holds against the rows the
+      manifest records; when they differ (or crashed writes left pending rows), the
+      ids are compared;
+    * ``deep``: every point's id, pending marker and the payload fields a sync writes
+      (:data:`CHECK_KEYS`) against what the manifest records for it. Equal counts
+      prove nothing after a crash: a torn write-ahead log of an Edge shard can lose the
+      last payload updates (a ``doc_hash``, the removal of a pending marker) while
+      every point stays. Run at the first check of a collection in a process (the
+      daemon's start-up) and whenever the manifest holds pending rows (a write that
+      did not finish).
+
+    Repairs: points the manifest lost are adopted from their payload; documents whose
+    points the store lost, or whose payload fields are stale, are written again (their
+    vectors from the embedding cache); pending markers of committed points are removed.
 
     Args:
         ctx: the engine's context.
         syncer: writes documents whose points the store lost again.
         collections: told when the collection is gone (it is created at the next write).
         source: a configured source name.
+        deep: compare every point's fields, not only the counts.
 
     Returns:
         What was found and done.
@@ -121,36 +160,33 @@ def check_store(
     collection = ctx.collection_of(source)
     manifest = ctx.manifest
     sources = [s["name"] for s in manifest.sources() if s["collection"] == collection]
-    chk = StoreCheck(collection)
+    chk = StoreCheck(collection, deep=deep)
     chk.committed, chk.pending = manifest.collection_counts(collection)
     chk.stored = count_points(ctx, collection, sources)
-    if chk.counts_agree:
+    if chk.counts_agree and not deep:
         return chk
     if chk.stored == 0:
         collections.forget_check(collection)  # dropped: created again when written
-    if chk.pending == 0:
+    if chk.pending == 0 and not chk.counts_agree:
         logger.warning(
             "collection %s: the store holds %d points, the manifest records %d; repairing",
             collection,
             chk.stored,
             chk.committed,
         )
-    index = manifest.point_index(collection)
+    records = manifest.point_records(collection)
     stored: dict[str, dict[str, Any]] = {}
     if chk.stored:
         keep = None if not ctx.cfg.qdrant.url else set(sources)
-        for pid, payload in ctx.store.scroll(collection):
+        # the fields compared, and those a point the manifest lost is adopted by
+        for pid, payload in ctx.store.scroll(collection, keys=(*CHECK_KEYS, "git_commit")):
             if keep is None or payload.get("source") in keep:
                 stored[pid] = payload
-    _adopt(ctx, chk, {pid: p for pid, p in stored.items() if pid not in index})
-    # a document with pending ids was interrupted mid-write: its stale committed ids
-    # may be deleted already, and the scan writes it again anyway
-    in_flight = {(src, path) for src, path, pending in index.values() if pending}
-    lost: dict[str, set[str]] = {}
-    for pid, (src, path, pending) in index.items():
-        if not pending and pid not in stored and (src, path) not in in_flight:
-            chk.missing += 1
-            lost.setdefault(src, set()).add(path)
+    _adopt(ctx, chk, {pid: p for pid, p in stored.items() if pid not in records})
+    lost, unhide = _compare(chk, records, stored)
+    if unhide:
+        ctx.store.unmark_pending(collection, unhide)
+        chk.unhidden = len(unhide)
     for src, paths in sorted(lost.items()):
         if src in ctx.sources:
             chk.rewritten.extend(_rewrite(ctx, syncer, src, paths))
@@ -162,17 +198,63 @@ def check_store(
                 src,
                 len(paths),
             )
-    if chk.adopted or chk.deleted or chk.missing:
+    if chk.adopted or chk.deleted or chk.missing or chk.stale or chk.unhidden:
         logger.warning(
             "collection %s repaired: %d points re-recorded in the manifest, %d unusable "
-            "points deleted, %d lost points written again (%d documents)",
+            "points deleted, %d lost points written again, %d points with stale payload "
+            "fields written again (%d documents), %d pending markers of committed points "
+            "removed",
             collection,
             chk.adopted,
             chk.deleted,
             chk.missing,
+            chk.stale,
             len(chk.rewritten),
+            chk.unhidden,
         )
     return chk
+
+
+def _compare(
+    chk: StoreCheck, records: dict[str, PointRecord], stored: dict[str, dict[str, Any]]
+) -> tuple[dict[str, set[str]], list[str]]:
+    """Documents to write again (by source) and committed points still marked pending.
+
+    Counts :attr:`StoreCheck.missing` and, for a deep check, :attr:`StoreCheck.stale`.
+    """
+    # a document with pending ids was interrupted mid-write: its stale committed ids
+    # may be deleted already, and the scan writes it again anyway
+    in_flight = {(r.source, r.path) for r in records.values() if r.pending}
+    lost: dict[str, set[str]] = {}
+    unhide: list[str] = []
+    for pid, rec in records.items():
+        if rec.pending or (rec.source, rec.path) in in_flight:
+            continue
+        payload = stored.get(pid)
+        if payload is None:
+            chk.missing += 1
+            lost.setdefault(rec.source, set()).add(rec.path)
+        elif chk.deep:
+            if payload.get(PENDING_KEY):
+                unhide.append(pid)
+            if _stale(rec, payload):
+                chk.stale += 1
+                lost.setdefault(rec.source, set()).add(rec.path)
+    return lost, unhide
+
+
+def _stale(rec: PointRecord, payload: dict[str, Any]) -> bool:
+    """Whether a stored payload differs from what the manifest records for the point."""
+    return (
+        payload.get("source") != rec.source
+        or payload.get("path") != rec.path
+        or payload.get("doc_hash") != rec.doc_hash
+        or payload.get("chunk_hash") != rec.chunk_hash
+        or payload.get("ordinal") != rec.ordinal
+        or payload.get("start_char") != rec.start_char
+        or payload.get("end_char") != rec.end_char
+        or (bool(rec.rule_fingerprint) and payload.get("rule_fingerprint") != rec.rule_fingerprint)
+    )
 
 
 def _adopt(ctx: SyncContext, chk: StoreCheck, unknown: dict[str, dict[str, Any]]) -> None:

@@ -95,6 +95,20 @@ class Resources:
             return SERVER, None
         return choose_engine(self.cfg.qdrant.engine, self.paths.engine_folders())
 
+    def durable_updates(self) -> bool:
+        """Whether every write the store acknowledged survives a crash (see ``EngineSpec``).
+
+        A Qdrant server keeps its own write-ahead log and recovers it itself: ``True``.
+        """
+        from ingestd.store.vectors.engines import SERVER, engine_spec
+
+        engine, previous = self.engine()
+        if engine == SERVER:
+            return True
+        return engine_spec(engine).durable_updates and (
+            previous is None or engine_spec(previous).durable_updates
+        )
+
     def engine_move_due(self) -> bool:
         """Whether collections are to move to the configured embedded engine (files only)."""
         return self.engine()[1] is not None

@@ -7,13 +7,31 @@ counts and failures read here are what ``ingestd status`` and ``verify`` report.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import delete, func, insert, select, update
 
 from ingestd.store.manifest.database import C, D, ManifestDatabase, S
 
-__all__ = ["SourceRecords"]
+__all__ = ["PointRecord", "SourceRecords"]
+
+
+class PointRecord(NamedTuple):
+    """What the manifest records of one point: the payload fields a sync writes.
+
+    Offsets are in characters of the decoded text; ``doc_hash`` is the document's
+    content hash (its ``content_hash`` column).
+    """
+
+    source: str
+    path: str
+    pending: bool
+    doc_hash: str
+    rule_fingerprint: str
+    chunk_hash: str
+    ordinal: int
+    start_char: int
+    end_char: int
 
 
 def _collection_sources(collection: str) -> Any:
@@ -96,6 +114,34 @@ class SourceRecords(ManifestDatabase):
                 .where(D.c.source.in_(_collection_sources(collection)))
             )
             return {str(pid): (str(s), str(p), bool(x)) for pid, s, p, x in rows}
+
+    def point_records(self, collection: str) -> dict[str, PointRecord]:
+        """Every recorded point of ``collection`` with the payload fields it should carry.
+
+        One query over ``chunks`` joined with ``documents``; what
+        :func:`~ingestd.daemon.sync.repair.check_store` compares with the store.
+        """
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(
+                    C.c.point_id,
+                    D.c.source,
+                    D.c.path,
+                    C.c.pending,
+                    D.c.content_hash,
+                    D.c.rule_fingerprint,
+                    C.c.chunk_hash,
+                    C.c.ordinal,
+                    C.c.start_char,
+                    C.c.end_char,
+                )
+                .join(D, D.c.id == C.c.doc_id)
+                .where(D.c.source.in_(_collection_sources(collection)))
+            )
+            return {
+                str(pid): PointRecord(str(s), str(p), bool(x), str(h), str(r), str(c), o, a, b)
+                for pid, s, p, x, h, r, c, o, a, b in rows
+            }
 
     def documents_under(self, source: str, folder: str) -> int:
         """How many documents of ``source`` lie below ``folder`` (relative POSIX path)."""

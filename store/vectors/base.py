@@ -235,9 +235,12 @@ class VectorStore(Protocol):
         ...
 
     def scroll(
-        self, collection: str, source: str | None = None
+        self, collection: str, source: str | None = None, keys: Sequence[str] | None = None
     ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Every point's ``(id, payload)``, optionally of one source (a store filter)."""
+        """Every point's ``(id, payload)``, optionally of one source (a store filter).
+
+        ``keys``: only these payload keys are read (``None``: the whole payload).
+        """
         ...
 
     def point_ids(self, collection: str) -> Iterator[str]:

@@ -35,6 +35,7 @@ from ingestd.store.search.query import (
 )
 from ingestd.store.search.sparse import SPARSE_VECTOR, SparseVec
 from ingestd.store.vectors.base import DenseVector, Point
+from ingestd.store.vectors.edge_heal import heal_torn_log
 from ingestd.store.vectors.edge_shards import OPTIMIZE_EVERY, OVERSAMPLING, EdgeCollections
 
 __all__ = ["BATCH", "EdgeStore", "edge_filter", "edge_request"]
@@ -130,6 +131,19 @@ class EdgeStore(EdgeCollections):
 
     Args: see :class:`~ingestd.store.vectors.edge_shards.EdgeCollections`.
     """
+
+    def shard(self, physical: str) -> Any:
+        """The open shard of ``physical``, healed first if its log ends too early.
+
+        See :func:`~ingestd.store.vectors.edge_heal.heal_torn_log`; otherwise as
+        :meth:`EdgeCollections.shard <ingestd.store.vectors.edge_shards.EdgeCollections.shard>`.
+        """
+        if physical not in self._shards and self.shard_path(physical).is_dir():
+            try:
+                heal_torn_log(self, physical)
+            except Exception as exc:  # the load below names the damage, if any
+                logger.warning("vector store %s could not be rebuilt: %s", physical, exc)
+        return super().shard(physical)
 
     def _target(self, collection: str) -> Any:
         """The shard that writes for ``collection`` go to."""
@@ -270,7 +284,7 @@ class EdgeStore(EdgeCollections):
             out[str(r.id)] = SparseVec(list(sv.indices), list(sv.values)) if sv else None
         return out
 
-    def _scroll(self, collection: str, flt: Any, with_payload: bool) -> Iterator[Any]:
+    def _scroll(self, collection: str, flt: Any, with_payload: bool | list[str]) -> Iterator[Any]:
         from qdrant_edge import ScrollRequest
 
         try:
@@ -293,11 +307,14 @@ class EdgeStore(EdgeCollections):
                 return
 
     def scroll(
-        self, collection: str, source: str | None = None
+        self, collection: str, source: str | None = None, keys: Sequence[str] | None = None
     ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Every point of ``collection`` (of one ``source`` if given) as ``(id, payload)``."""
+        """Every point of ``collection`` (of one ``source`` if given) as ``(id, payload)``.
+
+        ``keys``: only these payload keys are read (``None``: the whole payload).
+        """
         flt = edge_filter(Conditions.of_source(source))
-        for r in self._scroll(collection, flt, True):
+        for r in self._scroll(collection, flt, list(keys) if keys is not None else True):
             yield str(r.id), dict(r.payload or {})
 
     def point_ids(self, collection: str) -> Iterator[str]:

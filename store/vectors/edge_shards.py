@@ -57,6 +57,7 @@ __all__ = [
     "OVERSAMPLING",
     "EdgeCollections",
     "EngineError",
+    "add_indexes",
     "is_edge_store",
     "shard_config",
 ]
@@ -266,7 +267,7 @@ class EdgeCollections(RoutedWrites):
         from qdrant_edge import EdgeShard
 
         try:
-            shard = EdgeShard.load(str(folder), self._load_config(physical))
+            shard = EdgeShard.load(str(folder), self.load_config(physical))
         except Exception as exc:
             text = str(exc)
             if "lock" in text.lower() or "in use" in text.lower():
@@ -280,7 +281,7 @@ class EdgeCollections(RoutedWrites):
         self._shards[physical] = guarded
         return guarded
 
-    def _load_config(self, physical: str) -> Any:
+    def load_config(self, physical: str) -> Any:
         """:func:`shard_config` for the shard as it is (``None``: its config is unreadable).
 
         Given at load, the engine checks it against the shard's vectors and rewrites the
@@ -388,24 +389,13 @@ class EdgeCollections(RoutedWrites):
         vector with ``Modifier.Idf``), keyword payload indexes on :data:`INDEXED_KEYS`
         and boolean ones on :data:`BOOL_KEYS`, on disk in immutable segments.
         """
-        from qdrant_edge import (
-            BoolIndexParams,
-            EdgeShard,
-            KeywordIndexParams,
-            Memory,
-            UpdateOperation,
-        )
+        from qdrant_edge import EdgeShard
 
         folder = self.shard_path(physical)
         if folder.is_dir() and (folder / "edge_config.json").exists():
             return
         shard = _Guarded(EdgeShard.create(str(folder), shard_config(dim)))
-        for key in INDEXED_KEYS:
-            params = KeywordIndexParams(memory=Memory.Cold)
-            shard.update(UpdateOperation.create_field_index(key, params))
-        for key in BOOL_KEYS:
-            bool_params = BoolIndexParams(memory=Memory.Cold)
-            shard.update(UpdateOperation.create_field_index(key, bool_params))
+        add_indexes(shard)
         shard.flush()
         self._shards[physical] = shard
 
@@ -464,6 +454,21 @@ class EdgeCollections(RoutedWrites):
             except Exception:
                 logger.debug("error closing shard %s", physical, exc_info=True)
         self._shards.clear()
+
+
+def add_indexes(shard: Any) -> None:
+    """Give a new shard its payload indexes (keyword and boolean, on disk).
+
+    Keyword indexes on :data:`INDEXED_KEYS`, boolean ones on :data:`BOOL_KEYS`.
+    """
+    from qdrant_edge import BoolIndexParams, KeywordIndexParams, Memory, UpdateOperation
+
+    for key in INDEXED_KEYS:
+        params = KeywordIndexParams(memory=Memory.Cold)
+        shard.update(UpdateOperation.create_field_index(key, params))
+    for key in BOOL_KEYS:
+        bool_params = BoolIndexParams(memory=Memory.Cold)
+        shard.update(UpdateOperation.create_field_index(key, bool_params))
 
 
 def _add_bool_indexes(shard: Any) -> None:

@@ -44,6 +44,7 @@ class LocalEngine(EngineSpec):
     collections_dir = "collection"
     package = "qdrant_client"
     install_hint = "`pip install qdrant-client`"
+    durable_updates = True  # each write is a SQLite transaction
 
     def holds_store(self, path: Path) -> bool:
         """Whether ``path`` holds a local-mode store with a collection.

@@ -276,9 +276,12 @@ class QdrantStore(QdrantCollections):
             )
 
     def scroll(
-        self, collection: str, source: str | None = None
+        self, collection: str, source: str | None = None, keys: Sequence[str] | None = None
     ) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Every point of ``collection`` (of one ``source`` if given) as ``(id, payload)``."""
+        """Every point of ``collection`` (of one ``source`` if given) as ``(id, payload)``.
+
+        ``keys``: only these payload keys are read (``None``: the whole payload).
+        """
         flt = client_filter(Conditions.of_source(source))
         offset = None
         while True:
@@ -288,7 +291,7 @@ class QdrantStore(QdrantCollections):
                 scroll_filter=flt,
                 limit=1000,
                 offset=offset,
-                with_payload=True,
+                with_payload=list(keys) if keys is not None else True,
                 with_vectors=False,
             )
             for r in recs:

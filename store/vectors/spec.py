@@ -97,6 +97,11 @@ class EngineSpec(ABC):
         package: the import name of the library it runs on.
         install_hint: how to install that library, or what to do instead (shown when
             the configured engine is not installed).
+        durable_updates: every write the engine acknowledged survives a crash (each is
+            a database transaction). ``False`` for an engine whose write-ahead log, cut
+            by a crash or a disk fault, can lose acknowledged payload updates while the
+            points stay: its store is checked point by point at each start-up
+            (:func:`ingestd.daemon.sync.repair.check_store`), not only counted.
     """
 
     name: ClassVar[str]
@@ -105,6 +110,7 @@ class EngineSpec(ABC):
     collections_dir: ClassVar[str]
     package: ClassVar[str]
     install_hint: ClassVar[str]
+    durable_updates: ClassVar[bool] = False
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"

@@ -160,10 +160,10 @@ class EngineSwitch(RoutedWrites):
         return self._holder(collection).sparse_vectors(collection, ids)
 
     def scroll(
-        self, collection: str, source: str | None = None
+        self, collection: str, source: str | None = None, keys: Sequence[str] | None = None
     ) -> Iterator[tuple[str, dict[str, Any]]]:
         """See :meth:`VectorStore.scroll`."""
-        return self._holder(collection).scroll(collection, source)
+        return self._holder(collection).scroll(collection, source, keys)
 
     def point_ids(self, collection: str) -> Iterator[str]:
         """See :meth:`VectorStore.point_ids`."""

@@ -32,6 +32,7 @@ NOT_IN_TREE = {
     "ingestd.chunkers.sizing.pieces._LongWord": "a signal inside the word counter",
     "ingestd.store.vectors.edge_shards.EngineError": "an engine panic: unexpected",
     "ingestd.daemon.cli.errors.Fatal": "the CLI's rendering of a known failure",
+    "ingestd.daemon.sources.beneath.OutsideRootError": "a link on the way: no document there",
 }
 
 _LINE = re.compile(r"^    (?P<indent>(?:[│ ]   )*)(?:[├└]── )?(?P<name>[A-Z]\w+)(?P<rest>.*)$")

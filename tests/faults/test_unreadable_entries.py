@@ -53,6 +53,8 @@ def _break(monkeypatch: pytest.MonkeyPatch, folder: Path, good: int = 0) -> None
 
     def scandir(path: Any) -> Any:
         it = real(path)
+        if isinstance(path, int):  # a folder opened beneath the root: its descriptor
+            path = os.readlink(f"/proc/self/fd/{path}")
         return _BrokenDir(it, good) if Path(path) == folder else it
 
     monkeypatch.setattr(scanner.os, "scandir", scandir)

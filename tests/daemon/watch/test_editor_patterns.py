@@ -158,7 +158,9 @@ def test_save_with_unchanged_content_embeds_nothing(
         "#php-beta-release.md#",  # emacs autosave
     ],
 )
-def test_editor_temporaries_are_never_documents_under_any_include(tmp_path: Path, name: str) -> None:
+def test_editor_temporaries_are_never_documents_under_any_include(
+    tmp_path: Path, name: str
+) -> None:
     from ingestd.daemon.config import SourceConfig
     from ingestd.daemon.sources.filter import SourceFilter
 

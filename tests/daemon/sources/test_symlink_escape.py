@@ -27,7 +27,7 @@ from ingestd.daemon.sources.beneath import (
     stat_beneath,
 )
 from ingestd.daemon.sources.walk import walk_folders
-from ingestd.daemon.service.control import DaemonError
+from ingestd.daemon.wire.errors import DaemonError
 from tests.daemon.harness import Harness
 from tests.helpers import CountingEmbedder, fake_vectors, make_engine, wait_for
 
@@ -95,9 +95,7 @@ def _filter(root: Path) -> Any:
 
 
 @pytest.mark.parametrize("swap", [_swap_file, _swap_folder], ids=["file", "folder"])
-def test_without_a_daemon_a_link_out_of_the_root_is_never_read(
-    tmp_path: Path, swap: Any
-) -> None:
+def test_without_a_daemon_a_link_out_of_the_root_is_never_read(tmp_path: Path, swap: Any) -> None:
     root, outside = _tree(tmp_path)
     state = tmp_path / "state"
     eng = make_engine(root, state, fake_vectors)
@@ -128,9 +126,7 @@ def test_without_a_daemon_a_link_out_of_the_root_is_never_read(
 
 
 @pytest.mark.parametrize("swap", [_swap_file, _swap_folder], ids=["file", "folder"])
-def test_a_running_daemon_drops_a_link_out_of_the_root(
-    tmp_path: Path, swap: Any
-) -> None:
+def test_a_running_daemon_drops_a_link_out_of_the_root(tmp_path: Path, swap: Any) -> None:
     root, outside = _tree(tmp_path)
     with Harness(root, tmp_path / "state", CountingEmbedder(fake_vectors)) as h:
         paths = ("index.md",) if swap is _swap_file else ("guide/install.md", "guide/usage.md")

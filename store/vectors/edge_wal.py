@@ -1,0 +1,147 @@
+"""Reading a Qdrant Edge shard's write-ahead log from its files: where it ends.
+
+A shard numbers every update with the index of its entry in the write-ahead log
+(``wal/``), and each segment of points records the highest number it has applied
+(``segments/*/segment.json``, ``"version"``). A point ignores an update whose number
+is not above its own: that is how replaying the log after a crash is idempotent. When
+the log loses its last entries while the segments were already flushed past them (a
+torn write, a disk fault, a file cut), new updates take numbers the segments have
+seen, and every update of a point written since is *silently dropped*: a changed
+document keeps its old ``doc_hash``, a committed point its pending marker.
+
+:func:`wal_behind` tells, from the files alone, whether a shard is in that state; the
+store then rebuilds the shard from its points (:mod:`~ingestd.store.vectors.edge_heal`).
+
+The log's format is that of Qdrant's ``wal`` crate (``src/segment.rs``, ``src/lib.rs``
+of github.com/qdrant/wal): files ``open-<id>`` and ``closed-<first index>``, each an
+8-byte header (``wal``, a format byte 0, a little-endian u32 CRC seed) followed by
+entries (u64 length, data, 0-7 bytes of padding, CRC32-C of the length, data and
+padding, chained from the previous entry's CRC). Parsing stops at the first entry whose
+CRC does not match, as the crate's does.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from pathlib import Path
+
+__all__ = ["crc32c_append", "segments_version", "wal_behind", "wal_last_index"]
+
+_HEADER = 8
+_CRC = 4
+_MAGIC = b"wal"
+
+
+def _table() -> list[int]:
+    poly = 0x82F63B78  # CRC-32C (Castagnoli), reflected
+    table = []
+    for n in range(256):
+        c = n
+        for _ in range(8):
+            c = (c >> 1) ^ poly if c & 1 else c >> 1
+        table.append(c)
+    return table
+
+
+_TABLE = _table()
+
+
+def crc32c_append(crc: int, data: bytes) -> int:
+    """CRC-32C of ``data`` continuing from ``crc`` (the ``crc32c`` crate's ``crc32c_append``).
+
+    ``crc32c_append(0, b"123456789") == 0xE3069283``, the CRC-32C check value.
+    """
+    c = crc ^ 0xFFFFFFFF
+    table = _TABLE
+    for b in data:
+        c = table[(c ^ b) & 0xFF] ^ (c >> 8)
+    return c ^ 0xFFFFFFFF
+
+
+def _reverse_bits(x: int) -> int:
+    return int(f"{x:032b}"[::-1], 2)
+
+
+def _entries(path: Path) -> int | None:
+    """Valid entries of one log segment file, or ``None`` when it is not one (damage)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if len(data) < _HEADER or data[:3] != _MAGIC or data[3] != 0:
+        return None
+    capacity = len(data) & ~7
+    (crc,) = struct.unpack_from("<I", data, 4)
+    offset, count = _HEADER, 0
+    while offset + _HEADER + _CRC < capacity:
+        (length,) = struct.unpack_from("<Q", data, offset)
+        padded = length + ((4 - length) & 7)
+        end = offset + _HEADER + padded
+        if end + _CRC > capacity:
+            break
+        want = crc32c_append(~_reverse_bits(crc) & 0xFFFFFFFF, data[offset:end])
+        (stored,) = struct.unpack_from("<I", data, end)
+        if want != stored:
+            break
+        crc, count, offset = want, count + 1, end + _CRC
+    return count
+
+
+def wal_last_index(wal: Path) -> int | None:
+    """Index of the last entry of the log in folder ``wal`` (``-1``: none), or ``None``.
+
+    ``None`` when a segment file cannot be read as one (the engine reports that damage
+    itself when it loads the shard).
+    """
+    closed: list[tuple[int, Path]] = []
+    opened: list[tuple[int, Path]] = []
+    for f in wal.glob("*"):
+        kind, _, number = f.name.partition("-")
+        if not number.isdigit():
+            continue
+        if kind == "closed":
+            closed.append((int(number), f))
+        elif kind == "open":
+            opened.append((int(number), f))
+    closed.sort()
+    next_index = closed[0][0] if closed else 0
+    for _start, f in closed:
+        n = _entries(f)
+        if n is None:
+            return None
+        next_index += n
+    for _id, f in sorted(opened):
+        n = _entries(f)
+        if n is None:
+            return None
+        next_index += n
+    return next_index - 1
+
+
+def segments_version(shard: Path) -> int | None:
+    """The highest update number the shard's segments have applied, or ``None`` (none)."""
+    best: int | None = None
+    for f in shard.glob("segments/*/segment.json"):
+        try:
+            version = json.loads(f.read_bytes()).get("version")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(version, int) and (best is None or version > best):
+            best = version
+    return best
+
+
+def wal_behind(shard: Path) -> tuple[int, int] | None:
+    """``(last log index, segments' version)`` when the log ends before the segments.
+
+    Then the shard drops updates silently (see the module docstring); ``None`` when
+    the log reaches the segments' version, or when either cannot be read.
+    """
+    version = segments_version(shard)
+    if version is None:
+        return None
+    last = wal_last_index(shard / "wal")
+    if last is None or last >= version:
+        return None
+    return last, version
