@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ingestd.chunkers.errors import IngestdError
+from ingestd.daemon.client.errors import one_line
 from ingestd.daemon.statedir import PRIVATE_FILE_MODE
 from ingestd.daemon.wire.errors import DaemonError
 from ingestd.daemon.wire.location import POINTER_FILE, socket_path_for
@@ -38,6 +40,16 @@ class _Handler(socketserver.StreamRequestHandler):
     server: _Server
 
     def handle(self) -> None:
+        with self.server.answering:
+            self.server.in_flight += 1
+        try:
+            self._answer()
+        finally:
+            with self.server.answering:
+                self.server.in_flight -= 1
+                self.server.answering.notify_all()
+
+    def _answer(self) -> None:
         line = self.rfile.readline(MAX_REQUEST)
         if not line:
             return
@@ -46,6 +58,9 @@ class _Handler(socketserver.StreamRequestHandler):
             resp = ok_response(self.server.dispatch(*parse_request(line)))
         except DaemonError as exc:
             resp = error_response(exc)
+        except IngestdError as exc:  # a known failure: its one line and exit code
+            resp = {"ok": False, "error": one_line(exc, self.server.state_dir) or str(exc)}
+            resp["exit_code"] = exc.exit_code
         except Exception as exc:
             logger.exception("control command failed")
             resp = error_response(exc)
@@ -58,6 +73,9 @@ class _Handler(socketserver.StreamRequestHandler):
 class _Server(socketserver.ThreadingUnixStreamServer):
     daemon_threads = True
     dispatch: Callable[[str, dict[str, Any]], Any]
+    state_dir: Path
+    in_flight = 0  # requests being answered
+    answering = threading.Condition()
 
 
 class ControlServer:
@@ -89,6 +107,8 @@ class ControlServer:
         except FileNotFoundError:
             pass
         self._server = _Server(str(self.path), _Handler)
+        self._server.state_dir = self.state_dir
+        self._server.answering = threading.Condition()
         self._server.dispatch = dispatch
         os.chmod(self.path, mode)
         _write_private(self.state_dir / POINTER_FILE, str(self.path) + "\n")
@@ -100,9 +120,15 @@ class ControlServer:
         """Start serving."""
         self._thread.start()
 
-    def close(self) -> None:
-        """Stop serving; remove the socket, its pointer file and a ``mkdtemp`` folder."""
+    def close(self, wait_s: float = 5.0) -> None:
+        """Stop serving; remove the socket, its pointer file and a ``mkdtemp`` folder.
+
+        Requests being answered get their answer first (for at most ``wait_s``
+        seconds): a command the daemon failed as it stopped still says why.
+        """
         self._server.shutdown()
+        with self._server.answering:
+            self._server.answering.wait_for(lambda: self._server.in_flight == 0, wait_s)
         self._server.server_close()
         self._thread.join(timeout=5)
         for p in (self.path, self.state_dir / POINTER_FILE):

@@ -77,11 +77,21 @@ class JobQueue:
             gap between a job and the work it leaves behind).
         on_unhandled: called after a failed job with neither a future nor an
             ``on_error`` was logged (the service rescans every source).
+        on_fatal: called first with every error of a job; returns whether the error
+            ends the daemon (damage no retry can repair): then the job's own handling
+            is skipped, but its future still gets the error.
     """
 
-    def __init__(self, *, after_job: Callable[[], None], on_unhandled: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        *,
+        after_job: Callable[[], None],
+        on_unhandled: Callable[[], None],
+        on_fatal: Callable[[Exception], bool] = lambda exc: False,
+    ) -> None:
         self.after_job = after_job
         self.on_unhandled = on_unhandled
+        self.on_fatal = on_fatal
         self._queue: queue.PriorityQueue[Job] = queue.PriorityQueue()
         self._seq = itertools.count()
         self._delayed: list[tuple[float, int, Job]] = []  # heap of (due, seq, job)
@@ -144,8 +154,11 @@ class JobQueue:
         try:
             result = job.run()
         except Exception as exc:
+            fatal = self.on_fatal(exc)
             if job.future is not None:
                 job.future.set_exception(exc)
+            elif fatal:
+                pass
             elif job.on_error is not None:
                 job.on_error(exc)
             else:

@@ -105,6 +105,7 @@ class Service:
         self.jobs = JobQueue(
             after_job=lambda: self.policy.after_job(),
             on_unhandled=lambda: self.policy.rescan_after_error(),
+            on_fatal=self._fatal,
         )
         self.backoff = Backoff(self.jobs, on_failure=self._count_failure)
         self.policy = SyncPolicy(
@@ -186,8 +187,10 @@ class Service:
 
     def healthy(self) -> bool:
         """Whether ``status`` would say healthy (see :func:`health_problems`)."""
+        engine = self.engine
+        refusals = engine.failures.refusals if engine is not None else {}
         return not health_problems(
-            self.watches, self.backoff.last_error, self.lag(), self.cfg.watch.max_lag_s
+            self.watches, self.backoff.last_error, self.lag(), self.cfg.watch.max_lag_s, refusals
         )
 
     def notify_status(self, *, force: bool = False) -> None:
@@ -215,7 +218,9 @@ class Service:
         logger.info("ingestd starting (pid %d), state dir %s", os.getpid(), self.state_dir)
         self._lock.acquire("ingestd run")
         self.engine = self.engine_factory(self.cfg, self.state_dir)
-        _ = self.engine.store  # open it now: a locked or unreachable store fails start-up
+        # open the store and every collection now: a locked, unreachable or damaged
+        # store fails start-up with its one line, never a retry loop
+        self.engine.open_collections()
         self._instrument(self.engine)
         self._start_watching(self.engine)
         self._control = ControlServer(self.state_dir, self._dispatch)
@@ -291,6 +296,25 @@ class Service:
             self.engine.close()
         self._lock.release()
         logger.info("ingestd stopped")
+
+    def _fatal(self, exc: Exception) -> bool:
+        """Stop the daemon on damage that no retry repairs; ``True`` when ``exc`` is such.
+
+        A damaged state file (a vector store page cut short, a segment's config) fails
+        every job that touches it: retrying would only log the same traceback forever.
+        The one line that names the fix (``ingestd resync --rebuild``) is logged, and
+        the daemon exits 1 (systemd's restart limits apply).
+        """
+        from ingestd.daemon.client.errors import one_line
+        from ingestd.store.common.damage import StateDamagedError
+
+        if not isinstance(exc, StateDamagedError):
+            return False
+        if not self.should_exit.is_set():
+            logger.error("%s; the daemon stops", one_line(exc, self.state_dir))
+            self.exit_code = 1
+            self.request_exit()
+        return True
 
     def _start_watching(self, engine: Engine) -> None:
         self.policy.reset_retries()

@@ -31,7 +31,11 @@ __all__ = ["daemon_status", "health_problems", "status_line"]
 
 
 def health_problems(
-    watches: Watches, last_error: Mapping[str, str], lag: float, max_lag: float
+    watches: Watches,
+    last_error: Mapping[str, str],
+    lag: float,
+    max_lag: float,
+    refusals: Mapping[str, Mapping[str, str]] | None = None,
 ) -> list[str]:
     """Why the daemon is unhealthy, one line each; empty when it is healthy.
 
@@ -40,8 +44,16 @@ def health_problems(
         last_error: source -> the last error of a job of it, until one succeeds.
         lag: seconds the oldest change not yet written has waited.
         max_lag: ``watch.max_lag_s`` (0: lag never makes it unhealthy).
+        refusals: source -> path -> why the store refused to write it (the index
+            lacks those documents until a write of them succeeds).
     """
     out = []
+    for source, refused in sorted((refusals or {}).items()):
+        first = sorted(refused.items())[0]
+        out.append(
+            f"source {source}: the store refused to write {len(refused)} document(s) "
+            f"({first[0]}: {first[1]})"
+        )
     dead = watches.dead()
     if dead:
         out.append(f"file watching stopped: {', '.join(dead)}")
@@ -135,12 +147,17 @@ def daemon_status(
     missing = dict(watches.missing_roots)
     for s in st["sources"]:
         s["root_missing"] = s["source"] in missing
+        s["refused"] = [
+            {"path": p, "error": e}
+            for p, e in sorted(engine.failures.refusals.get(s["source"], {}).items())
+        ]
         s["unwatched_folders"] = watches.coverage.folders(s["source"])
         s.update(watches.source_status(s["source"]))
     watched = {w.source for w in watches.watchers}
     progress = {name: p.as_dict() for name, p in list(policy.progress.items())}
     lag = policy.lag(watches.oldest())
-    problems = health_problems(watches, last_error, lag, max_lag)
+    refusals = {k: dict(v) for k, v in list(engine.failures.refusals.items())}
+    problems = health_problems(watches, last_error, lag, max_lag, refusals)
     st["daemon"] = {
         "pid": os.getpid(),
         "phase": policy.phase,

@@ -185,6 +185,21 @@ class Engine:
         """Whether the vector store has been opened."""
         return self.resources.store_open
 
+    def open_collections(self) -> None:
+        """Open the store and every configured collection that exists (``ingestd run``).
+
+        A store opens its collections lazily; the daemon opens them at start-up, so that
+        a damaged or locked one stops it with its one line before it serves.
+
+        Raises:
+            ingestd.store.vectors.base.StoreUnavailableError: locked or unreachable.
+            ingestd.store.common.damage.StateDamagedError: a collection's files are damaged.
+        """
+        store = self.store
+        for collection in sorted({s.collection for s in self.cfg.sources}):
+            if store.has_collection(collection):
+                store.point_count(collection)
+
     @property
     def cache(self) -> HealingCache:
         """The embedding cache, opened on first use (see :attr:`Resources.cache`)."""

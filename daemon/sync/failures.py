@@ -42,12 +42,27 @@ class ReadFailures:
     Attributes:
         retry: files that could not be read, by ``(source, path)``.
         skipped: per source, display path -> why it was left out.
+        refusals: per source, path -> why the store refused to write its points, until
+            a later write of it succeeds: the daemon is unhealthy meanwhile.
     """
 
     def __init__(self, files: FilesConfig, now: Callable[[], float]) -> None:
         self.now = now
         self.retry: Backoff[tuple[str, str]] = Backoff(files.retry_initial_s, files.retry_max_s)
         self.skipped: dict[str, dict[str, str]] = {}
+        self.refusals: dict[str, dict[str, str]] = {}
+
+    def refused(self, source: str, rel: str, error: str) -> None:
+        """The store refused to write the points of ``rel`` (``error`` says why)."""
+        self.refusals.setdefault(source, {})[rel] = error
+
+    def accepted(self, source: str, rel: str) -> None:
+        """The points of ``rel`` were written: a refusal of it is over."""
+        book = self.refusals.get(source)
+        if book and book.pop(rel, None) is not None:
+            logger.info("source %s: %s written; the store accepts it now", source, rel)
+            if not book:
+                del self.refusals[source]
 
     def unreadable(self, source: str, rel: str, error: str) -> None:
         """Record a failed read of ``rel``; log only when its state changes."""

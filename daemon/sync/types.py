@@ -118,6 +118,8 @@ class SyncResult:
         root_missing: the source's root folder is missing: nothing was synced.
         interrupted: a stop request ended the sync before it was complete.
         repaired: what the check of the store repaired first (see :class:`Plan`).
+        refused: paths whose points the store refused to write (recorded as failed
+            with the store's reason): the index does not hold them.
     """
 
     source: str
@@ -135,6 +137,7 @@ class SyncResult:
     root_missing: bool = False
     interrupted: bool = False
     repaired: dict[str, int] = field(default_factory=dict)
+    refused: list[str] = field(default_factory=list)
 
     @property
     def complete(self) -> bool:
@@ -145,7 +148,12 @@ class SyncResult:
     def incomplete_otherwise(self) -> bool:
         """Whether something but long documents written in the background is left."""
         return bool(
-            self.retry or self.deferred or self.held or self.root_missing or self.interrupted
+            self.retry
+            or self.deferred
+            or self.held
+            or self.root_missing
+            or self.interrupted
+            or self.refused
         )
 
     def as_dict(self) -> dict[str, Any]:

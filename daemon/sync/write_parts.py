@@ -83,12 +83,13 @@ class DocWork:
 def fails_whole_batch(exc: BaseException) -> bool:
     """Whether ``exc`` is about the store, the manifest or the machine, not one document.
 
-    Such errors (a stop request, a store that cannot be reached, a full disk, a locked
-    database) fail the whole group, which is tried again later; any other error is
-    the document's own.
+    Such errors (a stop request, a store that cannot be reached or is damaged, a full
+    disk, a locked database) fail the whole group, which is tried again later (damage
+    stops the daemon, naming its fix); any other error is the document's own.
     """
     from sqlalchemy.exc import DisconnectionError, OperationalError
 
+    from ingestd.store.common.damage import StateDamagedError
     from ingestd.store.vectors.base import StoreUnavailableError
 
     if isinstance(
@@ -97,6 +98,7 @@ def fails_whole_batch(exc: BaseException) -> bool:
         | OSError
         | MemoryError
         | StoreUnavailableError
+        | StateDamagedError
         | OperationalError
         | DisconnectionError,
     ):

@@ -121,6 +121,8 @@ class Writer:
         counts = (res.chunks_written, res.chunks_deleted, res.indexed, res.failed)
         try:
             self._write(source, group, res, force, checkpoint, progress)
+            for prep in group:
+                self.ctx.failures.accepted(source, prep.path)
             return
         except Exception as exc:
             if fails_whole_batch(exc):
@@ -140,6 +142,8 @@ class Writer:
             return
         prep = group[0]
         logger.error("cannot write %s (%s); recording it as failed", prep.path, error)
+        self.ctx.failures.refused(source, prep.path, error)
+        res.refused.append(prep.path)
         failed = PreparedDocument(
             prep.path, prep.stat, prep.content_hash, prep.rule, error=f"cannot be written: {error}"
         )

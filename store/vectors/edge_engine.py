@@ -85,7 +85,12 @@ class EdgeEngine(EngineSpec):
         return None
 
     def deep_damage(self, path: Path) -> StateDamagedError | None:
-        """The damage of the Edge store at ``path``: its aliases file or a shard, loaded."""
+        """The damage of the Edge store at ``path``: its aliases file or a shard, read whole.
+
+        Each shard is loaded and every point read, payload and vectors (for ``resync
+        --rebuild``, which moves a damaged store aside; a few seconds per 100,000
+        points).
+        """
         from ingestd.store.vectors.edge import EdgeStore
 
         try:
@@ -95,6 +100,10 @@ class EdgeEngine(EngineSpec):
         try:
             for physical in store.collections():
                 store.shard(physical)
+                # every payload and vector page is read: a page cut short is found here
+                for _ in store.scroll(physical):
+                    pass
+                store.retrieve_points(physical, list(store.point_ids(physical)))
             for physical in store.aliases().values():
                 store.physical_of(physical)
         except StateDamagedError as exc:
