@@ -34,6 +34,7 @@ The tree (builtin bases kept beside each family, so older ``except ValueError`` 
     │       └── ProfileUnavailableError                     daemon.sync.profile
     ├── StateError                                          chunkers.errors
     │   ├── StateDamagedError           RuntimeError        store.common.damage
+    │   ├── StoreLostError              RuntimeError        store.common.damage
     │   ├── StateLockedError            RuntimeError        daemon.wire.statelock
     │   └── InsecureDirError            OSError             daemon.statedir
     ├── UnavailableError                                    chunkers.errors
@@ -86,7 +87,7 @@ if TYPE_CHECKING:
     from ingestd.daemon.sync.profile import ProfileUnavailableError
     from ingestd.daemon.wire.errors import DaemonError, NoDaemon
     from ingestd.daemon.wire.statelock import StateLockedError
-    from ingestd.store.common.damage import StateDamagedError
+    from ingestd.store.common.damage import StateDamagedError, StoreLostError
     from ingestd.store.embedding.backends import BackendUnavailableError
     from ingestd.store.embedding.folders import ModelNotFoundError
     from ingestd.store.embedding.onnx_export import ExportError
@@ -114,6 +115,7 @@ __all__ = [
     "StateDamagedError",
     "StateError",
     "StateLockedError",
+    "StoreLostError",
     "StoreUnavailableError",
     "SyncTimeout",
     "TokenizerError",
@@ -139,6 +141,7 @@ HOMES: dict[str, str] = {
     "ModelMismatchError": "ingestd.store.manifest.collections",
     "ProfileUnavailableError": "ingestd.daemon.sync.profile",
     "StateDamagedError": "ingestd.store.common.damage",
+    "StoreLostError": "ingestd.store.common.damage",
     "StateLockedError": "ingestd.daemon.wire.statelock",
     "InsecureDirError": "ingestd.daemon.statedir",
     "StoreUnavailableError": "ingestd.store.vectors.base",

@@ -155,10 +155,13 @@ def status(
 
     def local() -> dict[str, Any]:
         from ingestd.daemon.commands.status import local_status
+        from ingestd.daemon.sync.holdings import check_state
 
         with manifest_reader(cfg, sd) as m:
             st = local_status(m, sd)
-        _check_store_files(cfg, sd)
+            _check_store_files(cfg, sd)
+            if m is not None:
+                check_state(cfg, sd, m)
         return st
 
     st = runner(sd, socket_path).read("status", {}, local)

@@ -61,6 +61,7 @@ def search(
     if mode not in MODES:
         raise DaemonError(f"unknown search mode {mode!r}; expected one of: {', '.join(MODES)}", 2)
     collections = sorted({engine.sources[n].collection for n in names})
+    engine.check_holdings(collections)  # never "no results" from a store that lost them
     sparse = query_vector(query) if mode != "dense" or ranks else None
     filters = Filters(source=source, path=path)
     hits: list[dict[str, Any]] = []

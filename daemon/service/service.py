@@ -218,6 +218,7 @@ class Service:
         logger.info("ingestd starting (pid %d), state dir %s", os.getpid(), self.state_dir)
         self._lock.acquire("ingestd run")
         self.engine = self.engine_factory(self.cfg, self.state_dir)
+        self.engine.serving = True
         # open the store and every collection now: a locked, unreachable or damaged
         # store fails start-up with its one line, never a retry loop
         self.engine.open_collections()
@@ -339,6 +340,7 @@ class Service:
             if not new.sources:
                 raise ConfigError(["sources: the new config has no source to watch"])
             engine = self.engine_factory(new, self.state_dir)
+            engine.serving = True
         except Exception as exc:
             logger.error(
                 "reload failed, keeping the running config:\n%s",

@@ -45,6 +45,7 @@ from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.documents import PreparedDocument
 from ingestd.daemon.sync.failures import ReadFailures
 from ingestd.daemon.sync.healing_cache import HealingCache
+from ingestd.daemon.sync.holdings import check_holdings
 from ingestd.daemon.sync.links import HardLinks
 from ingestd.daemon.sync.long_writes import LongWrites
 from ingestd.daemon.sync.planner import Planner
@@ -152,6 +153,9 @@ class Engine:
             )
             self._hidden: set[str] = set()  # sources whose pending points were hidden
             self._deep_checked: set[str] = set()  # collections checked point by point
+            #: the engine of a running daemon (``ingestd run``), not of one command
+            self.serving = False
+            self._holdings_checked = False
             self.verifier = Verifier(
                 self.context, self.preparer, self, self.collections, self.long_writes.paths
             )
@@ -184,6 +188,21 @@ class Engine:
     def store_open(self) -> bool:
         """Whether the vector store has been opened."""
         return self.resources.store_open
+
+    def check_holdings(self, collections: Iterable[str]) -> None:
+        """Before the first answer of a command: does the store hold what was recorded?
+
+        A daemon's engine skips it (see :mod:`~ingestd.daemon.sync.holdings`); a
+        command's engine counts once.
+
+        Raises:
+            ingestd.store.common.damage.StoreLostError: a collection lost points.
+        """
+        if self.serving or self._holdings_checked:
+            return
+        self._holdings_checked = True
+        recorded = {c: self.manifest.collection_counts(c)[0] for c in collections}
+        check_holdings(self.store, {c: n for c, n in recorded.items() if n}, self.state_dir)
 
     def open_collections(self) -> None:
         """Open the store and every configured collection that exists (``ingestd run``).

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ingestd.chunkers.errors import StateError
 
-__all__ = ["StateDamagedError", "is_disk_full", "is_sqlite_damage"]
+__all__ = ["StateDamagedError", "StoreLostError", "is_disk_full", "is_sqlite_damage"]
 
 _DAMAGE_CODES = frozenset({"SQLITE_CORRUPT", "SQLITE_NOTADB"})
 _DAMAGE_WORDS = ("file is not a database", "malformed", "file is encrypted")
@@ -39,6 +39,33 @@ class StateDamagedError(StateError, RuntimeError):
         self.part = part
         self.detail = detail
         super().__init__(f"the {part} {self.path} is damaged ({detail})")
+
+
+class StoreLostError(StateError, RuntimeError):
+    """The vector store holds fewer points than the manifest records: it lost data.
+
+    A deleted store folder or collection folder, an alias naming a missing version, a
+    deleted segment, a cut id tracker. Nothing is wrong with the files that remain, so
+    no rebuild is needed: ``ingestd resync`` writes the lost points again (their
+    vectors from the embedding cache).
+
+    Args:
+        collection: the collection that lost points.
+        held: points the store holds.
+        recorded: committed points the manifest records.
+        state_dir: the state dir, named in the command that repairs it.
+    """
+
+    def __init__(self, collection: str, held: int, recorded: int, state_dir: Path | None) -> None:
+        self.collection = collection
+        self.held = held
+        self.recorded = recorded
+        fix = "ingestd resync" + (f" --state-dir {state_dir}" if state_dir is not None else "")
+        super().__init__(
+            f"the vector store holds {held:,} of the {recorded:,} points the manifest records "
+            f"for collection {collection} (its files were deleted or damaged); `{fix}` writes "
+            "them again"
+        )
 
 
 def is_sqlite_damage(exc: BaseException | None) -> bool:

@@ -29,6 +29,10 @@ class ManifestReader(Protocol):
         """``documents``, ``chunks``, ``pending``, ``failed`` of a source."""
         ...
 
+    def integrity_problem(self) -> str | None:
+        """What SQLite's ``PRAGMA quick_check`` finds wrong (``None``: nothing, or not SQLite)."""
+        ...
+
     def documents_under(self, source: str, folder: str) -> int:
         """How many documents of ``source`` lie below ``folder`` (relative POSIX path)."""
         ...

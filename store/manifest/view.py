@@ -17,6 +17,7 @@ from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
+from ingestd.store.common.damage import StateDamagedError, is_sqlite_damage
 from ingestd.store.manifest.reader import ManifestReader
 
 __all__ = ["ManifestView"]
@@ -38,6 +39,7 @@ class ManifestView(ManifestReader):
 
     def __init__(self, path: Path) -> None:
         path = Path(path)
+        self.path = path
         if not path.is_file():
             raise FileNotFoundError(str(path))
         # never create the file: mode=rw (a WAL reader wants to write the -shm index),
@@ -62,6 +64,20 @@ class ManifestView(ManifestReader):
                 conn.close()
             return None
 
+    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+        """Run a query; a damaged page is a :class:`StateDamagedError` naming the file.
+
+        Raises:
+            ingestd.store.common.damage.StateDamagedError: SQLite reports damage.
+            sqlite3.Error: any other failure.
+        """
+        try:
+            return self._conn.execute(sql, params)
+        except sqlite3.DatabaseError as exc:
+            if is_sqlite_damage(exc):
+                raise StateDamagedError(self.path, "manifest", str(exc)) from None
+            raise
+
     def close(self) -> None:
         """Close the connection."""
         self._conn.close()
@@ -85,7 +101,7 @@ class ManifestView(ManifestReader):
         if "sources" not in self._tables:
             return []
         out = []
-        for r in self._conn.execute("SELECT * FROM sources ORDER BY name"):
+        for r in self._execute("SELECT * FROM sources ORDER BY name"):
             row = dict(r)
             row.setdefault("held_deletes", 0)  # manifests older than these columns
             row.setdefault("last_change_synced", None)
@@ -96,13 +112,13 @@ class ManifestView(ManifestReader):
         """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source."""
         if "documents" not in self._tables:
             return {"documents": 0, "chunks": 0, "pending": 0, "failed": 0}
-        docs, failed = self._conn.execute(
+        docs, failed = self._execute(
             "SELECT count(*), coalesce(sum(state = 'failed'), 0) FROM documents WHERE source = ?",
             (source,),
         ).fetchone()
         by = {
             bool(p): int(n)
-            for p, n in self._conn.execute(
+            for p, n in self._execute(
                 "SELECT c.pending, count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
                 "WHERE d.source = ? GROUP BY c.pending",
                 (source,),
@@ -115,12 +131,20 @@ class ManifestView(ManifestReader):
             "failed": int(failed),
         }
 
+    def integrity_problem(self) -> str | None:
+        """What SQLite's ``PRAGMA quick_check`` finds wrong, or ``None`` (reads every page)."""
+        try:
+            rows = [str(r[0]) for r in self._conn.execute("PRAGMA quick_check")]
+        except sqlite3.DatabaseError as exc:
+            return str(exc)
+        return None if rows == ["ok"] else "; ".join(rows[:3])
+
     def documents_under(self, source: str, folder: str) -> int:
         """As :meth:`ingestd.store.manifest.manifest.Manifest.documents_under`."""
         if "documents" not in self._tables:
             return 0
         p = folder.strip("/") + "/"
-        (n,) = self._conn.execute(
+        (n,) = self._execute(
             "SELECT count(*) FROM documents WHERE source = ? AND substr(path, 1, ?) = ?",
             (source, len(p), p),
         ).fetchone()
@@ -130,7 +154,7 @@ class ManifestView(ManifestReader):
         """``(path, error)`` of the documents of ``source`` that failed, by path."""
         if "documents" not in self._tables:
             return []
-        rows = self._conn.execute(
+        rows = self._execute(
             "SELECT path, error FROM documents WHERE source = ? AND state = 'failed' ORDER BY path",
             (source,),
         )
@@ -140,7 +164,7 @@ class ManifestView(ManifestReader):
         """As :meth:`ingestd.store.manifest.manifest.Manifest.collection_record`."""
         if "collections" not in self._tables:
             return None
-        row = self._conn.execute("SELECT * FROM collections WHERE name = ?", (name,)).fetchone()
+        row = self._execute("SELECT * FROM collections WHERE name = ?", (name,)).fetchone()
         if row is None:
             return None
         out = dict(row)
@@ -152,7 +176,7 @@ class ManifestView(ManifestReader):
         """As :meth:`ingestd.store.manifest.manifest.Manifest.collection_build`."""
         if "collection_builds" not in self._tables:
             return None
-        row = self._conn.execute(
+        row = self._execute(
             "SELECT * FROM collection_builds WHERE name = ?", (name,)
         ).fetchone()
         if row is None:
@@ -166,7 +190,7 @@ class ManifestView(ManifestReader):
         """As :meth:`ingestd.store.manifest.manifest.Manifest.build_documents`."""
         if "build_documents" not in self._tables:
             return 0
-        (n,) = self._conn.execute(
+        (n,) = self._execute(
             "SELECT count(*) FROM build_documents WHERE collection = ?", (collection,)
         ).fetchone()
         return int(n)
