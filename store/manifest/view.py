@@ -176,9 +176,7 @@ class ManifestView(ManifestReader):
         """As :meth:`ingestd.store.manifest.manifest.Manifest.collection_build`."""
         if "collection_builds" not in self._tables:
             return None
-        row = self._execute(
-            "SELECT * FROM collection_builds WHERE name = ?", (name,)
-        ).fetchone()
+        row = self._execute("SELECT * FROM collection_builds WHERE name = ?", (name,)).fetchone()
         if row is None:
             return None
         out = dict(row)
