@@ -35,6 +35,7 @@ The tree (builtin bases kept beside each family, so older ``except ValueError`` 
     ├── StateError                                          chunkers.errors
     │   ├── StateDamagedError           RuntimeError        store.common.damage
     │   ├── StoreLostError              RuntimeError        store.common.damage
+    │   ├── StoreOwnedError             RuntimeError        daemon.sync.ownership
     │   ├── StateLockedError            RuntimeError        daemon.wire.statelock
     │   └── InsecureDirError            OSError             daemon.statedir
     ├── UnavailableError                                    chunkers.errors
@@ -84,6 +85,7 @@ if TYPE_CHECKING:
     from ingestd.daemon.evaluation.questions import QuestionError
     from ingestd.daemon.sources.kinds import UnknownSourceKindError
     from ingestd.daemon.statedir import InsecureDirError
+    from ingestd.daemon.sync.ownership import StoreOwnedError
     from ingestd.daemon.sync.profile import ProfileUnavailableError
     from ingestd.daemon.wire.errors import DaemonError, NoDaemon
     from ingestd.daemon.wire.statelock import StateLockedError
@@ -116,6 +118,7 @@ __all__ = [
     "StateError",
     "StateLockedError",
     "StoreLostError",
+    "StoreOwnedError",
     "StoreUnavailableError",
     "SyncTimeout",
     "TokenizerError",
@@ -142,6 +145,7 @@ HOMES: dict[str, str] = {
     "ProfileUnavailableError": "ingestd.daemon.sync.profile",
     "StateDamagedError": "ingestd.store.common.damage",
     "StoreLostError": "ingestd.store.common.damage",
+    "StoreOwnedError": "ingestd.daemon.sync.ownership",
     "StateLockedError": "ingestd.daemon.wire.statelock",
     "InsecureDirError": "ingestd.daemon.statedir",
     "StoreUnavailableError": "ingestd.store.vectors.base",

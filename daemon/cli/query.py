@@ -183,9 +183,14 @@ def _check_store_files(cfg: Config | None, state_dir: Path) -> None:
     if cfg is not None and cfg.qdrant.url:
         return
     from ingestd.daemon.statedir import StatePaths
+    from ingestd.daemon.sync.ownership import owner_problem
     from ingestd.store.vectors.engines import files_damage
 
     paths = cfg.paths(state_dir) if cfg is not None else StatePaths(state_dir)
+    for folder in paths.engine_folders().values():
+        problem = owner_problem(folder, state_dir)
+        if problem is not None:
+            raise problem
     damage = files_damage(paths.engine_folders())
     if damage is not None:
         raise damage

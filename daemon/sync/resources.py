@@ -67,6 +67,8 @@ class Resources:
         Raises:
             ingestd.store.vectors.base.StoreUnavailableError: locked by another process.
             ingestd.store.common.damage.StateDamagedError: the embedded store's files are damaged.
+            ingestd.daemon.sync.ownership.StoreOwnedError: another state dir owns the
+                embedded store.
         """
         if self._store is None:
             q = self.cfg.qdrant
@@ -77,9 +79,17 @@ class Resources:
                     url=q.url, api_key=os.environ.get(q.api_key_env), retry_seconds=q.retry_seconds
                 )
             else:
+                from ingestd.daemon.sync.ownership import claim_store, owner_problem
                 from ingestd.store.vectors.engines import open_embedded
 
-                self._store = open_embedded(q.engine, self.paths.engine_folders())
+                folders = self.paths.engine_folders()
+                for folder in folders.values():  # before anything in it is touched
+                    problem = owner_problem(folder, self.paths.root)
+                    if problem is not None:
+                        raise problem
+                self._store = open_embedded(q.engine, folders)
+                for folder in folders.values():
+                    claim_store(folder, self.paths.root)
         return self._store
 
     def engine(self) -> tuple[str, str | None]:

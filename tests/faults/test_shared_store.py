@@ -1,0 +1,94 @@
+"""One store never serves two state dirs, one after the other included.
+
+Before: two state dirs whose configs named the same ``qdrant.edge_path``, run one after
+the other, each adopted the other's source (a phantom source "ROOT MISSING"), search in
+one returned the other's documents, and ``forget`` in the second deleted the first's
+points while the first's ``status`` said all was well. Now the store records the state
+dir it belongs to, and every other state dir is refused in one line naming both.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ingestd.daemon.sync.ownership import OWNER_FILE, StoreOwnedError
+from tests.helpers import copy_tree, fake_vectors, make_engine, run_cli, store_folder
+
+ENGINE_KEY = {"edge": "edge_path", "local": "path"}
+
+
+def _config(tmp: Path, name: str, root: Path, store: Path, engine: str) -> Path:
+    cfg = tmp / f"{name}.yaml"
+    cfg.write_text(
+        f"state_dir: {tmp / name}\n"
+        f"sources:\n  - {{name: {name}, root: {root}}}\n"
+        f"qdrant:\n  {ENGINE_KEY[engine]}: {store}\n"
+    )
+    return cfg
+
+
+def test_a_second_state_dir_is_refused_the_first_ones_store(
+    tmp_path: Path, qdrant_engine: str
+) -> None:
+    from ingestd.daemon.config import load_config
+    from ingestd.daemon.sync.engine import Engine
+
+    store = tmp_path / "shared-store"
+    one, two = (
+        copy_tree(tmp_path / "one"),
+        copy_tree(tmp_path / "two", ("docs/concepts/glossary.md",)),
+    )
+    cfg_one = load_config(_config(tmp_path, "a", one, store, qdrant_engine))
+    eng = Engine(cfg_one, tmp_path / "a", embed_model=fake_vectors)
+    try:
+        eng.sync("a")
+    finally:
+        eng.close()
+    assert (store / OWNER_FILE).is_file()
+    cfg_two = load_config(_config(tmp_path, "b", two, store, qdrant_engine))
+    eng = Engine(cfg_two, tmp_path / "b", embed_model=fake_vectors)
+    try:
+        with pytest.raises(StoreOwnedError) as err:
+            eng.sync("b")
+        assert str(tmp_path / "a") in str(err.value) and str(tmp_path / "b") in str(err.value)
+    finally:
+        eng.close()
+    # the command line: one line, exit 1, for status, search, resync and forget
+    cfg = str(tmp_path / "b.yaml")
+    for args in (
+        ("status",),
+        ("search", "--mode", "sparse", "span"),
+        ("resync",),
+        ("forget", "a"),
+    ):
+        res = run_cli(*args, "--config", cfg)
+        assert res.returncode in (1, 2), (args, res.stderr)
+        assert "belongs to state dir" in res.stderr or "unknown source" in res.stderr, res.stderr
+        assert "Traceback" not in res.stderr
+    # the first state dir is whole
+    eng = Engine(cfg_one, tmp_path / "a", embed_model=fake_vectors)
+    try:
+        assert eng.verify("a").clean
+        assert {p["source"] for _, p in eng.store.scroll("ingestd")} == {"a"}
+    finally:
+        eng.close()
+
+
+def test_a_state_dir_moved_with_its_store_inside_keeps_it(tmp_path: Path) -> None:
+    root = copy_tree(tmp_path / "docs")
+    eng = make_engine(root, tmp_path / "state", fake_vectors)
+    try:
+        eng.sync(next(iter(eng.sources)))
+    finally:
+        eng.close()
+    shutil.copytree(tmp_path / "state", tmp_path / "copy")
+    eng = make_engine(root, tmp_path / "copy", fake_vectors)
+    try:
+        assert eng.verify(next(iter(eng.sources))).clean
+    finally:
+        eng.close()
+    owner = (store_folder(tmp_path / "copy") / OWNER_FILE).read_text()
+    assert str(tmp_path / "copy") in owner
