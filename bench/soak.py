@@ -15,6 +15,12 @@ a bench, not a test: run it when the machine is quiet enough, e.g.
 
     python bench/soak.py                     # 1,000 cycles after 100 of warm-up
     python bench/soak.py --cycles 200 --warmup 50 --keep /tmp/soak   # a quick look
+    python bench/soak.py --files 50 --share 1 --minutes 60 --warmup-minutes 10
+
+The last is the README's hour of rewrites: 50 files of 12,000 characters, every
+paragraph of one rewritten each second (all its chunks new, so every rewrite deletes
+and writes about 30 points), RSS printed every minute, growth measured from the
+10th minute.
 """
 
 from __future__ import annotations
@@ -148,6 +154,10 @@ def main() -> None:
     ap.add_argument("--max-growth-mb", type=float, default=30.0)
     ap.add_argument("--keep", type=Path, help="work folder to keep (default: a removed temp one)")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--minutes", type=float, help="run for this long instead of --cycles")
+    ap.add_argument(
+        "--warmup-minutes", type=float, default=10.0, help="with --minutes: baseline after this"
+    )
     args = ap.parse_args()
 
     from _provenance import provenance
@@ -178,18 +188,38 @@ def main() -> None:
         baseline = 0.0
         started = time.monotonic()
         total = args.warmup + args.cycles
-        for c in range(1, total + 1):
+        if args.minutes is not None:
+            total = 10**9  # until the time is up
+            next_minute = 1
+        c = 0
+        while c < total:
+            c += 1
             t0 = time.monotonic()
+            if args.minutes is not None:
+                elapsed = (t0 - started) / 60
+                if elapsed >= args.minutes:
+                    break
+                if elapsed >= next_minute:
+                    rss = idle_rss_mb(proc.pid)
+                    if not baseline and elapsed >= args.warmup_minutes:
+                        baseline = rss
+                        print(f"baseline after {elapsed:.1f} min ({c} cycles): rss {rss:.1f} MB")
+                    print(
+                        f"minute {next_minute}: rss {rss:.1f} MB after {c} cycles, apply latency "
+                        f"median {statistics.median(latencies[-60:] or [0]):.2f} s",
+                        flush=True,
+                    )
+                    next_minute += 1
             i = c % args.files
             data = writer.rewrite(i)
             (root / f"doc{i}.md").write_bytes(data)
             latencies.append(
                 wait_applied(db, f"doc{i}.md", hashlib.sha256(data).hexdigest(), proc, 600)
             )
-            if c == args.warmup:
+            if args.minutes is None and c == args.warmup:
                 baseline = idle_rss_mb(proc.pid)
                 print(f"after {c} warm-up cycles: rss {baseline:.1f} MB")
-            elif c > args.warmup and (c - args.warmup) % 100 == 0:
+            elif args.minutes is None and c > args.warmup and (c - args.warmup) % 100 == 0:
                 print(
                     f"cycle {c - args.warmup}: rss {idle_rss_mb(proc.pid):.1f} MB, "
                     f"apply latency median {statistics.median(latencies[-100:]):.2f} s",
@@ -200,7 +230,7 @@ def main() -> None:
         growth = end - baseline
         minutes = (time.monotonic() - started) / 60
         print(
-            f"end after {args.cycles} cycles ({minutes:.1f} min): rss {end:.1f} MB; "
+            f"end after {c} cycles ({minutes:.1f} min): rss {end:.1f} MB; "
             f"growth {growth:+.1f} MB (limit {args.max_growth_mb:.0f} MB): "
             f"{'PASS' if growth <= args.max_growth_mb else 'FAIL'}"
         )

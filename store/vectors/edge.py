@@ -170,19 +170,20 @@ class EdgeStore(EdgeCollections):
             ]
             shard.update(UpdateOperation.upsert_points(batch))
         written = self._written.get(physical, 0) + len(points)
+        self._written[physical] = written
         if written >= OPTIMIZE_EVERY:
             self.optimize(physical)
-            written = 0
-        self._written[physical] = written
 
     def delete(self, collection: str, ids: Sequence[str]) -> None:
         """Delete points by id (unknown ids are fine)."""
         from qdrant_edge import UpdateOperation
 
-        shard = self._target(collection)
+        physical = self.physical_of(self.write_target(collection))
+        shard = self.shard(physical)
         todo: list[Any] = list(ids)
         for i in range(0, len(todo), 1000):
             shard.update(UpdateOperation.delete_points(todo[i : i + 1000]))
+        self.churned(physical, len(todo))
 
     def set_payload(
         self, collection: str, updates: Sequence[tuple[str, dict[str, Any]]]
@@ -203,6 +204,7 @@ class EdgeStore(EdgeCollections):
                 shard.update(UpdateOperation.set_payload([pid], payload))
             else:
                 missing.append(pid)
+        self.churned(self.physical_of(self.write_target(collection)), len(updates) - len(missing))
         return missing
 
     def unmark_pending(self, collection: str, ids: Sequence[str]) -> None:
