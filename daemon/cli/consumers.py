@@ -78,10 +78,15 @@ def mcp_cmd(
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="--http") from None
         if not transport.is_loopback(address.host):
-            if not allow_remote or not token:
+            if not allow_remote:
                 raise click.UsageError(
                     f"--http {http_address}: not a loopback address; to serve other machines "
                     "pass --allow-remote and a token (--token or $INGESTD_MCP_TOKEN)"
+                )
+            if not token:
+                raise click.UsageError(
+                    f"--http {http_address} --allow-remote: other machines need a token: "
+                    "give it with --token or $INGESTD_MCP_TOKEN"
                 )
     elif token or allow_remote:
         raise click.UsageError("--token and --allow-remote go with --http")

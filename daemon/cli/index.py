@@ -21,6 +21,7 @@ from ingestd.daemon.cli.errors import Fatal, handle_errors
 from ingestd.daemon.cli.options import common_options, echo_json, socket_option
 from ingestd.daemon.cli.progress import sync_progress
 from ingestd.daemon.cli.state import (
+    busy_note,
     load,
     load_light,
     manifest_reader,
@@ -95,7 +96,8 @@ def resync(
         result = _rebuild(cfg, sd, config_path is not None, args, as_json)
     else:
         remote_args = {"sources": source_names(cfg, paths), **args}
-        result = runner(sd, socket_path).call("resync", remote_args, local)
+        with busy_note("resync"):
+            result = runner(sd, socket_path).call("resync", remote_args, local)
     if dry_run and config_path is not None:
         # what this config would cost (a running daemon may still run the previous one)
         result["migrations"] = migration_costs(cfg, sd)
@@ -268,7 +270,8 @@ def verify(
             return verify_cmd(engine, None, repair=repair)
 
     remote_args = {"sources": source_names(cfg, paths), "repair": repair}
-    result = runner(sd, socket_path).call("verify", remote_args, local)
+    with busy_note("verify"):
+        result = runner(sd, socket_path).call("verify", remote_args, local)
     if as_json:
         echo_json(result)
     else:

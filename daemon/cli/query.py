@@ -129,6 +129,11 @@ def search(
 @common_options
 @socket_option
 @click.option("--json", "as_json", is_flag=True, help="Print status as JSON.")
+@click.option(
+    "--live",
+    is_flag=True,
+    help="Only whether a daemon answers: exit 0 if one does, busy or not (a liveness probe).",
+)
 @handle_errors
 def status(
     config_path: Path | None,
@@ -136,12 +141,16 @@ def status(
     log_level: str | None,
     socket_path: Path | None,
     as_json: bool,
+    live: bool,
 ) -> None:
     """Show per-source documents, chunks, failures, last sync and the daemon's health.
 
-    Exits 1 when the daemon is unhealthy (usable as a container health check). With
+    Exits 1 when the daemon is unhealthy (a readiness or health check: a change has
+    waited over ``watch.max_lag_s``, a watcher died, the store refused a write). With
     no daemon running, the state dir is read directly (and each source's root is
-    checked); a damaged manifest or embedded store exits 1 naming the file.
+    checked); a damaged manifest or embedded store, or a store that lost points, exits
+    1 naming the fix. ``--live`` only asks whether a daemon answers (exit 0, else 1):
+    the probe that restarts a daemon, which a long burst of changes must not trip.
 
     Example:
 
@@ -152,6 +161,8 @@ def status(
     from ingestd.daemon.cli.status_text import status_lines
 
     cfg, sd = load_light(config_path, state_dir, log_level)
+    if live:
+        _liveness(sd, socket_path, as_json)
 
     def local() -> dict[str, Any]:
         from ingestd.daemon.commands.status import local_status
@@ -172,6 +183,23 @@ def status(
         for line in status_lines(st, time.time()):
             click.echo(line)
     sys.exit(0 if healthy else 1)
+
+
+def _liveness(state_dir: Path, socket_path: Path | None, as_json: bool) -> None:
+    """``status --live``: exit 0 when a daemon answers, 1 when none does."""
+    from ingestd.daemon.wire.errors import NoDaemon
+
+    try:
+        st = runner(state_dir, socket_path).ask("status", {}, timeout=30)
+    except NoDaemon:
+        click.echo("no ingestd daemon answers", err=True)
+        sys.exit(1)
+    d = st.get("daemon") or {}
+    if as_json:
+        echo_json({"live": True, "pid": d.get("pid"), "phase": d.get("phase")})
+    else:
+        click.echo(f"alive: pid {d.get('pid')}, {d.get('phase')}")
+    sys.exit(0)
 
 
 def _check_store_files(cfg: Config | None, state_dir: Path) -> None:

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import os
 import sys
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from ingestd.store.manifest.reader import ManifestReader
 
 __all__ = [
+    "BUSY_NOTE_S",
+    "busy_note",
     "load",
     "load_light",
     "manifest_reader",
@@ -196,6 +199,40 @@ def runner(state_dir: Path, socket_path: Path | None) -> Runner:
     from ingestd.daemon.client.runner import Runner
 
     return Runner(state_dir, socket=socket_path, on_wait=_note_waiting)
+
+
+#: Seconds a command waits for a busy daemon's answer before it says so on a terminal.
+BUSY_NOTE_S = 2.0
+
+
+@contextlib.contextmanager
+def busy_note(what: str, delay: float = BUSY_NOTE_S) -> Iterator[None]:
+    """Say on a terminal, after ``delay`` seconds, that the daemon is still at other work.
+
+    A ``verify`` or ``resync`` sent to a daemon that is writing (a first ingest, a long
+    document) waits for the job in flight; without a word it looked hung.
+
+    Args:
+        what: the command, named in the note.
+        delay: seconds before the note.
+    """
+    if not sys.stderr.isatty():
+        yield
+        return
+
+    def note() -> None:
+        click.echo(
+            f"{what}: the daemon is finishing other work first (`ingestd status` shows what) ...",
+            err=True,
+        )
+
+    timer = threading.Timer(delay, note)
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
 
 
 def _note_waiting(pid: int) -> None:

@@ -245,6 +245,10 @@ def _read_path(
     doc = engine.manifest.document(name, rel)
     text, stale = _file_text(engine, name, rel, doc.content_hash if doc is not None else "")
     lines = _lines(text, first, end_line, max_lines)
+    if lines is not None and first > max(1, lines["total_lines"]):
+        raise DaemonError(
+            f"start_line {first} is past the end of {rel} ({lines['total_lines']} lines)", 2
+        )
     shown = (first, lines["end_line"] if lines is not None else end_line or first + max_lines - 1)
     overlap = [
         _chunk(pid, p, text=False)

@@ -46,7 +46,8 @@ def search(
         (1-based) and ``mode``;
         with ``ranks`` also ``dense_rank``, ``dense_score``, ``sparse_rank`` and
         ``sparse_score`` (``null`` when the hit is not among that ranking's
-        ``search.candidates`` best); with ``expand`` also ``parent`` (the enclosing
+        ``search.candidates`` best, and the dense ones always in ``sparse`` mode: it
+        loads no model); with ``expand`` also ``parent`` (the enclosing
         section's payload).
 
     Raises:
@@ -67,7 +68,8 @@ def search(
     hits: list[dict[str, Any]] = []
     queries: dict[str, Any] = {}  # profile key -> the query's vector by its model
     for coll in collections:
-        physical, dense = _dense_query(engine, coll, query, queries, mode != "sparse" or ranks)
+        # a sparse search never loads the model, ranks or not (its dense ranks are null)
+        physical, dense = _dense_query(engine, coll, query, queries, mode != "sparse")
         if physical is None:
             continue
         found = engine.store.search(

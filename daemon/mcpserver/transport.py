@@ -37,6 +37,7 @@ __all__ = [
     "EXIT_GRACE_S",
     "Address",
     "BearerToken",
+    "NoEventStream",
     "http_app",
     "is_loopback",
     "serve_http",
@@ -126,27 +127,68 @@ class BearerToken:
         self._expected = f"Bearer {token}".encode()
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        """Answer 401 to an HTTP request without the token; pass everything else on."""
+        """Answer 401 to an HTTP request without the token; pass everything else on.
+
+        The description says which: no ``Authorization`` header ("bearer token
+        required"), or a token that is not the one ("the bearer token is not the
+        server's").
+        """
         if scope["type"] == "http":
             got = dict(scope.get("headers") or []).get(b"authorization", b"")
             if not hmac.compare_digest(got, self._expected):
-                body = json.dumps(
-                    {"error": "invalid_token", "error_description": "bearer token required"}
-                ).encode()
-                await send(
-                    {
-                        "type": "http.response.start",
-                        "status": 401,
-                        "headers": [
-                            (b"content-type", b"application/json"),
-                            (b"content-length", str(len(body)).encode()),
-                            (b"www-authenticate", b'Bearer error="invalid_token"'),
-                        ],
-                    }
+                what = "the bearer token is not the server's" if got else "bearer token required"
+                await _answer(
+                    send,
+                    401,
+                    {"error": "invalid_token", "error_description": what},
+                    [(b"www-authenticate", b'Bearer error="invalid_token"')],
                 )
-                await send({"type": "http.response.body", "body": body})
                 return
         await self.app(scope, receive, send)
+
+
+class NoEventStream:
+    """Pure ASGI middleware: ``GET`` (an event stream for the server's own messages) gets 405.
+
+    The server is stateless and answers every request in JSON: it never sends a
+    message of its own, so it offers no stream, as the MCP specification allows
+    ("Streamable HTTP", listening for messages from the server: the server MUST
+    return ``text/event-stream`` or else 405 Method Not Allowed). The SDK's app would
+    otherwise hold such a stream open for as long as the client keeps it.
+
+    Args:
+        app: the ASGI app it guards.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """Answer 405 to a ``GET``; pass everything else on."""
+        if scope["type"] == "http" and scope.get("method") == "GET":
+            body = {"error": "method_not_allowed", "error_description": "no event stream here"}
+            await _answer(send, 405, body, [(b"allow", b"POST, DELETE")])
+            return
+        await self.app(scope, receive, send)
+
+
+async def _answer(
+    send: Send, status: int, body: dict[str, str], headers: list[tuple[bytes, bytes]]
+) -> None:
+    """Send a whole JSON response."""
+    data = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})
 
 
 def http_app(server: IngestdServer, host: str, token: str | None) -> ASGIApp:
@@ -168,6 +210,7 @@ def http_app(server: IngestdServer, host: str, token: str | None) -> ASGIApp:
         transport_security=security,
         host=host,
     )
+    app = NoEventStream(app)
     return BearerToken(app, token) if token else app
 
 

@@ -80,7 +80,7 @@ def heal_torn_log(store: EdgeCollections, physical: str) -> bool:
                     ScrollRequest(offset=offset, limit=_PAGE, with_payload=True, with_vector=True)
                 )
                 if page:
-                    points = [Point(r.id, r.vector, r.payload) for r in page]
+                    points = [Point(r.id, r.vector, r.payload) for r in page if r.vector]
                     new.update(UpdateOperation.upsert_points(points))
                     copied += len(points)
                 if offset is None:

@@ -475,3 +475,34 @@ def test_noop_resync_loads_no_tokenizer_model_or_store(tmp_path: Path) -> None:
         timeout=120,
     )
     assert "TIKTOKEN=0" in proc.stderr, proc.stderr  # no encoding was loaded
+
+
+def test_a_sparse_search_with_ranks_loads_no_model_without_a_daemon(tmp_path: Path) -> None:
+    """``search --json --mode sparse`` (ranks included) never loads the embedding model."""
+    _, state = _indexed(tmp_path)
+    code, heavy, out = _heavy(
+        "search", "--state-dir", str(state), "--json", "--mode", "sparse", "span"
+    )
+    assert code == 0, out
+    assert "torch" not in heavy and "sentence_transformers" not in heavy, heavy
+    hits = json.loads(out[: out.rindex("]") + 1])
+    assert hits and all(h["dense_rank"] is None and h["sparse_rank"] for h in hits)
+
+
+def test_status_live_answers_whether_a_daemon_runs(tmp_path: Path) -> None:
+    res = CliRunner().invoke(cli, ["status", "--live", "--state-dir", str(tmp_path / "none")])
+    assert res.exit_code == 1 and "no ingestd daemon answers" in res.output
+
+
+def test_a_busy_daemon_is_said_on_a_terminal(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ingestd.daemon.cli.state import busy_note
+
+    monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
+    with busy_note("verify", delay=0.05):
+        said = wait_for(lambda: capsys.readouterr().err, 10, "the note")
+    assert "verify: the daemon is finishing other work first" in said
+    with busy_note("verify", delay=60):
+        pass  # answered at once: nothing said
+    assert capsys.readouterr().err == ""

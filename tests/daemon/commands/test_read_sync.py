@@ -111,6 +111,7 @@ def test_read_says_when_the_file_changed_since_it_was_indexed(engine: Any, tree:
         ({"path": "docs/concepts/glossary.md", "source": "nope"}, "unknown source: nope", 2),
         ({"path": "docs/concepts/glossary.md", "start_line": 5, "end_line": 2}, "bad line", 2),
         ({"path": "docs/concepts/glossary.md", "context": 99}, "context must be", 2),
+        ({"path": "docs/concepts/glossary.md", "start_line": 10**18}, "past the end of", 2),
     ],
 )
 def test_read_errors_are_one_line_with_an_exit_code(

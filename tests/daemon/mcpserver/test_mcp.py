@@ -59,7 +59,7 @@ def anyio_backend() -> str:
     ("args", "message"),
     [
         (["--http", "0.0.0.0:8765"], "not a loopback address"),
-        (["--http", "192.168.1.5:8765", "--allow-remote"], "not a loopback address"),
+        (["--http", "192.168.1.5:8765", "--allow-remote"], "need a token"),
         (["--http", "example.org:8765", "--token", "x"], "--allow-remote"),
         (["--http", "8765"], "is not HOST:PORT"),
         (["--http", "127.0.0.1:99999"], "is not HOST:PORT"),
@@ -595,3 +595,56 @@ def test_the_typescript_sdk_client_agrees(indexed: Path, tmp_path: Path) -> None
     assert out["search"] == [h["id"] for h in want]
     assert out["bad"]["isError"] is True and "k:" in out["bad"]["text"]
     assert out["read"] and out["read"] == out["search"][0]
+
+
+# -- the HTTP guards, as ASGI apps ------------------------------------------------------------
+
+
+def _call(
+    app: Any, method: str, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, Any]]:
+    import asyncio
+
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.request", "body": b""}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {
+        "type": "http",
+        "method": method,
+        "headers": [(k.lower().encode(), v.encode()) for k, v in (headers or {}).items()],
+    }
+    asyncio.run(app(scope, receive, send))
+    body = json.loads(
+        b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    )
+    return int(sent[0]["status"]), body
+
+
+def test_an_event_stream_is_refused_and_a_wrong_token_is_told_apart_from_none() -> None:
+    from ingestd.daemon.mcpserver.transport import BearerToken, NoEventStream
+
+    async def inner(scope: Any, receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"{}"})
+
+    app = BearerToken(NoEventStream(inner), TOKEN)
+    assert _call(app, "GET", {"Authorization": f"Bearer {TOKEN}"})[0] == 405  # no stream held
+    assert _call(app, "POST", {"Authorization": f"Bearer {TOKEN}"})[0] == 200
+    status, body = _call(app, "POST")
+    assert status == 401 and body["error_description"] == "bearer token required"
+    status, body = _call(app, "POST", {"Authorization": "Bearer not-it"})
+    assert status == 401 and body["error_description"] == "the bearer token is not the server's"
+    assert _call(NoEventStream(inner), "GET")[0] == 405  # loopback without a token too
+
+
+def test_allow_remote_without_a_token_asks_for_the_token_not_the_flag(tmp_path: Path) -> None:
+    res = CliRunner().invoke(
+        cli, ["mcp", "--state-dir", str(tmp_path), "--http", "192.168.1.5:8765", "--allow-remote"]
+    )
+    assert res.exit_code == 2 and "need a token" in res.output, res.output
+    assert "pass --allow-remote" not in res.output

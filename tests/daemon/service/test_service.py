@@ -293,6 +293,12 @@ def test_status_over_the_control_socket(
         d = st["daemon"]
         assert d["healthy"] and d["watchers_alive"] and d["queue_depth"] == 0
         assert d["phase"] == "watching"
+        from click.testing import CliRunner
+
+        from ingestd.daemon.cli.main import cli
+
+        live = CliRunner().invoke(cli, ["status", "--live", "--state-dir", str(h.state)])
+        assert live.exit_code == 0 and live.output.startswith("alive: pid "), live.output
 
 
 def test_periodic_safety_rescan_finds_missed_changes(
