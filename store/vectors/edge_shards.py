@@ -344,7 +344,7 @@ class EdgeCollections(RoutedWrites):
         return changed
 
     def churned(self, physical: str, n: int) -> None:
-        """Count ``n`` points of ``physical`` deleted or rewritten; vacuum at :data:`VACUUM_EVERY`."""
+        """Count ``n`` points of ``physical`` deleted or rewritten (vacuum: ``VACUUM_EVERY``)."""
         churned = self._churned.get(physical, 0) + n
         self._churned[physical] = churned
         if churned >= VACUUM_EVERY:
