@@ -47,6 +47,7 @@ from ingestd.store.common.damage import StateDamagedError
 from ingestd.store.search.query import HIDDEN_KEYS, PATH_KEY
 from ingestd.store.search.sparse import SPARSE_VECTOR
 from ingestd.store.vectors.base import Layout, StoreUnavailableError, physical_name, version_of
+from ingestd.store.vectors.edge_guard import Guarded
 from ingestd.store.vectors.routing import RoutedWrites
 
 __all__ = [
@@ -57,9 +58,7 @@ __all__ = [
     "OVERSAMPLING",
     "VACUUM_EVERY",
     "EdgeCollections",
-    "EngineError",
     "add_indexes",
-    "is_damage",
     "is_edge_store",
     "shard_config",
 ]
@@ -154,55 +153,6 @@ def _release_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
     except (OSError, AttributeError):  # not glibc
         pass
-
-
-class EngineError(RuntimeError):
-    """The Qdrant Edge engine failed (a panic in its Rust code), with its message."""
-
-
-#: Words of the engine's errors that say a file of the shard cannot be read as written
-#: (a cut payload page: "Gridstore IO error: elements range ... is out of bounds").
-_DAMAGE_WORDS = ("io error", "out of bounds", "corrupt", "checksum", "unexpected end")
-
-
-def is_damage(exc: BaseException) -> bool:
-    """Whether an error of a shard's operation says that its files are damaged."""
-    text = str(exc).lower()
-    return any(w in text for w in _DAMAGE_WORDS)
-
-
-class _Guarded:
-    """An ``EdgeShard`` whose panics come out as :class:`EngineError`, damage as such.
-
-    ``pyo3_runtime.PanicException`` is a ``BaseException``: one failed call must fail
-    its document or its batch, never stop the daemon. An error that says a file of the
-    shard cannot be read as written (:func:`is_damage`) is a
-    :class:`~ingestd.store.common.damage.StateDamagedError` naming the shard's folder:
-    retrying cannot help, ``resync --rebuild`` can.
-    """
-
-    def __init__(self, shard: Any, folder: Path) -> None:
-        self._shard = shard
-        self._folder = folder
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._shard, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return attr(*args, **kwargs)
-            except Exception as exc:
-                if is_damage(exc):
-                    raise StateDamagedError(self._folder, "vector store", f"{name}: {exc}") from exc
-                raise
-            except BaseException as exc:
-                if type(exc).__name__ != "PanicException":
-                    raise
-                raise EngineError(f"the Qdrant Edge engine failed in {name}: {exc}") from None
-
-        return call
 
 
 def is_edge_store(path: str | Path) -> bool:
@@ -305,7 +255,7 @@ class EdgeCollections(RoutedWrites):
                     "(is `ingestd run` active on this state dir?)"
                 ) from exc
             raise StateDamagedError(folder, "vector store", f"{type(exc).__name__}: {exc}") from exc
-        guarded = _Guarded(shard, folder)
+        guarded = Guarded(shard, folder)
         _add_bool_indexes(guarded)
         self._shards[physical] = guarded
         return guarded
@@ -431,7 +381,7 @@ class EdgeCollections(RoutedWrites):
         folder = self.shard_path(physical)
         if folder.is_dir() and (folder / "edge_config.json").exists():
             return
-        shard = _Guarded(EdgeShard.create(str(folder), shard_config(dim)), folder)
+        shard = Guarded(EdgeShard.create(str(folder), shard_config(dim)), folder)
         add_indexes(shard)
         shard.flush()
         self._shards[physical] = shard
