@@ -23,6 +23,8 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict
 
+from ingestd.chunkers.readers.document import TEXT_READER, Extracted, Reader
+
 __all__ = [
     "Budget",
     "Chunk",
@@ -32,6 +34,7 @@ __all__ = [
     "EmbedFn",
     "LineIndex",
     "Sizer",
+    "cite_chunks",
     "strip_span",
 ]
 
@@ -262,6 +265,35 @@ class Chunker:
         """
         raise NotImplementedError
 
+    @classmethod
+    def reader(cls, options: ChunkerOptions) -> Reader:
+        """The reader of this strategy's files (bytes -> the text chunks slice).
+
+        Text strategies read with :data:`~ingestd.chunkers.readers.document.TEXT_READER`
+        (the decoded-text contract); a format's strategy returns its own reader, which
+        may depend on ``options`` (a notebook's kept outputs, a PDF's page bound).
+        Building it loads no parser: readers import theirs when they read.
+        """
+        return TEXT_READER
+
+    def read(self, data: bytes) -> Extracted:
+        """The document of a file's bytes, read by :meth:`reader`.
+
+        Raises:
+            UndecodableError: the bytes are not a readable document (the message says why).
+        """
+        return self.reader(self.options).read(data)
+
+    def chunk_document(self, doc: Extracted) -> list[Chunk]:
+        """Chunk a document from :meth:`read`: :meth:`chunk` of its text, cited.
+
+        Each chunk's ``meta`` takes the document's extras and the format's citation of
+        its span (``page``, ``cell``..., see
+        :data:`~ingestd.chunkers.readers.document.CITATION_KEYS`). Strategies that use
+        the reader's out-of-band structure (a PDF's headings) override this.
+        """
+        return cite_chunks(self.chunk(doc.text), doc)
+
     # -- helpers for subclasses -------------------------------------------------
 
     def make_chunk(
@@ -290,6 +322,15 @@ class Chunker:
             prefix=prefix,
             meta=dict(meta or {}),
         )
+
+
+def cite_chunks(chunks: list[Chunk], doc: Extracted) -> list[Chunk]:
+    """``chunks`` with ``doc``'s extras and citations added to each one's ``meta`` (in place)."""
+    if doc.citations is None and not doc.meta:
+        return chunks
+    for c in chunks:
+        c.meta = {**c.meta, **doc.cite(c.start, c.end)}
+    return chunks
 
 
 def strip_span(text: str, start: int, end: int) -> tuple[int, int]:

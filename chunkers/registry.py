@@ -11,9 +11,13 @@ from typing import Any
 
 from ingestd.chunkers.base import ChunkContext, Chunker
 from ingestd.chunkers.errors import InputError
+from ingestd.chunkers.strategies.asciidoc import AsciidocChunker
 from ingestd.chunkers.strategies.code import CodeChunker
 from ingestd.chunkers.strategies.hierarchical import HierarchicalChunker
+from ingestd.chunkers.strategies.html import HtmlChunker
 from ingestd.chunkers.strategies.markdown import MarkdownChunker
+from ingestd.chunkers.strategies.notebook import NotebookChunker
+from ingestd.chunkers.strategies.pdf import PdfChunker
 from ingestd.chunkers.strategies.rst import RstChunker
 from ingestd.chunkers.strategies.semantic import SemanticChunker
 from ingestd.chunkers.strategies.sentence import SentenceChunker
@@ -75,5 +79,9 @@ for _cls in (
     CodeChunker,
     SemanticChunker,
     HierarchicalChunker,
+    NotebookChunker,
+    HtmlChunker,
+    PdfChunker,
+    AsciidocChunker,
 ):
     register(_cls)

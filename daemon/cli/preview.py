@@ -13,7 +13,6 @@ import yaml
 from pydantic import ValidationError
 
 from ingestd.chunkers.registry import chunker_class
-from ingestd.chunkers.text import decode
 from ingestd.daemon.config import Config, RuleConfig, format_errors
 from ingestd.daemon.sync.rules import RuleSet, build_context
 from ingestd.store.vectors.ids import chunk_hash, point_ids
@@ -138,8 +137,7 @@ def preview(
         rule = matches[0]
     else:
         rule = ruleset.match(rel)
-    text = decode(file.read_bytes())
-    chunks = rule.chunker.chunk(text)
+    chunks = rule.chunker.chunk_document(rule.reader.read(file.read_bytes()))
     hashes = [chunk_hash(c.embed_text) for c in chunks]
     ids = point_ids(source, rel, hashes)
     model_counts = [ctx.model_sizer.count(c.embed_text) for c in chunks] if ctx.model_sizer else []

@@ -9,10 +9,14 @@ Given a ``path`` (and a line range), it returns those lines and the chunks that
 overlap them, with their ids.
 
 Chunks come from the store (by id: every read is a Qdrant operation), the list of a
-document's chunks from the manifest, and the lines from the file as it is now
-(decoded as for chunking: UTF-8, BOM removed, line ends made LF); ``stale`` says when
-the file changed since it was indexed. Only indexed documents are read, so nothing
-outside a source, or left out of it, is ever served.
+document's chunks from the manifest, and the lines from the file as it is now, read
+by its rule's reader as for chunking (text files decoded: UTF-8, BOM removed, line
+ends made LF; a notebook, HTML page or PDF as the text extracted from it, never its
+raw bytes), so that lines are those the chunks' ``start_line``/``end_line`` count;
+the lines, and each chunk, also carry the format's own citation (``page``, ``cell``,
+the HTML file's lines: see :data:`~ingestd.chunkers.readers.document.CITATION_KEYS`).
+``stale`` says when the file changed since it was indexed. Only indexed documents are
+read, so nothing outside a source, or left out of it, is ever served.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ import hashlib
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from ingestd.chunkers.readers.document import CITATION_KEYS
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
+    from ingestd.chunkers.readers.document import Extracted
     from ingestd.daemon.sync.engine import Engine
 
 __all__ = ["MAX_CONTEXT", "MAX_LINES", "read"]
@@ -96,6 +102,7 @@ def _chunk(pid: str, payload: dict[str, Any], *, text: bool = True) -> dict[str,
         "end_line": payload.get("end_line"),
         "heading_path": list(payload.get("heading_path") or []),
     }
+    out.update((k, payload[k]) for k in CITATION_KEYS if k in payload)
     if text:
         out["text"] = payload.get("text", "")
     return out
@@ -201,14 +208,14 @@ def _read_hit(engine: Engine, pid: str, context: int, max_lines: int) -> dict[st
         if last - first + 1 > max_lines:
             first = max(first, hit["start_line"] - (max_lines - _span(hit)) // 2)
             last = first + max_lines - 1
-    text, stale = _file_text(engine, source, path, str(hit.get("doc_hash", "")))
+    doc, stale = _file_text(engine, source, path, str(hit.get("doc_hash", "")))
     return {
         "source": source,
         "path": path,
         "hit": _chunk(pid, hit),
         "chunks": [_chunk(c, p) for c, p in near],
         "section": section,
-        "lines": _lines(text, first, last, max_lines),
+        "lines": _lines(doc, first, last, max_lines),
         "stale": stale,
     }
 
@@ -243,8 +250,8 @@ def _read_path(
     physical = _physical(engine, name)
     chunks = _document_chunks(engine, physical, name, rel) if physical is not None else []
     doc = engine.manifest.document(name, rel)
-    text, stale = _file_text(engine, name, rel, doc.content_hash if doc is not None else "")
-    lines = _lines(text, first, end_line, max_lines)
+    extracted, stale = _file_text(engine, name, rel, doc.content_hash if doc else "")
+    lines = _lines(extracted, first, end_line, max_lines)
     if lines is not None and first > max(1, lines["total_lines"]):
         raise DaemonError(
             f"start_line {first} is past the end of {rel} ({lines['total_lines']} lines)", 2
@@ -266,36 +273,46 @@ def _read_path(
     }
 
 
-def _file_text(engine: Engine, source: str, rel: str, doc_hash: str) -> tuple[str | None, bool]:
-    """The document's decoded text now (``None``: unreadable) and whether it changed."""
-    from ingestd.chunkers.text import decode
-
+def _file_text(
+    engine: Engine, source: str, rel: str, doc_hash: str
+) -> tuple[Extracted | None, bool]:
+    """The document now, read by its rule's reader (``None``: unreadable), and if it changed."""
     try:
         data = engine.source(source).read(rel)
-        text = decode(data)
+        reader = engine.context.profile_of_source(source).rules.match(rel).reader
+        doc = reader.read(data)
     except (OSError, ValueError):
         return None, True
-    return text, bool(doc_hash) and hashlib.sha256(data).hexdigest() != doc_hash
+    return doc, bool(doc_hash) and hashlib.sha256(data).hexdigest() != doc_hash
 
 
-def _lines(text: str | None, first: int, last: int | None, max_lines: int) -> dict[str, Any] | None:
-    """Lines ``first``..``last`` of ``text`` (1-based, inclusive), at most ``max_lines``.
+def _lines(
+    doc: Extracted | None, first: int, last: int | None, max_lines: int
+) -> dict[str, Any] | None:
+    """Lines ``first``..``last`` of ``doc``'s text (1-based, inclusive), at most ``max_lines``.
 
     ``last``: ``None`` for the end of the file. ``truncated``: lines asked for (or, to
-    the end of the file, lines there are) were left out by ``max_lines``.
+    the end of the file, lines there are) were left out by ``max_lines``. The format's
+    citation of the lines returned is added (``page``, ``cell``...), when it has one.
     """
-    if text is None:
+    if doc is None:
         return None
+    text = doc.text
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()  # the text ends with a line end: no line after it
     total = len(lines)
     last = total if last is None else last
     stop = min(last, total, first + max_lines - 1)
-    return {
+    body = "\n".join(lines[first - 1 : stop])
+    out: dict[str, Any] = {
         "start_line": first,
         "end_line": max(stop, first - 1),
-        "text": "\n".join(lines[first - 1 : stop]),
+        "text": body,
         "total_lines": total,
         "truncated": stop < min(last, total),
     }
+    if doc.citations is not None and body and first <= total:
+        start = sum(len(line) + 1 for line in lines[: first - 1])
+        out.update(doc.citations.of(start, start + len(body)))
+    return out

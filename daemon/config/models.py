@@ -35,7 +35,10 @@ __all__ = [
 ]
 
 #: Files a source indexes when its config says nothing (gitignore-style globs).
-DEFAULT_INCLUDE: tuple[str, ...] = ("*.md", "*.markdown", "*.mdx", "*.rst", "*.txt")
+DEFAULT_INCLUDE: tuple[str, ...] = (
+    "*.md", "*.markdown", "*.mdx", "*.rst", "*.txt",
+    "*.ipynb", "*.html", "*.htm", "*.pdf", "*.adoc", "*.asciidoc",
+)  # fmt: skip
 #: Always excluded besides ``.git`` and the state dir (binary assets are never included).
 DEFAULT_EXCLUDE: tuple[str, ...] = ()
 
@@ -132,6 +135,10 @@ def default_rules() -> tuple[RuleConfig, ...]:
     return (
         RuleConfig(name="markdown", match=("*.md", "*.markdown", "*.mdx"), chunker="markdown"),
         RuleConfig(name="rst", match=("*.rst",), chunker="rst"),
+        RuleConfig(name="notebook", match=("*.ipynb",), chunker="notebook"),
+        RuleConfig(name="html", match=("*.html", "*.htm"), chunker="html"),
+        RuleConfig(name="pdf", match=("*.pdf",), chunker="pdf"),
+        RuleConfig(name="asciidoc", match=("*.adoc", "*.asciidoc"), chunker="asciidoc"),
         RuleConfig(name="code", match=("*.py",), chunker="code"),
         RuleConfig(name="default", match=("*",), chunker="sentence"),
     )

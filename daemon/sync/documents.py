@@ -10,7 +10,9 @@ File policy (a document that breaks it is *failed*: no chunks, its error in ``st
 * a secret-bearing name (``.env``, ``id_rsa``, ``.ssh/``, ``*.pem``, ...: see
   :mod:`~ingestd.daemon.sync.secret_files`): skipped unread;
 * over ``files.max_bytes`` bytes: skipped unread;
-* binary or not UTF-8 (see :func:`ingestd.chunkers.text.decode`);
+* binary or not UTF-8 (see :func:`ingestd.chunkers.text.decode`), or a file its rule's
+  reader cannot read (a malformed notebook, an encrypted PDF or one without a text
+  layer, a file over a format's bounds: see :mod:`ingestd.chunkers.readers`);
 * text holding a private-key block or an access token;
 * a chunker error, or any other error while preparing this one document;
 * more than ``files.max_chunks`` chunks (a pathological file would otherwise hold the
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingestd.chunkers.base import Chunk
-from ingestd.chunkers.text import UndecodableError, decode
+from ingestd.chunkers.text import UndecodableError
 from ingestd.daemon.config import FilesConfig
 from ingestd.daemon.sources.base import FileStat, Source
 from ingestd.daemon.sync.nonprose import nonprose_error
@@ -168,18 +170,22 @@ def _chunk(
     secrets: SecretPolicy,
     git_commit: str | None,
 ) -> None:
-    """Decode, check and chunk ``data`` into ``prep`` (or set ``prep.error``)."""
+    """Read, check and chunk ``data`` into ``prep`` (or set ``prep.error``).
+
+    The rule's reader gives the text (decoded, or extracted from a notebook, HTML or
+    PDF) that the secret checks, the chunks and their offsets refer to.
+    """
     rel, rule = prep.path, prep.rule
     try:
-        text = decode(data)
+        doc = rule.reader.read(data)
     except UndecodableError as exc:
         prep.error = str(exc)
         return
-    prep.error = secrets.content_error(rel, text)
+    prep.error = secrets.content_error(rel, doc.text)
     if prep.error is not None:
         return
     try:
-        chunks = rule.chunker.chunk(text)
+        chunks = rule.chunker.chunk_document(doc)
     except SyncInterrupted:
         raise
     except Exception as exc:

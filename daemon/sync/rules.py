@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pathspec
 
 from ingestd.chunkers.base import ChunkContext, Chunker, ChunkerOptions, EmbedFn, Sizer
+from ingestd.chunkers.readers.document import Reader
 from ingestd.chunkers.registry import chunker_class
 from ingestd.daemon.config import Config, RuleConfig, default_rules
 from ingestd.store.search.sparse import contract as bm25_contract
@@ -232,6 +233,11 @@ class Rule:
     def chunker_name(self) -> str:
         """The strategy's registered name."""
         return self.config.chunker
+
+    @property
+    def reader(self) -> Reader:
+        """The reader of the rule's files (its strategy's, with its options); no tokenizer."""
+        return chunker_class(self.config.chunker).reader(self.options)
 
     @functools.cached_property
     def chunker(self) -> Chunker:
