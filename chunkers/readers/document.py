@@ -38,6 +38,7 @@ __all__ = [
     "PageBreaks",
     "Reader",
     "TextReader",
+    "citation",
     "cite_text",
 ]
 
@@ -213,20 +214,33 @@ class LineMap:
         }
 
 
-def cite_text(payload: Mapping[str, Any]) -> str:
-    """How a chunk (a payload or a hit) is cited, after its path: ``:12-30``, `` p. 4``...
+def citation(payload: Mapping[str, Any]) -> str:
+    """A chunk's (or lines') own citation in words, or ``""`` for a text format.
 
-    ``:START-END`` (lines) for text formats and HTML (the HTML file's lines),
-    `` p. N`` or `` pp. N-M`` for PDF, `` cell N:START-END`` or
-    `` cells N:LINE-M:LINE`` for notebooks.
+    ``p. 4`` or ``pp. 4-5`` (PDF), ``cell 7:3-10`` (cell 7, its lines 3 to 10) or
+    ``cells 7:3-9:2`` (notebooks), ``file lines 120-135`` (HTML).
     """
     if "page" in payload:
         a, b = payload["page"], payload.get("end_page", payload["page"])
-        return f" p. {a}" if a == b else f" pp. {a}-{b}"
+        return f"p. {a}" if a == b else f"pp. {a}-{b}"
     if "cell" in payload:
         a, b = payload["cell"], payload.get("end_cell", payload["cell"])
         la, lb = payload.get("cell_start_line", 1), payload.get("cell_end_line", 1)
-        return f" cell {a}:{la}-{lb}" if a == b else f" cells {a}:{la}-{b}:{lb}"
+        return f"cell {a}:{la}-{lb}" if a == b else f"cells {a}:{la}-{b}:{lb}"
+    if "file_start_line" in payload:
+        return f"file lines {payload['file_start_line']}-{payload.get('file_end_line', '?')}"
+    return ""
+
+
+def cite_text(payload: Mapping[str, Any]) -> str:
+    """How a hit is cited after its path: ``:12-30``, `` p. 4``, `` cell 7:3-10``...
+
+    Lines (``:START-END``) for text formats and for HTML (the HTML file's own lines),
+    else the :func:`citation` of the format.
+    """
     if "file_start_line" in payload:
         return f":{payload['file_start_line']}-{payload.get('file_end_line', '?')}"
+    words = citation(payload)
+    if words:
+        return " " + words
     return f":{payload.get('start_line', '?')}-{payload.get('end_line', '?')}"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ingestd.chunkers.readers.document import cite_text
 from ingestd.daemon.cli.errors import Fatal, handle_errors
 from ingestd.daemon.cli.options import common_options, echo_json, socket_option
 from ingestd.daemon.cli.state import (
@@ -118,7 +119,7 @@ def search(
     for i, h in enumerate(hits, 1):
         heading = " > ".join(h.get("heading_path") or [])
         score = f"{h['score']:.4f}" if h.get("mode") == "hybrid" else f"{h['score']:.3f}"
-        click.secho(f"{i}. {score}  {h['path']}:{h['start_line']}-{h['end_line']}", bold=True)
+        click.secho(f"{i}. {score}  {h['path']}{cite_text(h)}", bold=True)
         click.echo(f"   source: {h['source']}" + (f"   heading: {heading}" if heading else ""))
         text = h["text"].strip().replace("\n", "\n   ")
         click.echo("   " + (text[:600] + " ..." if len(text) > 600 else text))

@@ -15,6 +15,11 @@ __all__ = ["Chunk", "Hit", "Lines", "ReadResult", "Section", "SyncReport"]
 class Hit(TypedDict, total=False):
     """A search hit: the point's payload plus its id, score, rank and mode.
 
+    A format's own citation comes with its hits (README "Formats"): ``page`` and
+    ``end_page`` (PDF), ``cell``, ``end_cell``, ``cell_start_line``, ``cell_end_line`` and
+    ``language`` (notebooks), ``file_start_line`` and ``file_end_line`` (HTML); for those
+    formats ``start_line``/``end_line`` count lines of the extracted text.
+
     ``score`` is the mode's: cosine (dense), BM25 (sparse) or the RRF score (hybrid).
     ``dense_rank``/``dense_score`` and ``sparse_rank``/``sparse_score`` come with
     ``ranks=True`` (``None`` beyond that ranking's ``search.candidates``); ``parent``
@@ -31,6 +36,15 @@ class Hit(TypedDict, total=False):
     end_line: Required[int]
     heading_path: list[str]
     text: Required[str]
+    page: int
+    end_page: int
+    cell: int
+    end_cell: int
+    cell_start_line: int
+    cell_end_line: int
+    file_start_line: int
+    file_end_line: int
+    language: str
     ordinal: int
     start_char: int
     end_char: int
@@ -48,7 +62,10 @@ class Hit(TypedDict, total=False):
 
 
 class Chunk(TypedDict, total=False):
-    """A chunk of a document, as ``read`` lists it (``text`` when reading a hit)."""
+    """A chunk of a document, as ``read`` lists it (``text`` when reading a hit).
+
+    With a format's own citation, as in :class:`Hit` (``page``, ``cell``...).
+    """
 
     id: Required[str]
     ordinal: Required[int]
@@ -56,6 +73,14 @@ class Chunk(TypedDict, total=False):
     end_line: Required[int]
     heading_path: Required[list[str]]
     text: str
+    page: int
+    end_page: int
+    cell: int
+    end_cell: int
+    cell_start_line: int
+    cell_end_line: int
+    file_start_line: int
+    file_end_line: int
 
 
 class Section(TypedDict):
@@ -66,14 +91,26 @@ class Section(TypedDict):
     end_line: int
 
 
-class Lines(TypedDict):
-    """Verbatim lines of a file (1-based, inclusive), as the file is now."""
+class Lines(TypedDict, total=False):
+    """Verbatim lines of a file (1-based, inclusive), as the file is now.
 
-    start_line: int
-    end_line: int
-    text: str
-    total_lines: int
-    truncated: bool
+    For a notebook, HTML page or PDF: lines of the text extracted from it, with the
+    format's own citation of them (``page``, ``cell``..., as in :class:`Hit`).
+    """
+
+    start_line: Required[int]
+    end_line: Required[int]
+    text: Required[str]
+    total_lines: Required[int]
+    truncated: Required[bool]
+    page: int
+    end_page: int
+    cell: int
+    end_cell: int
+    cell_start_line: int
+    cell_end_line: int
+    file_start_line: int
+    file_end_line: int
 
 
 class ReadResult(TypedDict):

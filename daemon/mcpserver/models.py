@@ -13,8 +13,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from ingestd.chunkers.readers.document import cite_text
+
 __all__ = [
     "ChunkOut",
+    "Citation",
     "DaemonOut",
     "FileLines",
     "HitOut",
@@ -30,7 +33,25 @@ __all__ = [
 ]
 
 
-class HitOut(BaseModel):
+class Citation(BaseModel):
+    """A format's own coordinates of a chunk or of lines (absent for text files).
+
+    ``start_line``/``end_line`` count lines of the text ingestd reads of a file: the file
+    itself for text formats, the text extracted from a notebook, HTML page or PDF
+    (what ``read`` returns); these fields cite the original.
+    """
+
+    page: int | None = Field(None, description="PDF: page of the first character (1-based).")
+    end_page: int | None = Field(None, description="PDF: page of the last character.")
+    cell: int | None = Field(None, description="Notebook: first cell (1-based).")
+    end_cell: int | None = Field(None, description="Notebook: last cell.")
+    cell_start_line: int | None = Field(None, description="Notebook: first line, in `cell`.")
+    cell_end_line: int | None = Field(None, description="Notebook: last line, in `end_cell`.")
+    file_start_line: int | None = Field(None, description="HTML: first line of the HTML file.")
+    file_end_line: int | None = Field(None, description="HTML: last line of the HTML file.")
+
+
+class HitOut(Citation):
     """One search hit."""
 
     rank: int = Field(description="1-based position in the ranking.")
@@ -41,8 +62,11 @@ class HitOut(BaseModel):
     )
     source: str = Field(description="The configured source the file belongs to.")
     path: str = Field(description="The file, relative to its source's root.")
-    start_line: int = Field(description="First line of the chunk in the file (1-based).")
-    end_line: int = Field(description="Last line of the chunk in the file (inclusive).")
+    start_line: int = Field(
+        description="First line of the chunk in the file, or in the text extracted from it "
+        "(1-based)."
+    )
+    end_line: int = Field(description="Last line of the chunk (inclusive).")
     heading_path: list[str] = Field(description="Headings above the chunk, outermost first.")
     text: str = Field(description="The chunk, verbatim from the file.")
 
@@ -55,7 +79,7 @@ class SearchOut(BaseModel):
     hits: list[HitOut] = Field(description="Best first; empty when nothing matched.")
 
 
-class ChunkOut(BaseModel):
+class ChunkOut(Citation):
     """A chunk of a document."""
 
     id: str
@@ -74,8 +98,8 @@ class SectionOut(BaseModel):
     end_line: int
 
 
-class FileLines(BaseModel):
-    """Verbatim lines of the file as it is on disk now."""
+class FileLines(Citation):
+    """Verbatim lines of the file as it is on disk now (or of the text extracted from it)."""
 
     start_line: int
     end_line: int
@@ -181,7 +205,7 @@ def search_text(out: SearchOut) -> str:
     parts = []
     for h in out.hits:
         heading = " > ".join(h.heading_path)
-        head = f"{h.rank}. {h.path}:{h.start_line}-{h.end_line} (source {h.source}"
+        head = f"{h.rank}. {h.path}{cite_text(h.model_dump(exclude_none=True))} (source {h.source}"
         head += f", {heading}" if heading else ""
         parts.append(f"{head}; score {h.score:.4g}; id {h.id})\n{h.text.strip()}")
     return "\n\n".join(parts)

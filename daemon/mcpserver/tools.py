@@ -34,6 +34,7 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
+from ingestd.chunkers.readers.document import CITATION_KEYS, citation
 from ingestd.daemon.client import Client
 from ingestd.daemon.client.errors import one_line
 from ingestd.daemon.mcpserver.models import (
@@ -333,6 +334,8 @@ def _read_text(out: ReadOut) -> str:
     else:
         lines = out.lines
         body = f"lines {lines.start_line}-{lines.end_line} of {lines.total_lines}"
+        if words := citation(lines.model_dump(include=set(CITATION_KEYS), exclude_none=True)):
+            body += f" ({words})"
         body += " (truncated: raise max_lines)" if lines.truncated else ""
         body += ":\n" + lines.text
     ids = ", ".join(f"{c.id} (lines {c.start_line}-{c.end_line})" for c in out.chunks)
