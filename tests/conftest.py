@@ -20,6 +20,17 @@ def fake_embedder() -> CountingEmbedder:
 
 
 @pytest.fixture(scope="session")
+def format_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Notebooks, an HTML site, PDFs and AsciiDoc made from the corpora (read-only: copy it).
+
+    Built once per test session (worker) by :func:`tests.format_inputs.build_tree`.
+    """
+    from tests.format_inputs import build_tree
+
+    return build_tree(tmp_path_factory.mktemp("formats"))
+
+
+@pytest.fixture(scope="session")
 def real_model() -> Any:
     """The bundled all-MiniLM-L6-v2, loaded once per test session (offline)."""
     from ingestd.store.embedding.embedder import SentenceTransformerEmbedder, model_info

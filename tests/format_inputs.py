@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from tests.helpers import CORPORA
 
@@ -37,6 +38,8 @@ __all__ = [
     "SITE_PAGES",
     "build_site",
     "build_tree",
+    "check_chunks",
+    "heading_ends",
     "markdown_blocks",
     "output_marker",
     "pdf_bomb",
@@ -359,3 +362,60 @@ def build_tree(dest: Path) -> Path:
         (dest / "md").mkdir(parents=True, exist_ok=True)
         (dest / "md" / Path(rel).name).write_bytes((mk / rel).read_bytes())
     return dest
+
+
+_ATX = re.compile(r" {0,3}#{1,6}[ \t]+\S")
+_ADOC_TITLE = re.compile(r"={1,6}[ \t]+\S")
+_MD_FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
+_ADOC_VERBATIM = re.compile(r"(-{4,}|\.{4,}|\+{4,}|/{4,})[ \t]*$")
+
+
+def heading_ends(text: str, style: str) -> list[int]:
+    """Offsets where the heading lines of ``text`` end: ``markdown`` (ATX outside fences)
+    or ``asciidoc`` (``=`` titles outside verbatim blocks)."""
+    out = []
+    fence: str | None = None
+    pos = 0
+    for line in text.split("\n"):
+        if style == "markdown":
+            m = _MD_FENCE.match(line)
+            if m and (fence is None or (m.group(1)[0] == fence[0] and not line[m.end() :].strip())):
+                fence = m.group(1) if fence is None else None
+            elif fence is None and _ATX.match(line):
+                out.append(pos + len(line))
+        else:
+            m = _ADOC_VERBATIM.match(line)
+            if m and (fence is None or line.rstrip() == fence):
+                fence = line.rstrip() if fence is None else None
+            elif fence is None and _ADOC_TITLE.match(line):
+                out.append(pos + len(line))
+        pos += len(line) + 1
+    return out
+
+
+def check_chunks(text: str, chunks: list[Any], ctx: Any, heading_at: list[int]) -> None:
+    """What every format's chunks keep: verbatim slices with the right lines, the budget
+    and the model's limit, line boundaries, and no heading separated from what follows it.
+
+    ``heading_at``: where the document's heading lines end.
+    """
+    from ingestd.chunkers.base import LineIndex
+
+    lines = LineIndex(text)
+    assert chunks, "no chunks"
+    for c in chunks:
+        assert text[c.start : c.end] == c.text
+        assert (c.start_line, c.end_line) == lines.span(c.start, c.end)
+        assert c.n_tokens <= 200, c.text[:80]
+        assert ctx.model_sizer.count(c.embed_text) <= ctx.model_max_tokens, c.text[:80]
+        assert c.start == 0 or text[c.start - 1] == "\n", f"starts inside a line: {c.text[:60]!r}"
+        assert c.end == len(text) or text[c.end] == "\n", f"ends inside a line: {c.text[-60:]!r}"
+    for end in heading_at:
+        rest = len(text[end:]) - len(text[end:].lstrip())
+        after = end + rest
+        if after >= len(text):
+            continue  # a heading at the very end: nothing follows it
+        holder = [c for c in chunks if c.start < end <= c.end]
+        assert holder and holder[0].end > after, (
+            f"heading separated from what follows it: {text[text.rfind(chr(10), 0, end) + 1 : end]!r}"
+        )

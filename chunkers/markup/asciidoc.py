@@ -76,6 +76,11 @@ def _line_starts(text: str) -> list[int]:
     return starts
 
 
+def _title_lead(line: str) -> bool:
+    """Whether ``line`` may stand above a section title (an anchor, attributes, a comment)."""
+    return bool(_ATTR_LINE.match(line)) or line.startswith("//")
+
+
 def _block_kind(delim: str) -> str:
     if delim[0] in _VERBATIM:
         return "fence"
@@ -117,7 +122,7 @@ def read_asciidoc(text: str, section_levels: int = 3) -> list[Section]:
             i, lead = j + 1, -1
             continue
         m = _TITLE.match(line)
-        if m is not None and (lead < 0 or all(_ATTR_LINE.match(lines[k]) for k in range(lead, i))):
+        if m is not None and (lead < 0 or all(_title_lead(lines[k]) for k in range(lead, i))):
             level = len(m.group(1))
             end = starts[i] + len(line)
             block = Block(a, end, 0, "heading", body)
@@ -162,17 +167,37 @@ def render_inline(s: str, attrs: dict[str, str]) -> str:
     return "".join(parts)
 
 
+def _refs(s: str, attrs: dict[str, str]) -> str:
+    """``s`` with the attribute references that have a value replaced by it."""
+
+    def value(m: re.Match[str]) -> str:
+        v = attrs.get(m.group(1), BUILTIN_ATTRIBUTES.get(m.group(1)))
+        return m.group() if v is None else v
+
+    return _REF.sub(value, s)
+
+
 def _inline_edits(text: str, start: int, end: int, attrs: dict[str, str], out: list[Edit]) -> None:
+    """Edits of links, macros, cross references, anchors and attribute references."""
+    taken: list[tuple[int, int]] = []
     for m in _INLINE.finditer(text, start, end):
         if m.group("macro"):
-            out.append((m.start(), m.end(), m.group("mtext")))
+            out.append((m.start(), m.end(), _refs(m.group("mtext"), attrs)))
         elif m.group("url"):
-            out.append((m.start(), m.end(), m.group("utext") or m.group()[: m.group().index("[")]))
+            shown = m.group("utext") or m.group()[: m.group().index("[")]
+            out.append((m.start(), m.end(), _refs(shown, attrs)))
         elif m.group("xref"):
-            out.append((m.start(), m.end(), (m.group("xtext") or m.group("target")).strip()))
+            shown = (m.group("xtext") or m.group("target")).strip()
+            out.append((m.start(), m.end(), _refs(shown, attrs)))
         else:
             out.append((m.start(), m.end(), ""))
+        taken.append((m.start(), m.end()))
+    k = 0
     for m in _REF.finditer(text, start, end):
+        while k < len(taken) and taken[k][1] <= m.start():
+            k += 1
+        if k < len(taken) and taken[k][0] <= m.start():
+            continue  # inside a link or macro: rendered with it
         value = attrs.get(m.group(1), BUILTIN_ATTRIBUTES.get(m.group(1)))
         if value is not None:
             out.append((m.start(), m.end(), value))

@@ -16,8 +16,8 @@ payload ``page`` and ``end_page``).
 Found out of band, for the ``pdf`` strategy: **headings**, from the outline (its
 titles matched to lines of the page each entry points to; the level is its depth),
 else from font sizes (a short line set at least 15 % larger than the body text; the
-larger, the higher its level, three levels at most); and **code**, runs of lines set
-in a monospaced font.
+larger, the higher its level, three levels at most; a short line all in bold at the
+body's size is the deepest); and **code**, runs of lines set in a monospaced font.
 
 Bounds, each a note in ``status`` and no chunks: an encrypted PDF that needs a
 password, a file pypdf cannot parse (truncated, malformed, over its limits), more
@@ -47,6 +47,7 @@ from ingestd.chunkers.readers.document import (
 __all__ = ["PdfReader"]
 
 _MONO = re.compile(r"courier|mono|consol|code|menlo|inconsolata", re.I)
+_BOLD = re.compile(r"bold|black|heavy|semibold", re.I)
 _HEADING_RATIO = 1.15  # a line this much larger than the body text is a heading
 _GAP_RATIO = 1.4  # a gap this much over the usual line spacing starts a paragraph
 _HEADING_CHARS = 150  # longer lines are never headings
@@ -59,6 +60,7 @@ class _Line:
     y: float | None = None
     size: float = 0.0
     mono: bool = True
+    bold: bool = True
     chars: list[tuple[float, int]] = field(default_factory=list)  # (size, n) of its runs
 
 
@@ -87,6 +89,7 @@ def _page_lines(page: Any) -> list[_Line]:
                 line.y = float(tm[5]) * float(cm[3]) + float(cm[5])
             name = str((font or {}).get("/BaseFont", "")) if hasattr(font, "get") else ""
             line.mono = line.mono and bool(_MONO.search(name))
+            line.bold = line.bold and bool(_BOLD.search(name))
             line.chars.append((eff, len(part.strip())))
 
     page.extract_text(visitor_text=visit)
@@ -239,10 +242,14 @@ def _heading_levels(
             out.append(levels)
         return out
     big = sorted({line.size for lines in pages for line in lines if _is_big(line, body)})[::-1]
-    return [
-        [min(3, big.index(line.size) + 1) if _is_big(line, body) else 0 for line in lines]
-        for lines in pages
-    ]
+    below = min(3, len(big) + 1)  # a bold line of the body's size: the deepest level
+
+    def level(line: _Line) -> int:
+        if _is_big(line, body):
+            return min(3, big.index(line.size) + 1)
+        return below if _is_bold_heading(line, body) else 0
+
+    return [[level(line) for line in lines] for lines in pages]
 
 
 def _assemble(pages: list[list[_Line]], outline: list[tuple[int, str, int]]) -> Extracted:
@@ -287,9 +294,22 @@ def _is_big(line: _Line, body: float) -> bool:
     )
 
 
+def _is_bold_heading(line: _Line, body: float) -> bool:
+    """A short line all in bold, at least as large as the body text, not a sentence."""
+    text = line.text.strip()
+    return (
+        line.bold
+        and not line.mono
+        and body > 0
+        and line.size >= body * 0.95
+        and len(text) <= _HEADING_CHARS // 2
+        and not text.endswith((".", ",", ";", ":"))
+    )
+
+
 def _breaks(prev: _Line, line: _Line, usual: float) -> bool:
     """Whether a paragraph break (a blank line) goes between two lines of a page."""
-    if prev.mono != line.mono or abs(prev.size - line.size) > 0.5:
+    if prev.mono != line.mono or prev.bold != line.bold or abs(prev.size - line.size) > 0.5:
         return True
     if prev.y is None or line.y is None or usual <= 0:
         return False
