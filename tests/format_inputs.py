@@ -416,6 +416,5 @@ def check_chunks(text: str, chunks: list[Any], ctx: Any, heading_at: list[int]) 
         if after >= len(text):
             continue  # a heading at the very end: nothing follows it
         holder = [c for c in chunks if c.start < end <= c.end]
-        assert holder and holder[0].end > after, (
-            f"heading separated from what follows it: {text[text.rfind(chr(10), 0, end) + 1 : end]!r}"
-        )
+        heading = text[text.rfind("\n", 0, end) + 1 : end]
+        assert holder and holder[0].end > after, f"heading separated from its text: {heading!r}"
