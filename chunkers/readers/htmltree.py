@@ -7,7 +7,13 @@ parts of the HTML tree-construction rules that decide where an element ends in t
 pages documentation tools write: void elements, the end tags a start tag implies
 (``<p>`` closed by a block, ``<li>`` by the next ``<li>``, cells and rows by the next
 one, ``<dt>``/``<dd>``, ``<option>``), an end tag closing the elements still open
-inside its element, and a stray end tag ignored. Every :class:`Element` and
+inside its element, and a stray end tag ignored. Nesting deeper than
+:data:`MAX_DEPTH` elements is flattened the way Blink's HTML parser does it (its
+``kMaximumHTMLParserDOMTreeDepth``, 512 there): an element opened at that depth is
+attached beside the deepest one instead of inside it, so that the tree (and the
+recursion of whatever walks it) stays bounded whatever the input; an end tag is
+looked for among the innermost 1,024 open elements only, so that parsing takes time
+linear in the input however deep it nests. Every :class:`Element` and
 :class:`Text` records the 1-based line of the file where it starts, from the
 tokenizer's own position, which no tree-building library exposes for text.
 
@@ -20,7 +26,10 @@ import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
 
-__all__ = ["Element", "Text", "TreeBuilder", "parse_html"]
+__all__ = ["MAX_DEPTH", "Element", "Text", "TreeBuilder", "parse_html"]
+
+#: Deepest nesting of elements in a tree (deeper ones are attached at this depth).
+MAX_DEPTH = 256
 
 VOID = frozenset("area base br col embed hr img input link meta param source track wbr".split())
 #: Elements a ``<p>`` does not stay open across (HTML's "close a p element").
@@ -44,6 +53,9 @@ _IMPLIED = {
 }
 _SCOPE = frozenset("ul ol dl table html body td th div".split())
 _SLICE = 1 << 18  # characters fed to the tokenizer between two time checks
+#: Open elements an end tag (or an implied end) is looked for among, innermost first:
+#: a bound on the work per tag, so that deep nesting costs linear time, not quadratic.
+_SCAN = 4 * MAX_DEPTH
 
 
 class Text:
@@ -116,7 +128,7 @@ class TreeBuilder(HTMLParser):
 
     def _close_to(self, names: tuple[str, ...] | frozenset[str]) -> None:
         """Close the innermost open element named in ``names``, not across a scope."""
-        for k in range(len(self._open) - 1, 0, -1):
+        for k in range(len(self._open) - 1, max(0, len(self._open) - 1 - _SCAN), -1):
             tag = self._open[k].tag
             if tag in names:
                 del self._open[k:]
@@ -131,7 +143,9 @@ class TreeBuilder(HTMLParser):
         if tag in _IMPLIED:
             self._close_to(_IMPLIED[tag])
         el = Element(tag, {k: v or "" for k, v in attrs}, self.getpos()[0])
-        self._open[-1].children.append(el)
+        # the parent: the innermost open element, or the one at MAX_DEPTH below the
+        # root (the stack of open elements still grows, for end tags to match)
+        self._open[min(len(self._open), MAX_DEPTH) - 1].children.append(el)
         if tag not in VOID:
             self._open.append(el)
 
@@ -142,8 +156,11 @@ class TreeBuilder(HTMLParser):
             self._open.pop()
 
     def handle_endtag(self, tag: str) -> None:
-        """Close ``tag`` and what is open inside it; ignore it when it is not open."""
-        for k in range(len(self._open) - 1, 0, -1):
+        """Close ``tag`` and what is open inside it.
+
+        A ``tag`` not open among the innermost ``_SCAN`` open elements is ignored.
+        """
+        for k in range(len(self._open) - 1, max(0, len(self._open) - 1 - _SCAN), -1):
             if self._open[k].tag == tag:
                 del self._open[k:]
                 return

@@ -146,3 +146,29 @@ def test_a_page_that_takes_too_long_is_skipped(format_tree: Path) -> None:
     data = (format_tree / "site" / "guide" / "layout" / "index.html").read_bytes() * 20
     with pytest.raises(FormatError, match="not read within"):
         HtmlReader(max_seconds=0.001).read(data)
+
+
+@pytest.mark.parametrize("tag", ["div", "blockquote", "span", "ul><li"])
+def test_nesting_of_any_depth_is_read_flattened_below_the_bound(tag: str) -> None:
+    from ingestd.chunkers.readers.htmltree import MAX_DEPTH
+
+    depth = 20_000  # a recursive walk of the tree as written would overflow the stack
+    close = "</" + "></".join(reversed(tag.split("><"))) + ">"
+    page = (
+        "<main>"
+        + f"<{tag}>w{{}} " * depth
+        + "<p>bottom</p>"
+        + close * depth
+        + "<p>after</p></main>"
+    )
+    words = [f"w{k}" for k in range(depth)]
+    doc = HtmlReader().read(page.format(*range(depth)).encode())
+    assert re.findall(r"w\d+", doc.text) == words  # every word, in order
+    assert doc.text.rstrip().endswith("bottom\n\nafter")
+    root = parse_html(page.format(*range(depth)))
+    deepest, stack = 0, [(root, 0)]
+    while stack:
+        el, d = stack.pop()
+        deepest = max(deepest, d)
+        stack.extend((c, d + 1) for c in el.children if isinstance(c, Element))
+    assert deepest <= MAX_DEPTH

@@ -51,13 +51,18 @@ def _by_path(eng: Any) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+@pytest.mark.parametrize(
+    "model", ["fake", pytest.param("real", marks=pytest.mark.slow)], ids=["fake", "real-model"]
+)
 def test_every_format_matches_the_oracle_across_edits(
-    tmp_path: Path, format_tree: Path, fake_embedder: CountingEmbedder
+    tmp_path: Path, format_tree: Path, model: str, request: pytest.FixtureRequest
 ) -> None:
+    """With the fake embedder (quick) and with the bundled model (what users run)."""
+    embedder: CountingEmbedder = request.getfixturevalue(f"{model}_embedder")
     root = tmp_path / "docs"
     shutil.copytree(format_tree, root)
     state = tmp_path / "state"
-    eng = make_engine(root, state, fake_embedder)
+    eng = make_engine(root, state, embedder)
     (name,) = eng.sources
     try:
         eng.sync(name)
@@ -76,8 +81,8 @@ def test_every_format_matches_the_oracle_across_edits(
                 ".pdf": {"page", "end_page"},
             }.get(Path(rel).suffix, set())
             assert all(keys <= set(p) for p in ps), rel
-        assert not any("zqoutput" in t for t in fake_embedder.texts)  # outputs left out
-        assert not any("Made with" in t for t in fake_embedder.texts)  # the theme's footer
+        assert not any("zqoutput" in t for t in embedder.texts)  # outputs left out
+        assert not any("Made with" in t for t in embedder.texts)  # the theme's footer
 
         # notebooks: a markdown cell's words, a new code cell, an output only
         nb_path = root / "notebooks" / "reactivity.ipynb"
@@ -113,9 +118,9 @@ def test_every_format_matches_the_oracle_across_edits(
         (root / "pdf" / (Path(PDF_PAGES[2]).stem + ".pdf")).unlink()
         shutil.copytree(root / "site" / "FAQ", root / "site" / "FAQ2")
         write_pdf(book / PDF_PAGES[2], root / "pdf" / "bad" / "truncated.pdf")
-        before = len(fake_embedder.texts)
+        before = len(embedder.texts)
         eng.sync(name)
-        new = fake_embedder.texts[before:]
+        new = embedder.texts[before:]
         for word in ("remarkable powers", "zqnewcell", "Zqlayout", "zqpdf", "Zqadoc"):
             assert any(word in t for t in new), word
         assert len(new) < 60, f"re-embedded {len(new)} chunks for a handful of edits"
@@ -123,7 +128,7 @@ def test_every_format_matches_the_oracle_across_edits(
         assert eng.verify(name).clean
     finally:
         eng.close()
-    assert_matches_oracle(root, state, tmp_path, fake_vectors)
+    assert_matches_oracle(root, state, tmp_path, fake_vectors if model == "fake" else embedder)
 
 
 def test_read_widens_a_hit_with_the_extracted_text_and_its_citation(
