@@ -209,8 +209,8 @@ def asciidoc_edits(text: str, sections: list[Section]) -> list[Edit]:
     ``sections`` are :func:`read_asciidoc`'s, not yet glued.
     """
     attrs: dict[str, str] = {}
-    for m in _ENTRY.finditer(text):  # document attributes, wherever they are defined
-        attrs.setdefault(m.group(1), m.group(2) or "")
+    for entry in _ENTRY.finditer(text):  # document attributes, wherever they are defined
+        attrs.setdefault(entry.group(1), entry.group(2) or "")
     out: list[Edit] = []
     for sec in sections:
         for b in sec.blocks:

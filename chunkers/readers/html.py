@@ -207,7 +207,7 @@ class _Renderer:
         elif tag == "table":
             self.table(el)
         elif tag in ("ul", "ol", "menu"):
-            self.list(el, depth)
+            self.list_block(el, depth)
         elif tag == "li":
             self.item(el, "- ", depth)
         elif tag == "hr":
@@ -227,11 +227,11 @@ class _Renderer:
         texts: list[Text] = []
         stack: list[Element | Text] = [el]
         while stack:
-            node = stack.pop()
-            if isinstance(node, Text):
-                texts.append(node)
-            elif not _dropped(node):
-                stack.extend(reversed(node.children))
+            cur = stack.pop()
+            if isinstance(cur, Text):
+                texts.append(cur)
+            elif not _dropped(cur):
+                stack.extend(reversed(cur.children))
         code = "".join(t.data for t in texts)
         first_line = texts[0].line if texts else el.line
         if code.startswith("\n"):  # the newline right after <pre> is not content
@@ -268,14 +268,14 @@ class _Renderer:
             return
         self.w.blank()
         width = max(len(cells) for cells, _, _ in rows)
-        for k, (cells, span, _) in enumerate(rows):
-            cells = cells + [""] * (width - len(cells))
-            self.w.line("| " + " | ".join(cells) + " |", span)
+        for k, (row, span, _) in enumerate(rows):
+            row = row + [""] * (width - len(row))
+            self.w.line("| " + " | ".join(row) + " |", span)
             if k == 0:
                 self.w.line("|" + " --- |" * width, None)
         self.w.blank()
 
-    def list(self, el: Element, depth: int) -> None:
+    def list_block(self, el: Element, depth: int) -> None:
         ordered = el.tag == "ol"
         n = int(el.attrs.get("start", "1") or 1) if el.attrs.get("start", "").isdigit() else 1
         if depth == 0:
@@ -286,7 +286,7 @@ class _Renderer:
                     self.item(child, f"{n}. " if ordered else "- ", depth)
                     n += 1
                 elif child.tag in ("ul", "ol"):
-                    self.list(child, depth + 1)
+                    self.list_block(child, depth + 1)
         if depth == 0:
             self.w.blank()
 
@@ -304,7 +304,7 @@ class _Renderer:
                 _inline_element(child, tokens)
             elif child.tag in ("ul", "ol"):
                 opened = self._item_text(tokens, first, rest, opened)
-                self.list(child, depth + 1)
+                self.list_block(child, depth + 1)
             elif child.tag in ("p", "div", "span", "dl", "dt", "dd"):
                 _inline(child, tokens)
                 tokens.append(("\n", child.line))

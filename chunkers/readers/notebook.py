@@ -191,7 +191,8 @@ class NotebookReader:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                nb = nbformat.reads(text, as_version=4, capture_validation_error={})
+                reads: Any = nbformat.reads  # untyped
+                nb = reads(text, as_version=4, capture_validation_error={})
             return notebook_text(nb, self.outputs)
         except Exception as exc:  # nbformat raises many kinds: JSON, schema, version
             detail = " ".join(str(exc).split())[:200] or type(exc).__name__

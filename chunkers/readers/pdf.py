@@ -244,12 +244,12 @@ def _heading_levels(
     big = sorted({line.size for lines in pages for line in lines if _is_big(line, body)})[::-1]
     below = min(3, len(big) + 1)  # a bold line of the body's size: the deepest level
 
-    def level(line: _Line) -> int:
+    def level_of(line: _Line) -> int:
         if _is_big(line, body):
             return min(3, big.index(line.size) + 1)
         return below if _is_bold_heading(line, body) else 0
 
-    return [[level(line) for line in lines] for lines in pages]
+    return [[level_of(line) for line in lines] for lines in pages]
 
 
 def _assemble(pages: list[list[_Line]], outline: list[tuple[int, str, int]]) -> Extracted:
