@@ -15,7 +15,7 @@ __all__ = ["Chunk", "Hit", "Lines", "ReadResult", "Section", "SyncReport"]
 class Hit(TypedDict, total=False):
     """A search hit: the point's payload plus its id, score, rank and mode.
 
-    A format's own citation comes with its hits (README "Formats"): ``page`` and
+    A format's own citation comes with its hits (docs/guides/formats.md): ``page`` and
     ``end_page`` (PDF), ``cell``, ``end_cell``, ``cell_start_line``, ``cell_end_line`` and
     ``language`` (notebooks), ``file_start_line`` and ``file_end_line`` (HTML); for those
     formats ``start_line``/``end_line`` count lines of the extracted text.
