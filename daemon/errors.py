@@ -24,6 +24,7 @@ The tree (builtin bases kept beside each family, so older ``except ValueError`` 
     ├── DocumentError                                       chunkers.errors
     │   └── UndecodableError            ValueError          chunkers.text
     │       ├── BinaryFileError
+    │       ├── FormatError                                 chunkers.readers.document
     │       └── NotUTF8Error
     ├── ModelError                                          chunkers.errors
     │   ├── TokenizerError              ValueError          chunkers.sizing.tokenizers
@@ -76,6 +77,7 @@ from ingestd.chunkers.errors import (
 )
 
 if TYPE_CHECKING:
+    from ingestd.chunkers.readers.document import FormatError
     from ingestd.chunkers.registry import UnknownChunkerError
     from ingestd.chunkers.sizing.tokenizers import TokenizerError
     from ingestd.chunkers.text import BinaryFileError, NotUTF8Error, UndecodableError
@@ -104,6 +106,7 @@ __all__ = [
     "DocumentError",
     "EvalError",
     "ExportError",
+    "FormatError",
     "IngestdError",
     "InputError",
     "InsecureDirError",
@@ -137,6 +140,7 @@ HOMES: dict[str, str] = {
     "UndecodableError": "ingestd.chunkers.text",
     "BinaryFileError": "ingestd.chunkers.text",
     "NotUTF8Error": "ingestd.chunkers.text",
+    "FormatError": "ingestd.chunkers.readers.document",
     "TokenizerError": "ingestd.chunkers.sizing.tokenizers",
     "ModelNotFoundError": "ingestd.store.embedding.folders",
     "BackendUnavailableError": "ingestd.store.embedding.backends",

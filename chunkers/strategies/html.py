@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from ingestd.chunkers.base import ChunkerOptions
+from ingestd.chunkers.base import Chunk, ChunkerOptions, LineIndex
 from ingestd.chunkers.readers.document import Reader
 from ingestd.chunkers.readers.html import HtmlReader
 from ingestd.chunkers.strategies.markdown import MarkdownChunker, MarkdownOptions
@@ -53,7 +53,7 @@ class HtmlChunker(MarkdownChunker):
     """
 
     name = "html"
-    version = 1
+    version = 2  # 2: a page's text never has front matter (lines of --- are its text)
     Options = HtmlOptions
     options: HtmlOptions
 
@@ -62,3 +62,13 @@ class HtmlChunker(MarkdownChunker):
         """An :class:`~ingestd.chunkers.readers.html.HtmlReader` bounded by ``max_seconds``."""
         assert isinstance(options, HtmlOptions)
         return HtmlReader(options.max_seconds)
+
+    def chunk(self, text: str) -> list[Chunk]:
+        """Chunk the extracted text of a page as markdown, all of it body.
+
+        A page has no YAML front matter: a text that starts with a ``---`` line (a
+        paragraph of dashes) is chunked whole, never read as metadata and left out.
+        """
+        lines = LineIndex(text)
+        packer = self.packer(text, 0, {}, lines)
+        return packer.chunks(lines, packer.pack_all(), {})

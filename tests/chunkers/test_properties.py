@@ -64,7 +64,7 @@ def body_start(name: str, text: str) -> int:
 
     Front matter is what the markdown strategy's own parser says it is.
     """
-    if name in ("markdown", "hierarchical"):
+    if name in ("markdown", "hierarchical", "notebook"):  # a notebook's first cell may hold it
         try:
             from ingestd.chunkers.strategies.markdown import parse_front_matter
         except ImportError:  # pragma: no cover - the parser moved: fall back to a regex

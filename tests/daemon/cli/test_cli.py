@@ -37,7 +37,9 @@ def test_example_config_loads(tmp_path: Path) -> None:
     cfg = load_config(example)
     assert cfg.sources[0].name == "docs"
     assert cfg.sources[0].root == (tmp_path / "docs").resolve()
-    assert [r.chunker for r in cfg.rules] == ["markdown", "rst", "code", "sentence"]
+    assert [r.chunker for r in cfg.rules] == [
+        "markdown", "rst", "notebook", "html", "pdf", "asciidoc", "code", "sentence",
+    ]  # fmt: skip
 
 
 @pytest.mark.parametrize(

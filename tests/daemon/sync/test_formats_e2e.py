@@ -51,6 +51,7 @@ def _by_path(eng: Any) -> dict[str, list[dict[str, Any]]]:
     return out
 
 
+@pytest.mark.timeout(900)  # the tree is made, ingested, edited and ingested again twice
 @pytest.mark.parametrize(
     "model", ["fake", pytest.param("real", marks=pytest.mark.slow)], ids=["fake", "real-model"]
 )
@@ -174,6 +175,7 @@ def test_read_widens_a_hit_with_the_extracted_text_and_its_citation(
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # three searches, each a CLI process that loads the model
 def test_search_cites_pages_cells_and_html_lines(
     tmp_path: Path, format_tree: Path, real_embedder: CountingEmbedder
 ) -> None:
