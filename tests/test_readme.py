@@ -56,6 +56,15 @@ def test_quick_start_indexes_a_folder_a_fresh_clone_has(tmp_path: Path) -> None:
     assert "~/.local/state/ingestd" in _section("Quick start")  # says where the state goes
 
 
+def test_the_fresh_clone_test_asks_the_quick_start_question() -> None:
+    """``tests/daemon/watch/test_real_checkouts.py`` runs the quick start on a clone and
+    waits for a README chunk among the hits of the README's own search."""
+    _run, search, _test = _blocks(_section("Quick start"))
+    (query,) = re.findall(r'ingestd search "([^"]+)"', search)
+    clone_test = (REPO / "tests/daemon/watch/test_real_checkouts.py").read_text()
+    assert f'daemon.search("{query}")' in clone_test
+
+
 def test_setup_commands_use_separate_virtualenvs_and_ci_runs_the_readme() -> None:
     run_block, _search, test_block = _blocks(_section("Quick start"))
     venvs = [re.findall(r"python3 -m venv (\S+)", b)[0] for b in (run_block, test_block)]
