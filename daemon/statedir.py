@@ -58,7 +58,7 @@ _SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 @dataclass(frozen=True)
 class StatePaths:
-    """The entries of a state dir, named in this one place (README, "Configuration").
+    """The entries of a state dir, named in this one place (docs/reference/state-dir.md).
 
     Args:
         root: the state dir.
