@@ -166,6 +166,8 @@ def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
         yield f"  failed {f['path']}: {f['error']}"
     if s.get("failed", 0) > len(s.get("failed_documents") or []):
         yield "  (more failed documents: see `ingestd status --json`)"
+    for r in s.get("refused") or []:
+        yield f"  refused by the store {r['path']}: {r['error']}"
     for k in s.get("skipped") or []:
         yield f"  skipped {k['path']}: {k['reason']}"
     for r in s.get("retrying") or []:

@@ -141,6 +141,7 @@ def test_status_text_renders_the_daemon_keys() -> None:
                 "last_sync": now - 300,
                 "held_deletes": 7,
                 "failed_documents": [{"path": "bad.md", "error": "binary file"}],
+                "refused": [{"path": "big.md", "error": "the vector store ... is damaged"}],
             }
         ],
         "daemon": {
@@ -176,6 +177,7 @@ def test_status_text_renders_the_daemon_keys() -> None:
     assert "3 documents (1 failed), 40 chunks (2 being written), 7 held deletions" in text
     assert " pending" not in text
     assert "failed bad.md: binary file" in text
+    assert "refused by the store big.md: the vector store ... is damaged" in text
     st["daemon"]["in_flight"] = []
     assert "in flight" not in "\n".join(status_lines(st, now))
     assert [format_age(s) for s in (0.2, 42, 300, 3 * 3600, 3 * 86400)] == [
