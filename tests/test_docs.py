@@ -327,3 +327,42 @@ def test_payload_page_names_every_key_the_store_holds(tmp_path: Path) -> None:
 @pytest.mark.parametrize("key", ["n_model_tokens", "prefix", "is_parent", "path_prefixes"])
 def test_payload_page_names_the_keys_people_ask_about(key: str) -> None:
     assert f"`{key}`" in page("reference/payload.md")
+
+
+def test_every_ingestd_command_line_on_the_site_names_real_commands_and_options() -> None:
+    import shlex
+
+    from ingestd.daemon.cli.main import cli
+
+    common = {"--config", "-c", "--state-dir", "--log-level", "-h", "--help"}
+    seen = 0
+    for p in [*DOCS.rglob("*.md"), REPO / "README.md"]:
+        for block in fenced(p.read_text(), "sh"):
+            for line in block.splitlines():
+                lex = shlex.shlex(line, posix=True, punctuation_chars=True)
+                lex.whitespace_split, lex.commenters = True, "#"
+                tokens = list(lex)
+                segments: list[list[str]] = [[]]
+                for tok in tokens:
+                    if tok in ("&&", "|", ";", "||", ">", "(", ")"):
+                        segments.append([])
+                    else:
+                        segments[-1].append(tok)
+                for words in segments:
+                    if _is_ingestd(words):
+                        _check_words(words, f"{p.relative_to(REPO)}: {line.strip()}", cli, common)
+                        seen += 1
+    assert seen > 40
+
+
+def _is_ingestd(words: list[str]) -> bool:
+    return len(words) >= 2 and words[0].endswith("ingestd") and words[1] != "--version"
+
+
+def _check_words(words: list[str], where: str, cli: Any, common: set[str]) -> None:
+    assert words[1] in cli.commands, where
+    cmd = cli.commands[words[1]]
+    known = common | {o for prm in cmd.params for o in getattr(prm, "opts", [])}
+    for w in words[2:]:
+        if w.startswith("-") and not w.lstrip("-").isdigit():
+            assert w.split("=")[0] in known, f"{where}: {w}"
