@@ -90,12 +90,21 @@ def test_user_unit_runs_from_the_home_folder_without_root() -> None:
     assert one["ExecStart"] == (
         "%h/.local/share/ingestd/bin/ingestd run --config %E/ingestd/config.yaml"
     )
-    assert one["StateDirectory"] == "ingestd" and one["StateDirectoryMode"] == "0700"
     assert one["UMask"] == "0077" and one["WantedBy"] == "default.target"
-    # nothing a user manager cannot do, and no tree of the system unit
-    for key in ("User", "Group", "ReadOnlyPaths", "ProtectHome", "ProtectSystem"):
+    # nothing a user manager cannot do, and no tree of the system unit; no
+    # StateDirectory=: systemd 252 puts a user service's under ~/.config, where the
+    # CLI would not look (the daemon finds ~/.local/state/ingestd as the CLI does)
+    for key in (
+        "User",
+        "Group",
+        "ReadOnlyPaths",
+        "ProtectHome",
+        "ProtectSystem",
+        "StateDirectory",
+    ):
         assert key not in s, key
-    assert "/srv" not in (UNITS / "ingestd-user.service").read_text()
+    text = (UNITS / "ingestd-user.service").read_text()
+    assert "/srv" not in text and "STATE_DIRECTORY=" not in text
 
 
 def test_verify_timer_starts_the_verify_service() -> None:
