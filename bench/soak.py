@@ -17,7 +17,7 @@ a bench, not a test: run it when the machine is quiet enough, e.g.
     python bench/soak.py --cycles 200 --warmup 50 --keep /tmp/soak   # a quick look
     python bench/soak.py --files 50 --share 1 --minutes 60 --warmup-minutes 10
 
-The last is the README's hour of rewrites: 50 files of 12,000 characters, every
+The last is the hour of rewrites of docs/benchmarks.md: 50 files of 12,000 characters, every
 paragraph of one rewritten each second (all its chunks new, so every rewrite deletes
 and writes about 30 points), RSS printed every minute, growth measured from the
 10th minute.

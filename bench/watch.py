@@ -18,7 +18,7 @@ vectors are reused) and ``embedding.preload: false`` (the model is never loaded)
 Trees are made on tmpfs (``/dev/shm``) when there is one. The machine is shared and
 noisy: compare each heavy row with its docs-only row. ``--view DIR`` runs another
 version of ingestd: DIR holds an ``ingestd/`` package view (folders ``daemon``,
-``chunkers``, ``store``, as README "Development" builds for mypy).
+``chunkers``, ``store``, as docs/development.md builds for mypy).
 
     python bench/watch.py                            # 1k, 10k, 50k folders, 60 s idle
     python bench/watch.py --sizes 10000 --idle 20    # a quick look

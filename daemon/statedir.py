@@ -58,7 +58,7 @@ _SQLITE_SIDE_FILES = ("-wal", "-shm", "-journal")
 
 @dataclass(frozen=True)
 class StatePaths:
-    """The entries of a state dir, named in this one place (README, "Configuration").
+    """The entries of a state dir, named in this one place (docs/reference/state-dir.md).
 
     Args:
         root: the state dir.
@@ -176,17 +176,22 @@ def dir_bytes(path: Path, *, follow_symlinks: bool = False) -> int:
 
 
 def state_dir_bytes(state_dir: Path) -> int:
-    """Bytes the state dir takes on disk.
+    """Bytes the state dir takes on disk: allocated blocks, what ``du`` counts.
 
-    Each embedded engine's folder counts its true disk cost (its spec's
-    :meth:`~ingestd.store.vectors.spec.EngineSpec.disk_bytes`: allocated blocks; Qdrant
-    Edge's sparse files are far smaller on disk than their apparent size); every other
-    file counts its size (:func:`dir_bytes`).
+    Every file counts the blocks the file system allocated to it (``st_blocks * 512``),
+    not its apparent size: Qdrant Edge maps large, mostly empty (sparse) files, whose
+    apparent size can be forty times their cost on disk. Each embedded engine's folder
+    counts what its spec's :meth:`~ingestd.store.vectors.spec.EngineSpec.disk_bytes`
+    says (allocated blocks by default). Links are not followed.
 
     Args:
         state_dir: the state dir (a missing one holds 0).
+
+    Returns:
+        The allocated size in bytes.
     """
     from ingestd.store.vectors.engines import engine_specs
+    from ingestd.store.vectors.spec import allocated_bytes
 
     engines = {spec.folder: spec for spec in engine_specs()}
     total = 0
@@ -196,12 +201,12 @@ def state_dir_bytes(state_dir: Path) -> int:
         return 0
     for entry in entries:
         try:
-            if not entry.is_dir():
-                total += entry.stat(follow_symlinks=False).st_size
-            elif not entry.is_symlink():  # a linked folder is not entered (as dir_bytes)
-                spec = engines.get(entry.name)
-                path = Path(entry.path)
-                total += spec.disk_bytes(path) if spec is not None else dir_bytes(path)
+            path = Path(entry.path)
+            spec = engines.get(entry.name)
+            if spec is not None and entry.is_dir(follow_symlinks=False):
+                total += spec.disk_bytes(path)
+            else:  # a file, or a folder walked without entering linked folders
+                total += allocated_bytes(path)
         except OSError:
             continue
     return total

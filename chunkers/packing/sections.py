@@ -29,7 +29,7 @@ __all__ = [
 _SENTENCE_END = re.compile(r"[.!?]\s+(?=\S)")  # the last part: the last sentence
 _INTRO_WORDS = 30
 #: Default ``min_tokens`` as a share of ``max_tokens``. Measured with bench/retrieval.py on
-#: the four dev sets (README "Benchmarks"): with a quarter, chunks were 49-62 % full and
+#: the four dev sets (docs/benchmarks.md): with a quarter, chunks were 49-62 % full and
 #: dense retrieval ranked the chunk holding an answer below other chunks of its page;
 #: three quarters fills them to 69-80 %.
 FILL_SHARE = 0.75

@@ -19,7 +19,7 @@ helpers: :mod:`~ingestd.daemon.cli.status_text`, :mod:`~ingestd.daemon.cli.progr
 A new command goes in the module of its kind, as a ``@click.command()`` with
 ``@common_options`` and ``@handle_errors``, importing anything beyond click and the
 standard library inside its function (start-up time); ``main`` registers it, and
-README "Commands" names it (``tests/daemon/cli/test_cli.py`` checks).
+docs/reference/commands.md names it (``tests/daemon/cli/test_cli.py`` checks).
 """
 
 from ingestd.daemon.cli.main import cli, main

@@ -52,7 +52,7 @@ def migrate(
 
     A new embedding model, tokenizer or embedding.fit_model is a migration: a new
     version of each collection is built in the background while searches answer from
-    the current one, then the alias switches (README "Changing the embedding model").
+    the current one, then the alias switches (docs/guides/embedding-model.md).
     The daemon starts it on its own when it loads such a config; this command starts it
     again after an abort (with a daemon it goes on there, see `ingestd status`; without
     one it runs here to the end), says what it costs, or aborts it.

@@ -4,7 +4,9 @@ Exit codes (after pre-commit's ``error_handler.py``; :mod:`~ingestd.daemon.cli.e
 maps errors to them): 0 success, 1 a known failure (``verify`` found differences, a
 locked state dir, files left to retry), 2 a usage or config error (an unknown source
 name included), 3 deletions held by the mass-deletion guard (``resync``) or an
-unexpected error, 130 interrupted.
+unexpected error, 130 interrupted. ``ingestd run`` is the exception to the last: Ctrl-C
+(SIGINT) asks it to stop, as SIGTERM does, and a requested stop exits 0; a second
+signal before it has stopped forces the stop and exits 1.
 
 Start-up cost is part of the interface: the modules of this package import click, the
 standard library and each other only, and each command imports what it needs.

@@ -1,11 +1,12 @@
 """``ingestd status`` as text: the status JSON rendered for a person.
 
 Everything the JSON holds that an operator acts on is named in the text: per source
-the last complete sync and the last change written (local time and age), documents,
-chunks, failed, pending and held deletions, a missing root, folders watched and
-ignored; for the daemon its health, the document in flight, the roots it waits for,
-and its inotify watches beside ``fs.inotify.max_user_watches`` with the queue
-overflows since start. Keys a daemon of another version does not send are skipped.
+the last complete sync and the last change written (local time and age), documents
+(failed ones among them), chunks (those being written among them), held deletions, a
+missing root, folders watched and ignored; for the daemon its health, the document in
+flight, the roots it waits for, and its inotify watches beside
+``fs.inotify.max_user_watches`` with the queue overflows since start. Keys a daemon of
+another version does not send are skipped.
 """
 
 from __future__ import annotations
@@ -157,14 +158,16 @@ def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
     if "last_change_synced" in s:
         yield f"  last change synced: {format_when(s['last_change_synced'], now)}"
     yield (
-        f"  {_plural(s.get('documents', 0), 'document')}, {_plural(s.get('chunks', 0), 'chunk')}, "
-        f"{s.get('failed', 0)} failed, {s.get('pending', 0)} pending, "
+        f"  {_plural(s.get('documents', 0), 'document')} ({s.get('failed', 0)} failed), "
+        f"{_plural(s.get('chunks', 0), 'chunk')} ({s.get('pending', 0)} being written), "
         f"{_plural(int(s.get('held_deletes') or 0), 'held deletion')}"
     )
     for f in s.get("failed_documents") or []:
         yield f"  failed {f['path']}: {f['error']}"
     if s.get("failed", 0) > len(s.get("failed_documents") or []):
         yield "  (more failed documents: see `ingestd status --json`)"
+    for r in s.get("refused") or []:
+        yield f"  refused by the store {r['path']}: {r['error']}"
     for k in s.get("skipped") or []:
         yield f"  skipped {k['path']}: {k['reason']}"
     for r in s.get("retrying") or []:

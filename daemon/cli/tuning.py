@@ -133,7 +133,7 @@ def eval_cmd(
     the state dir's embedding cache), asks every question in each mode and prints
     recall@1/5/10 and MRR@10 at path level (a hit in the gold file) and span level (a
     hit covering the whole answer), and each row's difference to the first row with
-    its paired-bootstrap 95% interval. README "Evaluating rules" gives the format.
+    its paired-bootstrap 95% interval. docs/guides/evaluation.md gives the format.
 
     Example:
 

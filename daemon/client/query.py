@@ -7,7 +7,9 @@ ingestd's tokeniser (:func:`ingestd.store.search.sparse.query_vector`); and the 
 their fusion (``search.candidates`` points of each ranking, the filters inside each,
 equal scores ordered by point id, reciprocal rank fusion with ``search.rrf_k``:
 :mod:`ingestd.store.search.fusion`). :class:`QueryBuilder` makes them; ``qdrant_client``
-sends them::
+sends them, so the store must be one qdrant-client opens: a Qdrant server, or a
+local-mode store (``qdrant.engine: local``), never the default embedded Qdrant Edge
+store (``Client.search`` ranks the same on any store)::
 
     from qdrant_client import QdrantClient
     from ingestd.daemon.client import QueryBuilder

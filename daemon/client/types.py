@@ -2,7 +2,7 @@
 
 They are the JSON the control socket carries (what ``ingestd search --json`` prints),
 so a daemon and the local state dir answer alike; the payload keys are those of
-README "Payload".
+docs/reference/payload.md.
 """
 
 from __future__ import annotations

@@ -10,11 +10,14 @@ fast path makes that cheap: a no-op scan of 768 files takes about a second); wit
 
 Its answer says what it did, per source, and whether everything is searchable
 (``complete``): a file that cannot be read now, deletions held by the mass-deletion
-guard or a missing root leave it ``false``, with the reason in ``summary``.
+guard or a missing root leave it ``false``, with the reason in ``summary``. A sync that
+wrote, deleted or failed a document logs one line per source, as a change batch of the
+watcher does.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from collections.abc import Sequence
@@ -28,6 +31,8 @@ if TYPE_CHECKING:
     from ingestd.daemon.sync.types import SyncResult
 
 __all__ = ["scopes", "sync"]
+
+logger = logging.getLogger(__name__)
 
 
 def scopes(
@@ -104,6 +109,16 @@ def sync(
     t0 = time.monotonic()
     planned = scopes(engine, paths, sources)
     done = [(engine.sync(name, rels), rels) for name, rels in planned.items()]
+    for res, rels in done:
+        if res.indexed or res.deleted or res.failed:
+            logger.info(
+                "sync of source %s (%s): %d indexed, %d deleted, %d failed",
+                res.source,
+                "scan" if rels is None else f"{len(rels)} path(s)",
+                res.indexed,
+                res.deleted,
+                res.failed,
+            )
     return {
         "sources": [
             {**res.as_dict(), "scope": "scan" if rels is None else rels} for res, rels in done

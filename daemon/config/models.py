@@ -154,7 +154,7 @@ class EmbeddingConfig(_Model):
             (:data:`ingestd.store.embedding.backends.BACKENDS`): ``torch``
             (sentence-transformers), ``onnx`` (the model exported to ONNX, float32, run
             by onnxruntime) or ``onnx-int8`` (int8 quantised, lossy: it misses the
-            recall bound); see README "Choosing a backend". The ONNX backends need the
+            recall bound); see docs/guides/backends.md. The ONNX backends need the
             ``onnx`` extra.
         cache_dir: where the ONNX backends keep the exported model (``None``:
             ``$CACHE_DIRECTORY``, else ``$XDG_CACHE_HOME/ingestd``, else
@@ -227,7 +227,7 @@ class QdrantConfig(_Model):
             Qdrant's engine in-process) or ``local`` (qdrant-client's local mode);
             default ``$INGESTD_QDRANT_ENGINE``, else ``None``: ``edge`` for a new store,
             ``local`` for a store made with it. A store held by another engine moves
-            to the configured one (README "Embedded engines").
+            to the configured one (docs/how-it-works/engines.md).
         path: folder of the ``local`` store (default ``<state dir>/qdrant``).
         edge_path: folder of the ``edge`` store (default ``<state dir>/edge``).
         url: Qdrant server or cluster URL (the embedded engines are then unused).
@@ -268,7 +268,7 @@ class QdrantConfig(_Model):
 
 
 class SearchConfig(_Model):
-    """How ``ingestd search`` ranks (README "Hybrid search").
+    """How ``ingestd search`` ranks (docs/how-it-works/search.md).
 
     Attributes:
         mode: ``hybrid`` (dense and BM25 rankings fused by reciprocal rank fusion in

@@ -2,7 +2,7 @@
 
 Each tool answers twice: ``structuredContent`` validated against these pydantic
 models (the tool's ``outputSchema``), and a short text for clients that show text
-only. Field names are those of the payload (README "Payload") and of ``ingestd
+only. Field names are those of the payload (docs/reference/payload.md) and of ``ingestd
 search --json``, so a hit reads the same everywhere.
 """
 

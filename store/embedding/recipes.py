@@ -80,9 +80,9 @@ class OnnxRecipe:
         return OnnxRecipe(self.opset, self.exporter, self.attention, self.fusion)
 
 
-#: The int8 settings of ``onnx-int8``, chosen by ``bench/ingest.py`` (README "Choosing
-#: a backend"): ``quant_pre_process`` first, uint8 activations per tensor, per-channel
-#: signed weights, full 8-bit range, every projection matrix and the embedding table
+#: The int8 settings of ``onnx-int8``, chosen by ``bench/ingest.py``
+#: (docs/guides/backends.md): ``quant_pre_process`` first, uint8 activations per tensor,
+#: per-channel signed weights, full 8-bit range, every projection matrix and the embedding table
 #: quantised, no node excluded.
 INT8_SETTINGS = QuantSettings()
 

@@ -106,7 +106,7 @@ def test_status_text_shows_every_count_and_the_last_sync(tmp_path: Path) -> None
     assert f"last sync: {when}" in res.output
     assert " ago)" in res.output or "(just now)" in res.output
     assert (
-        f"{src['documents']} document, {src['chunks']} chunks, 0 failed, 0 pending, "
+        f"{src['documents']} document (0 failed), {src['chunks']} chunks (0 being written), "
         "0 held deletions" in res.output
     )
     assert "warning:" not in res.output  # the built-in rules are not the user's to fix
@@ -141,6 +141,7 @@ def test_status_text_renders_the_daemon_keys() -> None:
                 "last_sync": now - 300,
                 "held_deletes": 7,
                 "failed_documents": [{"path": "bad.md", "error": "binary file"}],
+                "refused": [{"path": "big.md", "error": "the vector store ... is damaged"}],
             }
         ],
         "daemon": {
@@ -172,8 +173,11 @@ def test_status_text_renders_the_daemon_keys() -> None:
     assert "missing root: /srv/docs" in text
     assert "ROOT MISSING: /srv/docs" in text
     assert "(5 min ago)" in text
-    assert "3 documents, 40 chunks, 1 failed, 2 pending, 7 held deletions" in text
+    # each count says what it counts: failed documents, chunks being written
+    assert "3 documents (1 failed), 40 chunks (2 being written), 7 held deletions" in text
+    assert " pending" not in text
     assert "failed bad.md: binary file" in text
+    assert "refused by the store big.md: the vector store ... is damaged" in text
     st["daemon"]["in_flight"] = []
     assert "in flight" not in "\n".join(status_lines(st, now))
     assert [format_age(s) for s in (0.2, 42, 300, 3 * 3600, 3 * 86400)] == [

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -123,10 +124,20 @@ def test_read_errors_are_one_line_with_an_exit_code(
     assert err.value.exit_code == code
 
 
-def test_sync_of_an_edited_path_makes_it_searchable(engine: Any, tree: Path) -> None:
+def test_sync_of_an_edited_path_makes_it_searchable(
+    engine: Any, tree: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     page = tree / "docs/concepts/glossary.md"
     page.write_text(page.read_text() + "\n\n## Zebras\n\nZebrafication of telemetry.\n")
-    got = sync(engine, ["docs/concepts/glossary.md"])
+    with caplog.at_level(logging.INFO, logger="ingestd.daemon.commands.sync"):
+        got = sync(engine, ["docs/concepts/glossary.md"])
+        (name,) = engine.sources
+        assert caplog.messages == [
+            f"sync of source {name} (1 path(s)): 1 indexed, 0 deleted, 0 failed"
+        ]
+        caplog.clear()
+        sync(engine, ["docs/concepts/glossary.md"])  # nothing written: no line
+        assert caplog.messages == []
     assert got["complete"] and got["seconds"] >= 0
     (src,) = got["sources"]
     assert src["indexed"] == 1 and src["scope"] == ["docs/concepts/glossary.md"]

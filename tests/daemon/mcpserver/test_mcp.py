@@ -479,6 +479,9 @@ async def test_through_a_daemon_over_stdio_and_http(
         assert st["daemon"] is not None and st["daemon"]["healthy"]
         everything = await s.call_tool("sync", {})
         assert everything.structured_content["sources"][0]["scope"] == "scan"
+    # the write the sync made through the daemon is in the daemon's log
+    daemon_log = (tmp_path / "daemon.log").read_text()
+    assert "sync of source docs (1 path(s)): 1 indexed, 0 deleted, 0 failed" in daemon_log
     err = log.read_text()
     assert "EXIT=0" in err.splitlines() and "Traceback" not in err
     # through a daemon, the server never loads the model itself

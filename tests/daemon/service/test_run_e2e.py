@@ -206,3 +206,70 @@ def test_run_preloads_the_model_reports_a_missing_root_and_stops_fast_when_idle(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_ctrl_c_stops_run_cleanly_with_exit_0_and_a_one_shot_command_with_130(
+    tmp_path: Path,
+) -> None:
+    """The exit codes the reference gives: Ctrl-C (SIGINT) is a requested stop for
+    ``ingestd run``, as SIGTERM is (exit 0, nothing printed about an interruption); a
+    one-shot command interrupted by Ctrl-C prints "Interrupted (^C)" and exits 130."""
+    root = copy_tree(tmp_path / "docs", FILES[:1])
+    state = tmp_path / "state"
+    log = tmp_path / "daemon.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [*ingestd_cmd(), "run", "--state-dir", str(state), str(root)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+
+        def watching() -> bool:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            p = run_cli("status", "--json", "--state-dir", str(state), timeout=60)
+            d = json.loads(p.stdout or "{}").get("daemon") if p.stdout.strip() else None
+            return bool(d) and d.get("phase") == "watching"
+
+        wait_for(watching, 600, "the daemon to watch", interval=0.5)
+        proc.send_signal(signal.SIGINT)
+        assert proc.wait(timeout=60) == 0
+        text = log.read_text()
+        assert "Interrupted" not in text and "Traceback" not in text
+        assert text.strip().splitlines()[-1].endswith("ingestd stopped")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    # a one-shot command: `ingestd chunk` of a FIFO whose writer never writes
+    fifo = root / "never.md"
+    os.mkfifo(fifo)
+    chunk = subprocess.Popen(
+        [*ingestd_cmd(), "chunk", "--state-dir", str(state), str(fifo)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    writer = -1
+    try:
+
+        def reader_waits() -> bool:  # a non-blocking writer opens once the reader has
+            nonlocal writer
+            assert chunk.poll() is None, chunk.communicate()
+            try:
+                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:
+                return False
+            return True
+
+        wait_for(reader_waits, 120, "ingestd chunk to open the file", interval=0.1)
+        chunk.send_signal(signal.SIGINT)
+        _out, err = chunk.communicate(timeout=60)
+        assert chunk.returncode == 130, err
+        assert "Interrupted (^C)" in err and "Traceback" not in err
+    finally:
+        if writer >= 0:
+            os.close(writer)
+        if chunk.poll() is None:
+            chunk.kill()
+            chunk.wait()

@@ -49,7 +49,9 @@ def _installed_copy(tmp_path: Path) -> Path:
     out.mkdir()
     for f in UNITS.iterdir():
         if f.suffix in (".service", ".timer"):
-            (out / f.name).write_text(f.read_text().replace("/usr/local/bin/ingestd", str(exe)))
+            text = f.read_text().replace("/usr/local/bin/ingestd", str(exe))
+            text = text.replace("%h/.local/share/ingestd/bin/ingestd", str(exe))  # the user unit
+            (out / f.name).write_text(text)
     return out
 
 
@@ -78,6 +80,31 @@ def test_service_unit_settings() -> None:
     assert "Nice" in one and "CPUWeight" in one and "ReadOnlyPaths" in one
     sysusers = (UNITS / "ingestd.sysusers.conf").read_text()
     assert re.search(r"^u ingestd - .* /var/lib/ingestd$", sysusers, re.M)
+
+
+def test_user_unit_runs_from_the_home_folder_without_root() -> None:
+    """``systemctl --user``: documentation under ``$HOME``, state in ``~/.local/state``."""
+    s = _unit_settings(UNITS / "ingestd-user.service")
+    one = {k: v[-1] for k, v in s.items()}
+    assert one["Type"] == "notify"
+    assert one["ExecStart"] == (
+        "%h/.local/share/ingestd/bin/ingestd run --config %E/ingestd/config.yaml"
+    )
+    assert one["UMask"] == "0077" and one["WantedBy"] == "default.target"
+    # nothing a user manager cannot do, and no tree of the system unit; no
+    # StateDirectory=: systemd 252 puts a user service's under ~/.config, where the
+    # CLI would not look (the daemon finds ~/.local/state/ingestd as the CLI does)
+    for key in (
+        "User",
+        "Group",
+        "ReadOnlyPaths",
+        "ProtectHome",
+        "ProtectSystem",
+        "StateDirectory",
+    ):
+        assert key not in s, key
+    text = (UNITS / "ingestd-user.service").read_text()
+    assert "/srv" not in text and "STATE_DIRECTORY=" not in text
 
 
 def test_verify_timer_starts_the_verify_service() -> None:

@@ -149,16 +149,16 @@ def test_the_readme_quick_start_on_a_clone_with_its_virtualenv(tmp_path: Path) -
         # the quick start, with the package already installed: `ingestd run .`
         daemon = Daemon(["."], None, tmp_path / "daemon.log", cwd=clone, env=env)
         try:
-            # the model embeds the README's ~150 chunks: minutes when 2 cores are shared
+            # the model embeds ~300 chunks of the README and docs/: minutes on 2 shared cores
             took = daemon.wait_reconciled(timeout=1200)
-            # `ingestd status && ingestd search "how are point ids computed"`
+            # `ingestd status && ingestd search "how do I install and run ingestd"`
             st = daemon.cli("status")
             assert st.returncode == 0, st.stdout + st.stderr
 
-            # the README is long: written in the background after the reconcile, in slices
+            # a long page is written in the background after the reconcile, in slices
             # that search cannot see until the whole document is committed
             def readme_hits() -> list[str] | None:
-                paths = [h["path"] for h in daemon.search("how are point ids computed")]
+                paths = [h["path"] for h in daemon.search("how do I install and run ingestd")]
                 return paths if "README.md" in paths else None
 
             wait_for(readme_hits, 1200, "README.md in the quick start's search", interval=2)

@@ -430,8 +430,8 @@ def test_int8_backend_end_to_end_incremental_equals_from_scratch(
     assert all(np.allclose(va[i], vb[i], atol=1e-6) for i in ids)
     eng = make_engine(tree, state, None)  # torch now: the collection holds int8 vectors
     try:
-        # searched with the profile that made it until a migration switches it (README
-        # "Changing the embedding model"); its vectors are never mixed with torch's
+        # searched with the profile that made it until a migration switches it (docs/guides/
+        # embedding-model.md); its vectors are never mixed with torch's
         assert eng.profile.model.backend == "torch"
         assert eng.profile_of("ingestd").model.backend == "onnx-int8"
     finally:
