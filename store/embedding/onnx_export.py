@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ingestd.chunkers.errors import ModelError
-from ingestd.store.embedding.backends import backend_fingerprint
-from ingestd.store.embedding.recipes import RECIPES, OnnxRecipe
+from ingestd.store.embedding.recipes import RECIPES, OnnxRecipe, derived_fingerprint
 
 if TYPE_CHECKING:
     from ingestd.store.embedding.model import ModelInfo
@@ -43,6 +42,7 @@ __all__ = [
     "PROBE_TEXTS",
     "ExportError",
     "artifact_path",
+    "cached_export",
     "ensure_artifact",
     "ensure_exported",
 ]
@@ -74,7 +74,8 @@ def artifact_path(info: ModelInfo, cache_dir: Path, recipe: OnnxRecipe) -> Path:
     ``<cache_dir>/onnx/<model folder name>-<fp32|int8>-<fingerprint[:16]>.onnx``.
     """
     kind = "int8" if recipe.quant is not None else "fp32"
-    fp = backend_fingerprint(
+    # named by the recipe's own fingerprint (stable: a file made before keeps its name)
+    fp = derived_fingerprint(
         info.files_fingerprint, "onnx-int8" if recipe.quant else "onnx", recipe
     )
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(info.name).name) or "model"
@@ -182,6 +183,18 @@ def ensure_artifact(path: Path, build: Callable[[Path], dict[str, Any]]) -> dict
         finally:
             tmp.unlink(missing_ok=True)
     return record
+
+
+def cached_export(
+    info: ModelInfo, cache_dir: Path, recipe: OnnxRecipe | None = None
+) -> Path | None:
+    """The ONNX file of ``info`` made with ``recipe`` if the cache holds it whole, else ``None``.
+
+    Nothing is exported; the file is checked against its record (size and sha256).
+    """
+    recipe = recipe or info.recipe or RECIPES["onnx"]
+    path = artifact_path(info, cache_dir, recipe)
+    return path if _valid(path) is not None else None
 
 
 def ensure_exported(
