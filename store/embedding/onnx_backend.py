@@ -36,7 +36,7 @@ class OnnxBackend(FolderBackend):
 
     name = "onnx"
     requires = ("onnxruntime", "onnx")
-    install_hint = "pip install 'ingestd[onnx]'"
+    install_hint = "pip install onnxruntime onnx"
     cpu_only = True
     recipe = RECIPES["onnx"]
 
