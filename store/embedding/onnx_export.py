@@ -429,3 +429,33 @@ def _probe(info: ModelInfo, path: Path, want: Any) -> Any:
 
     got = OnnxRunner(info, path, batch_size=4, quiet=True)(list(PROBE_TEXTS))
     return np.sum(got * want, axis=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Export one model into a cache folder: the background export's own process.
+
+    ``python -m ingestd.store.embedding.onnx_export MODEL BACKEND CACHE_DIR`` exports
+    the backend's own recipe of ``MODEL`` (a bundled name or a model folder). Run in a
+    process of its own, the export's memory (about 1.3 GB at its peak) is returned to
+    the system when it ends, and a daemon that stops meanwhile leaves no thread inside
+    torch behind.
+
+    Returns:
+        0 when the file is in the cache, 1 (with the reason on stderr) when not.
+    """
+    import sys
+
+    from ingestd.store.embedding.embedder import model_info
+
+    model, backend, cache_dir = argv if argv is not None else sys.argv[1:]
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        ensure_exported(model_info(model, backend), Path(cache_dir))
+    except Exception as exc:  # the parent logs this line once and embeds with torch
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import shutil
 import socket
 import subprocess
@@ -31,9 +32,9 @@ from ingestd.store.embedding.embedder import (
     model_info,
 )
 from ingestd.store.embedding.onnx import OnnxEmbedder
-from ingestd.store.embedding.onnx_export import ensure_artifact, ensure_exported
+from ingestd.store.embedding.onnx_export import cached_export, ensure_artifact, ensure_exported
 from ingestd.store.embedding.onnx_runtime import load_tokenizer
-from tests.helpers import CORPORA, MD_DOCS, REPO
+from tests.helpers import CORPORA, MD_DOCS, REPO, wait_for
 
 #: The fingerprint of the bundled model's files, as stores made before backends
 #: existed recorded it: the torch backend must keep it.
@@ -406,7 +407,9 @@ def test_export_model_command_reports_the_cached_export(onnx_export_dir: Path) -
     )
     assert res.exit_code == 0, res.output
     assert "-int8-" in res.output and "cosine to torch on probe texts" in res.output
-    res = CliRunner().invoke(cli, ["export-model"])
+    torch_cfg = onnx_export_dir.parent / "torch.yaml"
+    torch_cfg.write_text("embedding:\n  backend: torch\n")
+    res = CliRunner().invoke(cli, ["export-model", "--config", str(torch_cfg)])
     assert res.exit_code == 2 and "needs no export" in res.output
 
 
@@ -449,3 +452,37 @@ def test_int8_backend_end_to_end_incremental_equals_from_scratch(
         assert eng.profile_of("ingestd").model.backend == "onnx-int8"
     finally:
         eng.close()
+
+
+@pytest.mark.slow
+@pytest.mark.engine("edge")  # no store involved
+def test_a_query_is_embedded_by_torch_and_starts_no_export(tmp_path: Path) -> None:
+    """One text (a search's query) before the graph is made: torch embeds it and no
+    export starts, so a one-shot ``ingestd search`` leaves nothing running behind it.
+    (The export started by the daemon, and the graph taking over, are shown end to end
+    in ``tests/daemon/service/test_backend_upgrade_e2e.py``.)"""
+    info = model_info(BUNDLED_MODEL, "onnx")
+    emb = OnnxEmbedder(info, cache_dir=tmp_path / "cache")
+    out = emb(["The collector receives telemetry."])
+    assert out.shape == (1, 384) and abs(float(np.linalg.norm(out[0])) - 1) < 1e-4
+    assert not emb.exporting and not emb.loaded_graph
+    assert cached_export(info, tmp_path / "cache") is None
+
+
+@pytest.mark.slow
+@pytest.mark.engine("edge")  # no store involved
+def test_a_failed_background_export_is_said_once_and_torch_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="ingestd")
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the cache folder should be\n")
+    emb = OnnxEmbedder(model_info(BUNDLED_MODEL, "onnx"), cache_dir=blocked)
+    texts = ["The collector receives telemetry.", "Spans are batched before export."]
+    emb.load()  # what the daemon does at start: the export starts
+    wait_for(lambda: emb.export_failed is not None, 300, "the export to fail")
+    for _ in range(3):
+        out = emb(texts)
+        assert out.shape == (2, 384)
+    assert not emb.exporting and not emb.loaded_graph
+    assert caplog.text.count("the ONNX export of all-MiniLM-L6-v2 failed") == 1
