@@ -136,7 +136,7 @@ class OnnxEmbedder(OnnxRunner):
             "meanwhile (the same vectors)",
             self.info.name,
         )
-        model = str(self.info.path or self.info.name)
+        model = self.info.name  # what model_info resolves again: the same artifact name
         cmd = [sys.executable, "-m", "ingestd.store.embedding.onnx_export"]
         self._export_err = tempfile.TemporaryFile()
         self._exporting = subprocess.Popen(

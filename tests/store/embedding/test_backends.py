@@ -23,6 +23,7 @@ import numpy as np
 import pytest
 
 from ingestd.daemon.config import ConfigError, load_config
+from ingestd.daemon.config.models import default_backend
 from ingestd.store.embedding import onnx_export
 from ingestd.store.embedding.backends import INT8_SETTINGS, RECIPES, backend_fingerprint
 from ingestd.store.embedding.embedder import (
@@ -444,11 +445,12 @@ def test_int8_backend_end_to_end_incremental_equals_from_scratch(
     va, vb = state_dense_vectors(state), state_dense_vectors(fresh)
     assert set(va) == set(vb) == set(ids)
     assert all(np.allclose(va[i], vb[i], atol=1e-6) for i in ids)
-    eng = make_engine(tree, state, None)  # torch now: the collection holds int8 vectors
+    # the default backend now: the collection holds int8 vectors
+    eng = make_engine(tree, state, None, embedding={"cache_dir": str(onnx_export_dir)})
     try:
-        # searched with the profile that made it until a migration switches it (README
-        # "Changing the embedding model"); its vectors are never mixed with torch's
-        assert eng.profile.model.backend == "torch"
+        # searched with the profile that made it until a migration switches it (docs
+        # "Changing the embedding model"); its vectors are never mixed with the default's
+        assert eng.profile.model.backend == default_backend()
         assert eng.profile_of("ingestd").model.backend == "onnx-int8"
     finally:
         eng.close()
