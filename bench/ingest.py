@@ -7,16 +7,26 @@ mean something):
 
 * the CPU and its vector instruction sets (avx2, avx512*, vnni, amx from /proc/cpuinfo);
 * chunks/s of each backend (``torch``, ``onnx``, ``onnx-int8``, and with ``--variants``
-  the other ONNX recipes tried) on the same sample of real chunks of the three corpora,
+  the other ONNX recipes tried) on the same sample of real chunks of the four corpora,
   same batch size, in interleaved rounds; the ratio to torch is the median of the
   per-round ratios;
 * mean and min cosine of each backend's vectors to torch's, over every chunk of the
-  three corpora;
-* span and path recall@5 on the three dev sets (``qa/md-docs``, ``qa/rst-docs``,
-  ``qa/rust-book``) per backend: default rules, dense cosine, brute force (the scoring
-  of ``bench/retrieval.py``, imported), and whether each backend keeps span R@5 within
-  1 point of torch on every set;
+  four corpora;
+* span and path recall@5 on the four dev sets (``qa/md-docs``, ``qa/rst-docs``,
+  ``qa/rust-book``, ``qa/mkdocs-docs``) per backend: default rules, dense cosine, brute
+  force (the scoring of ``bench/retrieval.py``, imported), and whether each backend
+  keeps span R@5 within 1 point of torch on every set;
 * the idle RSS of a process that loaded each backend and embedded one text.
+
+``cold``: the default backend against torch through the whole pipeline, in the same
+run: a cold ingest (fresh state dir, model loaded and exported beforehand) of the first
+``--limit`` files of ``--corpus`` per backend, in interleaved rounds (chunks embedded per
+second; the ratio is the median of the per-round ratios; the target is >= 1.8x); then the
+idle RSS of a real ``ingestd run`` process of each backend serving that store (target
+<= 250 MB for the default). Span R@5 of both on the four dev sets is the ``recall`` part.
+
+``threads``: the default backend at each of ``--thread-counts`` intra-op threads on the
+same sample: chunks/s, and chunks per CPU second (what the threads cost the machine).
 
 ``pipeline``: cold ingest of md-docs (scan, read, chunk, embed, upsert, manifest) vs
 bare embedding of the same texts, and a no-op ``ingestd resync`` process vs walk+stat.
@@ -26,6 +36,9 @@ Usage::
     python bench/ingest.py [--variants] [--sample 256] [--rounds 5] [--batch-size 16]
     python bench/ingest.py --only speed,rss        # skip the recall part
     python bench/ingest.py --only pipeline [--limit N] [--backend onnx-int8]
+    python bench/ingest.py --only cold [--limit 150] [--rounds 3] [--threads N]
+    python bench/ingest.py --only threads [--thread-counts 1,2] [--sets md-docs]
+    python bench/ingest.py --only recall --backends onnx   # span R@5, four dev sets
 
 Vectors of the recall part are cached by (model fingerprint, text hash) in
 ``--cache`` (default ``/tmp/bench-ingest``), so reruns only embed what is new; exported
@@ -53,11 +66,12 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 CORPORA = HERE.parent.parent / "shared" / "corpora"
 DEFAULT_CORPUS = CORPORA / "md-docs"
-#: The three dev sets: (name, corpus folder, questions).
+#: The four dev sets: (name, corpus folder, questions).
 DEV_SETS = (
     ("md-docs", CORPORA / "md-docs", CORPORA / "qa" / "md-docs.jsonl"),
     ("rst-docs", CORPORA / "rst-docs", CORPORA / "qa" / "rst-docs.jsonl"),
     ("rust-book", CORPORA / "history" / "base", CORPORA / "qa" / "rust-book.jsonl"),
+    ("mkdocs-docs", CORPORA / "mkdocs-docs", CORPORA / "qa" / "mkdocs-docs.jsonl"),
 )
 MODEL = "all-MiniLM-L6-v2"
 CPU_FLAGS = (
@@ -127,7 +141,7 @@ def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cores"
 
 
-# -- the chunks of the three dev corpora -----------------------------------------------------
+# -- the chunks of the four dev corpora -----------------------------------------------------
 
 
 @dataclass
@@ -144,18 +158,20 @@ def load_dev_sets(names: list[str]) -> list[DevSet]:
     for name, corpus, qa in DEV_SETS:
         if name not in names:
             continue
-        args = argparse.Namespace(corpus=corpus.resolve(), extra=[])
-        with tempfile.TemporaryDirectory(prefix="bench-ingest-state-") as state:
-            indexes, _info = retrieval.build_indexes(args, Path(state))
-        out.append(DevSet(name, retrieval.load_questions(qa, corpus.resolve()), indexes[0]))
+        ns = argparse.Namespace(only={"default"}, variant=[], extra=[], anchors="", add=[])
+        (index,) = retrieval.build_indexes(corpus.resolve(), ns, set(), None)
+        out.append(DevSet(name, retrieval.load_questions(qa, corpus.resolve()), index))
     return out
 
 
-def make_embedder(v: Variant, cache_dir: Path, batch_size: int) -> tuple[Any, Any]:
+def make_embedder(
+    v: Variant, cache_dir: Path, batch_size: int, threads: int | None = None
+) -> tuple[Any, Any]:
     from ingestd.store.embedding.embedder import load_embedder, model_info
 
     info = model_info(MODEL, v.backend, v.recipe)
-    return info, load_embedder(info, batch_size=batch_size, cache_dir=cache_dir)
+    model = load_embedder(info, batch_size=batch_size, threads=threads, cache_dir=cache_dir)
+    return info, model
 
 
 # -- speed -----------------------------------------------------------------------------------
@@ -292,9 +308,9 @@ def report(
 
     sets = args.sets.split(",")
     print(
-        f"\nchunks/s: {sample_n} chunks of the three corpora, batch size {args.batch_size} "
+        f"\nchunks/s: {sample_n} chunks of the four corpora, batch size {args.batch_size} "
         f"(the ONNX backends run each text alone), median of {args.rounds} interleaved rounds; "
-        "cosine to torch over every chunk of the three corpora (* on the timed sample); "
+        "cosine to torch over every chunk of the four corpora (* on the timed sample); "
         "recall: span R@5 / path R@5 per dev set; RSS: idle, after one text"
     )
     head = f"{'backend':<46}{'chunks/s':>9}{'x torch':>8}{'cos mean':>9}{'cos min':>8}"
@@ -384,6 +400,7 @@ def pipeline_main(args: argparse.Namespace) -> None:
             (sub / p.relative_to(corpus)).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(p, sub / p.relative_to(corpus))
         corpus = sub
+    args.backend = args.backend or "torch"
     _, model = make_embedder(Variant(args.backend, args.backend), args.cache / "models", 16)
     model(["warm up"])
 
@@ -426,6 +443,168 @@ def pipeline_main(args: argparse.Namespace) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
+# -- threads: intra-op threads of the default backend, on this machine as it is now --------
+
+
+def threads_main(args: argparse.Namespace) -> None:
+    """Chunks/s and chunks per CPU second of the default backend at 1, 2, ... threads.
+
+    Run it on an idle machine and on a busy one (the load average is printed): on a busy
+    machine extra threads wait for cores and spin, so wall-clock speed can fall while the
+    CPU spent per chunk rises.
+    """
+    from ingestd.daemon.config.models import default_backend
+
+    backend = args.backend or default_backend()
+    counts = [int(x) for x in args.thread_counts.split(",")]
+    sets = load_dev_sets(args.sets.split(","))
+    pool = [t for ds in sets for t in ds.index.texts]
+    random.Random(0).shuffle(pool)
+    sample = pool[: args.sample]
+    models = {}
+    for n in counts:
+        _, model = make_embedder(Variant(backend, backend), args.cache / "models", 16, n)
+        model(sample[:4])
+        models[n] = model
+    print(cpu_line())
+    print(f"{backend}, {len(sample)} chunks per round; load average before: {_load()}")
+    wall: dict[int, list[float]] = {n: [] for n in counts}
+    cpu: dict[int, list[float]] = {n: [] for n in counts}
+    for r in range(args.rounds):
+        for n in counts if r % 2 == 0 else counts[::-1]:
+            t0, c0 = time.perf_counter(), time.process_time()
+            models[n](sample)
+            wall[n].append(time.perf_counter() - t0)
+            cpu[n].append(time.process_time() - c0)
+    print(f"load average after: {_load()}")
+    base = statistics.median(wall[counts[0]])
+    for n in counts:
+        w, c = statistics.median(wall[n]), statistics.median(cpu[n])
+        print(
+            f"  threads {n}: {len(sample) / w:7.1f} chunks/s ({base / w:.2f}x threads "
+            f"{counts[0]}), {len(sample) / c:7.1f} chunks per CPU second"
+        )
+
+
+# -- cold ingest: the default backend against torch, whole pipeline --------------------------
+
+
+def _subset(corpus: Path, limit: int, dest: Path) -> Path:
+    if not limit:
+        return corpus
+    files = sorted(p for p in corpus.rglob("*") if p.is_file())[:limit]
+    for p in files:
+        (dest / p.relative_to(corpus)).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(p, dest / p.relative_to(corpus))
+    return dest
+
+
+def cold_ingest(backend: str, model: Any, corpus: Path, state: Path, threads: int | None) -> Any:
+    """One cold ingest of ``corpus`` into a fresh ``state``; returns (SyncResult, seconds)."""
+    from ingestd.daemon.config import load_config
+    from ingestd.daemon.sync.engine import Engine
+
+    emb = {"backend": backend, "threads": threads}
+    cfg = load_config(None, roots=[corpus], overrides={"embedding": emb})
+    eng = Engine(cfg, state, embed_model=model)
+    try:
+        name = next(iter(eng.sources))
+        t0 = time.perf_counter()
+        res = eng.sync(name)
+        return res, time.perf_counter() - t0
+    finally:
+        eng.close()
+
+
+def daemon_rss(backend: str, corpus: Path, state: Path, models: Path) -> float:
+    """Idle VmRSS (MB) of ``ingestd run`` serving ``state`` once its first reconcile is done."""
+    import json
+
+    cfg = state.parent / f"{backend}.json"
+    cfg.write_text(
+        json.dumps(
+            {
+                "sources": [{"name": "bench", "root": str(corpus)}],
+                "embedding": {"backend": backend, "cache_dir": str(models)},
+            }
+        )
+    )
+    base = [sys.executable, "-m", "ingestd.daemon"]
+    run = [*base, "run", "--config", str(cfg), "--state-dir", str(state)]
+    proc = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 600
+        while time.monotonic() < deadline:
+            st = subprocess.run(
+                [*base, "status", "--json", "--config", str(cfg), "--state-dir", str(state)],
+                capture_output=True, text=True,
+            )  # fmt: skip
+            daemon = (json.loads(st.stdout or "{}") or {}).get("daemon") or {}
+            if daemon.get("phase") == "watching":
+                break
+            time.sleep(1.0)
+        else:
+            raise RuntimeError(f"ingestd run ({backend}) never reached the watching phase")
+        time.sleep(5.0)  # idle: let the search pools and the allocator settle
+        status = Path(f"/proc/{proc.pid}/status").read_text()
+        m = re.search(r"^VmRSS:\s*(\d+) kB", status, re.M)
+        return int(m.group(1)) / 1024 if m else float("nan")
+    finally:
+        proc.terminate()
+        proc.wait(60)
+
+
+def cold_main(args: argparse.Namespace) -> None:
+    from ingestd.daemon.config.models import default_backend
+
+    default = default_backend()
+    print(cpu_line())
+    print(f"default backend: {default}; threads: {args.threads or 'one per core'}")
+    tmp = Path(tempfile.mkdtemp(prefix="ingestd-bench-cold-"))
+    try:
+        corpus = _subset(args.corpus.resolve(), args.limit, tmp / "corpus")
+        models = {}
+        for backend in ("torch", default):
+            v = Variant(backend, backend)
+            _, model = make_embedder(v, args.cache / "models", 16, args.threads)
+            model(["warm up"])  # load, and export the graph, outside the timing
+            models[backend] = model
+        print(f"load average before: {_load()}")
+        rates: dict[str, list[float]] = {b: [] for b in models}
+        states: dict[str, Path] = {}
+        for r in range(args.rounds):
+            order = list(models) if r % 2 == 0 else list(models)[::-1]
+            for backend in order:
+                state = tmp / f"state-{backend}-{r}"
+                res, secs = cold_ingest(backend, models[backend], corpus, state, args.threads)
+                rates[backend].append(res.embedded / secs)
+                if backend in states:
+                    shutil.rmtree(states[backend], ignore_errors=True)
+                states[backend] = state
+            line = " ".join(f"{b}={rates[b][-1]:.1f}" for b in models)
+            print(f"  round {r + 1}: chunks/s {line}", file=sys.stderr, flush=True)
+        print(f"load average after: {_load()}")
+        ratios = [d / t for d, t in zip(rates[default], rates["torch"], strict=True)]
+        ratio = statistics.median(ratios)
+        print(
+            f"cold ingest of {corpus.name} ({res.indexed} documents, {res.embedded} chunks "
+            f"embedded), {args.rounds} interleaved rounds:"
+        )
+        for b in models:
+            print(f"  {b:<8} {statistics.median(rates[b]):8.1f} chunks/s (median)")
+        verdict = "MET" if ratio >= 1.8 else "NOT MET"
+        print(f"  {default} / torch: {ratio:.2f}x (target >= 1.8x: {verdict})")
+        del models  # the RSS is measured in fresh processes
+        for b in (default, "torch"):
+            mb = daemon_rss(b, corpus, states[b], args.cache / "models")
+            mark = ""
+            if b == default:
+                mark = f" (target <= 250 MB: {'MET' if mb <= 250 else 'NOT MET'})"
+            print(f"  idle RSS of ingestd run, {b}: {mb:.0f} MB{mark}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def _timed(cmd: list[str]) -> float:
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True, capture_output=True)
@@ -437,14 +616,14 @@ def main() -> None:
     ap.add_argument(
         "--only",
         default="speed,recall,rss",
-        help="comma-separated parts: speed, recall, rss, pipeline (default: all but pipeline)",
+        help="comma-separated parts: speed, recall, rss; or pipeline, or cold (default: the three)",
     )
     ap.add_argument("--variants", action="store_true", help="also the other ONNX recipes tried")
     ap.add_argument("--backends", help="only these labels (';'-separated; torch always runs)")
     ap.add_argument(
         "--sets",
         default=",".join(s[0] for s in DEV_SETS),
-        help="dev sets (comma-separated; default: all three, which the recall bound needs)",
+        help="dev sets (comma-separated; default: all four, which the recall bound needs)",
     )
     ap.add_argument("--sample", type=int, default=256, help="chunks timed per round")
     ap.add_argument("--rounds", type=int, default=5)
@@ -452,7 +631,11 @@ def main() -> None:
     ap.add_argument("--cache", type=Path, default=Path("/tmp/bench-ingest"))
     ap.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS, help="pipeline: the tree")
     ap.add_argument("--limit", type=int, default=0, help="pipeline: first N files only")
-    ap.add_argument("--backend", default="torch", help="pipeline: the backend")
+    ap.add_argument(
+        "--backend", help="pipeline (default torch), threads (default: the default backend)"
+    )
+    ap.add_argument("--threads", type=int, default=None, help="cold: intra-op threads")
+    ap.add_argument("--thread-counts", default="1,2", help="threads: the counts compared")
     ap.add_argument("--rss-child", help=argparse.SUPPRESS)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -462,6 +645,10 @@ def main() -> None:
         rss_child(args.rss_child, args.cache / "models")
     elif args.only == "pipeline":
         pipeline_main(args)
+    elif args.only == "cold":
+        cold_main(args)
+    elif args.only == "threads":
+        threads_main(args)
     else:
         backends_main(args)
 

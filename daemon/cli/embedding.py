@@ -159,7 +159,9 @@ def export_model(
     info = model_info(e.model, backend or e.backend)
     if info.recipe is None:  # the backend runs the model as it is
         raise Fatal(
-            f"embedding.backend is {info.backend}, which needs no export; pass --backend", 2
+            f"backend {info.backend} runs the model as it is and needs no export; "
+            "pass --backend onnx or onnx-int8",
+            2,
         )
     try:
         check_backend(info.backend)

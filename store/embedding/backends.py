@@ -88,8 +88,9 @@ def backend_fingerprint(source: str, backend: str, recipe: OnnxRecipe | None = N
         recipe: an ONNX recipe other than the backend's own (benchmarks, tests).
 
     Returns:
-        ``source`` itself for ``torch`` (stores made before backends existed stay
-        valid); for the ONNX backends sha256 hex over it, the backend name and the recipe.
+        ``source`` itself for ``torch`` and ``onnx`` (their vectors are equal within the
+        invariant's bound: one family); for ``onnx-int8`` sha256 hex over it, the
+        backend name and the recipe.
 
     Raises:
         ValueError: unknown backend.

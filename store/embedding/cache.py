@@ -125,6 +125,23 @@ class EmbeddingCache:
                     (n - self.max_entries,),
                 )
 
+    def rekey(self, old: str, new: str) -> int:
+        """File the vectors of model fingerprint ``old`` under ``new`` (the same vectors).
+
+        A vector already under ``new`` for a hash is kept, the old one dropped.
+
+        Returns:
+            The vectors moved.
+        """
+        with self._lock:
+            self._db.execute("BEGIN")
+            moved = self._db.execute(
+                "UPDATE OR IGNORE vectors SET model = ? WHERE model = ?", (new, old)
+            ).rowcount
+            self._db.execute("DELETE FROM vectors WHERE model = ?", (old,))
+            self._db.execute("COMMIT")
+        return int(moved)
+
     def __len__(self) -> int:
         with self._lock:
             return int(self._db.execute("SELECT count(*) FROM vectors").fetchone()[0])

@@ -1,24 +1,46 @@
 """The ONNX backends at run time: the exported graph, made on first use, then run.
 
 Importing this module imports neither torch nor onnxruntime; the session is opened on
-the first text that needs a vector (exporting the model first if the cache lacks it,
-which is the only time torch is imported). Running a graph is
+the first text that needs a vector. Running a graph is
 :class:`ingestd.store.embedding.onnx_runtime.OnnxRunner`'s part; making it is
 :mod:`ingestd.store.embedding.onnx_export`'s.
+
+The first use on a machine exports the model (about 25 s and 1.3 GB of memory on 2
+cores, once: the file is cached). For the float32 graph, which makes torch's vectors,
+that export never holds anything up: it runs in a process of its own (so its memory goes
+back to the system when it ends, and a process that exits meanwhile leaves no thread
+inside torch), and the texts that come meanwhile are embedded by torch (the same
+vectors, within the bound the export checks); the graph takes over when it is ready. A
+later process finds the file cached and never imports torch. If the export fails, torch
+goes on embedding, and one warning says why.
+
+The export is started by :meth:`OnnxEmbedder.load` (the daemon preloads its model at
+start) and by a call that embeds more than one text (ingest work); a call with one text
+(a search's query) uses torch and starts nothing, so a one-shot ``ingestd search`` does
+not leave a 25-second export behind it.
 """
 
 from __future__ import annotations
 
+import logging
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ingestd.store.embedding.backends import default_cache_dir
 from ingestd.store.embedding.onnx_runtime import OnnxRunner
+from ingestd.store.embedding.recipes import RECIPES
 
 if TYPE_CHECKING:
-    from ingestd.store.embedding.model import ModelInfo
+    from ingestd.store.embedding.model import ModelInfo, Vectors
 
 __all__ = ["OnnxEmbedder"]
+
+logger = logging.getLogger(__name__)
 
 
 class OnnxEmbedder(OnnxRunner):
@@ -32,9 +54,12 @@ class OnnxEmbedder(OnnxRunner):
         batch_size: accepted for the torch embedder's interface; each text runs
             alone (see below).
         threads: onnxruntime intra-op threads, or ``None`` for one per core.
+        background_export: for the backend's own float32 graph not exported yet,
+            export it in a process of its own and embed with torch meanwhile (see
+            the module docstring); ``False``: the first text waits for the export.
 
     Returns ``(n, dim)`` float32 L2-normalised vectors, like
-    :class:`ingestd.store.embedding.embedder.SentenceTransformerEmbedder`.
+    :class:`ingestd.store.embedding.sentence_transformer.SentenceTransformerEmbedder`.
 
     Each text runs alone, unpadded. An int8 graph needs it: its activations are
     quantised with one scale per tensor, so in a batch a text's vector would depend on
@@ -51,9 +76,20 @@ class OnnxEmbedder(OnnxRunner):
         cache_dir: Path | None = None,
         batch_size: int = 16,
         threads: int | None = None,
+        background_export: bool = True,
     ) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         super().__init__(info, locate=self.export, batch_size=batch_size, threads=threads)
+        # the child process exports the backend's own recipe; other recipes (benchmarks)
+        # and the quantised graph are exported in this process, at first use
+        own = info.recipe is not None and info.recipe == RECIPES.get(info.backend)
+        quantised = info.recipe is not None and info.recipe.quant is not None
+        self.background_export = background_export and own and not quantised
+        self._fallback: Any = None  # torch's embedder while the export runs
+        self._exporting: subprocess.Popen[bytes] | None = None
+        self._export_err: Any = None  # the child's stderr (a temporary file)
+        self._export_failed: str | None = None
+        self._switch = threading.Lock()
 
     @classmethod
     def from_file(
@@ -63,6 +99,7 @@ class OnnxEmbedder(OnnxRunner):
         emb = cls(info, cache_dir=path.parent, batch_size=batch_size, threads=threads)
         emb.path = path
         emb.quiet = True
+        emb.background_export = False
         return emb
 
     def export(self) -> Path:
@@ -77,3 +114,127 @@ class OnnxEmbedder(OnnxRunner):
 
         path, _ = ensure_exported(self.info, self.cache_dir)
         return path
+
+    # -- the graph, or torch while it is made ---------------------------------------------
+
+    def _graph_ready(self) -> bool:
+        """Whether the session can open now without exporting (opens nothing)."""
+        if self._session is not None or self.path is not None:
+            return True
+        from ingestd.store.embedding.onnx_export import cached_export
+
+        found = cached_export(self.info, self.cache_dir)
+        if found is not None:
+            self.path = found
+        return found is not None
+
+    def _start_export(self) -> None:
+        if self._exporting is not None:
+            return
+        logger.info(
+            "exporting %s to ONNX in the background (once, about 25 s); torch embeds "
+            "meanwhile (the same vectors)",
+            self.info.name,
+        )
+        model = self.info.name  # what model_info resolves again: the same artifact name
+        cmd = [sys.executable, "-m", "ingestd.store.embedding.onnx_export"]
+        self._export_err = tempfile.TemporaryFile()
+        self._exporting = subprocess.Popen(
+            [*cmd, model, self.info.backend, str(self.cache_dir)],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=self._export_err,
+        )
+
+    @property
+    def loaded_graph(self) -> bool:
+        """Whether the ONNX graph's session is open (torch is not what embeds)."""
+        return self._session is not None
+
+    @property
+    def exporting(self) -> bool:
+        """Whether this embedder's background export process is running now."""
+        proc = self._exporting
+        return proc is not None and proc.poll() is None
+
+    @property
+    def export_failed(self) -> str | None:
+        """Why the background export failed (its last line), or ``None``."""
+        with self._switch:
+            self._export_done()
+        return self._export_failed
+
+    def _export_done(self) -> bool:
+        """Whether the export process has ended; a failure is logged once."""
+        proc = self._exporting
+        if proc is None or proc.poll() is None:
+            return False
+        if proc.returncode != 0 and self._export_failed is None:
+            self._export_err.seek(0)
+            lines = self._export_err.read().decode(errors="replace").strip().splitlines()
+            self._export_failed = lines[-1] if lines else f"exit status {proc.returncode}"
+            logger.warning(
+                "the ONNX export of %s failed (%s); embedding with torch",
+                self.info.name,
+                self._export_failed,
+            )
+        if self._export_err is not None:
+            self._export_err.close()
+            self._export_err = None
+        return True
+
+    def _torch(self) -> Any:
+        if self._fallback is None:
+            from dataclasses import replace
+
+            from ingestd.store.embedding.sentence_transformer import (
+                SentenceTransformerEmbedder,
+            )
+
+            torch_info = replace(self.info, backend="torch", recipe=None)
+            self._fallback = SentenceTransformerEmbedder(
+                torch_info, device="cpu", batch_size=self.batch_size, threads=self.threads
+            )
+        return self._fallback
+
+    def _runner(self, start_export: bool) -> Any:
+        """What embeds now: this graph (``None``), or torch's embedder while it is made.
+
+        ``start_export``: start the export if the graph is not made yet (otherwise torch
+        embeds and nothing is started).
+        """
+        if not self.background_export:
+            return None
+        with self._switch:
+            done = self._export_done()
+            if self._graph_ready():
+                self._fallback = None  # the graph takes over; torch's weights are let go
+                return None
+            if start_export and not done and self._export_failed is None:
+                self._start_export()
+            return self._torch()
+
+    def load(self) -> None:
+        """Load what embeds now: the graph's session, or torch while the graph is made."""
+        runner = self._runner(start_export=True)
+        if runner is None:
+            super().load()
+        else:
+            runner.load()
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the session, or torch's model while the export runs, is loaded."""
+        if self._session is not None:
+            return True
+        fallback = self._fallback
+        return fallback is not None and bool(fallback.loaded)
+
+    def __call__(self, texts: Sequence[str]) -> Vectors:
+        """Embed ``texts``; returns an ``(n, dim)`` float32 array of unit vectors."""
+        runner = self._runner(start_export=len(texts) > 1) if texts else None
+        if runner is not None:
+            out: Vectors = runner(texts)
+            self.calls += 1
+            return out
+        return super().__call__(texts)

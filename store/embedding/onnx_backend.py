@@ -1,22 +1,28 @@
-"""The ONNX backends: ``onnx`` (float32) and ``onnx-int8`` (dynamic int8, lossy).
+"""The ONNX backends: ``onnx`` (float32, the default) and ``onnx-int8`` (dynamic int8, lossy).
 
 Both run the model exported to ONNX with ``torch.onnx.export`` (once, offline, cached:
 :mod:`ingestd.store.embedding.onnx_export`), its graph fused by onnxruntime's transformer
 optimizer, on the CPU with onnxruntime; ``onnx-int8`` quantises it with the settings of
-:data:`~ingestd.store.embedding.recipes.INT8_SETTINGS`. Their vectors differ from torch's
-(float32 only by rounding, int8 measurably), so the backend and its recipe are part of
-the fingerprint. They need the ``onnx`` extra. Their embedder,
+:data:`~ingestd.store.embedding.recipes.INT8_SETTINGS`. Their embedder,
 :class:`~ingestd.store.embedding.onnx.OnnxEmbedder`, is imported when loaded.
+
+Fingerprints: the float32 graph is checked against torch when it is made (cosine at
+least :data:`~ingestd.store.embedding.onnx_export.MIN_FLOAT32_COSINE` on every probe
+text, the bound of the invariant; measured 1.0000 to four places over 17,686 chunks),
+so its vectors are torch's vectors: ``onnx`` has the model files' fingerprint, as
+``torch`` has. A store moves between the two without a vector embedded again, and the
+embedding cache serves both. Before, ``onnx`` had a fingerprint of its own
+(:meth:`OnnxBackend.aliases`): a store made so is taken over under the new one. The
+int8 graph's vectors differ measurably: ``onnx-int8`` keeps a fingerprint of its own
+(the files', the backend and the recipe).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ingestd.store.embedding.recipes import RECIPES, OnnxRecipe
+from ingestd.store.embedding.recipes import RECIPES, OnnxRecipe, derived_fingerprint
 from ingestd.store.embedding.spec import Embedder, FolderBackend
 
 if TYPE_CHECKING:
@@ -30,23 +36,26 @@ class OnnxBackend(FolderBackend):
 
     name = "onnx"
     requires = ("onnxruntime", "onnx")
-    install_hint = "pip install 'ingestd[onnx]'"
+    install_hint = "pip install onnxruntime onnx"
     cpu_only = True
     recipe = RECIPES["onnx"]
 
     def fingerprint(self, source: str, recipe: OnnxRecipe | None = None) -> str:
-        """sha256 hex over the files' fingerprint, the backend's name and the recipe.
+        """The model files' fingerprint itself: the checked float32 graph makes torch's vectors.
 
         Args:
             source: the model files' fingerprint.
-            recipe: the recipe (default: the backend's own).
+            recipe: a recipe other than the backend's own (benchmarks): a quantised one
+                has the fingerprint of its own that :class:`OnnxInt8Backend` gives.
         """
-        spec = {
-            "model": source,
-            "backend": self.name,
-            "recipe": (recipe or self.recipe or OnnxRecipe()).as_dict(),
-        }
-        return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
+        recipe = recipe or self.recipe
+        if recipe is not None and recipe.quant is not None:
+            return derived_fingerprint(source, "onnx-int8", recipe)
+        return source
+
+    def aliases(self, source: str, recipe: OnnxRecipe | None = None) -> tuple[str, ...]:
+        """The fingerprint earlier versions gave this backend's vectors of the same files."""
+        return (derived_fingerprint(source, self.name, recipe or self.recipe or OnnxRecipe()),)
 
     def load(
         self,
@@ -71,6 +80,19 @@ class OnnxInt8Backend(OnnxBackend):
 
     name = "onnx-int8"
     recipe = RECIPES["onnx-int8"]
+
+    def fingerprint(self, source: str, recipe: OnnxRecipe | None = None) -> str:
+        """sha256 hex over the files' fingerprint, the backend's name and the recipe.
+
+        Args:
+            source: the model files' fingerprint.
+            recipe: the recipe (default: the backend's own).
+        """
+        return derived_fingerprint(source, self.name, recipe or self.recipe or OnnxRecipe())
+
+    def aliases(self, source: str, recipe: OnnxRecipe | None = None) -> tuple[str, ...]:
+        """None: the int8 fingerprint never changed."""
+        return ()
 
 
 #: The ``onnx`` entry of :data:`ingestd.store.embedding.backends.BACKENDS`.

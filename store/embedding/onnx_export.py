@@ -33,8 +33,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ingestd.chunkers.errors import ModelError
-from ingestd.store.embedding.backends import backend_fingerprint
-from ingestd.store.embedding.recipes import RECIPES, OnnxRecipe
+from ingestd.store.embedding.recipes import RECIPES, OnnxRecipe, derived_fingerprint
 
 if TYPE_CHECKING:
     from ingestd.store.embedding.model import ModelInfo
@@ -43,6 +42,7 @@ __all__ = [
     "PROBE_TEXTS",
     "ExportError",
     "artifact_path",
+    "cached_export",
     "ensure_artifact",
     "ensure_exported",
 ]
@@ -74,7 +74,8 @@ def artifact_path(info: ModelInfo, cache_dir: Path, recipe: OnnxRecipe) -> Path:
     ``<cache_dir>/onnx/<model folder name>-<fp32|int8>-<fingerprint[:16]>.onnx``.
     """
     kind = "int8" if recipe.quant is not None else "fp32"
-    fp = backend_fingerprint(
+    # named by the recipe's own fingerprint (stable: a file made before keeps its name)
+    fp = derived_fingerprint(
         info.files_fingerprint, "onnx-int8" if recipe.quant else "onnx", recipe
     )
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(info.name).name) or "model"
@@ -182,6 +183,18 @@ def ensure_artifact(path: Path, build: Callable[[Path], dict[str, Any]]) -> dict
         finally:
             tmp.unlink(missing_ok=True)
     return record
+
+
+def cached_export(
+    info: ModelInfo, cache_dir: Path, recipe: OnnxRecipe | None = None
+) -> Path | None:
+    """The ONNX file of ``info`` made with ``recipe`` if the cache holds it whole, else ``None``.
+
+    Nothing is exported; the file is checked against its record (size and sha256).
+    """
+    recipe = recipe or info.recipe or RECIPES["onnx"]
+    path = artifact_path(info, cache_dir, recipe)
+    return path if _valid(path) is not None else None
 
 
 def ensure_exported(
@@ -416,3 +429,33 @@ def _probe(info: ModelInfo, path: Path, want: Any) -> Any:
 
     got = OnnxRunner(info, path, batch_size=4, quiet=True)(list(PROBE_TEXTS))
     return np.sum(got * want, axis=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Export one model into a cache folder: the background export's own process.
+
+    ``python -m ingestd.store.embedding.onnx_export MODEL BACKEND CACHE_DIR`` exports
+    the backend's own recipe of ``MODEL`` (a bundled name or a model folder). Run in a
+    process of its own, the export's memory (about 1.3 GB at its peak) is returned to
+    the system when it ends, and a daemon that stops meanwhile leaves no thread inside
+    torch behind.
+
+    Returns:
+        0 when the file is in the cache, 1 (with the reason on stderr) when not.
+    """
+    import sys
+
+    from ingestd.store.embedding.embedder import model_info
+
+    model, backend, cache_dir = argv if argv is not None else sys.argv[1:]
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    try:
+        ensure_exported(model_info(model, backend), Path(cache_dir))
+    except Exception as exc:  # the parent logs this line once and embeds with torch
+        print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -7,10 +7,18 @@ model fingerprint of the ``onnx`` and ``onnx-int8`` backends
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-__all__ = ["INT8_SETTINGS", "RECIPES", "OnnxRecipe", "QuantSettings"]
+__all__ = [
+    "INT8_SETTINGS",
+    "RECIPES",
+    "OnnxRecipe",
+    "QuantSettings",
+    "derived_fingerprint",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,3 +99,13 @@ RECIPES: dict[str, OnnxRecipe] = {
     "onnx": OnnxRecipe(),
     "onnx-int8": OnnxRecipe(quant=INT8_SETTINGS),
 }
+
+
+def derived_fingerprint(source: str, backend: str, recipe: OnnxRecipe) -> str:
+    """sha256 hex over a model files' fingerprint, a backend's name and a recipe.
+
+    The fingerprint of vectors that differ from torch's (int8), and the one ``onnx``
+    had before its graph was taken for torch's.
+    """
+    spec = {"model": source, "backend": backend, "recipe": recipe.as_dict()}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()

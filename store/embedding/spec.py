@@ -100,6 +100,15 @@ class BackendSpec(ABC):
             sha256 hex (the ``torch`` backend: ``source`` itself).
         """
 
+    def aliases(self, source: str, recipe: OnnxRecipe | None = None) -> tuple[str, ...]:
+        """Other fingerprints the same vectors were recorded under (by earlier versions).
+
+        A collection recorded under one of them is the configured profile's: it is
+        taken over, its cached vectors kept (see
+        :meth:`ingestd.daemon.sync.profiles.Profiles.profile_of`). None by default.
+        """
+        return ()
+
     @abstractmethod
     def model_info(self, model: str, recipe: OnnxRecipe | None = None) -> ModelInfo:
         """What is known about ``model`` run by this backend, without loading it.

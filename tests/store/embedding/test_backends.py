@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import shutil
 import socket
 import subprocess
@@ -22,6 +23,7 @@ import numpy as np
 import pytest
 
 from ingestd.daemon.config import ConfigError, load_config
+from ingestd.daemon.config.models import default_backend
 from ingestd.store.embedding import onnx_export
 from ingestd.store.embedding.backends import INT8_SETTINGS, RECIPES, backend_fingerprint
 from ingestd.store.embedding.embedder import (
@@ -31,13 +33,16 @@ from ingestd.store.embedding.embedder import (
     model_info,
 )
 from ingestd.store.embedding.onnx import OnnxEmbedder
-from ingestd.store.embedding.onnx_export import ensure_artifact, ensure_exported
+from ingestd.store.embedding.onnx_export import cached_export, ensure_artifact, ensure_exported
 from ingestd.store.embedding.onnx_runtime import load_tokenizer
-from tests.helpers import CORPORA, MD_DOCS, REPO
+from tests.helpers import CORPORA, MD_DOCS, REPO, wait_for
 
 #: The fingerprint of the bundled model's files, as stores made before backends
 #: existed recorded it: the torch backend must keep it.
 TORCH_FINGERPRINT = "42eee4b0444c09937db3497dbc4ab08fa91629a4d8db6b6e63cca93f76c49a9b"
+#: The fingerprint ``onnx`` stores of the bundled model recorded before ``onnx`` took
+#: torch's (its float32 graph makes torch's vectors).
+ONNX_FINGERPRINT_BEFORE = "0d68fa3d6997fcd6153458a68d3c0c5d4a5097d09560342a629bd7142467b83b"
 
 
 # -- selection and fingerprints (fast) -------------------------------------------------------
@@ -47,7 +52,10 @@ def test_backend_is_chosen_in_the_config(tmp_path: Path) -> None:
     from ingestd.daemon.sync.engine import Engine
 
     default = load_config(None)
-    assert default.embedding.backend == "torch"
+    assert default.embedding.backend == "onnx"  # onnxruntime is a dependency
+    assert load_config(None, overrides={"embedding": {"device": "cuda"}}).embedding.backend == (
+        "torch"
+    )
     cfg_file = tmp_path / "config.yaml"
     cfg_file.write_text("embedding:\n  backend: onnx-int8\n  cache_dir: models\n")
     cfg = load_config(cfg_file)
@@ -62,7 +70,8 @@ def test_backend_is_chosen_in_the_config(tmp_path: Path) -> None:
         assert model.cache_dir == tmp_path / "models"
     finally:
         eng.close()
-    eng = Engine(default, tmp_path / "state2")
+    torch_cfg = load_config(None, overrides={"embedding": {"backend": "torch"}})
+    eng = Engine(torch_cfg, tmp_path / "state2")
     try:
         assert isinstance(eng.profile.embed_model(), SentenceTransformerEmbedder)
     finally:
@@ -88,7 +97,7 @@ def test_missing_onnxruntime_is_a_config_error_naming_the_extra(
     with pytest.raises(ConfigError) as err:
         load_config(None, overrides={"embedding": {"backend": "onnx"}})
     assert str(err.value).startswith("embedding.backend: backend 'onnx' needs onnxruntime")
-    assert "pip install 'ingestd[onnx]'" in str(err.value)
+    assert "pip install onnxruntime onnx" in str(err.value)
     load_config(None)  # torch needs neither
 
 
@@ -99,9 +108,15 @@ def test_torch_keeps_the_fingerprint_of_the_files() -> None:
     assert torch.label == BUNDLED_MODEL
 
 
-def test_fingerprint_differs_per_backend_and_per_recipe_setting() -> None:
+def test_onnx_shares_torchs_fingerprint_and_int8_has_one_per_recipe_setting() -> None:
+    """The float32 graph makes torch's vectors (the export checks it): one fingerprint."""
     fps = {b: model_info(BUNDLED_MODEL, b).fingerprint for b in ("torch", "onnx", "onnx-int8")}
-    assert len(set(fps.values())) == 3
+    assert fps["onnx"] == fps["torch"] == TORCH_FINGERPRINT != fps["onnx-int8"]
+    # the fingerprint onnx had before is an alias of it (a store recorded so is taken over)
+    from ingestd.store.embedding.backends import backend_spec
+
+    # the fingerprint earlier versions recorded for onnx stores of the bundled model
+    assert backend_spec("onnx").aliases(TORCH_FINGERPRINT) == (ONNX_FINGERPRINT_BEFORE,)
     assert model_info(BUNDLED_MODEL, "onnx-int8").label == f"{BUNDLED_MODEL} (onnx-int8)"
     int8 = RECIPES["onnx-int8"]
     changed = [
@@ -393,7 +408,9 @@ def test_export_model_command_reports_the_cached_export(onnx_export_dir: Path) -
     )
     assert res.exit_code == 0, res.output
     assert "-int8-" in res.output and "cosine to torch on probe texts" in res.output
-    res = CliRunner().invoke(cli, ["export-model"])
+    torch_cfg = onnx_export_dir.parent / "torch.yaml"
+    torch_cfg.write_text("embedding:\n  backend: torch\n")
+    res = CliRunner().invoke(cli, ["export-model", "--config", str(torch_cfg)])
     assert res.exit_code == 2 and "needs no export" in res.output
 
 
@@ -428,11 +445,46 @@ def test_int8_backend_end_to_end_incremental_equals_from_scratch(
     va, vb = state_dense_vectors(state), state_dense_vectors(fresh)
     assert set(va) == set(vb) == set(ids)
     assert all(np.allclose(va[i], vb[i], atol=1e-6) for i in ids)
-    eng = make_engine(tree, state, None)  # torch now: the collection holds int8 vectors
+    # the default backend now: the collection holds int8 vectors
+    eng = make_engine(tree, state, None, embedding={"cache_dir": str(onnx_export_dir)})
     try:
         # searched with the profile that made it until a migration switches it (docs/guides/
-        # embedding-model.md); its vectors are never mixed with torch's
-        assert eng.profile.model.backend == "torch"
+        # embedding-model.md); its vectors are never mixed with the default's
+        assert eng.profile.model.backend == default_backend()
         assert eng.profile_of("ingestd").model.backend == "onnx-int8"
     finally:
         eng.close()
+
+
+@pytest.mark.slow
+@pytest.mark.engine("edge")  # no store involved
+def test_a_query_is_embedded_by_torch_and_starts_no_export(tmp_path: Path) -> None:
+    """One text (a search's query) before the graph is made: torch embeds it and no
+    export starts, so a one-shot ``ingestd search`` leaves nothing running behind it.
+    (The export started by the daemon, and the graph taking over, are shown end to end
+    in ``tests/daemon/service/test_backend_upgrade_e2e.py``.)"""
+    info = model_info(BUNDLED_MODEL, "onnx")
+    emb = OnnxEmbedder(info, cache_dir=tmp_path / "cache")
+    out = emb(["The collector receives telemetry."])
+    assert out.shape == (1, 384) and abs(float(np.linalg.norm(out[0])) - 1) < 1e-4
+    assert not emb.exporting and not emb.loaded_graph
+    assert cached_export(info, tmp_path / "cache") is None
+
+
+@pytest.mark.slow
+@pytest.mark.engine("edge")  # no store involved
+def test_a_failed_background_export_is_said_once_and_torch_goes_on(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO, logger="ingestd")
+    blocked = tmp_path / "cache"
+    blocked.write_text("a file where the cache folder should be\n")
+    emb = OnnxEmbedder(model_info(BUNDLED_MODEL, "onnx"), cache_dir=blocked)
+    texts = ["The collector receives telemetry.", "Spans are batched before export."]
+    emb.load()  # what the daemon does at start: the export starts
+    wait_for(lambda: emb.export_failed is not None, 300, "the export to fail")
+    for _ in range(3):
+        out = emb(texts)
+        assert out.shape == (2, 384)
+    assert not emb.exporting and not emb.loaded_graph
+    assert caplog.text.count("the ONNX export of all-MiniLM-L6-v2 failed") == 1
