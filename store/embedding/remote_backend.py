@@ -36,6 +36,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import random
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -281,11 +282,13 @@ class RemoteEmbedder:
     def _wait(self, state: Any) -> float:
         """Seconds before the next attempt: ``Retry-After``, else exponential with jitter.
 
+        The back-off is tenacity's ``wait_exponential_jitter``, spelled out (its
+        parameters were renamed between the versions ingestd accepts): 0.5, 1, 2, ...
+        seconds plus up to 0.5 s of jitter, at most :data:`MAX_RETRY_WAIT_S`.
+
         Raises:
             EndpointError: ``Retry-After`` asks more than :data:`MAX_RETRY_WAIT_S`.
         """
-        import tenacity
-
         exc = state.outcome.exception() if state.outcome else None
         if isinstance(exc, _Transient) and exc.retry_after is not None:
             if exc.retry_after > MAX_RETRY_WAIT_S:
@@ -294,10 +297,8 @@ class RemoteEmbedder:
                     exc.error.status,
                 )
             return exc.retry_after
-        backoff = tenacity.wait_exponential_jitter(
-            initial=FIRST_RETRY_WAIT_S, max=MAX_RETRY_WAIT_S, jitter=FIRST_RETRY_WAIT_S
-        )
-        return float(backoff(state))
+        exp = FIRST_RETRY_WAIT_S * 2 ** (state.attempt_number - 1)
+        return min(MAX_RETRY_WAIT_S, exp + random.uniform(0, FIRST_RETRY_WAIT_S))
 
     def _say_retry(self, state: Any) -> None:
         exc = state.outcome.exception() if state.outcome else None
