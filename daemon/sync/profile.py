@@ -74,7 +74,8 @@ def settings_of(cfg: Config, info: ModelInfo) -> dict[str, Any]:
     """The profile of ``cfg`` as a JSON-ready dict (what the manifest records).
 
     Keys: ``model`` (the configured name), ``embedding`` (:data:`VECTOR_KEYS` of the
-    ``embedding`` section, and :data:`REMOTE_KEYS` for a remote backend), ``model_fingerprint``, ``dim``, ``tokenizer``, ``fit_model``.
+    ``embedding`` section, and :data:`REMOTE_KEYS` for a remote backend),
+    ``model_fingerprint``, ``dim``, ``tokenizer``, ``fit_model``.
     """
     emb = cfg.embedding
     fields = type(emb).model_fields

@@ -40,6 +40,7 @@ import random
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -253,7 +254,9 @@ class RemoteEmbedder:
         if not texts:
             return np.zeros((0, self.endpoint.dimensions), dtype=np.float32)
         self.load()
-        batches = [list(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size)]
+        batches = [
+            list(texts[i : i + self.batch_size]) for i in range(0, len(texts), self.batch_size)
+        ]
         workers = min(self.endpoint.concurrency, len(batches))
         if workers == 1:
             parts = [self._embed_batch(b) for b in batches]
@@ -391,7 +394,7 @@ def _retry_after(value: str | None) -> float | None:
         return max(0.0, float(value))
     except ValueError:
         pass
-    from datetime import datetime, timezone
+    from datetime import datetime
     from email.utils import parsedate_to_datetime
 
     try:
@@ -399,8 +402,8 @@ def _retry_after(value: str | None) -> float | None:
     except (TypeError, ValueError):
         return None
     if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 #: The ``openai`` entry of :data:`ingestd.store.embedding.backends.BACKENDS`.

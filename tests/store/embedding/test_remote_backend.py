@@ -23,15 +23,13 @@ from ingestd.store.embedding.remote_backend import (
     EndpointError,
     embeddings_url,
 )
-from tests.remote_server import (  # noqa: F401 (fixtures)
+from tests.remote_server import (
     SECRET,
     SERVER_DIM,
     SERVER_MODEL,
     EmbeddingServer,
     Gateway,
-    embedding_server,
     free_port,
-    gateway,
 )
 
 pytestmark = pytest.mark.engine("edge")  # no store here: one engine is enough
