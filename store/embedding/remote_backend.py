@@ -300,7 +300,7 @@ class RemoteEmbedder:
                     exc.error.status,
                 )
             return exc.retry_after
-        exp = FIRST_RETRY_WAIT_S * 2 ** (int(state.attempt_number) - 1)
+        exp: float = FIRST_RETRY_WAIT_S * 2.0 ** (int(state.attempt_number) - 1)
         return min(MAX_RETRY_WAIT_S, exp + random.uniform(0, FIRST_RETRY_WAIT_S))
 
     def _say_retry(self, state: Any) -> None:
