@@ -307,7 +307,7 @@ class RemoteEmbedder:
         exc = state.outcome.exception() if state.outcome else None
         wait = state.next_action.sleep if state.next_action else 0.0
         logger.warning(
-            "embedding endpoint: %s; attempt %d of %d in %.1f s",
+            "%s; attempt %d of %d in %.1f s",
             exc,
             state.attempt_number + 1,
             self.endpoint.retries + 1,
