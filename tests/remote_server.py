@@ -102,6 +102,7 @@ class Gateway:
         throttle: the next requests answered 429 (counted down).
         retry_after: the ``Retry-After`` of those answers.
         log: ``(monotonic time, status, texts)`` of each request.
+        most_in_flight: the most requests it held at once.
     """
 
     def __init__(self, upstream: str, key: str | None = None) -> None:
@@ -110,6 +111,8 @@ class Gateway:
         self.throttle = 0
         self.retry_after = "1"
         self.log: list[tuple[float, int, int]] = []
+        self.most_in_flight = 0
+        self._in_flight = 0
         self._lock = threading.Lock()
         gateway = self
 
@@ -148,6 +151,8 @@ class Gateway:
         status, extra, out = 200, {}, b""
         given = str(headers.get("Authorization") or "")
         with self._lock:
+            self._in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self._in_flight)
             throttled = self.throttle > 0
             if throttled and (self.key is None or given == f"Bearer {self.key}"):
                 self.throttle -= 1
@@ -172,6 +177,7 @@ class Gateway:
             except httpx.TransportError:
                 status, out = 502, b'{"error": {"message": "upstream unreachable"}}'
         with self._lock:
+            self._in_flight -= 1
             self.log.append((time.monotonic(), status, texts))
         return status, {**json_type, **extra}, out
 

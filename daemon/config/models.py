@@ -162,7 +162,8 @@ class EmbeddingConfig(_Model):
             ``$CACHE_DIRECTORY``, else ``$XDG_CACHE_HOME/ingestd``, else
             ``~/.cache/ingestd``); relative paths are relative to the config file.
         device: torch device (the ONNX backends run on the CPU).
-        batch_size: texts per forward pass (4-16 measured fastest on 2 cores).
+        batch_size: texts per forward pass (4-16 measured fastest on 2 cores); the
+            ``openai`` backend: texts per request.
         threads: torch or onnxruntime threads (``None``: one per core).
         fit_model: hold every chunk to the model's max_seq_length - 2 word pieces.
         cache_max_entries: most vectors kept in the embedding cache.

@@ -83,7 +83,9 @@ def test_ingest_search_and_verify_with_the_endpoints_model_the_key_nowhere(
     monkeypatch.setenv(KEY_ENV, SECRET)
     tree = small_tree(tmp_path / "docs")
     cfg = write_config(
-        tmp_path / "config.yaml", tree, remote_embedding(gateway.url, api_key_env=KEY_ENV)
+        tmp_path / "config.yaml",
+        tree,
+        remote_embedding(gateway.url, api_key_env=KEY_ENV, batch_size=1, concurrency=2),
     )
     with caplog.at_level(logging.DEBUG):
         out = cli_run(scratch, "resync", "-c", str(cfg)).output
@@ -93,6 +95,7 @@ def test_ingest_search_and_verify_with_the_endpoints_model_the_key_nowhere(
     assert "4 indexed" in out and hits
     assert hits[0]["path"] == "docs/collector/quick-start.md"
     assert {s for s in gateway.statuses()} == {200}  # every request carried the key
+    assert max(n for _, _, n in gateway.log) == 1 and gateway.most_in_flight == 2
     # the store holds the server's vectors: a hit's score is the server's cosine
     vectors = state_dense_vectors(scratch)
     assert {len(v) for v in vectors.values()} == {SERVER_DIM}
