@@ -31,6 +31,7 @@ The tree (builtin bases kept beside each family, so older ``except ValueError`` 
     │   ├── ModelNotFoundError          ValueError          store.embedding.folders
     │   ├── BackendUnavailableError     ValueError          store.embedding.backends
     │   ├── ExportError                 RuntimeError        store.embedding.onnx_export
+    │   ├── EndpointDimensionError      ValueError          store.embedding.remote_backend
     │   └── ModelMismatchError          RuntimeError        store.manifest.collections
     │       └── ProfileUnavailableError                     daemon.sync.profile
     ├── StateError                                          chunkers.errors
@@ -41,6 +42,7 @@ The tree (builtin bases kept beside each family, so older ``except ValueError`` 
     │   └── InsecureDirError            OSError             daemon.statedir
     ├── UnavailableError                                    chunkers.errors
     │   ├── StoreUnavailableError       RuntimeError        store.vectors.base
+    │   ├── EndpointError               ConnectionError     store.embedding.remote_backend
     │   └── NoDaemon                                        daemon.wire.errors
     ├── EvalError                       RuntimeError        daemon.evaluation.evaluate
     └── DaemonError                     exit code its own   daemon.wire.errors
@@ -95,6 +97,7 @@ if TYPE_CHECKING:
     from ingestd.store.embedding.backends import BackendUnavailableError
     from ingestd.store.embedding.folders import ModelNotFoundError
     from ingestd.store.embedding.onnx_export import ExportError
+    from ingestd.store.embedding.remote_backend import EndpointDimensionError, EndpointError
     from ingestd.store.manifest.collections import ModelMismatchError
     from ingestd.store.vectors.base import StoreUnavailableError
 
@@ -104,6 +107,8 @@ __all__ = [
     "ConfigError",
     "DaemonError",
     "DocumentError",
+    "EndpointDimensionError",
+    "EndpointError",
     "EvalError",
     "ExportError",
     "FormatError",
@@ -145,6 +150,7 @@ HOMES: dict[str, str] = {
     "ModelNotFoundError": "ingestd.store.embedding.folders",
     "BackendUnavailableError": "ingestd.store.embedding.backends",
     "ExportError": "ingestd.store.embedding.onnx_export",
+    "EndpointDimensionError": "ingestd.store.embedding.remote_backend",
     "ModelMismatchError": "ingestd.store.manifest.collections",
     "ProfileUnavailableError": "ingestd.daemon.sync.profile",
     "StateDamagedError": "ingestd.store.common.damage",
@@ -153,6 +159,7 @@ HOMES: dict[str, str] = {
     "StateLockedError": "ingestd.daemon.wire.statelock",
     "InsecureDirError": "ingestd.daemon.statedir",
     "StoreUnavailableError": "ingestd.store.vectors.base",
+    "EndpointError": "ingestd.store.embedding.remote_backend",
     "NoDaemon": "ingestd.daemon.wire.errors",
     "EvalError": "ingestd.daemon.evaluation.evaluate",
     "DaemonError": "ingestd.daemon.wire.errors",

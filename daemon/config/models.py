@@ -8,13 +8,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from ingestd.chunkers.errors import InputError
 from ingestd.daemon.statedir import StatePaths
+
+if TYPE_CHECKING:
+    from ingestd.store.embedding.model import Endpoint
 
 __all__ = [
     "DEFAULT_EXCLUDE",
@@ -27,6 +30,7 @@ __all__ = [
     "MassDeleteConfig",
     "MetricsConfig",
     "QdrantConfig",
+    "REMOTE_BACKENDS",
     "RuleConfig",
     "SearchConfig",
     "SourceConfig",
@@ -155,7 +159,9 @@ class EmbeddingConfig(_Model):
             (:data:`ingestd.store.embedding.backends.BACKENDS`): ``onnx`` (the model
             exported to ONNX, float32, run by onnxruntime: torch's vectors, about
             twice as fast, a third of the memory), ``torch`` (sentence-transformers) or
-            ``onnx-int8`` (int8 quantised, lossy: it misses the recall bound); see
+            ``onnx-int8`` (int8 quantised, lossy: it misses the recall bound), or
+            ``openai`` (an OpenAI-compatible embedding endpoint: ``url``,
+            ``dimensions``, ``api_key_env`` and the keys after them); see
             docs/guides/backends.md. Default: ``onnx`` where onnxruntime is
             installed and the device is the CPU, else ``torch``
             (:func:`default_backend`).
@@ -163,13 +169,30 @@ class EmbeddingConfig(_Model):
             ``$CACHE_DIRECTORY``, else ``$XDG_CACHE_HOME/ingestd``, else
             ``~/.cache/ingestd``); relative paths are relative to the config file.
         device: torch device (the ONNX backends run on the CPU).
-        batch_size: texts per forward pass (4-16 measured fastest on 2 cores).
+        batch_size: texts per forward pass (4-16 measured fastest on 2 cores); the
+            ``openai`` backend: texts per request.
         threads: torch or onnxruntime threads (``None``: one per core).
         fit_model: hold every chunk to the model's max_seq_length - 2 word pieces.
         cache_max_entries: most vectors kept in the embedding cache.
         preload: ``ingestd run`` loads the model in the background right after it is
             ready, so the first search or edit does not wait for it (CLI commands
             load it only when they embed something).
+        url: the ``openai`` backend's endpoint: the base URL of an OpenAI-compatible
+            API (``https://api.openai.com/v1``, ``http://localhost:11434/v1``); requests
+            go to its ``/embeddings``. Only for that backend, which needs it.
+        dimensions: the dimension of the endpoint's vectors (``openai``, needed): a
+            response of another dimension is an error.
+        api_key_env: the environment variable that holds the endpoint's API key
+            (``None``: no key is sent). The key itself is never in the config.
+        api_key_header: the header carrying the key: ``Authorization`` (``Bearer``)
+            or Azure OpenAI's ``api-key``.
+        concurrency: requests to the endpoint in flight at once.
+        timeout_s: seconds one request may take.
+        retries: tries after the first of a request that failed transiently (429,
+            5xx, no connection), with back-off honouring ``Retry-After``.
+        max_tokens: the endpoint model's input limit in ``cl100k_base`` tokens: with
+            ``fit_model`` every chunk is held to it (the model's own tokenizer is not
+            known here).
     """
 
     model: str = "all-MiniLM-L6-v2"
@@ -181,6 +204,14 @@ class EmbeddingConfig(_Model):
     fit_model: bool = True
     cache_max_entries: int = Field(500_000, ge=0)
     preload: bool = True
+    url: str | None = None
+    dimensions: int | None = Field(None, ge=1, le=65536)
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    api_key_header: str = Field("Authorization", pattern=r"^[A-Za-z0-9-]+$")
+    concurrency: int = Field(2, ge=1, le=64)
+    timeout_s: float = Field(60.0, gt=0, le=3600)
+    retries: int = Field(4, ge=0, le=20)
+    max_tokens: int = Field(512, ge=16, le=1_000_000)
 
     @field_validator("backend", mode="before")
     @classmethod
@@ -203,7 +234,42 @@ class EmbeddingConfig(_Model):
             object.__setattr__(self, "backend", default_backend(self.device))
         if backend_spec(self.backend).cpu_only and self.device != "cpu":
             raise ValueError(f"backend {self.backend!r} runs on the CPU; set device: cpu")
+        remote = self.backend in REMOTE_BACKENDS
+        if remote and (not self.url or self.dimensions is None):
+            raise ValueError(
+                f"backend {self.backend!r} needs url (the endpoint's base URL) and "
+                "dimensions (of its vectors)"
+            )
+        if not remote and (self.url or self.api_key_env):
+            raise ValueError(
+                f"url and api_key_env are for the {_spelled(REMOTE_BACKENDS)} backend; "
+                f"backend {self.backend!r} runs the model here"
+            )
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
         return self
+
+    @property
+    def endpoint(self) -> Endpoint | None:
+        """Where a remote backend's model answers (``None`` for a local backend)."""
+        from ingestd.store.embedding.model import Endpoint
+
+        if self.backend not in REMOTE_BACKENDS or not self.url or self.dimensions is None:
+            return None
+        return Endpoint(
+            url=self.url,
+            dimensions=self.dimensions,
+            api_key_env=self.api_key_env,
+            api_key_header=self.api_key_header,
+            concurrency=self.concurrency,
+            timeout_s=self.timeout_s,
+            retries=self.retries,
+            max_tokens=self.max_tokens,
+        )
+
+
+#: Backends whose model answers at an endpoint (``url``, ``dimensions``, ``api_key_env``).
+REMOTE_BACKENDS: tuple[str, ...] = ("openai",)
 
 
 def default_backend(device: str = "cpu") -> str:

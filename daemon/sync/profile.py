@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from ingestd.store.embedding.model import ModelInfo
 
 __all__ = [
+    "REMOTE_KEYS",
     "VECTOR_KEYS",
     "Profile",
     "ProfileUnavailableError",
@@ -48,6 +49,9 @@ __all__ = [
 #: collection, so that the model of its current version can be loaded again during a
 #: migration). Keys the running version does not know are left out.
 VECTOR_KEYS = ("model", "backend")
+#: Keys recorded besides for a remote backend: where its model answers and its limit
+#: (the API key is not among them: only the name of its environment variable).
+REMOTE_KEYS = ("url", "dimensions", "api_key_env", "api_key_header", "max_tokens")
 
 
 class ProfileUnavailableError(ModelMismatchError):
@@ -62,20 +66,23 @@ def model_of(cfg: Config) -> ModelInfo:
     """
     from ingestd.store.embedding.embedder import model_info
 
-    return model_info(cfg.embedding.model, cfg.embedding.backend)
+    e = cfg.embedding
+    return model_info(e.model, e.backend, endpoint=e.endpoint)
 
 
 def settings_of(cfg: Config, info: ModelInfo) -> dict[str, Any]:
     """The profile of ``cfg`` as a JSON-ready dict (what the manifest records).
 
     Keys: ``model`` (the configured name), ``embedding`` (:data:`VECTOR_KEYS` of the
-    ``embedding`` section), ``model_fingerprint``, ``dim``, ``tokenizer``, ``fit_model``.
+    ``embedding`` section, and :data:`REMOTE_KEYS` for a remote backend),
+    ``model_fingerprint``, ``dim``, ``tokenizer``, ``fit_model``.
     """
     emb = cfg.embedding
     fields = type(emb).model_fields
+    keys = VECTOR_KEYS + (REMOTE_KEYS if info.endpoint is not None else ())
     return {
         "model": info.name,
-        "embedding": {k: getattr(emb, k) for k in VECTOR_KEYS if k in fields},
+        "embedding": {k: getattr(emb, k) for k in keys if k in fields},
         "model_fingerprint": info.fingerprint,
         "dim": info.dim,
         "tokenizer": cfg.tokenizer,

@@ -143,7 +143,9 @@ class Profiles:
             self._new_model,
             self._embed,
             self.stats,
-            max_texts_per_call=cfg.embedding.batch_size,
+            # a remote backend sends `concurrency` requests of batch_size texts at once
+            max_texts_per_call=cfg.embedding.batch_size
+            * (cfg.embedding.concurrency if cfg.embedding.endpoint else 1),
             seconds_per_call=SECONDS_PER_EMBED_CALL,
         )
         known = self._profiles.get(prof.key)

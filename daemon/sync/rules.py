@@ -27,7 +27,7 @@ from ingestd.store.search.sparse import contract as bm25_contract
 if TYPE_CHECKING:
     from ingestd.store.embedding.model import ModelInfo
 
-__all__ = ["LazyContext", "Rule", "RuleSet", "build_context"]
+__all__ = ["REMOTE_ENCODING", "LazyContext", "Rule", "RuleSet", "build_context"]
 
 
 class LazyContext:
@@ -118,6 +118,12 @@ def _tokenizer_name(cfg: Config, info: ModelInfo) -> str:
         ingestd.chunkers.sizing.tokenizers.TokenizerError: the tiktoken encoding is not bundled.
     """
     if cfg.tokenizer == "model":
+        if info.endpoint is not None:
+            raise ValueError(
+                f"tokenizer: model needs the model's tokenizer.json, which the {info.backend} "
+                f"backend's model {info.name!r} has not here: name a tiktoken encoding "
+                f"({REMOTE_ENCODING})"
+            )
         if info.tokenizer_json is None:
             raise ValueError(f"tokenizer: model needs a tokenizer.json in {info.path}")
         # named after the model's files: the same tokenizer whichever backend runs them
@@ -143,12 +149,23 @@ def _check_tiktoken(name: str) -> None:
         )
 
 
+#: How chunks are measured against a remote model's limit (``embedding.max_tokens``):
+#: its own tokenizer is not known here. ``cl100k_base`` is the encoding of OpenAI's
+#: embedding models; for another model it is an estimate (all-MiniLM-L6-v2's word
+#: pieces run 1.1-1.3 per ``cl100k_base`` token on the dev corpora, up to 1.9 on one
+#: page), so ``max_tokens`` is set below the model's limit by that margin (see
+#: docs/guides/remote-embedding.md).
+REMOTE_ENCODING = "cl100k_base"
+
+
 def _make_context(cfg: Config, info: ModelInfo, embed: EmbedFn | None) -> ChunkContext:
     from ingestd.chunkers.sizing.tokenizers import ModelSizer, TiktokenSizer
 
     model_sizer: Sizer | None = None
     if info.tokenizer_json is not None:
         model_sizer = ModelSizer(info.tokenizer_json, name=info.files_fingerprint[:16])
+    elif info.endpoint is not None:  # the endpoint's tokenizer is unknown: see REMOTE_ENCODING
+        model_sizer = TiktokenSizer(REMOTE_ENCODING)
     sizer: Sizer
     if cfg.tokenizer == "model":
         assert model_sizer is not None  # checked by _tokenizer_name
@@ -173,7 +190,8 @@ def lazy_context(cfg: Config, info: ModelInfo, embed: EmbedFn | None = None) -> 
     return LazyContext(
         lambda: _make_context(cfg, info, embed),
         tokenizer=_tokenizer_name(cfg, info),
-        fit_model=cfg.embedding.fit_model and info.tokenizer_json is not None,
+        fit_model=cfg.embedding.fit_model
+        and (info.tokenizer_json is not None or info.endpoint is not None),
         model_max_tokens=max(1, info.max_seq_length - 2),
         budget_in_model_tokens=cfg.tokenizer == "model",
     )
@@ -199,7 +217,8 @@ def build_context(
     """
     from ingestd.store.embedding.embedder import model_info
 
-    info = model_info(cfg.embedding.model, cfg.embedding.backend)
+    e = cfg.embedding
+    info = model_info(e.model, e.backend, endpoint=e.endpoint)
     ctx = lazy_context(cfg, info, embed)
     return (ctx if lazy else ctx.get()), ctx.tokenizer
 

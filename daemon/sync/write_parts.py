@@ -83,13 +83,15 @@ class DocWork:
 def fails_whole_batch(exc: BaseException) -> bool:
     """Whether ``exc`` is about the store, the manifest or the machine, not one document.
 
-    Such errors (a stop request, a store that cannot be reached or is damaged, a full
-    disk, a locked database) fail the whole group, which is tried again later (damage
-    stops the daemon, naming its fix); any other error is the document's own.
+    Such errors (a stop request, a store or an embedding endpoint that cannot be
+    reached or is damaged or misconfigured, a full disk, a locked database) fail the
+    whole group, which is tried again later (damage stops the daemon, naming its fix);
+    any other error is the document's own.
     """
     from sqlalchemy.exc import DisconnectionError, OperationalError
 
     from ingestd.store.common.damage import StateDamagedError
+    from ingestd.store.embedding.remote_backend import EndpointDimensionError, EndpointError
     from ingestd.store.vectors.base import StoreUnavailableError
 
     if isinstance(
@@ -98,6 +100,8 @@ def fails_whole_batch(exc: BaseException) -> bool:
         | OSError
         | MemoryError
         | StoreUnavailableError
+        | EndpointError
+        | EndpointDimensionError
         | StateDamagedError
         | OperationalError
         | DisconnectionError,

@@ -9,14 +9,16 @@ its implementation. The backends today:
 * ``onnx``: the same model exported to ONNX, its graph fused by onnxruntime's
   transformer optimizer, run by onnxruntime (float32);
 * ``onnx-int8``: that graph with dynamic int8 quantisation
-  (:data:`~ingestd.store.embedding.recipes.INT8_SETTINGS`).
+  (:data:`~ingestd.store.embedding.recipes.INT8_SETTINGS`);
+* ``openai``: an OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, Azure OpenAI,
+  Ollama, text-embeddings-inference, infinity): :mod:`~ingestd.store.embedding.remote_backend`.
 
 Each spec holds its backend's fingerprint rule (:func:`backend_fingerprint`), what it
 needs installed (:func:`check_backend`), whether it runs on the CPU only, what is known
-about a model it runs, and how it loads. **A new backend** (e.g. an OpenAI-compatible
-embedding endpoint, whose fingerprint comes from the endpoint's model name and whose
-model is no local folder) is one module exporting a spec plus one entry here. This
-module imports nothing heavy, and neither do the specs.
+about a model it runs, and how it loads. **A new backend** is one module exporting a
+spec plus one entry here (``openai`` is such a one: its fingerprint comes from the
+endpoint's model name, and its model is no local folder). This module imports nothing
+heavy, and neither do the specs.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ BACKENDS: dict[str, str] = {
     "torch": "ingestd.store.embedding.torch_backend:TORCH",
     "onnx": "ingestd.store.embedding.onnx_backend:ONNX",
     "onnx-int8": "ingestd.store.embedding.onnx_backend:ONNX_INT8",
+    "openai": "ingestd.store.embedding.remote_backend:OPENAI",
 }
 #: The backend of ``embedding.backend`` when the config names none.
 DEFAULT_BACKEND = "torch"

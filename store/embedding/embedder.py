@@ -4,7 +4,8 @@ The model is loaded once, offline, on the first text that really needs a vector:
 commands that embed nothing never import torch or sentence-transformers (importing
 sentence-transformers alone takes about 5 s). :func:`model_info` and
 :func:`load_embedder` ask the backend's spec, from the backends' table
-(:data:`ingestd.store.embedding.backends.BACKENDS`: ``torch``, ``onnx``, ``onnx-int8``).
+(:data:`ingestd.store.embedding.backends.BACKENDS`: ``torch``, ``onnx``, ``onnx-int8``,
+``openai``).
 
 Vectors are cached apart from the model, in :mod:`ingestd.store.embedding.cache`.
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from ingestd.store.embedding.backends import DEFAULT_BACKEND, backend_spec
 from ingestd.store.embedding.folders import BUNDLED_MODEL, ModelNotFoundError
-from ingestd.store.embedding.model import ModelInfo
+from ingestd.store.embedding.model import Endpoint, ModelInfo
 from ingestd.store.embedding.recipes import OnnxRecipe
 from ingestd.store.embedding.sentence_transformer import (
     ONEDNN_PRIMITIVE_CACHE_CAPACITY,
@@ -32,11 +33,14 @@ __all__ = [
     "model_info",
 ]
 
-_INFO_CACHE: dict[tuple[str, str, OnnxRecipe | None], ModelInfo] = {}
+_INFO_CACHE: dict[tuple[str, str, OnnxRecipe | None, Endpoint | None], ModelInfo] = {}
 
 
 def model_info(
-    name: str, backend: str = DEFAULT_BACKEND, recipe: OnnxRecipe | None = None
+    name: str,
+    backend: str = DEFAULT_BACKEND,
+    recipe: OnnxRecipe | None = None,
+    endpoint: Endpoint | None = None,
 ) -> ModelInfo:
     """Describe model ``name`` run by ``backend``; fast, no torch import, cached.
 
@@ -48,14 +52,16 @@ def model_info(
         name: ``all-MiniLM-L6-v2`` (bundled), a model folder, or what the backend takes.
         backend: a name of the backends' table.
         recipe: an ONNX recipe other than the backend's own (benchmarks, tests).
+        endpoint: where a remote backend's model answers (``openai``:
+            :class:`~ingestd.store.embedding.model.Endpoint`); local backends ignore it.
 
     Raises:
         ModelNotFoundError: no such local or bundled model.
-        ValueError: unknown backend.
+        ValueError: unknown backend, or a remote backend without its endpoint.
     """
-    key = (name, backend, recipe)
+    key = (name, backend, recipe, endpoint)
     if key not in _INFO_CACHE:
-        _INFO_CACHE[key] = backend_spec(backend).model_info(name, recipe)
+        _INFO_CACHE[key] = backend_spec(backend).model_info(name, recipe, endpoint)
     return _INFO_CACHE[key]
 
 

@@ -14,10 +14,38 @@ from typing import Any
 
 from ingestd.store.embedding.recipes import OnnxRecipe
 
-__all__ = ["ModelInfo", "Vectors"]
+__all__ = ["Endpoint", "ModelInfo", "Vectors"]
 
 #: ``(n, dim)`` float32 array of unit vectors.
 Vectors = Any
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """Where and how a remote backend asks for vectors (the ``embedding`` keys it reads).
+
+    Attributes:
+        url: the base URL of an OpenAI-compatible API (``http://host:8000/v1``: the
+            requests go to its ``/embeddings``), or the full URL of the embeddings route.
+        dimensions: the dimension of the model's vectors; a response of another is an error.
+        api_key_env: the environment variable holding the API key (``None``: no key).
+        api_key_header: the header that carries the key: ``Authorization`` (sent as
+            ``Bearer KEY``) or another (Azure OpenAI's ``api-key``: the key as it is).
+        concurrency: requests in flight at once.
+        timeout_s: seconds one request may take (connect, write, read).
+        retries: attempts after the first for a transient failure (429, 5xx, no answer).
+        max_tokens: the model's input limit in tiktoken ``cl100k_base`` tokens: with
+            ``fit_model`` every chunk is held to it.
+    """
+
+    url: str
+    dimensions: int
+    api_key_env: str | None = None
+    api_key_header: str = "Authorization"
+    concurrency: int = 2
+    timeout_s: float = 60.0
+    retries: int = 4
+    max_tokens: int = 512
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,12 +61,15 @@ class ModelInfo:
             fingerprint for the ``torch`` backend, that combined with the backend and its
             recipe for the ONNX ones. Keys the embedding cache and the collection check.
         dim: embedding dimension.
-        max_seq_length: word pieces the model reads, special tokens included.
+        max_seq_length: word pieces the model reads, special tokens included (a
+            remote model: its ``max_tokens`` plus the 2 that the chunk limit takes off).
         tokenizer_json: path of its ``tokenizer.json``, if any.
-        backend: a name of the backends' table (``torch``, ``onnx``, ``onnx-int8``).
+        backend: a name of the backends' table (``torch``, ``onnx``, ``onnx-int8``,
+            ``openai``).
         recipe: how the ONNX graph is made (``None`` for the other backends).
         files_fingerprint: sha256 hex over the model's files alone (empty when the
             model is not a local folder).
+        endpoint: where a remote backend's model answers (``None`` for a local model).
     """
 
     name: str
@@ -50,6 +81,7 @@ class ModelInfo:
     backend: str = "torch"
     recipe: OnnxRecipe | None = None
     files_fingerprint: str = ""
+    endpoint: Endpoint | None = None
 
     @property
     def label(self) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
 from ingestd.store.embedding.folders import read_model_folder
-from ingestd.store.embedding.model import ModelInfo
+from ingestd.store.embedding.model import Endpoint, ModelInfo
 
 if TYPE_CHECKING:
     from ingestd.store.embedding.model import Vectors
@@ -110,10 +110,18 @@ class BackendSpec(ABC):
         return ()
 
     @abstractmethod
-    def model_info(self, model: str, recipe: OnnxRecipe | None = None) -> ModelInfo:
+    def model_info(
+        self, model: str, recipe: OnnxRecipe | None = None, endpoint: Endpoint | None = None
+    ) -> ModelInfo:
         """What is known about ``model`` run by this backend, without loading it.
 
+        Args:
+            model: the configured model name (a local backend: a bundled name or a folder).
+            recipe: a recipe other than the backend's own (ONNX backends).
+            endpoint: where a remote backend's model answers (local backends ignore it).
+
         Raises:
+            ValueError: a remote backend without its endpoint.
             ingestd.store.embedding.folders.ModelNotFoundError: a local backend's model
                 is not available here.
         """
@@ -149,8 +157,12 @@ class FolderBackend(BackendSpec):
 
     recipe: ClassVar[OnnxRecipe | None] = None
 
-    def model_info(self, model: str, recipe: OnnxRecipe | None = None) -> ModelInfo:
+    def model_info(
+        self, model: str, recipe: OnnxRecipe | None = None, endpoint: Endpoint | None = None
+    ) -> ModelInfo:
         """``model``'s folder read, its fingerprint by this backend's rule; no heavy import.
+
+        ``endpoint`` is ignored (the model is a local folder).
 
         Raises:
             ingestd.store.embedding.folders.ModelNotFoundError: no such local or bundled model.

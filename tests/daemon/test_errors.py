@@ -33,6 +33,7 @@ NOT_IN_TREE = {
     "ingestd.store.vectors.edge_guard.EngineError": "an engine panic: unexpected",
     "ingestd.daemon.cli.errors.Fatal": "the CLI's rendering of a known failure",
     "ingestd.daemon.sources.beneath.OutsideRootError": "a link on the way: no document there",
+    "ingestd.store.embedding.remote_backend._Transient": "a retry signal inside the embedder",
 }
 
 _LINE = re.compile(r"^    (?P<indent>(?:[│ ]   )*)(?:[├└]── )?(?P<name>[A-Z]\w+)(?P<rest>.*)$")

