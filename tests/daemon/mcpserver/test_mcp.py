@@ -264,6 +264,13 @@ async def test_read_within_its_budget_widens_to_the_section_first(
         ("read", {"path": "missing.md"}, "missing.md is not an indexed document"),
         ("sync", {"paths": ["/nowhere/a.md"]}, "/nowhere/a.md is under no source's root"),
         ("sync", {"timeout_s": 0}, "invalid arguments for sync: timeout_s: Input should be"),
+        # the input checks of a new user's first calls
+        ("search", {"query": "x", "path": "../..", "mode": "sparse"}, "path filter ../.. leaves"),
+        ("search", {"query": "x", "path": "/etc", "mode": "hybrid"}, "path filter /etc is"),
+        ("search", {"query": "x", "path": "../../etc/passwd"}, "path filter ../../etc/passwd"),
+        ("sync", {"paths": ["nonexistent.md"]}, "nonexistent.md: not a file or folder of"),
+        ("search", {"query": "x", "budget_tokens": 0}, "invalid arguments for search: budget"),
+        ("read", {"id": "nope", "budget_tokens": -1}, "invalid arguments for read: budget"),
     ],
 )
 async def test_a_bad_call_is_a_one_line_tool_error(
@@ -409,6 +416,18 @@ async def _widens_a_hit(s: Any) -> None:
     assert len(got["chunks"]) >= 2 and hit["id"] in {c["id"] for c in got["chunks"]}
 
 
+async def _answers_passages_and_notes(s: Any, root: Path) -> None:
+    """With the real model: passages within the default budget, a long query cut with a note."""
+    found = await s.call_tool("search", {"query": QUESTIONS[0]})
+    out = found.structured_content
+    assert out["mode"] == "hybrid" and out["budget_tokens"] == 2048
+    _check_passages(root, out, 2048)
+    long = await s.call_tool("search", {"query": QUESTIONS[1] + " span" * 30_000, "k": 3})
+    got = long.structured_content
+    assert got["passages"] and any("cut to its first 254 word pieces" in n for n in got["notes"])
+    assert got["query"].startswith(QUESTIONS[1]) and len(got["query"]) < 2_000
+
+
 async def _edit_then_sync(s: Any, page: Path, word: str, *, through_daemon: bool) -> None:
     """After an edit, ``sync`` returns once the edit is searchable; ``status`` dates it.
 
@@ -475,6 +494,7 @@ async def test_stdio_server_without_a_daemon(corpus: Path, tmp_path: Path) -> No
                 assert await _ids(s, q, mode) == ids, (q, mode)
                 took[mode].append(time.monotonic() - t)
         await _widens_a_hit(s)
+        await _answers_passages_and_notes(s, root)
         await _edit_then_sync(
             s, root / "docs/concepts/glossary.md", "Quokkas", through_daemon=False
         )
@@ -655,7 +675,8 @@ def test_the_stdio_server_exits_cleanly_when_stdin_closes(indexed: Path) -> None
     proc.stdin.flush()
     replies = sorted((json.loads(proc.stdout.readline()) for _ in range(3)), key=lambda r: r["id"])
     assert [r["id"] for r in replies] == [1, 2, 3]  # calls run concurrently
-    assert replies[1]["result"]["structuredContent"]["hits"]
+    found = replies[1]["result"]["structuredContent"]  # the default budget: passages
+    assert found["passages"] and found["tokens"] <= found["budget_tokens"] == 2048
     assert replies[2]["result"]["structuredContent"]["daemon"] is None
     t0 = time.monotonic()
     proc.stdin.close()
@@ -669,8 +690,11 @@ def test_the_stdio_server_exits_cleanly_when_stdin_closes(indexed: Path) -> None
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_typescript_sdk_client_agrees(indexed: Path, tmp_path: Path) -> None:
-    """The official TypeScript SDK as a client (skipped without node, npm or the registry)."""
+def test_the_typescript_sdk_client_agrees(indexed: Path, tree: Path, tmp_path: Path) -> None:
+    """The official TypeScript SDK as a client (skipped without node, npm or the registry).
+
+    Hits without a budget, merged passages within a budget, ``read`` within its budget.
+    """
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.skip("node and npm are needed")
@@ -697,6 +721,11 @@ def test_the_typescript_sdk_client_agrees(indexed: Path, tmp_path: Path) -> None
     assert out["search"] == [h["id"] for h in want]
     assert out["bad"]["isError"] is True and "k:" in out["bad"]["text"]
     assert out["read"] and out["read"] == out["search"][0]
+    _check_passages(tree, out["passages"], 600)
+    assert out["passages"]["mode"] == "sparse" and out["passages"]["budget_tokens"] == 600
+    within = out["read_budget"]
+    assert within["budget_tokens"] == 120 and within["tokens"] <= 120
+    assert within["hit"]["id"] == out["search"][0] and within["lines"]["text"]
 
 
 # -- the HTTP guards, as ASGI apps ------------------------------------------------------------
