@@ -20,7 +20,8 @@ Markdown (CommonMark, GFM, and the Pandoc/MkDocs/Hugo extensions found in the wi
   gives ``Setup``), as a setext heading's underline and reStructuredText's section
   adornments do;
 * MkDocs container markers (``!!! note "Title"``, ``??? tip``, ``=== "Tab"``) keep
-  only their title; blockquote markers (``>``) go, GitHub alerts (``> [!NOTE]``) keep
+  only their title, and so do the headers of PyMdown's generic blocks
+  (``/// note | Title``, whose options and closing ``///`` go); blockquote markers (``>``) go, GitHub alerts (``> [!NOTE]``) keep
   their word; snippet includes (``--8<-- "file"``, mdBook's ``{{#include file}}``)
   go, and so does a code block that holds nothing else, or nothing at all
   (:mod:`~ingestd.chunkers.markup.extensions`);
@@ -44,7 +45,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 
-from ingestd.chunkers.markup.extensions import include_edits, marker_edits, quote_edits
+from ingestd.chunkers.markup.extensions import (
+    block_edits,
+    include_edits,
+    marker_edits,
+    quote_edits,
+)
 
 #: An ATX heading line (CommonMark 4.2): group 1 its opening marks, group 2 its title
 #: (``None`` when empty), then an optional closing sequence. The parser
@@ -174,6 +180,7 @@ def markdown_line_edits(text: str, start: int, end: int, kind: str, out: list[Ed
     include_edits(text, start, end, out)
     if kind == "para" or kind == "list":
         quote_edits(text, start, end, out)
+        block_edits(text, start, end, out)
     if kind == "table":
         eol = text.find("\n", start, end)
         if eol != -1 and (m := _DIVIDER.match(text, eol + 1, _line_end(text, eol + 1, end))):
