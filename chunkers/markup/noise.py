@@ -21,10 +21,10 @@ Markdown (CommonMark, GFM, and the Pandoc/MkDocs/Hugo extensions found in the wi
   adornments do;
 * MkDocs container markers (``!!! note "Title"``, ``??? tip``, ``=== "Tab"``) keep
   only their title, and so do the headers of PyMdown's generic blocks
-  (``/// note | Title``, whose options and closing ``///`` go); blockquote markers (``>``) go, GitHub alerts (``> [!NOTE]``) keep
-  their word; snippet includes (``--8<-- "file"``, mdBook's ``{{#include file}}``)
-  go, and so does a code block that holds nothing else, or nothing at all
-  (:mod:`~ingestd.chunkers.markup.extensions`);
+  (``/// note | Title``, whose options and closing ``///`` go); blockquote markers
+  (``>``) go, GitHub alerts (``> [!NOTE]``) keep their word; snippet includes
+  (``--8<-- "file"``, mdBook's ``{{#include file}}``) go, and so does a code block
+  that holds nothing else, or nothing at all (:mod:`~ingestd.chunkers.markup.extensions`);
 * code spans, fenced and indented code are otherwise kept as they are.
 
 reStructuredText (docutils and Sphinx):

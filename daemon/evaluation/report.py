@@ -189,17 +189,18 @@ def format_table(report: dict[str, Any]) -> str:
             lines.append(f"  could not read {path}")
     w = max(5, *(len(r["rules"]) for r in rows))
     cells = "".join(f"{m:>8}" for m in METRICS)
-    lines += [
-        "",
-        f"{'':<{w}}  {'':<6}  {'path level':^32}  {'span level':^32}",
-        f"{'rules':<{w}}  {'mode':<6}  {cells}  {cells}",
-    ]
-    for r in rows:
+    if answered:  # a set judged at page level only has no path or span level
+        lines += [
+            "",
+            f"{'':<{w}}  {'':<6}  {'path level':^32}  {'span level':^32}",
+            f"{'rules':<{w}}  {'mode':<6}  {cells}  {cells}",
+        ]
+    for r in rows if answered else []:
         vals = "  ".join("".join(f"{r[lv][m]:>8.1f}" for m in METRICS) for lv in LEVELS)
         lines.append(f"{r['rules']:<{w}}  {r['mode']:<6}  {vals}")
     if "pages" in rows[0]:
         lines += _page_table(report, w)
-    if len(rows) > 1:
+    if len(rows) > 1 and answered:
         b = report["bootstrap"]
         first = rows[0]
         lines += [

@@ -69,7 +69,7 @@ RENDERED = [
     ("/// note\n\nBody.\n\n///", "note\n\nBody.\n\n"),
     ('/// warning | "Quoted"\nBody.\n///', "Quoted\nBody.\n"),
     ("/// admonition | Careful\n    type: warning\n\nBody.\n///", "Careful\n\nBody.\n"),
-    ("/// details | Summary\n    type: tip\n    open: True\n\nHidden.\n///", "Summary\n\nHidden.\n"),
+    ("/// details | Sum\n    type: tip\n    open: True\n\nHidden.\n///", "Sum\n\nHidden.\n"),
     ("/// tab | Tab 1\nOne.\n///\n\n/// tab | Tab 2\nTwo.\n///", "Tab 1\nOne.\n\nTab 2\nTwo.\n"),
     ("/// html | div.grid\nIn a div.\n///", "In a div.\n"),
     ("/// details\n\n- item\n///", "\n- item\n"),

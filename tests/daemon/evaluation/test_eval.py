@@ -424,6 +424,8 @@ def test_a_page_level_set_and_a_run_file_are_scored_side_by_side(
     assert perfect["pages"]["Hit@5"] == pytest.approx(200 / 3, abs=0.01)
     text = CliRunner().invoke(cli, [*base, "--mode", "hybrid", "--run", str(other)])
     assert text.exit_code == 0 and "run other" in text.output and "page level" in text.output
+    # judged at page level only: no path or span table of zeros
+    assert "path level" not in text.output and "0 with a verbatim answer" in text.output
 
 
 @pytest.mark.slow

@@ -156,4 +156,35 @@ def test_report_scores_rows_and_a_run_at_page_level_side_by_side() -> None:
     assert other["pages_ci"]["nDCG@5"] == {"low": 100.0, "high": 100.0}
     text = format_table(report)
     assert "page level: 2 questions" in text and "run other" in text
-    assert "1 with a verbatim answer" in text.splitlines()[0]
+    assert "1 with a verbatim answer" in text.splitlines()[0] and "span level" in text
+
+
+#: The dev sets' page-level judgements (bench/qrels) and their corpora.
+DEV_SETS = {
+    "md-docs": "md-docs",
+    "rst-docs": "rst-docs",
+    "rust-book": "history/base",
+    "mkdocs-docs": "mkdocs-docs",
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEV_SETS))
+def test_the_dev_sets_page_judgements_load_and_name_real_pages(name: str) -> None:
+    from ingestd.daemon.evaluation.questions import load_questions
+    from tests.helpers import CORPORA
+
+    qrels = Path(__file__).parents[3] / "bench" / "qrels" / f"{name}.jsonl"
+    corpus = CORPORA / DEV_SETS[name]
+    qs = load_questions(CORPORA / "qa" / f"{name}.jsonl", corpus)
+    got = add_judgements(qs, qrels)
+    added = [q for q in got if not q.has_answer]
+    beyond = [q for q in got if q.has_answer and len(q.judgements) > 1]
+    assert len(added) >= 3 and beyond  # comparison questions, and dev questions with more pages
+    for q in got:
+        for target, grade in q.judgements.items():
+            assert (corpus / target).exists(), (q.id, target)
+            assert grade in (1, 2, 3)
+        assert sum(g == 3 for g in q.judgements.values()) >= 1
+    # the file alone is a page-level question set too (`ingestd eval QRELS --corpus DIR`)
+    alone = load_questions(qrels, corpus)
+    assert {q.id for q in alone} == {q.id for q in added} | {q.id for q in beyond}
