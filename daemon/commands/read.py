@@ -181,7 +181,7 @@ def _section(
         found = engine.store.retrieve(physical, [parent_id])
         if found:
             p = found[0][1]
-            inside = [
+            members = [
                 k
                 for k, (_, c) in enumerate(chunks)
                 if c["start_line"] >= p["start_line"] and c["end_line"] <= p["end_line"]
@@ -190,7 +190,7 @@ def _section(
                 "heading_path": list(p.get("heading_path") or []),
                 "start_line": p["start_line"],
                 "end_line": p["end_line"],
-            }, (min(inside, default=i), max(inside, default=i))
+            }, (min(members, default=i), max(members, default=i))
     heading = list(hit.get("heading_path") or [])
 
     def inside(p: dict[str, Any]) -> bool:

@@ -29,6 +29,7 @@ from ingestd.daemon.wire.errors import DaemonError
 if TYPE_CHECKING:
     from ingestd.chunkers.sizing.tokenizers import ModelSizer
     from ingestd.daemon.sync.engine import Engine
+    from ingestd.store.search.query import Mode
 
 __all__ = ["MAX_BUDGET", "MAX_PASSAGE_HITS", "answer", "check_path", "cut_query", "search"]
 
@@ -184,7 +185,7 @@ def _ranked(
     k: int,
     source: str | None,
     path: str | None,
-    mode: str,
+    mode: Mode,
     ranks: bool,
     notes: list[str],
 ) -> tuple[list[dict[str, Any]], str]:
