@@ -233,3 +233,25 @@ def test_real_files_embed_no_container_or_include_markup(rel: str, model_sizer: 
         assert title in embedded
     for label in re.findall(r'^[ \t]*=== "([^"\n]+)"', text, re.M):
         assert label in embedded
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The post&mdash;it was late.", "The post—it was late."),
+        (
+            "# &lt;border&gt;\n\nThe `&lt;border&gt;` type.",
+            "<border>\n\nThe `&lt;border&gt;` type.",
+        ),
+        ("[a &amp; b](https://x.io) &#124; &#x41;", "a & b | A"),
+        ("a&nbsp;b, &bogus; and & alone", "a b, &bogus; and & alone"),
+        ("```html\n&lt;p&gt;\n```", None),  # code is never changed
+    ],
+)
+def test_character_references_render_to_their_characters(text: str, expected: str | None) -> None:
+    """``&lt;border&gt;`` (Textual's CSS type pages), ``&mdash;``, ``&vert;`` reach the model
+    as the characters a reader sees, as CommonMark 6.2 reads them; code keeps them."""
+    assert render_markdown(text).text == (text if expected is None else expected)
+    from ingestd.chunkers.markup.noise import clean_markdown
+
+    assert clean_markdown("&lt;border&gt; &amp; more") == "<border> & more"
