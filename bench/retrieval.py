@@ -45,7 +45,13 @@ Printed:
   same way: dense span R@5 at least the best anchor's + 3 on each set; hybrid at least
   the best anchor's on each set and + 3 pooled; pooled span R@1 and MRR@10 at least the
   best anchor's in both modes; each with a paired-bootstrap 95% interval;
-* a markdown summary: per set and strategy, span R@1 / R@5 / MRR@10 per mode and fill.
+* a markdown summary: per set and strategy, span R@1 / R@5 / MRR@10 per mode and fill;
+* for the default rules in each mode (bench/_context.py; ``--no-context`` leaves it
+  out): span recall at 1,024 and 2,048 tokens of context, the ranking's chunks beside
+  the passages ``search --budget-tokens`` answers (same ranking), with the pooled
+  paired interval; and page-level nDCG@5, Hit@5, nDCG@10, R@5 and MRR@10 against
+  graded judgements (gold file at grade 3 plus bench/qrels/<set>.jsonl, whose
+  comparison questions are ranked too).
 
 Embeddings are cached by text hash in ``--cache`` (``EmbeddingCache``), so only new
 texts are embedded (~25-35 chunks/s on these machines).
@@ -85,6 +91,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import _context
 import numpy as np
 from _anchors import ANCHORS, make_anchors
 from _provenance import provenance
@@ -563,6 +570,26 @@ def misses(qs: list[Question], res: list[Result], anchors: list[list[Result]], n
             print(f"        {r.cover_head}")
 
 
+def load_sets(
+    sets: list[str], args: argparse.Namespace
+) -> tuple[dict[str, list[Question]], dict[str, list[Index]]]:
+    """Per set: its questions, and its chunks per strategy (not embedded yet)."""
+    questions: dict[str, list[Question]] = {}
+    indexes: dict[str, list[Index]] = {}
+    saved = json.loads(args.distractors.read_text()) if args.distractors else {}
+    for name in sets:
+        qa, corpus = SETS[name]
+        if corpus is None:  # the formats set: its tree is made anew
+            from _formats import build
+
+            corpus = build(args.cache / FORMATS_TREE)
+        questions[name] = load_questions(qa, corpus, text_of(corpus))
+        print(f"\n{name}: {len(questions[name])} questions")
+        gold = {q.path for q in questions[name]}
+        indexes[name] = build_indexes(corpus, args, gold, saved.get(name) if saved else None)
+    return questions, indexes
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
@@ -621,6 +648,11 @@ def main() -> None:
         default=[],
         help=f"also index FILE in every set, as {ADDED}/NAME, for every strategy (a distractor)",
     )
+    ap.add_argument(
+        "--no-context",
+        action="store_true",
+        help="leave out span recall at 1,024/2,048 tokens of context and the page-level table",
+    )
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--json", type=Path, help="also write per-question results here")
     args = ap.parse_args()
@@ -642,19 +674,7 @@ def main() -> None:
 
     code = provenance()  # at chunking time: chunkers/ may change while a long run goes on
     print(f"code (when chunked): {code}")
-    questions: dict[str, list[Question]] = {}
-    indexes: dict[str, list[Index]] = {}
-    saved = json.loads(args.distractors.read_text()) if args.distractors else {}
-    for name in sets:
-        qa, corpus = SETS[name]
-        if corpus is None:  # the formats set: its tree is made anew
-            from _formats import build
-
-            corpus = build(args.cache / FORMATS_TREE)
-        questions[name] = load_questions(qa, corpus, text_of(corpus))
-        print(f"\n{name}: {len(questions[name])} questions")
-        gold = {q.path for q in questions[name]}
-        indexes[name] = build_indexes(corpus, args, gold, saved.get(name) if saved else None)
+    questions, indexes = load_sets(sets, args)
     if args.save_chunks:
         args.save_chunks.write_text(
             json.dumps(
@@ -672,9 +692,13 @@ def main() -> None:
     cache = EmbeddingCache(args.cache / "embeddings.db", max_entries=10_000_000)
     embedder = CachedEmbedder(model, info.fingerprint, cache, chunk_hash)
     queries = {}
+    pages: dict[str, tuple[list[_context.PageQuestion], list[int]]] = {}
+    added: dict[str, Queries] = {}  # the questions bench/qrels adds (comparisons)
     for name in sets:
         texts = [q.question for q in questions[name]]
         queries[name] = Queries(texts, embed(texts, embedder, f"{name} questions"))
+        pages[name] = _context.load_page_questions(name, questions[name])
+        added[name] = embed_added(name, pages[name], embedder)
         for idx in indexes[name]:
             idx.vecs = embed(idx.texts, embedder, f"{name}, {idx.label}")
     cache.close()
@@ -735,9 +759,63 @@ def main() -> None:
         table(f"pooled: {n} questions of {', '.join(sets)}", pooled)
     if args.json:
         args.json.write_text(json.dumps(dump, indent=1))
+    if DEFAULT in labels and not args.no_context:
+        context_tables(modes, sets, questions, indexes, queries, pages, added, sizes[0].count)
     if DEFAULT in labels:
         show_targets(sets, results, modes, ANCHORS)
     summary(sets, results, fills, labels, modes)
+
+
+def embed_added(
+    name: str, pages: tuple[list[_context.PageQuestion], list[int]], embedder: Any
+) -> Queries:
+    """The questions bench/qrels/<name>.jsonl adds (comparisons), embedded."""
+    more = [pages[0][i].question for i in pages[1]]
+    return Queries(more, embed(more, embedder, f"{name} added questions") if more else None)
+
+
+def context_tables(
+    modes: list[str],
+    sets: list[str],
+    questions: dict[str, list[Question]],
+    indexes: dict[str, list[Index]],
+    queries: dict[str, Queries],
+    pages: dict[str, tuple[list[_context.PageQuestion], list[int]]],
+    added: dict[str, Queries],
+    count: Callable[[str], int],
+) -> None:
+    """Span recall at a context budget and page-level scores of the default rules."""
+    for mode in modes:
+        _context.show(
+            mode, _context_of(mode, sets, questions, indexes, queries, pages, added, count)
+        )
+
+
+def _context_of(
+    mode: str,
+    sets: list[str],
+    questions: dict[str, list[Question]],
+    indexes: dict[str, list[Index]],
+    queries: dict[str, Queries],
+    pages: dict[str, tuple[list[_context.PageQuestion], list[int]]],
+    added: dict[str, Queries],
+    count: Callable[[str], int],
+) -> dict[str, Any]:
+    from ingestd.store.search.sparse import query_vector
+
+    per_set = {}
+    for name in sets:
+        idx = next(i for i in indexes[name] if i.label == DEFAULT)
+        ranked = RANKERS[mode](idx, queries[name])
+        ctx = _context.context_rows(idx, questions[name], ranked, SETS[name][1], count)
+        pqs, _ = pages[name]
+        order = list(ranked)
+        if added[name].texts:  # the comparison questions, ranked the same way
+            added[name].sparse = [query_vector(t) for t in added[name].texts]
+            order += list(RANKERS[mode](idx, added[name]))
+        judged = sum(len(q.qrels) > 1 for q in pqs)
+        per_set[name] = (ctx, _context.page_rows(idx.paths, order, pqs), judged)
+    return per_set
 
 
 def show_set(

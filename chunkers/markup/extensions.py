@@ -11,6 +11,14 @@ CommonMark does not know. The ``markdown`` parser and its rendering
   ``tab_length``), parsed as markdown, not as indented code. The marker line renders to
   the words a reader sees: the title, or, without one, the admonition's type (which
   MkDocs shows as its title); ``!!! note ""`` renders to nothing.
+* **generic blocks** of PyMdown's ``blocks`` extensions (``pymdownx.blocks.admonition``,
+  ``.details``, ``.tab``, ``.html``, ``.caption``, ``.definition``; what current MkDocs
+  Material trees such as Pydantic's write): a header ``/// name | Title``, YAML options
+  indented under it, content that is not indented, and a closing ``///`` (more
+  slashes for a nested block). The header renders as a container marker does: the
+  title, or, without one, an admonition's type (``/// note`` gives ``note``); an
+  ``html`` block's tag name and the header of any other untitled block render to
+  nothing, and so do the options and the closing line.
 * **mkdocstrings directives** (``::: package.module`` and the options indented under
   it) render to the name alone: the reader sees the generated API page under it.
 * **blockquote markers** (``>`` at the start of a line) and the brackets of GitHub
@@ -26,7 +34,8 @@ CommonMark does not know. The ``markdown`` parser and its rendering
 
 The patterns follow the extensions' own: ``RE`` of
 ``markdown/extensions/admonition.py`` (Python-Markdown 3.x), ``START`` of
-``pymdownx/details.py`` and ``pymdownx/tabbed.py``, ``RE_ALL_SNIPPETS`` of
+``pymdownx/details.py`` and ``pymdownx/tabbed.py``, ``RE_START`` and ``RE_END`` of
+``pymdownx/blocks/__init__.py``, ``RE_ALL_SNIPPETS`` of
 ``pymdownx/snippets.py`` (PyMdown Extensions 10.x), mkdocstrings' ``::: identifier``
 block syntax, and mdBook's
 ``src/preprocess/links.rs`` (its link types). Offsets are ``str`` indices into the
@@ -38,7 +47,9 @@ from __future__ import annotations
 import re
 
 __all__ = [
+    "ADMONITION_TYPES",
     "CONTAINER_INDENT",
+    "block_edits",
     "code_edits",
     "container_marker",
     "include_edits",
@@ -70,6 +81,20 @@ _QUOTE = re.compile(r"[ \t]*(>(?:[ \t]?>)*[ \t]?)")  # blockquote markers, neste
 _ALERT = re.compile(r"\[!(\w+)\]")  # a GitHub alert: > [!NOTE]
 _BARE_SNIPPET = re.compile(rf"[ \t]*{_SNIPPET}[ \t]*")  # opens or closes a block of files
 _FENCE = re.compile(r"[ \t]*(?:`{3,}|~{3,})")
+#: A generic block's header and end (``RE_START``/``RE_END`` of ``pymdownx.blocks``).
+_BLOCK_START = re.compile(
+    r"[ \t]*(?P<fence>/{3,})[ \t]*(?P<name>[\w-]+)[ \t]*(?:\|[ \t]*(?P<title>.*?))?[ \t]*"
+)
+_BLOCK_END = re.compile(r"[ \t]*/{3,}[ \t]*")
+_BLOCK_OPTION = re.compile(r"(?: {4}|\t)[ \t]*[\w-]+[ \t]*:.*")  # YAML under the header
+
+#: Admonition types of ``pymdownx.blocks.admonition`` (its default ``types``) and of
+#: MkDocs Material: an untitled ``/// note`` shows its type as its title.
+ADMONITION_TYPES = frozenset(
+    "admonition note attention caution danger error tip hint important warning "
+    "abstract summary tldr info todo success check done question help faq failure "
+    "fail missing bug example quote cite seealso new settings".split()
+)
 
 
 def container_marker(line: str) -> re.Match[str] | None:
@@ -99,6 +124,41 @@ def marker_edits(text: str, start: int, end: int, out: list[Edit]) -> bool:
     out.append((start, start + a, ""))
     out.append((start + b, end, ""))
     return True
+
+
+def block_edits(text: str, start: int, end: int, out: list[Edit]) -> None:
+    """Append the edits of the generic blocks' lines of prose block ``text[start:end]``.
+
+    A header ``/// name | Title`` keeps its title (an untitled admonition its type); the
+    YAML option lines indented right under a header and closing ``///`` lines go.
+    """
+    if text.find("///", start, end) == -1:
+        return
+    options = False
+    for a, b in _lines(text, start, end):
+        if options and _BLOCK_OPTION.fullmatch(text, a, b):
+            out.append((a, b, ""))
+            continue
+        options = False
+        if _BLOCK_END.fullmatch(text, a, b):
+            out.append((a, b, ""))
+            continue
+        m = _BLOCK_START.fullmatch(text, a, b)
+        if m is None:
+            continue
+        options = True
+        name, title = m.group("name").lower(), m.group("title")
+        if title and title.strip('"') and name != "html":
+            t0, t1 = m.span("title")
+            if title[0] == '"' and title[-1] == '"' and len(title) > 1:
+                t0, t1 = t0 + 1, t1 - 1
+            out.append((a, t0, ""))
+            out.append((t1, b, ""))
+        elif name in ADMONITION_TYPES and name != "admonition" and not title:
+            out.append((a, m.start("name"), ""))
+            out.append((m.end("name"), b, ""))
+        else:
+            out.append((a, b, ""))
 
 
 def _lines(text: str, start: int, end: int) -> list[tuple[int, int]]:

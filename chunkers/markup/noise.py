@@ -10,6 +10,8 @@ Markdown (CommonMark, GFM, and the Pandoc/MkDocs/Hugo extensions found in the wi
 * links ``[text](target "title")`` and ``[text][ref]`` keep their text; images
   ``![alt](src)`` keep their alt text; an attribute list right after either
   (``{width="300"}``) goes;
+* character references (``&mdash;``, ``&lt;``, ``&#124;``) become the character a
+  reader sees (outside code, as CommonMark 6.2 reads them);
 * autolinks ``<https://...>``, HTML tags and comments, and Hugo shortcodes
   (``{{< ... >}}``, ``{{% ... %}}``) go; a tag between two letters or digits
   leaves a space;
@@ -20,10 +22,11 @@ Markdown (CommonMark, GFM, and the Pandoc/MkDocs/Hugo extensions found in the wi
   gives ``Setup``), as a setext heading's underline and reStructuredText's section
   adornments do;
 * MkDocs container markers (``!!! note "Title"``, ``??? tip``, ``=== "Tab"``) keep
-  only their title; blockquote markers (``>``) go, GitHub alerts (``> [!NOTE]``) keep
-  their word; snippet includes (``--8<-- "file"``, mdBook's ``{{#include file}}``)
-  go, and so does a code block that holds nothing else, or nothing at all
-  (:mod:`~ingestd.chunkers.markup.extensions`);
+  only their title, and so do the headers of PyMdown's generic blocks
+  (``/// note | Title``, whose options and closing ``///`` go); blockquote markers
+  (``>``) go, GitHub alerts (``> [!NOTE]``) keep their word; snippet includes
+  (``--8<-- "file"``, mdBook's ``{{#include file}}``) go, and so does a code block
+  that holds nothing else, or nothing at all (:mod:`~ingestd.chunkers.markup.extensions`);
 * code spans, fenced and indented code are otherwise kept as they are.
 
 reStructuredText (docutils and Sphinx):
@@ -41,10 +44,16 @@ Lines that hold nothing but such markup are left out whole by the rendering.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Iterator
 
-from ingestd.chunkers.markup.extensions import include_edits, marker_edits, quote_edits
+from ingestd.chunkers.markup.extensions import (
+    block_edits,
+    include_edits,
+    marker_edits,
+    quote_edits,
+)
 
 #: An ATX heading line (CommonMark 4.2): group 1 its opening marks, group 2 its title
 #: (``None`` when empty), then an optional closing sequence. The parser
@@ -86,6 +95,10 @@ _AT = {
     "{": re.compile(
         rf"(?P<short>\{{\{{[<%].*?[%>]\}}\}})|(?P<attr>{_ATTR}[ \t]*+(?=\n|\Z))", re.S
     ).match,
+    # a character reference (CommonMark 6.2): named, decimal or hexadecimal
+    "&": re.compile(
+        r"(?P<entity>&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});)"
+    ).match,
 }
 _REF_DEF = re.compile(  # the target may go on the next line
     r"^ {0,3}\[(?!\^)(?:[^\[\]\n\\]|\\.){1,999}\]:[ \t]*(?:\n[ \t]*)?(?:<[^<>\n]*>|\S+)"
@@ -111,7 +124,7 @@ def markdown_inline(text: str, start: int, end: int, out: list[Edit]) -> None:
     its line), is kept. Link text is cleaned in turn.
     """
     found: list[int] = []
-    for ch in "[<{":  # str.find runs at memchr speed, far ahead of a regular expression
+    for ch in "[<{&":  # str.find runs at memchr speed, far ahead of a regular expression
         i = text.find(ch, start, end)
         while i != -1:
             found.append(i)
@@ -136,16 +149,27 @@ def markdown_inline(text: str, start: int, end: int, out: list[Edit]) -> None:
             if ta < tb:
                 markdown_inline(text, ta, tb, out)
             out.append((tb, b, ""))
-        elif m.lastgroup == "tag":
-            space = a > 0 and b < len(text) and text[a - 1].isalnum() and text[b].isalnum()
-            out.append((a, b, " " if space else ""))
-        elif m.lastgroup == "attr":  # with the blanks before it
-            while a > start and text[a - 1] in " \t":
-                a -= 1
-            out.append((a, b, ""))
         else:
-            out.append((a, b, ""))
+            _construct(text, start, m, out)
         pos = b
+
+
+def _construct(text: str, start: int, m: re.Match[str], out: list[Edit]) -> None:
+    """Append the edit of the construct ``m`` found by :func:`markdown_inline`, not a link."""
+    a, b = m.span()
+    if m.lastgroup == "tag":
+        space = a > 0 and b < len(text) and text[a - 1].isalnum() and text[b].isalnum()
+        out.append((a, b, " " if space else ""))
+    elif m.lastgroup == "entity":  # the character a reader sees
+        char = html.unescape(m.group())
+        if char != m.group():
+            out.append((a, b, char if char.isprintable() else " "))
+    elif m.lastgroup == "attr":  # with the blanks before it
+        while a > start and text[a - 1] in " \t":
+            a -= 1
+        out.append((a, b, ""))
+    else:
+        out.append((a, b, ""))
 
 
 def markdown_line_edits(text: str, start: int, end: int, kind: str, out: list[Edit]) -> None:
@@ -174,6 +198,7 @@ def markdown_line_edits(text: str, start: int, end: int, kind: str, out: list[Ed
     include_edits(text, start, end, out)
     if kind == "para" or kind == "list":
         quote_edits(text, start, end, out)
+        block_edits(text, start, end, out)
     if kind == "table":
         eol = text.find("\n", start, end)
         if eol != -1 and (m := _DIVIDER.match(text, eol + 1, _line_end(text, eol + 1, end))):
@@ -345,7 +370,7 @@ def apply_edits(text: str, edits: list[Edit]) -> str:
 
 def clean_markdown(s: str) -> str:
     """Markdown inline text (a heading's title) as the model reads it, one line."""
-    if "[" not in s and "<" not in s and "{" not in s:
+    if "[" not in s and "<" not in s and "{" not in s and "&" not in s:
         return " ".join(s.split())
     out: list[Edit] = []
     markdown_inline(s, 0, len(s), out)

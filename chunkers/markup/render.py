@@ -190,7 +190,11 @@ class Rendering:
 
 
 def _merge(edits: list[Edit]) -> list[Edit]:
-    """Sorted edits with overlapping or touching ones merged (a space if one had one)."""
+    """Sorted edits with overlapping or touching ones merged (a space if one had one).
+
+    Two touching edits of which one puts text in (a character reference's character)
+    keep both replacements, in order.
+    """
     edits.sort()
     out: list[Edit] = []
     for a, b, r in edits:
@@ -198,7 +202,10 @@ def _merge(edits: list[Edit]) -> list[Edit]:
             continue
         if out and a <= out[-1][1]:
             pa, pb, pr = out[-1]
-            out[-1] = (pa, max(pb, b), " " if " " in (pr, r) else "")
+            if a == pb and (pr.strip() or r.strip()):  # touching: both replacements, in order
+                out[-1] = (pa, b, pr + r)
+            else:
+                out[-1] = (pa, max(pb, b), " " if " " in (pr, r) else "")
         else:
             out.append((a, b, r))
     return out

@@ -67,7 +67,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 13
+    version = 14
     Options = HierarchicalOptions
     options: HierarchicalOptions
 

@@ -199,7 +199,7 @@ class MarkdownChunker(Chunker):
     """
 
     name = "markdown"
-    version = 13
+    version = 14
     Options = MarkdownOptions
     options: MarkdownOptions
 

@@ -58,10 +58,18 @@ __all__ = ["search", "status"]
 )
 @click.option("--expand", is_flag=True, help="Add each hit's parent section (hierarchical).")
 @click.option(
+    "--budget-tokens",
+    type=click.IntRange(1, 32_768),
+    help="Print passages instead of chunks: the best hits, those of one file that overlap "
+    "or touch merged, until this many tokens (cl100k_base) are filled; -k is then the "
+    "most passages.",
+)
+@click.option(
     "--json",
     "as_json",
     is_flag=True,
-    help="Print hits as a JSON list, with each hit's rank in the dense and sparse rankings.",
+    help="Print hits (or passages) as a JSON list, hits with their rank in the dense and "
+    "sparse rankings.",
 )
 @handle_errors
 def search(
@@ -75,9 +83,14 @@ def search(
     path_prefix: str | None,
     mode: str | None,
     expand: bool,
+    budget_tokens: int | None,
     as_json: bool,
 ) -> None:
     """Show the chunks that best answer QUERY (hybrid: embeddings and BM25).
+
+    With --budget-tokens, passages: hits of one file that overlap or touch merged into
+    one span, the best first until the budget is filled. Notes (a query cut to the
+    model's window, documents still being indexed) go to stderr.
 
     Example:
 
@@ -85,9 +98,10 @@ def search(
         ingestd search "how do I configure the collector exporter" -k 3
         ingestd search --path docs/collector --mode sparse "otlp_grpc"
         ingestd search --json "sampling" | jq '.[0] | {path, rank, dense_rank, sparse_rank}'
+        ingestd search --budget-tokens 2048 "how do I configure the collector exporter"
     """
     from ingestd.daemon.client.local import locked_engine
-    from ingestd.daemon.commands.search import search as search_cmd
+    from ingestd.daemon.commands.search import answer
 
     if not query.strip():
         raise click.UsageError("QUERY is empty")
@@ -101,6 +115,8 @@ def search(
         "mode": mode,
         "ranks": as_json,
     }
+    if budget_tokens is not None:
+        args["budget_tokens"] = budget_tokens
 
     def local() -> Any:
         c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
@@ -108,14 +124,22 @@ def search(
         if not c.sources:
             raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
         with locked_engine(c, sd, "ingestd search") as engine:
-            return search_cmd(engine, **args)
+            return answer(engine, **args)
 
-    hits = runner(sd, socket_path).call("search", args, local)
+    got = runner(sd, socket_path).call("search", args, local)
+    if isinstance(got, list):  # a daemon of an earlier version: the hits alone
+        got = {"hits": got, "mode": got[0].get("mode", "") if got else mode or "", "notes": []}
+    for note in got.get("notes") or []:
+        click.echo(f"note: {note}", err=True)
+    hits = got["hits"]
+    if got.get("passages") is not None:
+        _show_passages(got, as_json)
+        return
     if as_json:
         echo_json(hits)
         return
     if not hits:
-        click.echo("no results")
+        click.echo(f"no results ({got.get('mode')} search)")
     for i, h in enumerate(hits, 1):
         heading = " > ".join(h.get("heading_path") or [])
         score = f"{h['score']:.4f}" if h.get("mode") == "hybrid" else f"{h['score']:.3f}"
@@ -123,6 +147,33 @@ def search(
         click.echo(f"   source: {h['source']}" + (f"   heading: {heading}" if heading else ""))
         text = h["text"].strip().replace("\n", "\n   ")
         click.echo("   " + (text[:600] + " ..." if len(text) > 600 else text))
+        click.echo()
+
+
+def _show_passages(got: dict[str, Any], as_json: bool) -> None:
+    """Print the passages of a budgeted search (JSON, or each with its place and text)."""
+    passages = got["passages"]
+    if as_json:
+        echo_json(passages)
+        return
+    if not passages:
+        click.echo(f"no results ({got.get('mode')} search)")
+        return
+    click.echo(
+        f"{len(passages)} passage(s), {got['tokens']} of {got['budget_tokens']} tokens "
+        f"({got.get('mode')} search)",
+        err=True,
+    )
+    for p in passages:
+        heading = " > ".join(p.get("heading_path") or [])
+        cut = " (cut to the budget)" if p.get("truncated") else ""
+        click.secho(
+            f"{p['rank']}. {p['path']}:{p['start_line']}-{p['end_line']}  "
+            f"{p['n_tokens']} tokens{cut}",
+            bold=True,
+        )
+        click.echo(f"   source: {p['source']}" + (f"   heading: {heading}" if heading else ""))
+        click.echo("   " + p["text"].strip().replace("\n", "\n   "))
         click.echo()
 
 

@@ -112,6 +112,27 @@ def chunk_cmd(
     help="Bootstrap samples of each interval.",
 )
 @click.option("--seed", default=0, show_default=True, help="Seed of the bootstrap samples.")
+@click.option(
+    "--qrels",
+    "qrels_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="Graded page judgements by question id (JSON lines with qrels, or TREC qrels "
+    "lines); a JSON line with a question adds it; repeatable.",
+)
+@click.option(
+    "--run",
+    "run_files",
+    multiple=True,
+    type=click.Path(exists=True, dir_okay=False, path_type=Path),
+    help="A TREC run file (QID Q0 PATH RANK SCORE TAG) of another system, scored at page "
+    "level beside ingestd; repeatable.",
+)
+@click.option(
+    "--save-run",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the first row's page ranking as a TREC run file.",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON, ranks included.")
 @handle_errors
 def eval_cmd(
@@ -124,6 +145,9 @@ def eval_cmd(
     modes: tuple[str, ...],
     resamples: int,
     seed: int,
+    qrels_files: tuple[Path, ...],
+    run_files: tuple[Path, ...],
+    save_run: Path | None,
     as_json: bool,
 ) -> None:
     """Score chunking rules and search modes on QUESTIONS (JSON lines) over a corpus.
@@ -145,13 +169,21 @@ def eval_cmd(
     from ingestd.daemon.evaluation import cli as eval_cli
     from ingestd.daemon.evaluation import report as eval_report
     from ingestd.daemon.evaluation.evaluate import MODES, EvalError
-    from ingestd.daemon.evaluation.questions import QuestionError, load_questions
+    from ingestd.daemon.evaluation.questions import (
+        QuestionError,
+        add_judgements,
+        load_questions,
+    )
     from ingestd.daemon.evaluation.rulesets import rule_sets
+    from ingestd.daemon.evaluation.trec import read_run, write_run
 
     cfg, sd = load(config_path, (), state_dir, log_level)
     try:
         sets = rule_sets(rule_files, cfg, config_path)
         qs = load_questions(questions, corpus)
+        for f in qrels_files:
+            qs = add_judgements(qs, f)
+        runs = {f.stem: read_run(f) for f in run_files}
     except (ConfigError, QuestionError) as exc:
         raise Fatal(str(exc), 2) from None
     try:
@@ -159,8 +191,13 @@ def eval_cmd(
     except EvalError as exc:
         raise Fatal(str(exc)) from None
     report = eval_report.summarise(
-        raw, qs, resamples=resamples, seed=seed, question_set=str(questions)
+        raw, qs, resamples=resamples, seed=seed, question_set=str(questions), runs=runs
     )
+    if save_run is not None:
+        first = raw["rule_sets"][0]
+        mode = raw["modes"][0]
+        ranking = dict(zip([q.id for q in qs], first["pages"][mode], strict=True))
+        write_run(save_run, ranking, f"ingestd-{mode}")
     if as_json:
         echo_json(report)
     else:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, cast
 from ingestd.daemon.client.errors import SyncTimeout
 from ingestd.daemon.client.local import LocalState
 from ingestd.daemon.client.runner import START_WAIT_S, Runner
-from ingestd.daemon.client.types import Hit, ReadResult, SyncReport
+from ingestd.daemon.client.types import Answer, ReadResult, SyncReport
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
@@ -148,22 +148,39 @@ class Client:
         path: str | None = None,
         mode: str | None = None,
         expand: bool = False,
-        ranks: bool = False,
-    ) -> list[Hit]:
+        ranks: bool = True,
+        budget_tokens: int | None = None,
+        per_page: int | None = None,
+    ) -> Answer:
         """The chunks that best answer ``query``, best first: ``ingestd search``'s ranking.
 
         Args:
-            query: the question, in words or identifiers.
-            k: number of hits.
+            query: the question, in words or identifiers (cut to the model's window,
+                with a note, when longer).
+            k: number of hits; with ``budget_tokens``, the most passages.
             source: only this source (its name).
-            path: only this file, or the files under this folder (relative to the root).
+            path: only this file, or the files under this folder (relative to a
+                source's root; an absolute path under a root is turned into one, any
+                other is an error).
             mode: ``hybrid``, ``dense`` or ``sparse`` (default: the config's
                 ``search.mode``); ``sparse`` needs no embedding model.
             expand: add each hit's parent section (``hierarchical`` rules).
-            ranks: add each hit's rank in the dense and the sparse ranking (as
-                ``ingestd search --json``; two more queries).
+            ranks: each hit's rank and score in the dense and the sparse ranking
+                (``dense_rank``, ``dense_score``, ``sparse_rank``, ``sparse_score``),
+                as ``ingestd search --json`` prints them; ``null`` past a ranking's
+                ``search.candidates``, and the dense ones in ``sparse`` mode. In
+                ``dense`` and ``sparse`` mode they cost the other ranking's query;
+                ``False`` leaves the four keys out.
+            budget_tokens: return passages instead of hits: the best hits, those of
+                one document that overlap or touch merged, until this many tokens
+                (cl100k_base by default) are filled.
+            per_page: with ``budget_tokens``, most passages of one document.
+
+        Returns:
+            The hits (or passages), a list with the answer's ``mode``, ``notes``,
+            ``indexing`` and ``hits`` as attributes (:class:`Answer`).
         """
-        from ingestd.daemon.commands.search import search as search_cmd
+        from ingestd.daemon.commands.search import answer
 
         if not query.strip():
             raise _usage("the query is empty")
@@ -176,7 +193,11 @@ class Client:
             "mode": mode,
             "ranks": ranks,
         }
-        return cast(list[Hit], self._call("search", args, lambda e: search_cmd(e, **args)))
+        if budget_tokens is not None:
+            args["budget_tokens"] = budget_tokens
+            args["per_page"] = per_page
+        got = self._call("search", args, lambda e: answer(e, **args))
+        return Answer(_as_answer(got))
 
     def read(
         self,
@@ -188,10 +209,13 @@ class Client:
         end_line: int | None = None,
         context: int = 1,
         max_lines: int = 200,
+        budget_tokens: int | None = None,
     ) -> ReadResult:
         """A hit widened to its section and neighbours, or lines of an indexed document.
 
-        See :func:`ingestd.daemon.commands.read.read` for the arguments and the answer.
+        With ``budget_tokens``, the lines fit that many tokens (cl100k_base by
+        default): the hit is widened to its section first, then past it. See
+        :func:`ingestd.daemon.commands.read.read` for the arguments and the answer.
         """
         from ingestd.daemon.commands import read
 
@@ -204,6 +228,8 @@ class Client:
             "context": context,
             "max_lines": max_lines,
         }
+        if budget_tokens is not None:
+            args["budget_tokens"] = budget_tokens
         return cast(ReadResult, self._call("read", args, lambda e: read.read(e, **args)))
 
     def sync(
@@ -284,6 +310,13 @@ class Client:
         cfg = self._state.config() if self._state.config_path is not None else None
         with self._state.manifest(cfg) as m:
             return local_status(m, self.state_dir)
+
+
+def _as_answer(got: Any) -> dict[str, Any]:
+    """The search answer; a daemon of an earlier version answers with the hits alone."""
+    if isinstance(got, list):
+        return {"hits": got, "mode": got[0].get("mode", "") if got else ""}
+    return cast(dict[str, Any], got)
 
 
 def _usage(message: str) -> DaemonError:

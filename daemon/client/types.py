@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from typing import Any, Required, TypedDict
 
-__all__ = ["Chunk", "Hit", "Lines", "ReadResult", "Section", "SyncReport"]
+__all__ = [
+    "Answer",
+    "Chunk",
+    "Hit",
+    "Lines",
+    "Passage",
+    "ReadResult",
+    "Section",
+    "SyncReport",
+]
 
 
 class Hit(TypedDict, total=False):
@@ -22,8 +31,10 @@ class Hit(TypedDict, total=False):
 
     ``score`` is the mode's: cosine (dense), BM25 (sparse) or the RRF score (hybrid).
     ``dense_rank``/``dense_score`` and ``sparse_rank``/``sparse_score`` come with
-    ``ranks=True`` (``None`` beyond that ranking's ``search.candidates``); ``parent``
-    (the enclosing section's payload) with ``expand=True``.
+    ``ranks=True``, the default of :meth:`~ingestd.daemon.client.Client.search` (as
+    ``ingestd search --json`` prints them; ``None`` beyond that ranking's
+    ``search.candidates``, and the dense ones in ``sparse`` mode); ``parent`` (the
+    enclosing section's payload) with ``expand=True``.
     """
 
     id: Required[str]
@@ -59,6 +70,58 @@ class Hit(TypedDict, total=False):
     sparse_rank: int | None
     sparse_score: float | None
     parent: dict[str, Any]
+
+
+class Passage(TypedDict):
+    """Hits of one document that overlap or touch, merged: a verbatim span of it.
+
+    ``rank`` and ``score`` are its best hit's; ``ids`` its hits' chunk ids in document
+    order; ``n_tokens`` the tokens of ``text`` by the index's budget tokenizer
+    (cl100k_base by default); ``truncated``: cut to fit a budget smaller than its best
+    hit. Offsets in characters of the decoded file, lines 1-based and inclusive.
+    """
+
+    rank: int
+    score: float
+    source: str
+    path: str
+    start_char: int
+    end_char: int
+    start_line: int
+    end_line: int
+    heading_path: list[str]
+    ids: list[str]
+    n_tokens: int
+    truncated: bool
+    text: str
+
+
+class Answer(list[Any]):
+    """What :meth:`~ingestd.daemon.client.Client.search` returns: a list with facts.
+
+    The list holds the hits (:class:`Hit`), or, with a token budget, the passages
+    (:class:`Passage`), best first.
+
+    Attributes:
+        query: the query as searched (cut to the model's window when longer).
+        mode: the ranking used (``dense`` for a collection without BM25 vectors).
+        hits: the hits (with a budget: those the passages were made of).
+        passages: the passages, or ``None`` without a budget.
+        tokens: tokens of the passages, or ``None``.
+        notes: sentences for the reader (a cut query, documents still being indexed).
+        indexing: ``None``, or ``documents`` still being indexed and their ``sources``.
+    """
+
+    def __init__(self, answer: dict[str, Any]) -> None:
+        passages = answer.get("passages")
+        super().__init__(passages if passages is not None else answer["hits"])
+        self.query: str = answer.get("query", "")
+        self.mode: str = answer.get("mode", "")
+        self.hits: list[Hit] = answer["hits"]
+        self.passages: list[Passage] | None = passages
+        self.tokens: int | None = answer.get("tokens")
+        self.notes: list[str] = list(answer.get("notes") or [])
+        self.indexing: dict[str, Any] | None = answer.get("indexing")
 
 
 class Chunk(TypedDict, total=False):
@@ -113,16 +176,21 @@ class Lines(TypedDict, total=False):
     file_end_line: int
 
 
-class ReadResult(TypedDict):
-    """What ``read`` returns (see :func:`ingestd.daemon.commands.read.read`)."""
+class ReadResult(TypedDict, total=False):
+    """What ``read`` returns (see :func:`ingestd.daemon.commands.read.read`).
 
-    source: str
-    path: str
-    hit: Chunk | None
-    chunks: list[Chunk]
-    section: Section | None
-    lines: Lines | None
-    stale: bool
+    ``budget_tokens`` and ``tokens`` (of the lines' text) come with a budget.
+    """
+
+    source: Required[str]
+    path: Required[str]
+    hit: Required[Chunk | None]
+    chunks: Required[list[Chunk]]
+    section: Required[Section | None]
+    lines: Required[Lines | None]
+    stale: Required[bool]
+    budget_tokens: int
+    tokens: int
 
 
 class SyncReport(TypedDict):

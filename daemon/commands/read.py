@@ -32,7 +32,10 @@ if TYPE_CHECKING:
     from ingestd.chunkers.readers.document import Extracted
     from ingestd.daemon.sync.engine import Engine
 
-__all__ = ["MAX_CONTEXT", "MAX_LINES", "read"]
+__all__ = ["MAX_BUDGET", "MAX_CONTEXT", "MAX_LINES", "read"]
+
+#: Largest token budget of one ``read``.
+MAX_BUDGET = 32_768
 
 #: Most lines one ``read`` returns.
 MAX_LINES = 2000
@@ -51,8 +54,15 @@ def read(
     end_line: int | None = None,
     context: int = 1,
     max_lines: int = 200,
+    budget_tokens: int | None = None,
 ) -> dict[str, Any]:
     """A hit widened to its section and neighbours, or lines of an indexed document.
+
+    With ``budget_tokens``, the lines returned fit that many tokens (the index's budget
+    tokenizer, cl100k_base by default): a hit is widened to its section first, then
+    past it, a chunk at a time on each side, as far as the budget allows
+    (:mod:`~ingestd.daemon.commands.widen`); the chunks listed carry no text (the lines
+    hold it).
 
     Args:
         engine: the engine (its manifest, store and sources).
@@ -63,6 +73,8 @@ def read(
         end_line: with ``path``, the last line, inclusive (default: ``max_lines`` on).
         context: with ``id``, neighbouring chunks on each side (0 to :data:`MAX_CONTEXT`).
         max_lines: most lines returned (1 to :data:`MAX_LINES`).
+        budget_tokens: most tokens of the lines returned (1 to :data:`MAX_BUDGET`);
+            ``None``: ``max_lines`` alone bounds them.
 
     Returns:
         ``source``, ``path``, ``hit`` (the chunk of ``id``, else ``None``), ``chunks``
@@ -71,8 +83,9 @@ def read(
         ``heading_path`` and, for ``id``, ``text``), ``section`` (``heading_path``,
         ``start_line``, ``end_line``; ``None`` for ``path``), ``lines``
         (``start_line``, ``end_line``, ``text``, ``total_lines``, ``truncated``; ``None``
-        when the file cannot be read now) and ``stale`` (the file changed since it was
-        indexed: the chunks are the index's, the lines the file's).
+        when the file cannot be read now), ``stale`` (the file changed since it was
+        indexed: the chunks are the index's, the lines the file's), and, with a budget,
+        ``budget_tokens`` and ``tokens`` (of the lines' text).
 
     Raises:
         DaemonError: exit code 2 for bad arguments (neither or both of ``id`` and
@@ -85,13 +98,21 @@ def read(
         raise DaemonError(f"context must be between 0 and {MAX_CONTEXT}", 2)
     if not 1 <= max_lines <= MAX_LINES:
         raise DaemonError(f"max_lines must be between 1 and {MAX_LINES}", 2)
+    if budget_tokens is not None and not 1 <= budget_tokens <= MAX_BUDGET:
+        raise DaemonError(f"budget_tokens must be between 1 and {MAX_BUDGET}", 2)
     if source is not None and source not in engine.sources:
         known = ", ".join(engine.sources) or "none"
         raise DaemonError(f"unknown source: {source}; known sources: {known}", 2)
     if id is not None:
-        return _read_hit(engine, id, context, max_lines)
-    assert path is not None
-    return _read_path(engine, path, source, start_line, end_line, max_lines)
+        out = _read_hit(engine, id, context, max_lines, budget_tokens)
+    else:
+        assert path is not None
+        out = _read_path(engine, path, source, start_line, end_line, max_lines, budget_tokens)
+    if budget_tokens is not None:
+        text = out["lines"]["text"] if out["lines"] is not None else ""
+        out["budget_tokens"] = budget_tokens
+        out["tokens"] = engine.rules.context.sizer.count(text)
+    return out
 
 
 def _chunk(pid: str, payload: dict[str, Any], *, text: bool = True) -> dict[str, Any]:
@@ -155,19 +176,28 @@ def _document_chunks(
 
 def _section(
     engine: Engine, physical: str, chunks: list[tuple[str, dict[str, Any]]], i: int
-) -> dict[str, Any]:
-    """The section enclosing ``chunks[i]``: its parent's lines, or the run under its heading."""
+) -> tuple[dict[str, Any], tuple[int, int]]:
+    """The section enclosing ``chunks[i]``: its parent's lines, or the run under its heading.
+
+    Returns:
+        The section, and the first and last index of its chunks in ``chunks``.
+    """
     hit = chunks[i][1]
     parent_id = hit.get("parent_id")
     if parent_id:
         found = engine.store.retrieve(physical, [parent_id])
         if found:
             p = found[0][1]
+            members = [
+                k
+                for k, (_, c) in enumerate(chunks)
+                if c["start_line"] >= p["start_line"] and c["end_line"] <= p["end_line"]
+            ]
             return {
                 "heading_path": list(p.get("heading_path") or []),
                 "start_line": p["start_line"],
                 "end_line": p["end_line"],
-            }
+            }, (min(members, default=i), max(members, default=i))
     heading = list(hit.get("heading_path") or [])
 
     def inside(p: dict[str, Any]) -> bool:
@@ -185,10 +215,12 @@ def _section(
         "heading_path": heading,
         "start_line": chunks[lo][1]["start_line"],
         "end_line": chunks[hi][1]["end_line"],
-    }
+    }, (lo, hi)
 
 
-def _read_hit(engine: Engine, pid: str, context: int, max_lines: int) -> dict[str, Any]:
+def _read_hit(
+    engine: Engine, pid: str, context: int, max_lines: int, budget: int | None
+) -> dict[str, Any]:
     physical, hit = _find(engine, pid)
     source, path = str(hit["source"]), str(hit["path"])
     if source not in engine.sources:
@@ -200,7 +232,7 @@ def _read_hit(engine: Engine, pid: str, context: int, max_lines: int) -> dict[st
         ids = [c[0] for c in chunks]
     i = ids.index(pid)
     near = chunks[max(0, i - context) : i + context + 1]
-    section = _section(engine, physical, chunks, i)
+    section, inside = _section(engine, physical, chunks, i)
     if section["end_line"] - section["start_line"] + 1 <= max_lines:
         first, last = section["start_line"], section["end_line"]
     else:  # the neighbours' span, centred on the hit
@@ -209,13 +241,22 @@ def _read_hit(engine: Engine, pid: str, context: int, max_lines: int) -> dict[st
             first = max(first, hit["start_line"] - (max_lines - _span(hit)) // 2)
             last = first + max_lines - 1
     doc, stale = _file_text(engine, source, path, str(hit.get("doc_hash", "")))
+    if budget is not None:
+        from ingestd.daemon.commands.widen import widen
+
+        count = engine.rules.context.sizer.count
+        if doc is not None:
+            first, last = widen(chunks, i, inside, _split(doc.text), budget, count)
+        near = [c for c in chunks if c[1]["start_line"] <= last and c[1]["end_line"] >= first]
+        if not near:
+            near = [chunks[i]]
     return {
         "source": source,
         "path": path,
-        "hit": _chunk(pid, hit),
-        "chunks": [_chunk(c, p) for c, p in near],
+        "hit": _chunk(pid, hit, text=budget is None),
+        "chunks": [_chunk(c, p, text=budget is None) for c, p in near],
         "section": section,
-        "lines": _lines(doc, first, last, max_lines),
+        "lines": _lines(doc, first, last, max_lines if budget is None else MAX_LINES),
         "stale": stale,
     }
 
@@ -231,6 +272,7 @@ def _read_path(
     start_line: int | None,
     end_line: int | None,
     max_lines: int,
+    budget: int | None,
 ) -> dict[str, Any]:
     rel = path.strip().removeprefix("./").strip("/")
     names = [source] if source is not None else list(engine.sources)
@@ -252,6 +294,20 @@ def _read_path(
     doc = engine.manifest.document(name, rel)
     extracted, stale = _file_text(engine, name, rel, doc.content_hash if doc else "")
     lines = _lines(extracted, first, end_line, max_lines)
+    if lines is not None and budget is not None and extracted is not None:
+        from ingestd.daemon.commands.widen import lines_within
+
+        last = lines_within(
+            _split(extracted.text),
+            first,
+            lines["end_line"],
+            budget,
+            engine.rules.context.sizer.count,
+        )
+        if last < lines["end_line"]:
+            lines = _lines(extracted, first, last, max_lines)
+            assert lines is not None
+            lines["truncated"] = True
     if lines is not None and first > max(1, lines["total_lines"]):
         raise DaemonError(
             f"start_line {first} is past the end of {rel} ({lines['total_lines']} lines)", 2
@@ -286,6 +342,14 @@ def _file_text(
     return doc, bool(doc_hash) and hashlib.sha256(data).hexdigest() != doc_hash
 
 
+def _split(text: str) -> list[str]:
+    """The lines of ``text`` (a last line end opens no line after it)."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return lines
+
+
 def _lines(
     doc: Extracted | None, first: int, last: int | None, max_lines: int
 ) -> dict[str, Any] | None:
@@ -298,9 +362,7 @@ def _lines(
     if doc is None:
         return None
     text = doc.text
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()  # the text ends with a line end: no line after it
+    lines = _split(text)
     total = len(lines)
     last = total if last is None else last
     stop = min(last, total, first + max_lines - 1)

@@ -1,20 +1,44 @@
-"""``search``: the chunks that best answer a query, across the selected sources' collections.
+"""``search``: the chunks (or passages) that best answer a query, across the selected sources.
 
-The daemon and the local path run this same function, so ``ingestd search`` gives the
-same answer whether it opens the store itself or asks the running daemon.
+The daemon and the local path run these same functions, so ``ingestd search`` gives
+the same answer whether it opens the store itself or asks the running daemon.
+
+:func:`answer` is what the control command ``search`` returns: the hits, the mode
+actually used, the passages made of the hits when a token budget is given
+(:mod:`ingestd.store.search.passages`), notes (a query cut to the model's window, a
+collection searched dense only) and how many documents are still being indexed (a
+first reconcile answers from what is written so far). :func:`search` returns the hits
+alone.
+
+Arguments are checked before anything is searched: a ``path`` filter is relative to a
+source's root (an absolute path under a root is turned into one); one that leaves every
+root (``../..``, ``/etc``) is an error that names it, never "no results".
 """
 
 from __future__ import annotations
 
+import functools
+import math
+import os
+from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.commands.selection import selected_sources
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
+    from ingestd.chunkers.sizing.tokenizers import ModelSizer
     from ingestd.daemon.sync.engine import Engine
+    from ingestd.store.search.query import Mode
 
-__all__ = ["search"]
+__all__ = ["MAX_BUDGET", "MAX_PASSAGE_HITS", "answer", "check_path", "cut_query", "search"]
+
+#: Largest token budget a search fills.
+MAX_BUDGET = 32_768
+#: Most hits a budgeted search ranks to make its passages (a passage is about 40 tokens
+#: at the least: one hit per 40 tokens of budget, at least ``k``, at most this many).
+MAX_PASSAGE_HITS = 200
+_TOKENS_PER_HIT = 40
 
 
 def search(
@@ -31,10 +55,11 @@ def search(
 
     Args:
         engine: the engine (its store and model).
-        query: the question.
+        query: the question (cut to the model's window, see :func:`cut_query`).
         k: number of hits.
         source: only this source.
-        path: only this file, or the files under this folder (relative to the root).
+        path: only this file, or the files under this folder (relative to a source's
+            root; see :func:`check_path`).
         expand: add each hit's parent section.
         mode: ``hybrid``, ``dense`` or ``sparse`` (default: ``search.mode``); only
             ``dense`` and ``hybrid`` load the embedding model.
@@ -51,27 +76,143 @@ def search(
         section's payload).
 
     Raises:
-        DaemonError: unknown source or mode (exit code 2).
+        DaemonError: unknown source or mode, a path filter outside every source's root
+            (exit code 2).
     """
-    from ingestd.store.search.query import MODES, Filters
-    from ingestd.store.search.sparse import query_vector
+    hits: list[dict[str, Any]] = answer(
+        engine, query, k, source, path, expand=expand, mode=mode, ranks=ranks
+    )["hits"]
+    return hits
 
+
+def answer(
+    engine: Engine,
+    query: str,
+    k: int = 5,
+    source: str | None = None,
+    path: str | None = None,
+    *,
+    expand: bool = False,
+    mode: str | None = None,
+    ranks: bool = False,
+    budget_tokens: int | None = None,
+    per_page: int | None = None,
+) -> dict[str, Any]:
+    """The answer of ``ingestd search``: hits (or passages), the mode used, notes.
+
+    Args:
+        engine: the engine (its store and model).
+        query: the question.
+        k: number of hits; with ``budget_tokens``, the most passages.
+        source: only this source.
+        path: only this file or folder (see :func:`check_path`).
+        expand: add each hit's parent section.
+        mode: ``hybrid``, ``dense`` or ``sparse`` (default: ``search.mode``).
+        ranks: add each hit's rank and score in each ranking (see :func:`search`).
+        budget_tokens: fill this many tokens (of the index's budget tokenizer,
+            cl100k_base by default) with passages made of the best hits (at most
+            :data:`MAX_BUDGET`); ``None``: hits only.
+        per_page: with ``budget_tokens``, most passages of one document.
+
+    Returns:
+        ``query`` (as searched), ``mode`` (the ranking used: ``dense`` when a
+        collection has no sparse vectors yet), ``hits`` (as :func:`search`; with a
+        budget, the hits the passages were made of), ``passages``
+        (:meth:`~ingestd.store.search.passages.Passage.as_dict` of each, best first;
+        ``None`` without a budget), ``budget_tokens``, ``tokens`` (of the passages),
+        ``notes`` (sentences for the reader) and ``indexing`` (``None``, or
+        ``documents``: documents of the selected sources still being indexed, and
+        ``sources``).
+
+    Raises:
+        DaemonError: see :func:`search`; a budget under 1 or over :data:`MAX_BUDGET`.
+    """
+    from ingestd.store.search.query import MODES
+
+    if budget_tokens is not None and not 1 <= budget_tokens <= MAX_BUDGET:
+        raise DaemonError(f"budget_tokens must be between 1 and {MAX_BUDGET}", 2)
     names = selected_sources(engine, [source] if source else None)
-    conf = engine.cfg.search
-    mode = mode or conf.mode
+    mode = mode or engine.cfg.search.mode
     if mode not in MODES:
         raise DaemonError(f"unknown search mode {mode!r}; expected one of: {', '.join(MODES)}", 2)
+    path, owner = check_path(engine, names, path)
+    if owner is not None:
+        names, source = [owner], owner
+    notes: list[str] = []
+    query, cut = cut_query(engine, query)
+    if cut:
+        notes.append(cut)
+    limit = k
+    if budget_tokens is not None:
+        limit = min(MAX_PASSAGE_HITS, max(k, math.ceil(budget_tokens / _TOKENS_PER_HIT)))
+    hits, used = _ranked(engine, names, query, limit, source, path, mode, ranks, notes)
+    if expand:
+        _expand(engine, hits)
+    for h in hits:
+        h.pop("_collection", None)
+    out: dict[str, Any] = {
+        "query": query,
+        "mode": used,
+        "hits": hits,
+        "passages": None,
+        "budget_tokens": budget_tokens,
+        "tokens": None,
+        "notes": notes,
+        "indexing": _indexing(engine, names),
+    }
+    if budget_tokens is not None:
+        from ingestd.store.search.passages import fill
+
+        count = engine.rules.context.sizer.count
+        passages = fill(hits, budget_tokens, count, max_passages=k, per_page=per_page)
+        kept = {i for p in passages for i in p.ids}
+        out["hits"] = [h for h in hits if h["id"] in kept]
+        out["passages"] = [p.as_dict() for p in passages]
+        out["tokens"] = sum(p.n_tokens for p in passages)
+    if out["indexing"]:
+        n = out["indexing"]["documents"]
+        notes.append(
+            f"{n} document(s) of {', '.join(out['indexing']['sources'])} are still being "
+            "indexed: results come from what is indexed so far"
+        )
+    return out
+
+
+def _ranked(
+    engine: Engine,
+    names: list[str],
+    query: str,
+    k: int,
+    source: str | None,
+    path: str | None,
+    mode: Mode,
+    ranks: bool,
+    notes: list[str],
+) -> tuple[list[dict[str, Any]], str]:
+    """The best ``k`` hits over the selected sources' collections, and the mode used."""
+    from ingestd.store.search.query import Filters
+    from ingestd.store.search.sparse import query_vector
+
+    conf = engine.cfg.search
     collections = sorted({engine.sources[n].collection for n in names})
     engine.check_holdings(collections)  # never "no results" from a store that lost them
     sparse = query_vector(query) if mode != "dense" or ranks else None
     filters = Filters(source=source, path=path)
     hits: list[dict[str, Any]] = []
     queries: dict[str, Any] = {}  # profile key -> the query's vector by its model
+    modes: set[str] = set()
     for coll in collections:
         # a sparse search never loads the model, ranks or not (its dense ranks are null)
         physical, dense = _dense_query(engine, coll, query, queries, mode != "sparse")
         if physical is None:
             continue
+        used = "dense" if not engine.store.layout(physical).sparse else mode
+        if used != mode:
+            notes.append(
+                f"collection {coll} has no BM25 vectors yet (written before hybrid search): "
+                "searched by embeddings only until its next sync"
+            )
+        modes.add(used)
         found = engine.store.search(
             physical,
             dense=dense,
@@ -83,7 +224,6 @@ def search(
             candidates=conf.candidates,
             ranks=ranks,
         )
-        used = "dense" if not engine.store.layout(physical).sparse else mode
         for point in found:
             hit: dict[str, Any] = {"id": point.id, "score": point.score, "mode": used}
             hit.update(point.payload)
@@ -98,16 +238,105 @@ def search(
     for i, h in enumerate(hits, 1):
         h["rank"] = i
         h["score"] = round(h["score"], 6)
-    if expand:
-        for h in hits:
-            pid = h.get("parent_id")
-            if pid:
-                recs = engine.store.retrieve(h["_collection"], [pid])
-                if recs:
-                    h["parent"] = recs[0][1]
+    used_mode = mode if not modes or modes == {mode} else "+".join(sorted(modes))
+    return hits, used_mode
+
+
+def _expand(engine: Engine, hits: list[dict[str, Any]]) -> None:
+    """Add each hit's parent section (``parent``), when it has one."""
     for h in hits:
-        h.pop("_collection", None)
-    return hits
+        pid = h.get("parent_id")
+        if pid:
+            recs = engine.store.retrieve(h["_collection"], [pid])
+            if recs:
+                h["parent"] = recs[0][1]
+
+
+def check_path(engine: Engine, names: list[str], path: str | None) -> tuple[str | None, str | None]:
+    """A ``path`` filter as the store matches it, and the source it names, if absolute.
+
+    A relative path is relative to each source's root (as hits give paths); an
+    absolute one must lie under a selected source's root and is turned into a path
+    relative to it (that source is then the only one searched).
+
+    Args:
+        engine: the engine (its sources and their roots).
+        names: the selected sources.
+        path: the filter as given (``None``: no filter).
+
+    Returns:
+        ``(relative path or None, source or None)``.
+
+    Raises:
+        DaemonError: exit code 2: an absolute path under no selected source's root, or
+            a relative path that leaves the root (``..``), naming the path.
+    """
+    if path is None:
+        return None, None
+    raw = path.strip()
+    if os.path.isabs(raw):
+        real = Path(os.path.realpath(raw))
+        for name in names:
+            root = Path(os.path.realpath(engine.sources[name].root))
+            if real.is_relative_to(root):
+                rel = real.relative_to(root).as_posix()
+                return ("" if rel == "." else rel), name
+        raise DaemonError(
+            f"path filter {path} is outside every source's root (roots: "
+            f"{', '.join(str(engine.sources[n].root) for n in names) or 'none'}); paths are "
+            "relative to a source's root, as hits give them",
+            2,
+        )
+    if ".." in PurePosixPath(raw.replace("\\", "/")).parts:
+        raise DaemonError(
+            f"path filter {path} leaves the source's root (..): paths are relative to a "
+            "source's root, as hits give them",
+            2,
+        )
+    return path, None
+
+
+def cut_query(engine: Engine, query: str) -> tuple[str, str | None]:
+    """``query`` cut to the embedding model's window, and a note when it was cut.
+
+    The model reads at most ``max_seq_length`` word pieces (256 for all-MiniLM-L6-v2,
+    2 of them special tokens) and drops the rest silently; the query is cut there for
+    both rankings, so that BM25 ranks the words the model read.
+
+    Returns:
+        ``(query, None)`` when it fits, else the cut query and a sentence saying so.
+    """
+    info = engine.model
+    window = max(1, info.max_seq_length - 2)
+    if len(query) <= window or info.tokenizer_json is None:
+        return query, None  # a word piece is at least one character
+    pieces = _model_sizer(str(info.tokenizer_json)).boundaries(query[: window * 64])
+    if len(pieces) <= window and len(query) <= window * 64:
+        return query, None
+    cut = query[: pieces[window - 1]] if len(pieces) >= window else query[: window * 64]
+    note = (
+        f"the query was cut to its first {window} word pieces ({len(cut):,} of "
+        f"{len(query):,} characters): the embedding model reads no more"
+    )
+    return cut, note
+
+
+@functools.lru_cache(maxsize=4)
+def _model_sizer(tokenizer_json: str) -> ModelSizer:
+    from ingestd.chunkers.sizing.tokenizers import ModelSizer
+
+    return ModelSizer(tokenizer_json)
+
+
+def _indexing(engine: Engine, names: list[str]) -> dict[str, Any] | None:
+    """Documents of ``names`` that running syncs have still to write, or ``None``."""
+    left: dict[str, int] = {}
+    for p in engine.progress:
+        if p.source in names and p.docs_total > p.docs_done:
+            left[p.source] = max(left.get(p.source, 0), p.docs_total - p.docs_done)
+    if not left:
+        return None
+    return {"documents": sum(left.values()), "sources": sorted(left)}
 
 
 def _dense_query(

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from ingestd.daemon.sync.engine import Engine
     from ingestd.daemon.sync.types import SyncResult
 
-__all__ = ["scopes", "sync"]
+__all__ = ["scopes", "sync", "unknown_paths"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,8 +48,10 @@ def scopes(
             source is planned for them, which finds nothing where they are not).
 
     Raises:
-        DaemonError: exit code 2: an unknown source, a path under no source's root, or
-            a relative path that leaves its root (``..``).
+        DaemonError: exit code 2: an unknown source, a path under no source's root, a
+            relative path that leaves its root (``..``), or a path that is neither a
+            file or folder of a selected source nor indexed (a typo: nothing would be
+            synced, :func:`unknown_paths`).
     """
     names = list(sources) if sources else list(engine.sources)
     unknown = [n for n in names if n not in engine.sources]
@@ -84,7 +86,44 @@ def scopes(
         rel = rel_path.as_posix().strip("/")
         for name in names:
             add(name, "" if rel == "." else rel)
+    unknown = unknown_paths(engine, out)
+    if unknown:
+        raise DaemonError(
+            f"{', '.join(unknown)}: not a file or folder of "
+            f"{'any source' if len(out) > 1 else 'source ' + next(iter(out))}, nor indexed "
+            "(paths are absolute, or relative to a source's root as search hits give them)",
+            2,
+        )
     return out
+
+
+def unknown_paths(engine: Engine, planned: dict[str, list[str] | None]) -> list[str]:
+    """The planned paths no selected source holds: on disk, or in the manifest.
+
+    A path counts as held by a source when it is a file or folder under its root, or
+    when the manifest has a document at it or below it (a file deleted since it was
+    indexed: syncing it deletes its points). A source whose root is missing holds
+    every path (its state is reported by the sync itself).
+    """
+    rels = sorted({r for paths in planned.values() if paths for r in paths})
+    unknown = []
+    for rel in rels:
+        holders = [n for n, paths in planned.items() if paths and rel in paths]
+        if not any(_holds(engine, name, rel) for name in holders):
+            unknown.append(rel)
+    return unknown
+
+
+def _holds(engine: Engine, name: str, rel: str) -> bool:
+    """Whether source ``name`` has ``rel`` on disk or in its manifest (:func:`unknown_paths`)."""
+    src = engine.source(name)
+    try:
+        if src.missing() is not None or src.stat(rel) is not None or src.is_folder(rel):
+            return True
+    except OSError:
+        return True  # cannot tell: the sync says what it finds
+    m = engine.manifest
+    return m.document(name, rel) is not None or m.documents_under(name, rel) > 0
 
 
 def sync(

@@ -7,7 +7,9 @@ text embedded before is never embedded again, and a second run of the same rules
 embeds nothing). Every question is then searched in each mode with the Query API call
 of ``ingestd search``, and the first path and span hits among the top
 :data:`~ingestd.daemon.evaluation.scoring.DEPTH` are ranked
-(:func:`~ingestd.daemon.evaluation.scoring.rank_hits`). The collection is dropped as soon as its
+(:func:`~ingestd.daemon.evaluation.scoring.rank_hits`); the distinct pages of the top
+:data:`PAGE_HITS` hits, best first, are kept for the page-level metrics
+(:mod:`~ingestd.daemon.evaluation.pages`). The collection is dropped as soon as its
 rule set is scored, and in any case when the run ends (done, failed, cancelled, or the
 daemon stopping).
 
@@ -33,6 +35,7 @@ from typing import Any, cast
 from ingestd.chunkers.errors import IngestdError
 from ingestd.daemon.config import ManifestConfig, SourceConfig
 from ingestd.daemon.evaluation.collections import EvalCollections, collection_name
+from ingestd.daemon.evaluation.pages import PAGE_DEPTH, pages_of
 from ingestd.daemon.evaluation.questions import Question
 from ingestd.daemon.evaluation.rulesets import LabeledRules
 from ingestd.daemon.evaluation.scoring import DEPTH, rank_hits
@@ -43,6 +46,7 @@ from ingestd.store.vectors.base import VectorStore
 
 __all__ = [
     "MODES",
+    "PAGE_HITS",
     "EvalCancelled",
     "EvalError",
     "EvalProgress",
@@ -53,6 +57,10 @@ logger = logging.getLogger(__name__)
 
 #: Search modes, in the order the table shows them by default.
 MODES = ("hybrid", "dense", "sparse")
+#: Hits each search asks for: their distinct pages make the page-level ranking
+#: (:data:`~ingestd.daemon.evaluation.pages.PAGE_DEPTH` pages; ``search.candidates``
+#: by default, so the top hits are those of a search of ``k`` 10).
+PAGE_HITS = 50
 #: Searches between two progress reports.
 _REPORT_EVERY = 5
 
@@ -189,9 +197,12 @@ class Evaluation:
             "rule_sets": [...]}``; per rule set ``label``, ``documents``, ``chunks``,
             ``failed`` (path -> error), ``unreadable`` (paths), ``embedded``, ``reused``
             (chunks), ``unindexed`` (ids of questions whose file has no chunks),
-            ``split`` (ids of questions whose answer no single searchable chunk covers)
-            and ``ranks``: mode -> ``[path_rank, span_rank]`` per question (1-based,
-            ``null`` past rank :data:`~ingestd.daemon.evaluation.scoring.DEPTH`).
+            ``split`` (ids of questions whose answer no single searchable chunk covers),
+            ``ranks``: mode -> ``[path_rank, span_rank]`` per question (1-based,
+            ``null`` past rank :data:`~ingestd.daemon.evaluation.scoring.DEPTH`; both
+            ``null`` for a question without a verbatim answer) and ``pages``: mode ->
+            each question's distinct pages, best first (at most
+            :data:`~ingestd.daemon.evaluation.pages.PAGE_DEPTH`).
 
         Raises:
             EvalCancelled: :attr:`cancel` was set, or the host is stopping.
@@ -218,7 +229,7 @@ class Evaluation:
                     if qvecs is None and any(m != "sparse" for m in self.modes):
                         qvecs, out["questions_embedded"] = self._embed_questions(engine)
                     self._coverage(engine, collection, entry)
-                    entry["ranks"] = self._search(engine, collection, qvecs)
+                    entry["ranks"], entry["pages"] = self._search(engine, collection, qvecs)
                     out["rule_sets"].append(entry)
                 finally:
                     engine.close()
@@ -319,6 +330,8 @@ class Evaluation:
         docs = engine.manifest.documents(source)
         unindexed, split = [], []
         for q in self.questions:
+            if not q.has_answer:
+                continue
             doc = docs.get(q.path)
             if doc is None or doc.state == "failed":
                 unindexed.append(q.id)
@@ -335,7 +348,7 @@ class Evaluation:
 
     def _search(
         self, engine: Engine, collection: str, qvecs: list[Any] | None
-    ) -> dict[str, list[list[int | None]]]:
+    ) -> tuple[dict[str, list[list[int | None]]], dict[str, list[list[str]]]]:
         from ingestd.daemon.sync.types import SyncInterrupted
         from ingestd.store.search.sparse import query_vector
 
@@ -344,8 +357,10 @@ class Evaluation:
         self.state.phase, self.state.searches = "searching", len(self.modes) * len(sparse)
         self._report()
         ranks: dict[str, list[list[int | None]]] = {}
+        pages: dict[str, list[list[str]]] = {}
         for mode in self.modes:
             got = ranks[mode] = []
+            listed = pages[mode] = []
             for i, q in enumerate(self.questions):
                 try:
                     engine.checkpoints.heartbeat()
@@ -356,21 +371,25 @@ class Evaluation:
                     collection,
                     dense=qvecs[i] if qvecs is not None and mode != "sparse" else None,
                     sparse=sparse[i] if mode != "dense" else None,
-                    limit=DEPTH,
+                    limit=PAGE_HITS,
                     mode=mode,
                     rrf_k=conf.rrf_k,
                     candidates=conf.candidates,
                 )
-                r = rank_hits(
-                    q,
-                    (
-                        (h.payload["path"], h.payload["start_char"], h.payload["end_char"])
-                        for h in hits
-                    ),
-                )
-                got.append([r.path, r.span])
+                listed.append(pages_of((h.payload["path"] for h in hits), PAGE_DEPTH))
+                if not q.has_answer:
+                    got.append([None, None])
+                else:
+                    r = rank_hits(
+                        q,
+                        (
+                            (h.payload["path"], h.payload["start_char"], h.payload["end_char"])
+                            for h in hits[:DEPTH]
+                        ),
+                    )
+                    got.append([r.path, r.span])
                 self.state.searched += 1
                 if self.state.searched % _REPORT_EVERY == 0:
                     self._report()
         self._report()
-        return ranks
+        return ranks, pages

@@ -21,6 +21,8 @@ __all__ = [
     "DaemonOut",
     "FileLines",
     "HitOut",
+    "IndexingOut",
+    "PassageOut",
     "ReadOut",
     "SearchOut",
     "SectionOut",
@@ -71,12 +73,55 @@ class HitOut(Citation):
     text: str = Field(description="The chunk, verbatim from the file.")
 
 
+class PassageOut(BaseModel):
+    """Hits of one file that overlap or touch, merged into one verbatim span."""
+
+    rank: int = Field(description="1-based position (its best hit's order).")
+    score: float = Field(description="Its best hit's score. Only the order matters.")
+    source: str
+    path: str = Field(description="The file, relative to its source's root.")
+    start_line: int = Field(description="First line of the passage (1-based).")
+    end_line: int = Field(description="Last line (inclusive).")
+    start_char: int = Field(description="Start in the file's decoded text, in characters.")
+    end_char: int = Field(description="End (exclusive), in characters.")
+    heading_path: list[str] = Field(description="Headings above the whole passage.")
+    ids: list[str] = Field(description="Its chunks' ids: read(id=...) widens one.")
+    n_tokens: int = Field(description="Tokens of text (cl100k_base).")
+    truncated: bool = Field(description="Cut to fit the budget (its best hit alone is larger).")
+    text: str = Field(description="The passage, verbatim from the file.")
+
+
+class IndexingOut(BaseModel):
+    """Documents still being indexed (the index is being built or brought up to date)."""
+
+    documents: int = Field(description="Documents of the sources searched not yet written.")
+    sources: list[str]
+
+
 class SearchOut(BaseModel):
     """What ``search`` found."""
 
-    query: str
+    query: str = Field(description="The query as searched (cut when over the model's window).")
     mode: str = Field(description="The ranking used: hybrid, dense or sparse.")
-    hits: list[HitOut] = Field(description="Best first; empty when nothing matched.")
+    passages: list[PassageOut] | None = Field(
+        None,
+        description="With budget_tokens: the best hits, those of one file that overlap or "
+        "touch merged, best first, within the budget.",
+    )
+    hits: list[HitOut] = Field(
+        description="Without a budget: the best chunks, best first; empty when nothing "
+        "matched. With a budget: empty (the passages hold their text)."
+    )
+    budget_tokens: int | None = None
+    tokens: int | None = Field(None, description="Tokens of the passages (cl100k_base).")
+    notes: list[str] = Field(
+        default_factory=list,
+        description="What the reader should know: a query cut to the model's window, "
+        "documents still being indexed.",
+    )
+    indexing: IndexingOut | None = Field(
+        None, description="Documents still being indexed: results may miss them."
+    )
 
 
 class ChunkOut(Citation):
@@ -124,6 +169,8 @@ class ReadOut(BaseModel):
         description="The file changed since it was indexed: lines are today's, chunks the "
         "index's. Call sync, then search again."
     )
+    budget_tokens: int | None = None
+    tokens: int | None = Field(None, description="Tokens of the lines (cl100k_base).")
 
 
 class SourceStatus(BaseModel):
@@ -199,15 +246,37 @@ class SyncOut(BaseModel):
 
 
 def search_text(out: SearchOut) -> str:
-    """The hits as text: rank, file and lines, source, heading, score, id, then the chunk."""
+    """The hits (or passages) as text: rank, file and lines, source, heading, id, the text.
+
+    Notes come first; an empty answer names the mode that searched.
+    """
+    notes = "".join(f"note: {n}\n" for n in out.notes)
+    if out.passages is not None:
+        return notes + _passages_text(out)
     if not out.hits:
-        return f"no results for {out.query!r}"
-    parts = []
+        return notes + f"no results for {out.query!r} ({out.mode} search)"
+    parts = [notes.rstrip("\n")] if notes else []
     for h in out.hits:
         heading = " > ".join(h.heading_path)
         head = f"{h.rank}. {h.path}{cite_text(h.model_dump(exclude_none=True))} (source {h.source}"
         head += f", {heading}" if heading else ""
         parts.append(f"{head}; score {h.score:.4g}; id {h.id})\n{h.text.strip()}")
+    return "\n\n".join(parts)
+
+
+def _passages_text(out: SearchOut) -> str:
+    """Budgeted answer as text: per passage its place, tokens and chunk ids, then the text."""
+    assert out.passages is not None
+    if not out.passages:
+        return f"no results for {out.query!r} ({out.mode} search)"
+    parts = [f"{len(out.passages)} passage(s), {out.tokens} of {out.budget_tokens} tokens"]
+    for p in out.passages:
+        heading = " > ".join(p.heading_path)
+        head = f"{p.rank}. {p.path}:{p.start_line}-{p.end_line} (source {p.source}"
+        head += f", {heading}" if heading else ""
+        cut = ", cut to the budget" if p.truncated else ""
+        head += f"; {p.n_tokens} tokens{cut}; ids {', '.join(p.ids)})"
+        parts.append(f"{head}\n{p.text.strip()}")
     return "\n\n".join(parts)
 
 

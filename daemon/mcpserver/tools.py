@@ -39,6 +39,7 @@ from ingestd.daemon.client import Client
 from ingestd.daemon.client.errors import one_line
 from ingestd.daemon.mcpserver.models import (
     HitOut,
+    PassageOut,
     ReadOut,
     SearchOut,
     StatusOut,
@@ -47,17 +48,32 @@ from ingestd.daemon.mcpserver.models import (
     status_out,
 )
 
-__all__ = ["DESCRIPTIONS", "INSTRUCTIONS", "IngestdServer", "Tools", "build_server"]
+__all__ = [
+    "DESCRIPTIONS",
+    "INSTRUCTIONS",
+    "READ_BUDGET",
+    "SEARCH_BUDGET",
+    "IngestdServer",
+    "Tools",
+    "build_server",
+]
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
+#: Tokens (cl100k_base) ``search`` fills with passages by default: about 8 KB of text,
+#: the best ten or so chunks, a small share of an agent's context.
+SEARCH_BUDGET = 2048
+#: Tokens ``read`` returns by default: a section of a few screens, not a whole file.
+READ_BUDGET = 1024
+
 INSTRUCTIONS = """\
 Answers from a documentation index that ingestd keeps in sync with the files on disk.
-Call search first; read(id=...) widens a hit to its section, neighbouring chunks and
-the file's lines. After editing or adding documentation files, call sync (optionally
-with their paths) before searching them: it returns once every change made before it
-is searchable. status says how fresh each source is."""
+Call search first: it returns passages (verbatim spans of files) within a token
+budget; read(id=...) widens one to its section and the file's lines around it.
+After editing or adding documentation files, call sync (optionally with their paths)
+before searching them: it returns once every change made before it is searchable.
+status says how fresh each source is."""
 
 
 class IngestdServer(MCPServer):
@@ -146,21 +162,26 @@ Mode = Literal["hybrid", "dense", "sparse"]
 #: Each tool's description, written for the model that calls it.
 DESCRIPTIONS: dict[str, str] = {
     "search": inspect.cleandoc(
-        """Search the documentation index; returns the best-matching chunks, best first.
+        """Search the documentation index; returns passages that answer, best first.
 
-        Each hit has its file (path, relative to its source's root), lines, heading
-        path, verbatim text, score and id. Ranking is hybrid by default: meaning
+        A passage is a verbatim span of one file: the best-matching chunks, those of
+        one file that overlap or touch merged, filling budget_tokens (2048 by default)
+        with the best ones. Each has its file (path, relative to its source's root),
+        lines, heading path, text and chunk ids. Ranking is hybrid by default: meaning
         (embeddings) and exact words or identifiers (BM25), fused. Narrow with path
-        (a file or folder) or source. Widen a hit with read(id=...)."""
+        (a file or folder) or source. Widen a passage with read(id=...). With
+        budget_tokens null: the k best chunks (hits) instead."""
     ),
     "read": inspect.cleandoc(
         """Read around a search hit, or lines of an indexed file.
 
-        With id (from a search hit): the hit, `context` neighbouring chunks on each
-        side, its enclosing section, and the file's verbatim lines covering that
-        section (or the neighbours, when the section is longer than max_lines).
-        With path: lines start_line..end_line of that file and the chunks overlapping
-        them. `stale` is true when the file changed since it was indexed."""
+        With id (a chunk id from a search passage or hit): the file's verbatim lines
+        around it, widened to its enclosing section first, then past it, as far as
+        budget_tokens (1024 by default) allows; with budget_tokens null, the section
+        (or `context` neighbouring chunks, when it is longer than max_lines). With
+        path: lines start_line..end_line of that file within the budget, and the
+        chunks overlapping them. `stale` is true when the file changed since it was
+        indexed."""
     ),
     "sync": inspect.cleandoc(
         """Make the index current, then return: every change to the documentation
@@ -226,7 +247,14 @@ class Tools:
             str,
             Field(min_length=1, description="The question, in words or exact identifiers."),
         ],
-        k: Annotated[int, Field(ge=1, le=50, description="How many hits to return.")] = 5,
+        k: Annotated[
+            int,
+            Field(
+                ge=1,
+                le=50,
+                description="Most passages to return (with budget_tokens null: how many chunks).",
+            ),
+        ] = 10,
         path: Annotated[
             str | None,
             Field(
@@ -242,18 +270,44 @@ class Tools:
                 "only) or sparse (exact words, BM25)."
             ),
         ] = None,
+        budget_tokens: Annotated[
+            int | None,
+            Field(
+                ge=64,
+                le=32_768,
+                description="Fill about this many tokens with passages (cl100k_base tokens "
+                "of their text); null: return the k best chunks instead.",
+            ),
+        ] = SEARCH_BUDGET,
     ) -> Annotated[CallToolResult, SearchOut]:
         """The tool ``search``: :meth:`Client.search <ingestd.daemon.client.Client.search>`."""
-        hits = await self.server.run_blocking(
-            lambda: self.client.search(query, k, source=source, path=path, mode=mode)
+        got = await self.server.run_blocking(
+            lambda: self.client.search(
+                query,
+                k,
+                source=source,
+                path=path,
+                mode=mode,
+                ranks=False,
+                budget_tokens=budget_tokens,
+            )
         )
         out = SearchOut(
-            query=query,
-            mode=hits[0]["mode"] if hits else (mode or "default"),
-            hits=[
+            query=got.query,
+            mode=got.mode,
+            passages=[PassageOut.model_validate(p) for p in got.passages]
+            if got.passages is not None
+            else None,
+            hits=[]
+            if got.passages is not None
+            else [
                 HitOut.model_validate({**h, "heading_path": h.get("heading_path") or []})
-                for h in hits
+                for h in got.hits
             ],
+            budget_tokens=budget_tokens,
+            tokens=got.tokens,
+            notes=got.notes,
+            indexing=got.indexing,
         )
         return _result(out, search_text(out))
 
@@ -279,6 +333,15 @@ class Tools:
         max_lines: Annotated[
             int, Field(ge=1, le=2000, description="Most file lines to return.")
         ] = 200,
+        budget_tokens: Annotated[
+            int | None,
+            Field(
+                ge=64,
+                le=32_768,
+                description="Most tokens of the lines returned (cl100k_base); null: "
+                "max_lines alone bounds them.",
+            ),
+        ] = READ_BUDGET,
     ) -> Annotated[CallToolResult, ReadOut]:
         """The tool ``read``: :meth:`Client.read <ingestd.daemon.client.Client.read>`."""
         got = await self.server.run_blocking(
@@ -290,6 +353,7 @@ class Tools:
                 end_line=end_line,
                 context=context,
                 max_lines=max_lines,
+                budget_tokens=budget_tokens,
             )
         )
         out = ReadOut.model_validate(got)
@@ -336,7 +400,10 @@ def _read_text(out: ReadOut) -> str:
         body = f"lines {lines.start_line}-{lines.end_line} of {lines.total_lines}"
         if words := citation(lines.model_dump(include=set(CITATION_KEYS), exclude_none=True)):
             body += f" ({words})"
-        body += " (truncated: raise max_lines)" if lines.truncated else ""
+        if out.tokens is not None:
+            body += f", {out.tokens} of {out.budget_tokens} tokens"
+        if lines.truncated:
+            body += " (cut: raise budget_tokens or max_lines)"
         body += ":\n" + lines.text
     ids = ", ".join(f"{c.id} (lines {c.start_line}-{c.end_line})" for c in out.chunks)
     return f"{head}\n{body}\n\nchunks: {ids or 'none'}"

@@ -64,7 +64,19 @@ RENDERED = [
     ("> [!NOTE]\n> Read this.", "NOTE\nRead this."),
     ("> > Deep.\n>\n> Back.", "Deep.\nBack."),
     ("- item\n  > quoted in a list", "- item\n  quoted in a list"),
+    # PyMdown's generic blocks (pymdownx.blocks): the header keeps its title
+    ("/// note | Some title\nBody [x](https://y.io).\n///", "Some title\nBody x.\n"),
+    ("/// note\n\nBody.\n\n///", "note\n\nBody.\n\n"),
+    ('/// warning | "Quoted"\nBody.\n///', "Quoted\nBody.\n"),
+    ("/// admonition | Careful\n    type: warning\n\nBody.\n///", "Careful\n\nBody.\n"),
+    ("/// details | Sum\n    type: tip\n    open: True\n\nHidden.\n///", "Sum\n\nHidden.\n"),
+    ("/// tab | Tab 1\nOne.\n///\n\n/// tab | Tab 2\nTwo.\n///", "Tab 1\nOne.\n\nTab 2\nTwo.\n"),
+    ("/// html | div.grid\nIn a div.\n///", "In a div.\n"),
+    ("/// details\n\n- item\n///", "\n- item\n"),
+    ("//// note | Outer\nText.\n/// tip\nInner.\n///\n////", "Outer\nText.\ntip\nInner.\n"),
     # not markup: kept as written
+    ("```rust\n/// A doc comment.\nfn f() {}\n```", None),
+    ("a /// b, and http://x.io///y", None),
     ("a > b and c>d", None),
     ("```sh\n> not a quote\n```", None),
     ("!!! Warning !!!\n\n=== not a tab", None),
@@ -117,6 +129,24 @@ def test_admonition_title_opens_the_chunk_of_its_content() -> None:
     assert tip.clean_text.startswith("Keep this title\n\n    word")
 
 
+def test_a_generic_block_title_is_embedded_with_its_content() -> None:
+    """A Pydantic-style page: ``///`` blocks reach the model as their titles and words."""
+    text = (
+        "# Validators\n\nIntro words.\n\n"
+        "/// tip | Use Annotated validators\n    type: tip\n\n"
+        "Prefer the annotated pattern for reuse.\n\n"
+        "```python\n/// not a block: code\nx = 1\n```\n///\n\n"
+        "/// version-added | v2.4\n///\n\nAfter.\n"
+    )
+    chunks = MarkdownChunker(MarkdownOptions(), ChunkContext(TIKTOKEN)).chunk(text)
+    embedded = "\n".join(c.embed_text for c in chunks)
+    assert "Use Annotated validators" in embedded and "Prefer the annotated" in embedded
+    assert "/// not a block: code" in embedded  # code is never changed
+    assert not re.search(r"^///[ \t]*$|^/// ?(tip|version)|type: tip", embedded, re.M), embedded
+    assert "v2.4\n" in embedded
+    assert all(text[c.start : c.end] == c.text for c in chunks)  # stored text stays verbatim
+
+
 # -- generated documents --------------------------------------------------------------------
 
 
@@ -142,8 +172,10 @@ def mkdocs_docs(draw: st.DrawFn) -> str:
 
     out = []
     kinds = ["heading", "para", "admonition", "details", "tab", "snippet", "include", "empty"]
+    kinds += ["block", "options"]
     for kind in draw(st.lists(st.sampled_from(kinds), max_size=12)):
         title = draw(st.sampled_from(["", ' "Title words"', ' ""']))
+        bar = " | Title words" if "T" in title else ""  # a generic block's title
         out.append({
             "heading": f"## {words()}", "para": words(),
             "admonition": f"!!! note{title}\n\n{body('    ')}",
@@ -152,6 +184,8 @@ def mkdocs_docs(draw: st.DrawFn) -> str:
             "snippet": f'--8<-- "docs/snippets/s{next(n)}.md"',
             "include": f"```rust\n{{{{#rustdoc_include ../listings/l{next(n)}.rs:here}}}}\n```",
             "empty": '```{.textual path="docs/x.py"}\n```',
+            "block": f"/// note{bar}\n{body('')}\n///",
+            "options": f"/// details | Title words\n    type: warning\n\n{body('')}\n///",
         }[kind])  # fmt: skip
     return "\n\n".join([*out, "The end of the page."])
 
@@ -172,6 +206,7 @@ def test_generated_mkdocs_embeds_no_container_or_include_markup(
         check_clean(doc, chunks, size, model_sizer)
         embedded = "\n".join(c.embed_text for c in chunks if not c.is_parent)
         assert not _MARKUP.search(embedded), embedded
+        assert not re.search(r"^[ \t]*///|^ {4}type: warning", embedded, re.M), embedded
         assert not re.search(r"^#{1,6} ", embedded, re.M), embedded  # headings' marks
         assert "Title words" in embedded or "Title words" not in doc
 
@@ -198,3 +233,25 @@ def test_real_files_embed_no_container_or_include_markup(rel: str, model_sizer: 
         assert title in embedded
     for label in re.findall(r'^[ \t]*=== "([^"\n]+)"', text, re.M):
         assert label in embedded
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The post&mdash;it was late.", "The post—it was late."),
+        (
+            "# &lt;border&gt;\n\nThe `&lt;border&gt;` type.",
+            "<border>\n\nThe `&lt;border&gt;` type.",
+        ),
+        ("[a &amp; b](https://x.io) &#124; &#x41;", "a & b | A"),
+        ("a&nbsp;b, &bogus; and & alone", "a b, &bogus; and & alone"),
+        ("```html\n&lt;p&gt;\n```", None),  # code is never changed
+    ],
+)
+def test_character_references_render_to_their_characters(text: str, expected: str | None) -> None:
+    """``&lt;border&gt;`` (Textual's CSS type pages), ``&mdash;``, ``&vert;`` reach the model
+    as the characters a reader sees, as CommonMark 6.2 reads them; code keeps them."""
+    assert render_markdown(text).text == (text if expected is None else expected)
+    from ingestd.chunkers.markup.noise import clean_markdown
+
+    assert clean_markdown("&lt;border&gt; &amp; more") == "<border> & more"

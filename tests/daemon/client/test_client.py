@@ -49,7 +49,12 @@ def test_search_without_a_daemon_is_the_engine_ranking(tree: Path, indexed: Path
     client = Client(indexed)
     for q in QUESTIONS:
         got = client.search(q, k=5, mode="sparse")
-        assert got == _engine_search(tree, indexed, q, k=5, mode="sparse")
+        # the ranks `ingestd search --json` prints come by default
+        assert got == _engine_search(tree, indexed, q, k=5, mode="sparse", ranks=True)
+        assert got.mode == "sparse" and got.hits == list(got) and got.passages is None
+        assert got and all(h["sparse_rank"] is not None for h in got)  # as --json prints
+        bare = client.search(q, k=5, mode="sparse", ranks=False)
+        assert bare == _engine_search(tree, indexed, q, k=5, mode="sparse")
         assert [h["rank"] for h in got] == list(range(1, len(got) + 1))
     only = client.search("collector", k=3, mode="sparse", path="docs/concepts")
     assert only and all(h["path"].startswith("docs/concepts/") for h in only)

@@ -155,6 +155,9 @@ def test_sync_without_paths_scans_every_source(engine: Any, tree: Path) -> None:
 def test_sync_paths_map_to_sources_and_are_checked(engine: Any, tree: Path) -> None:
     (name,) = engine.sources
     root = Path(engine.sources[name].root)
+    (root / "docs").mkdir(exist_ok=True)
+    for rel in ("docs/a.md", "docs/b.md"):
+        (root / rel).write_text("# A page\n")
     assert scopes(engine, None) == {name: None}
     assert scopes(engine, [str(root / "docs" / "a.md"), "docs/b.md"]) == {
         name: ["docs/a.md", "docs/b.md"]
@@ -166,6 +169,24 @@ def test_sync_paths_map_to_sources_and_are_checked(engine: Any, tree: Path) -> N
         assert err.value.exit_code == 2
     with pytest.raises(DaemonError, match="unknown source"):
         scopes(engine, None, ["nope"])
+
+
+def test_sync_of_a_path_no_source_holds_says_so(engine: Any, tree: Path) -> None:
+    # a typo used to be planned, found nothing, and report "complete, all searchable"
+    (name,) = engine.sources
+    engine.sync(name)
+    with pytest.raises(DaemonError, match="nonexistent.md: not a file or folder of") as err:
+        sync(engine, ["nonexistent.md"])
+    assert err.value.exit_code == 2
+    with pytest.raises(DaemonError, match=r"^docs/nope/: |^docs/nope: "):
+        sync(engine, ["docs/nope/", "docs/concepts"])
+    # a file deleted since it was indexed is held by the manifest: syncing it deletes it
+    page = next(tree.rglob("*.md"))
+    rel = page.relative_to(tree).as_posix()
+    page.unlink()
+    report = sync(engine, [rel])
+    assert report["complete"] and report["sources"][0]["deleted"] == 1
+    assert sync(engine, ["docs"])["complete"]  # a folder of the source
 
 
 def test_read_of_a_hierarchical_child_gives_its_parent_section(tree: Path, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.config import ConfigError, load_config
+from ingestd.daemon.evaluation.pages import pages_of
 from ingestd.daemon.evaluation.questions import Question, load_questions
 from ingestd.daemon.evaluation.scoring import metrics, rank_hits
 from tests.helpers import (
@@ -354,12 +355,77 @@ def test_ranks_are_those_of_ingestd_search_over_the_same_tree(
         assert not embed.texts  # the eval filled the cache: the same chunks
         for mode in MODES:
             want = raw["rule_sets"][0]["ranks"][mode]
-            for q, (path_rank, span_rank) in zip(qs, want, strict=True):
-                hits = search_cmd(engine, q.question, k=10, mode=mode)
-                got = rank_hits(q, [(h["path"], h["start_char"], h["end_char"]) for h in hits])
+            pages = raw["rule_sets"][0]["pages"][mode]
+            for q, (path_rank, span_rank), listed in zip(qs, want, pages, strict=True):
+                hits = search_cmd(engine, q.question, k=50, mode=mode)
+                top = hits[:10]
+                got = rank_hits(q, [(h["path"], h["start_char"], h["end_char"]) for h in top])
                 assert (got.path, got.span) == (path_rank, span_rank), (mode, q.id)
+                assert listed == pages_of(h["path"] for h in hits), (mode, q.id)
     finally:
         engine.close()
+
+
+@pytest.mark.slow
+def test_a_page_level_set_and_a_run_file_are_scored_side_by_side(
+    first_run: tuple[dict[str, Any], Path, list[Question]], corpus: Path, tmp_path: Path
+) -> None:
+    """`ingestd eval QRELS --corpus DIR --run FILE`: judgements only, another system's run.
+
+    The questions' texts are e1-e3's, so the state dir's cache holds their vectors and
+    nothing is embedded; ingestd's own ranking saved as a run scores exactly as its row.
+    """
+    from click.testing import CliRunner
+
+    from ingestd.daemon.cli.main import cli
+
+    _, state0, _ = first_run
+    state = tmp_path / "state"
+    state.mkdir()
+    shutil.copyfile(state0 / "embeddings.db", state / "embeddings.db")
+    pages = tmp_path / "pages.jsonl"
+    judged = [
+        {"usage/extensions/githubpages.rst": 3, "usage/extensions/": 1},
+        {"usage/extensions/todo.rst": 3, "usage/extensions/ifconfig.rst": 1},
+        {"extdev/testing.rst": 3, "docs/concepts/signals/baggage.md": 2},
+    ]
+    pages.write_text(
+        "".join(
+            json.dumps({"id": f"p{i}", "question": q[1], "qrels": qrels}) + "\n"
+            for i, (q, qrels) in enumerate(zip(QUESTIONS, judged, strict=False), 1)
+        )
+    )
+    other = tmp_path / "other.run"  # a perfect system, and one that misses p3
+    other.write_text(
+        "p1 Q0 usage/extensions/githubpages.rst 1 2.0 x\n"
+        "p1 Q0 usage/extensions/todo.rst 2 1.0 x\n"
+        "p2 Q0 usage/extensions/todo.rst 1 2.0 x\n"
+        "p2 Q0 usage/extensions/ifconfig.rst 2 1.0 x\n"
+    )
+    ours = tmp_path / "ours.run"
+    base = ["eval", str(pages), "--corpus", str(corpus), "--state-dir", str(state)]
+    res = CliRunner().invoke(cli, [*base, "--mode", "hybrid", "--save-run", str(ours), "--json"])
+    assert res.exit_code == 0, res.output
+    report = json.loads(res.stdout)
+    assert report["questions"] == 3 and report["answered"] == 0
+    assert report["questions_embedded"] == 0
+    (row,) = report["rows"]
+    assert row["pages"]["Hit@5"] == 100.0 and 0 < row["pages"]["nDCG@5"] <= 100.0
+    res = CliRunner().invoke(
+        cli, [*base, "--mode", "hybrid", "--run", str(ours), "--run", str(other), "--json"]
+    )
+    assert res.exit_code == 0, res.output
+    again = json.loads(res.stdout)
+    saved, perfect = again["runs"]
+    assert saved["run"] == "ours" and saved["pages"] == row["pages"]
+    assert all(d["diff"] == 0.0 for d in saved["vs_first"].values())
+    assert perfect["missing"] == ["p3"]
+    # p1: gains 3, 1 (the folder, through todo.rst): DCG 3 + 1/log2(3); IDCG the same
+    assert perfect["pages"]["Hit@5"] == pytest.approx(200 / 3, abs=0.01)
+    text = CliRunner().invoke(cli, [*base, "--mode", "hybrid", "--run", str(other)])
+    assert text.exit_code == 0 and "run other" in text.output and "page level" in text.output
+    # judged at page level only: no path or span table of zeros
+    assert "path level" not in text.output and "0 with a verbatim answer" in text.output
 
 
 @pytest.mark.slow

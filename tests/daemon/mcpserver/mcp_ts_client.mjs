@@ -8,12 +8,19 @@ const transport = new StdioClientTransport({ command, args, stderr: "ignore" });
 const client = new Client({ name: "ingestd-ts-check", version: "1.0.0" });
 await client.connect(transport);
 const { tools } = await client.listTools();
+// budget_tokens null: the k best chunks
 const found = await client.callTool({
   name: "search",
-  arguments: { query: "span attributes", k: 3, mode: "sparse" },
+  arguments: { query: "span attributes", k: 3, mode: "sparse", budget_tokens: null },
 });
 const ids = found.structuredContent.hits.map((h) => h.id);
 const widened = await client.callTool({ name: "read", arguments: { id: ids[0] } });
+// a budget: merged passages within it; read within its own
+const budgeted = await client.callTool({
+  name: "search",
+  arguments: { query: "collector configuration pipelines", k: 50, mode: "sparse", budget_tokens: 600 },
+});
+const within = await client.callTool({ name: "read", arguments: { id: ids[0], budget_tokens: 120 } });
 const bad = await client.callTool({ name: "search", arguments: { query: "x", k: 0 } });
 await client.close();
 console.log(
@@ -21,6 +28,8 @@ console.log(
     tools: tools.map((t) => t.name),
     search: ids,
     read: widened.structuredContent.hit.id,
+    passages: budgeted.structuredContent,
+    read_budget: within.structuredContent,
     bad: { isError: bad.isError, text: bad.content[0].text },
   }),
 );

@@ -114,10 +114,14 @@ async def test_tools_have_schemas_and_descriptions_for_a_model(indexed: Path) ->
     search = tools["search"].input_schema
     assert search["required"] == ["query"]
     assert search["properties"]["k"]["maximum"] == 50
-    assert set(search["properties"]) == {"query", "k", "path", "source", "mode"}
+    assert set(search["properties"]) == {"query", "k", "path", "source", "mode", "budget_tokens"}
+    assert search["properties"]["budget_tokens"]["default"] == 2048
+    assert tools["read"].input_schema["properties"]["budget_tokens"]["default"] == 1024
     assert tools["search"].annotations.read_only_hint is True
     assert tools["sync"].annotations.read_only_hint is False
-    assert {"hits", "mode", "query"} <= set(tools["search"].output_schema["properties"])
+    assert {"hits", "passages", "mode", "query", "notes", "indexing"} <= set(
+        tools["search"].output_schema["properties"]
+    )
     assert set(tools["read"].input_schema["properties"]) >= {"id", "path", "start_line"}
     assert set(tools["sync"].input_schema["properties"]) == {"paths", "timeout_s"}
 
@@ -125,7 +129,8 @@ async def test_tools_have_schemas_and_descriptions_for_a_model(indexed: Path) ->
 @pytest.mark.anyio
 async def test_search_read_status_and_sync_in_process(indexed: Path, tree: Path) -> None:
     async with _in_process(indexed) as c:
-        res = await c.call_tool("search", {"query": "span attributes", "k": 3, "mode": "sparse"})
+        args = {"query": "span attributes", "k": 3, "mode": "sparse", "budget_tokens": None}
+        res = await c.call_tool("search", args)
         assert not res.is_error, res.content
         hits = res.structured_content["hits"]
         want = Client(indexed).search("span attributes", 3, mode="sparse")
@@ -133,7 +138,7 @@ async def test_search_read_status_and_sync_in_process(indexed: Path, tree: Path)
         assert {"id", "source", "path", "start_line", "end_line", "heading_path", "text",
                 "score", "rank"} <= set(hits[0])  # fmt: skip
         assert f"id {hits[0]['id']}" in res.content[0].text
-        res = await c.call_tool("read", {"id": hits[0]["id"], "context": 1})
+        res = await c.call_tool("read", {"id": hits[0]["id"], "context": 1, "budget_tokens": None})
         got = res.structured_content
         assert got["hit"]["id"] == hits[0]["id"] and got["lines"]["text"]
         assert len(got["chunks"]) >= 2 and not got["stale"]
@@ -147,7 +152,102 @@ async def test_search_read_status_and_sync_in_process(indexed: Path, tree: Path)
         assert report["complete"] and report["through_daemon"] is False
         assert report["sources"][0]["indexed"] == 1 and "all searchable" in res.content[0].text
         res = await c.call_tool("search", {"query": "quokkafication", "k": 1, "mode": "sparse"})
-        assert "Quokkafication" in res.structured_content["hits"][0]["text"]
+        assert "Quokkafication" in res.structured_content["passages"][0]["text"]
+
+
+def _check_passages(root: Path, out: dict[str, Any], budget: int) -> None:
+    """Passages are verbatim spans within the budget, merged: none overlaps or touches another."""
+    from ingestd.chunkers.sizing.tokenizers import TiktokenSizer
+    from ingestd.chunkers.text import decode
+
+    count = TiktokenSizer("cl100k_base").count
+    passages = out["passages"]
+    assert passages and not out["hits"]
+    assert out["tokens"] == sum(p["n_tokens"] for p in passages) <= budget
+    assert [p["rank"] for p in passages] == list(range(1, len(passages) + 1))
+    by_file: dict[str, list[dict[str, Any]]] = {}
+    for p in passages:
+        text = decode((root / p["path"]).read_bytes())
+        assert p["text"] == text[p["start_char"] : p["end_char"]]  # verbatim, gaps included
+        assert p["n_tokens"] == count(p["text"])
+        assert p["start_line"] == text.count("\n", 0, p["start_char"]) + 1
+        by_file.setdefault(p["path"], []).append(p)
+    for same in by_file.values():
+        same.sort(key=lambda p: p["start_char"])
+        for a, b in zip(same, same[1:], strict=False):
+            gap = root.joinpath(a["path"]).read_text()[a["end_char"] : b["start_char"]]
+            assert b["start_char"] > a["end_char"] and gap.strip(), "touching passages merge"
+
+
+@pytest.mark.anyio
+async def test_search_with_a_budget_returns_merged_passages_within_it(
+    indexed: Path, tree: Path
+) -> None:
+    async with _in_process(indexed) as c:
+        for budget in (300, 2048):
+            args = {"query": "collector configuration pipelines", "mode": "sparse", "k": 50}
+            res = await c.call_tool("search", {**args, "budget_tokens": budget})
+            assert not res.is_error, res.content
+            out = res.structured_content
+            _check_passages(tree, out, budget)
+            assert out["budget_tokens"] == budget and out["mode"] == "sparse"
+            assert f"of {budget} tokens" in res.content[0].text
+        # at 2,048 tokens the best chunks of one page come together as one passage
+        assert any(len(p["ids"]) > 1 for p in out["passages"])
+        hits = Client(indexed).search(args["query"], 50, mode="sparse", ranks=False)
+        ids = [i for p in out["passages"] for i in p["ids"]]
+        ranked = [h["id"] for h in hits]
+        assert set(ids) <= set(ranked)
+        # the passages hold the best hits: every hit ranked above the last one taken is
+        # in a passage, unless it alone would not have fitted what was left
+        assert ranked[0] in ids
+        # the default budget of the tool, and the text an agent reads
+        res = await c.call_tool("search", {"query": "span attributes", "mode": "sparse"})
+        assert res.structured_content["budget_tokens"] == 2048
+        assert res.structured_content["tokens"] <= 2048
+
+
+@pytest.mark.anyio
+async def test_read_within_its_budget_widens_to_the_section_first(
+    indexed: Path, tree: Path
+) -> None:
+    from ingestd.chunkers.sizing.tokenizers import TiktokenSizer
+
+    count = TiktokenSizer("cl100k_base").count
+    hits = Client(indexed).search("collector pipeline receivers", 5, mode="sparse")
+    async with _in_process(indexed) as c:
+        for hit in hits:
+            for budget in (64, 400, 1024):
+                args = {"id": hit["id"], "budget_tokens": budget}
+                got = (await c.call_tool("read", args)).structured_content
+                lines, section = got["lines"], got["section"]
+                assert got["tokens"] == count(lines["text"]) and got["budget_tokens"] == budget
+                hit_lines = lines["start_line"] <= hit["start_line"] <= lines["end_line"]
+                if count(hit["text"]) <= budget:
+                    assert got["tokens"] <= budget and hit_lines
+                    assert lines["end_line"] >= hit["end_line"]
+                    inside = (lines["start_line"], lines["end_line"]) == (
+                        section["start_line"],
+                        section["end_line"],
+                    )
+                    # either the whole section and maybe more, or within the section
+                    covers = (
+                        lines["start_line"] <= section["start_line"]
+                        and lines["end_line"] >= section["end_line"]
+                    )
+                    within = (
+                        lines["start_line"] >= section["start_line"]
+                        and lines["end_line"] <= section["end_line"]
+                    )
+                    assert inside or covers or within
+                else:  # the hit alone is over: its first lines, cut
+                    assert lines["start_line"] == hit["start_line"] and hit_lines
+                assert not any(ch.get("text") for ch in got["chunks"])  # the lines hold it
+        # without a budget, as before: the section or the neighbours, max_lines bounded
+        got = (
+            await c.call_tool("read", {"id": hits[0]["id"], "budget_tokens": None})
+        ).structured_content
+        assert got["tokens"] is None and got["hit"]["text"]
 
 
 @pytest.mark.anyio
@@ -164,6 +264,13 @@ async def test_search_read_status_and_sync_in_process(indexed: Path, tree: Path)
         ("read", {"path": "missing.md"}, "missing.md is not an indexed document"),
         ("sync", {"paths": ["/nowhere/a.md"]}, "/nowhere/a.md is under no source's root"),
         ("sync", {"timeout_s": 0}, "invalid arguments for sync: timeout_s: Input should be"),
+        # the input checks of a new user's first calls
+        ("search", {"query": "x", "path": "../..", "mode": "sparse"}, "path filter ../.. leaves"),
+        ("search", {"query": "x", "path": "/etc", "mode": "hybrid"}, "path filter /etc is"),
+        ("search", {"query": "x", "path": "../../etc/passwd"}, "path filter ../../etc/passwd"),
+        ("sync", {"paths": ["nonexistent.md"]}, "nonexistent.md: not a file or folder of"),
+        ("search", {"query": "x", "budget_tokens": 0}, "invalid arguments for search: budget"),
+        ("read", {"id": "nope", "budget_tokens": -1}, "invalid arguments for read: budget"),
     ],
 )
 async def test_a_bad_call_is_a_one_line_tool_error(
@@ -278,7 +385,7 @@ def _check_tools(tools: list[Any]) -> None:
         assert t.input_schema["type"] == "object" and t.output_schema["type"] == "object"
         assert t.description and len(t.description) > 80
     search = by_name["search"].input_schema
-    assert set(search["properties"]) == {"query", "k", "path", "source", "mode"}
+    assert set(search["properties"]) == {"query", "k", "path", "source", "mode", "budget_tokens"}
     assert search["required"] == ["query"] and search["properties"]["k"]["maximum"] == 50
     assert "hits" in by_name["search"].output_schema["properties"]
     assert {"id", "path", "start_line", "end_line"} <= set(
@@ -289,22 +396,36 @@ def _check_tools(tools: list[Any]) -> None:
 
 
 async def _ids(s: Any, query: str, mode: str, k: int = 5, **filters: str) -> list[str]:
-    res = await s.call_tool("search", {"query": query, "k": k, "mode": mode, **filters})
+    args = {"query": query, "k": k, "mode": mode, "budget_tokens": None, **filters}
+    res = await s.call_tool("search", args)
     assert not res.is_error, res.content[0].text
     return [h["id"] for h in res.structured_content["hits"]]
 
 
 async def _widens_a_hit(s: Any) -> None:
     """``read`` gives a hit's section and the file's lines around it, beyond the hit."""
-    found = await s.call_tool("search", {"query": QUESTIONS[0], "k": 1})
+    found = await s.call_tool("search", {"query": QUESTIONS[0], "k": 1, "budget_tokens": None})
     hit = found.structured_content["hits"][0]
-    got = (await s.call_tool("read", {"id": hit["id"], "context": 1})).structured_content
+    args = {"id": hit["id"], "context": 1, "budget_tokens": None}
+    got = (await s.call_tool("read", args)).structured_content
     assert got["hit"]["id"] == hit["id"] and not got["stale"]
     assert got["section"]["start_line"] <= hit["start_line"]
     assert hit["text"].strip() in got["lines"]["text"]
     lines = got["lines"]
     assert (lines["start_line"], lines["end_line"]) != (hit["start_line"], hit["end_line"])
     assert len(got["chunks"]) >= 2 and hit["id"] in {c["id"] for c in got["chunks"]}
+
+
+async def _answers_passages_and_notes(s: Any, root: Path) -> None:
+    """With the real model: passages within the default budget, a long query cut with a note."""
+    found = await s.call_tool("search", {"query": QUESTIONS[0]})
+    out = found.structured_content
+    assert out["mode"] == "hybrid" and out["budget_tokens"] == 2048
+    _check_passages(root, out, 2048)
+    long = await s.call_tool("search", {"query": QUESTIONS[1] + " span" * 30_000, "k": 3})
+    got = long.structured_content
+    assert got["passages"] and any("cut to its first 254 word pieces" in n for n in got["notes"])
+    assert got["query"].startswith(QUESTIONS[1]) and len(got["query"]) < 2_000
 
 
 async def _edit_then_sync(s: Any, page: Path, word: str, *, through_daemon: bool) -> None:
@@ -314,7 +435,7 @@ async def _edit_then_sync(s: Any, page: Path, word: str, *, through_daemon: bool
     edit is not searchable before ``sync`` and ``sync`` itself writes it.
     """
     rel = page.relative_to(page.parents[2]).as_posix()  # docs/concepts/glossary.md
-    query = {"query": word.lower(), "k": 1, "mode": "sparse"}
+    query = {"query": word.lower(), "k": 1, "mode": "sparse", "budget_tokens": None}
     edited = time.time()
     page.write_text(page.read_text() + f"\n\n## {word}\n\n{word} of baggage.\n")
     before = (await s.call_tool("search", query)).structured_content["hits"]
@@ -373,6 +494,7 @@ async def test_stdio_server_without_a_daemon(corpus: Path, tmp_path: Path) -> No
                 assert await _ids(s, q, mode) == ids, (q, mode)
                 took[mode].append(time.monotonic() - t)
         await _widens_a_hit(s)
+        await _answers_passages_and_notes(s, root)
         await _edit_then_sync(
             s, root / "docs/concepts/glossary.md", "Quokkas", through_daemon=False
         )
@@ -556,7 +678,8 @@ def test_the_stdio_server_exits_cleanly_when_stdin_closes(indexed: Path) -> None
     proc.stdin.flush()
     replies = sorted((json.loads(proc.stdout.readline()) for _ in range(3)), key=lambda r: r["id"])
     assert [r["id"] for r in replies] == [1, 2, 3]  # calls run concurrently
-    assert replies[1]["result"]["structuredContent"]["hits"]
+    found = replies[1]["result"]["structuredContent"]  # the default budget: passages
+    assert found["passages"] and found["tokens"] <= found["budget_tokens"] == 2048
     assert replies[2]["result"]["structuredContent"]["daemon"] is None
     t0 = time.monotonic()
     proc.stdin.close()
@@ -570,8 +693,11 @@ def test_the_stdio_server_exits_cleanly_when_stdin_closes(indexed: Path) -> None
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_the_typescript_sdk_client_agrees(indexed: Path, tmp_path: Path) -> None:
-    """The official TypeScript SDK as a client (skipped without node, npm or the registry)."""
+def test_the_typescript_sdk_client_agrees(indexed: Path, tree: Path, tmp_path: Path) -> None:
+    """The official TypeScript SDK as a client (skipped without node, npm or the registry).
+
+    Hits without a budget, merged passages within a budget, ``read`` within its budget.
+    """
     node, npm = shutil.which("node"), shutil.which("npm")
     if node is None or npm is None:
         pytest.skip("node and npm are needed")
@@ -598,6 +724,11 @@ def test_the_typescript_sdk_client_agrees(indexed: Path, tmp_path: Path) -> None
     assert out["search"] == [h["id"] for h in want]
     assert out["bad"]["isError"] is True and "k:" in out["bad"]["text"]
     assert out["read"] and out["read"] == out["search"][0]
+    _check_passages(tree, out["passages"], 600)
+    assert out["passages"]["mode"] == "sparse" and out["passages"]["budget_tokens"] == 600
+    within = out["read_budget"]
+    assert within["budget_tokens"] == 120 and within["tokens"] <= 120
+    assert within["hit"]["id"] == out["search"][0] and within["lines"]["text"]
 
 
 # -- the HTTP guards, as ASGI apps ------------------------------------------------------------

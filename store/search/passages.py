@@ -1,0 +1,263 @@
+"""Passages: search hits of one document merged into spans, filling a token budget.
+
+The index stores chunks; a reader wants the text that answers. A *passage* is a span
+of one document made of hits that overlap or touch: two hits of a document (the same
+``source``, ``path`` and ``doc_hash``) touch when their character ranges overlap or
+meet, or when one is the chunk right after the other (``ordinal`` + 1: chunks tile a
+document, so only whitespace lies between them). Its text is the verbatim union of
+its hits' texts; the whitespace between two touching chunks is rebuilt from their
+offsets and lines (the line ends between them, after any other blanks).
+
+:func:`fill` walks the hits best first and adds each one to the passages while the
+budget holds: a hit that touches a passage already taken is merged into it (costing
+only the tokens it adds, and bridging two passages it touches both of), any other hit
+opens a new passage; a hit that does not fit is passed over and the next one tried.
+The passages keep the rank and score of their best hit and come out best first, so
+for a budget they hold what the ranking's best chunks hold, without a chunk given
+twice and with an answer that spans two adjacent chunks in one piece.
+
+``per_page`` caps the passages of one document (a question that needs several pages
+gets them before a second passage of the first page); a hit that would open one more
+passage of a page already at its cap is passed over, one that merges into a passage
+of it is not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["MAX_GAP", "Passage", "fill", "merge_hits"]
+
+#: Most characters of whitespace between two chunks of consecutive ordinals that are
+#: still taken to touch (chunks that tile a document leave only the blank lines
+#: between two blocks; a longer gap means text that no chunk holds).
+MAX_GAP = 64
+
+
+@dataclass
+class Passage:
+    """A span of one document, made of hits that overlap or touch.
+
+    Attributes:
+        source: the source name.
+        path: the document, relative to its source's root.
+        doc_hash: the document's content hash when its hits were indexed.
+        start_char: start in the decoded document, in characters.
+        end_char: end (exclusive), in characters.
+        start_line: first line (1-based).
+        end_line: last line (inclusive).
+        heading_path: the headings every hit of it is under, outermost first.
+        rank: the best rank of its hits (1-based).
+        score: the best score of its hits (the mode's: higher is better).
+        ids: its hits' chunk ids, in document order.
+        text: the verbatim text of ``[start_char, end_char)``.
+        n_tokens: tokens of ``text`` by the counter :func:`fill` was given.
+        truncated: the text was cut to fit a budget smaller than its best hit.
+        ordinals: the first and last chunk ordinal it holds.
+    """
+
+    source: str
+    path: str
+    doc_hash: str
+    start_char: int
+    end_char: int
+    start_line: int
+    end_line: int
+    heading_path: list[str]
+    rank: int
+    score: float
+    ids: list[str]
+    text: str
+    n_tokens: int = 0
+    truncated: bool = False
+    ordinals: tuple[int, int] = (-1, -1)
+    _headings: list[list[str]] = field(default_factory=list, repr=False)
+
+    @classmethod
+    def of_hit(cls, hit: Mapping[str, Any], rank: int) -> Passage:
+        """The passage of one hit (its payload keys, ``id`` and ``score``)."""
+        ordinal = int(hit.get("ordinal", -1))
+        heading = list(hit.get("heading_path") or [])
+        return cls(
+            source=str(hit["source"]),
+            path=str(hit["path"]),
+            doc_hash=str(hit.get("doc_hash", "")),
+            start_char=int(hit["start_char"]),
+            end_char=int(hit["end_char"]),
+            start_line=int(hit["start_line"]),
+            end_line=int(hit["end_line"]),
+            heading_path=heading,
+            rank=rank,
+            score=float(hit["score"]),
+            ids=[str(hit["id"])],
+            text=str(hit.get("text", "")),
+            ordinals=(ordinal, ordinal),
+            _headings=[heading],
+        )
+
+    @property
+    def document(self) -> tuple[str, str, str]:
+        """``(source, path, doc_hash)``: passages merge only within one of these."""
+        return self.source, self.path, self.doc_hash
+
+    def touches(self, other: Passage) -> bool:
+        """Whether ``other`` (of the same document) overlaps, meets or follows on."""
+        if self.document != other.document:
+            return False
+        a, b = (self, other) if self.start_char <= other.start_char else (other, self)
+        if b.start_char <= a.end_char:
+            return True
+        gap = b.start_char - a.end_char
+        return a.ordinals[1] >= 0 and b.ordinals[0] == a.ordinals[1] + 1 and gap <= MAX_GAP
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready fields (payload key names, as hits have them)."""
+        return {
+            "rank": self.rank,
+            "score": self.score,
+            "source": self.source,
+            "path": self.path,
+            "start_char": self.start_char,
+            "end_char": self.end_char,
+            "start_line": self.start_line,
+            "end_line": self.end_line,
+            "heading_path": list(self.heading_path),
+            "ids": list(self.ids),
+            "n_tokens": self.n_tokens,
+            "truncated": self.truncated,
+            "text": self.text,
+        }
+
+
+def _common(paths: Sequence[Sequence[str]]) -> list[str]:
+    """The longest common prefix of heading paths."""
+    out = list(paths[0]) if paths else []
+    for p in paths[1:]:
+        n = 0
+        while n < len(out) and n < len(p) and out[n] == p[n]:
+            n += 1
+        del out[n:]
+    return out
+
+
+def _joined(a: Passage, b: Passage) -> Passage:
+    """``a`` and ``b`` (touching, ``a`` starting first) as one passage."""
+    if b.start_char <= a.end_char:  # overlapping or meeting: b's text past a's end
+        tail = b.text[max(0, a.end_char - b.start_char) :] if b.end_char > a.end_char else ""
+        text = a.text + tail
+    else:  # whitespace between: the line ends between them, after any other blanks
+        gap = b.start_char - a.end_char
+        lines = max(0, min(gap, b.start_line - a.end_line))
+        text = a.text + " " * (gap - lines) + "\n" * lines + b.text
+    ids = a.ids + [i for i in b.ids if i not in a.ids]
+    headings = a._headings + b._headings
+    return Passage(
+        source=a.source,
+        path=a.path,
+        doc_hash=a.doc_hash,
+        start_char=a.start_char,
+        end_char=max(a.end_char, b.end_char),
+        start_line=min(a.start_line, b.start_line),
+        end_line=max(a.end_line, b.end_line),
+        heading_path=_common(headings),
+        rank=min(a.rank, b.rank),
+        score=max(a.score, b.score),
+        ids=ids,
+        text=text,
+        ordinals=(min(a.ordinals[0], b.ordinals[0]), max(a.ordinals[1], b.ordinals[1])),
+        _headings=headings,
+    )
+
+
+def merge_hits(parts: Sequence[Passage]) -> Passage:
+    """One passage of ``parts`` (of one document, each touching the next in offset order)."""
+    ordered = sorted(parts, key=lambda p: (p.start_char, p.end_char))
+    out = ordered[0]
+    for p in ordered[1:]:
+        out = _joined(out, p)
+    return out
+
+
+def fill(
+    hits: Sequence[Mapping[str, Any]],
+    budget_tokens: int,
+    count: Callable[[str], int],
+    *,
+    max_passages: int | None = None,
+    per_page: int | None = None,
+) -> list[Passage]:
+    """The best passages of ``hits`` within ``budget_tokens`` (see the module docstring).
+
+    Args:
+        hits: search hits, best first (payload keys plus ``id`` and ``score``).
+        budget_tokens: most tokens of all the passages' texts together, by ``count``.
+        count: tokens of a text (the index's budget tokenizer: cl100k_base by default).
+        max_passages: most passages (``None``: as many as the budget holds).
+        per_page: most passages of one document (``None``: no cap).
+
+    Returns:
+        Passages, best first (by their best hit's rank), their ``rank`` renumbered
+        from 1 and ``n_tokens`` set. When not even the best hit fits, the one passage
+        of it cut to the budget at a line end (``truncated``).
+
+    Raises:
+        ValueError: ``budget_tokens`` under 1.
+    """
+    if budget_tokens < 1:
+        raise ValueError(f"budget_tokens must be at least 1 (got {budget_tokens})")
+    taken: list[Passage] = []
+    used = 0
+    for rank, hit in enumerate(hits, 1):
+        new = Passage.of_hit(hit, rank)
+        near = [p for p in taken if p.touches(new)]
+        if not near:
+            full = max_passages is not None and len(taken) >= max_passages
+            page = sum(p.document == new.document for p in taken)
+            if full or (per_page is not None and page >= per_page):
+                continue
+        merged = merge_hits([*near, new])
+        merged.n_tokens = count(merged.text)
+        cost = merged.n_tokens - sum(p.n_tokens for p in near)
+        if used + cost > budget_tokens:
+            continue
+        used += cost
+        gone = {id(p) for p in near}
+        taken = [p for p in taken if id(p) not in gone] + [merged]
+    if not taken and hits:
+        best = Passage.of_hit(hits[0], 1)
+        taken = [_cut(best, budget_tokens, count)]
+    taken.sort(key=lambda p: p.rank)
+    for i, p in enumerate(taken, 1):
+        p.rank = i
+    return taken
+
+
+def _cut(p: Passage, budget_tokens: int, count: Callable[[str], int]) -> Passage:
+    """``p`` cut at the last line end that keeps its text within ``budget_tokens``."""
+    lines = p.text.split("\n")
+    lo, hi = 0, len(lines)  # the most whole lines that fit: lo
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if count("\n".join(lines[:mid])) <= budget_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    text = "\n".join(lines[:lo])
+    if lo == 0:  # not even its first line: cut it at characters
+        first = lines[0]
+        a, b = 0, len(first)
+        while a < b:
+            mid = (a + b + 1) // 2
+            if count(first[:mid]) <= budget_tokens:
+                a = mid
+            else:
+                b = mid - 1
+        text = first[:a]
+    p.text = text
+    p.end_char = p.start_char + len(text)
+    p.end_line = p.start_line + text.count("\n")
+    p.n_tokens = count(text)
+    p.truncated = True
+    return p

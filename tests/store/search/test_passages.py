@@ -1,0 +1,91 @@
+"""Passages: hits of one document merged when they overlap or touch, within a budget."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ingestd.store.search.passages import fill
+
+DOC = "".join(f"line {i:02d} of the page\n" for i in range(40))  # 40 lines of 20 chars
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def hit(start_line: int, end_line: int, ordinal: int, *, path: str = "a.md") -> dict[str, Any]:
+    """A hit over lines ``start_line..end_line`` (1-based) of :data:`DOC`."""
+    start = (start_line - 1) * 20
+    end = end_line * 20 - 1  # the chunk ends before its last line end
+    return {
+        "id": f"{path}#{ordinal}",
+        "score": 1.0 / (ordinal + 1),
+        "source": "s",
+        "path": path,
+        "doc_hash": "h",
+        "ordinal": ordinal,
+        "start_char": start,
+        "end_char": end,
+        "start_line": start_line,
+        "end_line": end_line,
+        "heading_path": ["Guide", f"part {start_line}"],
+        "text": DOC[start:end],
+    }
+
+
+def test_touching_and_overlapping_hits_of_a_page_make_one_verbatim_passage() -> None:
+    hits = [hit(5, 8, 2), hit(9, 12, 3), hit(11, 14, 4), hit(30, 31, 9), hit(1, 2, 0, path="b.md")]
+    got = fill(hits, 1000, words)
+    assert [p.ids for p in got] == [["a.md#2", "a.md#3", "a.md#4"], ["a.md#9"], ["b.md#0"]]
+    first = got[0]
+    assert first.text == DOC[first.start_char : first.end_char]  # the line end between them
+    assert (first.start_line, first.end_line, first.rank) == (5, 14, 1)
+    assert first.heading_path == ["Guide"]  # what all its hits are under
+    assert first.n_tokens == words(first.text)
+    assert sum(p.n_tokens for p in got) == words("\n".join(p.text for p in got))
+
+
+def test_a_hit_between_two_passages_bridges_them() -> None:
+    got = fill([hit(1, 4, 0), hit(9, 12, 2), hit(5, 8, 1)], 1000, words)
+    assert len(got) == 1 and got[0].ids == ["a.md#0", "a.md#1", "a.md#2"]
+    assert got[0].text == DOC[: 12 * 20 - 1]
+
+
+def test_chunks_not_next_to_each_other_stay_apart() -> None:
+    # ordinals 2 and 4: a chunk lies between them, so do its words
+    got = fill([hit(5, 8, 2), hit(13, 16, 4)], 1000, words)
+    assert len(got) == 2
+
+
+def test_the_budget_takes_the_best_hits_that_fit_and_skips_the_rest() -> None:
+    hits = [hit(1, 4, 0), hit(20, 30, 5), hit(35, 36, 8), hit(2, 5, 1, path="c.md")]
+    per_line = words(DOC[:19])
+    got = fill(hits, 10 * per_line, words)  # 4 + 2 + 4 lines fit, not 11 more
+    assert [p.ids[0] for p in got] == ["a.md#0", "a.md#8", "c.md#1"]
+    assert [p.rank for p in got] == [1, 2, 3]
+    assert sum(p.n_tokens for p in got) <= 10 * per_line
+
+
+def test_a_merge_costs_only_the_tokens_it_adds() -> None:
+    per_line = words(DOC[:19])
+    hits = [hit(1, 4, 0), hit(3, 6, 1)]  # overlapping by two lines
+    got = fill(hits, 6 * per_line, words)
+    assert len(got) == 1 and got[0].n_tokens == 6 * per_line
+
+
+def test_most_passages_and_per_page_cap() -> None:
+    hits = [hit(1, 2, 0), hit(10, 11, 4), hit(3, 4, 1), hit(5, 6, 1, path="b.md")]
+    assert [p.ids for p in fill(hits, 1000, words, max_passages=1)] == [["a.md#0", "a.md#1"]]
+    capped = fill(hits, 1000, words, per_page=1)
+    assert [p.ids for p in capped] == [["a.md#0", "a.md#1"], ["b.md#1"]]
+
+
+def test_a_best_hit_over_the_budget_is_cut_at_a_line_end() -> None:
+    got = fill([hit(1, 10, 0)], 3 * words(DOC[:19]), words)
+    assert len(got) == 1 and got[0].truncated
+    assert got[0].text == DOC[: 3 * 20 - 1] and got[0].end_line == 3
+    with pytest.raises(ValueError, match="at least 1"):
+        fill([], 0, words)
+    assert fill([], 10, words) == []
