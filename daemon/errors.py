@@ -39,6 +39,7 @@ The tree (builtin bases kept beside each family, so older ``except ValueError`` 
     │   ├── StateLockedError            RuntimeError        daemon.wire.statelock
     │   └── InsecureDirError            OSError             daemon.statedir
     ├── UnavailableError                                    chunkers.errors
+    │   ├── GitError                    OSError             daemon.sources.gitcmd
     │   ├── StoreUnavailableError       RuntimeError        store.vectors.base
     │   └── NoDaemon                                        daemon.wire.errors
     ├── EvalError                       RuntimeError        daemon.evaluation.evaluate
@@ -86,6 +87,7 @@ if TYPE_CHECKING:
     from ingestd.daemon.sources.kinds import UnknownSourceKindError
     from ingestd.daemon.statedir import InsecureDirError
     from ingestd.daemon.sync.ownership import StoreOwnedError
+    from ingestd.daemon.sources.gitcmd import GitError
     from ingestd.daemon.sync.profile import ProfileUnavailableError
     from ingestd.daemon.wire.errors import DaemonError, NoDaemon
     from ingestd.daemon.wire.statelock import StateLockedError
@@ -104,6 +106,7 @@ __all__ = [
     "DocumentError",
     "EvalError",
     "ExportError",
+    "GitError",
     "IngestdError",
     "InputError",
     "InsecureDirError",
@@ -149,6 +152,7 @@ HOMES: dict[str, str] = {
     "StateLockedError": "ingestd.daemon.wire.statelock",
     "InsecureDirError": "ingestd.daemon.statedir",
     "StoreUnavailableError": "ingestd.store.vectors.base",
+    "GitError": "ingestd.daemon.sources.gitcmd",
     "NoDaemon": "ingestd.daemon.wire.errors",
     "EvalError": "ingestd.daemon.evaluation.evaluate",
     "DaemonError": "ingestd.daemon.wire.errors",

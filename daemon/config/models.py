@@ -23,6 +23,7 @@ __all__ = [
     "ConfigError",
     "EmbeddingConfig",
     "FilesConfig",
+    "GitCredentialsConfig",
     "ManifestConfig",
     "MassDeleteConfig",
     "MetricsConfig",
@@ -65,8 +66,24 @@ class _Model(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class GitCredentialsConfig(_Model):
+    """Where a git source's credential is found: names of environment variables.
+
+    The values are read when a fetch starts, sent as an HTTP ``Authorization`` header
+    through git's environment, and never logged, shown or stored.
+
+    Attributes:
+        token_env: the variable holding the token (or the password).
+        username_env: the variable holding the user name (HTTP Basic); ``None``: the
+            token is sent as a bearer token.
+    """
+
+    token_env: str = Field(min_length=1)
+    username_env: str | None = None
+
+
 class SourceConfig(_Model):
-    """One watched tree.
+    """One watched tree, or one git repository.
 
     Attributes:
         kind: what reads its documents: an entry of
@@ -80,16 +97,48 @@ class SourceConfig(_Model):
         git: the tree is a git checkout (HEAD's commit goes into ``git_commit``);
             ``None``: detect a ``.git`` folder at the root.
         collection: the Qdrant collection of its points.
+        url: (``kind: git``) the repository: a local path, ``file://``, ``https://``,
+            ``ssh://`` or ``git://`` URL.
+        refs: (``kind: git``) the refs indexed, each a version: branch names, and tag
+            names or globs (``v*``).
+        max_tags: (``kind: git``) index only this many tags matched by globs, newest
+            (by creation date) first; ``None``: all.
+        poll_s: (``kind: git``) seconds between two fetches (``ingestd sync SOURCE``
+            fetches at once).
+        credentials: (``kind: git``) environment variables holding a credential.
+        max_repo_bytes: (``kind: git``) a repository whose objects take more bytes is
+            refused.
     """
 
     kind: str = "local"
     name: str = ""
-    root: Path
+    root: Path = Path()
     include: tuple[str, ...] = DEFAULT_INCLUDE
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     gitignore: bool = True
     git: bool | None = None
     collection: str = "ingestd"
+    url: str | None = None
+    refs: tuple[str, ...] = ()
+    max_tags: int | None = Field(None, ge=1)
+    poll_s: float = Field(300.0, gt=0)
+    credentials: GitCredentialsConfig | None = None
+    max_repo_bytes: int = Field(2 * 1024**3, ge=1)
+
+    @model_validator(mode="after")
+    def _by_kind(self) -> SourceConfig:
+        if self.kind == "git":
+            missing = [k for k in ("url", "name") if not getattr(self, k)]
+            if missing:
+                raise ValueError(f"a git source needs {' and '.join(missing)}")
+            if not self.refs:
+                raise ValueError("a git source needs refs (branch names, tag globs like 'v*')")
+            bad = [r for r in self.refs if ":" in r or not r.strip()]
+            if bad:
+                raise ValueError(f"refs: not a ref name: {', '.join(map(repr, bad))}")
+        elif "root" not in self.model_fields_set:
+            raise ValueError("root: Field required")
+        return self
 
     @field_validator("collection")
     @classmethod

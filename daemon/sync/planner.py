@@ -204,7 +204,7 @@ class Planner:
         full: bool,
     ) -> None:
         """Put one present file into ``plan``: unchanged, stat-only or to index."""
-        rule = self.ctx.profile_of_source(plan.source).rules.match(rel)
+        rule = self.ctx.rule_of(plan.source, rel)
         if not full and not _needs_work(doc, st, rule, pending):
             plan.unchanged += 1
             return
