@@ -84,10 +84,10 @@ if TYPE_CHECKING:
     from ingestd.daemon.config.models import ConfigError
     from ingestd.daemon.evaluation.evaluate import EvalError
     from ingestd.daemon.evaluation.questions import QuestionError
+    from ingestd.daemon.sources.gitcmd import GitError
     from ingestd.daemon.sources.kinds import UnknownSourceKindError
     from ingestd.daemon.statedir import InsecureDirError
     from ingestd.daemon.sync.ownership import StoreOwnedError
-    from ingestd.daemon.sources.gitcmd import GitError
     from ingestd.daemon.sync.profile import ProfileUnavailableError
     from ingestd.daemon.wire.errors import DaemonError, NoDaemon
     from ingestd.daemon.wire.statelock import StateLockedError

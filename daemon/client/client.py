@@ -149,6 +149,7 @@ class Client:
         mode: str | None = None,
         expand: bool = False,
         ranks: bool = False,
+        version: str | None = None,
     ) -> list[Hit]:
         """The chunks that best answer ``query``, best first: ``ingestd search``'s ranking.
 
@@ -162,6 +163,8 @@ class Client:
             expand: add each hit's parent section (``hierarchical`` rules).
             ranks: add each hit's rank in the dense and the sparse ranking (as
                 ``ingestd search --json``; two more queries).
+            version: only this version of a versioned source (a git branch or tag
+                name, as hits' ``version`` gives it).
         """
         from ingestd.daemon.commands.search import search as search_cmd
 
@@ -176,6 +179,8 @@ class Client:
             "mode": mode,
             "ranks": ranks,
         }
+        if version is not None:
+            args["version"] = version
         return cast(list[Hit], self._call("search", args, lambda e: search_cmd(e, **args)))
 
     def read(
@@ -188,6 +193,7 @@ class Client:
         end_line: int | None = None,
         context: int = 1,
         max_lines: int = 200,
+        version: str | None = None,
     ) -> ReadResult:
         """A hit widened to its section and neighbours, or lines of an indexed document.
 
@@ -204,6 +210,8 @@ class Client:
             "context": context,
             "max_lines": max_lines,
         }
+        if version is not None:
+            args["version"] = version
         return cast(ReadResult, self._call("read", args, lambda e: read.read(e, **args)))
 
     def sync(

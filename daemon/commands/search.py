@@ -23,6 +23,7 @@ def search(
     k: int = 5,
     source: str | None = None,
     path: str | None = None,
+    version: str | None = None,
     expand: bool = False,
     mode: str | None = None,
     ranks: bool = False,
@@ -35,6 +36,7 @@ def search(
         k: number of hits.
         source: only this source.
         path: only this file, or the files under this folder (relative to the root).
+        version: only this version of a versioned source (a git branch or tag name).
         expand: add each hit's parent section.
         mode: ``hybrid``, ``dense`` or ``sparse`` (default: ``search.mode``); only
             ``dense`` and ``hybrid`` load the embedding model.
@@ -64,7 +66,7 @@ def search(
     collections = sorted({engine.sources[n].collection for n in names})
     engine.check_holdings(collections)  # never "no results" from a store that lost them
     sparse = query_vector(query) if mode != "dense" or ranks else None
-    filters = Filters(source=source, path=path)
+    filters = Filters(source=source, path=path, version=version)
     hits: list[dict[str, Any]] = []
     queries: dict[str, Any] = {}  # profile key -> the query's vector by its model
     for coll in collections:

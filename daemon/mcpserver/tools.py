@@ -150,7 +150,12 @@ DESCRIPTIONS: dict[str, str] = {
         Each hit has its file (path, relative to its source's root), lines, heading
         path, verbatim text, score and id. Ranking is hybrid by default: meaning
         (embeddings) and exact words or identifiers (BM25), fused. Narrow with path
-        (a file or folder) or source. Widen a hit with read(id=...)."""
+        (a file or folder) or source. Widen a hit with read(id=...).
+
+        A git repository is indexed per version (a branch or tag, e.g. `main`,
+        `v2.0`): hits carry `version`. To answer about one version, pass
+        version="v2.0": only that version's text is searched. status lists each
+        source's versions (refs)."""
     ),
     "read": inspect.cleandoc(
         """Read around a search hit, or lines of an indexed file.
@@ -159,7 +164,8 @@ DESCRIPTIONS: dict[str, str] = {
         side, its enclosing section, and the file's verbatim lines covering that
         section (or the neighbours, when the section is longer than max_lines).
         With path: lines start_line..end_line of that file and the chunks overlapping
-        them. `stale` is true when the file changed since it was indexed."""
+        them (a file of a git source also needs version: its branch or tag, as hits
+        give it). `stale` is true when the file changed since it was indexed."""
     ),
     "sync": inspect.cleandoc(
         """Make the index current, then return: every change to the documentation
@@ -167,8 +173,9 @@ DESCRIPTIONS: dict[str, str] = {
 
         Call it after editing or adding files and before searching them. With paths,
         only those files or folders are checked (fast); without, every source is
-        scanned. Says what it did per source, and `complete` false with the reason
-        when something could not be made searchable."""
+        scanned; sources names sources to sync (a git source is fetched from its
+        server first). Says what it did per source, and `complete` false with the
+        reason when something could not be made searchable."""
     ),
     "status": inspect.cleandoc(
         """How current the index is: per source its documents, chunks, failed
@@ -234,6 +241,13 @@ class Tools:
             ),
         ] = None,
         source: Annotated[str | None, Field(description="Only this source (its name).")] = None,
+        version: Annotated[
+            str | None,
+            Field(
+                description="Only this version of a versioned source: a git branch or tag "
+                "name (e.g. v2.0), as hits' version gives it."
+            ),
+        ] = None,
         mode: Annotated[
             Mode | None,
             Field(
@@ -244,7 +258,9 @@ class Tools:
     ) -> Annotated[CallToolResult, SearchOut]:
         """The tool ``search``: :meth:`Client.search <ingestd.daemon.client.Client.search>`."""
         hits = await self.server.run_blocking(
-            lambda: self.client.search(query, k, source=source, path=path, mode=mode)
+            lambda: self.client.search(
+                query, k, source=source, path=path, mode=mode, version=version
+            )
         )
         out = SearchOut(
             query=query,
@@ -278,6 +294,10 @@ class Tools:
         max_lines: Annotated[
             int, Field(ge=1, le=2000, description="Most file lines to return.")
         ] = 200,
+        version: Annotated[
+            str | None,
+            Field(description="With path: the branch or tag of a git source's file."),
+        ] = None,
     ) -> Annotated[CallToolResult, ReadOut]:
         """The tool ``read``: :meth:`Client.read <ingestd.daemon.client.Client.read>`."""
         got = await self.server.run_blocking(
@@ -289,6 +309,7 @@ class Tools:
                 end_line=end_line,
                 context=context,
                 max_lines=max_lines,
+                version=version,
             )
         )
         out = ReadOut.model_validate(got)
@@ -306,10 +327,17 @@ class Tools:
         timeout_s: Annotated[
             float, Field(gt=0, le=3600, description="Give up waiting after this many seconds.")
         ] = 120.0,
+        sources: Annotated[
+            list[str] | None,
+            Field(
+                description="Only these sources (names); a git source is fetched first, so "
+                "a commit just pushed is searchable when sync returns."
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, SyncOut]:
         """The tool ``sync``: :meth:`Client.sync <ingestd.daemon.client.Client.sync>`."""
         report = await self.server.run_blocking(
-            lambda: self.client.sync(paths, timeout_s=timeout_s)
+            lambda: self.client.sync(paths, sources=sources, timeout_s=timeout_s)
         )
         out = SyncOut.model_validate(report)
         return _result(out, "\n".join(out.summary) + f"\n({out.seconds:.2f} s)")

@@ -45,7 +45,7 @@ from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.sources.gitcmd import GitError, GitRunner, credential_header, redact_url
 from ingestd.daemon.sources.versions import VERSION_SEP, split_document
 
-__all__ = ["GitSource", "RefState", "mirror_dir"]
+__all__ = ["GitSource", "RefState", "mirror_dir", "mirror_status"]
 
 logger = logging.getLogger(__name__)
 
@@ -109,6 +109,7 @@ class GitSource:
         self._listed: dict[str, str] = {}  # version -> the commit listed last
         self._lfs: dict[str, bool] = {}
         self._versions: dict[str, RefState] | None = None
+        self._failures = int(self.fetch_state().get("failures") or 0)  # in a row
 
     def __repr__(self) -> str:
         return f"GitSource(name={self.name!r}, url={redact_url(self.url)!r})"
@@ -147,7 +148,7 @@ class GitSource:
     @property
     def poll_s(self) -> float:
         """Seconds until the next fetch: ``poll_s``, or the back-off while fetches fail."""
-        failures = int(self.fetch_state().get("failures") or 0)
+        failures = self._failures
         if not failures:
             return float(self.config.poll_s)
         return float(min(self.config.poll_s, RETRY_FIRST_S * 2 ** (failures - 1)))
@@ -165,6 +166,7 @@ class GitSource:
                 self._fetch()
             except GitError as exc:
                 st = self.fetch_state()
+                self._failures += 1
                 if self.root.is_dir():
                     self._write_state(
                         failing_since=st.get("failing_since") or time.time(),
@@ -176,9 +178,18 @@ class GitSource:
                 )
                 raise
             self._versions = None
+            self._failures = 0
             after = {v: r.commit for v, r in self.versions().items()}
             self._write_state(
-                fetched_at=time.time(), failing_since=None, error=None, failures=0, refused=None
+                fetched_at=time.time(),
+                failing_since=None,
+                error=None,
+                failures=0,
+                refused=None,
+                refs=[
+                    {"version": r.version, "ref": r.ref, "commit": r.commit}
+                    for r in sorted(self.versions().values(), key=lambda r: r.version)
+                ],
             )
             return before != after
 
@@ -447,18 +458,31 @@ class GitSource:
         return None
 
     def describe(self) -> dict[str, Any]:
-        """What ``status`` shows: the url (no credential), each ref and the fetch state."""
-        st = self.fetch_state()
-        return {
-            "url": redact_url(self.url),
-            "refs": [
-                {"version": r.version, "ref": r.ref, "commit": r.commit}
-                for r in sorted(self.versions().values(), key=lambda r: r.version)
-            ],
-            "fetched_at": st.get("fetched_at"),
-            "failing_since": st.get("failing_since"),
-            "fetch_error": st.get("error") or st.get("refused"),
-        }
+        """What ``status`` shows of it (:func:`mirror_status`)."""
+        return mirror_status(self.root) or {}
+
+
+def mirror_status(root: Path) -> dict[str, Any] | None:
+    """What ``status`` shows of the git source whose mirror is ``root``, else ``None``.
+
+    Returns:
+        ``refs`` (each ``version``, ``ref``, ``commit`` of the last good fetch),
+        ``fetched_at`` (seconds since the epoch), ``failing_since`` (fetches fail
+        since then, else ``None``) and ``fetch_error`` (redacted), from the mirror's
+        ``ingestd-fetch.json``; ``None`` when ``root`` holds no such file.
+    """
+    try:
+        st = json.loads((root / "ingestd-fetch.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(st, dict):
+        return None
+    return {
+        "refs": list(st.get("refs") or []),
+        "fetched_at": st.get("fetched_at"),
+        "failing_since": st.get("failing_since"),
+        "fetch_error": st.get("refused") or st.get("error"),
+    }
 
 
 def _stat(e: _Entry) -> FileStat:
