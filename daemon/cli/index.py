@@ -33,7 +33,7 @@ from ingestd.daemon.cli.state import (
     with_manifest_sources,
 )
 from ingestd.daemon.cli.status_text import format_when
-from ingestd.daemon.sources.git import mirror_status
+from ingestd.daemon.sources.mirror import mirror_status
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config

@@ -10,7 +10,7 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ingestd.daemon.sources.git import mirror_status
+from ingestd.daemon.sources.mirror import mirror_status
 from ingestd.daemon.statedir import StatePaths, state_dir_bytes
 
 if TYPE_CHECKING:

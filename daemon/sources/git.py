@@ -31,7 +31,6 @@ import fnmatch
 import json
 import logging
 import os
-import re
 import shutil
 import threading
 import time
@@ -42,26 +41,28 @@ from typing import Any, ClassVar
 from ingestd.daemon.config import SourceConfig
 from ingestd.daemon.sources.base import ChangeMode, FileStat, Scan, display_path, name_problem
 from ingestd.daemon.sources.filter import SourceFilter
-from ingestd.daemon.sources.gitcmd import GitError, GitRunner, credential_header, redact_url
+from ingestd.daemon.sources.gitcmd import (
+    GitError,
+    GitRunner,
+    blob_sizes,
+    credential_header,
+    lfs_pointers,
+    output_lines,
+    redact_url,
+    repo_bytes,
+)
+from ingestd.daemon.sources.mirror import STATE_FILE, mirror_dir, mirror_status
 from ingestd.daemon.sources.versions import VERSION_SEP, split_document
 
 __all__ = ["GitSource", "RefState", "mirror_dir", "mirror_status"]
 
 logger = logging.getLogger(__name__)
 
-#: A Git LFS pointer file starts with this line (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md).
-LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
 #: Blobs up to this size (bytes) are checked for being an LFS pointer (a pointer is ~130).
 LFS_POINTER_MAX = 1024
 #: First delay after a failed fetch, seconds; doubled at every further failure.
 RETRY_FIRST_S = 5.0
 _GLOB = frozenset("*?[")
-_SAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-
-def mirror_dir(state_dir: Path, name: str) -> Path:
-    """The bare mirror of git source ``name`` in ``state_dir`` (``git/<name>.git``)."""
-    return state_dir / "git" / (_SAFE.sub("_", name).strip("._") + ".git")
 
 
 @dataclass(frozen=True)
@@ -127,7 +128,7 @@ class GitSource:
 
     @property
     def _state_file(self) -> Path:
-        return self.root / "ingestd-fetch.json"
+        return self.root / STATE_FILE
 
     def fetch_state(self) -> dict[str, Any]:
         """What the last fetches did: ``fetched_at``, ``failing_since``, ``error``, ``failures``."""
@@ -214,16 +215,16 @@ class GitSource:
         tags = [r for r in keep if r.startswith("refs/tags/")]
         limit = self.config.max_tags
         if limit is not None and len(tags) > limit:
-            newest = _lines(
+            newest = output_lines(
                 git.run("for-each-ref", "--sort=-creatordate", "--format=%(refname)", *tags)
             )
             keep -= set(newest[limit:])
-        for ref in _lines(
+        for ref in output_lines(
             git.run("for-each-ref", "--format=%(refname)", "refs/heads", "refs/tags")
         ):
             if ref not in keep:
                 git.run("update-ref", "-d", ref)
-        size = _repo_bytes(git)
+        size = repo_bytes(git)
         bound = self.config.max_repo_bytes
         if size > bound:
             for ref in keep:
@@ -240,7 +241,7 @@ class GitSource:
     def _selected(self, listing: bytes) -> dict[str, str]:
         """The remote refs the config selects: full ref name -> commit (``ls-remote`` output)."""
         remote: dict[str, str] = {}
-        for line in _lines(listing):
+        for line in output_lines(listing):
             oid, _, ref = line.partition("\t")
             remote[ref] = oid
         out: dict[str, str] = {}
@@ -270,7 +271,7 @@ class GitSource:
             raw = self._runner().run("for-each-ref", f"--format={fmt}", "refs/heads", "refs/tags")
         except GitError:
             return {}
-        for line in _lines(raw):
+        for line in output_lines(raw):
             ref, oid, peeled = (line.split("\t") + ["", ""])[:3]
             version = ref.split("/", 2)[2]
             if version in out and ref.startswith("refs/tags/"):
@@ -314,7 +315,7 @@ class GitSource:
                 files[path] = _Entry(oid, size)
         small = {e.oid for e in files.values() if e.size <= LFS_POINTER_MAX} - set(self._lfs)
         if small:
-            self._lfs.update(_lfs_pointers(git, sorted(small)))
+            self._lfs.update(lfs_pointers(git, sorted(small)))
         for path, e in list(files.items()):
             if self._lfs.get(e.oid):
                 del files[path]
@@ -360,7 +361,7 @@ class GitSource:
                 raw.pop(path, None)
             elif self.filter.accepts(path):
                 changed[path] = (new_mode, new_oid)
-        sizes = _blob_sizes(git, sorted({o for m, o in changed.values() if m != "160000"}))
+        sizes = blob_sizes(git, sorted({o for m, o in changed.values() if m != "160000"}))
         for path, (mode, oid) in changed.items():
             raw[path] = (mode, oid, sizes.get(oid, 0))
         return raw
@@ -462,71 +463,6 @@ class GitSource:
         return mirror_status(self.root) or {}
 
 
-def mirror_status(root: Path) -> dict[str, Any] | None:
-    """What ``status`` shows of the git source whose mirror is ``root``, else ``None``.
-
-    Returns:
-        ``refs`` (each ``version``, ``ref``, ``commit`` of the last good fetch),
-        ``fetched_at`` (seconds since the epoch), ``failing_since`` (fetches fail
-        since then, else ``None``) and ``fetch_error`` (redacted), from the mirror's
-        ``ingestd-fetch.json``; ``None`` when ``root`` holds no such file.
-    """
-    try:
-        st = json.loads((root / "ingestd-fetch.json").read_text())
-    except (OSError, ValueError):
-        return None
-    if not isinstance(st, dict):
-        return None
-    return {
-        "refs": list(st.get("refs") or []),
-        "fetched_at": st.get("fetched_at"),
-        "failing_since": st.get("failing_since"),
-        "fetch_error": st.get("refused") or st.get("error"),
-    }
-
-
 def _stat(e: _Entry) -> FileStat:
     # a blob id in the fields the fast path compares: same blob, same "stat"
     return FileStat(e.size, int(e.oid[:15], 16), int(e.oid[15:30], 16), 0)
-
-
-def _lines(raw: bytes) -> list[str]:
-    return [line for line in raw.decode("utf-8", "replace").splitlines() if line]
-
-
-def _blob_sizes(git: GitRunner, oids: list[str]) -> dict[str, int]:
-    """Sizes (bytes) of blobs ``oids`` (one ``git cat-file --batch-check``)."""
-    if not oids:
-        return {}
-    out = git.run("cat-file", "--batch-check", input=("\n".join(oids) + "\n").encode())
-    res: dict[str, int] = {}
-    for line in _lines(out):
-        oid, _, size = (line.split() + ["", ""])[:3]
-        if size.isdigit():
-            res[oid] = int(size)
-    return res
-
-
-def _lfs_pointers(git: GitRunner, oids: list[str]) -> dict[str, bool]:
-    """Which of the blobs ``oids`` are Git LFS pointer files (one ``cat-file --batch``)."""
-    out = git.run("cat-file", "--batch", input=("\n".join(oids) + "\n").encode())
-    res: dict[str, bool] = {}
-    pos = 0
-    for oid in oids:
-        nl = out.index(b"\n", pos)
-        header = out[pos:nl].split()
-        size = int(header[2]) if len(header) == 3 else 0
-        body = out[nl + 1 : nl + 1 + size]
-        res[oid] = body.startswith(LFS_POINTER)
-        pos = nl + 1 + size + 1
-    return res
-
-
-def _repo_bytes(git: GitRunner) -> int:
-    """Bytes of the mirror's objects (``git count-objects -v``: loose plus packs)."""
-    kib = 0
-    for line in _lines(git.run("count-objects", "-v")):
-        key, _, value = line.partition(":")
-        if key in ("size", "size-pack"):
-            kib += int(value.strip() or 0)
-    return kib * 1024

@@ -32,12 +32,25 @@ from pathlib import Path
 
 from ingestd.chunkers.errors import UnavailableError
 
-__all__ = ["GitError", "GitRunner", "credential_header", "redact", "redact_url"]
+__all__ = [
+    "LFS_POINTER",
+    "GitError",
+    "GitRunner",
+    "blob_sizes",
+    "credential_header",
+    "lfs_pointers",
+    "output_lines",
+    "redact",
+    "redact_url",
+    "repo_bytes",
+]
 
 #: Transports a fetch may use (``protocol.<name>.allow=always``); every other is refused.
 ALLOWED_PROTOCOLS = ("file", "git", "http", "https", "ssh")
 #: Longest a single ``git`` command may run, seconds (a fetch of a large repository).
 DEFAULT_TIMEOUT_S = 600.0
+#: A Git LFS pointer file starts with this line (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md).
+LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
 _USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]+@", re.IGNORECASE)
 
 
@@ -176,3 +189,46 @@ class GitRunner:
     def redact(self, text: str) -> str:
         """``text`` without this runner's credential (see :func:`redact`)."""
         return redact(text, self._secrets)
+
+
+def output_lines(raw: bytes) -> list[str]:
+    """The non-empty lines of a command's output (UTF-8, undecodable bytes replaced)."""
+    return [line for line in raw.decode("utf-8", "replace").splitlines() if line]
+
+
+def blob_sizes(git: GitRunner, oids: list[str]) -> dict[str, int]:
+    """Sizes (bytes) of blobs ``oids`` (one ``git cat-file --batch-check``)."""
+    if not oids:
+        return {}
+    out = git.run("cat-file", "--batch-check", input=("\n".join(oids) + "\n").encode())
+    res: dict[str, int] = {}
+    for line in output_lines(out):
+        oid, _, size = (line.split() + ["", ""])[:3]
+        if size.isdigit():
+            res[oid] = int(size)
+    return res
+
+
+def lfs_pointers(git: GitRunner, oids: list[str]) -> dict[str, bool]:
+    """Which of the blobs ``oids`` are Git LFS pointer files (one ``cat-file --batch``)."""
+    out = git.run("cat-file", "--batch", input=("\n".join(oids) + "\n").encode())
+    res: dict[str, bool] = {}
+    pos = 0
+    for oid in oids:
+        nl = out.index(b"\n", pos)
+        header = out[pos:nl].split()
+        size = int(header[2]) if len(header) == 3 else 0
+        body = out[nl + 1 : nl + 1 + size]
+        res[oid] = body.startswith(LFS_POINTER)
+        pos = nl + 1 + size + 1
+    return res
+
+
+def repo_bytes(git: GitRunner) -> int:
+    """Bytes of the mirror's objects (``git count-objects -v``: loose plus packs)."""
+    kib = 0
+    for line in output_lines(git.run("count-objects", "-v")):
+        key, _, value = line.partition(":")
+        if key in ("size", "size-pack"):
+            kib += int(value.strip() or 0)
+    return kib * 1024
