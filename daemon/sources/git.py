@@ -60,6 +60,8 @@ logger = logging.getLogger(__name__)
 
 #: Blobs up to this size (bytes) are checked for being an LFS pointer (a pointer is ~130).
 LFS_POINTER_MAX = 1024
+#: Most bytes of recently read blobs kept (a document is read to be hashed, then chunked).
+BLOB_CACHE_BYTES = 8 * 1024 * 1024
 #: First delay after a failed fetch, seconds; doubled at every further failure.
 RETRY_FIRST_S = 5.0
 _GLOB = frozenset("*?[")
@@ -109,6 +111,11 @@ class GitSource:
         self._raw: dict[str, dict[str, tuple[str, str, int]]] = {}  # commit -> path -> entry
         self._listed: dict[str, str] = {}  # version -> the commit listed last
         self._lfs: dict[str, bool] = {}
+        # the blobs read last: a sync reads a changed document twice (to hash it, then
+        # to chunk it), and versions share blobs
+        self._blobs: dict[str, bytes] = {}
+        #: blobs read from git so far (the others came from the recent ones)
+        self.blobs_read = 0
         self._versions: dict[str, RefState] | None = None
         self._failures = int(self.fetch_state().get("failures") or 0)  # in a row
 
@@ -452,7 +459,14 @@ class GitSource:
         e = self._entry(rel)
         if e is None:
             raise FileNotFoundError(rel)
-        return self._runner().run("cat-file", "blob", e.oid)
+        data = self._blobs.pop(e.oid, None)
+        if data is None:
+            data = self._runner().run("cat-file", "blob", e.oid)
+            self.blobs_read += 1
+        self._blobs[e.oid] = data  # the most recent last
+        while len(self._blobs) > 1 and sum(map(len, self._blobs.values())) > BLOB_CACHE_BYTES:
+            del self._blobs[next(iter(self._blobs))]
+        return data
 
     def revision(self) -> str | None:
         """``None``: each version has its own commit (:meth:`commit_of`)."""
