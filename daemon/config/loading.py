@@ -272,7 +272,7 @@ def _finish(cfg: Config, base: Path, roots: Sequence[str | Path]) -> Config:
     # configured roots -> their index in the config's list
     index = {s.root: i for i, s in zip(_local_indexes(cfg), sources, strict=True)}
     labelled: list[tuple[str | None, SourceConfig]] = [
-        (f"sources[{index[s.root]}]", s) for s in sources
+        (f"sources[{i}]", s) for i, s in zip(_local_indexes(cfg), sources, strict=True)
     ]
     if roots:
         repos = []

@@ -114,12 +114,16 @@ async def test_tools_have_schemas_and_descriptions_for_a_model(indexed: Path) ->
     search = tools["search"].input_schema
     assert search["required"] == ["query"]
     assert search["properties"]["k"]["maximum"] == 50
-    assert set(search["properties"]) == {"query", "k", "path", "source", "mode"}
+    assert set(search["properties"]) == {"query", "k", "path", "source", "mode", "version"}
+    # an agent is told how to ask for one version of a git source
+    assert "version=" in tools["search"].description
+    assert "branch or tag" in search["properties"]["version"]["description"]
     assert tools["search"].annotations.read_only_hint is True
     assert tools["sync"].annotations.read_only_hint is False
     assert {"hits", "mode", "query"} <= set(tools["search"].output_schema["properties"])
     assert set(tools["read"].input_schema["properties"]) >= {"id", "path", "start_line"}
-    assert set(tools["sync"].input_schema["properties"]) == {"paths", "timeout_s"}
+    assert set(tools["sync"].input_schema["properties"]) == {"paths", "timeout_s", "sources"}
+    assert "version" in tools["read"].input_schema["properties"]
 
 
 @pytest.mark.anyio
@@ -278,7 +282,10 @@ def _check_tools(tools: list[Any]) -> None:
         assert t.input_schema["type"] == "object" and t.output_schema["type"] == "object"
         assert t.description and len(t.description) > 80
     search = by_name["search"].input_schema
-    assert set(search["properties"]) == {"query", "k", "path", "source", "mode"}
+    assert set(search["properties"]) == {"query", "k", "path", "source", "mode", "version"}
+    # an agent is told how to ask for one version of a git source
+    assert "version=" in tools["search"].description
+    assert "branch or tag" in search["properties"]["version"]["description"]
     assert search["required"] == ["query"] and search["properties"]["k"]["maximum"] == 50
     assert "hits" in by_name["search"].output_schema["properties"]
     assert {"id", "path", "start_line", "end_line"} <= set(
