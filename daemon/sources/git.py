@@ -204,10 +204,12 @@ class GitSource:
     def _fetch(self) -> None:
         fresh = not (self.root / "HEAD").is_file()
         if fresh:
-            self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.root.parent.mkdir(exist_ok=True, mode=0o700)
+            self.root.mkdir(exist_ok=True, mode=0o700)
             self._runner().run("init", "--bare", "-q")
         home = self.root / "ingestd-home" / "no-hooks"
-        home.mkdir(parents=True, exist_ok=True, mode=0o700)
+        home.parent.mkdir(exist_ok=True, mode=0o700)
+        home.mkdir(exist_ok=True, mode=0o700)
         git = self._runner()
         remote = self._selected(
             git.run("ls-remote", "--refs", "--", self.url, "refs/heads/*", "refs/tags/*")

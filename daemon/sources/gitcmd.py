@@ -175,6 +175,7 @@ class GitRunner:
                 cwd=self.git_dir if self.git_dir.is_dir() else None,
                 timeout=self.timeout_s,
                 check=False,
+                umask=0o077,  # the mirror is state: private, whatever the daemon's umask
             )
         except subprocess.TimeoutExpired:
             raise GitError(f"git {args[0]} took over {self.timeout_s:.0f} s") from None

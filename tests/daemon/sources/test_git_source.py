@@ -282,6 +282,8 @@ def test_a_credential_from_the_environment_is_used_and_appears_nowhere(
     assert token not in status
     assert token not in json.dumps(points)
     assert all(token not in r.getMessage() for r in caplog.records)
+    for f in (state / "git").rglob("*"):  # the mirror is state: private
+        assert f.stat().st_mode & 0o077 == 0, f"{f} is not private"
     for f in state.rglob("*"):
         if f.is_file():
             assert token.encode() not in f.read_bytes(), f
