@@ -283,15 +283,12 @@ def _check_tools(tools: list[Any]) -> None:
         assert t.description and len(t.description) > 80
     search = by_name["search"].input_schema
     assert set(search["properties"]) == {"query", "k", "path", "source", "mode", "version"}
-    # an agent is told how to ask for one version of a git source
-    assert "version=" in tools["search"].description
-    assert "branch or tag" in search["properties"]["version"]["description"]
     assert search["required"] == ["query"] and search["properties"]["k"]["maximum"] == 50
     assert "hits" in by_name["search"].output_schema["properties"]
     assert {"id", "path", "start_line", "end_line"} <= set(
         by_name["read"].input_schema["properties"]
     )
-    assert set(by_name["sync"].input_schema["properties"]) == {"paths", "timeout_s"}
+    assert set(by_name["sync"].input_schema["properties"]) == {"paths", "timeout_s", "sources"}
     assert "last_change_synced" in json.dumps(by_name["status"].output_schema)
 
 
