@@ -17,7 +17,7 @@ The tree (builtin bases kept beside each family, so older ``except ValueError`` 
 
     IngestdError                        exit 1              chunkers.errors
     ├── InputError                      exit 2              chunkers.errors
-    │   ├── ConfigError                 ValueError          daemon.config.models
+    │   ├── ConfigError                 ValueError          daemon.config.base
     │   ├── QuestionError               ValueError          daemon.evaluation.questions
     │   ├── UnknownChunkerError         ValueError          chunkers.registry
     │   └── UnknownSourceKindError      ValueError          daemon.sources.kinds
@@ -41,6 +41,7 @@ The tree (builtin bases kept beside each family, so older ``except ValueError`` 
     │   ├── StateLockedError            RuntimeError        daemon.wire.statelock
     │   └── InsecureDirError            OSError             daemon.statedir
     ├── UnavailableError                                    chunkers.errors
+    │   ├── GitError                    OSError             daemon.sources.gitcmd
     │   ├── StoreUnavailableError       RuntimeError        store.vectors.base
     │   ├── EndpointError               ConnectionError     store.embedding.remote_backend
     │   └── NoDaemon                                        daemon.wire.errors
@@ -84,9 +85,10 @@ if TYPE_CHECKING:
     from ingestd.chunkers.sizing.tokenizers import TokenizerError
     from ingestd.chunkers.text import BinaryFileError, NotUTF8Error, UndecodableError
     from ingestd.daemon.client.errors import SyncTimeout
-    from ingestd.daemon.config.models import ConfigError
+    from ingestd.daemon.config.base import ConfigError
     from ingestd.daemon.evaluation.evaluate import EvalError
     from ingestd.daemon.evaluation.questions import QuestionError
+    from ingestd.daemon.sources.gitcmd import GitError
     from ingestd.daemon.sources.kinds import UnknownSourceKindError
     from ingestd.daemon.statedir import InsecureDirError
     from ingestd.daemon.sync.ownership import StoreOwnedError
@@ -112,6 +114,7 @@ __all__ = [
     "EvalError",
     "ExportError",
     "FormatError",
+    "GitError",
     "IngestdError",
     "InputError",
     "InsecureDirError",
@@ -138,7 +141,7 @@ __all__ = [
 
 #: Each error that is not a family -> the module that defines it.
 HOMES: dict[str, str] = {
-    "ConfigError": "ingestd.daemon.config.models",
+    "ConfigError": "ingestd.daemon.config.base",
     "QuestionError": "ingestd.daemon.evaluation.questions",
     "UnknownChunkerError": "ingestd.chunkers.registry",
     "UnknownSourceKindError": "ingestd.daemon.sources.kinds",
@@ -160,6 +163,7 @@ HOMES: dict[str, str] = {
     "InsecureDirError": "ingestd.daemon.statedir",
     "StoreUnavailableError": "ingestd.store.vectors.base",
     "EndpointError": "ingestd.store.embedding.remote_backend",
+    "GitError": "ingestd.daemon.sources.gitcmd",
     "NoDaemon": "ingestd.daemon.wire.errors",
     "EvalError": "ingestd.daemon.evaluation.evaluate",
     "DaemonError": "ingestd.daemon.wire.errors",

@@ -198,7 +198,7 @@ def local_mode_copy(state: Path, dest: Path) -> Path:
 
 def without_provenance(points: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {
-        pid: {k: v for k, v in p.items() if k not in ("indexed_at", "git_commit")}
+        pid: {k: v for k, v in p.items() if k not in ("indexed_at", "git_commit", "commit")}
         for pid, p in points.items()
     }
 

@@ -1,4 +1,6 @@
-"""The commands that change or check the index: ``resync``, ``verify``, ``forget``, ``sources``.
+"""The commands that change or check the index: ``resync``, ``sync``, ``verify``, ``forget``...
+
+... and ``sources``. ``sync`` fetches git sources first (a push made searchable).
 
 ``resync``, ``verify`` and ``forget`` go through the running daemon when there is one,
 else open the state dir under its lock (:func:`~ingestd.daemon.cli.state.runner`);
@@ -10,6 +12,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,11 +32,13 @@ from ingestd.daemon.cli.state import (
     source_names,
     with_manifest_sources,
 )
+from ingestd.daemon.cli.status_text import format_when
+from ingestd.daemon.sources.mirror import mirror_status
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
 
-__all__ = ["forget", "resync", "sources", "verify"]
+__all__ = ["forget", "resync", "sources", "sync_sources", "verify"]
 
 logger = logging.getLogger("ingestd")
 
@@ -337,6 +342,13 @@ def sources(
         click.echo("no sources")
     for r in rows:
         click.echo(f"{r['source']}\t{r['root']}\t{r['collection']}\t{r['documents']} documents")
+        repo = r if "refs" in r else mirror_status(Path(r["root"]))
+        for ref in (repo or {}).get("refs") or []:  # a git source: one line per version
+            fetched = (repo or {}).get("fetched_at")
+            click.echo(
+                f"{r['source']}\tversion {ref['version']}\t{ref['ref']}\t{ref['commit']}"
+                f"\tfetched {format_when(fetched, time.time())}"
+            )
 
 
 @click.command()
@@ -384,3 +396,50 @@ def forget(
 
     result = runner(sd, socket_path).call("forget", args, local)
     click.echo(f"forgot {result['source']}: {result['points_deleted']} points deleted")
+
+
+@click.command("sync")
+@common_options
+@socket_option
+@click.option(
+    "--timeout",
+    "timeout_s",
+    type=click.FloatRange(min=0, min_open=True),
+    default=None,
+    help="Give up waiting after this many seconds (a daemon goes on).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.argument("names", nargs=-1)
+@handle_errors
+def sync_sources(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+    timeout_s: float | None,
+    as_json: bool,
+    names: tuple[str, ...],
+) -> None:
+    """Sync the sources NAMES (default: all) now; return when they are searchable.
+
+    A git source is fetched from its server first, so a commit pushed before the call
+    is searchable when it returns: a git server's post-receive hook or a forge's
+    webhook calls this (see docs/guides/git-sources.md). Exit 1 when something could
+    not be made searchable (the summary says why).
+
+    Example:
+
+    
+        ingestd sync --config ingestd.yaml book
+    """
+    from ingestd.daemon.client import Client
+
+    _cfg, sd = load_light(config_path, state_dir, log_level)
+    client = Client(sd, socket=socket_path, config=config_path)
+    report = client.sync(None, sources=list(names) or None, timeout_s=timeout_s)
+    if as_json:
+        echo_json(report)
+    else:
+        for line in report["summary"]:
+            click.echo(line)
+    sys.exit(0 if report["complete"] else 1)

@@ -51,6 +51,11 @@ __all__ = ["search", "status"]
     help="Only this file, or the files under this folder (relative to the source root).",
 )
 @click.option(
+    "--version",
+    "version",
+    help="Only this version of a versioned source (a git branch or tag name).",
+)
+@click.option(
     "--mode",
     type=click.Choice(["hybrid", "dense", "sparse"]),
     help="Ranking: dense + BM25 fused (hybrid), embeddings only, or BM25 only "
@@ -81,6 +86,7 @@ def search(
     k: int,
     source: str | None,
     path_prefix: str | None,
+    version: str | None,
     mode: str | None,
     expand: bool,
     budget_tokens: int | None,
@@ -97,6 +103,7 @@ def search(
     
         ingestd search "how do I configure the collector exporter" -k 3
         ingestd search --path docs/collector --mode sparse "otlp_grpc"
+        ingestd search --source book --version v2.0 "lifetimes"
         ingestd search --json "sampling" | jq '.[0] | {path, rank, dense_rank, sparse_rank}'
         ingestd search --budget-tokens 2048 "how do I configure the collector exporter"
     """
@@ -117,6 +124,8 @@ def search(
     }
     if budget_tokens is not None:
         args["budget_tokens"] = budget_tokens
+    if version is not None:
+        args["version"] = version
 
     def local() -> Any:
         c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
@@ -144,7 +153,9 @@ def search(
         heading = " > ".join(h.get("heading_path") or [])
         score = f"{h['score']:.4f}" if h.get("mode") == "hybrid" else f"{h['score']:.3f}"
         click.secho(f"{i}. {score}  {h['path']}{cite_text(h)}", bold=True)
-        click.echo(f"   source: {h['source']}" + (f"   heading: {heading}" if heading else ""))
+        where = f"   source: {h['source']}"
+        where += f"   version: {h['version']}" if h.get("version") else ""
+        click.echo(where + (f"   heading: {heading}" if heading else ""))
         text = h["text"].strip().replace("\n", "\n   ")
         click.echo("   " + (text[:600] + " ..." if len(text) > 600 else text))
         click.echo()

@@ -142,18 +142,35 @@ def _daemon_lines(d: dict[str, Any], st: dict[str, Any], now: float) -> Iterator
         )
 
 
+def _repo_lines(s: dict[str, Any], now: float) -> Iterator[str]:
+    """A git source's lines: its fetches, then each version and its commit."""
+    if s.get("root_missing"):
+        why = s.get("fetch_error") or "no fetch yet"
+        yield f"  NOT FETCHED: {why}; nothing is synced or deleted"
+    yield f"  last fetch: {format_when(s.get('fetched_at'), now)}"
+    if s.get("failing_since"):
+        yield (
+            f"  FETCH FAILING since {format_when(s['failing_since'], now)}: "
+            f"{s.get('fetch_error')}; nothing is deleted, retried with back-off"
+        )
+    for r in s["refs"]:
+        yield f"  version {r['version']} ({r['ref']}) at {str(r['commit'])[:12]}"
+
+
 def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
     name, root = s["source"], s.get("root")
     yield f"{name} -> collection {s.get('collection')}"
     if root and root != name:
         yield f"  root: {root}"
-    if s.get("root_missing"):
+    if s.get("root_missing") and "refs" not in s:
         yield (
             f"  ROOT MISSING: {root} is not a folder (unmounted, moved or deleted?); "
             "nothing is synced or deleted until it is back"
         )
     for w in s.get("warnings") or []:
         yield f"  warning: {w}"
+    if "refs" in s:  # a git source
+        yield from _repo_lines(s, now)
     yield f"  last sync: {format_when(s.get('last_sync'), now)}"
     if "last_change_synced" in s:
         yield f"  last change synced: {format_when(s['last_change_synced'], now)}"

@@ -151,6 +151,7 @@ class Client:
         ranks: bool = True,
         budget_tokens: int | None = None,
         per_page: int | None = None,
+        version: str | None = None,
     ) -> Answer:
         """The chunks that best answer ``query``, best first: ``ingestd search``'s ranking.
 
@@ -175,6 +176,8 @@ class Client:
                 one document that overlap or touch merged, until this many tokens
                 (cl100k_base by default) are filled.
             per_page: with ``budget_tokens``, most passages of one document.
+            version: only this version of a versioned source (a git branch or tag
+                name, as hits' ``version`` gives it).
 
         Returns:
             The hits (or passages), a list with the answer's ``mode``, ``notes``,
@@ -193,6 +196,8 @@ class Client:
             "mode": mode,
             "ranks": ranks,
         }
+        if version is not None:
+            args["version"] = version
         if budget_tokens is not None:
             args["budget_tokens"] = budget_tokens
             args["per_page"] = per_page
@@ -210,6 +215,7 @@ class Client:
         context: int = 1,
         max_lines: int = 200,
         budget_tokens: int | None = None,
+        version: str | None = None,
     ) -> ReadResult:
         """A hit widened to its section and neighbours, or lines of an indexed document.
 
@@ -230,6 +236,8 @@ class Client:
         }
         if budget_tokens is not None:
             args["budget_tokens"] = budget_tokens
+        if version is not None:
+            args["version"] = version
         return cast(ReadResult, self._call("read", args, lambda e: read.read(e, **args)))
 
     def sync(

@@ -26,6 +26,13 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from ingestd.chunkers.readers.document import CITATION_KEYS
+from ingestd.daemon.sources.versions import (
+    VERSION_SEP,
+    commit_of,
+    document_key,
+    is_versioned,
+    split_document,
+)
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
@@ -55,6 +62,7 @@ def read(
     context: int = 1,
     max_lines: int = 200,
     budget_tokens: int | None = None,
+    version: str | None = None,
 ) -> dict[str, Any]:
     """A hit widened to its section and neighbours, or lines of an indexed document.
 
@@ -75,6 +83,8 @@ def read(
         max_lines: most lines returned (1 to :data:`MAX_LINES`).
         budget_tokens: most tokens of the lines returned (1 to :data:`MAX_BUDGET`);
             ``None``: ``max_lines`` alone bounds them.
+        version: with ``path``, the version of a versioned source (a git branch or
+            tag name, as hits' ``version`` gives it); required there.
 
     Returns:
         ``source``, ``path``, ``hit`` (the chunk of ``id``, else ``None``), ``chunks``
@@ -84,7 +94,8 @@ def read(
         ``start_line``, ``end_line``; ``None`` for ``path``), ``lines``
         (``start_line``, ``end_line``, ``text``, ``total_lines``, ``truncated``; ``None``
         when the file cannot be read now), ``stale`` (the file changed since it was
-        indexed: the chunks are the index's, the lines the file's), and, with a budget,
+        indexed: the chunks are the index's, the lines the file's), ``version`` and
+        ``commit`` for a document of a versioned source, and, with a budget,
         ``budget_tokens`` and ``tokens`` (of the lines' text).
 
     Raises:
@@ -107,7 +118,9 @@ def read(
         out = _read_hit(engine, id, context, max_lines, budget_tokens)
     else:
         assert path is not None
-        out = _read_path(engine, path, source, start_line, end_line, max_lines, budget_tokens)
+        out = _read_path(
+            engine, path, source, start_line, end_line, max_lines, budget_tokens, version
+        )
     if budget_tokens is not None:
         text = out["lines"]["text"] if out["lines"] is not None else ""
         out["budget_tokens"] = budget_tokens
@@ -222,10 +235,10 @@ def _read_hit(
     engine: Engine, pid: str, context: int, max_lines: int, budget: int | None
 ) -> dict[str, Any]:
     physical, hit = _find(engine, pid)
-    source, path = str(hit["source"]), str(hit["path"])
+    source, path, key = str(hit["source"]), str(hit["path"]), document_key(hit)
     if source not in engine.sources:
         raise DaemonError(f"chunk {pid} belongs to source {source}, which is not configured")
-    chunks = _document_chunks(engine, physical, source, path, around=int(hit.get("ordinal", 0)))
+    chunks = _document_chunks(engine, physical, source, key, around=int(hit.get("ordinal", 0)))
     ids = [c[0] for c in chunks]
     if pid not in ids:  # a parent section was asked for, or the manifest moved on
         chunks = sorted([*chunks, (pid, hit)], key=lambda c: int(c[1].get("ordinal", 0)))
@@ -240,7 +253,7 @@ def _read_hit(
         if last - first + 1 > max_lines:
             first = max(first, hit["start_line"] - (max_lines - _span(hit)) // 2)
             last = first + max_lines - 1
-    doc, stale = _file_text(engine, source, path, str(hit.get("doc_hash", "")))
+    doc, stale = _file_text(engine, source, key, str(hit.get("doc_hash", "")))
     if budget is not None:
         from ingestd.daemon.commands.widen import widen
 
@@ -253,12 +266,22 @@ def _read_hit(
     return {
         "source": source,
         "path": path,
+        **_version_of(engine, source, key),
         "hit": _chunk(pid, hit, text=budget is None),
         "chunks": [_chunk(c, p, text=budget is None) for c, p in near],
         "section": section,
         "lines": _lines(doc, first, last, max_lines if budget is None else MAX_LINES),
         "stale": stale,
     }
+
+
+def _version_of(engine: Engine, source: str, key: str) -> dict[str, Any]:
+    """``version`` and ``commit`` of document ``key`` of a versioned source, else nothing."""
+    src = engine.source(source)
+    version, _ = split_document(src, key)
+    if version is None:
+        return {}
+    return {"version": version, "commit": commit_of(src, version)}
 
 
 def _span(payload: dict[str, Any]) -> int:
@@ -273,15 +296,27 @@ def _read_path(
     end_line: int | None,
     max_lines: int,
     budget: int | None,
+    version: str | None = None,
 ) -> dict[str, Any]:
-    rel = path.strip().removeprefix("./").strip("/")
+    shown_path = path.strip().removeprefix("./").strip("/")
+    rel = shown_path if version is None else f"{version}{VERSION_SEP}{shown_path}"
     names = [source] if source is not None else list(engine.sources)
+    if version is not None:
+        names = [n for n in names if is_versioned(engine.source(n))]
     holders = [n for n in names if engine.manifest.document(n, rel) is not None]
     if not holders:
         where = f"source {source}" if source is not None else "any source"
+        versioned = [n for n in names if is_versioned(engine.source(n))]
+        hint = (
+            f"; {', '.join(versioned)} hold(s) versions: give version (a branch or tag name)"
+            if versioned and version is None
+            else ""
+        )
         raise DaemonError(
-            f"{path} is not an indexed document of {where} (paths are relative to the "
-            "source's root, as search hits give them)"
+            f"{path} is not an indexed document of {where}"
+            + (f" at version {version}" if version is not None else "")
+            + " (paths are relative to the source's root, as search hits give them)"
+            + hint
         )
     if len(holders) > 1:
         raise DaemonError(f"{path} is in several sources ({', '.join(holders)}): give source", 2)
@@ -310,7 +345,8 @@ def _read_path(
             lines["truncated"] = True
     if lines is not None and first > max(1, lines["total_lines"]):
         raise DaemonError(
-            f"start_line {first} is past the end of {rel} ({lines['total_lines']} lines)", 2
+            f"start_line {first} is past the end of {shown_path} ({lines['total_lines']} lines)",
+            2,
         )
     shown = (first, lines["end_line"] if lines is not None else end_line or first + max_lines - 1)
     overlap = [
@@ -320,7 +356,8 @@ def _read_path(
     ]
     return {
         "source": name,
-        "path": rel,
+        "path": shown_path,
+        **_version_of(engine, name, rel),
         "hit": None,
         "chunks": overlap,
         "section": None,
@@ -335,7 +372,7 @@ def _file_text(
     """The document now, read by its rule's reader (``None``: unreadable), and if it changed."""
     try:
         data = engine.source(source).read(rel)
-        reader = engine.context.profile_of_source(source).rules.match(rel).reader
+        reader = engine.context.rule_of(source, rel).reader
         doc = reader.read(data)
     except (OSError, ValueError):
         return None, True

@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.commands.selection import selected_sources
+from ingestd.daemon.commands.sync import fetch
 
 if TYPE_CHECKING:
     from ingestd.daemon.sync.engine import Engine
@@ -37,6 +38,8 @@ def resync(
     code = 0
     selected = selected_sources(engine, sources)
     for name in selected:
+        if not dry_run:
+            fetch(engine, name)  # a git source: its refs now (a failure keeps the last ones)
         plan = engine.plan(
             name, full=full, allow_mass_delete=allow_mass_delete, check_store=not dry_run
         )

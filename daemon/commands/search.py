@@ -29,7 +29,7 @@ from ingestd.daemon.wire.errors import DaemonError
 if TYPE_CHECKING:
     from ingestd.chunkers.sizing.tokenizers import ModelSizer
     from ingestd.daemon.sync.engine import Engine
-    from ingestd.store.search.query import Mode
+    from ingestd.store.search.query import Filters, Mode
 
 __all__ = ["MAX_BUDGET", "MAX_PASSAGE_HITS", "answer", "check_path", "cut_query", "search"]
 
@@ -47,6 +47,7 @@ def search(
     k: int = 5,
     source: str | None = None,
     path: str | None = None,
+    version: str | None = None,
     expand: bool = False,
     mode: str | None = None,
     ranks: bool = False,
@@ -60,6 +61,7 @@ def search(
         source: only this source.
         path: only this file, or the files under this folder (relative to a source's
             root; see :func:`check_path`).
+        version: only this version of a versioned source (a git branch or tag name).
         expand: add each hit's parent section.
         mode: ``hybrid``, ``dense`` or ``sparse`` (default: ``search.mode``); only
             ``dense`` and ``hybrid`` load the embedding model.
@@ -80,7 +82,7 @@ def search(
             (exit code 2).
     """
     hits: list[dict[str, Any]] = answer(
-        engine, query, k, source, path, expand=expand, mode=mode, ranks=ranks
+        engine, query, k, source, path, version=version, expand=expand, mode=mode, ranks=ranks
     )["hits"]
     return hits
 
@@ -92,6 +94,7 @@ def answer(
     source: str | None = None,
     path: str | None = None,
     *,
+    version: str | None = None,
     expand: bool = False,
     mode: str | None = None,
     ranks: bool = False,
@@ -106,6 +109,7 @@ def answer(
         k: number of hits; with ``budget_tokens``, the most passages.
         source: only this source.
         path: only this file or folder (see :func:`check_path`).
+        version: only this version of a versioned source (a git branch or tag name).
         expand: add each hit's parent section.
         mode: ``hybrid``, ``dense`` or ``sparse`` (default: ``search.mode``).
         ranks: add each hit's rank and score in each ranking (see :func:`search`).
@@ -127,7 +131,7 @@ def answer(
     Raises:
         DaemonError: see :func:`search`; a budget under 1 or over :data:`MAX_BUDGET`.
     """
-    from ingestd.store.search.query import MODES
+    from ingestd.store.search.query import MODES, Filters
 
     if budget_tokens is not None and not 1 <= budget_tokens <= MAX_BUDGET:
         raise DaemonError(f"budget_tokens must be between 1 and {MAX_BUDGET}", 2)
@@ -145,7 +149,10 @@ def answer(
     limit = k
     if budget_tokens is not None:
         limit = min(MAX_PASSAGE_HITS, max(k, math.ceil(budget_tokens / _TOKENS_PER_HIT)))
-    hits, used = _ranked(engine, names, query, limit, source, path, mode, ranks, notes)
+    hits, used = _ranked(
+        engine, names, query, limit, Filters(source=source, path=path, version=version), mode,
+        ranks, notes,
+    )  # fmt: skip
     if expand:
         _expand(engine, hits)
     for h in hits:
@@ -183,21 +190,18 @@ def _ranked(
     names: list[str],
     query: str,
     k: int,
-    source: str | None,
-    path: str | None,
+    filters: Filters,
     mode: Mode,
     ranks: bool,
     notes: list[str],
 ) -> tuple[list[dict[str, Any]], str]:
     """The best ``k`` hits over the selected sources' collections, and the mode used."""
-    from ingestd.store.search.query import Filters
     from ingestd.store.search.sparse import query_vector
 
     conf = engine.cfg.search
     collections = sorted({engine.sources[n].collection for n in names})
     engine.check_holdings(collections)  # never "no results" from a store that lost them
     sparse = query_vector(query) if mode != "dense" or ranks else None
-    filters = Filters(source=source, path=path)
     hits: list[dict[str, Any]] = []
     queries: dict[str, Any] = {}  # profile key -> the query's vector by its model
     modes: set[str] = set()

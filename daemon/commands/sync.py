@@ -24,13 +24,14 @@ from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from ingestd.chunkers.errors import IngestdError
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
     from ingestd.daemon.sync.engine import Engine
     from ingestd.daemon.sync.types import SyncResult
 
-__all__ = ["scopes", "sync", "unknown_paths"]
+__all__ = ["fetch", "scopes", "sync", "unknown_paths"]
 
 logger = logging.getLogger(__name__)
 
@@ -147,6 +148,7 @@ def sync(
     """
     t0 = time.monotonic()
     planned = scopes(engine, paths, sources)
+    fetch_errors = {name: fetch(engine, name) for name in planned}
     done = [(engine.sync(name, rels), rels) for name, rels in planned.items()]
     for res, rels in done:
         if res.indexed or res.deleted or res.failed:
@@ -162,19 +164,38 @@ def sync(
         "sources": [
             {**res.as_dict(), "scope": "scan" if rels is None else rels} for res, rels in done
         ],
-        "complete": all(res.complete for res, _ in done),
+        "complete": all(res.complete and not fetch_errors[res.source] for res, _ in done),
         "seconds": round(time.monotonic() - t0, 3),
-        "summary": [_summary(res, rels) for res, rels in done],
+        "summary": [_summary(res, rels, fetch_errors[res.source]) for res, rels in done],
     }
 
 
-def _summary(res: SyncResult, rels: list[str] | None) -> str:
+def fetch(engine: Engine, name: str) -> str | None:
+    """Bring source ``name`` up to date with its origin when it has one (a git source).
+
+    Returns:
+        ``None`` when fetched (or nothing to fetch), else why the fetch failed (the
+        source keeps what it had: nothing is deleted).
+    """
+    refresh = getattr(engine.source(name), "refresh", None)
+    if refresh is None:
+        return None
+    try:
+        refresh()
+    except IngestdError as exc:
+        return str(exc)
+    return None
+
+
+def _summary(res: SyncResult, rels: list[str] | None, fetch_error: str | None = None) -> str:
     scope = "scanned" if rels is None else f"{len(rels)} path(s) checked"
     line = (
         f"{res.source}: {scope}; {res.indexed} document(s) written, {res.deleted} deleted, "
         f"{res.failed} failed"
     )
     why = []
+    if fetch_error:
+        why.append(f"the fetch failed ({fetch_error})")
     if res.root_missing:
         why.append("its root folder is missing")
     if res.retry:

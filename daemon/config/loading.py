@@ -253,16 +253,29 @@ def load_config(
     return _finish(cfg, base, roots)
 
 
+def _local_indexes(cfg: Config) -> list[int]:
+    return [i for i, s in enumerate(cfg.sources) if s.kind != "git"]
+
+
 def _finish(cfg: Config, base: Path, roots: Sequence[str | Path]) -> Config:
     sources = []
+    repos = []  # git sources: no root on this machine
     for s in cfg.sources:
+        if s.kind == "git":
+            url = str(s.url)
+            if "://" not in url and not os.path.isabs(os.path.expanduser(url)):
+                url = str(base / url)  # a local path, relative to the config file
+            repos.append(s.model_copy(update={"url": url}))
+            continue
         root = _canonical(s.root if s.root.is_absolute() else base / s.root)
         sources.append(s.model_copy(update={"root": root, "name": s.name or str(root)}))
-    index = {s.root: i for i, s in enumerate(sources)}  # configured roots -> their index
+    # configured roots -> their index in the config's list
+    index = {s.root: i for i, s in zip(_local_indexes(cfg), sources, strict=True)}
     labelled: list[tuple[str | None, SourceConfig]] = [
-        (f"sources[{i}]", s) for i, s in enumerate(sources)
+        (f"sources[{i}]", s) for i, s in zip(_local_indexes(cfg), sources, strict=True)
     ]
     if roots:
+        repos = []
         wanted = [_canonical(Path(r)) for r in roots]
         chosen = [s for s in sources if s.root in wanted]
         for r in wanted:
@@ -283,6 +296,9 @@ def _finish(cfg: Config, base: Path, roots: Sequence[str | Path]) -> Config:
     problems += overlap_problems([(w, s) for w, s in labelled if s.root not in refused])
     if problems:
         raise ConfigError(problems)
+    if repos:  # in the configured order
+        order = {s.name: i for i, s in enumerate(cfg.sources)}
+        sources = sorted([*sources, *repos], key=lambda s: order.get(s.name, len(order)))
     state = cfg.state_dir
     if state is not None and not state.is_absolute():
         state = Path(os.path.normpath(base / state))  # ``../state`` shown as it is meant

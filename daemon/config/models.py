@@ -1,23 +1,22 @@
 """The configuration's pydantic models: every key of the YAML file, with its default.
 
 Every model is frozen and rejects unknown keys (``config.example.yaml`` explains each).
+The ``embedding`` section is :mod:`ingestd.daemon.config.embedding`'s; the base class,
+the error and its wording are :mod:`ingestd.daemon.config.base`'s (all re-exported).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import Field, field_validator, model_validator
 
-from ingestd.chunkers.errors import InputError
+from ingestd.daemon.config.base import ConfigError, ConfigModel, not_one_of, spelled
+from ingestd.daemon.config.embedding import REMOTE_BACKENDS, EmbeddingConfig, default_backend
 from ingestd.daemon.statedir import StatePaths
-
-if TYPE_CHECKING:
-    from ingestd.store.embedding.model import Endpoint
 
 __all__ = [
     "DEFAULT_EXCLUDE",
@@ -26,6 +25,7 @@ __all__ = [
     "ConfigError",
     "EmbeddingConfig",
     "FilesConfig",
+    "GitCredentialsConfig",
     "ManifestConfig",
     "MassDeleteConfig",
     "MetricsConfig",
@@ -48,33 +48,24 @@ DEFAULT_INCLUDE: tuple[str, ...] = (
 DEFAULT_EXCLUDE: tuple[str, ...] = ()
 
 
-class ConfigError(InputError, ValueError):
-    """The configuration is invalid; ``str()`` is one ``key.path: problem`` line per error."""
+class GitCredentialsConfig(ConfigModel):
+    """Where a git source's credential is found: names of environment variables.
 
-    def __init__(self, problems: Sequence[str]) -> None:
-        self.problems = list(problems)
-        super().__init__("\n".join(self.problems))
+    The values are read when a fetch starts, sent as an HTTP ``Authorization`` header
+    through git's environment, and never logged, shown or stored.
 
+    Attributes:
+        token_env: the variable holding the token (or the password).
+        username_env: the variable holding the user name (HTTP Basic); ``None``: the
+            token is sent as a bearer token.
+    """
 
-def _spelled(names: Sequence[str], quote: bool = False) -> str:
-    """``names`` as a sentence lists them: ``a``, ``a or b``, ``a, b or c`` (quoted)."""
-    words = [f"'{n}'" if quote else n for n in names]
-    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} or {words[-1]}"
-
-
-def _not_one_of(names: Sequence[str]) -> PydanticCustomError:
-    """The error of a value that is none of ``names`` (worded as pydantic's ``Literal``)."""
-    return PydanticCustomError(
-        "literal_error", "Input should be {expected}", {"expected": _spelled(names, True)}
-    )
+    token_env: str = Field(min_length=1)
+    username_env: str | None = None
 
 
-class _Model(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class SourceConfig(_Model):
-    """One watched tree.
+class SourceConfig(ConfigModel):
+    """One watched tree, or one git repository.
 
     Attributes:
         kind: what reads its documents: an entry of
@@ -88,16 +79,48 @@ class SourceConfig(_Model):
         git: the tree is a git checkout (HEAD's commit goes into ``git_commit``);
             ``None``: detect a ``.git`` folder at the root.
         collection: the Qdrant collection of its points.
+        url: (``kind: git``) the repository: a local path, ``file://``, ``https://``,
+            ``ssh://`` or ``git://`` URL.
+        refs: (``kind: git``) the refs indexed, each a version: branch names, and tag
+            names or globs (``v*``).
+        max_tags: (``kind: git``) index only this many tags matched by globs, newest
+            (by creation date) first; ``None``: all.
+        poll_s: (``kind: git``) seconds between two fetches (``ingestd sync SOURCE``
+            fetches at once).
+        credentials: (``kind: git``) environment variables holding a credential.
+        max_repo_bytes: (``kind: git``) a repository whose objects take more bytes is
+            refused.
     """
 
     kind: str = "local"
     name: str = ""
-    root: Path
+    root: Path = Path()
     include: tuple[str, ...] = DEFAULT_INCLUDE
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     gitignore: bool = True
     git: bool | None = None
     collection: str = "ingestd"
+    url: str | None = None
+    refs: tuple[str, ...] = ()
+    max_tags: int | None = Field(None, ge=1)
+    poll_s: float = Field(300.0, gt=0)
+    credentials: GitCredentialsConfig | None = None
+    max_repo_bytes: int = Field(2 * 1024**3, ge=1)
+
+    @model_validator(mode="after")
+    def _by_kind(self) -> SourceConfig:
+        if self.kind == "git":
+            missing = [k for k in ("url", "name") if not getattr(self, k)]
+            if missing:
+                raise ValueError(f"a git source needs {' and '.join(missing)}")
+            if not self.refs:
+                raise ValueError("a git source needs refs (branch names, tag globs like 'v*')")
+            bad = [r for r in self.refs if ":" in r or not r.strip()]
+            if bad:
+                raise ValueError(f"refs: not a ref name: {', '.join(map(repr, bad))}")
+        elif "root" not in self.model_fields_set:
+            raise ValueError("root: Field required")
+        return self
 
     @field_validator("collection")
     @classmethod
@@ -118,7 +141,7 @@ class SourceConfig(_Model):
         return v
 
 
-class RuleConfig(_Model):
+class RuleConfig(ConfigModel):
     """A per-path chunking rule: the first rule whose ``match`` globs match a path wins.
 
     Attributes:
@@ -149,148 +172,6 @@ def default_rules() -> tuple[RuleConfig, ...]:
     )
 
 
-class EmbeddingConfig(_Model):
-    """The embedding model and the backend that runs it.
-
-    Attributes:
-        model: ``all-MiniLM-L6-v2`` (bundled, offline) or the path of a
-            sentence-transformers model folder.
-        backend: a name of the backends' table
-            (:data:`ingestd.store.embedding.backends.BACKENDS`): ``onnx`` (the model
-            exported to ONNX, float32, run by onnxruntime: torch's vectors, about
-            twice as fast, a third of the memory), ``torch`` (sentence-transformers) or
-            ``onnx-int8`` (int8 quantised, lossy: it misses the recall bound), or
-            ``openai`` (an OpenAI-compatible embedding endpoint: ``url``,
-            ``dimensions``, ``api_key_env`` and the keys after them); see
-            docs/guides/backends.md. Default: ``onnx`` where onnxruntime is
-            installed and the device is the CPU, else ``torch``
-            (:func:`default_backend`).
-        cache_dir: where the ONNX backends keep the exported model (``None``:
-            ``$CACHE_DIRECTORY``, else ``$XDG_CACHE_HOME/ingestd``, else
-            ``~/.cache/ingestd``); relative paths are relative to the config file.
-        device: torch device (the ONNX backends run on the CPU).
-        batch_size: texts per forward pass (4-16 measured fastest on 2 cores); the
-            ``openai`` backend: texts per request.
-        threads: torch or onnxruntime threads (``None``: one per core).
-        fit_model: hold every chunk to the model's max_seq_length - 2 word pieces.
-        cache_max_entries: most vectors kept in the embedding cache.
-        preload: ``ingestd run`` loads the model in the background right after it is
-            ready, so the first search or edit does not wait for it (CLI commands
-            load it only when they embed something).
-        url: the ``openai`` backend's endpoint: the base URL of an OpenAI-compatible
-            API (``https://api.openai.com/v1``, ``http://localhost:11434/v1``); requests
-            go to its ``/embeddings``. Only for that backend, which needs it.
-        dimensions: the dimension of the endpoint's vectors (``openai``, needed): a
-            response of another dimension is an error.
-        api_key_env: the environment variable that holds the endpoint's API key
-            (``None``: no key is sent). The key itself is never in the config.
-        api_key_header: the header carrying the key: ``Authorization`` (``Bearer``)
-            or Azure OpenAI's ``api-key``.
-        concurrency: requests to the endpoint in flight at once.
-        timeout_s: seconds one request may take.
-        retries: tries after the first of a request that failed transiently (429,
-            5xx, no connection), with back-off honouring ``Retry-After``.
-        max_tokens: the endpoint model's input limit in ``cl100k_base`` tokens: with
-            ``fit_model`` every chunk is held to it (the model's own tokenizer is not
-            known here).
-    """
-
-    model: str = "all-MiniLM-L6-v2"
-    backend: str = ""
-    cache_dir: Path | None = None
-    device: str = "cpu"
-    batch_size: int = Field(16, ge=1, le=1024)
-    threads: int | None = Field(None, ge=1)
-    fit_model: bool = True
-    cache_max_entries: int = Field(500_000, ge=0)
-    preload: bool = True
-    url: str | None = None
-    dimensions: int | None = Field(None, ge=1, le=65536)
-    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
-    api_key_header: str = Field("Authorization", pattern=r"^[A-Za-z0-9-]+$")
-    concurrency: int = Field(2, ge=1, le=64)
-    timeout_s: float = Field(60.0, gt=0, le=3600)
-    retries: int = Field(4, ge=0, le=20)
-    max_tokens: int = Field(512, ge=16, le=1_000_000)
-
-    @field_validator("backend", mode="before")
-    @classmethod
-    def _backend(cls, v: Any) -> Any:
-        from ingestd.store.embedding.backends import backend_names, check_backend
-
-        if v == "":
-            return v  # the default: chosen once the device is known
-        names = backend_names()
-        if v not in names:
-            raise _not_one_of(names)
-        check_backend(v)
-        return v
-
-    @model_validator(mode="after")
-    def _cpu(self) -> EmbeddingConfig:
-        from ingestd.store.embedding.backends import backend_spec
-
-        if not self.backend:
-            object.__setattr__(self, "backend", default_backend(self.device))
-        if backend_spec(self.backend).cpu_only and self.device != "cpu":
-            raise ValueError(f"backend {self.backend!r} runs on the CPU; set device: cpu")
-        remote = self.backend in REMOTE_BACKENDS
-        if remote and (not self.url or self.dimensions is None):
-            raise ValueError(
-                f"backend {self.backend!r} needs url (the endpoint's base URL) and "
-                "dimensions (of its vectors)"
-            )
-        if not remote and (self.url or self.api_key_env):
-            raise ValueError(
-                f"url and api_key_env are for the {_spelled(REMOTE_BACKENDS)} backend; "
-                f"backend {self.backend!r} runs the model here"
-            )
-        if self.url and not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
-        return self
-
-    @property
-    def endpoint(self) -> Endpoint | None:
-        """Where a remote backend's model answers (``None`` for a local backend)."""
-        from ingestd.store.embedding.model import Endpoint
-
-        if self.backend not in REMOTE_BACKENDS or not self.url or self.dimensions is None:
-            return None
-        return Endpoint(
-            url=self.url,
-            dimensions=self.dimensions,
-            api_key_env=self.api_key_env,
-            api_key_header=self.api_key_header,
-            concurrency=self.concurrency,
-            timeout_s=self.timeout_s,
-            retries=self.retries,
-            max_tokens=self.max_tokens,
-        )
-
-
-#: Backends whose model answers at an endpoint (``url``, ``dimensions``, ``api_key_env``).
-REMOTE_BACKENDS: tuple[str, ...] = ("openai",)
-
-
-def default_backend(device: str = "cpu") -> str:
-    """The backend of a config that names none: ``onnx`` where it can run, else ``torch``.
-
-    ``onnx`` makes torch's vectors (see :mod:`ingestd.store.embedding.onnx_backend`)
-    about twice as fast with a third of the memory; it needs onnxruntime and onnx
-    (ingestd's own dependencies, absent where no wheel exists) and the CPU. Nothing is
-    imported to decide.
-    """
-    from ingestd.store.embedding.backends import BackendUnavailableError, check_backend
-
-    if device != "cpu":
-        return "torch"
-    try:
-        check_backend("onnx")
-    except BackendUnavailableError:
-        return "torch"
-    return "onnx"
-
-
 def _engine_names() -> tuple[str, ...]:
     from ingestd.store.vectors.engines import engine_names
 
@@ -306,11 +187,11 @@ def _default_engine() -> str | None:
     value = os.environ.get("INGESTD_QDRANT_ENGINE") or None
     names = _engine_names()
     if value is not None and value not in names:
-        raise ConfigError([f"INGESTD_QDRANT_ENGINE: expected {_spelled(names)} (got {value!r})"])
+        raise ConfigError([f"INGESTD_QDRANT_ENGINE: expected {spelled(names)} (got {value!r})"])
     return value
 
 
-class QdrantConfig(_Model):
+class QdrantConfig(ConfigModel):
     """Where vectors live: an embedded engine in the state dir, or a Qdrant server.
 
     Attributes:
@@ -340,7 +221,7 @@ class QdrantConfig(_Model):
     def _engine(cls, v: Any) -> Any:
         names = _engine_names()
         if v is not None and v not in names:
-            raise _not_one_of(names)
+            raise not_one_of(names)
         return v
 
     def folders(self) -> dict[str, Path]:
@@ -359,7 +240,7 @@ class QdrantConfig(_Model):
         return out
 
 
-class SearchConfig(_Model):
+class SearchConfig(ConfigModel):
     """How ``ingestd search`` ranks (docs/how-it-works/search.md).
 
     Attributes:
@@ -375,13 +256,13 @@ class SearchConfig(_Model):
     candidates: int = Field(50, ge=1, le=10_000)
 
 
-class ManifestConfig(_Model):
+class ManifestConfig(ConfigModel):
     """The manifest database: any SQLAlchemy URL (default SQLite ``<state dir>/manifest.db``)."""
 
     url: str | None = None
 
 
-class WatchConfig(_Model):
+class WatchConfig(ConfigModel):
     """Watching and rescans.
 
     Attributes:
@@ -407,7 +288,7 @@ class WatchConfig(_Model):
     max_lag_s: float = Field(180.0, ge=0)
 
 
-class FilesConfig(_Model):
+class FilesConfig(ConfigModel):
     """File policy: which files are not indexed (each one listed in ``status``).
 
     Attributes:
@@ -444,21 +325,21 @@ class FilesConfig(_Model):
         return self
 
 
-class MassDeleteConfig(_Model):
+class MassDeleteConfig(ConfigModel):
     """Mass-deletion guard for scans: hold deletions over ``max_share`` and ``min_count``."""
 
     max_share: float = Field(0.2, ge=0, le=1)
     min_count: int = Field(10, ge=0)
 
 
-class MetricsConfig(_Model):
+class MetricsConfig(ConfigModel):
     """Prometheus metrics endpoint (off unless ``port`` is set)."""
 
     port: int | None = Field(None, ge=1, le=65535)
     host: str = "127.0.0.1"
 
 
-class Config(_Model):
+class Config(ConfigModel):
     """The whole configuration (see ``config.example.yaml`` for every key)."""
 
     state_dir: Path | None = None

@@ -64,6 +64,11 @@ class HitOut(Citation):
     )
     source: str = Field(description="The configured source the file belongs to.")
     path: str = Field(description="The file, relative to its source's root.")
+    version: str | None = Field(
+        None,
+        description="For a versioned source (a git repository): the branch or tag the file "
+        "is from; pass it to search(version=...) and read(version=...).",
+    )
     start_line: int = Field(
         description="First line of the chunk in the file, or in the text extracted from it "
         "(1-based)."
@@ -158,6 +163,8 @@ class ReadOut(BaseModel):
 
     source: str
     path: str
+    version: str | None = Field(None, description="The branch or tag (a versioned source).")
+    commit: str | None = Field(None, description="The commit that version is at.")
     hit: ChunkOut | None = Field(description="The chunk of the id asked for.")
     chunks: list[ChunkOut] = Field(
         description="Document order: the hit and its neighbours, or the chunks overlapping "
@@ -195,6 +202,15 @@ class SourceStatus(BaseModel):
     root_missing: bool = Field(description="The source's folder is not there (unmounted?).")
     healthy: bool = Field(description="Its root is there, watched, and its last job succeeded.")
     error: str | None = Field(None, description="The daemon's last error for this source.")
+    refs: list[dict[str, Any]] | None = Field(
+        None,
+        description="A git source's versions: version (branch or tag), ref and commit "
+        "indexed; with fetched_at and failing_since beside.",
+    )
+    fetched_at: float | None = Field(None, description="A git source's last good fetch.")
+    failing_since: float | None = Field(
+        None, description="A git source's fetches fail since then (the index keeps its refs)."
+    )
 
 
 class DaemonOut(BaseModel):
@@ -259,6 +275,7 @@ def search_text(out: SearchOut) -> str:
     for h in out.hits:
         heading = " > ".join(h.heading_path)
         head = f"{h.rank}. {h.path}{cite_text(h.model_dump(exclude_none=True))} (source {h.source}"
+        head += f", version {h.version}" if h.version else ""
         head += f", {heading}" if heading else ""
         parts.append(f"{head}; score {h.score:.4g}; id {h.id})\n{h.text.strip()}")
     return "\n\n".join(parts)

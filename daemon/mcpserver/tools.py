@@ -170,7 +170,12 @@ DESCRIPTIONS: dict[str, str] = {
         lines, heading path, text and chunk ids. Ranking is hybrid by default: meaning
         (embeddings) and exact words or identifiers (BM25), fused. Narrow with path
         (a file or folder) or source. Widen a passage with read(id=...). With
-        budget_tokens null: the k best chunks (hits) instead."""
+        budget_tokens null: the k best chunks (hits) instead.
+
+        A git repository is indexed per version (a branch or tag, e.g. `main`,
+        `v2.0`): hits carry `version`. To answer about one version, pass
+        version="v2.0": only that version's text is searched. status lists each
+        source's versions (refs)."""
     ),
     "read": inspect.cleandoc(
         """Read around a search hit, or lines of an indexed file.
@@ -180,8 +185,9 @@ DESCRIPTIONS: dict[str, str] = {
         budget_tokens (1024 by default) allows; with budget_tokens null, the section
         (or `context` neighbouring chunks, when it is longer than max_lines). With
         path: lines start_line..end_line of that file within the budget, and the
-        chunks overlapping them. `stale` is true when the file changed since it was
-        indexed."""
+        chunks overlapping them (a file of a git source also needs version: its
+        branch or tag, as hits give it). `stale` is true when the file changed since
+        it was indexed."""
     ),
     "sync": inspect.cleandoc(
         """Make the index current, then return: every change to the documentation
@@ -189,8 +195,9 @@ DESCRIPTIONS: dict[str, str] = {
 
         Call it after editing or adding files and before searching them. With paths,
         only those files or folders are checked (fast); without, every source is
-        scanned. Says what it did per source, and `complete` false with the reason
-        when something could not be made searchable."""
+        scanned; sources names sources to sync (a git source is fetched from its
+        server first). Says what it did per source, and `complete` false with the
+        reason when something could not be made searchable."""
     ),
     "status": inspect.cleandoc(
         """How current the index is: per source its documents, chunks, failed
@@ -263,6 +270,13 @@ class Tools:
             ),
         ] = None,
         source: Annotated[str | None, Field(description="Only this source (its name).")] = None,
+        version: Annotated[
+            str | None,
+            Field(
+                description="Only this version of a versioned source: a git branch or tag "
+                "name (e.g. v2.0), as hits' version gives it."
+            ),
+        ] = None,
         mode: Annotated[
             Mode | None,
             Field(
@@ -290,6 +304,7 @@ class Tools:
                 mode=mode,
                 ranks=False,
                 budget_tokens=budget_tokens,
+                version=version,
             )
         )
         out = SearchOut(
@@ -342,6 +357,10 @@ class Tools:
                 "max_lines alone bounds them.",
             ),
         ] = READ_BUDGET,
+        version: Annotated[
+            str | None,
+            Field(description="With path: the branch or tag of a git source's file."),
+        ] = None,
     ) -> Annotated[CallToolResult, ReadOut]:
         """The tool ``read``: :meth:`Client.read <ingestd.daemon.client.Client.read>`."""
         got = await self.server.run_blocking(
@@ -354,6 +373,7 @@ class Tools:
                 context=context,
                 max_lines=max_lines,
                 budget_tokens=budget_tokens,
+                version=version,
             )
         )
         out = ReadOut.model_validate(got)
@@ -371,10 +391,17 @@ class Tools:
         timeout_s: Annotated[
             float, Field(gt=0, le=3600, description="Give up waiting after this many seconds.")
         ] = 120.0,
+        sources: Annotated[
+            list[str] | None,
+            Field(
+                description="Only these sources (names); a git source is fetched first, so "
+                "a commit just pushed is searchable when sync returns."
+            ),
+        ] = None,
     ) -> Annotated[CallToolResult, SyncOut]:
         """The tool ``sync``: :meth:`Client.sync <ingestd.daemon.client.Client.sync>`."""
         report = await self.server.run_blocking(
-            lambda: self.client.sync(paths, timeout_s=timeout_s)
+            lambda: self.client.sync(paths, sources=sources, timeout_s=timeout_s)
         )
         out = SyncOut.model_validate(report)
         return _result(out, "\n".join(out.summary) + f"\n({out.seconds:.2f} s)")

@@ -124,7 +124,8 @@ class VersionWriter:
         for rel, st in sorted(files.items()):
             self.ctx.checkpoints.heartbeat()
             doc = known.get(rel)
-            if doc is None or doc.rule_fingerprint != self.profile.rules.match(rel).fingerprint:
+            rule = self.ctx.rule_of(source, rel, self.profile)
+            if doc is None or doc.rule_fingerprint != rule.fingerprint:
                 todo.append(rel)
             elif FileStat(doc.size, doc.mtime_ns, doc.ctime_ns, doc.inode) != st:
                 todo.append(rel)
@@ -144,7 +145,7 @@ class VersionWriter:
         unreadable = []
         for rel in paths:
             ctx.checkpoints.heartbeat()
-            rule = self.profile.rules.match(rel)
+            rule = self.ctx.rule_of(source, rel, self.profile)
             self.in_flight.add((source, rel))
             try:
                 prep = prepare_document(src, rel, rule, ctx.cfg.files, commit)

@@ -78,6 +78,8 @@ class SyncPolicy:
         self._last_rescan = time.monotonic()
         self._last_link_check = time.monotonic()
         self._last_poll: dict[str, float] = {}  # polled source -> last poll (monotonic)
+        self._fetching: set[str] = set()  # sources whose fetch runs now
+        self._fetched: set[str] = set()  # sources fetched once since the start
         self._lag: list[float] = []
         self._waiting: dict[int, float] = {}  # change batches queued or running -> first change
         # deferred by a nested batch: source -> path -> its first change
@@ -145,10 +147,39 @@ class SyncPolicy:
         for name, source in engine.handles.items():
             if source.changes != "polled" or source.poll_s <= 0:
                 continue
+            refresh = getattr(source, "refresh", None)
+            if refresh is not None:  # fetched at start-up, then at its interval
+                last = self._last_poll.setdefault(name, now - source.poll_s)
+                if now - last >= source.poll_s and name not in self._fetching:
+                    self._last_poll[name] = now
+                    self._fetch(name, refresh)
+                continue
             last = self._last_poll.setdefault(name, now)
             if now - last >= source.poll_s:
                 self._last_poll[name] = now
                 self.queue_scan(name, "poll")
+
+    def _fetch(self, name: str, refresh: Callable[[], bool]) -> None:
+        """Fetch source ``name`` in a thread of its own, then queue its scan if it moved.
+
+        A fetch is network work: it never runs on the engine thread, so one slow
+        repository holds up neither another source nor a search. A failed fetch is
+        logged by the source (and shown by ``status``); its next try comes after the
+        source's back-off (its ``poll_s`` while failing).
+        """
+        self._fetching.add(name)
+
+        def run() -> None:
+            try:
+                if refresh() or name not in self._fetched:
+                    self.queue_scan(name, "fetched")
+                self._fetched.add(name)
+            except Exception:  # the source logged it; status shows it
+                logger.debug("fetch of source %s failed", name, exc_info=True)
+            finally:
+                self._fetching.discard(name)
+
+        threading.Thread(target=run, name=f"ingestd-fetch-{name}", daemon=True).start()
 
     def check_links(self, now: float, interval: float) -> None:
         """Every ``interval`` seconds (0: never), sync the hard links whose stat changed.

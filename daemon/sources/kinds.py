@@ -24,6 +24,7 @@ __all__ = ["SOURCE_KINDS", "UnknownSourceKindError", "source_class"]
 #: Kind name -> ``"module:Class"`` of the class that reads a source of that kind.
 SOURCE_KINDS: dict[str, str] = {
     "local": "ingestd.daemon.sources.local:LocalFolder",
+    "git": "ingestd.daemon.sources.git:GitSource",
 }
 
 

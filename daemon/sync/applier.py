@@ -319,7 +319,7 @@ class Applier:
         unit = self.long_writes.get(plan.source, rel)
         if unit is None:
             return False
-        rule = self.ctx.profile_of_source(plan.source).rules.match(rel)
+        rule = self.ctx.rule_of(plan.source, rel)
         if (
             hand_off
             and unit.content_hash is not None
@@ -333,7 +333,7 @@ class Applier:
     def _hand_off(
         self, plan: Plan, rel: str, git_commit: str | None, prep: PreparedDocument | None
     ) -> None:
-        rule = self.ctx.profile_of_source(plan.source).rules.match(rel)
+        rule = self.ctx.rule_of(plan.source, rel)
         unit = LongWrite(
             plan.source,
             rel,

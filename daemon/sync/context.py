@@ -22,12 +22,14 @@ from typing import Any, Protocol
 
 from ingestd.daemon.config import Config, SourceConfig
 from ingestd.daemon.sources.base import Source
+from ingestd.daemon.sources.versions import split_document
 from ingestd.daemon.sync.checkpoints import Checkpoints
 from ingestd.daemon.sync.failures import ReadFailures
 from ingestd.daemon.sync.links import HardLinks
 from ingestd.daemon.sync.profile import Profile
 from ingestd.daemon.sync.profiles import Profiles
 from ingestd.daemon.sync.resources import Resources
+from ingestd.daemon.sync.rules import Rule
 from ingestd.daemon.sync.types import Plan, ProgressFn, SyncResult
 from ingestd.store.manifest.manifest import Manifest
 from ingestd.store.vectors.base import VectorStore
@@ -97,6 +99,17 @@ class SyncContext:
     def profile_of_source(self, source: str) -> Profile:
         """The profile of the current version of ``source``'s collection."""
         return self.profiles.profile_of(self.collection_of(source))
+
+    def rule_of(self, source: str, rel: str, profile: Profile | None = None) -> Rule:
+        """The rule of document ``rel`` of ``source`` (matched on its path in its version).
+
+        Args:
+            source: a configured source name.
+            rel: the document (``<version>:<path>`` in a versioned source).
+            profile: whose rules (default: :meth:`profile_of_source`).
+        """
+        rules = (profile or self.profile_of_source(source)).rules
+        return rules.match(split_document(self.source(source), rel)[1])
 
     def step(self, collection: str, name: str) -> None:
         """Call :attr:`hook` for a step of a collection build."""

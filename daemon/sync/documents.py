@@ -43,6 +43,7 @@ from ingestd.chunkers.base import Chunk
 from ingestd.chunkers.text import UndecodableError
 from ingestd.daemon.config import FilesConfig
 from ingestd.daemon.sources.base import FileStat, Source
+from ingestd.daemon.sources.versions import VERSION_KEY, VERSION_SEP, commit_of, split_document
 from ingestd.daemon.sync.nonprose import nonprose_error
 from ingestd.daemon.sync.rules import Rule
 from ingestd.daemon.sync.secret_files import SecretPolicy
@@ -63,7 +64,8 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: Payload keys that say when and from where a point was written; outside comparisons.
-PROVENANCE_KEYS = frozenset({"indexed_at", "git_commit"})
+#: (``commit``, a versioned source's: a commit of the version whose file is this text.)
+PROVENANCE_KEYS = frozenset({"indexed_at", "git_commit", "commit"})
 
 
 @dataclass
@@ -120,6 +122,9 @@ def prepare_document(
         SyncInterrupted: a stop was requested while the chunker embedded sentences.
     """
     source = src.name
+    version, _ = split_document(src, rel)
+    if version is not None:
+        git_commit = commit_of(src, version) or git_commit
     st = src.stat(rel)
     if st is None:
         raise UnreadableFile(f"{rel}: vanished before it could be read")
@@ -132,7 +137,7 @@ def prepare_document(
     data = read_file(src, rel)
     prep = PreparedDocument(rel, st, content_hash(data), rule)
     try:
-        _chunk(prep, source, data, files, secrets, git_commit)
+        _chunk(prep, source, data, files, secrets, git_commit, version)
     except SyncInterrupted:
         raise
     except Exception as exc:  # one document's failure is its own, never its batch's
@@ -169,6 +174,7 @@ def _chunk(
     files: FilesConfig,
     secrets: SecretPolicy,
     git_commit: str | None,
+    version: str | None = None,
 ) -> None:
     """Read, check and chunk ``data`` into ``prep`` (or set ``prep.error``).
 
@@ -203,22 +209,31 @@ def _chunk(
     prep.chunks = chunks
     prep.hashes = [chunk_hash(c.embed_text) for c in chunks]
     prep.ids = point_ids(source, rel, prep.hashes)
-    prep.payloads = _payloads(source, rel, prep, git_commit)
+    prep.payloads = _payloads(source, rel, prep, git_commit, version)
 
 
 def _payloads(
-    source: str, rel: str, prep: PreparedDocument, git_commit: str | None
+    source: str,
+    rel: str,
+    prep: PreparedDocument,
+    git_commit: str | None,
+    version: str | None = None,
 ) -> list[dict[str, Any]]:
     rule = prep.rule
-    base = {
+    path = rel.partition(VERSION_SEP)[2] if version is not None else rel
+    base: dict[str, Any] = {
         "source": source,
-        "path": rel,
+        "path": path,
         "doc_hash": prep.content_hash,
         "chunker": rule.chunker_name,
         "rule": rule.name,
         "rule_fingerprint": rule.fingerprint,
-        PATH_KEY: path_prefixes(rel),  # what `search --path` matches, exactly
+        PATH_KEY: path_prefixes(path),  # what `search --path` matches, exactly
     }
+    if version is not None:
+        base[VERSION_KEY] = version
+        if git_commit:
+            base["commit"] = git_commit
     out = []
     for i, c in enumerate(prep.chunks):
         # strategy extras, as JSON types: a server returns lists, never tuples
@@ -251,5 +266,5 @@ def sparse_vector(chunk: Chunk) -> SparseVec | None:
 
 
 def strip_provenance(payload: dict[str, Any]) -> dict[str, Any]:
-    """``payload`` without the provenance keys (``indexed_at``, ``git_commit``)."""
+    """``payload`` without the provenance keys (``indexed_at``, ``git_commit``, ``commit``)."""
     return {k: v for k, v in payload.items() if k not in PROVENANCE_KEYS}

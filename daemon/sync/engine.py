@@ -160,7 +160,7 @@ class Engine:
                 self.context, self.preparer, self, self.collections, self.long_writes.paths
             )
             for s in cfg.sources:
-                self.manifest.ensure_source(s.name, str(s.root), s.collection)
+                self.manifest.ensure_source(s.name, str(self.handles[s.name].root), s.collection)
             for collection in sorted({s.collection for s in cfg.sources}):
                 self.profiles.profile_of(collection, check=True)
         except BaseException:

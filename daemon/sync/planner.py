@@ -13,6 +13,7 @@ import logging
 from collections.abc import Callable, Iterable
 
 from ingestd.daemon.sources.base import FileStat, Scan, display_path, name_problem
+from ingestd.daemon.sources.versions import split_document
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.rules import Rule
 from ingestd.daemon.sync.types import Plan
@@ -204,7 +205,7 @@ class Planner:
         full: bool,
     ) -> None:
         """Put one present file into ``plan``: unchanged, stat-only or to index."""
-        rule = self.ctx.profile_of_source(plan.source).rules.match(rel)
+        rule = self.ctx.rule_of(plan.source, rel)
         if not full and not _needs_work(doc, st, rule, pending):
             plan.unchanged += 1
             return
@@ -245,19 +246,28 @@ class Planner:
         Moves are not deletions: neither those planned here, nor *completed* ones, whose
         document (same content hash) the manifest already holds, committed, under a
         path that still exists. A move interrupted after its new paths were written
-        leaves exactly those; finishing it deletes nothing that is not elsewhere. Nor
-        are documents never committed (state ``new``: a first write interrupted): their
+        leaves exactly those; finishing it deletes nothing that is not elsewhere (in
+        the same version, for a versioned source: a version that vanished is a
+        deletion however much of its text another version holds). Nor are documents
+        never committed (state ``new``: a first write interrupted): their
         deletion only clears what that write left.
         """
         n_known = len(known)
-        moved = {o for o, _ in plan.moves}
+        src = self.ctx.source(plan.source)
+
+        def version(rel: str) -> str | None:  # a move stays within its version
+            return split_document(src, rel)[0]
+
+        moved = {o for o, n in plan.moves if version(o) == version(n)}
         kept = {
-            doc.content_hash
+            (version(rel), doc.content_hash)
             for rel, doc in known.items()
             if rel in found and doc.state != "new" and doc.id not in pending
         }
         moved.update(
-            p for p in plan.delete if known[p].state == "new" or known[p].content_hash in kept
+            p
+            for p in plan.delete
+            if known[p].state == "new" or (version(p), known[p].content_hash) in kept
         )
         real = [p for p in plan.delete if p not in moved]
         md = self.ctx.cfg.mass_delete

@@ -57,7 +57,7 @@ class Preparer:
             UnreadableFile: the file vanished or could not be opened (retry later).
             SyncInterrupted: a stop was requested while the chunker embedded sentences.
         """
-        rule = self.ctx.profile_of_source(source).rules.match(rel)
+        rule = self.ctx.rule_of(source, rel)
         return prepare_document(self.ctx.source(source), rel, rule, self.ctx.cfg.files, git_commit)
 
     def prepare_watched(

@@ -26,6 +26,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from ingestd.daemon.sources.versions import VERSION_KEY, document_key
 from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext, Syncer
 from ingestd.daemon.sync.types import Plan, SyncInterrupted
 from ingestd.store.manifest.manifest import AdoptedDocument, ChunkRow
@@ -40,7 +41,7 @@ logger = logging.getLogger(__name__)
 _ADOPT_KEYS = ("source", "path", "doc_hash", "chunk_hash", "ordinal", "start_char", "end_char")
 #: Payload keys a deep check compares with the manifest: what a sync's writes and
 #: payload updates set, and the marker of a write not committed yet.
-CHECK_KEYS = (*_ADOPT_KEYS, "rule_fingerprint", PENDING_KEY)
+CHECK_KEYS = (*_ADOPT_KEYS, "rule_fingerprint", PENDING_KEY, VERSION_KEY)
 
 
 @dataclass
@@ -247,7 +248,8 @@ def _stale(rec: PointRecord, payload: dict[str, Any]) -> bool:
     """Whether a stored payload differs from what the manifest records for the point."""
     return (
         payload.get("source") != rec.source
-        or payload.get("path") != rec.path
+        or ("path" in payload and document_key(payload) != rec.path)
+        or "path" not in payload
         or payload.get("doc_hash") != rec.doc_hash
         or payload.get("chunk_hash") != rec.chunk_hash
         or payload.get("ordinal") != rec.ordinal
@@ -265,7 +267,7 @@ def _adopt(ctx: SyncContext, chk: StoreCheck, unknown: dict[str, dict[str, Any]]
     unusable: list[str] = []
     for pid, p in unknown.items():
         if all(p.get(k) is not None for k in _ADOPT_KEYS):
-            by_doc.setdefault((str(p["source"]), str(p["path"])), []).append((pid, p))
+            by_doc.setdefault((str(p["source"]), document_key(p)), []).append((pid, p))
         else:
             unusable.append(pid)
     recorded = {s["name"] for s in ctx.manifest.sources()}

@@ -91,10 +91,13 @@ class Filters:
         source: a source name (payload ``source``).
         path: a file or folder, POSIX, relative to the source root (``./`` and a
             trailing ``/`` are ignored; empty or ``.`` means everything).
+        version: a version of a versioned source (payload ``version``: a git
+            branch or tag name); its points only.
     """
 
     source: str | None = None
     path: str | None = None
+    version: str | None = None
 
     def normalised_path(self) -> str | None:
         """``path`` without ``./`` and trailing ``/``, or ``None`` for everything."""
@@ -111,8 +114,9 @@ class Filters:
 
         The one definition every engine translates (see
         :mod:`ingestd.store.search.conditions`): ``source`` matches the payload
-        ``source``; ``path`` matches :data:`PATH_KEY`, which holds the file's ancestor
-        folders and its own path (a file, or everything under a folder); no point
+        ``source``, ``version`` the payload ``version``; ``path`` matches
+        :data:`PATH_KEY`, which holds the file's ancestor folders and its own path
+        (a file, or everything under a folder); no point
         flagged by :data:`HIDDEN_KEYS` is a hit.
 
         Args:
@@ -125,6 +129,8 @@ class Filters:
         path = self.normalised_path()
         if path is not None:
             must.append(Match("path" if legacy else PATH_KEY, path))
+        if self.version is not None:
+            must.append(Match("version", self.version))
         return Conditions(must=tuple(must), unset=HIDDEN_KEYS)
 
     def qdrant(self, *, legacy: bool = False) -> Any:

@@ -72,7 +72,7 @@ COLLECTIONS_DIR = "collections"
 #: Version of the folder layout above, recorded in :data:`ALIASES_FILE`.
 FORMAT = 1
 #: Payload keys with a keyword index (the filters of ``ingestd search`` and ``forget``).
-INDEXED_KEYS = ("source", "path", PATH_KEY)
+INDEXED_KEYS = ("source", "path", PATH_KEY, "version")
 #: Payload keys with a boolean index (excluded from searches by ``IsEmptyCondition``):
 #: without one, excluding parents (:data:`~ingestd.store.search.query.PARENT_KEY`) from
 #: a search reads every point's payload (360 ms at 100,000 points here, against 15 ms

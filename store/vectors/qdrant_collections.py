@@ -174,7 +174,7 @@ class QdrantCollections(RoutedWrites):
             },
         )
         if not self.local:
-            for key in ("source", "path", PATH_KEY):
+            for key in ("source", "path", PATH_KEY, "version"):
                 self.call(
                     self.client.create_payload_index,
                     physical,

@@ -114,16 +114,22 @@ async def test_tools_have_schemas_and_descriptions_for_a_model(indexed: Path) ->
     search = tools["search"].input_schema
     assert search["required"] == ["query"]
     assert search["properties"]["k"]["maximum"] == 50
-    assert set(search["properties"]) == {"query", "k", "path", "source", "mode", "budget_tokens"}
+    assert set(search["properties"]) == {
+        "query", "k", "path", "source", "mode", "budget_tokens", "version",
+    }  # fmt: skip
     assert search["properties"]["budget_tokens"]["default"] == 2048
     assert tools["read"].input_schema["properties"]["budget_tokens"]["default"] == 1024
+    # an agent is told how to ask for one version of a git source
+    assert "version=" in tools["search"].description
+    assert "branch or tag" in search["properties"]["version"]["description"]
     assert tools["search"].annotations.read_only_hint is True
     assert tools["sync"].annotations.read_only_hint is False
     assert {"hits", "passages", "mode", "query", "notes", "indexing"} <= set(
         tools["search"].output_schema["properties"]
     )
     assert set(tools["read"].input_schema["properties"]) >= {"id", "path", "start_line"}
-    assert set(tools["sync"].input_schema["properties"]) == {"paths", "timeout_s"}
+    assert set(tools["sync"].input_schema["properties"]) == {"paths", "timeout_s", "sources"}
+    assert "version" in tools["read"].input_schema["properties"]
 
 
 @pytest.mark.anyio
@@ -385,13 +391,15 @@ def _check_tools(tools: list[Any]) -> None:
         assert t.input_schema["type"] == "object" and t.output_schema["type"] == "object"
         assert t.description and len(t.description) > 80
     search = by_name["search"].input_schema
-    assert set(search["properties"]) == {"query", "k", "path", "source", "mode", "budget_tokens"}
+    assert set(search["properties"]) == {
+        "query", "k", "path", "source", "mode", "budget_tokens", "version",
+    }  # fmt: skip
     assert search["required"] == ["query"] and search["properties"]["k"]["maximum"] == 50
     assert "hits" in by_name["search"].output_schema["properties"]
     assert {"id", "path", "start_line", "end_line"} <= set(
         by_name["read"].input_schema["properties"]
     )
-    assert set(by_name["sync"].input_schema["properties"]) == {"paths", "timeout_s"}
+    assert set(by_name["sync"].input_schema["properties"]) == {"paths", "timeout_s", "sources"}
     assert "last_change_synced" in json.dumps(by_name["status"].output_schema)
 
 

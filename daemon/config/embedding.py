@@ -1,0 +1,157 @@
+"""The ``embedding`` section of the configuration: the model and the backend that runs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import Field, field_validator, model_validator
+
+from ingestd.daemon.config.base import ConfigModel, not_one_of, spelled
+
+if TYPE_CHECKING:
+    from ingestd.store.embedding.model import Endpoint
+
+__all__ = ["REMOTE_BACKENDS", "EmbeddingConfig", "default_backend"]
+
+
+class EmbeddingConfig(ConfigModel):
+    """The embedding model and the backend that runs it.
+
+    Attributes:
+        model: ``all-MiniLM-L6-v2`` (bundled, offline) or the path of a
+            sentence-transformers model folder.
+        backend: a name of the backends' table
+            (:data:`ingestd.store.embedding.backends.BACKENDS`): ``onnx`` (the model
+            exported to ONNX, float32, run by onnxruntime: torch's vectors, about
+            twice as fast, a third of the memory), ``torch`` (sentence-transformers) or
+            ``onnx-int8`` (int8 quantised, lossy: it misses the recall bound), or
+            ``openai`` (an OpenAI-compatible embedding endpoint: ``url``,
+            ``dimensions``, ``api_key_env`` and the keys after them); see
+            docs/guides/backends.md. Default: ``onnx`` where onnxruntime is
+            installed and the device is the CPU, else ``torch``
+            (:func:`default_backend`).
+        cache_dir: where the ONNX backends keep the exported model (``None``:
+            ``$CACHE_DIRECTORY``, else ``$XDG_CACHE_HOME/ingestd``, else
+            ``~/.cache/ingestd``); relative paths are relative to the config file.
+        device: torch device (the ONNX backends run on the CPU).
+        batch_size: texts per forward pass (4-16 measured fastest on 2 cores); the
+            ``openai`` backend: texts per request.
+        threads: torch or onnxruntime threads (``None``: one per core).
+        fit_model: hold every chunk to the model's max_seq_length - 2 word pieces.
+        cache_max_entries: most vectors kept in the embedding cache.
+        preload: ``ingestd run`` loads the model in the background right after it is
+            ready, so the first search or edit does not wait for it (CLI commands
+            load it only when they embed something).
+        url: the ``openai`` backend's endpoint: the base URL of an OpenAI-compatible
+            API (``https://api.openai.com/v1``, ``http://localhost:11434/v1``); requests
+            go to its ``/embeddings``. Only for that backend, which needs it.
+        dimensions: the dimension of the endpoint's vectors (``openai``, needed): a
+            response of another dimension is an error.
+        api_key_env: the environment variable that holds the endpoint's API key
+            (``None``: no key is sent). The key itself is never in the config.
+        api_key_header: the header carrying the key: ``Authorization`` (``Bearer``)
+            or Azure OpenAI's ``api-key``.
+        concurrency: requests to the endpoint in flight at once.
+        timeout_s: seconds one request may take.
+        retries: tries after the first of a request that failed transiently (429,
+            5xx, no connection), with back-off honouring ``Retry-After``.
+        max_tokens: the endpoint model's input limit in ``cl100k_base`` tokens: with
+            ``fit_model`` every chunk is held to it (the model's own tokenizer is not
+            known here).
+    """
+
+    model: str = "all-MiniLM-L6-v2"
+    backend: str = ""
+    cache_dir: Path | None = None
+    device: str = "cpu"
+    batch_size: int = Field(16, ge=1, le=1024)
+    threads: int | None = Field(None, ge=1)
+    fit_model: bool = True
+    cache_max_entries: int = Field(500_000, ge=0)
+    preload: bool = True
+    url: str | None = None
+    dimensions: int | None = Field(None, ge=1, le=65536)
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    api_key_header: str = Field("Authorization", pattern=r"^[A-Za-z0-9-]+$")
+    concurrency: int = Field(2, ge=1, le=64)
+    timeout_s: float = Field(60.0, gt=0, le=3600)
+    retries: int = Field(4, ge=0, le=20)
+    max_tokens: int = Field(512, ge=16, le=1_000_000)
+
+    @field_validator("backend", mode="before")
+    @classmethod
+    def _backend(cls, v: Any) -> Any:
+        from ingestd.store.embedding.backends import backend_names, check_backend
+
+        if v == "":
+            return v  # the default: chosen once the device is known
+        names = backend_names()
+        if v not in names:
+            raise not_one_of(names)
+        check_backend(v)
+        return v
+
+    @model_validator(mode="after")
+    def _cpu(self) -> EmbeddingConfig:
+        from ingestd.store.embedding.backends import backend_spec
+
+        if not self.backend:
+            object.__setattr__(self, "backend", default_backend(self.device))
+        if backend_spec(self.backend).cpu_only and self.device != "cpu":
+            raise ValueError(f"backend {self.backend!r} runs on the CPU; set device: cpu")
+        remote = self.backend in REMOTE_BACKENDS
+        if remote and (not self.url or self.dimensions is None):
+            raise ValueError(
+                f"backend {self.backend!r} needs url (the endpoint's base URL) and "
+                "dimensions (of its vectors)"
+            )
+        if not remote and (self.url or self.api_key_env):
+            raise ValueError(
+                f"url and api_key_env are for the {spelled(REMOTE_BACKENDS)} backend; "
+                f"backend {self.backend!r} runs the model here"
+            )
+        if self.url and not self.url.startswith(("http://", "https://")):
+            raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
+        return self
+
+    @property
+    def endpoint(self) -> Endpoint | None:
+        """Where a remote backend's model answers (``None`` for a local backend)."""
+        from ingestd.store.embedding.model import Endpoint
+
+        if self.backend not in REMOTE_BACKENDS or not self.url or self.dimensions is None:
+            return None
+        return Endpoint(
+            url=self.url,
+            dimensions=self.dimensions,
+            api_key_env=self.api_key_env,
+            api_key_header=self.api_key_header,
+            concurrency=self.concurrency,
+            timeout_s=self.timeout_s,
+            retries=self.retries,
+            max_tokens=self.max_tokens,
+        )
+
+
+#: Backends whose model answers at an endpoint (``url``, ``dimensions``, ``api_key_env``).
+REMOTE_BACKENDS: tuple[str, ...] = ("openai",)
+
+
+def default_backend(device: str = "cpu") -> str:
+    """The backend of a config that names none: ``onnx`` where it can run, else ``torch``.
+
+    ``onnx`` makes torch's vectors (see :mod:`ingestd.store.embedding.onnx_backend`)
+    about twice as fast with a third of the memory; it needs onnxruntime and onnx
+    (ingestd's own dependencies, absent where no wheel exists) and the CPU. Nothing is
+    imported to decide.
+    """
+    from ingestd.store.embedding.backends import BackendUnavailableError, check_backend
+
+    if device != "cpu":
+        return "torch"
+    try:
+        check_backend("onnx")
+    except BackendUnavailableError:
+        return "torch"
+    return "onnx"

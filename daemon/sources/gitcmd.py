@@ -1,0 +1,235 @@
+"""Running the ``git`` command on a fetched repository, hardened against its contents.
+
+A repository fetched from elsewhere is data, never code: :class:`GitRunner` runs
+``git`` with an environment that no configuration, hook, filter or credential helper
+outside ingestd's reaches:
+
+* no system or global config (``GIT_CONFIG_NOSYSTEM``, ``GIT_CONFIG_GLOBAL=/dev/null``,
+  ``HOME`` set to the mirror's own folder), no terminal prompt
+  (``GIT_TERMINAL_PROMPT=0``), no credential helper, no ``ssh`` host-key prompt;
+* ``core.hooksPath`` points at an empty folder and ``core.fsmonitor`` is off, so no
+  hook or monitor runs; documents are read from objects with ``cat-file`` (no
+  checkout, hence no ``.gitattributes`` filter, smudge or LFS driver); submodules
+  are never fetched (``fetch.recurseSubmodules=false``, ``submodule.recurse=false``);
+* transports are limited to ``file``, ``git``, ``http``, ``https`` and ``ssh``
+  (``protocol.allow=never`` plus an allow-list; ``ext::`` and ``fd::`` never run);
+* a credential is passed in the environment as the value of ``http.extraHeader``
+  (``GIT_CONFIG_VALUE_<n>``), never on a command line, and is redacted from every
+  message (:func:`redact`).
+
+``git`` settings in the environment: git's own ``GIT_CONFIG_COUNT`` mechanism
+(git 2.31+, https://git-scm.com/docs/git-config#ENVIRONMENT).
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import re
+import subprocess
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ingestd.chunkers.errors import UnavailableError
+
+__all__ = [
+    "LFS_POINTER",
+    "GitError",
+    "GitRunner",
+    "blob_sizes",
+    "credential_header",
+    "lfs_pointers",
+    "output_lines",
+    "redact",
+    "redact_url",
+    "repo_bytes",
+]
+
+#: Transports a fetch may use (``protocol.<name>.allow=always``); every other is refused.
+ALLOWED_PROTOCOLS = ("file", "git", "http", "https", "ssh")
+#: Longest a single ``git`` command may run, seconds (a fetch of a large repository).
+DEFAULT_TIMEOUT_S = 600.0
+#: A Git LFS pointer file starts with this line (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md).
+LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
+_USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]+@", re.IGNORECASE)
+
+
+class GitError(UnavailableError, OSError):
+    """A ``git`` command failed (its message redacted: no credential in it)."""
+
+
+def redact_url(url: str) -> str:
+    """``url`` without a user name or password (``https://user:pw@host`` -> ``https://***@host``)."""
+    return _USERINFO.sub(r"\g<scheme>***@", url)
+
+
+def redact(text: str, secrets: Sequence[str]) -> str:
+    """``text`` with every one of ``secrets`` (and URL user info) replaced by ``***``."""
+    for s in secrets:
+        if s:
+            text = text.replace(s, "***")
+    return redact_url(text)
+
+
+def credential_header(env: Mapping[str, str], username_env: str | None, token_env: str) -> str:
+    """The ``Authorization`` header of a credential read from environment variables.
+
+    Args:
+        env: the environment (``os.environ``).
+        username_env: the variable holding the user name (HTTP Basic), or ``None`` for a
+            bearer token.
+        token_env: the variable holding the password or token.
+
+    Returns:
+        ``"Authorization: Basic <base64>"`` or ``"Authorization: Bearer <token>"``.
+
+    Raises:
+        GitError: a named variable is not set.
+    """
+    missing = [n for n in (username_env, token_env) if n and not env.get(n)]
+    if missing:
+        raise GitError(f"credential environment variable(s) not set: {', '.join(missing)}")
+    token = env[token_env]
+    if username_env:
+        pair = f"{env[username_env]}:{token}".encode()
+        return f"Authorization: Basic {base64.b64encode(pair).decode('ascii')}"
+    return f"Authorization: Bearer {token}"
+
+
+class GitRunner:
+    """Runs ``git`` in one bare repository with the hardened environment (module docstring).
+
+    Args:
+        git_dir: the bare repository (``GIT_DIR``).
+        header: an ``http.extraHeader`` value carrying a credential, or ``None``.
+        secrets: strings redacted from every message (the credential's parts).
+        timeout_s: longest one command may run, in seconds.
+    """
+
+    def __init__(
+        self,
+        git_dir: Path,
+        *,
+        header: str | None = None,
+        secrets: Sequence[str] = (),
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+    ) -> None:
+        self.git_dir = git_dir
+        self.timeout_s = timeout_s
+        self._secrets = [*secrets, header or ""]
+        self._header = header
+
+    def env(self) -> dict[str, str]:
+        """The environment every command runs with (a fresh dict; holds the credential)."""
+        home = self.git_dir / "ingestd-home"
+        settings: list[tuple[str, str]] = [
+            ("core.hooksPath", str(home / "no-hooks")),
+            ("core.fsmonitor", "false"),
+            ("core.askPass", ""),
+            ("credential.helper", ""),
+            ("fetch.recurseSubmodules", "false"),
+            ("submodule.recurse", "false"),
+            ("protocol.allow", "never"),
+            ("gc.auto", "0"),
+            *((f"protocol.{p}.allow", "always") for p in ALLOWED_PROTOCOLS),
+        ]
+        if self._header:
+            settings.append(("http.extraHeader", self._header))
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "HOME": str(home),
+            "XDG_CONFIG_HOME": str(home),
+            "LC_ALL": "C",
+            "GIT_DIR": str(self.git_dir),
+            "GIT_CONFIG_NOSYSTEM": "1",
+            "GIT_CONFIG_GLOBAL": os.devnull,
+            "GIT_TERMINAL_PROMPT": "0",
+            "GIT_ASKPASS": "/bin/false",
+            "SSH_ASKPASS": "/bin/false",
+            "GIT_SSH_COMMAND": "ssh -o BatchMode=yes",
+            "GIT_LFS_SKIP_SMUDGE": "1",
+            "GIT_ALLOW_PROTOCOL": ":".join(ALLOWED_PROTOCOLS),
+            "GIT_PROTOCOL_FROM_USER": "0",
+            "GIT_CONFIG_COUNT": str(len(settings)),
+        }
+        if "SSH_AUTH_SOCK" in os.environ:  # an ssh agent the daemon was given
+            env["SSH_AUTH_SOCK"] = os.environ["SSH_AUTH_SOCK"]
+        for i, (k, v) in enumerate(settings):
+            env[f"GIT_CONFIG_KEY_{i}"] = k
+            env[f"GIT_CONFIG_VALUE_{i}"] = v
+        return env
+
+    def run(self, *args: str, input: bytes | None = None, check: bool = True) -> bytes:
+        """Run ``git ARGS`` and return its standard output (bytes).
+
+        Raises:
+            GitError: it exited non-zero (when ``check``), timed out or could not start;
+                the message holds git's last error line, redacted.
+        """
+        try:
+            proc = subprocess.run(
+                ["git", *args],
+                input=input,
+                capture_output=True,
+                env=self.env(),
+                cwd=self.git_dir if self.git_dir.is_dir() else None,
+                timeout=self.timeout_s,
+                check=False,
+                umask=0o077,  # the mirror is state: private, whatever the daemon's umask
+            )
+        except subprocess.TimeoutExpired:
+            raise GitError(f"git {args[0]} took over {self.timeout_s:.0f} s") from None
+        except OSError as exc:
+            raise GitError(f"cannot run git: {exc.strerror or exc}") from None
+        if check and proc.returncode != 0:
+            err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
+            last = [line for line in err if line.strip()][-2:] or ["(no message)"]
+            raise GitError(redact(f"git {args[0]} failed: {' '.join(last)}", self._secrets))
+        return proc.stdout
+
+    def redact(self, text: str) -> str:
+        """``text`` without this runner's credential (see :func:`redact`)."""
+        return redact(text, self._secrets)
+
+
+def output_lines(raw: bytes) -> list[str]:
+    """The non-empty lines of a command's output (UTF-8, undecodable bytes replaced)."""
+    return [line for line in raw.decode("utf-8", "replace").splitlines() if line]
+
+
+def blob_sizes(git: GitRunner, oids: list[str]) -> dict[str, int]:
+    """Sizes (bytes) of blobs ``oids`` (one ``git cat-file --batch-check``)."""
+    if not oids:
+        return {}
+    out = git.run("cat-file", "--batch-check", input=("\n".join(oids) + "\n").encode())
+    res: dict[str, int] = {}
+    for line in output_lines(out):
+        oid, _, size = (line.split() + ["", ""])[:3]
+        if size.isdigit():
+            res[oid] = int(size)
+    return res
+
+
+def lfs_pointers(git: GitRunner, oids: list[str]) -> dict[str, bool]:
+    """Which of the blobs ``oids`` are Git LFS pointer files (one ``cat-file --batch``)."""
+    out = git.run("cat-file", "--batch", input=("\n".join(oids) + "\n").encode())
+    res: dict[str, bool] = {}
+    pos = 0
+    for oid in oids:
+        nl = out.index(b"\n", pos)
+        header = out[pos:nl].split()
+        size = int(header[2]) if len(header) == 3 else 0
+        body = out[nl + 1 : nl + 1 + size]
+        res[oid] = body.startswith(LFS_POINTER)
+        pos = nl + 1 + size + 1
+    return res
+
+
+def repo_bytes(git: GitRunner) -> int:
+    """Bytes of the mirror's objects (``git count-objects -v``: loose plus packs)."""
+    kib = 0
+    for line in output_lines(git.run("count-objects", "-v")):
+        key, _, value = line.partition(":")
+        if key in ("size", "size-pack"):
+            kib += int(value.strip() or 0)
+    return kib * 1024
