@@ -89,6 +89,20 @@ def _block_kind(delim: str) -> str:
     return "table" if delim[1:2] == "=" and delim[0] in "|,:!" else "html"
 
 
+def _orphan(
+    blocks: list[Block], starts: list[int], lines: list[str], first: int, last: int
+) -> None:
+    """Lines ``first``..``last`` as a block of their own, when ``first`` >= 0.
+
+    Attribute lines, a block title or comments with no block after them (a blank line or
+    the end of the file follows) would otherwise be in no block, and their text in no
+    chunk.
+    """
+    if first >= 0:
+        end = starts[last] + len(lines[last])
+        blocks.append(Block(starts[first], end, 0, "para", starts[first]))
+
+
 def read_asciidoc(text: str, section_levels: int = 3) -> list[Section]:
     """Sections of trimmed, linked blocks of AsciiDoc ``text``, headings not yet glued.
 
@@ -105,6 +119,7 @@ def read_asciidoc(text: str, section_levels: int = 3) -> list[Section]:
     while i < n:
         line = lines[i]
         if not line.strip():
+            _orphan(sections[-1].blocks, starts, lines, lead, i - 1)
             i += 1
             lead = -1
             continue
@@ -145,6 +160,7 @@ def read_asciidoc(text: str, section_levels: int = 3) -> list[Section]:
         kind = "list" if _LIST.match(line) else "para"
         sections[-1].blocks.append(Block(a, starts[j - 1] + len(lines[j - 1]), 0, kind, body))
         i, lead = j, -1
+    _orphan(sections[-1].blocks, starts, lines, lead, n - 1)
     flat = [b for s in sections for b in s.blocks]
     for k, blk in enumerate(flat):
         while blk.end > blk.start and text[blk.end - 1].isspace():

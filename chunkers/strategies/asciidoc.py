@@ -90,7 +90,7 @@ class AsciidocChunker(Chunker):
     """
 
     name = "asciidoc"
-    version = 1
+    version = 2  # 2: attribute lines or a block title with no block after them are kept
     Options = AsciidocOptions
     options: AsciidocOptions
 

@@ -53,7 +53,7 @@ class HtmlChunker(MarkdownChunker):
     """
 
     name = "html"
-    version = 2  # 2: a page's text never has front matter (lines of --- are its text)
+    version = 3  # 2: no front matter; 3: the markdown rendering of entities and /// blocks
     Options = HtmlOptions
     options: HtmlOptions
 

@@ -58,7 +58,7 @@ class NotebookChunker(MarkdownChunker):
     """
 
     name = "notebook"
-    version = 1
+    version = 2  # 2: markdown cells rendered as markdown 14 renders them (entities, /// blocks)
     Options = NotebookOptions
     options: NotebookOptions
 

@@ -104,3 +104,16 @@ def test_delimited_block_never_opens_a_section(ctx: ChunkContext) -> None:
     text = "= Doc\n\n____\n== Not a section\n\nQuoted words.\n____\n\n== Real\n\nBody.\n"
     chunks = make_chunker("asciidoc", {"min_tokens": 0}, ctx).chunk(text)
     assert [c.heading_path for c in chunks] == [("Doc",), ("Doc", "Real")]
+
+
+def test_a_block_title_or_attribute_lines_with_no_block_after_them_are_kept(
+    ctx: ChunkContext,
+) -> None:
+    """Found by the property test (``.0``): lines that belong to the next block, with no
+    block after them, were in no chunk, so their text was left out of the index."""
+    for text in (".0", ".Orphan title\n\nA paragraph after a blank line.\n", "= T\n\n:key: v\n"):
+        chunks = make_chunker("asciidoc", {}, ctx).chunk(text)
+        covered = "".join(text[c.start : c.end] for c in chunks)
+        for word in ("0", "Orphan", "paragraph", "key"):
+            if word in text:
+                assert word in covered, (text, [c.text for c in chunks])
