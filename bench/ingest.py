@@ -251,7 +251,9 @@ def recall(
             for ds in sets:
                 qvecs = embed_all(v, [q.question for q in ds.questions], args, cache)
                 ds.index.vecs = embed_all(v, ds.index.texts, args, cache)
-                res = retrieval.evaluate(ds.index, ds.questions, qvecs)
+                queries = retrieval.Queries([q.question for q in ds.questions], qvecs)
+                ranked = retrieval.rank_dense(ds.index, queries)
+                res = retrieval.evaluate(ds.index, ds.questions, ranked)
                 span = retrieval.metrics([r.span_rank for r in res])["R@5"]
                 path = retrieval.metrics([r.path_rank for r in res])["R@5"]
                 scores[v.label][ds.name] = (span, path)
