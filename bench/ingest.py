@@ -159,8 +159,10 @@ def load_dev_sets(names: list[str]) -> list[DevSet]:
         if name not in names:
             continue
         ns = argparse.Namespace(only={"default"}, variant=[], extra=[], anchors="", add=[])
-        (index,) = retrieval.build_indexes(corpus.resolve(), ns, set(), None)
-        out.append(DevSet(name, retrieval.load_questions(qa, corpus.resolve()), index))
+        root = corpus.resolve()
+        (index,) = retrieval.build_indexes(root, ns, set(), None)
+        questions = retrieval.load_questions(qa, root, retrieval.text_of(root))
+        out.append(DevSet(name, questions, index))
     return out
 
 
