@@ -51,11 +51,11 @@ from typing import Any
 from ingestd.chunkers.base import Budget, Chunk, LineIndex
 from ingestd.chunkers.markup.render import Rendering
 from ingestd.chunkers.packing.cutting import Cutter
-from ingestd.chunkers.packing.sections import Block, Section, Span
+from ingestd.chunkers.packing.sections import Block, Section, SectionOptions, Span, heading_prefix
 from ingestd.chunkers.packing.units import WINDOW, Unit
 from ingestd.chunkers.sizing.meter import Meter
 
-__all__ = ["Packer"]
+__all__ = ["Packer", "pack_titled"]
 
 _ANCHOR_RATE = 2.5  # content-defined cut points: on average this many per max_tokens tokens
 _SECTION_RATE = 2.0  # ... and sections that a merging chunk ends before, per max_tokens tokens
@@ -415,6 +415,45 @@ class Packer:
             self.chunk_of(lines, span, at, meta)
             for span, at in zip(spans, self.place(spans), strict=True)
         ]
+
+
+def pack_titled(
+    text: str,
+    rendering: Rendering,
+    sections: list[Section],
+    budget: Budget,
+    options: SectionOptions,
+    *,
+    carry: Callable[[str, Block], str],
+    intro: Callable[[str, Block], str],
+) -> list[Chunk]:
+    """Chunks of a titled markup's ``sections`` (rst, AsciiDoc), packed to ``budget``.
+
+    Args:
+        text: the file's text, which chunk offsets and lines refer to.
+        rendering: ``text`` rendered as the model reads it; ``sections`` are offsets
+            into ``rendering.text``.
+        sections: the rendered text's sections, titles already glued to their blocks.
+        budget: the chunk budget (tokens).
+        options: the strategy's options (``merge_below``; with ``heading_prefix``
+            off, neither a heading path, nor ``carry`` nor ``intro`` is added).
+        carry: the context line of a block continued in the next chunk.
+        intro: the sentence that introduces a block (a list after ``...:``).
+    """
+    with_prefix = options.heading_prefix
+    lines = LineIndex(text)
+    packer = Packer(
+        rendering.text,
+        sections,
+        budget,
+        min_tokens=options.merge_below,
+        prefix=(lambda path: heading_prefix(path, None)) if with_prefix else (lambda _: ""),
+        carry=carry if with_prefix else (lambda _t, _b: ""),
+        intro=intro if with_prefix else None,
+        lines=lines,
+        rendering=rendering,
+    )
+    return packer.chunks(lines, packer.pack_all(), {})
 
 
 def _closing_line(text: str, b: Block) -> tuple[int, str] | None:

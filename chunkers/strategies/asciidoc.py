@@ -21,15 +21,14 @@ Units: ``max_tokens`` and ``min_tokens`` are budget-sizer tokens (tiktoken
 
 from __future__ import annotations
 
-from ingestd.chunkers.base import Chunk, Chunker, LineIndex
+from ingestd.chunkers.base import Chunk, Chunker
 from ingestd.chunkers.markup.asciidoc import asciidoc_edits, read_asciidoc
 from ingestd.chunkers.markup.render import Rendering
-from ingestd.chunkers.packing.packer import Packer
+from ingestd.chunkers.packing.packer import pack_titled
 from ingestd.chunkers.packing.sections import (
     Block,
     Section,
     SectionOptions,
-    heading_prefix,
     intro_sentence,
 )
 
@@ -98,18 +97,7 @@ class AsciidocChunker(Chunker):
         """Split AsciiDoc ``text`` into title-aware chunks, in document order."""
         raw = read_asciidoc(text, self.options.section_levels)
         rendering = Rendering(text, asciidoc_edits(text, raw))
-        clean = rendering.text
-        with_prefix = self.options.heading_prefix
-        lines = LineIndex(text)
-        packer = Packer(
-            clean,
-            _glue(clean, rendering.sections(raw)),
-            self.budget,
-            min_tokens=self.options.merge_below,
-            prefix=(lambda path: heading_prefix(path, None)) if with_prefix else (lambda _: ""),
-            carry=_carry if with_prefix else (lambda _t, _b: ""),
-            intro=_intro if with_prefix else None,
-            lines=lines,
-            rendering=rendering,
+        sections = _glue(rendering.text, rendering.sections(raw))
+        return pack_titled(
+            text, rendering, sections, self.budget, self.options, carry=_carry, intro=_intro
         )
-        return packer.chunks(lines, packer.pack_all(), {})
