@@ -75,6 +75,25 @@ def make_engine(root: Path, state: Path, embed: Any, **overrides: Any) -> Any:
     return Engine(cfg, state, embed_model=embed)
 
 
+def ingested_tree(tmp: Path, **overrides: Any) -> tuple[Path, Path]:
+    """``(root, state)``: :data:`SMALL_MD` copied under ``tmp/docs`` and synced once into
+    ``tmp/state`` with :func:`fake_vectors` (``overrides``: config keys)."""
+    root = copy_tree(tmp / "docs")
+    state = tmp / "state"
+    eng = make_engine(root, state, fake_vectors, **overrides)
+    try:
+        eng.sync(next(iter(eng.sources)))
+    finally:
+        eng.close()
+    return root, state
+
+
+def edge_shard(state: Path) -> Path:
+    """The folder of the only collection shard of the Edge store of ``state``."""
+    (shard,) = (store_folder(state) / "collections").iterdir()
+    return shard
+
+
 #: Key under which :func:`store_snapshot` puts a point's sparse vector beside its payload.
 SPARSE_KEY = "(bm25)"
 

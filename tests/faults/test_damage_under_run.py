@@ -21,25 +21,13 @@ import pytest
 from tests.helpers import (
     REPO,
     assert_matches_oracle,
-    copy_tree,
+    edge_shard,
     fake_vectors,
-    make_engine,
-    store_folder,
+    ingested_tree,
     wait_for,
 )
 
 pytestmark = [pytest.mark.slow, pytest.mark.engine("edge")]
-
-
-def _ingested(tmp: Path) -> tuple[Path, Path]:
-    root = copy_tree(tmp / "docs")
-    state = tmp / "state"
-    eng = make_engine(root, state, fake_vectors)
-    try:
-        eng.sync(next(iter(eng.sources)))
-    finally:
-        eng.close()
-    return root, state
 
 
 def _fakecli(*args: str, **kw: Any) -> subprocess.Popen[str]:
@@ -53,26 +41,22 @@ def _fakecli(*args: str, **kw: Any) -> subprocess.Popen[str]:
     )
 
 
-def _shard(state: Path) -> Path:
-    (shard,) = (store_folder(state) / "collections").iterdir()
-    return shard
-
-
 def _cut_payload_page(state: Path) -> None:
     page = max(
-        _shard(state).glob("segments/*/payload_storage/page_*.dat"), key=lambda p: p.stat().st_size
+        edge_shard(state).glob("segments/*/payload_storage/page_*.dat"),
+        key=lambda p: p.stat().st_size,
     )
     with page.open("r+b") as f:
         f.truncate(4096)
 
 
 def _break_segment_json(state: Path) -> None:
-    (seg,) = list(_shard(state).glob("segments/*/segment.json"))[:1]
+    (seg,) = list(edge_shard(state).glob("segments/*/segment.json"))[:1]
     seg.write_text('{"version": 12, "config": ')
 
 
 def _break_shard_config(state: Path) -> None:
-    (_shard(state) / "edge_config.json").write_text("{not json")
+    (edge_shard(state) / "edge_config.json").write_text("{not json")
 
 
 @pytest.mark.parametrize(
@@ -83,7 +67,7 @@ def _break_shard_config(state: Path) -> None:
 def test_run_stops_with_the_line_that_names_the_fix_then_rebuild_heals(
     tmp_path: Path, damage: Any
 ) -> None:
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
     damage(state)
     page = root / "docs/concepts/glossary.md"
     page.write_text(page.read_text() + "\n\nAn edit made while the store is damaged.\n")
@@ -131,7 +115,7 @@ def test_damage_met_by_a_running_daemon_answers_its_line_and_stops_it(tmp_path: 
     from tests.daemon.harness import Harness
     from tests.helpers import CountingEmbedder, open_state_store
 
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
 
     def damaged(state_dir: Path) -> Any:
         return _DamagedOnSearch(open_state_store(state_dir), state_dir)
@@ -168,7 +152,7 @@ def test_a_write_the_store_refuses_makes_the_daemon_unhealthy_until_it_is_writte
     from tests.daemon.harness import Harness
     from tests.helpers import CountingEmbedder, open_state_store
 
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
     page = "docs/concepts/glossary.md"
     stores: list[_Refusing] = []
 

@@ -27,6 +27,7 @@ from tests.helpers import (
     assert_matches_oracle,
     copy_tree,
     fake_vectors,
+    ingested_tree,
     make_engine,
     open_state_store,
     run_cli,
@@ -36,15 +37,6 @@ from tests.helpers import (
 )
 
 FAKE_CLI = ["-m", "tests.faults.fakecli"]
-
-
-def _ingested(tmp: Path, **overrides: Any) -> tuple[Path, Path]:
-    root = copy_tree(tmp / "docs")
-    state = tmp / "state"
-    eng = make_engine(root, state, fake_vectors, **overrides)
-    eng.sync(next(iter(eng.sources)))
-    eng.close()
-    return root, state
 
 
 def _sync_and_verify(root: Path, state: Path, embed: Any, **overrides: Any) -> Any:
@@ -100,7 +92,7 @@ def _delete_folder(state: Path) -> int:
 def test_lost_points_are_written_again_from_the_cache(
     tmp_path: Path, damage: Callable[[Path], int]
 ) -> None:
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
     lost = damage(state)
     emb = CountingEmbedder(fake_vectors)
     res, rep = _sync_and_verify(root, state, emb)
@@ -111,7 +103,7 @@ def test_lost_points_are_written_again_from_the_cache(
 
 
 def test_vectors_the_cache_evicted_are_embedded_again(tmp_path: Path) -> None:
-    root, state = _ingested(tmp_path, embedding={"cache_max_entries": 20})
+    root, state = ingested_tree(tmp_path, embedding={"cache_max_entries": 20})
     lost = _delete_folder(state)
     emb = CountingEmbedder(fake_vectors)
     res, rep = _sync_and_verify(root, state, emb, embedding={"cache_max_entries": 20})
@@ -123,7 +115,7 @@ def test_vectors_the_cache_evicted_are_embedded_again(tmp_path: Path) -> None:
 
 def test_payload_update_of_a_missing_point_is_an_upsert(tmp_path: Path) -> None:
     """A changed-paths sync (no check first) keeps a point the store lost: upserted whole."""
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
     rel = "docs/concepts/glossary.md"
     eng = make_engine(root, state, fake_vectors)
     try:
@@ -145,7 +137,7 @@ def test_payload_update_of_a_missing_point_is_an_upsert(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("how", ["deleted", "emptied"])
 def test_lost_manifest_is_rebuilt_from_the_store(tmp_path: Path, how: str) -> None:
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
     n = len(store_snapshot(state))
     db = state / "manifest.db"
     if how == "deleted":
@@ -168,7 +160,7 @@ def test_lost_manifest_is_rebuilt_from_the_store(tmp_path: Path, how: str) -> No
 @pytest.mark.engine("local")  # an Edge store opens in a tenth of a second: it is counted open
 def test_agreeing_counts_open_no_store(tmp_path: Path) -> None:
     """The check of a no-op scan counts a local-mode store's rows without opening it."""
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
     eng = make_engine(root, state, fake_vectors)
     try:
         plan = eng.plan(next(iter(eng.sources)))
@@ -181,7 +173,7 @@ def test_agreeing_counts_open_no_store(tmp_path: Path) -> None:
 def test_damaged_embedding_cache_is_moved_aside(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
     shutil.rmtree(store_folder(state))  # every vector is needed again
     (state / "embeddings.db").write_bytes(b"not a database at all" * 100)
     for f in state.glob("embeddings.db-*"):
@@ -268,7 +260,7 @@ def test_damaged_file_is_named_with_the_command_that_rebuilds_it(
         damage, named = (lambda s: _garbage(s / "manifest.db")), "manifest.db"
     else:
         damage, named = DAMAGES[qdrant_engine][0 if which == "store-points" else 1]
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
     damage(state)
     _edit(root)
     common = ["--state-dir", str(state)]
@@ -296,7 +288,7 @@ def test_damaged_file_is_named_with_the_command_that_rebuilds_it(
 
 
 def test_rebuild_without_paths_finds_the_sources_in_the_store(tmp_path: Path) -> None:
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
     _garbage(state / "manifest.db")
     proc = _cli("status", "--state-dir", str(state))
     assert proc.returncode == 1
@@ -409,7 +401,7 @@ def test_daemon_start_up_repairs_a_lost_half(
 ) -> None:
     from tests.daemon.harness import Harness
 
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
     if lose == "store":
         shutil.rmtree(store_folder(state))
     else:

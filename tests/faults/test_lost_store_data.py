@@ -22,9 +22,9 @@ import pytest
 from tests.helpers import (
     REPO,
     assert_matches_oracle,
-    copy_tree,
+    edge_shard,
     fake_vectors,
-    make_engine,
+    ingested_tree,
     run_cli,
     store_folder,
 )
@@ -32,28 +32,12 @@ from tests.helpers import (
 pytestmark = [pytest.mark.slow, pytest.mark.engine("edge")]
 
 
-def _ingested(tmp: Path) -> tuple[Path, Path]:
-    root = copy_tree(tmp / "docs")
-    state = tmp / "state"
-    eng = make_engine(root, state, fake_vectors)
-    try:
-        eng.sync(next(iter(eng.sources)))
-    finally:
-        eng.close()
-    return root, state
-
-
-def _shard(state: Path) -> Path:
-    (shard,) = (store_folder(state) / "collections").iterdir()
-    return shard
-
-
 def _delete_store(state: Path) -> None:
     shutil.rmtree(store_folder(state))
 
 
 def _delete_collection(state: Path) -> None:
-    shutil.rmtree(_shard(state))
+    shutil.rmtree(edge_shard(state))
 
 
 def _alias_to_a_missing_version(state: Path) -> None:
@@ -65,14 +49,14 @@ def _alias_to_a_missing_version(state: Path) -> None:
 
 def _delete_segment(state: Path) -> None:
     biggest = max(
-        (_shard(state) / "segments").iterdir(),
+        (edge_shard(state) / "segments").iterdir(),
         key=lambda p: sum(f.stat().st_size for f in p.rglob("*") if f.is_file()),
     )
     shutil.rmtree(biggest)
 
 
 def _cut_id_tracker(state: Path) -> None:
-    for tracker in (_shard(state) / "segments").glob("*/mutable_id_tracker.mappings"):
+    for tracker in (edge_shard(state) / "segments").glob("*/mutable_id_tracker.mappings"):
         size = tracker.stat().st_size
         with tracker.open("r+b") as f:
             f.truncate(size // 2)
@@ -103,7 +87,7 @@ LOSSES: list[Callable[[Path], None]] = [
 def test_status_and_a_search_without_a_daemon_say_what_was_lost_and_the_fix(
     tmp_path: Path, lose: Callable[[Path], None]
 ) -> None:
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
     lose(state)
     status = run_cli("status", "--state-dir", str(state))
     assert status.returncode == 1, status.stdout + status.stderr

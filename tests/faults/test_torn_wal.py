@@ -24,8 +24,8 @@ import pytest
 from ingestd.store.search.query import PENDING_KEY
 from tests.helpers import (
     assert_matches_oracle,
-    copy_tree,
     fake_vectors,
+    ingested_tree,
     make_engine,
     store_folder,
 )
@@ -52,17 +52,6 @@ def cut_wal(store: Path) -> list[str]:
     return cut
 
 
-def _ingested(tmp: Path) -> tuple[Path, Path]:
-    root = copy_tree(tmp / "docs")
-    state = tmp / "state"
-    eng = make_engine(root, state, fake_vectors)
-    try:
-        eng.sync(next(iter(eng.sources)))
-    finally:
-        eng.close()
-    return root, state
-
-
 def _tamper(state: Path, n: int) -> tuple[list[str], list[str]]:
     """What a torn log leaves: ``n`` committed points hidden, ``n`` with a stale ``doc_hash``."""
     from tests.helpers import open_state_store
@@ -81,7 +70,7 @@ def _tamper(state: Path, n: int) -> tuple[list[str], list[str]]:
 
 
 def test_lost_payload_updates_and_pending_markers_are_found_and_repaired(tmp_path: Path) -> None:
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
     hidden, stale = _tamper(state, 5)
     eng = make_engine(root, state, fake_vectors)
     try:
@@ -107,7 +96,7 @@ def test_lost_payload_updates_and_pending_markers_are_found_and_repaired(tmp_pat
 
 def test_an_append_after_a_log_cut_on_a_closed_shard_ends_right(tmp_path: Path) -> None:
     """Cut the log of a cleanly closed shard, append to a file, restart: all is right."""
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
     assert cut_wal(store_folder(state)) or True  # a flushed shard may have little left
     page = root / "docs/concepts/glossary.md"
     page.write_text(page.read_text() + "\n\nA paragraph appended after the cut.\n")
@@ -135,7 +124,7 @@ def test_a_torn_log_is_found_from_the_files_and_its_shard_rebuilt(
 ) -> None:
     from ingestd.store.vectors.edge_wal import wal_behind
 
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
     (shard,) = (store_folder(state) / "collections").iterdir()
     assert wal_behind(shard) is None
     assert cut_wal(store_folder(state))
@@ -159,7 +148,7 @@ def test_a_healthy_shard_is_never_taken_for_torn(tmp_path: Path) -> None:
     """Edits, moves, deletions and restarts: the log always reaches the segments."""
     from ingestd.store.vectors.edge_wal import wal_behind
 
-    root, state = _ingested(tmp_path)
+    root, state = ingested_tree(tmp_path)
     pages = sorted(p for p in root.rglob("*.md"))
     for i, page in enumerate(pages):
         if i % 3 == 0:
