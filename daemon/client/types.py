@@ -12,6 +12,7 @@ from typing import Any, Required, TypedDict
 __all__ = [
     "Answer",
     "Chunk",
+    "Citation",
     "Hit",
     "Lines",
     "Passage",
@@ -21,7 +22,25 @@ __all__ = [
 ]
 
 
-class Hit(TypedDict, total=False):
+class Citation(TypedDict, total=False):
+    """A format's own citation of a chunk or of lines (docs/guides/formats.md).
+
+    ``page``/``end_page`` (PDF), ``cell``/``end_cell`` and the lines within the cell
+    (notebooks), the source file's lines (HTML); the keys of
+    :data:`ingestd.chunkers.readers.document.CITATION_KEYS`.
+    """
+
+    page: int
+    end_page: int
+    cell: int
+    end_cell: int
+    cell_start_line: int
+    cell_end_line: int
+    file_start_line: int
+    file_end_line: int
+
+
+class Hit(Citation, total=False):
     """A search hit: the point's payload plus its id, score, rank and mode.
 
     A format's own citation comes with its hits (docs/guides/formats.md): ``page`` and
@@ -47,14 +66,6 @@ class Hit(TypedDict, total=False):
     end_line: Required[int]
     heading_path: list[str]
     text: Required[str]
-    page: int
-    end_page: int
-    cell: int
-    end_cell: int
-    cell_start_line: int
-    cell_end_line: int
-    file_start_line: int
-    file_end_line: int
     language: str
     ordinal: int
     start_char: int
@@ -124,7 +135,7 @@ class Answer(list[Any]):
         self.indexing: dict[str, Any] | None = answer.get("indexing")
 
 
-class Chunk(TypedDict, total=False):
+class Chunk(Citation, total=False):
     """A chunk of a document, as ``read`` lists it (``text`` when reading a hit).
 
     With a format's own citation, as in :class:`Hit` (``page``, ``cell``...).
@@ -136,14 +147,6 @@ class Chunk(TypedDict, total=False):
     end_line: Required[int]
     heading_path: Required[list[str]]
     text: str
-    page: int
-    end_page: int
-    cell: int
-    end_cell: int
-    cell_start_line: int
-    cell_end_line: int
-    file_start_line: int
-    file_end_line: int
 
 
 class Section(TypedDict):
@@ -154,7 +157,7 @@ class Section(TypedDict):
     end_line: int
 
 
-class Lines(TypedDict, total=False):
+class Lines(Citation, total=False):
     """Verbatim lines of a file (1-based, inclusive), as the file is now.
 
     For a notebook, HTML page or PDF: lines of the text extracted from it, with the
@@ -166,14 +169,6 @@ class Lines(TypedDict, total=False):
     text: Required[str]
     total_lines: Required[int]
     truncated: Required[bool]
-    page: int
-    end_page: int
-    cell: int
-    end_cell: int
-    cell_start_line: int
-    cell_end_line: int
-    file_start_line: int
-    file_end_line: int
 
 
 class ReadResult(TypedDict, total=False):
