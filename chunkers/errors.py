@@ -64,4 +64,13 @@ class StateError(IngestdError):
 
 
 class UnavailableError(IngestdError):
-    """Something ingestd needs does not answer: the vector store, or the daemon."""
+    """Something ingestd needs does not answer: the vector store, the daemon, a server.
+
+    Attributes:
+        transient: the outage is expected to pass by itself (a server down or
+            overloaded), so a daemon that meets it keeps its documents waiting and
+            stays healthy for up to ``watch.max_lag_s``; ``False`` for what needs a
+            person (a refused key, a model the server does not have).
+    """
+
+    transient: bool = True

@@ -130,8 +130,10 @@ def _daemon_lines(d: dict[str, Any], st: dict[str, Any], now: float) -> Iterator
     budget = d.get("watches")
     if isinstance(budget, dict):
         yield f"  {_budget_line(budget, int(d.get('overflows') or 0))}"
+    since = d.get("failing_since") or {}
     for name, err in (d.get("last_error") or {}).items():
-        yield f"  last error of {name}: {err}"
+        when = f" (failing since {format_when(since[name], now)})" if name in since else ""
+        yield f"  last error of {name}{when}: {err}"
     for problem in d.get("problems") or []:
         if problem.startswith("a change has waited"):
             yield f"  unhealthy: {problem}"

@@ -202,6 +202,9 @@ class SourceStatus(BaseModel):
     root_missing: bool = Field(description="The source's folder is not there (unmounted?).")
     healthy: bool = Field(description="Its root is there, watched, and its last job succeeded.")
     error: str | None = Field(None, description="The daemon's last error for this source.")
+    failing_for_s: float | None = Field(
+        None, description="Seconds since this source's failures began (with `error`)."
+    )
     refs: list[dict[str, Any]] | None = Field(
         None,
         description="A git source's versions: version (branch or tag), ref and commit "
@@ -306,6 +309,7 @@ def status_out(st: dict[str, Any], now: float | None = None) -> StatusOut:
     now = time.time() if now is None else now
     d = st.get("daemon")
     errors = dict((d or {}).get("last_error") or {})
+    since = dict((d or {}).get("failing_since") or {})
     sources = []
     for s in st["sources"]:
         healthy = not (s.get("root_missing") or s.get("unwatched_folders") or s["source"] in errors)
@@ -325,6 +329,7 @@ def status_out(st: dict[str, Any], now: float | None = None) -> StatusOut:
                 root_missing=bool(s.get("root_missing")),
                 healthy=healthy,
                 error=errors.get(s["source"]),
+                failing_for_s=_age(since.get(s["source"]), now),
             )
         )
     daemon = None

@@ -31,7 +31,9 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["RETRY_MAX_S", "RETRY_MIN_S", "Backoff", "Job", "JobQueue", "Priority"]
+from ingestd.chunkers.errors import UnavailableError
+
+__all__ = ["is_outage", "RETRY_MAX_S", "RETRY_MIN_S", "Backoff", "Job", "JobQueue", "Priority"]
 
 logger = logging.getLogger(__name__)
 
@@ -233,6 +235,24 @@ class JobQueue:
                 job.future.set_exception(error)
 
 
+def is_outage(exc: BaseException) -> bool:
+    """Whether ``exc`` is an outage that passes by itself and leaves searches working.
+
+    A transient :class:`~ingestd.chunkers.errors.UnavailableError` (an embedding server
+    or a git server down) other than the vector store's: what is indexed is still
+    searched, so the daemon stays healthy for up to ``watch.max_lag_s``. The vector
+    store down fails searches too, and a refused key or a missing model needs a person:
+    both make the daemon unhealthy at once.
+    """
+    from ingestd.store.vectors.base import StoreUnavailableError
+
+    return (
+        isinstance(exc, UnavailableError)
+        and exc.transient
+        and not isinstance(exc, StoreUnavailableError)
+    )
+
+
 class Backoff:
     """Failed background jobs, queued again after a back-off per source.
 
@@ -249,6 +269,11 @@ class Backoff:
         self.on_failure = on_failure
         #: source -> ``"Type: message"`` of its last failure, until a job of it succeeds
         self.last_error: dict[str, str] = {}
+        #: source -> when (seconds since the epoch) its failures began, until a success
+        self.failing_since: dict[str, float] = {}
+        #: source -> when its outage began, while its last failure is one that passes by
+        #: itself (:func:`is_outage`): health then follows ``watch.max_lag_s``
+        self.outage_since: dict[str, float] = {}
         self._failures: dict[str, int] = {}  # consecutive failures per source
 
     def delay(self, source: str) -> float:
@@ -261,6 +286,8 @@ class Backoff:
         """A job of ``source`` succeeded: its back-off and last error are reset."""
         self._failures.pop(source, None)
         self.last_error.pop(source, None)
+        self.failing_since.pop(source, None)
+        self.outage_since.pop(source, None)
 
     def failed(self, source: str, what: str, exc: Exception, retry: Job) -> None:
         """Log a failed background job and queue ``retry`` after a back-off.
@@ -272,6 +299,11 @@ class Backoff:
 
         delay = self.delay(source)
         self.last_error[source] = f"{type(exc).__name__}: {exc}"
+        since = self.failing_since.setdefault(source, time.time())
+        if is_outage(exc):
+            self.outage_since.setdefault(source, since)
+        else:
+            self.outage_since.pop(source, None)
         self.on_failure()
         expected = isinstance(exc, StoreUnavailableError | ConnectionError | TimeoutError) or (
             type(exc).__module__.startswith("qdrant_client")

@@ -183,6 +183,8 @@ class Service:
             started_at=self.started_at,
             last_error=self.backoff.last_error,
             max_lag=self.cfg.watch.max_lag_s,
+            failing_since=self.backoff.failing_since,
+            outages=self.backoff.outage_since,
         )
 
     def healthy(self) -> bool:
@@ -190,7 +192,12 @@ class Service:
         engine = self.engine
         refusals = engine.failures.refusals if engine is not None else {}
         return not health_problems(
-            self.watches, self.backoff.last_error, self.lag(), self.cfg.watch.max_lag_s, refusals
+            self.watches,
+            self.backoff.last_error,
+            self.lag(),
+            self.cfg.watch.max_lag_s,
+            refusals,
+            self.backoff.outage_since,
         )
 
     def notify_status(self, *, force: bool = False) -> None:

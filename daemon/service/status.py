@@ -17,6 +17,7 @@ document, chunks done of total), or what the daemon waits for.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ def health_problems(
     lag: float,
     max_lag: float,
     refusals: Mapping[str, Mapping[str, str]] | None = None,
+    outages: Mapping[str, float] | None = None,
 ) -> list[str]:
     """Why the daemon is unhealthy, one line each; empty when it is healthy.
 
@@ -46,6 +48,10 @@ def health_problems(
         max_lag: ``watch.max_lag_s`` (0: lag never makes it unhealthy).
         refusals: source -> path -> why the store refused to write it (the index
             lacks those documents until a write of them succeeds).
+        outages: source -> when (seconds since the epoch) an outage that passes by
+            itself began (:func:`~ingestd.daemon.service.jobs.is_outage`): its error
+            makes the daemon unhealthy only once it is older than ``max_lag``, as a
+            change waiting that long would (searches of what is indexed still work).
     """
     out = []
     for source, refused in sorted((refusals or {}).items()):
@@ -57,8 +63,16 @@ def health_problems(
     dead = watches.dead()
     if dead:
         out.append(f"file watching stopped: {', '.join(dead)}")
+    now = time.time()
     for source, error in sorted(last_error.items()):
-        out.append(f"source {source}: {error}")
+        since = (outages or {}).get(source)
+        if since is None:
+            out.append(f"source {source}: {error}")
+        elif max_lag and now - since > max_lag:
+            out.append(
+                f"source {source}: failing for {now - since:.0f} s (watch.max_lag_s "
+                f"{max_lag:g}): {error}"
+            )
     for source, root in sorted(watches.missing_roots.items()):
         out.append(f"source {source}: root {root} is missing")
     for source in sorted(set(watches.unwatched) - set(watches.missing_roots)):
@@ -115,6 +129,8 @@ def daemon_status(
     started_at: float,
     last_error: Mapping[str, str],
     max_lag: float = 0.0,
+    failing_since: Mapping[str, float] | None = None,
+    outages: Mapping[str, float] | None = None,
 ) -> dict[str, Any]:
     """The daemon's status (see :func:`~ingestd.daemon.commands.status.status_of`).
 
@@ -127,6 +143,8 @@ def daemon_status(
         started_at: when the daemon started, seconds since the epoch.
         last_error: source -> the last error of a job of it, until one succeeds.
         max_lag: ``watch.max_lag_s``: a change waiting longer makes it unhealthy.
+        failing_since: source -> when its failures began, until a job of it succeeds.
+        outages: source -> when its outage began (see :func:`health_problems`).
 
     Returns:
         :func:`~ingestd.daemon.commands.status.status_of`'s answer, each source with
@@ -141,7 +159,8 @@ def daemon_status(
         synced since start), ``watches`` (see
         :meth:`~ingestd.daemon.service.watches.Watches.budget`), ``overflows`` (since
         start, every source), ``model_loaded``, ``started_at``, ``last_error``,
-        ``healthy`` and ``problems`` (why it is not healthy, one line each).
+        ``failing_since`` (source -> seconds since the epoch), ``healthy`` and
+        ``problems`` (why it is not healthy, one line each).
     """
     st = status_of(engine.manifest, engine, state_dir)
     missing = dict(watches.missing_roots)
@@ -157,7 +176,7 @@ def daemon_status(
     progress = {name: p.as_dict() for name, p in list(policy.progress.items())}
     lag = policy.lag(watches.oldest())
     refusals = {k: dict(v) for k, v in list(engine.failures.refusals.items())}
-    problems = health_problems(watches, last_error, lag, max_lag, refusals)
+    problems = health_problems(watches, last_error, lag, max_lag, refusals, outages)
     st["daemon"] = {
         "pid": os.getpid(),
         "phase": policy.phase,
@@ -179,6 +198,7 @@ def daemon_status(
         "model_loaded": engine.model_loaded,
         "started_at": started_at,
         "last_error": dict(last_error),
+        "failing_since": dict(failing_since or {}),
         "healthy": not problems,
         "problems": problems,
     }

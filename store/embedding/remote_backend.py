@@ -85,11 +85,15 @@ class EndpointError(UnavailableError, ConnectionError):
 
     Attributes:
         status: the HTTP status of the last answer (``None``: no answer at all).
+        transient: no answer, or a status worth another try (:data:`TRANSIENT_STATUSES`):
+            the outage should pass by itself (see
+            :class:`~ingestd.chunkers.errors.UnavailableError`).
     """
 
-    def __init__(self, message: str, status: int | None = None) -> None:
+    def __init__(self, message: str, status: int | None = None, *, transient: bool = False) -> None:
         super().__init__(message)
         self.status = status
+        self.transient = transient
 
 
 class EndpointDimensionError(ModelError, ValueError):
@@ -298,6 +302,7 @@ class RemoteEmbedder:
                 raise EndpointError(
                     f"{exc.error}; it asks to wait {exc.retry_after:g} s: tried again later",
                     exc.error.status,
+                    transient=True,
                 )
             return exc.retry_after
         exp: float = FIRST_RETRY_WAIT_S * 2.0 ** (int(state.attempt_number) - 1)
@@ -323,12 +328,16 @@ class RemoteEmbedder:
         try:
             resp = self._client.post(self.url, json=body)
         except httpx.TimeoutException:
+            waited = self.endpoint.timeout_s
             error = EndpointError(
-                f"embedding endpoint {self.url} did not answer within {self.endpoint.timeout_s:g} s"
+                f"embedding endpoint {self.url} did not answer within {waited:g} s",
+                transient=True,
             )
             raise _Transient(error) from None
         except httpx.TransportError as exc:
-            error = EndpointError(f"embedding endpoint {self.url} cannot be reached: {exc}")
+            error = EndpointError(
+                f"embedding endpoint {self.url} cannot be reached: {exc}", transient=True
+            )
             raise _Transient(error) from None
         if resp.status_code != 200:
             self._refuse(resp)
@@ -376,8 +385,11 @@ class RemoteEmbedder:
                 f"embedding.url and embedding.model: {said}",
                 status,
             )
-        error = EndpointError(f"{where} answered HTTP {status}: {said}", status)
-        if status in TRANSIENT_STATUSES:
+        transient = status in TRANSIENT_STATUSES
+        error = EndpointError(
+            f"{where} answered HTTP {status}: {said}", status, transient=transient
+        )
+        if transient:
             raise _Transient(error, _retry_after(resp.headers.get("Retry-After")))
         raise error
 

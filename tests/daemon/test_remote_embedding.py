@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from ingestd.daemon.commands.search import search as search_cmd
 from ingestd.daemon.config import load_config
 from ingestd.daemon.sync.engine import Engine
 from ingestd.store.embedding.embedder import load_embedder, model_info
-from tests.daemon.harness import Harness
+from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import (
     CountingEmbedder,
     state_dense_vectors,
@@ -45,6 +46,7 @@ from tests.remote_server import (
 pytestmark = [pytest.mark.slow, pytest.mark.engine("edge")]
 
 QUERY = "how do I start the collector"
+MAX_LAG_S = 15.0  # the outage test: healthy this long, then not
 KEY_ENV = "INGESTD_TEST_EMBEDDING_KEY"
 
 
@@ -192,7 +194,8 @@ def test_the_server_killed_mid_ingest_loses_nothing_and_everything_is_indexed_af
         )
     )
     try:
-        with Harness(tree, scratch, remote, embedding=embedding) as h:
+        watch = {**FAST_WATCH, "max_lag_s": MAX_LAG_S}
+        with Harness(tree, scratch, remote, embedding=embedding, watch=watch) as h:
             h.settle(timeout=120)
             indexed = h.points()
             assert indexed
@@ -209,6 +212,11 @@ def test_the_server_killed_mid_ingest_loses_nothing_and_everything_is_indexed_af
             )
             assert "EndpointError" in st and "cannot be reached" in st
             assert h.alive
+            # an outage that passes by itself: healthy (searches work) until max_lag_s,
+            # and status says since when
+            daemon = h.service.status()["daemon"]
+            assert daemon["healthy"], daemon["problems"]
+            assert daemon["failing_since"][h.source] <= time.time()
             # what is indexed stays, and is searched; a query vector that cannot be made
             # is a clear error
             now = h.points()
@@ -218,6 +226,12 @@ def test_the_server_killed_mid_ingest_loses_nothing_and_everything_is_indexed_af
             with pytest.raises(UnavailableError, match="cannot be reached"):
                 h.call(lambda e: search_cmd(e, QUERY, k=3, mode="dense"))
             assert "Traceback" not in caplog.text
+            problems = wait_for(
+                lambda: [p for p in h.service.status()["daemon"]["problems"] if "failing for" in p],
+                MAX_LAG_S + 60,
+                "unhealthy once the outage outlasts watch.max_lag_s",
+            )
+            assert f"(watch.max_lag_s {MAX_LAG_S:g}): EndpointError" in problems[0]
             # the server is back: everything is indexed, as from scratch
             server = EmbeddingServer(server.port).start()
             h.settle(timeout=120)
