@@ -57,6 +57,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -493,6 +494,10 @@ def threads_main(args: argparse.Namespace) -> None:
 # -- cold ingest: the default backend against torch, whole pipeline --------------------------
 
 
+#: ``embedding.keep_alive_s`` of the daemons whose memory is measured (default 300 s)
+BENCH_KEEP_ALIVE_S = 10.0
+
+
 def _subset(corpus: Path, limit: int, dest: Path) -> Path:
     if not limit:
         return corpus
@@ -520,8 +525,19 @@ def cold_ingest(backend: str, model: Any, corpus: Path, state: Path, threads: in
         eng.close()
 
 
-def daemon_rss(backend: str, corpus: Path, state: Path, models: Path) -> float:
-    """Idle VmRSS (MB) of ``ingestd run`` serving ``state`` once its first reconcile is done."""
+def _vmrss(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    m = re.search(r"^VmRSS:\s*(\d+) kB", status, re.M)
+    return int(m.group(1)) / 1024 if m else float("nan")
+
+
+def daemon_rss(backend: str, corpus: Path, state: Path, models: Path) -> tuple[float, float]:
+    """VmRSS (MB) of ``ingestd run`` serving ``state``: with the model loaded, and idle.
+
+    Loaded: 5 s after its first reconcile (the model preloaded). Idle: once the model
+    has been let go after ``embedding.keep_alive_s`` (set to :data:`BENCH_KEEP_ALIVE_S`
+    here; 300 s by default).
+    """
     import json
 
     cfg = state.parent / f"{backend}.json"
@@ -529,30 +545,43 @@ def daemon_rss(backend: str, corpus: Path, state: Path, models: Path) -> float:
         json.dumps(
             {
                 "sources": [{"name": "bench", "root": str(corpus)}],
-                "embedding": {"backend": backend, "cache_dir": str(models)},
+                "embedding": {
+                    "backend": backend,
+                    "cache_dir": str(models),
+                    "keep_alive_s": BENCH_KEEP_ALIVE_S,
+                },
             }
         )
     )
     base = [sys.executable, "-m", "ingestd.daemon"]
     run = [*base, "run", "--config", str(cfg), "--state-dir", str(state)]
     proc = subprocess.Popen(run, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
+
+    def daemon() -> dict[str, Any]:
+        st = subprocess.run(
+            [*base, "status", "--json", "--config", str(cfg), "--state-dir", str(state)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+        return (json.loads(st.stdout or "{}") or {}).get("daemon") or {}
+
+    def wait(what: str, ready: Callable[[dict[str, Any]], bool]) -> None:
         deadline = time.monotonic() + 600
         while time.monotonic() < deadline:
-            st = subprocess.run(
-                [*base, "status", "--json", "--config", str(cfg), "--state-dir", str(state)],
-                capture_output=True, text=True,
-            )  # fmt: skip
-            daemon = (json.loads(st.stdout or "{}") or {}).get("daemon") or {}
-            if daemon.get("phase") == "watching":
-                break
+            if ready(daemon()):
+                return
             time.sleep(1.0)
-        else:
-            raise RuntimeError(f"ingestd run ({backend}) never reached the watching phase")
-        time.sleep(5.0)  # idle: let the search pools and the allocator settle
-        status = Path(f"/proc/{proc.pid}/status").read_text()
-        m = re.search(r"^VmRSS:\s*(\d+) kB", status, re.M)
-        return int(m.group(1)) / 1024 if m else float("nan")
+        raise RuntimeError(f"ingestd run ({backend}): {what} never came")
+
+    try:
+        wait(
+            "the watching phase with the model loaded",
+            lambda d: d.get("phase") == "watching" and d.get("model_loaded") is True,
+        )
+        time.sleep(5.0)  # let the search pools and the allocator settle
+        loaded = _vmrss(proc.pid)
+        wait("the model's unloading", lambda d: d.get("model_loaded") is False)
+        time.sleep(5.0)
+        return loaded, _vmrss(proc.pid)
     finally:
         proc.terminate()
         proc.wait(60)
@@ -600,11 +629,29 @@ def cold_main(args: argparse.Namespace) -> None:
         print(f"  {default} / torch: {ratio:.2f}x (target >= 1.8x: {verdict})")
         del models  # the RSS is measured in fresh processes
         for b in (default, "torch"):
-            mb = daemon_rss(b, corpus, states[b], args.cache / "models")
+            loaded, idle = daemon_rss(b, corpus, states[b], args.cache / "models")
             mark = ""
             if b == default:
-                mark = f" (target <= 250 MB: {'MET' if mb <= 250 else 'NOT MET'})"
-            print(f"  idle RSS of ingestd run, {b}: {mb:.0f} MB{mark}")
+                mark = f" (target <= 250 MB: {'MET' if idle <= 250 else 'NOT MET'})"
+            print(
+                f"  RSS of ingestd run, {b}: {loaded:.0f} MB with the model loaded, "
+                f"{idle:.0f} MB idle (model let go after keep_alive_s){mark}"
+            )
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def daemon_rss_main(args: argparse.Namespace) -> None:
+    """Only the daemons' memory: each ingests the subset at start-up, then idles."""
+    from ingestd.daemon.config.models import default_backend
+
+    default = default_backend()
+    tmp = Path(tempfile.mkdtemp(prefix="ingestd-bench-rss-"))
+    try:
+        corpus = _subset(args.corpus.resolve(), args.limit, tmp / "corpus")
+        for b in (default, "torch"):
+            loaded, idle = daemon_rss(b, corpus, tmp / f"state-{b}", args.cache / "models")
+            print(f"  RSS of ingestd run, {b}: {loaded:.0f} MB loaded, {idle:.0f} MB idle")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -620,7 +667,8 @@ def main() -> None:
     ap.add_argument(
         "--only",
         default="speed,recall,rss",
-        help="comma-separated parts: speed, recall, rss; or pipeline, or cold (default: the three)",
+        help="comma-separated parts: speed, recall, rss; or pipeline, cold, daemon-rss "
+        "(default: the three)",
     )
     ap.add_argument("--variants", action="store_true", help="also the other ONNX recipes tried")
     ap.add_argument("--backends", help="only these labels (';'-separated; torch always runs)")
@@ -651,6 +699,8 @@ def main() -> None:
         pipeline_main(args)
     elif args.only == "cold":
         cold_main(args)
+    elif args.only == "daemon-rss":
+        daemon_rss_main(args)
     elif args.only == "threads":
         threads_main(args)
     else:

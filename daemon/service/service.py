@@ -43,7 +43,7 @@ from ingestd.daemon.commands.routes import ROUTES, Thread
 from ingestd.daemon.config import Config, ConfigError
 from ingestd.daemon.service import systemd
 from ingestd.daemon.service.control import ControlServer
-from ingestd.daemon.service.instrument import ModelPreload, instrument
+from ingestd.daemon.service.instrument import ModelPreload, instrument, unload_idle_model
 from ingestd.daemon.service.jobs import Backoff, JobQueue, Priority
 from ingestd.daemon.service.policy import SyncPolicy
 from ingestd.daemon.service.status import daemon_status, health_problems, status_line
@@ -277,6 +277,8 @@ class Service:
             self.policy.poll_due(now)
             self.policy.check_links(now, self.cfg.watch.hard_link_check_s)
             self.policy.queue_due_retries()
+            busy = bool(self.jobs.qsize() or self.watches.depth())
+            unload_idle_model(self.engine, self.cfg.embedding.keep_alive_s, busy)
             wait = self.jobs.release_delayed(now)
             job = self.jobs.get(timeout=min(0.5, self.watchdog.interval or 0.5, wait))
             if job is not None:

@@ -353,6 +353,12 @@ class Engine:
         """Load the models now (see :meth:`Profiles.load`)."""
         return self.profiles.load()
 
+    def unload_model(self, idle_s: float) -> bool:
+        """Let the models' weights go once unused for ``idle_s`` seconds (until next use)."""
+        if time.monotonic() - self.profiles.last_use < idle_s:
+            return False
+        return self.profiles.unload()
+
     def query_target(self, collection: str) -> tuple[str | None, Profile]:
         """Where a search of ``collection`` reads, and the profile that made it."""
         return self.collections.query_target(collection)

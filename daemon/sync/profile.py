@@ -22,6 +22,7 @@ long as the re-embedding takes, and the change could not be taken back.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -163,6 +164,8 @@ class Profile:
         self.key = profile_key(self.settings)
         self._new_model = new_model
         self._embed_model: Any = None
+        #: ``time.monotonic()`` of the last :meth:`embed_model` (a search or a batch)
+        self.last_use = time.monotonic()
         self._lock = threading.Lock()
         self.embedder, self.sentence_embedder = (
             CachedEmbedder(
@@ -184,7 +187,11 @@ class Profile:
         self.rule_warnings = self.rules.fit_warnings(self.ctx)
 
     def embed_model(self) -> Any:
-        """The embedding callable, made on first use (thread-safe)."""
+        """The embedding callable, made on first use (thread-safe).
+
+        Each call counts as a use of the model (:attr:`last_use`).
+        """
+        self.last_use = time.monotonic()
         with self._lock:
             if self._embed_model is None:
                 self._embed_model = self._new_model(self)
@@ -208,6 +215,16 @@ class Profile:
             return False
         load()
         return True
+
+    def unload(self) -> bool:
+        """Let the model's weights go (the next text loads them again).
+
+        Returns:
+            Whether weights were loaded (an injected callable without ``unload``: no).
+        """
+        model = self._embed_model
+        unload = getattr(model, "unload", None)
+        return bool(unload()) if unload is not None else False
 
     def describe(self) -> str:
         """One line naming the profile (see :func:`~ingestd.daemon.sync.settings.describe`)."""

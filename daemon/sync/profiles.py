@@ -292,6 +292,22 @@ class Profiles:
             loaded = p.load() or loaded
         return loaded
 
+    @property
+    def last_use(self) -> float:
+        """``time.monotonic()`` of the last use of any profile's model."""
+        return max((p.last_use for p in list(self._profiles.values())), default=0.0)
+
+    def unload(self) -> bool:
+        """Let every profile's model weights go (see :meth:`Profile.unload`).
+
+        Returns:
+            Whether any weights were loaded.
+        """
+        unloaded = False
+        for p in list(self._profiles.values()):
+            unloaded = p.unload() or unloaded
+        return unloaded
+
 
 _fallback_said = False
 

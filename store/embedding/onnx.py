@@ -222,6 +222,17 @@ class OnnxEmbedder(OnnxRunner):
         else:
             runner.load()
 
+    def unload(self) -> bool:
+        """Close the session and let torch's model go too, if it embeds meanwhile.
+
+        Returns:
+            Whether anything was loaded.
+        """
+        with self._switch:
+            fallback = self._fallback
+        was = bool(fallback is not None and fallback.unload())
+        return super().unload() or was
+
     @property
     def loaded(self) -> bool:
         """Whether the session, or torch's model while the export runs, is loaded."""

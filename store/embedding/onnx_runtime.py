@@ -112,7 +112,8 @@ class OnnxRunner:
         """Open the session now, locating the graph first if needed (thread-safe)."""
         self._load()
 
-    def _load(self) -> Any:
+    def _load(self) -> tuple[Any, Any]:
+        """The open session and its tokenizer, opened first when needed (thread-safe)."""
         with self._lock:
             if self._session is None:
                 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -142,7 +143,20 @@ class OnnxRunner:
                     self.path.name,
                     time.monotonic() - t0,
                 )
-        return self._session
+            return self._session, self._tokenizer
+
+    def unload(self) -> bool:
+        """Close the session and let its weights go; the next text opens it again.
+
+        A call running meanwhile finishes with the session it holds (thread-safe).
+
+        Returns:
+            Whether a session was open.
+        """
+        with self._lock:
+            was = self._session is not None
+            self._session = self._tokenizer = None
+            return was
 
     @property
     def loaded(self) -> bool:
@@ -153,10 +167,10 @@ class OnnxRunner:
         """Embed ``texts``; returns an ``(n, dim)`` float32 array of unit vectors."""
         if not texts:
             return np.zeros((0, self.info.dim), dtype=np.float32)
-        session = self._load()
+        session, tokenizer = self._load()
         self.calls += 1
         out = np.empty((len(texts), self.info.dim), dtype=np.float32)
-        for row, enc in enumerate(self._tokenizer.encode_batch(list(texts))):
+        for row, enc in enumerate(tokenizer.encode_batch(list(texts))):
             out[row] = session.run(None, pad_batch([enc], self._names))[0][0]
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.maximum(norms, 1e-12)

@@ -107,6 +107,17 @@ class SentenceTransformerEmbedder:
                 )
         return self._model
 
+    def unload(self) -> bool:
+        """Let the model's weights go; the next text loads them again (thread-safe).
+
+        Returns:
+            Whether the model was loaded.
+        """
+        with self._lock:
+            was = self._model is not None
+            self._model = None
+            return was
+
     @property
     def loaded(self) -> bool:
         """Whether the model has been loaded."""

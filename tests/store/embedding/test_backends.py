@@ -359,6 +359,44 @@ def test_int8_vectors_are_close_to_torch_and_never_depend_on_the_batch(
 
 
 @pytest.mark.slow
+def test_unload_while_other_threads_embed_gives_the_same_vectors(
+    onnx_export_dir: Path, chunks_and_torch: tuple[list[str], Any]
+) -> None:
+    import threading
+
+    texts, _ = chunks_and_torch
+    texts = texts[:6]
+    model = load_embedder(model_info(BUNDLED_MODEL, "onnx"), cache_dir=onnx_export_dir)
+    want = model(texts)
+    got: list[Any] = []
+    errors: list[BaseException] = []
+
+    def embed() -> None:
+        try:
+            for _ in range(3):
+                got.append(model(texts))
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+
+    workers = [threading.Thread(target=embed) for _ in range(2)]
+    for w in workers:
+        w.start()
+    unloads = 0
+    while any(w.is_alive() for w in workers):
+        unloads += model.unload()
+        workers[0].join(0.02)
+    for w in workers:
+        w.join()
+    assert not errors, errors
+    assert len(got) == 6 and all(np.array_equal(g, want) for g in got)
+    assert unloads >= 1
+    model.unload()
+    assert not model.loaded and model.unload() is False
+    model(["loaded again"])
+    assert model.loaded
+
+
+@pytest.mark.slow
 def test_second_load_reuses_the_export(
     onnx_export_dir: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
