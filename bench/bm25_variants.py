@@ -145,12 +145,12 @@ def main() -> None:
         dense = None
         if args.dense:
             from ingestd.store.embedding.cache import CachedEmbedder, EmbeddingCache
-            from ingestd.store.embedding.embedder import SentenceTransformerEmbedder, model_info
+            from ingestd.store.embedding.embedder import load_embedder, model_info
             from ingestd.store.vectors.ids import chunk_hash
 
             args.cache.mkdir(parents=True, exist_ok=True)
             info = model_info("all-MiniLM-L6-v2")
-            model = SentenceTransformerEmbedder(info, batch_size=16)
+            model = load_embedder(info, batch_size=16)  # the default backend
             cache = EmbeddingCache(args.cache / "embeddings.db", max_entries=10_000_000)
             emb = CachedEmbedder(model, info.fingerprint, cache, chunk_hash)
             qv = embed([q.question for q in qs], emb, "questions")

@@ -669,7 +669,7 @@ def main() -> None:
 
     from ingestd.chunkers.sizing.tokenizers import ModelSizer, TiktokenSizer
     from ingestd.store.embedding.cache import CachedEmbedder, EmbeddingCache
-    from ingestd.store.embedding.embedder import SentenceTransformerEmbedder, model_info
+    from ingestd.store.embedding.embedder import load_embedder, model_info
     from ingestd.store.vectors.ids import chunk_hash
 
     code = provenance()  # at chunking time: chunkers/ may change while a long run goes on
@@ -687,7 +687,7 @@ def main() -> None:
             )
         )
     info = model_info("all-MiniLM-L6-v2")
-    model = SentenceTransformerEmbedder(info, batch_size=args.batch_size)
+    model = load_embedder(info, batch_size=args.batch_size)  # the default backend
     args.cache.mkdir(parents=True, exist_ok=True)
     cache = EmbeddingCache(args.cache / "embeddings.db", max_entries=10_000_000)
     embedder = CachedEmbedder(model, info.fingerprint, cache, chunk_hash)
