@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from ingestd.daemon.sources.versions import payload_versions
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.gitrepos import HistoryRepo
 from tests.gitserver import GitDaemon
@@ -47,7 +48,9 @@ def test_a_server_that_goes_away_is_healthy_for_max_lag_then_not(tmp_path: Path)
             tmp_path, state, CountingEmbedder(fake_vectors), config_path=config, watch=watch
         ) as h:
             wait_for(
-                lambda: {p.get("version") for p in h.points().values()} == {"main", "v1"},
+                lambda: (
+                    {v for p in h.points().values() for v in payload_versions(p)} == {"main", "v1"}
+                ),
                 120,
                 "both versions to be fetched and indexed",
             )
