@@ -309,7 +309,7 @@ def _adopt(ctx: SyncContext, chk: StoreCheck, unknown: dict[str, dict[str, Any]]
             first.get("git_commit"),
             consistent,
         )
-        chk.adopted += len(points)
+    chk.adopted += len({pid for points in by_doc.values() for pid, _ in points})
     for src, docs in per_source.items():
         ctx.manifest.adopt(src, docs, shared=src in shared)
     if unusable:

@@ -250,3 +250,20 @@ def test_a_store_from_before_shared_points_is_written_again_without_embedding(
     got = without_provenance(store_snapshot(state))
     assert got == _scratch(tmp_path, url, both)
     assert len(got) < len(old)
+
+
+def test_a_lost_manifest_is_rebuilt_from_shared_points(tmp_path: Path, qdrant_engine: str) -> None:
+    """Each version of a shared point is adopted as its own document's; nothing embedded."""
+    repo = _two_tags(tmp_path)
+    url = str(repo.origin)
+    state = tmp_path / "state"
+    both = ("v1", "v2")
+    _sync(state, url, both)
+    n = len(store_snapshot(state))
+    for f in state.glob("manifest.db*"):
+        f.unlink()
+    embed = CountingEmbedder(fake_vectors)
+    res = _sync(state, url, both, embed)
+    assert res.repaired == {"adopted": n}
+    assert embed.texts == [] and res.indexed == 0
+    assert without_provenance(store_snapshot(state)) == _scratch(tmp_path, url, both)
