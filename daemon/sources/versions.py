@@ -8,14 +8,15 @@ path in the repository and ``version`` the ref names, so ``search --path`` and a
 version filter each match one of them.
 
 **Points shared by versions.** A point id of a versioned source is keyed on the path
-*without* the version (:func:`id_path`), so a chunk that several versions hold at the
-same path, with the same text and occurrence, is one point, embedded once and stored
-once. Its payload (:func:`merge_versions`) is the payload of its first version (by
-name) with ``version`` the sorted list of the versions holding it (Qdrant matches a
-keyword condition on a list when any element matches, so a version filter keeps
-working) and, under :data:`BY_VERSION_KEY`, what differs in each other version's
-payload (offsets, lines, ordinal, ``doc_hash``, ``commit``, ...). :func:`version_view`
-gives back the payload of one version: what a hit filtered to that version reports.
+*without* the version (:func:`~ingestd.daemon.sync.documents.prepare_document`), so a
+chunk that several versions hold at the same path, with the same text and occurrence,
+is one point, embedded once and stored once. Its payload (:func:`merge_versions`) is
+the payload of its first version (by name) with ``version`` the sorted list of the
+versions holding it (Qdrant matches a keyword condition on a list when any element
+matches, so a version filter keeps working) and, under :data:`BY_VERSION_KEY`, what
+differs in each other version's payload (offsets, lines, ordinal, ``doc_hash``,
+``commit``, ...). :func:`version_view` gives back the payload of one version: what a
+hit filtered to that version reports.
 
 A source is versioned when its class says ``versioned = True``; every other source's
 document key is its path as it is (a local file may have ``:`` in its name), and its
@@ -38,7 +39,6 @@ __all__ = [
     "commit_of",
     "document_key",
     "document_keys",
-    "id_path",
     "is_versioned",
     "merge_versions",
     "payload_versions",
@@ -105,16 +105,6 @@ def document_keys(payload: Mapping[str, Any]) -> list[str]:
         return [document_key(payload)]
     path = str(payload["path"])
     return [f"{v}{VERSION_SEP}{path}" for v in versions]
-
-
-def id_path(source: Any, rel: str) -> str:
-    """What a point id of document ``rel`` of ``source`` is keyed on.
-
-    A versioned source's document key without its version (versions share points);
-    any other source's ``rel`` as it is (its point ids never change).
-    """
-    version, path = split_document(source, rel)
-    return path if version is not None else rel
 
 
 def payload_versions(payload: Mapping[str, Any]) -> list[str]:
