@@ -171,10 +171,17 @@ class SharedWriter:
             self.in_flight[(source, w.prep.path)] = InFlight(source, w.prep.path, 0, n, w.prep.size)
         ctx.manifest.add_pending_many(pending, shared=True)  # (a)
         self._upsert_fresh(source, collection, plan, chunk_of, res, checkpoint, progress)  # (b)
+        if plan.fresh and checkpoint is not None:
+            # a checkpoint may have served other writes of these points: plan the rest again
+            fresh = set(plan.fresh)
+            others = self._other_versions(touched, doc_ids.values())
+            plan = self._plan(collection, touched, own, others, False)
+            plan.rewrite = [pid for pid in plan.rewrite if pid not in fresh]
+            plan.fresh = sorted(fresh)
         if plan.delete:  # (c)
             ctx.store.delete(collection, plan.delete)
         res.chunks_deleted += len(plan.delete)
-        self._rewrite(collection, plan, chunk_of, checkpoint)  # (d)
+        self._rewrite(collection, plan, chunk_of)  # (d)
         if plan.fresh:
             ctx.store.unmark_pending(collection, plan.fresh)
         return work
@@ -191,7 +198,7 @@ class SharedWriter:
         plan = self._plan(collection, touched, {}, others, False)
         if plan.delete:
             ctx.store.delete(collection, plan.delete)
-        self._rewrite(collection, plan, {}, None)
+        self._rewrite(collection, plan, {})
         ctx.manifest.delete_document(doc_id)
         return len(plan.delete)
 
@@ -259,12 +266,12 @@ class SharedWriter:
         collection: str,
         plan: SharedPlan,
         chunk_of: Mapping[str, tuple[PreparedDocument, int]],
-        checkpoint: Callable[[], None] | None,
     ) -> None:
         """Upsert the points of ``plan.rewrite`` again: new payload, stored vectors.
 
         The sparse vector is recomputed from a written document's chunk when there is
-        one (a rule change re-writes it), else kept.
+        one (a rule change re-writes it), else kept. Between slices only searches are
+        served (no other write may change these points meanwhile).
         """
         from ingestd.store.vectors.base import Point
 
@@ -281,5 +288,5 @@ class SharedWriter:
                 payload = {**plan.payloads[p.id], "indexed_at": now}
                 points.append(Point(p.id, p.vector, payload, sparse))
             store.upsert(collection, points)
-            if checkpoint is not None and k + REWRITE_SLICE < len(plan.rewrite):
-                checkpoint()
+            if k + REWRITE_SLICE < len(plan.rewrite):
+                self.ctx.checkpoints.checkpoint(serve_changes=False)
