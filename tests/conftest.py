@@ -110,6 +110,7 @@ BOTH_ENGINES = (
     "tests/daemon/sync/test_crash.py",
     "tests/daemon/service/test_service.py",
     "tests/daemon/commands/test_search_filters.py",
+    "tests/daemon/sources/test_git_shared_points.py",
 )
 ENGINES = ("edge", "local")
 #: Test modules that also run on ``memory``, a test-only engine added to the engines'
@@ -119,6 +120,7 @@ THIRD_ENGINE = (
     "tests/store/search/test_search.py",
     "tests/store/vectors/test_collections.py",
     "tests/daemon/sync/test_engine.py",
+    "tests/daemon/sources/test_git_shared_points.py",
 )
 MEMORY = "memory"
 

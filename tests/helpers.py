@@ -216,10 +216,10 @@ def local_mode_copy(state: Path, dest: Path) -> Path:
 
 
 def without_provenance(points: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {
-        pid: {k: v for k, v in p.items() if k not in ("indexed_at", "git_commit", "commit")}
-        for pid, p in points.items()
-    }
+    """``points`` without the provenance keys (in each version's part of a shared point too)."""
+    from ingestd.daemon.sync.documents import strip_provenance
+
+    return {pid: strip_provenance(p) for pid, p in points.items()}
 
 
 def oracle(root: Path, tmp: Path, embed: Any, **overrides: Any) -> dict[str, dict[str, Any]]:

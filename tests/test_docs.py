@@ -285,6 +285,31 @@ def _payload_page() -> tuple[set[str], set[str], set[str]]:
     return stored, _keys(left_out), {k for k in _keys(added) if k != "true"}
 
 
+def _git_points(tmp: Path) -> dict[str, dict[str, Any]]:
+    """The points of a git source with two tags that share text (and moved some)."""
+    from ingestd.daemon.config import load_config
+    from ingestd.daemon.sync.engine import Engine
+    from tests.gitrepos import HistoryRepo
+    from tests.helpers import store_snapshot
+
+    repo = HistoryRepo(tmp / "repo")
+    repo.tag("v1")
+    for _ in range(3):
+        repo.next_commit()
+    repo.tag("v2")
+    repo.push()
+    state = tmp / "git-state"
+    source = {"kind": "git", "name": "book", "url": str(repo.origin), "refs": ["v*"]}
+    cfg = load_config(None, overrides={"state_dir": str(state), "sources": [source]})
+    eng = Engine(cfg, state, embed_model=fake_vectors)
+    try:
+        eng.source("book").refresh()  # type: ignore[attr-defined]
+        eng.sync("book")
+    finally:
+        eng.close()
+    return store_snapshot(state)
+
+
 def test_payload_page_names_every_key_the_store_holds(tmp_path: Path) -> None:
     from ingestd.daemon.cli.main import cli
     from tests.helpers import make_engine, store_snapshot
@@ -302,7 +327,8 @@ def test_payload_page_names_every_key_the_store_holds(tmp_path: Path) -> None:
     finally:
         eng.close()
     points = store_snapshot(tmp_path / "state")
-    held = {k for p in points.values() for k in p if not k.startswith("(")}  # "(bm25)": a vector
+    both = {**points, **_git_points(tmp_path)}  # the keys only a git source's points hold
+    held = {k for p in both.values() for k in p if not k.startswith("(")}  # "(bm25)": a vector
     stored, left_out, added = _payload_page()
     assert held == stored, (
         f"held but not on the page: {sorted(held - stored)}; "

@@ -32,6 +32,8 @@ from ingestd.daemon.sources.versions import (
     document_key,
     is_versioned,
     split_document,
+    split_document_key,
+    version_view,
 )
 from ingestd.daemon.wire.errors import DaemonError
 
@@ -84,7 +86,9 @@ def read(
         budget_tokens: most tokens of the lines returned (1 to :data:`MAX_BUDGET`);
             ``None``: ``max_lines`` alone bounds them.
         version: with ``path``, the version of a versioned source (a git branch or
-            tag name, as hits' ``version`` gives it); required there.
+            tag name, as hits' ``version`` gives it); required there. With ``id``, the
+            version to read a chunk that several versions share in (its first
+            version's when not given or not holding it).
 
     Returns:
         ``source``, ``path``, ``hit`` (the chunk of ``id``, else ``None``), ``chunks``
@@ -115,7 +119,7 @@ def read(
         known = ", ".join(engine.sources) or "none"
         raise DaemonError(f"unknown source: {source}; known sources: {known}", 2)
     if id is not None:
-        out = _read_hit(engine, id, context, max_lines, budget_tokens)
+        out = _read_hit(engine, id, context, max_lines, budget_tokens, version)
     else:
         assert path is not None
         out = _read_path(
@@ -147,8 +151,8 @@ def _physical(engine: Engine, source: str) -> str | None:
     return physical
 
 
-def _find(engine: Engine, pid: str) -> tuple[str, dict[str, Any]]:
-    """The physical collection and payload of point ``pid``."""
+def _find(engine: Engine, pid: str, version: str | None = None) -> tuple[str, dict[str, Any]]:
+    """The physical collection and payload of point ``pid`` (in ``version``, if shared)."""
     try:
         pid = str(uuid.UUID(pid))
     except ValueError:
@@ -163,7 +167,7 @@ def _find(engine: Engine, pid: str) -> tuple[str, dict[str, Any]]:
         seen.add(physical)
         found = engine.store.retrieve(physical, [pid])
         if found:
-            return physical, found[0][1]
+            return physical, version_view(found[0][1], version)
     raise DaemonError(
         f"no chunk {pid} in the index (its document changed since that search?); search again"
     )
@@ -183,7 +187,9 @@ def _document_chunks(
     if around is not None:
         rows = [r for r in rows if abs(r.ordinal - around) <= _SECTION_WINDOW]
     found = engine.store.retrieve(physical, [r.point_id for r in rows])
-    chunks = [(pid, p) for pid, p, _ in found if not p.get("is_parent")]
+    version = split_document_key(path)[0] if is_versioned(engine.source(source)) else None
+    views = [(pid, version_view(p, version)) for pid, p, _ in found]
+    chunks = [(pid, p) for pid, p in views if not p.get("is_parent")]
     return sorted(chunks, key=lambda c: int(c[1].get("ordinal", 0)))
 
 
@@ -200,7 +206,7 @@ def _section(
     if parent_id:
         found = engine.store.retrieve(physical, [parent_id])
         if found:
-            p = found[0][1]
+            p = version_view(found[0][1], hit.get("version"))
             members = [
                 k
                 for k, (_, c) in enumerate(chunks)
@@ -232,9 +238,14 @@ def _section(
 
 
 def _read_hit(
-    engine: Engine, pid: str, context: int, max_lines: int, budget: int | None
+    engine: Engine,
+    pid: str,
+    context: int,
+    max_lines: int,
+    budget: int | None,
+    version: str | None = None,
 ) -> dict[str, Any]:
-    physical, hit = _find(engine, pid)
+    physical, hit = _find(engine, pid, version)
     source, path, key = str(hit["source"]), str(hit["path"]), document_key(hit)
     if source not in engine.sources:
         raise DaemonError(f"chunk {pid} belongs to source {source}, which is not configured")

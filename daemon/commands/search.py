@@ -24,6 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.commands.selection import selected_sources
+from ingestd.daemon.sources.versions import version_view
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
@@ -230,7 +231,8 @@ def _ranked(
         )
         for point in found:
             hit: dict[str, Any] = {"id": point.id, "score": point.score, "mode": used}
-            hit.update(point.payload)
+            # a point versions share: the filtered version's payload (else its first's)
+            hit.update(version_view(point.payload, filters.version))
             if ranks:
                 for name, got in (("dense", point.dense), ("sparse", point.sparse)):
                     hit[f"{name}_rank"] = got[0] if got else None
@@ -253,7 +255,7 @@ def _expand(engine: Engine, hits: list[dict[str, Any]]) -> None:
         if pid:
             recs = engine.store.retrieve(h["_collection"], [pid])
             if recs:
-                h["parent"] = recs[0][1]
+                h["parent"] = version_view(recs[0][1], h.get("version"))
 
 
 def check_path(engine: Engine, names: list[str], path: str | None) -> tuple[str | None, str | None]:

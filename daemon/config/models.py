@@ -276,8 +276,8 @@ class WatchConfig(ConfigModel):
             with more than one hard link (another name of such a file, outside the
             roots too, may change it without an event); 0 = off.
         max_lag_s: a change waiting longer than this, in seconds, makes the daemon
-            unhealthy (``status`` exits 1, ``ingestd_up`` is 0) until it is written;
-            0 = never.
+            unhealthy (``status`` exits 1, ``ingestd_up`` is 0) until it is written,
+            and so does a git source whose fetches have failed for longer; 0 = never.
     """
 
     debounce_ms: int = Field(300, ge=0)

@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.sources.base import FileStat
+from ingestd.daemon.sources.versions import is_versioned, split_document_key
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.documents import PreparedDocument, prepare_document, sparse_vector
+from ingestd.daemon.sync.shared_writes import plan_shared
 from ingestd.daemon.sync.types import UnreadableFile, eta_seconds
 from ingestd.daemon.sync.writer import GROUP_CHUNKS, GROUP_DOCS, SLICE_CHUNKS
 from ingestd.store.manifest.builds import BuildDoc, BuildDocuments
@@ -176,6 +178,10 @@ class VersionWriter:
         """Delete documents of ``source`` that are gone from the new version."""
         if not paths:
             return
+        if is_versioned(self.ctx.source(source)):  # only these versions leave shared points
+            self._write_shared(source, [], set(paths))
+            self.record.delete(self.collection, source, paths)
+            return
         known = self.record.documents(self.collection, source)
         ids = [pid for p in paths if p in known for pid in known[p].ids]
         if ids:
@@ -188,6 +194,18 @@ class VersionWriter:
         ctx = self.ctx
         stats = ctx.profiles.stats
         _ = ctx.resources.cache  # open the cache before the first lookup
+        if is_versioned(ctx.source(source)):  # versions share points
+            try:
+                self._write_shared(source, group, set())
+                self.record.commit(
+                    self.collection, source, [_build_doc(p, ctx.now()) for p in group]
+                )
+                done = self.progress.docs_done + len(group)
+                self.progress.docs_done = min(done, self.progress.docs_total)
+            finally:
+                for prep in group:
+                    self.in_flight.discard((source, prep.path))
+            return
         try:
             todo = [(prep, i) for prep in group for i in range(len(prep.ids))]
             e0 = stats.embedded
@@ -227,6 +245,73 @@ class VersionWriter:
             for prep in group:
                 self.in_flight.discard((source, prep.path))
 
+    def _write_shared(self, source: str, group: list[PreparedDocument], gone: set[str]) -> None:
+        """Write ``group`` and take the documents ``gone`` out, in points versions share.
+
+        See :mod:`~ingestd.daemon.sync.shared_writes`: points no version held are
+        upserted (embedded by the new model through the cache), shared points upserted
+        again with their payload's versions changed, points no version holds deleted.
+        The record of the new version (``build_documents``) gives the other versions.
+        """
+        from ingestd.store.vectors.base import Point
+
+        ctx = self.ctx
+        known = self.record.documents(self.collection, source)
+        written = {p.path for p in group} | gone
+        own: dict[str, dict[str, Any]] = {}
+        chunk_of: dict[str, tuple[PreparedDocument, int]] = {}
+        touched: set[str] = set()
+        for prep in group:
+            version = split_document_key(prep.path)[0] or ""
+            for i, pid in enumerate(prep.ids):
+                own.setdefault(pid, {})[version] = prep.payloads[i]
+                chunk_of.setdefault(pid, (prep, i))
+            touched |= set(prep.ids)
+        for path in written:
+            if path in known:
+                touched |= known[path].ids
+        others: dict[str, set[str]] = {}
+        for path, doc in known.items():
+            if path not in written:
+                for pid in doc.ids & touched:
+                    others.setdefault(pid, set()).add(split_document_key(path)[0] or "")
+        ids = sorted(touched)
+        current = {pid: p for pid, p, _ in ctx.store.retrieve(self.physical, ids)} if ids else {}
+        plan = plan_shared(current, touched, own, others)
+        stats = ctx.profiles.stats
+        for k in range(0, len(plan.fresh), SLICE_CHUNKS):
+            part = plan.fresh[k : k + SLICE_CHUNKS]
+            e0 = stats.embedded
+            want = [_wanted(chunk_of[pid]) for pid in part]
+            vectors = self.profile.embedder.vectors(want)
+            now = ctx.now()
+            points = []
+            for pid in part:
+                prep, i = chunk_of[pid]
+                payload = {**plan.payloads[pid], "indexed_at": now}
+                points.append(
+                    Point(pid, vectors[prep.hashes[i]], payload, sparse_vector(prep.chunks[i]))
+                )
+            ctx.store.upsert(self.physical, points)
+            self.progress.chunks_written += len(points)
+            self.progress.chunks_embedded += stats.embedded - e0
+            ctx.checkpoints.heartbeat()  # no changes served mid-plan: it holds the points
+        if plan.delete:
+            ctx.store.delete(self.physical, plan.delete)
+        if plan.rewrite:
+            now = ctx.now()
+            again = []
+            for p in ctx.store.retrieve_points(self.physical, plan.rewrite):
+                sparse = (
+                    sparse_vector(chunk_of[p.id][0].chunks[chunk_of[p.id][1]])
+                    if p.id in chunk_of
+                    else p.sparse
+                )
+                again.append(
+                    Point(p.id, p.vector, {**plan.payloads[p.id], "indexed_at": now}, sparse)
+                )
+            ctx.store.upsert(self.physical, again)
+
     def check_points(self, serve_changes: bool) -> int:
         """Make the new version hold exactly the points its record lists.
 
@@ -258,6 +343,12 @@ class VersionWriter:
                 len(missing),
             )
         return len(orphans) + len(missing)
+
+
+def _wanted(at: tuple[PreparedDocument, int]) -> tuple[str, str]:
+    """``(chunk hash, embedded text)`` of chunk ``i`` of a document, for the embedder."""
+    prep, i = at
+    return prep.hashes[i], prep.chunks[i].embed_text
 
 
 def _build_doc(prep: PreparedDocument, now: float) -> BuildDoc:

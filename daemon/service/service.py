@@ -46,7 +46,12 @@ from ingestd.daemon.service.control import ControlServer
 from ingestd.daemon.service.instrument import ModelPreload, instrument, unload_idle_model
 from ingestd.daemon.service.jobs import Backoff, JobQueue, Priority
 from ingestd.daemon.service.policy import SyncPolicy
-from ingestd.daemon.service.status import daemon_status, health_problems, status_line
+from ingestd.daemon.service.status import (
+    daemon_status,
+    failing_fetches,
+    health_problems,
+    status_line,
+)
 from ingestd.daemon.service.watches import Watches
 from ingestd.daemon.sources.base import is_watched
 from ingestd.daemon.sync.engine import Engine
@@ -191,6 +196,7 @@ class Service:
         """Whether ``status`` would say healthy (see :func:`health_problems`)."""
         engine = self.engine
         refusals = engine.failures.refusals if engine is not None else {}
+        failing = failing_fetches(engine) if engine is not None else {}
         return not health_problems(
             self.watches,
             self.backoff.last_error,
@@ -198,6 +204,7 @@ class Service:
             self.cfg.watch.max_lag_s,
             refusals,
             self.backoff.outage_since,
+            failing,
         )
 
     def notify_status(self, *, force: bool = False) -> None:

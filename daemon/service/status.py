@@ -7,8 +7,9 @@ overflows); under ``daemon`` the phase, progress of running scans, documents in
 flight, queue depth and lag, the watches and their share of
 ``fs.inotify.max_user_watches``, and ``healthy``: every watcher runs, no job failed
 since its source's last success, every root is there and watched in every folder,
-and no change has waited longer than ``watch.max_lag_s`` (:func:`health_problems`,
-which the ``ingestd_up`` metric reads too).
+no change has waited longer than ``watch.max_lag_s``, and no git source's fetches
+have been failing for longer than ``watch.max_lag_s`` (:func:`health_problems`,
+which the ``ingestd_up`` metric reads too; :func:`failing_fetches`).
 
 :func:`status_line` is systemd's ``STATUS=``: the work in flight (phase, source,
 document, chunks done of total), or what the daemon waits for.
@@ -28,7 +29,7 @@ from ingestd.daemon.service.watches import Watches
 from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.write_parts import InFlight
 
-__all__ = ["daemon_status", "health_problems", "status_line"]
+__all__ = ["daemon_status", "failing_fetches", "health_problems", "status_line"]
 
 
 def health_problems(
@@ -38,8 +39,15 @@ def health_problems(
     max_lag: float,
     refusals: Mapping[str, Mapping[str, str]] | None = None,
     outages: Mapping[str, float] | None = None,
+    failing: Mapping[str, float] | None = None,
+    now: float | None = None,
 ) -> list[str]:
     """Why the daemon is unhealthy, one line each; empty when it is healthy.
+
+    A source whose fetches fail (an unreachable git server) keeps the daemon healthy
+    for ``max_lag`` seconds: its indexed versions stay searchable and the fetch is
+    retried with back-off; after that its changes may be missing for longer than
+    the daemon promises, so it is a problem (with ``max_lag`` 0, never).
 
     Args:
         watches: the daemon's watches.
@@ -52,8 +60,12 @@ def health_problems(
             itself began (:func:`~ingestd.daemon.service.jobs.is_outage`): its error
             makes the daemon unhealthy only once it is older than ``max_lag``, as a
             change waiting that long would (searches of what is indexed still work).
+        failing: source -> since when (seconds since the epoch) its fetches fail
+            (:func:`failing_fetches`): the same rule as ``outages``.
+        now: the clock (seconds since the epoch); ``time.time()`` when not given.
     """
     out = []
+    now = time.time() if now is None else now
     for source, refused in sorted((refusals or {}).items()):
         first = sorted(refused.items())[0]
         out.append(
@@ -63,7 +75,6 @@ def health_problems(
     dead = watches.dead()
     if dead:
         out.append(f"file watching stopped: {', '.join(dead)}")
-    now = time.time()
     for source, error in sorted(last_error.items()):
         since = (outages or {}).get(source)
         if since is None:
@@ -79,6 +90,27 @@ def health_problems(
         out.append(f"source {source}: not every folder is watched")
     if max_lag and lag > max_lag:
         out.append(f"a change has waited {lag:.0f} s (watch.max_lag_s {max_lag:g})")
+    for source, since in sorted((failing or {}).items()):
+        if max_lag and now - since > max_lag:
+            out.append(
+                f"source {source}: fetches have failed for {now - since:.0f} s "
+                f"(watch.max_lag_s {max_lag:g})"
+            )
+    return out
+
+
+def failing_fetches(engine: Engine) -> dict[str, float]:
+    """Polled sources whose fetches fail now: source -> since when (seconds since the epoch).
+
+    Read from each source's ``fetch_state()`` (a git source's mirror state: its
+    ``failing_since``); sources without one are left out.
+    """
+    out: dict[str, float] = {}
+    for name, source in list(engine.handles.items()):
+        state = getattr(source, "fetch_state", None)
+        since = state().get("failing_since") if callable(state) else None
+        if isinstance(since, int | float):
+            out[name] = float(since)
     return out
 
 
@@ -176,7 +208,8 @@ def daemon_status(
     progress = {name: p.as_dict() for name, p in list(policy.progress.items())}
     lag = policy.lag(watches.oldest())
     refusals = {k: dict(v) for k, v in list(engine.failures.refusals.items())}
-    problems = health_problems(watches, last_error, lag, max_lag, refusals, outages)
+    failing = failing_fetches(engine)
+    problems = health_problems(watches, last_error, lag, max_lag, refusals, outages, failing)
     st["daemon"] = {
         "pid": os.getpid(),
         "phase": policy.phase,

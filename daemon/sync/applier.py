@@ -22,11 +22,13 @@ from __future__ import annotations
 
 import logging
 
+from ingestd.daemon.sources.versions import is_versioned
 from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext
 from ingestd.daemon.sync.documents import PreparedDocument
 from ingestd.daemon.sync.long_writes import LONG_CHUNKS, LongWrite, LongWrites
 from ingestd.daemon.sync.memory import release_free_memory
 from ingestd.daemon.sync.preparer import THREADED_PREPARE_BYTES, Preparer
+from ingestd.daemon.sync.shared_writes import SharedWriter
 from ingestd.daemon.sync.types import (
     Plan,
     ProgressFn,
@@ -223,7 +225,13 @@ class Applier:
             The paths written (or recorded as failed) here.
         """
         ctx = self.ctx
-        hand_off = background and self.long_writes.enabled and not force
+        # a versioned source's documents share points: each is written in one go
+        hand_off = (
+            background
+            and self.long_writes.enabled
+            and not force
+            and not is_versioned(ctx.source(plan.source))
+        )
         written: list[str] = []
         source = plan.source
         git_commit = self.preparer.git_commit(source) if plan.index else None
@@ -360,6 +368,13 @@ class Applier:
         src = ctx.source(source)
         if src.stat(rel) is not None and src.accepts(rel):
             logger.debug("%s is back; not deleted", rel)
+            return
+        if is_versioned(src):  # versions share points: only this version leaves them
+            collection = ctx.collection_of(source)
+            self.collections.ensure(collection)
+            deleted = SharedWriter(ctx, self.writer.in_flight).remove(source, collection, doc.id)
+            res.deleted += 1
+            res.chunks_deleted += deleted
             return
         ids = [c.point_id for c in ctx.manifest.chunks(doc.id)]
         if ids:

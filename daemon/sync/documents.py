@@ -43,7 +43,13 @@ from ingestd.chunkers.base import Chunk
 from ingestd.chunkers.text import UndecodableError
 from ingestd.daemon.config import FilesConfig
 from ingestd.daemon.sources.base import FileStat, Source
-from ingestd.daemon.sources.versions import VERSION_KEY, VERSION_SEP, commit_of, split_document
+from ingestd.daemon.sources.versions import (
+    VERSION_KEY,
+    VERSION_SEP,
+    commit_of,
+    split_document,
+    strip_keys,
+)
 from ingestd.daemon.sync.nonprose import nonprose_error
 from ingestd.daemon.sync.rules import Rule
 from ingestd.daemon.sync.secret_files import SecretPolicy
@@ -208,7 +214,9 @@ def _chunk(
         return
     prep.chunks = chunks
     prep.hashes = [chunk_hash(c.embed_text) for c in chunks]
-    prep.ids = point_ids(source, rel, prep.hashes)
+    # a versioned source's ids leave the version out: versions share points
+    path = rel.partition(VERSION_SEP)[2] if version is not None else rel
+    prep.ids = point_ids(source, path, prep.hashes)
     prep.payloads = _payloads(source, rel, prep, git_commit, version)
 
 
@@ -266,5 +274,8 @@ def sparse_vector(chunk: Chunk) -> SparseVec | None:
 
 
 def strip_provenance(payload: dict[str, Any]) -> dict[str, Any]:
-    """``payload`` without the provenance keys (``indexed_at``, ``git_commit``, ``commit``)."""
-    return {k: v for k, v in payload.items() if k not in PROVENANCE_KEYS}
+    """``payload`` without the provenance keys (``indexed_at``, ``git_commit``, ``commit``).
+
+    A point shared by versions loses them from each version's differences too.
+    """
+    return strip_keys(payload, PROVENANCE_KEYS)

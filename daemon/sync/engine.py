@@ -57,6 +57,7 @@ from ingestd.daemon.sync.resources import Resources
 from ingestd.daemon.sync.rules import RuleSet
 from ingestd.daemon.sync.types import Plan, ProgressFn, SyncInterrupted, SyncProgress, SyncResult
 from ingestd.daemon.sync.verify import Verifier, VerifyReport
+from ingestd.daemon.sync.version_keys import rekey_versions
 from ingestd.daemon.sync.writer import InFlight, Writer
 from ingestd.store.manifest.manifest import Manifest
 from ingestd.store.vectors.base import VectorStore
@@ -462,6 +463,7 @@ class Engine:
         if source not in self._hidden:  # a crash may have left a version half committed
             self._hidden.add(source)
             self.writer.hide_pending(source)
+            rekey_versions(self.context, source)  # a store from before shared points
         if deep is None:
             first = collection not in self._deep_checked
             deep = crashed or (first and not self.resources.durable_updates())

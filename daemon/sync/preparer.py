@@ -14,6 +14,7 @@ import threading
 import time
 from typing import Any
 
+from ingestd.daemon.sources.versions import merge_versions, split_document
 from ingestd.daemon.sync.checkpoints import HEARTBEAT_S
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.documents import (
@@ -124,16 +125,24 @@ class Preparer:
             SyncInterrupted: a stop was requested.
         """
         points: dict[str, dict[str, Any]] = {}
+        views: dict[str, dict[str, dict[str, Any]]] = {}  # shared points: pid -> version -> payload
         docs: dict[str, str | None] = {}
-        for rel in sorted(self.ctx.source(source).scan()):
+        src = self.ctx.source(source)
+        for rel in sorted(src.scan()):
             self.ctx.checkpoints.heartbeat()
             try:
                 prep = self.prepare(source, rel)
             except UnreadableFile:
                 continue
             docs[rel] = prep.error
+            version = split_document(src, rel)[0]
             for pid, payload in zip(prep.ids, prep.payloads, strict=True):
-                points[pid] = strip_provenance(payload)
+                if version is None:
+                    points[pid] = strip_provenance(payload)
+                else:
+                    views.setdefault(pid, {})[version] = payload
             if sparse is not None:
                 sparse.update(zip(prep.ids, map(sparse_vector, prep.chunks), strict=True))
+        for pid, held in views.items():
+            points[pid] = strip_provenance(merge_versions(held))
         return points, docs

@@ -26,7 +26,14 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingestd.daemon.sources.versions import VERSION_KEY, document_key
+from ingestd.daemon.sources.versions import (
+    BY_VERSION_KEY,
+    VERSION_KEY,
+    document_key,
+    payload_versions,
+    split_document_key,
+    version_view,
+)
 from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext, Syncer
 from ingestd.daemon.sync.types import Plan, SyncInterrupted
 from ingestd.store.manifest.manifest import AdoptedDocument, ChunkRow
@@ -41,7 +48,7 @@ logger = logging.getLogger(__name__)
 _ADOPT_KEYS = ("source", "path", "doc_hash", "chunk_hash", "ordinal", "start_char", "end_char")
 #: Payload keys a deep check compares with the manifest: what a sync's writes and
 #: payload updates set, and the marker of a write not committed yet.
-CHECK_KEYS = (*_ADOPT_KEYS, "rule_fingerprint", PENDING_KEY, VERSION_KEY)
+CHECK_KEYS = (*_ADOPT_KEYS, "rule_fingerprint", PENDING_KEY, VERSION_KEY, BY_VERSION_KEY)
 
 
 @dataclass
@@ -245,7 +252,12 @@ def _compare(
 
 
 def _stale(rec: PointRecord, payload: dict[str, Any]) -> bool:
-    """Whether a stored payload differs from what the manifest records for the point."""
+    """Whether a stored payload differs from what the manifest records for the point.
+
+    A point shared by versions is compared in the view of the record's version.
+    """
+    if isinstance(payload.get(VERSION_KEY), list):
+        payload = version_view(payload, split_document_key(rec.path)[0])
     return (
         payload.get("source") != rec.source
         or ("path" in payload and document_key(payload) != rec.path)
@@ -265,11 +277,18 @@ def _adopt(ctx: SyncContext, chk: StoreCheck, unknown: dict[str, dict[str, Any]]
         return
     by_doc: dict[tuple[str, str], list[tuple[str, dict[str, Any]]]] = {}
     unusable: list[str] = []
+    shared: set[str] = set()  # sources whose documents share points (versions)
     for pid, p in unknown.items():
-        if all(p.get(k) is not None for k in _ADOPT_KEYS):
-            by_doc.setdefault((str(p["source"]), document_key(p)), []).append((pid, p))
-        else:
+        if not all(p.get(k) is not None for k in _ADOPT_KEYS):
             unusable.append(pid)
+            continue
+        if isinstance(p.get(VERSION_KEY), list):  # every version holding it
+            shared.add(str(p["source"]))
+            for v in payload_versions(p):
+                view = version_view(p, v)
+                by_doc.setdefault((str(p["source"]), document_key(view)), []).append((pid, view))
+        else:
+            by_doc.setdefault((str(p["source"]), document_key(p)), []).append((pid, p))
     recorded = {s["name"] for s in ctx.manifest.sources()}
     per_source: dict[str, dict[str, AdoptedDocument]] = {}
     for (src, path), points in sorted(by_doc.items()):
@@ -290,9 +309,9 @@ def _adopt(ctx: SyncContext, chk: StoreCheck, unknown: dict[str, dict[str, Any]]
             first.get("git_commit"),
             consistent,
         )
-        chk.adopted += len(points)
+    chk.adopted += len({pid for points in by_doc.values() for pid, _ in points})
     for src, docs in per_source.items():
-        ctx.manifest.adopt(src, docs)
+        ctx.manifest.adopt(src, docs, shared=src in shared)
     if unusable:
         ctx.store.delete(chk.collection, unusable)
         chk.deleted = len(unusable)

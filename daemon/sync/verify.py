@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ingestd.daemon.sources.versions import document_key
+from ingestd.daemon.sources.versions import document_keys
 from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext, Syncer
 from ingestd.daemon.sync.documents import strip_provenance
 from ingestd.daemon.sync.preparer import Preparer
@@ -129,7 +129,7 @@ class Verifier:
         busy = self.writing(source)
         rep.writing = sorted(busy)
         if busy:
-            expected = {pid: p for pid, p in expected.items() if document_key(p) not in busy}
+            expected = {pid: p for pid, p in expected.items() if busy.isdisjoint(document_keys(p))}
             docs = {rel: why for rel, why in docs.items() if rel not in busy}
         rep.expected = len(expected)
         collection = ctx.collection_of(source)
@@ -140,7 +140,7 @@ class Verifier:
             stored = {
                 pid: strip_provenance(p)
                 for pid, p in ctx.store.scroll(collection, source)
-                if "path" not in p or document_key(p) not in busy
+                if "path" not in p or busy.isdisjoint(document_keys(p))
             }
             common = sorted(set(expected) & set(stored))
             got_sparse = ctx.store.sparse_vectors(collection, common)
@@ -169,7 +169,8 @@ class Verifier:
         known_docs = manifest.documents(source)
         expected_by_path: dict[str, set[str]] = {}
         for pid, p in expected.items():
-            expected_by_path.setdefault(document_key(p), set()).add(pid)
+            for key in document_keys(p):  # a point shared by versions: each version's document
+                expected_by_path.setdefault(key, set()).add(pid)
         rows_by_doc: dict[int, set[str]] = {}
         pending_docs: set[int] = set()
         for pid, doc_id, pending in manifest.point_rows(source):
@@ -197,7 +198,7 @@ class Verifier:
             ctx.store.delete(collection, rep.orphans)
         paths = set(rep.manifest)
         for pid in rep.missing + rep.stale + rep.sparse:
-            paths.add(document_key(expected[pid]))
+            paths.update(document_keys(expected[pid]))
         on_disk = ctx.source(source).scan()
         plan = Plan(source)
         for rel in sorted(paths):

@@ -38,8 +38,10 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from ingestd.daemon.sources.versions import is_versioned
 from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext
 from ingestd.daemon.sync.documents import PreparedDocument, sparse_vector, strip_provenance
+from ingestd.daemon.sync.shared_writes import SharedWriter
 from ingestd.daemon.sync.types import SyncResult
 from ingestd.daemon.sync.write_parts import (
     DocWork,
@@ -167,6 +169,17 @@ class Writer:
         progress: Callable[[], None] | None,
     ) -> None:
         collection = self.ctx.collection_of(source)
+        if is_versioned(self.ctx.source(source)):  # versions share points
+            self.collections.ensure(collection)
+            _ = self.ctx.resources.cache  # open the cache before the first lookup
+            shared = SharedWriter(self.ctx, self.in_flight)
+            try:
+                work = shared.write(source, collection, group, res, force, checkpoint, progress)
+                self._commit(work, res)
+            finally:
+                for prep in group:
+                    self.in_flight.pop((source, prep.path), None)
+            return
         work = self.begin(source, group, force)
         try:
             self.refresh_kept(source, collection, work, checkpoint)
@@ -218,6 +231,8 @@ class Writer:
     def hide_pending(self, source: str) -> int:
         """Mark every point the manifest holds as pending for ``source`` (see the module).
 
+        A point that versions share and one of them holds committed stays searchable.
+
         A crash between the unmarking and the commit of step (d) leaves points of an
         uncommitted version searchable; a scan calls this before anything is written.
 
@@ -226,7 +241,9 @@ class Writer:
         """
         from ingestd.store.search.query import PENDING_KEY
 
-        ids = [pid for pid, _, pending in self.ctx.manifest.point_rows(source) if pending]
+        rows = self.ctx.manifest.point_rows(source)
+        committed = {pid for pid, _, pending in rows if not pending}  # shared by a version
+        ids = sorted({pid for pid, _, pending in rows if pending} - committed)
         collection = self.ctx.collection_of(source)
         if ids and self.ctx.store.has_collection(collection):
             self.ctx.store.set_payload(collection, [(pid, {PENDING_KEY: True}) for pid in ids])

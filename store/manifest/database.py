@@ -183,12 +183,22 @@ class DocumentTable(DocumentColumns, Base):
 
 
 class ChunkTable(Base):
-    """One point id of one document."""
+    """One point id of one document.
+
+    A point id is held by one document, except a point of a versioned source, which
+    every version holding the same chunk at the same path shares (see
+    :mod:`ingestd.daemon.sources.versions`): the key is (point id, document).
+    """
 
     __tablename__ = "chunks"
-    __table_args__ = (Index("ix_chunks_doc", "doc_id"), Index("ix_chunks_hash", "chunk_hash"))
+    __table_args__ = (
+        Index("ix_chunks_doc", "doc_id"),
+        Index("ix_chunks_hash", "chunk_hash"),
+    )
     point_id: Mapped[str] = mapped_column(String(36), primary_key=True)
-    doc_id: Mapped[int] = mapped_column(ForeignKey("documents.id", ondelete="CASCADE"))
+    doc_id: Mapped[int] = mapped_column(
+        ForeignKey("documents.id", ondelete="CASCADE"), primary_key=True
+    )
     chunk_hash: Mapped[str] = mapped_column(String(64))
     ordinal: Mapped[int] = mapped_column(Integer)
     start_char: Mapped[int] = mapped_column(Integer)
@@ -231,6 +241,20 @@ def _m005_last_change_synced(conn: Connection) -> None:
         conn.exec_driver_sql("ALTER TABLE sources ADD COLUMN last_change_synced FLOAT")
 
 
+def _m006_shared_points(conn: Connection) -> None:
+    """``chunks`` keyed by (point id, document): versions of a document share points."""
+    pk = inspect(conn).get_pk_constraint("chunks")["constrained_columns"]
+    if "doc_id" in pk:  # created with the key already (001 makes today's tables)
+        return
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_chunks_doc")
+    conn.exec_driver_sql("DROP INDEX IF EXISTS ix_chunks_hash")
+    conn.exec_driver_sql("ALTER TABLE chunks RENAME TO chunks_before_006")
+    cast(Table, ChunkTable.__table__).create(conn)
+    cols = "point_id, doc_id, chunk_hash, ordinal, start_char, end_char, pending"
+    conn.exec_driver_sql(f"INSERT INTO chunks ({cols}) SELECT {cols} FROM chunks_before_006")
+    conn.exec_driver_sql("DROP TABLE chunks_before_006")
+
+
 #: Ordered, named schema migrations. Append only.
 MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("001_initial", _m001_initial),
@@ -238,6 +262,7 @@ MIGRATIONS: list[tuple[str, Callable[[Connection], None]]] = [
     ("003_collection_builds", _m003_collection_builds),
     ("004_profiles", _m004_profiles),
     ("005_last_change_synced", _m005_last_change_synced),
+    ("006_shared_points", _m006_shared_points),
 ]
 
 D = cast(Table, DocumentTable.__table__)

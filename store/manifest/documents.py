@@ -207,6 +207,28 @@ class DocumentRecords(ManifestDatabase):
                 )
             )
 
+    def holders(
+        self, point_ids: Iterable[str], exclude: Iterable[int] = ()
+    ) -> dict[str, list[tuple[int, str]]]:
+        """The documents holding each point id, committed or pending: id -> ``[(doc id, path)]``.
+
+        Ids no document holds are left out; so are the documents in ``exclude``.
+        """
+        out: dict[str, list[tuple[int, str]]] = {}
+        ids = sorted(set(point_ids))
+        skip = set(exclude)
+        with self.engine.connect() as conn:
+            for i in range(0, len(ids), 500):
+                rows = conn.execute(
+                    select(C.c.point_id, D.c.id, D.c.path)
+                    .join(D, D.c.id == C.c.doc_id)
+                    .where(C.c.point_id.in_(ids[i : i + 500]))
+                )
+                for pid, doc_id, path in rows:
+                    if int(doc_id) not in skip:
+                        out.setdefault(str(pid), []).append((int(doc_id), str(path)))
+        return out
+
     def point_ids_for_hashes(self, hashes: Iterable[str]) -> dict[str, str]:
         """A committed point id holding each chunk hash, where one exists (hash -> id)."""
         out: dict[str, str] = {}
@@ -301,10 +323,14 @@ class DocumentRecords(ManifestDatabase):
         """Record ``rows`` as pending point ids of ``doc_id`` (write order, step a)."""
         self.add_pending_many({doc_id: rows})
 
-    def add_pending_many(self, batch: Mapping[int, Sequence[ChunkRow]]) -> None:
+    def add_pending_many(
+        self, batch: Mapping[int, Sequence[ChunkRow]], *, shared: bool = False
+    ) -> None:
         """Record pending point ids of several documents in one transaction (step a).
 
-        Ids a document already holds (committed or pending) are left as they are.
+        Ids a document already holds (committed or pending) are left as they are. An id
+        recorded under another document moves to this one, unless ``shared`` (the
+        documents are versions of a versioned source: they share points).
         """
         if not any(batch.values()):
             return
@@ -317,7 +343,9 @@ class DocumentRecords(ManifestDatabase):
                 new.extend(
                     chunk_values(doc_id, r, pending=True) for r in rows if r.point_id not in known
                 )
-            if new:
+            if new and shared:
+                conn.execute(insert(C), new)
+            elif new:
                 # an id recorded under another document (a path re-used after a move) moves
                 ids = [n["point_id"] for n in new]
                 for i in range(0, len(ids), 500):
@@ -343,6 +371,18 @@ class DocumentRecords(ManifestDatabase):
                 if fields:
                     conn.execute(update(D).where(D.c.id == doc_id).values(**fields))
 
+    def forget_rule_fingerprints(self, source: str) -> int:
+        """Clear the rule fingerprint of every document of ``source``.
+
+        The next sync then chunks and writes each of them again.
+
+        Returns:
+            The number of documents.
+        """
+        with self.engine.begin() as conn:
+            res = conn.execute(update(D).where(D.c.source == source).values(rule_fingerprint=""))
+            return int(res.rowcount or 0)
+
     def update_document(self, doc_id: int, **fields: Any) -> None:
         """Update columns of one document (e.g. the stat after an unchanged hash)."""
         with self.engine.begin() as conn:
@@ -354,14 +394,17 @@ class DocumentRecords(ManifestDatabase):
             conn.execute(delete(C).where(C.c.doc_id == doc_id))
             conn.execute(delete(D).where(D.c.id == doc_id))
 
-    def adopt(self, source: str, docs: Mapping[str, AdoptedDocument]) -> None:
+    def adopt(
+        self, source: str, docs: Mapping[str, AdoptedDocument], *, shared: bool = False
+    ) -> None:
         """Record points the vector store holds but the manifest lost (one transaction).
 
         A path the manifest does not know gets a row with a zero stat, so the next
         sync reads and hashes its file: equal bytes cost a stat update, other bytes
         (or a deleted file) take the usual way and nothing is embedded twice. A path it
         knows gets the points as *pending*: the next sync re-writes the document and
-        deletes whichever of them is stale.
+        deletes whichever of them is stale. With ``shared`` (a versioned source, whose
+        documents share points) a point's rows under other documents are kept.
         """
         with self.engine.begin() as conn:
             rows = conn.execute(select(D.c.path, D.c.id).where(D.c.source == source))
@@ -387,7 +430,10 @@ class DocumentRecords(ManifestDatabase):
                 values.extend(chunk_values(doc_id, r, pending=pending) for r in doc.rows)
             ids = [v["point_id"] for v in values]
             for i in range(0, len(ids), 500):
-                conn.execute(delete(C).where(C.c.point_id.in_(ids[i : i + 500])))
+                q = delete(C).where(C.c.point_id.in_(ids[i : i + 500]))
+                if shared:  # only the adopted documents' own rows of them
+                    q = q.where(C.c.doc_id.in_(sorted({v["doc_id"] for v in values})))
+                conn.execute(q)
             if values:
                 conn.execute(insert(C), values)
 

@@ -94,10 +94,13 @@ class SourceRecords(ManifestDatabase):
             conn.execute(delete(S).where(S.c.name == source))
 
     def collection_counts(self, collection: str) -> tuple[int, int]:
-        """``(committed, pending)`` point rows of every source recorded with ``collection``."""
+        """``(committed, pending)`` point ids of every source recorded with ``collection``.
+
+        Distinct ids: a point that versions of a document share is one point.
+        """
         with self.engine.connect() as conn:
             rows = conn.execute(
-                select(C.c.pending, func.count())
+                select(C.c.pending, func.count(func.distinct(C.c.point_id)))
                 .join(D, D.c.id == C.c.doc_id)
                 .where(D.c.source.in_(_collection_sources(collection)))
                 .group_by(C.c.pending)
@@ -119,7 +122,9 @@ class SourceRecords(ManifestDatabase):
         """Every recorded point of ``collection`` with the payload fields it should carry.
 
         One query over ``chunks`` joined with ``documents``; what
-        :func:`~ingestd.daemon.sync.repair.check_store` compares with the store.
+        :func:`~ingestd.daemon.sync.repair.check_store` compares with the store. A point
+        that versions of a document share is given for one of them (a pending one
+        first).
         """
         with self.engine.connect() as conn:
             rows = conn.execute(
@@ -137,6 +142,7 @@ class SourceRecords(ManifestDatabase):
                 )
                 .join(D, D.c.id == C.c.doc_id)
                 .where(D.c.source.in_(_collection_sources(collection)))
+                .order_by(C.c.pending)  # a shared point: a pending row of it wins
             )
             return {
                 str(pid): PointRecord(str(s), str(p), bool(x), str(h), str(r), str(c), o, a, b)
@@ -155,7 +161,10 @@ class SourceRecords(ManifestDatabase):
         return int(n)
 
     def counts(self, source: str) -> dict[str, int]:
-        """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source."""
+        """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source.
+
+        ``chunks`` and ``pending`` count distinct point ids (versions share points).
+        """
         with self.engine.connect() as conn:
             docs = conn.execute(
                 select(func.count()).select_from(D).where(D.c.source == source)
@@ -166,7 +175,7 @@ class SourceRecords(ManifestDatabase):
                 .where(D.c.source == source, D.c.state == "failed")
             ).scalar_one()
             chunks = conn.execute(
-                select(C.c.pending, func.count())
+                select(C.c.pending, func.count(func.distinct(C.c.point_id)))
                 .join(D, D.c.id == C.c.doc_id)
                 .where(D.c.source == source)
                 .group_by(C.c.pending)

@@ -505,3 +505,71 @@ def test_a_crash_at_the_switch_is_finished_at_the_next_start(
         e.close()
     assert physical_collections(state) == {new_version(cls_model)}
     assert set(store_snapshot(state)) == want
+
+
+def git_engine(state: Path, url: str, model: str, factory: Any) -> Engine:
+    source = {"kind": "git", "name": "book", "url": url, "refs": ["v1", "v2"]}
+    cfg = load_config(
+        None,
+        overrides={"state_dir": str(state), "sources": [source], "embedding": {"model": model}},
+    )
+    return Engine(cfg, state, model_factory=factory)
+
+
+def git_ingest(state: Path, url: str, model: str, factory: Any) -> None:
+    e = git_engine(state, url, model, factory)
+    try:
+        e.source("book").refresh()  # type: ignore[attr-defined]
+        assert not e.sync("book").interrupted
+        assert e.verify("book").clean
+    finally:
+        e.close()
+
+
+def test_a_migration_of_a_git_source_keeps_points_shared_by_versions(
+    tmp_path: Path, scratch: Path, cls_model: Path, models: Any, one_document_per_slice: None
+) -> None:
+    """Two tags through a migration to another model, with the real models: the new
+    version holds one point per distinct chunk, each version's view as before."""
+    from ingestd.daemon.sources.versions import version_view
+    from tests.gitrepos import HistoryRepo
+
+    repo = HistoryRepo(tmp_path / "repo")
+    repo.tag("v1")
+    for _ in range(3):
+        repo.next_commit()
+    repo.tag("v2")
+    repo.push()
+    url = str(repo.origin)
+    state = scratch / "state"
+    git_ingest(state, url, BUNDLED_MODEL, models)
+    before = without_provenance(store_snapshot(state))
+    assert any(p["version"] == ["v1", "v2"] for p in before.values())
+    git_ingest(state, url, str(cls_model), models)  # the migration, then the switch
+    assert physical_collections(state) == {new_version(cls_model)}
+    got = without_provenance(store_snapshot(state))
+    want_state = scratch / "from-scratch"
+    git_ingest(want_state, url, str(cls_model), models)
+    assert got == without_provenance(store_snapshot(want_state))
+    assert_same_vectors(dense_vectors(state), dense_vectors(want_state))
+
+    def views(points: dict[str, dict[str, Any]], v: str) -> dict[str, dict[str, Any]]:
+        drop = ("rule_fingerprint",)  # holds the model's fingerprint
+        return {
+            pid: {k: x for k, x in version_view(p, v).items() if k not in drop}
+            for pid, p in points.items()
+            if v in p["version"]
+        }
+
+    for v in ("v1", "v2"):  # the same chunks per version, the same fields
+        assert views(got, v) == views(before, v)
+    e = git_engine(state, url, str(cls_model), models)
+    try:
+        hits = search_cmd(e, "cargo build hello world", k=5, source="book", version="v1")
+        files = repo.snapshot("v1")
+        assert hits and all(h["version"] == "v1" for h in hits)
+        for h in hits:
+            text = files[h["path"]].decode()
+            assert text[h["start_char"] : h["end_char"]] == h["text"]
+    finally:
+        e.close()

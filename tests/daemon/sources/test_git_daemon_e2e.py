@@ -15,6 +15,7 @@ import pytest
 
 from ingestd.daemon.client import Client
 from ingestd.daemon.config import load_config
+from ingestd.daemon.sources.versions import payload_versions
 from ingestd.daemon.sync.engine import Engine
 from tests.daemon.harness import Harness
 from tests.gitrepos import HistoryRepo
@@ -59,7 +60,9 @@ def test_a_push_is_searchable_when_sync_returns(
     state = scratch / "state"
     with Harness(tmp_path, state, real_embedder, config_path=config) as h:
         wait_for(
-            lambda: {p.get("version") for p in h.points().values()} == {"main", "v1.0"},
+            lambda: (
+                {v for p in h.points().values() for v in payload_versions(p)} == {"main", "v1.0"}
+            ),
             120,
             "both versions to be fetched and indexed",
         )

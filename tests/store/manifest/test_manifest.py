@@ -86,3 +86,45 @@ def test_collection_model_mismatch_is_an_error(manifest: Manifest) -> None:
     manifest.check_collection("ingestd", "all-MiniLM-L6-v2", "f" * 64, 384)
     with pytest.raises(ModelMismatchError, match="holds vectors of model"):
         manifest.check_collection("ingestd", "other", "e" * 64, 768)
+
+
+def test_a_manifest_from_before_shared_points_keys_chunks_by_point_and_document(
+    tmp_path: Path,
+) -> None:
+    """Migration 006: the rows of ``chunks`` survive; two documents may then hold one id."""
+    url = sqlite_url(tmp_path / "m.db")
+    m = Manifest(url)
+    m.ensure_source("s", "/r", "ingestd")
+    doc = m.upsert_document("s", "v1:a.md")
+    rows = [ChunkRow(f"id{i}", f"h{i}", i, i * 10, i * 10 + 9) for i in range(3)]
+    m.commit_document(doc, rows, state="ok")
+    cols = "point_id VARCHAR(36) NOT NULL PRIMARY KEY, doc_id INTEGER NOT NULL, "
+    cols += "chunk_hash VARCHAR(64) NOT NULL, ordinal INTEGER NOT NULL, "
+    cols += "start_char INTEGER NOT NULL, end_char INTEGER NOT NULL, pending BOOLEAN NOT NULL"
+    with m.engine.begin() as conn:  # the table as it was: keyed by point id alone
+        conn.exec_driver_sql("ALTER TABLE chunks RENAME TO chunks_now")
+        conn.exec_driver_sql("DROP INDEX ix_chunks_doc")
+        conn.exec_driver_sql("DROP INDEX ix_chunks_hash")
+        conn.exec_driver_sql(f"CREATE TABLE chunks ({cols})")
+        conn.exec_driver_sql("INSERT INTO chunks SELECT * FROM chunks_now")
+        conn.exec_driver_sql("DROP TABLE chunks_now")
+        conn.exec_driver_sql("CREATE INDEX ix_chunks_doc ON chunks (doc_id)")
+        conn.exec_driver_sql("CREATE INDEX ix_chunks_hash ON chunks (chunk_hash)")
+        conn.exec_driver_sql("DELETE FROM schema_migrations WHERE name = '006_shared_points'")
+    m.close()
+    m = Manifest(url)
+    try:
+        assert m.chunks(doc) == rows
+        other = m.upsert_document("s", "v2:a.md")
+        m.add_pending_many({other: rows[:2]}, shared=True)
+        m.commit_document(other, rows[:2], state="ok")
+        assert m.chunks(doc) == rows and m.chunks(other) == rows[:2]
+        assert m.holders(["id0", "id2"]) == {
+            "id0": [(doc, "v1:a.md"), (other, "v2:a.md")],
+            "id2": [(doc, "v1:a.md")],
+        }
+        assert m.holders(["id0"], exclude=[doc]) == {"id0": [(other, "v2:a.md")]}
+        assert m.counts("s")["chunks"] == 3  # distinct points
+        assert m.collection_counts("ingestd") == (3, 0)
+    finally:
+        m.close()
