@@ -127,6 +127,7 @@ def context_rows(
     corpus: Path,
     count: Callable[[str], int],
     budgets: Sequence[int] = BUDGETS,
+    per_page: int | None = None,
 ) -> dict[str, list[float]]:
     """Per question, whether the context at each budget holds the whole answer.
 
@@ -137,6 +138,7 @@ def context_rows(
         corpus: the folder the paths are relative to.
         count: tokens of a text (cl100k_base).
         budgets: the context budgets, in tokens.
+        per_page: the passages' cap per document (``fill``'s ``per_page``).
 
     Returns:
         ``"chunks@B"`` / ``"passages@B"`` -> one 0/1 value per question, and
@@ -177,7 +179,7 @@ def context_rows(
                 got = got or _covers(h["path"], h["start_char"], h["end_char"], q)
             out.setdefault(f"chunks@{budget}", []).append(float(got))
             out.setdefault(f"items chunks@{budget}", []).append(float(n))
-            passages = fill(hits, budget, count)
+            passages = fill(hits, budget, count, per_page=per_page)
             got = any(_covers(p.path, p.start_char, p.end_char, q) for p in passages)
             out.setdefault(f"passages@{budget}", []).append(float(got))
             out.setdefault(f"items passages@{budget}", []).append(float(len(passages)))
