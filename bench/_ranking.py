@@ -52,6 +52,8 @@ __all__ = ["VARIANTS", "Variant", "compare", "field_vector", "path_terms"]
 RRF_K, CANDIDATES, DEPTH = 60, 50, 100
 MMR_PICKS = 20  # ranks MMR chooses; the rest follow in fused order
 _STATS = ("R@1", "R@5", "MRR@10")
+PASSAGE_BUDGET = 2048  # tokens of passages scored at page level
+MAX_HITS = 52  # hits a search fills 2,048 tokens from (daemon/commands/search.py: budget / 40)
 
 
 @dataclass(frozen=True)
@@ -76,6 +78,8 @@ VARIANTS = (
     Variant("convex a=0.7 (min-max)", "cc", 0.7),
     Variant("page cap 1", "cap", 1),
     Variant("page cap 2", "cap", 2),
+    Variant("page cap 1 in the top 5", "cap", 1, 5),
+    Variant("page cap 2 in the top 5", "cap", 2, 5),
     Variant("MMR lambda 0.7", "mmr", 0.7),
     Variant("MMR lambda 0.5", "mmr", 0.5),
     Variant("passages per_page 1", "per_page", 1),
@@ -166,13 +170,24 @@ def fuse(dense: Any, sparse: Any, kind: str = "rrf", a: float = 1.0, b: float = 
     return out
 
 
-def cap(order: Sequence[int], paths: Sequence[str], per_page: int) -> list[int]:
-    """``order`` with each page's chunks past its first ``per_page`` moved to the end."""
+def cap(order: Sequence[int], paths: Sequence[str], per_page: int, top: int = 0) -> list[int]:
+    """``order`` with each page's chunks past its first ``per_page`` moved down.
+
+    ``top`` 0: to the end of the ranking; else only out of the first ``top`` ranks (the
+    top ``top`` hold at most ``per_page`` chunks of a page, the chunks passed over come
+    right after them, in their order).
+    """
     seen: Counter[str] = Counter()
-    taken, later = [], []
+    taken: list[int] = []
+    later: list[int] = []
     for j in order:
+        if top and len(taken) == top:
+            break
         seen[paths[j]] += 1
         (taken if seen[paths[j]] <= per_page else later).append(j)
+    if top:
+        chosen = set(taken)
+        return taken + [j for j in order if j not in chosen]
     return taken + later
 
 
@@ -220,7 +235,7 @@ def rankings(idx: Any, queries: Any, variant: Variant | None) -> Any:
         return [o for o, _ in fuse(dense, scores, variant.kind, variant.a, variant.b)]
     fused = fuse(dense, scores)
     if variant is not None and variant.kind == "cap":
-        return [cap(o, idx.paths, int(variant.a)) for o, _ in fused]
+        return [cap(o, idx.paths, int(variant.a), int(variant.b)) for o, _ in fused]
     if variant is not None and variant.kind == "mmr":
         return [mmr(o, f, idx.vecs, variant.a) for o, f in fused]
     return [o for o, _ in fused]
@@ -237,15 +252,23 @@ def _span_values(results: Sequence[Any]) -> dict[str, Any]:
     return {"R@1": r(1), "R@5": r(5), "MRR@10": np.array(mrr)}
 
 
-def _page_values(idx: Any, orders: Any, pqs: Sequence[Any]) -> dict[str, Any]:
-    """Page-level values: of the distinct pages, and of the pages of the first 5 chunks."""
+def _page_values(
+    idx: Any, orders: Any, pqs: Sequence[Any], make: Any, per_page: int | None
+) -> dict[str, Any]:
+    """Page-level values: of the distinct pages, of the pages of the first 5 chunks, and
+    of the pages of the passages :data:`PASSAGE_BUDGET` tokens hold (``make``: the
+    ``_context.Hits`` of ``idx``)."""
     from ingestd.daemon.evaluation.pages import page_values, pages_of
+    from ingestd.store.search.passages import fill
 
     paths = np.array(idx.paths)
     out: dict[str, list[float]] = {}
     for q, order in zip(pqs, orders, strict=True):
         ranked = paths[np.asarray(order)]
-        for tag, pages in (("", pages_of(ranked)), ("top5 ", pages_of(ranked[:5]))):
+        passages = fill(make(order[:MAX_HITS]), PASSAGE_BUDGET, make.count, per_page=per_page)
+        tags = [("", pages_of(ranked)), ("top5 ", pages_of(ranked[:5]))]
+        tags.append((f"passages@{PASSAGE_BUDGET} ", pages_of(p.path for p in passages)))
+        for tag, pages in tags:
             v = page_values(pages, q.qrels)
             for m in ("nDCG@5", "Hit@5", "R@5"):
                 out.setdefault(f"page {tag}{m}", []).append(v[m])
@@ -279,8 +302,9 @@ def _score(
         all_orders = list(orders)
         if added.texts:
             all_orders += list(rankings(idx, added, variant))
-        out.page[name] = _page_values(idx, all_orders, pqs)
         per_page = int(variant.a) if variant is not None and variant.kind == "per_page" else None
+        make = _context.Hits(idx, corpus, count)
+        out.page[name] = _page_values(idx, all_orders, pqs, make, per_page)
         ctx = _context.context_rows(idx, qs, orders, corpus, count, per_page=per_page)
         out.context[name] = {k: np.array(v) for k, v in ctx.items() if k.startswith("passages")}
     return out
