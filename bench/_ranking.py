@@ -40,6 +40,7 @@ change of its R@5 count, or of its summed reciprocal ranks for MRR@10, under -1)
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -106,8 +107,10 @@ def field_vector(text: str, title: str, path: str, w_title: float, w_path: float
         if w:
             for i, c in Counter(sparse.term_id(t) for t in ts).items():
                 tf[i] = tf.get(i, 0.0) + w * c
-    k1 = sparse.K1
-    return sparse._as_sparse({i: x * (k1 + 1) / (x + k1) for i, x in tf.items()})
+    k1, ids = sparse.K1, sorted(tf)
+    # float32 values, as Qdrant stores them and document_vector gives them
+    values = array("f", [tf[i] * (k1 + 1) / (tf[i] + k1) for i in ids]).tolist()
+    return sparse.SparseVec(ids, values)
 
 
 def bm25_matrix(vectors: Sequence[Any], queries: Sequence[Any]) -> Any:
