@@ -34,6 +34,7 @@ import numpy as np
 
 __all__ = [
     "BUDGETS",
+    "Hits",
     "PageQuestion",
     "context_rows",
     "load_page_questions",
@@ -110,6 +111,40 @@ class _Texts:
         return self._texts[rel]
 
 
+class Hits:
+    """Search hits (payload keys, ``id``, ``score``) of a chunk ranking of ``idx``.
+
+    ``tokens`` keeps each chunk's verbatim token count by ``count``.
+    """
+
+    def __init__(self, idx: Any, corpus: Path, count: Callable[[str], int]) -> None:
+        self.idx, self.count = idx, count
+        self.texts = _Texts(corpus)
+        self.ordinals = _ordinals(idx.paths)
+        self.tokens: dict[int, int] = {}
+
+    def __call__(self, order: Any) -> list[dict[str, Any]]:
+        """The hits of ``order`` (chunk positions, best first), chunks not located left out."""
+        idx, hits = self.idx, []
+        for c in order:
+            c = int(c)
+            a, b, rel = idx.starts[c], idx.ends[c], idx.paths[c]
+            if a < 0 or rel.startswith("+"):
+                continue
+            text, lines = self.texts.get(rel)
+            if c not in self.tokens:
+                self.tokens[c] = self.count(text[a:b])
+            hits.append(
+                {
+                    "id": str(c), "source": "s", "path": rel, "start_char": a, "end_char": b,
+                    "start_line": bisect.bisect_right(lines, a),
+                    "end_line": bisect.bisect_right(lines, max(a, b - 1)),
+                    "score": -len(hits), "text": text[a:b], "ordinal": self.ordinals[c],
+                }
+            )  # fmt: skip
+        return hits
+
+
 def _ordinals(paths: Sequence[str]) -> list[int]:
     """Each chunk's position among its file's chunks (files are added in order)."""
     seen: dict[str, int] = {}
@@ -127,6 +162,7 @@ def context_rows(
     corpus: Path,
     count: Callable[[str], int],
     budgets: Sequence[int] = BUDGETS,
+    per_page: int | None = None,
 ) -> dict[str, list[float]]:
     """Per question, whether the context at each budget holds the whole answer.
 
@@ -137,6 +173,7 @@ def context_rows(
         corpus: the folder the paths are relative to.
         count: tokens of a text (cl100k_base).
         budgets: the context budgets, in tokens.
+        per_page: the passages' cap per document (``fill``'s ``per_page``).
 
     Returns:
         ``"chunks@B"`` / ``"passages@B"`` -> one 0/1 value per question, and
@@ -144,28 +181,11 @@ def context_rows(
     """
     from ingestd.store.search.passages import fill
 
-    texts = _Texts(corpus)
-    ordinals = _ordinals(idx.paths)
-    tokens: dict[int, int] = {}
+    make = Hits(idx, corpus, count)
+    tokens = make.tokens
     out: dict[str, list[float]] = {}
     for q, order in zip(qs, ranked, strict=True):
-        hits = []
-        for c in order:
-            c = int(c)
-            a, b, rel = idx.starts[c], idx.ends[c], idx.paths[c]
-            if a < 0 or rel.startswith("+"):
-                continue
-            text, lines = texts.get(rel)
-            if c not in tokens:
-                tokens[c] = count(text[a:b])
-            hits.append(
-                {
-                    "id": str(c), "source": "s", "path": rel, "start_char": a, "end_char": b,
-                    "start_line": bisect.bisect_right(lines, a),
-                    "end_line": bisect.bisect_right(lines, max(a, b - 1)),
-                    "score": -len(hits), "text": text[a:b], "ordinal": ordinals[c],
-                }
-            )  # fmt: skip
+        hits = make(order)
         for budget in budgets:
             used, got, n = 0, False, 0
             for h in hits:
@@ -177,7 +197,7 @@ def context_rows(
                 got = got or _covers(h["path"], h["start_char"], h["end_char"], q)
             out.setdefault(f"chunks@{budget}", []).append(float(got))
             out.setdefault(f"items chunks@{budget}", []).append(float(n))
-            passages = fill(hits, budget, count)
+            passages = fill(hits, budget, count, per_page=per_page)
             got = any(_covers(p.path, p.start_char, p.end_char, q) for p in passages)
             out.setdefault(f"passages@{budget}", []).append(float(got))
             out.setdefault(f"items passages@{budget}", []).append(float(len(passages)))

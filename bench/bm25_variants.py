@@ -17,6 +17,9 @@ Usage::
 
     python bench/bm25_variants.py                       # md-docs and rst-docs
     python bench/bm25_variants.py --sets md-docs rst-docs rust-book --dense
+
+Last, the shipped tokeniser with the document title and path as BM25 fields of their
+own (bench/_ranking.py's ``fields`` variants).
 """
 
 from __future__ import annotations
@@ -30,12 +33,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from retrieval import CORPORA, DEFAULT_CACHE, Index, build_indexes, embed, load_questions
+from retrieval import CORPORA, DEFAULT_CACHE, Index, build_indexes, embed, load_questions, text_of
 
 SETS = {
     "md-docs": (CORPORA / "md-docs", CORPORA / "qa" / "md-docs.jsonl"),
     "rst-docs": (CORPORA / "rst-docs", CORPORA / "qa" / "rst-docs.jsonl"),
     "rust-book": (CORPORA / "history" / "base", CORPORA / "qa" / "rust-book.jsonl"),
+    "mkdocs-docs": (CORPORA / "mkdocs-docs", CORPORA / "qa" / "mkdocs-docs.jsonl"),
 }
 
 
@@ -138,8 +142,8 @@ def main() -> None:
     header = f"{'':<32}{'sR@1':>6}{'sR@5':>6}{'sR@10':>6}{'MRR':>7}{'pR@1':>7}{'pR@5':>6}"
     for name in args.sets:
         corpus, qa = SETS[name]
-        qs = load_questions(qa, corpus)
-        ns = argparse.Namespace(only={"default"}, variant=[], extra=[], anchors="")
+        qs = load_questions(qa, corpus, text_of(corpus))
+        ns = argparse.Namespace(only={"default"}, variant=[], extra=[], anchors="", add=[])
         (idx,) = build_indexes(corpus, ns, set(), None)
         print(f"\n== {name}: {len(idx.texts)} chunks, {len(qs)} questions ==\n{header}")
         dense = None
@@ -168,7 +172,27 @@ def main() -> None:
             print(f"{label:<32}{fmt(*ranks(idx, qs, s))}   terms {np.mean(lens):.0f} nnz {nnz:.0f}")
             if dense is not None:
                 print(f"{'  hybrid':<32}{fmt(*ranks(idx, qs, rrf(dense, s)))}")
+        fields(idx, qs, dense)
         sys.stdout.flush()
+
+
+def fields(idx: Index, qs: list[Any], dense: Any) -> None:
+    """The shipped tokeniser with the title and path as BM25 fields (bench/_ranking.py)."""
+    from _ranking import VARIANTS, field_vector
+
+    from ingestd.store.search import sparse
+
+    queries = [sparse.query_vector(q.question) for q in qs]
+    for v in VARIANTS:
+        if v.kind != "fields":
+            continue
+        triples = zip(idx.texts, idx.titles, idx.paths, strict=True)
+        docs = [field_vector(text, title, path, v.a, v.b) for text, title, path in triples]
+        s = bm25_scores(docs, queries, 0)
+        nnz = np.mean([len(d.indices) for d in docs])
+        print(f"{'  ' + v.name:<32}{fmt(*ranks(idx, qs, s))}   nnz {nnz:.0f}")
+        if dense is not None:
+            print(f"{'    hybrid':<32}{fmt(*ranks(idx, qs, rrf(dense, s)))}")
 
 
 if __name__ == "__main__":

@@ -142,15 +142,17 @@ class Index:
     starts: list[int] = field(default_factory=list)  # -1: not located in the file
     ends: list[int] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)  # what is embedded
+    titles: list[str] = field(default_factory=list)  # the document's title ("": unknown)
     vecs: Any = None
     bm25: Any = None  # (n_chunks, n_terms) BM25 document-side values, built on first use
     terms: dict[int, int] = field(default_factory=dict)  # term id -> column of bm25
 
-    def add(self, rel: str, start: int, end: int, text: str) -> None:
+    def add(self, rel: str, start: int, end: int, text: str, title: str = "") -> None:
         self.paths.append(rel)
         self.starts.append(start)
         self.ends.append(end)
         self.texts.append(text)
+        self.titles.append(title)
 
 
 @dataclass
@@ -338,9 +340,18 @@ def parse_extra(spec: str) -> tuple[str, dict[str, Any], bool]:
     return name, params, fit
 
 
-#: ``(relative path, document as its rule's reader gives it) -> (start, end, embedded)``;
-#: offsets into the document's text. Anchor splitters get the same text.
-Split = Callable[[str, Any], list[tuple[int, int, str]]]
+#: ``(relative path, document as its rule's reader gives it) -> (start, end, embedded)``
+#: (the default rules add the document's title); offsets into the document's text.
+#: Anchor splitters get the same text.
+Split = Callable[[str, Any], list[Any]]
+
+
+def title_of(chunk: Any) -> str:
+    """A chunk's document title: its front matter's ``title``, else its outermost heading."""
+    title = chunk.meta.get("title") if chunk.meta else None
+    if isinstance(title, str) and title.strip():
+        return title
+    return str(chunk.heading_path[0]) if chunk.heading_path else ""
 
 
 def text_of(corpus: Path) -> Callable[[str], str]:
@@ -388,10 +399,10 @@ def build_indexes(
             t0 = time.perf_counter()
             pieces = split(rel, doc)
             secs[idx.label] += time.perf_counter() - t0
-            for start, end, embedded in pieces:
+            for start, end, embedded, *title in pieces:
                 if start < 0:
                     lost[idx.label] += 1
-                idx.add(rel, start, end, embedded)
+                idx.add(rel, start, end, embedded, *title)
     names = ", ".join(p.name for p in args.add)
     added = f" and {len(args.add)} added ({names})" if args.add else ""
     print(f"  {len(rels)} files of {corpus}{added}")
@@ -424,11 +435,11 @@ def make_splitters(
         return [(c.start, c.end, c.embed_text) for c in chunker.chunk(text) if not c.is_parent]
 
     def by_rules(ruleset: RuleSet) -> Split:
-        def split(rel: str, doc: Any) -> list[tuple[int, int, str]]:
+        def split(rel: str, doc: Any) -> list[Any]:
             if saved is not None and rel not in gold:
                 return kept[rel]
             chunks = ruleset.match(rel).chunker.chunk_document(doc)
-            return [(c.start, c.end, c.embed_text) for c in chunks if not c.is_parent]
+            return [(c.start, c.end, c.embed_text, title_of(c)) for c in chunks if not c.is_parent]
 
         return split
 
@@ -653,6 +664,13 @@ def main() -> None:
         action="store_true",
         help="leave out span recall at 1,024/2,048 tokens of context and the page-level table",
     )
+    ap.add_argument(
+        "--ranking",
+        nargs="?",
+        const="all",
+        help="also score the ranking variants of bench/_ranking.py against plain RRF "
+        "(hybrid, default rules): all, or comma-separated name prefixes",
+    )
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--json", type=Path, help="also write per-question results here")
     args = ap.parse_args()
@@ -761,9 +779,37 @@ def main() -> None:
         args.json.write_text(json.dumps(dump, indent=1))
     if DEFAULT in labels and not args.no_context:
         context_tables(modes, sets, questions, indexes, queries, pages, added, sizes[0].count)
+    if DEFAULT in labels and args.ranking:
+        ranking_variants(args.ranking, sets, questions, indexes, queries, pages, added, sizes[0])
     if DEFAULT in labels:
         show_targets(sets, results, modes, ANCHORS)
     summary(sets, results, fills, labels, modes)
+
+
+def ranking_variants(
+    spec: str,
+    sets: list[str],
+    questions: dict[str, list[Question]],
+    indexes: dict[str, list[Index]],
+    queries: dict[str, Queries],
+    pages: dict[str, tuple[list[_context.PageQuestion], list[int]]],
+    added: dict[str, Queries],
+    sizer: Any,
+) -> None:
+    """The ranking variants of bench/_ranking.py (``--ranking``) on the default rules."""
+    import _ranking
+
+    from ingestd.store.search.sparse import query_vector
+
+    data = {}
+    for name in sets:
+        idx = next(i for i in indexes[name] if i.label == DEFAULT)
+        added[name].sparse = [query_vector(t) for t in added[name].texts]
+        corpus = SETS[name][1]
+        assert corpus is not None, "the ranking variants take the four dev sets"
+        data[name] = (idx, questions[name], queries[name], pages[name][0], added[name], corpus)
+    names = None if spec == "all" else [n.strip() for n in spec.split(",") if n.strip()]
+    _ranking.compare(sets, data, evaluate, sizer.count, names)
 
 
 def embed_added(
