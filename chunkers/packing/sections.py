@@ -43,9 +43,9 @@ class SectionOptions(ChunkerOptions):
         section_levels: heading levels ``1..section_levels`` open a section (1-6,
             default 3); deeper headings stay inside their section.
         min_tokens: a chunk under this many tokens takes in the next section when the
-            whole section fits, and goes on past an anchor block (0 turns merging off;
-            default three quarters of ``max_tokens``: chunks are packed nearly full
-            unless a section that does not fit whole starts, see :data:`FILL_SHARE`).
+            whole section fits (0 turns merging off; default three quarters of
+            ``max_tokens``, see :data:`FILL_SHARE`). Inside a section chunks end at
+            content-defined points whatever it is (:mod:`~ingestd.chunkers.packing.packer`).
         heading_prefix: prefix the heading path (and the context line of a continued
             block) to the embedded text (default on).
 

@@ -67,7 +67,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 14
+    version = 15  # 15: children end inside a section as markdown 15 ends chunks
     Options = HierarchicalOptions
     options: HierarchicalOptions
 

@@ -53,7 +53,8 @@ class HtmlChunker(MarkdownChunker):
     """
 
     name = "html"
-    version = 3  # 2: no front matter; 3: the markdown rendering of entities and /// blocks
+    version = 4  # 2: no front matter; 3: the markdown rendering of entities and /// blocks;
+    # 4: packed as markdown 15 packs
     Options = HtmlOptions
     options: HtmlOptions
 

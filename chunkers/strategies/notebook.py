@@ -58,7 +58,8 @@ class NotebookChunker(MarkdownChunker):
     """
 
     name = "notebook"
-    version = 2  # 2: markdown cells rendered as markdown 14 renders them (entities, /// blocks)
+    version = 3  # 2: markdown cells rendered as markdown 14 renders them (entities, /// blocks);
+    # 3: packed as markdown 15 packs
     Options = NotebookOptions
     options: NotebookOptions
 

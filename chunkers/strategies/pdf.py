@@ -131,7 +131,7 @@ class PdfChunker(Chunker):
     """
 
     name = "pdf"
-    version = 1
+    version = 2  # 2: packed as markdown 15 packs (chunk ends inside a section)
     Options = PdfOptions
     options: PdfOptions
 
