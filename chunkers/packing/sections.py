@@ -31,7 +31,8 @@ _INTRO_WORDS = 30
 #: Default ``min_tokens`` as a share of ``max_tokens``. Measured with bench/retrieval.py on
 #: the four dev sets (docs/benchmarks.md): with a quarter, chunks were 49-62 % full and
 #: dense retrieval ranked the chunk holding an answer below other chunks of its page;
-#: three quarters fills them to 69-80 %.
+#: three quarters fills them to 69-80 %. Since markdown 15 it only merges small
+#: sections: inside a section chunks end where the packer's fill-dependent chance says.
 FILL_SHARE = 0.75
 
 
