@@ -184,7 +184,7 @@ class Cutter:
         body_eol = self._body_eol(u)
         counts = self._meter.span_counts([s for s, _, _ in groups] + [groups[-1][2]])
         for k, ((s, end, nxt), (tok, exact, mtok)) in enumerate(zip(groups, counts, strict=True)):
-            g = Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0 or u.anchor,
+            g = Unit(s, end, nxt, tok, u.sec, first=u.first and k == 0, anchor=k > 0,
                      carry=carry if s > body_eol >= 0 else self._intros.get(s, ""),
                      exact=exact, body=u.body if s < u.body <= end else s,
                      mtok=mtok)  # fmt: skip
@@ -275,7 +275,7 @@ class Cutter:
                 out.extend(self._lines(line, carry, items=False, body_eol=body_eol))
             else:
                 out.extend(self._windows(line, mx))
-        out[0].first, out[0].anchor = u.first, u.anchor  # the block's own start
+        out[0].first, out[0].anchor = u.first, False
         return out
 
     def _cut_before_fence(self, u: Unit, carry: str) -> list[Unit] | None:

@@ -18,21 +18,13 @@ units into chunks:
   which stay with the first piece of a block that is cut); a chunk without a word, or
   with only headings, joins the chunk before it, or else the one after it, when the
   two fit together;
-* inside a section, a chunk that holds an eighth of the budget may end before a block
-  that can start one (a paragraph, a list, a heading, a line of a block that is cut):
-  it does when the CRC-32 of the block's text falls below a threshold that grows with
-  the chunk's fill, from nothing at an eighth of the budget to certainty at the whole
-  budget (the cube of the share of that range the chunk holds: FastCDC's normalized
-  chunking, two masks around a normal size, Xia et al., USENIX ATC 2016, made
-  continuous). Cut points are content-defined and chunks end mostly well past half
-  the budget; two packings that start a chunk a few tokens apart meet the same block
-  with nearly the same threshold, so they most often end the chunk there and the
-  packing after an edit falls back into step with the old one within a chunk or two.
-  (A threshold that jumps from nothing to a fixed rate at ``min_tokens`` let half the
-  chunks reach the budget before any cut point, and each such end moved with an edit
-  until a section start.) A block with a lead glued before it (a heading too deep to
-  open a section, an intro paragraph) always starts a chunk when the one before it
-  holds an eighth of the budget: every heading stops an edit's shift;
+* inside a section, an *anchor* block ends a chunk that is at least a quarter full
+  and holds at least ``min_tokens``. A block is an anchor when the CRC-32 of its text
+  falls below a threshold proportional to its size (about 2.5 anchors per
+  ``max_tokens`` tokens): boundaries are content-defined, so after an edit the packing
+  falls back into step with the old one within a chunk or two. A block with a lead
+  glued before it (a heading too deep to open a section, an intro paragraph) is always
+  an anchor: a chunk a quarter full ends before it;
 * a window (a piece of a line over budget, :mod:`~ingestd.chunkers.packing.windows`) is a
   chunk of its own.
 
@@ -65,15 +57,9 @@ from ingestd.chunkers.sizing.meter import Meter
 
 __all__ = ["Packer", "pack_titled"]
 
-_SECTION_RATE = 2.0  # anchor sections a merging chunk ends before, per max_tokens tokens
+_ANCHOR_RATE = 2.5  # content-defined cut points: on average this many per max_tokens tokens
+_SECTION_RATE = 2.0  # ... and sections that a merging chunk ends before, per max_tokens tokens
 _ANCHOR_FILL = 4  # ... and one ends a chunk only if it holds at least max_tokens // this
-#: Inside a section a chunk may end before a block once it holds ``max_tokens // _CUT_FLOOR``
-#: tokens, with a chance (from the block's CRC-32) of the share of the range from there to
-#: ``max_tokens`` it holds, to the power ``_CUT_POWER``. Measured with bench/locality.py and
-#: bench/retrieval.py (docs/benchmarks.md, "Edit locality"): floors of an eighth and a
-#: quarter and powers 2 to 4, against the fixed rate past ``min_tokens`` of version 14.
-_CUT_FLOOR = 8
-_CUT_POWER = 3
 _WORD = re.compile(r"[^\W_]")  # a letter or digit
 
 
@@ -95,7 +81,8 @@ class Packer:
         text: the decoded text the sections refer to.
         sections: parsed sections, in document order.
         budget: token budget (and model limit) of each chunk.
-        min_tokens: a chunk under this size takes in the next section if it fits whole.
+        min_tokens: a chunk under this size takes in the next section if it fits whole,
+            and does not end at an anchor block.
         prefix: heading path -> text prepended for embedding.
         carry: (text, block) -> context line for a chunk that continues the block.
         intro: (text, block) -> context line for a chunk that starts where the body of
@@ -131,8 +118,7 @@ class Packer:
         self.budget = budget
         self.max = budget.max_tokens
         self.min_tokens = min_tokens
-        self._fill = max(self.max // _ANCHOR_FILL, min_tokens)  # ends before the model's limit
-        self._floor = self.max // _CUT_FLOOR  # a chunk may end before a block inside a section
+        self._fill = max(self.max // _ANCHOR_FILL, min_tokens)  # a chunk may end at an anchor
         self._count = budget.sizer.count
         longest = None if lines is None else lines.longest
         self._meter = Meter(text, sections, budget, prefix, longest)
@@ -316,10 +302,8 @@ class Packer:
         """Whether a chunk of ``tok`` tokens ends before unit ``v`` (which would fit).
 
         At a section start, unless the chunk is under ``min_tokens`` and the whole
-        section fits and is no anchor section. Inside a section, before an anchor block
-        once the chunk holds an eighth of the budget: always when a lead is glued before
-        the block, else when the block's CRC-32 falls below a threshold that grows with
-        the chunk's fill (:data:`_CUT_POWER`; the module docstring).
+        section fits and is no anchor section; inside a section, at a content-defined
+        anchor once the chunk holds ``min_tokens`` (and a quarter of the budget).
         """
         mx = self.max
         if v.first:
@@ -327,25 +311,16 @@ class Packer:
             if tok >= self.min_tokens or tok + section_tok > mx:
                 return True
             return tok >= mx // _ANCHOR_FILL and self._is_anchor(v, _SECTION_RATE, section_tok)
-        if not v.anchor or v.body == WINDOW or tok < self._floor:
-            return False
-        if v.body > v.start:  # a heading too deep to open a section, an intro: always
-            return True
-        f, f0 = tok / mx, self._floor / mx
-        chance = min(1.0, max(0.0, (f - f0) / (1 - f0))) ** _CUT_POWER
-        return (self._crc(v) & 0xFFFF) < 0x10000 * chance
+        return v.anchor and tok >= self._fill and (v.body > v.start or self._is_anchor(v))
 
-    def _crc(self, v: Unit) -> int:
-        """CRC-32 of ``v``'s text (UTF-8): the content that decides whether a chunk ends."""
-        return zlib.crc32(self.text[v.start : v.end].encode("utf-8", "surrogatepass"))
+    def _is_anchor(self, v: Unit, rate: float = _ANCHOR_RATE, tok: int | None = None) -> bool:
+        """Whether ``v`` is a content-defined cut point, about ``rate`` per ``max_tokens``.
 
-    def _is_anchor(self, v: Unit, rate: float, tok: int) -> bool:
-        """Whether section start ``v`` is a content-defined cut point, ``rate`` per ``max_tokens``.
-
-        The CRC-32 of its text falls below a threshold proportional to ``tok``, its
-        section's tokens.
+        The CRC-32 of its text falls below a threshold proportional to ``tok`` (its own
+        tokens, or its section's when it opens one).
         """
-        return (self._crc(v) & 0xFFFF) * self.max < 0x10000 * rate * tok
+        crc = zlib.crc32(self.text[v.start : v.end].encode("utf-8", "surrogatepass"))
+        return (crc & 0xFFFF) * self.max < 0x10000 * rate * (v.tok if tok is None else tok)
 
     def _check(
         self, units: list[Unit], i: int, j: int, tok: int, *, prefix: bool = True,

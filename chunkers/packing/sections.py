@@ -31,8 +31,7 @@ _INTRO_WORDS = 30
 #: Default ``min_tokens`` as a share of ``max_tokens``. Measured with bench/retrieval.py on
 #: the four dev sets (docs/benchmarks.md): with a quarter, chunks were 49-62 % full and
 #: dense retrieval ranked the chunk holding an answer below other chunks of its page;
-#: three quarters fills them to 69-80 %. Since markdown 15 it only merges small
-#: sections: inside a section chunks end where the packer's fill-dependent chance says.
+#: three quarters fills them to 69-80 %.
 FILL_SHARE = 0.75
 
 
@@ -44,9 +43,9 @@ class SectionOptions(ChunkerOptions):
         section_levels: heading levels ``1..section_levels`` open a section (1-6,
             default 3); deeper headings stay inside their section.
         min_tokens: a chunk under this many tokens takes in the next section when the
-            whole section fits (0 turns merging off; default three quarters of
-            ``max_tokens``, see :data:`FILL_SHARE`). Inside a section chunks end at
-            content-defined points whatever it is (:mod:`~ingestd.chunkers.packing.packer`).
+            whole section fits, and goes on past an anchor block (0 turns merging off;
+            default three quarters of ``max_tokens``: chunks are packed nearly full
+            unless a section that does not fit whole starts, see :data:`FILL_SHARE`).
         heading_prefix: prefix the heading path (and the context line of a continued
             block) to the embedded text (default on).
 

@@ -28,9 +28,8 @@ class Unit:
         tok: budget tokens of ``text[start:next]``.
         sec: index of its section.
         first: it opens its section (a chunk may end before it).
-        anchor: a candidate cut point inside a section: a chunk that holds an eighth
-            of the budget ends before it when a lead is glued before it or its content
-            hash falls under a threshold that grows with the chunk's fill (see
+        anchor: a candidate cut point: a chunk that holds ``min_tokens`` ends before
+            it when a lead is glued before it or its content hash says so (see
             :mod:`~ingestd.chunkers.packing.packer`).
         carry: context line for a chunk that starts with it (a table's header row, a
             code block's opening fence line, an introducing sentence), or ``""``.

@@ -89,8 +89,7 @@ class AsciidocChunker(Chunker):
     """
 
     name = "asciidoc"
-    version = 3  # 2: attribute lines or a block title with no block after them are kept;
-    # 3: chunks end inside a section with a chance that grows with their fill (packer)
+    version = 2  # 2: attribute lines or a block title with no block after them are kept
     Options = AsciidocOptions
     options: AsciidocOptions
 

@@ -67,7 +67,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 15  # 15: children end inside a section as markdown 15 ends chunks
+    version = 14
     Options = HierarchicalOptions
     options: HierarchicalOptions
 

@@ -53,8 +53,7 @@ class HtmlChunker(MarkdownChunker):
     """
 
     name = "html"
-    version = 4  # 2: no front matter; 3: the markdown rendering of entities and /// blocks;
-    # 4: packed as markdown 15 packs
+    version = 3  # 2: no front matter; 3: the markdown rendering of entities and /// blocks
     Options = HtmlOptions
     options: HtmlOptions
 

@@ -24,14 +24,13 @@ Blocks are packed into chunks of at most ``max_tokens`` budget tokens, from the 
 each section, so an edit never re-packs another section. A section that does not fit
 is sub-chunked at block boundaries; a block that does not fit is cut at blank lines,
 then at line boundaries (code at lines straight away), and a line that does not fit
-at token boundaries. Inside a section, a chunk ends before a block whose content hash
-falls under a threshold that grows with the chunk's fill (content-defined chunking,
-see :mod:`~ingestd.chunkers.packing.packer`): after an edit the packing falls back into
-step within a chunk or two, so most chunks of a large section survive the edit; a
-block with a heading too deep to open a section or an intro paragraph glued before it
-always starts a chunk (once the one before holds an eighth of the budget). A chunk
-under ``min_tokens`` takes in the next section when the whole section fits (small
-sections are merged).
+at token boundaries. Inside a section, blocks whose content hash falls under a
+threshold end a chunk that holds ``min_tokens`` (content-defined chunking, see
+:mod:`~ingestd.chunkers.packing.packer`): after an edit the packing falls back into step at
+the next such block, so most chunks of a large section survive the edit; a block with
+a heading too deep to open a section or an intro paragraph glued before it is always
+such a block. A chunk under ``min_tokens`` takes in the next section when the whole
+section fits (small sections are merged).
 
 Chunks are well shaped: a heading never ends a chunk (a section that holds only its
 heading opens the next one's first chunk; a heading glued to a block too big for one
@@ -200,7 +199,7 @@ class MarkdownChunker(Chunker):
     """
 
     name = "markdown"
-    version = 15  # 15: inside a section, a chance to end a chunk that grows with its fill
+    version = 14
     Options = MarkdownOptions
     options: MarkdownOptions
 

@@ -58,8 +58,7 @@ class NotebookChunker(MarkdownChunker):
     """
 
     name = "notebook"
-    version = 3  # 2: markdown cells rendered as markdown 14 renders them (entities, /// blocks);
-    # 3: packed as markdown 15 packs
+    version = 2  # 2: markdown cells rendered as markdown 14 renders them (entities, /// blocks)
     Options = NotebookOptions
     options: NotebookOptions
 

@@ -131,7 +131,7 @@ class PdfChunker(Chunker):
     """
 
     name = "pdf"
-    version = 2  # 2: packed as markdown 15 packs (chunk ends inside a section)
+    version = 1
     Options = PdfOptions
     options: PdfOptions
 

@@ -223,7 +223,7 @@ class RstChunker(Chunker):
     """
 
     name = "rst"
-    version = 10  # 10: inside a section, a chance to end a chunk that grows with its fill
+    version = 9
     Options = RstOptions
     options: RstOptions
 

@@ -1,7 +1,7 @@
 """A one-sentence edit in a long page re-embeds only the few chunks it changed.
 
 End to end through the sync engine with the real bundled model: a long real markdown
-page (docs/languages/java/api.md of md-docs, ~100 chunks) is indexed, one sentence is
+page (docs/languages/java/api.md of md-docs, 91 chunks) is indexed, one sentence is
 added to a paragraph in its middle, and the next sync embeds only the chunk texts the
 page did not have before, a handful (docs/benchmarks.md, "Edit locality"), while the
 store equals a from-scratch ingest (``verify``).
