@@ -16,7 +16,7 @@ stores):
   by text only;
 * **md-docs edit**: a one-sentence edit (``EDIT``, put at the start of the prose
   paragraph nearest the middle of the body) in every md-docs page of at least
-  ``--min-chars`` characters (default 25,000: 36 pages, 24 to 159 chunks): changed ids
+  ``--min-chars`` characters (default 25,000: 36 pages, 24 to 133 chunks): changed ids
   and shifted chunks per edit, mean, median, 90th percentile, max; with ``--spread N``
   also about N edits spread over each page (the start of every k-th paragraph). The
   pages are chosen by size, not by chunk count, so that two chunkers edit the same
@@ -31,9 +31,8 @@ three quarters of the budget; on the history, per changed file about what that
 packing embeds.
 
 ``--variant k=v,...`` measures the default rules with those params changed in every
-markdown, rst and hierarchical rule beside the default rules (with markdown 14,
-``min_tokens=50`` was the packing of a quarter of the budget and its locality; since
-markdown 15, ``min_tokens`` only merges small sections).
+markdown, rst and hierarchical rule beside the default rules (``min_tokens=50``: the
+packing of a quarter of the budget, and its locality).
 
 Usage::
 
