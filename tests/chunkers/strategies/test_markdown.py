@@ -521,6 +521,35 @@ def test_one_paragraph_edit_keeps_most_chunk_ids(rel: str) -> None:
     assert sorted(new)[len(new) // 2] == 1, new  # the median edit: its own chunk
 
 
+#: Long md-docs pages of code, prose and lists (86 to 133 chunks with the default rules).
+LONG_PAGES = (
+    "docs/languages/java/api.md",
+    "docs/languages/java/sdk.md",
+    "docs/guidance/blueprints/managed-telemetry-platforms-for-k8s-workloads.md",
+    "docs/collector/extend/custom-component/receiver.md",
+)
+
+
+@pytest.mark.parametrize("rel", LONG_PAGES)
+def test_one_sentence_edit_in_a_long_page_changes_a_few_chunk_ids(
+    rel: str, model_sizer: ModelSizer
+) -> None:
+    # the default rules' packing (word pieces checked): chunks packed to min_tokens end
+    # at the first content-defined anchor past it, or at the budget, so the packing
+    # after an edit falls back into step within a few chunks. Measured on these pages
+    # (bench/locality.py, docs/benchmarks.md "Edit locality"): 1.6 to 2.7 changed ids
+    # per edit, at most 8; a packer without anchors changes every chunk after the edit
+    text = decode((CORPUS / rel).read_bytes())
+    ch = chunker(model=model_sizer)
+    before = ids(ch.chunk(text))
+    starts = paragraph_starts(text)
+    new = []
+    for at in starts[:: max(1, len(starts) // 20)]:
+        new.append(len(set(ids(ch.chunk(edit_paragraph(text, at)))) - set(before)))
+    assert len(new) >= 15 and max(new) <= 8, new
+    assert sorted(new)[len(new) // 2] <= 2 and sum(new) <= 3 * len(new), new
+
+
 def test_small_sections_edit_stays_local() -> None:
     # a glossary: ~70 small sections merged into 18 chunks; a chunk a quarter full
     # ends before an anchor section, so an edit does not shift every later chunk
