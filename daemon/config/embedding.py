@@ -24,7 +24,7 @@ class EmbeddingConfig(ConfigModel):
         backend: a name of the backends' table
             (:data:`ingestd.store.embedding.backends.BACKENDS`): ``onnx`` (the model
             exported to ONNX, float32, run by onnxruntime: torch's vectors, about
-            twice as fast, a third of the memory), ``torch`` (sentence-transformers) or
+            as fast or faster, half the memory), ``torch`` (sentence-transformers) or
             ``onnx-int8`` (int8 quantised, lossy: it misses the recall bound), or
             ``openai`` (an OpenAI-compatible embedding endpoint: ``url``,
             ``dimensions``, ``api_key_env`` and the keys after them); see
@@ -147,7 +147,8 @@ def default_backend(device: str = "cpu") -> str:
     """The backend of a config that names none: ``onnx`` where it can run, else ``torch``.
 
     ``onnx`` makes torch's vectors (see :mod:`ingestd.store.embedding.onnx_backend`)
-    about twice as fast with a third of the memory; it needs onnxruntime and onnx
+    faster (1.1-1.3x on a quiet machine, 2x or more under load) with half the
+    memory; it needs onnxruntime and onnx
     (ingestd's own dependencies, absent where no wheel exists) and the CPU. Nothing is
     imported to decide.
     """

@@ -321,7 +321,7 @@ def _say_fallback(e: Any) -> None:
     if e.device == "cpu":
         logger.info(
             "embedding with torch: onnxruntime is not installed here (`pip install "
-            "onnxruntime onnx` embeds about twice as fast, with a third of the memory)"
+            "onnxruntime onnx` embeds faster, with half the memory)"
         )
 
 
