@@ -66,6 +66,11 @@ def health_problems(
     """
     out = []
     now = time.time() if now is None else now
+    limit = f"(watch.max_lag_s {max_lag:g})"
+
+    def past_lag(waited: float) -> bool:  # the one rule for changes and outages
+        return bool(max_lag) and waited > max_lag
+
     for source, refused in sorted((refusals or {}).items()):
         first = sorted(refused.items())[0]
         out.append(
@@ -79,23 +84,17 @@ def health_problems(
         since = (outages or {}).get(source)
         if since is None:
             out.append(f"source {source}: {error}")
-        elif max_lag and now - since > max_lag:
-            out.append(
-                f"source {source}: failing for {now - since:.0f} s (watch.max_lag_s "
-                f"{max_lag:g}): {error}"
-            )
+        elif past_lag(now - since):
+            out.append(f"source {source}: failing for {now - since:.0f} s {limit}: {error}")
     for source, root in sorted(watches.missing_roots.items()):
         out.append(f"source {source}: root {root} is missing")
     for source in sorted(set(watches.unwatched) - set(watches.missing_roots)):
         out.append(f"source {source}: not every folder is watched")
-    if max_lag and lag > max_lag:
-        out.append(f"a change has waited {lag:.0f} s (watch.max_lag_s {max_lag:g})")
+    if past_lag(lag):
+        out.append(f"a change has waited {lag:.0f} s {limit}")
     for source, since in sorted((failing or {}).items()):
-        if max_lag and now - since > max_lag:
-            out.append(
-                f"source {source}: fetches have failed for {now - since:.0f} s "
-                f"(watch.max_lag_s {max_lag:g})"
-            )
+        if past_lag(now - since):
+            out.append(f"source {source}: fetches have failed for {now - since:.0f} s {limit}")
     return out
 
 
