@@ -97,7 +97,12 @@ def variants(explore: bool) -> list[Variant]:
     from ingestd.store.embedding.backends import INT8_SETTINGS as Q
     from ingestd.store.embedding.backends import RECIPES
 
-    out = [Variant("torch", "torch"), Variant("onnx", "onnx"), Variant("onnx-int8", "onnx-int8")]
+    out = [
+        Variant("torch", "torch"),
+        Variant("onnx", "onnx"),
+        Variant("openvino", "openvino"),
+        Variant("onnx-int8", "onnx-int8"),
+    ]
     if not explore:
         return out
     fp32 = RECIPES["onnx"]
@@ -229,7 +234,9 @@ def embed_all(v: Variant, texts: list[str], args: argparse.Namespace, cache: Any
     from ingestd.store.vectors.ids import chunk_hash
 
     info, model = make_embedder(v, args.cache / "models", args.batch_size)
-    emb = CachedEmbedder(model, info.fingerprint, cache, chunk_hash)
+    # keyed by the backend too: torch, onnx and openvino share a fingerprint, and this
+    # part compares their vectors
+    emb = CachedEmbedder(model, f"{info.fingerprint}/{v.label}", cache, chunk_hash)
     return retrieval.embed(texts, emb, v.label)
 
 

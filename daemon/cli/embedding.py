@@ -133,7 +133,7 @@ def _print_migrate(result: dict[str, Any], as_json: bool) -> None:
 @common_options
 @click.option(
     "--backend",
-    type=click.Choice(["onnx", "onnx-int8"]),
+    type=click.Choice(["onnx", "openvino", "onnx-int8"]),
     help="Export for this backend (default: the configured one).",
 )
 @handle_errors
@@ -160,7 +160,7 @@ def export_model(
     if info.recipe is None:  # the backend runs the model as it is
         raise Fatal(
             f"backend {info.backend} runs the model as it is and needs no export; "
-            "pass --backend onnx or onnx-int8",
+            "pass --backend onnx, openvino or onnx-int8",
             2,
         )
     try:

@@ -144,20 +144,27 @@ REMOTE_BACKENDS: tuple[str, ...] = ("openai",)
 
 
 def default_backend(device: str = "cpu") -> str:
-    """The backend of a config that names none: ``onnx`` where it can run, else ``torch``.
+    """The backend of a config that names none: the fastest that makes torch's vectors here.
 
-    ``onnx`` makes torch's vectors (see :mod:`ingestd.store.embedding.onnx_backend`)
-    faster (1.1-1.3x on a quiet machine, 2x or more under load) with half the
-    memory; it needs onnxruntime and onnx
-    (ingestd's own dependencies, absent where no wheel exists) and the CPU. Nothing is
-    imported to decide.
+    ``openvino`` where the CPU multiplies bfloat16 natively (AMX, AVX512-BF16: about
+    three times ``onnx``'s speed, ``bench/ingest.py``), else ``onnx`` (1.1-1.3x torch
+    on a quiet machine, 2x or more under load, half its memory), else ``torch``. All
+    three make torch's vectors within the invariant's bound (one fingerprint, see
+    :mod:`ingestd.store.embedding.openvino_backend`). The ONNX backends need the CPU
+    and their packages (ingestd's own dependencies, absent where no wheel exists).
+    Nothing is imported to decide.
     """
     from ingestd.store.embedding.backends import BackendUnavailableError, check_backend
+    from ingestd.store.embedding.openvino_backend import native_bf16
 
     if device != "cpu":
         return "torch"
-    try:
-        check_backend("onnx")
-    except BackendUnavailableError:
-        return "torch"
-    return "onnx"
+    for backend in ("openvino", "onnx"):
+        if backend == "openvino" and not native_bf16():
+            continue
+        try:
+            check_backend(backend)
+        except BackendUnavailableError:
+            continue
+        return backend
+    return "torch"

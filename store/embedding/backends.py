@@ -8,6 +8,8 @@ its implementation. The backends today:
 * ``torch``: the model run by sentence-transformers (PyTorch, float32), the default;
 * ``onnx``: the same model exported to ONNX, its graph fused by onnxruntime's
   transformer optimizer, run by onnxruntime (float32);
+* ``openvino``: that graph run by OpenVINO, in bfloat16 where the CPU has it natively
+  (:mod:`~ingestd.store.embedding.openvino_backend`);
 * ``onnx-int8``: that graph with dynamic int8 quantisation
   (:data:`~ingestd.store.embedding.recipes.INT8_SETTINGS`);
 * ``openai``: an OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, Azure OpenAI,
@@ -50,6 +52,7 @@ __all__ = [
 BACKENDS: dict[str, str] = {
     "torch": "ingestd.store.embedding.torch_backend:TORCH",
     "onnx": "ingestd.store.embedding.onnx_backend:ONNX",
+    "openvino": "ingestd.store.embedding.openvino_backend:OPENVINO",
     "onnx-int8": "ingestd.store.embedding.onnx_backend:ONNX_INT8",
     "openai": "ingestd.store.embedding.remote_backend:OPENAI",
 }

@@ -20,7 +20,7 @@ int8 graph's vectors differ measurably: ``onnx-int8`` keeps a fingerprint of its
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ClassVar
 
 from ingestd.store.embedding.recipes import RECIPES, OnnxRecipe, derived_fingerprint
 from ingestd.store.embedding.spec import Embedder, FolderBackend
@@ -35,7 +35,7 @@ class OnnxBackend(FolderBackend):
     """The spec of the ``onnx`` backend (see the module docstring)."""
 
     name = "onnx"
-    requires = ("onnxruntime", "onnx")
+    requires: ClassVar[tuple[str, ...]] = ("onnxruntime", "onnx")
     install_hint = "pip install onnxruntime onnx"
     cpu_only = True
     recipe = RECIPES["onnx"]

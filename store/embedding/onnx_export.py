@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PROBE_TEXTS",
+    "export_record",
     "ExportError",
     "artifact_path",
     "cached_export",
@@ -109,6 +110,19 @@ def _valid(path: Path) -> dict[str, Any] | None:
     ):
         return None
     return record
+
+
+def export_record(path: Path) -> dict[str, Any] | None:
+    """The JSON record beside the exported graph ``path`` (no checksum), or ``None``.
+
+    Its ``probe_vectors`` are torch's vectors of :data:`PROBE_TEXTS` (an
+    ``(len(PROBE_TEXTS), dim)`` list of lists), for a runtime that checks its own.
+    """
+    try:
+        record = json.loads(_record_path(path).read_text())
+    except (OSError, ValueError):
+        return None
+    return record if isinstance(record, dict) else None
 
 
 @contextlib.contextmanager

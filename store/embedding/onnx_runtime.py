@@ -122,18 +122,8 @@ class OnnxRunner:
                     if self.locate is None:
                         raise ValueError(f"no ONNX file given for {self.info.name}")
                     self.path = self.locate()
-                import onnxruntime as ort
-
-                opts = ort.SessionOptions()
-                opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-                opts.intra_op_num_threads = self.threads or 0  # 0: one per physical core
-                opts.inter_op_num_threads = 1
-                # no busy-waiting between runs: the daemon idles most of the time
-                opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
                 self._tokenizer = load_tokenizer(self.info)
-                self._session = ort.InferenceSession(
-                    str(self.path), opts, providers=["CPUExecutionProvider"]
-                )
+                self._session = self.open_session(self.path, self._tokenizer)
                 self._names = tuple(i.name for i in self._session.get_inputs())
                 logger.log(
                     logging.DEBUG if self.quiet else logging.INFO,
@@ -144,6 +134,23 @@ class OnnxRunner:
                     time.monotonic() - t0,
                 )
             return self._session, self._tokenizer
+
+    def open_session(self, path: Path, tokenizer: Tokenizer) -> Any:
+        """An onnxruntime session of the graph ``path`` on the CPU.
+
+        A subclass may run the graph with another runtime: it returns an object with
+        onnxruntime's ``get_inputs()`` and ``run(None, feed) -> [(1, dim) array]``.
+        ``tokenizer`` is the model's (for a subclass that checks its vectors).
+        """
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.intra_op_num_threads = self.threads or 0  # 0: one per physical core
+        opts.inter_op_num_threads = 1
+        # no busy-waiting between runs: the daemon idles most of the time
+        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
 
     def unload(self) -> bool:
         """Close the session and let its weights go; the next text opens it again.
@@ -169,8 +176,17 @@ class OnnxRunner:
             return np.zeros((0, self.info.dim), dtype=np.float32)
         session, tokenizer = self._load()
         self.calls += 1
-        out = np.empty((len(texts), self.info.dim), dtype=np.float32)
-        for row, enc in enumerate(tokenizer.encode_batch(list(texts))):
-            out[row] = session.run(None, pad_batch([enc], self._names))[0][0]
+        feeds = [pad_batch([enc], self._names) for enc in tokenizer.encode_batch(list(texts))]
+        out = self.run_feeds(session, feeds)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.maximum(norms, 1e-12)
+
+    def run_feeds(self, session: Any, feeds: Sequence[dict[str, Any]]) -> Vectors:
+        """The graph's output for each one-text feed, in order: ``(len(feeds), dim)`` float32.
+
+        One run after the other; a runtime that runs several at once overrides it.
+        """
+        out = np.empty((len(feeds), self.info.dim), dtype=np.float32)
+        for row, feed in enumerate(feeds):
+            out[row] = session.run(None, feed)[0][0]
+        return out

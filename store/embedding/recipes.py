@@ -97,6 +97,7 @@ INT8_SETTINGS = QuantSettings()
 #: The recipe of each ONNX backend.
 RECIPES: dict[str, OnnxRecipe] = {
     "onnx": OnnxRecipe(),
+    "openvino": OnnxRecipe(),  # the ``onnx`` graph, run by OpenVINO
     "onnx-int8": OnnxRecipe(quant=INT8_SETTINGS),
 }
 

@@ -1,4 +1,4 @@
-"""A store made with torch moves to the default backend (onnx) with nothing embedded again.
+"""A store made with torch moves to the default backend (openvino, onnx): nothing embedded again.
 
 The float32 ONNX graph makes torch's vectors (the export checks cosine >= 0.999 on every
 probe text, measured 1.0000), so ``onnx`` has torch's fingerprint: a store made with
@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from ingestd.daemon.config.models import default_backend
 from ingestd.store.embedding.backends import backend_spec
 from ingestd.store.embedding.embedder import BUNDLED_MODEL, model_info
 from tests.helpers import CountingEmbedder, copy_tree, fake_vectors, make_engine
@@ -44,8 +45,9 @@ def test_a_torch_store_moves_to_the_default_backend_without_embedding_again(
     res, torch_model = _sync(root, state, first, **TORCH)
     assert res.embedded and torch_model.backend == "torch"
     again = CountingEmbedder(fake_vectors)
-    res, model = _sync(root, state, again)  # the default config: onnx
-    assert model.backend == "onnx" and model.fingerprint == torch_model.fingerprint
+    res, model = _sync(root, state, again)  # the default config: openvino or onnx
+    assert model.backend == default_backend() != "torch"
+    assert model.fingerprint == torch_model.fingerprint
     assert again.texts == [] and res.indexed == 0  # nothing re-chunked, nothing embedded
     page = root / "docs/concepts/glossary.md"
     page.write_text(page.read_text() + "\n\nA paragraph the new backend embeds.\n")

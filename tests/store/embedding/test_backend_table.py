@@ -43,12 +43,13 @@ def hash_backend() -> Iterator[str]:
 
 
 def test_each_entry_is_the_spec_of_its_name() -> None:
-    assert backend_names() == ("torch", "onnx", "onnx-int8", "openai")
+    assert backend_names() == ("torch", "onnx", "openvino", "onnx-int8", "openai")
     for name in backend_names():
         spec = backend_spec(name)
         assert isinstance(spec, BackendSpec) and spec.name == name
-    assert [backend_spec(n).cpu_only for n in backend_names()] == [False, True, True, False]
+    assert [backend_spec(n).cpu_only for n in backend_names()] == [False, True, True, True, False]
     assert backend_spec("onnx").requires == ("onnxruntime", "onnx")
+    assert backend_spec("openvino").requires == ("openvino", "onnxruntime", "onnx")
     with pytest.raises(ValueError, match=r"unknown embedding backend 'nope'; expected one of \("):
         backend_spec("nope")
 
@@ -61,7 +62,8 @@ def test_the_config_takes_the_table_names_and_the_spec_rules(
     with pytest.raises(ConfigError) as err:
         load_config(None, overrides={"embedding": {"backend": "nope"}})
     assert str(err.value) == (
-        "embedding.backend: Input should be 'torch', 'onnx', 'onnx-int8', 'openai' or 'hash' "
+        "embedding.backend: Input should be 'torch', 'onnx', 'openvino', 'onnx-int8', 'openai' or "
+        "'hash' "
         "(got 'nope')"
     )
     with pytest.raises(ConfigError, match="backend 'hash' runs on the CPU; set device: cpu"):

@@ -10,11 +10,9 @@ import importlib.util
 import json
 import logging
 import shutil
-import socket
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -35,7 +33,8 @@ from ingestd.store.embedding.embedder import (
 from ingestd.store.embedding.onnx import OnnxEmbedder
 from ingestd.store.embedding.onnx_export import cached_export, ensure_artifact, ensure_exported
 from ingestd.store.embedding.onnx_runtime import load_tokenizer
-from tests.helpers import CORPORA, MD_DOCS, REPO, wait_for
+from ingestd.store.embedding.openvino_backend import native_bf16
+from tests.helpers import MD_DOCS, REPO, wait_for
 
 #: The fingerprint of the bundled model's files, as stores made before backends
 #: existed recorded it: the torch backend must keep it.
@@ -52,7 +51,8 @@ def test_backend_is_chosen_in_the_config(tmp_path: Path) -> None:
     from ingestd.daemon.sync.engine import Engine
 
     default = load_config(None)
-    assert default.embedding.backend == "onnx"  # onnxruntime is a dependency
+    # openvino and onnxruntime are dependencies; OpenVINO where the CPU has bfloat16
+    assert default.embedding.backend == ("openvino" if native_bf16() else "onnx")
     assert load_config(None, overrides={"embedding": {"device": "cuda"}}).embedding.backend == (
         "torch"
     )
@@ -277,67 +277,17 @@ def test_two_processes_building_at_once_build_once(tmp_path: Path) -> None:
 # -- the real export (once per session, offline) ----------------------------------------------
 
 
-@pytest.fixture(scope="session")
-def onnx_export_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Both ONNX backends of the bundled model, exported with every connection refused."""
-    cache = tmp_path_factory.mktemp("onnx-cache")
-
-    def refuse(*args: Any, **kwargs: Any) -> Any:
-        raise OSError("the export must not reach the network")
-
-    mp = pytest.MonkeyPatch()
-    mp.setattr(socket.socket, "connect", refuse)
-    mp.setattr(socket, "create_connection", refuse)
-    try:
-        for backend in ("onnx", "onnx-int8"):
-            ensure_exported(model_info(BUNDLED_MODEL, backend), cache)
-    finally:
-        mp.undo()
-    yield cache
-
-
-def _real_chunks(tmp: Path) -> list[str]:
-    """Embedded texts of real chunks from the three corpora, and two over-long texts."""
-    from ingestd.daemon.sync.engine import Engine
-
-    texts: list[str] = []
-    picks = [
-        (MD_DOCS, ["docs/concepts/glossary.md"]),
-        (CORPORA / "rst-docs", ["usage/extensions/todo.rst"]),
-        (CORPORA / "history" / "base", ["src/ch04-01-what-is-ownership.md"]),
-    ]
-    for root, rels in picks:
-        eng = Engine(load_config(None, roots=[root]), tmp / root.name, embed_model=_no)
-        try:
-            for rel in rels:
-                chunks = [c.embed_text for c in eng.prepare(next(iter(eng.sources)), rel).chunks]
-                texts.extend(chunks[:12])
-        finally:
-            eng.close()
-    # truncation at max_seq_length must match: whole pages, far over 256 word pieces
-    texts.append((MD_DOCS / "docs/collector/architecture.md").read_text())
-    texts.append((CORPORA / "rst-docs" / "usage/extensions/todo.rst").read_text())
-    return texts
-
-
 def _no(texts: Any) -> Any:
     raise AssertionError("must not embed")
 
 
-@pytest.fixture(scope="module")
-def chunks_and_torch(
-    real_model: Any, tmp_path_factory: pytest.TempPathFactory
-) -> tuple[list[str], Any]:
-    texts = _real_chunks(tmp_path_factory.mktemp("chunk-state"))
-    return texts, real_model(texts)
-
-
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", ["onnx", "openvino"])
 def test_onnx_vectors_equal_torch_vectors(
-    onnx_export_dir: Path, chunks_and_torch: tuple[list[str], Any]
+    onnx_export_dir: Path, chunks_and_torch: tuple[list[str], Any], backend: str
 ) -> None:
     texts, want = chunks_and_torch
-    model = load_embedder(model_info(BUNDLED_MODEL, "onnx"), cache_dir=onnx_export_dir)
+    model = load_embedder(model_info(BUNDLED_MODEL, backend), cache_dir=onnx_export_dir)
     got = model(texts)
     assert got.shape == want.shape == (len(texts), 384) and got.dtype == np.float32
     assert np.allclose(np.linalg.norm(got, axis=1), 1, atol=1e-5)
@@ -359,14 +309,15 @@ def test_int8_vectors_are_close_to_torch_and_never_depend_on_the_batch(
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("backend", ["onnx", "openvino"])
 def test_unload_while_other_threads_embed_gives_the_same_vectors(
-    onnx_export_dir: Path, chunks_and_torch: tuple[list[str], Any]
+    onnx_export_dir: Path, chunks_and_torch: tuple[list[str], Any], backend: str
 ) -> None:
     import threading
 
     texts, _ = chunks_and_torch
     texts = texts[:6]
-    model = load_embedder(model_info(BUNDLED_MODEL, "onnx"), cache_dir=onnx_export_dir)
+    model = load_embedder(model_info(BUNDLED_MODEL, backend), cache_dir=onnx_export_dir)
     want = model(texts)
     got: list[Any] = []
     errors: list[BaseException] = []

@@ -1,0 +1,214 @@
+"""The ``openvino`` backend's embedder: the checked float32 ONNX graph compiled by OpenVINO.
+
+:class:`OpenVinoEmbedder` is the ``onnx`` backend's embedder
+(:class:`~ingestd.store.embedding.onnx.OnnxEmbedder`: the same graph file, exported
+once in the background, each text run alone and unpadded) with OpenVINO in place of
+onnxruntime as the runtime. On a CPU that multiplies bfloat16 natively (AMX or
+AVX512-BF16, :func:`~ingestd.store.embedding.openvino_backend.native_bf16`) OpenVINO runs
+the matrix products in bfloat16 with float32 accumulation
+(``INFERENCE_PRECISION_HINT=bf16``, OpenVINO's documented default on such CPUs);
+elsewhere in float32.
+
+Its vectors must still be torch's: when the session opens, the graph's vectors of the
+export's probe texts are compared with torch's vectors of them, kept in the export's
+record. Every cosine must reach
+:data:`~ingestd.store.embedding.onnx_export.MIN_FLOAT32_COSINE` (0.999, the bound the
+``onnx`` graph is held to; measured 0.99996 minimum in bfloat16 with the bundled model).
+Where one does not, the log says so once and onnxruntime runs the graph instead (the
+``onnx`` backend: the same fingerprint, nothing in the store changes).
+
+Importing this module imports neither OpenVINO nor onnxruntime.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ingestd.store.embedding.onnx import OnnxEmbedder
+from ingestd.store.embedding.onnx_runtime import pad_batch
+from ingestd.store.embedding.openvino_backend import native_bf16
+
+if TYPE_CHECKING:
+    from tokenizers import Tokenizer
+
+    from ingestd.store.embedding.model import Vectors
+
+__all__ = ["OpenVinoEmbedder", "OpenVinoSession"]
+
+logger = logging.getLogger(__name__)
+
+
+class _Input:
+    """One graph input, as onnxruntime's ``get_inputs()`` describes it (its ``name``)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class OpenVinoSession:
+    """A model compiled by OpenVINO in streams, run as an onnxruntime session is (thread-safe).
+
+    Args:
+        compiled: an ``openvino.CompiledModel`` of the graph, compiled with ``streams``
+            streams of one thread each.
+        streams: how many texts run at once (:meth:`run_all`).
+
+    :meth:`run` takes an idle infer request (one is made when none is idle), so threads
+    that embed at once each run their own; :meth:`run_all` keeps every stream busy
+    with one text each (``openvino.AsyncInferQueue``), one caller at a time.
+    """
+
+    def __init__(self, compiled: Any, streams: int) -> None:
+        self._compiled = compiled
+        self.streams = streams
+        self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._inputs = [_Input(port.get_any_name()) for port in compiled.inputs]
+        self._batch_lock = threading.Lock()
+        self._queue: Any = None
+
+    def get_inputs(self) -> list[_Input]:
+        """The graph's inputs in order, each with its ``name``."""
+        return list(self._inputs)
+
+    def run(self, _outputs: None, feed: dict[str, Any]) -> list[Any]:
+        """The graph's first output of ``feed``: ``[array of shape (batch, dim)]``.
+
+        ``_outputs`` must be ``None`` (all outputs, as onnxruntime's ``run`` takes it);
+        only the first, the sentence embedding, is returned.
+        """
+        try:
+            request = self._idle.get_nowait()
+        except queue.Empty:
+            request = self._compiled.create_infer_request()
+        try:
+            request.infer(feed)
+            return [np.array(request.get_output_tensor(0).data, dtype=np.float32)]
+        finally:
+            self._idle.put(request)
+
+    def run_all(self, feeds: Sequence[dict[str, Any]], dim: int) -> Any:
+        """The first output's first row of each one-text feed: ``(len(feeds), dim)`` float32.
+
+        Each stream runs one text at a time, one thread each: no thread waits for
+        another inside a text, which on a busy machine doubled the speed of two
+        threads sharing each text (``bench/ingest.py --only threads``).
+
+        Raises:
+            RuntimeError: OpenVINO failed to run a text.
+        """
+        import openvino as ov
+
+        out = np.empty((len(feeds), dim), dtype=np.float32)
+        if len(feeds) < 2 or self.streams < 2:
+            for row, feed in enumerate(feeds):
+                out[row] = self.run(None, feed)[0][0]
+            return out
+
+        def done(request: Any, row: int) -> None:
+            out[row] = request.get_output_tensor(0).data[0]
+
+        with self._batch_lock:
+            if self._queue is None:
+                self._queue = ov.AsyncInferQueue(self._compiled, self.streams)
+            self._queue.set_callback(done)  # this call's rows
+            for row, feed in enumerate(feeds):
+                self._queue.start_async(feed, row)
+            self._queue.wait_all()
+        return out
+
+
+class OpenVinoEmbedder(OnnxEmbedder):
+    """The ``onnx`` embedder with OpenVINO as the runtime (see the module docstring).
+
+    Takes :class:`~ingestd.store.embedding.onnx.OnnxEmbedder`'s arguments; ``threads`` is
+    the number of OpenVINO streams of one thread each, texts embedded at once (``None``:
+    one per core this process may use). Returns ``(n, dim)`` float32 unit vectors.
+
+    Attributes:
+        precision: what the session computes in once open (``"bf16"``, ``"f32"``), or
+            ``"onnxruntime"`` when OpenVINO's vectors missed the bound.
+    """
+
+    precision: str | None = None
+
+    def open_session(self, path: Path, tokenizer: Tokenizer) -> Any:
+        """The graph compiled by OpenVINO and checked on the probe texts.
+
+        Falls back to onnxruntime's session of the same graph (logged once) when a
+        probe text's vector misses the bound, or when the export's record lacks torch's
+        probe vectors.
+
+        Raises:
+            RuntimeError: OpenVINO cannot read or compile the graph.
+        """
+        import openvino as ov
+
+        from ingestd.store.embedding.onnx_export import (
+            MIN_FLOAT32_COSINE,
+            PROBE_TEXTS,
+            export_record,
+        )
+
+        precision = "bf16" if native_bf16() else "f32"
+        streams = self.threads or len(os.sched_getaffinity(0))
+        config: dict[str, Any] = {
+            "INFERENCE_PRECISION_HINT": precision,
+            "NUM_STREAMS": streams,  # one thread per stream: one text per thread
+            "INFERENCE_NUM_THREADS": streams,
+        }
+        compiled = ov.Core().compile_model(str(path), "CPU", config)
+        session = OpenVinoSession(compiled, streams)
+        record = export_record(path) or {}
+        want = np.asarray(record.get("probe_vectors", []), dtype=np.float32)
+        if want.shape != (len(PROBE_TEXTS), self.info.dim):
+            return self._fall_back(path, tokenizer, "the export's record has no probe vectors")
+        names = [i.name for i in session.get_inputs()]
+        got = np.stack(
+            [
+                _unit(session.run(None, _feed(enc, names))[0][0])
+                for enc in tokenizer.encode_batch(list(PROBE_TEXTS))
+            ]
+        )
+        worst = float(np.min(np.sum(got * want, axis=1)))
+        if worst < MIN_FLOAT32_COSINE:
+            return self._fall_back(
+                path,
+                tokenizer,
+                f"its {precision} vectors reach cosine {worst:.4f} to torch's on a probe "
+                f"text (< {MIN_FLOAT32_COSINE})",
+            )
+        self.precision = precision
+        logger.debug("OpenVINO runs %s in %s (probe cosine >= %.5f)", path.name, precision, worst)
+        return session
+
+    def run_feeds(self, session: Any, feeds: Sequence[dict[str, Any]]) -> Vectors:
+        """Every stream busy with one text each (onnxruntime's session: one after the other)."""
+        if isinstance(session, OpenVinoSession):
+            out: Vectors = session.run_all(feeds, self.info.dim)
+            return out
+        return super().run_feeds(session, feeds)
+
+    def _fall_back(self, path: Path, tokenizer: Tokenizer, why: str) -> Any:
+        logger.warning(
+            "OpenVINO is not used for %s: %s; onnxruntime runs the same graph",
+            self.info.name,
+            why,
+        )
+        self.precision = "onnxruntime"
+        return super().open_session(path, tokenizer)
+
+
+def _unit(v: Any) -> Any:
+    return v / max(float(np.linalg.norm(v)), 1e-12)
+
+
+def _feed(enc: Any, names: list[str]) -> dict[str, Any]:
+    return pad_batch([enc], names)

@@ -1,0 +1,111 @@
+"""The ``openvino`` backend: the ONNX graph compiled by OpenVINO, bfloat16 where the CPU has it.
+
+Real OpenVINO and the real bundled model (the graph the ``onnx_export_dir`` fixture
+exported once): its vectors are torch's within the bound, never depend on a text's
+neighbours, and where the probe check fails onnxruntime runs the graph instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ingestd.daemon.config.embedding import EmbeddingConfig
+from ingestd.daemon.config.models import default_backend
+from ingestd.store.embedding import onnx_export, openvino_backend
+from ingestd.store.embedding.embedder import BUNDLED_MODEL, load_embedder, model_info
+from ingestd.store.embedding.onnx_export import cached_export
+from ingestd.store.embedding.openvino import OpenVinoEmbedder
+from ingestd.store.embedding.openvino_backend import native_bf16
+
+FLAGS = "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov avx2 avx512f"
+
+
+pytestmark = pytest.mark.engine("edge")  # no store involved
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [(FLAGS, False), (FLAGS + " amx_tile amx_bf16", True), (FLAGS + " avx512_bf16", True)],
+)
+def test_native_bf16_reads_the_cpu_flags(tmp_path: Path, flags: str, expected: bool) -> None:
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: x\nflags\t\t: {flags}\nbogomips\t: 1\n")
+    assert native_bf16(cpuinfo) is expected
+    assert native_bf16(tmp_path / "missing") is False
+
+
+@pytest.mark.parametrize(("bf16", "expected"), [(True, "openvino"), (False, "onnx")])
+def test_the_default_is_openvino_only_where_the_cpu_has_bf16(
+    monkeypatch: pytest.MonkeyPatch, bf16: bool, expected: str
+) -> None:
+    monkeypatch.setattr(openvino_backend, "native_bf16", lambda: bf16)
+    assert default_backend() == expected
+    assert EmbeddingConfig().backend == expected
+    assert default_backend("cuda") == "torch"
+
+
+def test_openvino_shares_torchs_fingerprint() -> None:
+    fps = {b: model_info(BUNDLED_MODEL, b).fingerprint for b in ("torch", "onnx", "openvino")}
+    assert len(set(fps.values())) == 1
+    info = model_info(BUNDLED_MODEL, "openvino")
+    assert info.recipe == model_info(BUNDLED_MODEL, "onnx").recipe  # the same graph file
+
+
+@pytest.mark.slow
+def test_vectors_never_depend_on_the_neighbours_and_repeat_bit_for_bit(
+    onnx_export_dir: Path, chunks_and_torch: tuple[list[str], Any]
+) -> None:
+    texts, _ = chunks_and_torch
+    model = load_embedder(model_info(BUNDLED_MODEL, "openvino"), cache_dir=onnx_export_dir)
+    assert isinstance(model, OpenVinoEmbedder)
+    got = model(texts)
+    assert model.precision == ("bf16" if native_bf16() else "f32")
+    for i in (0, 5, len(texts) - 1):  # alone, and among others in another order
+        assert np.array_equal(model([texts[i]])[0], got[i])
+    assert np.array_equal(model(texts[::-1])[::-1], got)
+
+
+def _copy_graph(src: Path, dst: Path) -> Path:
+    path = cached_export(model_info(BUNDLED_MODEL, "onnx"), src)
+    assert path is not None
+    shutil.copytree(src, dst)
+    return dst / path.relative_to(src)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault", ["bound missed", "no probe vectors"])
+def test_a_graph_that_misses_the_bound_is_run_by_onnxruntime(
+    onnx_export_dir: Path,
+    chunks_and_torch: tuple[list[str], Any],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+    fault: str,
+) -> None:
+    texts, want = chunks_and_torch
+    cache = tmp_path / "cache"
+    graph = _copy_graph(onnx_export_dir, cache)
+    if fault == "bound missed":  # no cosine reaches it: as if bfloat16 lost too much
+        monkeypatch.setattr(onnx_export, "MIN_FLOAT32_COSINE", 1.01)
+    else:
+        record = json.loads(graph.with_suffix(".json").read_text())
+        del record["probe_vectors"]
+        graph.with_suffix(".json").write_text(json.dumps(record))
+    model = load_embedder(model_info(BUNDLED_MODEL, "openvino"), cache_dir=cache)
+    onnx = load_embedder(model_info(BUNDLED_MODEL, "onnx"), cache_dir=onnx_export_dir)
+    with caplog.at_level(logging.WARNING):
+        got = model(texts[:8])
+        model(texts[8:10])
+    assert isinstance(model, OpenVinoEmbedder) and model.precision == "onnxruntime"
+    said = [r.getMessage() for r in caplog.records if "OpenVINO is not used" in r.getMessage()]
+    assert len(said) == 1 and "onnxruntime runs the same graph" in said[0]
+    assert ("cosine" in said[0]) == (fault == "bound missed")
+    assert np.allclose(got, onnx(texts[:8]), atol=1e-6)  # onnxruntime's vectors
+    assert np.sum(got * want[:8], axis=1).min() >= 0.999
