@@ -109,3 +109,44 @@ def test_a_graph_that_misses_the_bound_is_run_by_onnxruntime(
     assert ("cosine" in said[0]) == (fault == "bound missed")
     assert np.allclose(got, onnx(texts[:8]), atol=1e-6)  # onnxruntime's vectors
     assert np.sum(got * want[:8], axis=1).min() >= 0.999
+
+
+@pytest.mark.slow
+def test_a_bf16_cpu_without_openvino_embeds_with_onnx_and_says_so_once(
+    onnx_export_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import importlib.util
+
+    from ingestd.daemon.commands.search import search as search_cmd
+    from ingestd.daemon.sync import profiles
+    from tests.helpers import copy_tree, make_engine
+
+    real = importlib.util.find_spec
+
+    def find_spec(name: str, *args: Any) -> Any:
+        return None if name == "openvino" else real(name, *args)
+
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    monkeypatch.setattr(openvino_backend, "native_bf16", lambda: True)
+    monkeypatch.setattr(profiles, "_fallback_said", False)  # once per process
+    tree = copy_tree(tmp_path / "docs", ["docs/concepts/glossary.md"])
+    with caplog.at_level(logging.INFO):
+        for state in ("a", "b"):
+            eng = make_engine(
+                tree, tmp_path / state, None, embedding={"cache_dir": str(onnx_export_dir)}
+            )
+            try:
+                assert eng.profile.model.backend == "onnx"
+                eng.sync(next(iter(eng.sources)))
+                hits = search_cmd(eng, "what is an attribute in OpenTelemetry", k=3)
+                assert hits and hits[0]["path"] == "docs/concepts/glossary.md"
+            finally:
+                eng.close()
+    said = [r.getMessage() for r in caplog.records if "OpenVINO is not installed" in r.getMessage()]
+    assert said == [
+        "embedding with onnxruntime: OpenVINO is not installed here (`pip install openvino` "
+        "embeds about 3 times as fast on this CPU, which has bfloat16)"
+    ]
