@@ -98,7 +98,7 @@ CANDIDATES = 50
 
 @pytest.fixture(scope="module")
 def rankings(
-    tmp_path_factory: pytest.TempPathFactory, real_model: Any
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Path, dict[tuple[str, str, str], Ranking]]]:
     """The md-docs subset indexed with the real model; ``ingestd search``'s rankings.
 
@@ -110,7 +110,9 @@ def rankings(
     tmp = tmp_path_factory.mktemp("qb")
     root = copy_tree(tmp / "docs", PAGES, CORPORA / "md-docs")
     state = tmp / "state"
-    eng = make_engine(root, state, real_model, qdrant={"engine": "edge"})
+    # the configured backend's model, as `ingestd search` and the builder load it: the
+    # rankings compared must come from the same query vectors
+    eng = make_engine(root, state, None, qdrant={"engine": "edge"})
     try:
         for name in eng.sources:
             eng.sync(name)
@@ -120,7 +122,7 @@ def rankings(
     local = local_mode_copy(state, tmp / "local")
     want: dict[tuple[str, str, str], Ranking] = {}
     for engine, where in (("edge", state), ("local", local)):
-        eng = make_engine(root, where, real_model, qdrant={"engine": engine})
+        eng = make_engine(root, where, None, qdrant={"engine": engine})
         try:
             for q in _questions():
                 for mode in ("hybrid", "dense", "sparse"):
