@@ -155,7 +155,7 @@ def default_backend(device: str = "cpu") -> str:
     Nothing is imported to decide.
     """
     from ingestd.store.embedding.backends import BackendUnavailableError, check_backend
-    from ingestd.store.embedding.openvino_backend import native_bf16
+    from ingestd.store.embedding.cpu import native_bf16
 
     if device != "cpu":
         return "torch"

@@ -4,7 +4,7 @@
 (:class:`~ingestd.store.embedding.onnx.OnnxEmbedder`: the same graph file, exported
 once in the background, each text run alone and unpadded) with OpenVINO in place of
 onnxruntime as the runtime. On a CPU that multiplies bfloat16 natively (AMX or
-AVX512-BF16, :func:`~ingestd.store.embedding.openvino_backend.native_bf16`) OpenVINO runs
+AVX512-BF16, :func:`~ingestd.store.embedding.cpu.native_bf16`) OpenVINO runs
 the matrix products in bfloat16 with float32 accumulation
 (``INFERENCE_PRECISION_HINT=bf16``, OpenVINO's documented default on such CPUs);
 elsewhere in float32.
@@ -32,9 +32,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ingestd.store.embedding.cpu import native_bf16
 from ingestd.store.embedding.onnx import OnnxEmbedder
 from ingestd.store.embedding.onnx_runtime import pad_batch
-from ingestd.store.embedding.openvino_backend import native_bf16
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer

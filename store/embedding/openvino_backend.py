@@ -2,12 +2,13 @@
 
 The same float32 graph as ``onnx`` (exported once, offline, fused by onnxruntime's
 optimizer: :mod:`ingestd.store.embedding.onnx_export`), compiled by OpenVINO. On a CPU
-with native bfloat16 (:func:`native_bf16`: AMX or AVX512-BF16) its matrix products run
-in bfloat16 with float32 accumulation: about three times onnxruntime's float32 speed on
-such a CPU (``bench/ingest.py``), with vectors within the invariant's bound of torch's
-(cosine >= 0.999 on every probe text, checked each time the session opens: see
-:mod:`ingestd.store.embedding.openvino`). So ``openvino`` has torch's fingerprint, as
-``onnx`` has: a store moves between the three without a vector embedded again.
+with native bfloat16 (AMX or AVX512-BF16: :func:`~ingestd.store.embedding.cpu.native_bf16`)
+its matrix products run in bfloat16 with float32 accumulation: about three times
+onnxruntime's float32 speed on such a CPU (``bench/ingest.py``), with vectors within
+the invariant's bound of torch's (cosine >= 0.999 on every probe text, checked each
+time the session opens: see :mod:`ingestd.store.embedding.openvino`). So ``openvino``
+has torch's fingerprint, as ``onnx`` has: a store moves between the three without a
+vector embedded again.
 
 Its embedder, :class:`~ingestd.store.embedding.openvino.OpenVinoEmbedder`, is imported
 when loaded; this module imports nothing heavy.
@@ -15,7 +16,6 @@ when loaded; this module imports nothing heavy.
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -27,27 +27,7 @@ if TYPE_CHECKING:
     from ingestd.store.embedding.recipes import OnnxRecipe
     from ingestd.store.embedding.spec import Embedder
 
-__all__ = ["BF16_FLAGS", "OPENVINO", "OpenVinoBackend", "native_bf16"]
-
-#: ``/proc/cpuinfo`` flags of native bfloat16 matrix products (Intel AMX, AVX512-BF16):
-#: where OpenVINO's CPU plugin computes in bfloat16 by default.
-BF16_FLAGS = frozenset({"amx_bf16", "avx512_bf16"})
-
-
-@functools.cache
-def native_bf16(cpuinfo: Path = Path("/proc/cpuinfo")) -> bool:
-    """Whether this CPU multiplies bfloat16 natively (one of :data:`BF16_FLAGS`).
-
-    Reads the ``flags`` line of ``cpuinfo`` (Linux); ``False`` where it cannot be read.
-    """
-    try:
-        text = cpuinfo.read_text(errors="replace")
-    except OSError:
-        return False
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return not BF16_FLAGS.isdisjoint(line.partition(":")[2].split())
-    return False
+__all__ = ["OPENVINO", "OpenVinoBackend"]
 
 
 class OpenVinoBackend(OnnxBackend):

@@ -24,6 +24,7 @@ from ingestd.daemon.config import ConfigError, load_config
 from ingestd.daemon.config.models import default_backend
 from ingestd.store.embedding import onnx_export
 from ingestd.store.embedding.backends import INT8_SETTINGS, RECIPES, backend_fingerprint
+from ingestd.store.embedding.cpu import native_bf16
 from ingestd.store.embedding.embedder import (
     BUNDLED_MODEL,
     SentenceTransformerEmbedder,
@@ -33,7 +34,6 @@ from ingestd.store.embedding.embedder import (
 from ingestd.store.embedding.onnx import OnnxEmbedder
 from ingestd.store.embedding.onnx_export import cached_export, ensure_artifact, ensure_exported
 from ingestd.store.embedding.onnx_runtime import load_tokenizer
-from ingestd.store.embedding.openvino_backend import native_bf16
 from tests.helpers import MD_DOCS, REPO, wait_for
 
 #: The fingerprint of the bundled model's files, as stores made before backends

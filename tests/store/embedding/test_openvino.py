@@ -18,11 +18,11 @@ import pytest
 
 from ingestd.daemon.config.embedding import EmbeddingConfig
 from ingestd.daemon.config.models import default_backend
-from ingestd.store.embedding import onnx_export, openvino_backend
+from ingestd.store.embedding import cpu, onnx_export
+from ingestd.store.embedding.cpu import native_bf16
 from ingestd.store.embedding.embedder import BUNDLED_MODEL, load_embedder, model_info
 from ingestd.store.embedding.onnx_export import cached_export
 from ingestd.store.embedding.openvino import OpenVinoEmbedder
-from ingestd.store.embedding.openvino_backend import native_bf16
 
 FLAGS = "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov avx2 avx512f"
 
@@ -45,7 +45,7 @@ def test_native_bf16_reads_the_cpu_flags(tmp_path: Path, flags: str, expected: b
 def test_the_default_is_openvino_only_where_the_cpu_has_bf16(
     monkeypatch: pytest.MonkeyPatch, bf16: bool, expected: str
 ) -> None:
-    monkeypatch.setattr(openvino_backend, "native_bf16", lambda: bf16)
+    monkeypatch.setattr(cpu, "native_bf16", lambda: bf16)
     assert default_backend() == expected
     assert EmbeddingConfig().backend == expected
     assert default_backend("cuda") == "torch"
@@ -130,7 +130,7 @@ def test_a_bf16_cpu_without_openvino_embeds_with_onnx_and_says_so_once(
         return None if name == "openvino" else real(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    monkeypatch.setattr(openvino_backend, "native_bf16", lambda: True)
+    monkeypatch.setattr(cpu, "native_bf16", lambda: True)
     monkeypatch.setattr(profiles, "_fallback_said", False)  # once per process
     tree = copy_tree(tmp_path / "docs", ["docs/concepts/glossary.md"])
     with caplog.at_level(logging.INFO):
