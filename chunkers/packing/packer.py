@@ -25,6 +25,15 @@ units into chunks:
   falls back into step with the old one within a chunk or two. A block with a lead
   glued before it (a heading too deep to open a section, an intro paragraph) is always
   an anchor: a chunk a quarter full ends before it;
+* inside a long code block (fenced or indented, about one and a half budgets or more),
+  a line or item is also a *strong anchor* when another 16 bits of its CRC-32 fall
+  below a threshold proportional to its size (about 2 per ``max_tokens`` tokens), and
+  a strong anchor ends a chunk that holds a third of the budget. The window in which
+  an anchor may end a chunk (from ``min_tokens`` to the budget) is narrower than the
+  distance two packings drift apart once a chunk has ended at the budget, so inside a
+  long code block they would seldom meet the same anchor again before a section
+  start; a strong anchor is taken by both unless one of them has just started a chunk,
+  and the packing after an edit falls back into step with the old one there;
 * a window (a piece of a line over budget, :mod:`~ingestd.chunkers.packing.windows`) is a
   chunk of its own.
 
@@ -60,6 +69,15 @@ __all__ = ["Packer", "pack_titled"]
 _ANCHOR_RATE = 2.5  # content-defined cut points: on average this many per max_tokens tokens
 _SECTION_RATE = 2.0  # ... and sections that a merging chunk ends before, per max_tokens tokens
 _ANCHOR_FILL = 4  # ... and one ends a chunk only if it holds at least max_tokens // this
+#: Strong anchors of a long code block: about this many per ``max_tokens`` tokens; one
+#: ends a chunk that holds ``max_tokens // _STRONG_FILL``; a code block has them when it
+#: is at least ``_LONG_CODE`` characters per ``max_tokens`` token long (about one and a
+#: half budgets). Measured with bench/locality.py and bench/retrieval.py (docs/benchmarks.md,
+#: "Edit locality"): rates 0.5 to 3, fills of a quarter to a half, every code block or
+#: only those of 1.5 to 3 budgets.
+_STRONG_RATE = 2.0
+_STRONG_FILL = 3
+_LONG_CODE = 6
 _WORD = re.compile(r"[^\W_]")  # a letter or digit
 
 
@@ -303,7 +321,8 @@ class Packer:
 
         At a section start, unless the chunk is under ``min_tokens`` and the whole
         section fits and is no anchor section; inside a section, at a content-defined
-        anchor once the chunk holds ``min_tokens`` (and a quarter of the budget).
+        anchor once the chunk holds ``min_tokens`` (and a quarter of the budget), or at
+        a strong anchor of a long code block once it holds a third of the budget.
         """
         mx = self.max
         if v.first:
@@ -311,16 +330,39 @@ class Packer:
             if tok >= self.min_tokens or tok + section_tok > mx:
                 return True
             return tok >= mx // _ANCHOR_FILL and self._is_anchor(v, _SECTION_RATE, section_tok)
-        return v.anchor and tok >= self._fill and (v.body > v.start or self._is_anchor(v))
+        if not v.anchor:
+            return False
+        if tok >= mx // _STRONG_FILL and self._is_strong(v):
+            return True
+        return tok >= self._fill and (v.body > v.start or self._is_anchor(v))
+
+    def _crc(self, v: Unit) -> int:
+        """CRC-32 of ``v``'s text (UTF-8): the content that decides whether a chunk ends."""
+        return zlib.crc32(self.text[v.start : v.end].encode("utf-8", "surrogatepass"))
 
     def _is_anchor(self, v: Unit, rate: float = _ANCHOR_RATE, tok: int | None = None) -> bool:
         """Whether ``v`` is a content-defined cut point, about ``rate`` per ``max_tokens``.
 
-        The CRC-32 of its text falls below a threshold proportional to ``tok`` (its own
-        tokens, or its section's when it opens one).
+        The low 16 bits of the CRC-32 of its text fall below a threshold proportional to
+        ``tok`` (its own tokens, or its section's when it opens one).
         """
-        crc = zlib.crc32(self.text[v.start : v.end].encode("utf-8", "surrogatepass"))
-        return (crc & 0xFFFF) * self.max < 0x10000 * rate * (v.tok if tok is None else tok)
+        return (self._crc(v) & 0xFFFF) * self.max < 0x10000 * rate * (v.tok if tok is None else tok)
+
+    def _is_strong(self, v: Unit) -> bool:
+        """Whether ``v`` is a strong anchor: a line or item of a long code block that cuts.
+
+        ``v`` lies in a fenced or indented code block of at least :data:`_LONG_CODE`
+        characters per ``max_tokens`` token, has no lead glued before it, and the high 16
+        bits of the CRC-32 of its text fall below a threshold proportional to its
+        tokens, about :data:`_STRONG_RATE` per ``max_tokens`` (independent of
+        :meth:`_is_anchor`, which reads the low 16 bits).
+        """
+        if v.body != v.start:  # a window, or a piece with a heading or intro glued before it
+            return False
+        b = self._cutter.code_block(v)
+        if b is None or b.next - b.start < self.max * _LONG_CODE:
+            return False
+        return (self._crc(v) >> 16) * self.max < 0x10000 * _STRONG_RATE * v.tok
 
     def _check(
         self, units: list[Unit], i: int, j: int, tok: int, *, prefix: bool = True,
