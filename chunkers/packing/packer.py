@@ -25,15 +25,10 @@ units into chunks:
   falls back into step with the old one within a chunk or two. A block with a lead
   glued before it (a heading too deep to open a section, an intro paragraph) is always
   an anchor: a chunk a quarter full ends before it;
-* inside a long code block (fenced or indented, about one and a half budgets or more),
-  a line or item is also a *strong anchor* when another 16 bits of its CRC-32 fall
-  below a threshold proportional to its size (about 2 per ``max_tokens`` tokens), and
-  a strong anchor ends a chunk that holds a third of the budget. The window in which
-  an anchor may end a chunk (from ``min_tokens`` to the budget) is narrower than the
-  distance two packings drift apart once a chunk has ended at the budget, so inside a
-  long code block they would seldom meet the same anchor again before a section
-  start; a strong anchor is taken by both unless one of them has just started a chunk,
-  and the packing after an edit falls back into step with the old one there;
+* in a long code block, a line is also a *strong anchor* when the other 16 bits of its
+  CRC-32 fall below a threshold (about 2 per ``max_tokens`` tokens); it ends a chunk a
+  third full. Two packings that drifted apart by more than the anchors' window (from
+  ``min_tokens`` to the budget) both take it, and fall back into step there;
 * a window (a piece of a line over budget, :mod:`~ingestd.chunkers.packing.windows`) is a
   chunk of its own.
 
@@ -69,12 +64,9 @@ __all__ = ["Packer", "pack_titled"]
 _ANCHOR_RATE = 2.5  # content-defined cut points: on average this many per max_tokens tokens
 _SECTION_RATE = 2.0  # ... and sections that a merging chunk ends before, per max_tokens tokens
 _ANCHOR_FILL = 4  # ... and one ends a chunk only if it holds at least max_tokens // this
-#: Strong anchors of a long code block: about this many per ``max_tokens`` tokens; one
-#: ends a chunk that holds ``max_tokens // _STRONG_FILL``; a code block has them when it
-#: is at least ``_LONG_CODE`` characters per ``max_tokens`` token long (about one and a
-#: half budgets). Measured with bench/locality.py and bench/retrieval.py (docs/benchmarks.md,
-#: "Edit locality"): rates 0.5 to 3, fills of a quarter to a half, every code block or
-#: only those of 1.5 to 3 budgets.
+#: Strong anchors: this many per max_tokens, ending a chunk of max_tokens // _STRONG_FILL,
+#: in code blocks of _LONG_CODE chars per max_tokens token (about 1.5 budgets); measured
+#: in docs/benchmarks.md, "Edit locality" (rates 0.5-3, fills 1/4-1/2, 1.5-3 budgets).
 _STRONG_RATE = 2.0
 _STRONG_FILL = 3
 _LONG_CODE = 6
@@ -349,13 +341,10 @@ class Packer:
         return (self._crc(v) & 0xFFFF) * self.max < 0x10000 * rate * (v.tok if tok is None else tok)
 
     def _is_strong(self, v: Unit) -> bool:
-        """Whether ``v`` is a strong anchor: a line or item of a long code block that cuts.
+        """Whether ``v``, a line of a long code block, is a strong anchor (module docstring).
 
-        ``v`` lies in a fenced or indented code block of at least :data:`_LONG_CODE`
-        characters per ``max_tokens`` token, has no lead glued before it, and the high 16
-        bits of the CRC-32 of its text fall below a threshold proportional to its
-        tokens, about :data:`_STRONG_RATE` per ``max_tokens`` (independent of
-        :meth:`_is_anchor`, which reads the low 16 bits).
+        The high 16 bits of its CRC-32 (:meth:`_is_anchor` reads the low ones) fall below
+        a threshold proportional to its tokens, :data:`_STRONG_RATE` per ``max_tokens``.
         """
         if v.body != v.start:  # a window, or a piece with a heading or intro glued before it
             return False
