@@ -332,6 +332,14 @@ class Cutter:
         k = bisect.bisect_right(starts, u.start) - 1
         return blocks[k] if k >= 0 and u.end <= blocks[k].end else None
 
+    def code_block(self, u: Unit) -> Block | None:
+        """The code block (fenced or indented) that holds ``u``, or ``None``.
+
+        ``None`` too for a unit of several blocks.
+        """
+        b = self._block_of(u)
+        return b if b is not None and b.kind in _LINE_KINDS else None
+
     def _block_carry(self, u: Unit) -> str:
         """The context line of the block that holds ``u``, for the pieces ``u`` is cut into.
 

@@ -25,6 +25,10 @@ units into chunks:
   falls back into step with the old one within a chunk or two. A block with a lead
   glued before it (a heading too deep to open a section, an intro paragraph) is always
   an anchor: a chunk a quarter full ends before it;
+* in a long code block, a line is also a *strong anchor* when the other 16 bits of its
+  CRC-32 fall below a threshold (about 2 per ``max_tokens`` tokens); it ends a chunk a
+  third full. Two packings that drifted apart by more than the anchors' window (from
+  ``min_tokens`` to the budget) both take it, and fall back into step there;
 * a window (a piece of a line over budget, :mod:`~ingestd.chunkers.packing.windows`) is a
   chunk of its own.
 
@@ -60,6 +64,12 @@ __all__ = ["Packer", "pack_titled"]
 _ANCHOR_RATE = 2.5  # content-defined cut points: on average this many per max_tokens tokens
 _SECTION_RATE = 2.0  # ... and sections that a merging chunk ends before, per max_tokens tokens
 _ANCHOR_FILL = 4  # ... and one ends a chunk only if it holds at least max_tokens // this
+#: Strong anchors: this many per max_tokens, ending a chunk of max_tokens // _STRONG_FILL,
+#: in code blocks of _LONG_CODE chars per max_tokens token (about 1.5 budgets); measured
+#: in docs/benchmarks.md, "Edit locality" (rates 0.5-3, fills 1/4-1/2, 1.5-3 budgets).
+_STRONG_RATE = 2.0
+_STRONG_FILL = 3
+_LONG_CODE = 6
 _WORD = re.compile(r"[^\W_]")  # a letter or digit
 
 
@@ -303,7 +313,8 @@ class Packer:
 
         At a section start, unless the chunk is under ``min_tokens`` and the whole
         section fits and is no anchor section; inside a section, at a content-defined
-        anchor once the chunk holds ``min_tokens`` (and a quarter of the budget).
+        anchor once the chunk holds ``min_tokens`` (and a quarter of the budget), or at
+        a strong anchor of a long code block once it holds a third of the budget.
         """
         mx = self.max
         if v.first:
@@ -311,16 +322,36 @@ class Packer:
             if tok >= self.min_tokens or tok + section_tok > mx:
                 return True
             return tok >= mx // _ANCHOR_FILL and self._is_anchor(v, _SECTION_RATE, section_tok)
-        return v.anchor and tok >= self._fill and (v.body > v.start or self._is_anchor(v))
+        if not v.anchor:
+            return False
+        if tok >= mx // _STRONG_FILL and self._is_strong(v):
+            return True
+        return tok >= self._fill and (v.body > v.start or self._is_anchor(v))
+
+    def _crc(self, v: Unit) -> int:
+        """CRC-32 of ``v``'s text (UTF-8): the content that decides whether a chunk ends."""
+        return zlib.crc32(self.text[v.start : v.end].encode("utf-8", "surrogatepass"))
 
     def _is_anchor(self, v: Unit, rate: float = _ANCHOR_RATE, tok: int | None = None) -> bool:
         """Whether ``v`` is a content-defined cut point, about ``rate`` per ``max_tokens``.
 
-        The CRC-32 of its text falls below a threshold proportional to ``tok`` (its own
-        tokens, or its section's when it opens one).
+        The low 16 bits of the CRC-32 of its text fall below a threshold proportional to
+        ``tok`` (its own tokens, or its section's when it opens one).
         """
-        crc = zlib.crc32(self.text[v.start : v.end].encode("utf-8", "surrogatepass"))
-        return (crc & 0xFFFF) * self.max < 0x10000 * rate * (v.tok if tok is None else tok)
+        return (self._crc(v) & 0xFFFF) * self.max < 0x10000 * rate * (v.tok if tok is None else tok)
+
+    def _is_strong(self, v: Unit) -> bool:
+        """Whether ``v``, a line of a long code block, is a strong anchor (module docstring).
+
+        The high 16 bits of its CRC-32 (:meth:`_is_anchor` reads the low ones) fall below
+        a threshold proportional to its tokens, :data:`_STRONG_RATE` per ``max_tokens``.
+        """
+        if v.body != v.start:  # a window, or a piece with a heading or intro glued before it
+            return False
+        b = self._cutter.code_block(v)
+        if b is None or b.next - b.start < self.max * _LONG_CODE:
+            return False
+        return (self._crc(v) >> 16) * self.max < 0x10000 * _STRONG_RATE * v.tok
 
     def _check(
         self, units: list[Unit], i: int, j: int, tok: int, *, prefix: bool = True,

@@ -89,7 +89,8 @@ class AsciidocChunker(Chunker):
     """
 
     name = "asciidoc"
-    version = 2  # 2: attribute lines or a block title with no block after them are kept
+    version = 4  # 2: attribute lines or a block title with no block after them are kept;
+    # 4: strong anchors in long code blocks, as markdown 16 (3 was not kept)
     Options = AsciidocOptions
     options: AsciidocOptions
 

@@ -67,7 +67,7 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 14
+    version = 16  # 16: children packed as markdown 16 packs (15 was not kept)
     Options = HierarchicalOptions
     options: HierarchicalOptions
 

@@ -53,7 +53,8 @@ class HtmlChunker(MarkdownChunker):
     """
 
     name = "html"
-    version = 3  # 2: no front matter; 3: the markdown rendering of entities and /// blocks
+    version = 5  # 2: no front matter; 3: the markdown rendering of entities and /// blocks;
+    # 5: packed as markdown 16 packs (4 was not kept)
     Options = HtmlOptions
     options: HtmlOptions
 

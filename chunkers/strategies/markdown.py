@@ -29,8 +29,11 @@ threshold end a chunk that holds ``min_tokens`` (content-defined chunking, see
 :mod:`~ingestd.chunkers.packing.packer`): after an edit the packing falls back into step at
 the next such block, so most chunks of a large section survive the edit; a block with
 a heading too deep to open a section or an intro paragraph glued before it is always
-such a block. A chunk under ``min_tokens`` takes in the next section when the whole
-section fits (small sections are merged).
+such a block. Inside a long code block, lines whose content hash falls under a second
+threshold also end a chunk that holds a third of the budget (strong anchors), so an
+edit before a long listing shifts at most a chunk or two of it. A chunk under
+``min_tokens`` takes in the next section when the whole section fits (small sections
+are merged).
 
 Chunks are well shaped: a heading never ends a chunk (a section that holds only its
 heading opens the next one's first chunk; a heading glued to a block too big for one
@@ -199,7 +202,7 @@ class MarkdownChunker(Chunker):
     """
 
     name = "markdown"
-    version = 14
+    version = 16  # 16: strong anchors in long code blocks (15 was a packing tried and dropped)
     Options = MarkdownOptions
     options: MarkdownOptions
 

@@ -58,7 +58,8 @@ class NotebookChunker(MarkdownChunker):
     """
 
     name = "notebook"
-    version = 2  # 2: markdown cells rendered as markdown 14 renders them (entities, /// blocks)
+    version = 4  # 2: markdown cells rendered as markdown 14 renders them (entities, /// blocks);
+    # 4: packed as markdown 16 packs (3 was not kept)
     Options = NotebookOptions
     options: NotebookOptions
 

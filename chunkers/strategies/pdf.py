@@ -131,7 +131,7 @@ class PdfChunker(Chunker):
     """
 
     name = "pdf"
-    version = 1
+    version = 3  # 3: strong anchors in long code blocks, as markdown 16 (2 was not kept)
     Options = PdfOptions
     options: PdfOptions
 
