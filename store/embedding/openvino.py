@@ -142,13 +142,17 @@ class OpenVinoEmbedder(OnnxEmbedder):
     def open_session(self, path: Path, tokenizer: Tokenizer) -> Any:
         """The graph compiled by OpenVINO and checked on the probe texts.
 
-        Falls back to onnxruntime's session of the same graph (logged once) when a
-        probe text's vector misses the bound, or when the export's record lacks torch's
-        probe vectors.
+        Falls back to onnxruntime's session of the same graph, logged once, when
+        OpenVINO cannot compile the graph, when a probe text's vector misses the bound,
+        or when the export's record lacks torch's probe vectors; once fallen back, the
+        embedder does not try OpenVINO again (a reload after ``keep_alive_s`` opens
+        onnxruntime's session directly).
 
         Raises:
-            RuntimeError: OpenVINO cannot read or compile the graph.
+            onnxruntime's errors: neither runtime can open the graph.
         """
+        if self.precision == "onnxruntime":
+            return super().open_session(path, tokenizer)
         import openvino as ov
 
         from ingestd.store.embedding.onnx_export import (
@@ -164,7 +168,10 @@ class OpenVinoEmbedder(OnnxEmbedder):
             "NUM_STREAMS": streams,  # one thread per stream: one text per thread
             "INFERENCE_NUM_THREADS": streams,
         }
-        compiled = ov.Core().compile_model(str(path), "CPU", config)
+        try:
+            compiled = ov.Core().compile_model(str(path), "CPU", config)
+        except Exception as exc:  # any OpenVINO failure: onnxruntime runs the graph
+            return self._fall_back(path, tokenizer, f"it cannot compile the graph ({exc})")
         session = OpenVinoSession(compiled, streams)
         record = export_record(path) or {}
         want = np.asarray(record.get("probe_vectors", []), dtype=np.float32)

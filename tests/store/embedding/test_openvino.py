@@ -80,7 +80,7 @@ def _copy_graph(src: Path, dst: Path) -> Path:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fault", ["bound missed", "no probe vectors"])
+@pytest.mark.parametrize("fault", ["bound missed", "no probe vectors", "compile fails"])
 def test_a_graph_that_misses_the_bound_is_run_by_onnxruntime(
     onnx_export_dir: Path,
     chunks_and_torch: tuple[list[str], Any],
@@ -94,6 +94,13 @@ def test_a_graph_that_misses_the_bound_is_run_by_onnxruntime(
     graph = _copy_graph(onnx_export_dir, cache)
     if fault == "bound missed":  # no cosine reaches it: as if bfloat16 lost too much
         monkeypatch.setattr(onnx_export, "MIN_FLOAT32_COSINE", 1.01)
+    elif fault == "compile fails":
+        import openvino
+
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("Exception from src/inference: unsupported operation")
+
+        monkeypatch.setattr(openvino.Core, "compile_model", refuse)
     else:
         record = json.loads(graph.with_suffix(".json").read_text())
         del record["probe_vectors"]
@@ -103,10 +110,13 @@ def test_a_graph_that_misses_the_bound_is_run_by_onnxruntime(
     with caplog.at_level(logging.WARNING):
         got = model(texts[:8])
         model(texts[8:10])
+        assert model.unload()  # as after keep_alive_s: the reload says nothing more
+        model(texts[10:12])
     assert isinstance(model, OpenVinoEmbedder) and model.precision == "onnxruntime"
     said = [r.getMessage() for r in caplog.records if "OpenVINO is not used" in r.getMessage()]
     assert len(said) == 1 and "onnxruntime runs the same graph" in said[0]
     assert ("cosine" in said[0]) == (fault == "bound missed")
+    assert ("unsupported operation" in said[0]) == (fault == "compile fails")
     assert np.allclose(got, onnx(texts[:8]), atol=1e-6)  # onnxruntime's vectors
     assert np.sum(got * want[:8], axis=1).min() >= 0.999
 
