@@ -156,12 +156,22 @@ class Applier:
             ctx.manifest.set_last_change_synced(source, now)
         if res.complete:
             ctx.manifest.set_last_sync(source, now)
-        elif not res.incomplete_otherwise:  # recorded when its long documents are written
-            for rel in res.background:
-                unit = self.long_writes.get(source, rel)
-                if unit is not None:
-                    unit.last_sync = True
+        elif not res.incomplete_otherwise:
+            self._last_sync_after_long_writes(source, res, now)
         return res
+
+    def _last_sync_after_long_writes(self, source: str, res: SyncResult, now: float) -> None:
+        """Record a sync complete but for its long documents: now, or when they are written.
+
+        The long writes step at this sync's checkpoints, so all of them may be written
+        before it ends: then its end is the last sync.
+        """
+        for rel in res.background:
+            unit = self.long_writes.get(source, rel)
+            if unit is not None:
+                unit.last_sync = True
+        if not self.long_writes.paths(source):
+            self.ctx.manifest.set_last_sync(source, now)
 
     def _release_held(self, plan: Plan) -> None:
         """Forget held deletions that a sync of changed paths settled.
