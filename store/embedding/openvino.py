@@ -135,9 +135,12 @@ class OpenVinoEmbedder(OnnxEmbedder):
     Attributes:
         precision: what the session computes in once open (``"bf16"``, ``"f32"``), or
             ``"onnxruntime"`` when OpenVINO's vectors missed the bound.
+        probe_cosine: the least cosine of OpenVINO's vectors of the probe texts to
+            torch's, once open.
     """
 
     precision: str | None = None
+    probe_cosine: float | None = None
 
     def open_session(self, path: Path, tokenizer: Tokenizer) -> Any:
         """The graph compiled by OpenVINO and checked on the probe texts.
@@ -192,8 +195,15 @@ class OpenVinoEmbedder(OnnxEmbedder):
                 f"its {precision} vectors reach cosine {worst:.4f} to torch's on a probe "
                 f"text (< {MIN_FLOAT32_COSINE})",
             )
-        self.precision = precision
-        logger.debug("OpenVINO runs %s in %s (probe cosine >= %.5f)", path.name, precision, worst)
+        self.precision, self.probe_cosine = precision, worst
+        logger.log(
+            logging.DEBUG if self.quiet else logging.INFO,
+            "OpenVINO runs %s in %s, %d stream(s) (cosine to torch on probe texts >= %.5f)",
+            self.info.name,
+            precision,
+            streams,
+            worst,
+        )
         return session
 
     def run_feeds(self, session: Any, feeds: Sequence[dict[str, Any]]) -> Vectors:

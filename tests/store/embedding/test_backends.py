@@ -397,6 +397,16 @@ def test_export_model_command_reports_the_cached_export(onnx_export_dir: Path) -
     )
     assert res.exit_code == 0, res.output
     assert "-int8-" in res.output and "cosine to torch on probe texts" in res.output
+    res = CliRunner().invoke(
+        cli,
+        ["export-model", "--backend", "openvino"],
+        env={"CACHE_DIRECTORY": str(onnx_export_dir)},
+    )
+    assert res.exit_code == 0, res.output
+    precision = "bf16" if native_bf16() else "f32"
+    assert f"OpenVINO runs it in {precision}: cosine to torch on probe texts, min 0.99" in (
+        res.output
+    )
     torch_cfg = onnx_export_dir.parent / "torch.yaml"
     torch_cfg.write_text("embedding:\n  backend: torch\n")
     res = CliRunner().invoke(cli, ["export-model", "--config", str(torch_cfg)])
