@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 import os
 import queue
-import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -61,9 +60,9 @@ class OpenVinoSession:
             streams of one thread each.
         streams: how many texts run at once (:meth:`run_all`).
 
-    :meth:`run` takes an idle infer request (one is made when none is idle), so threads
-    that embed at once each run their own; :meth:`run_all` keeps every stream busy
-    with one text each (``openvino.AsyncInferQueue``), one caller at a time.
+    Each call takes idle infer requests (made when none is idle), so threads that
+    embed at once each run their own; :meth:`run_all` keeps every stream busy with one
+    text each.
     """
 
     def __init__(self, compiled: Any, streams: int) -> None:
@@ -71,12 +70,16 @@ class OpenVinoSession:
         self.streams = streams
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._inputs = [_Input(port.get_any_name()) for port in compiled.inputs]
-        self._batch_lock = threading.Lock()
-        self._queue: Any = None
 
     def get_inputs(self) -> list[_Input]:
         """The graph's inputs in order, each with its ``name``."""
         return list(self._inputs)
+
+    def _take(self) -> Any:
+        try:
+            return self._idle.get_nowait()
+        except queue.Empty:
+            return self._compiled.create_infer_request()
 
     def run(self, _outputs: None, feed: dict[str, Any]) -> list[Any]:
         """The graph's first output of ``feed``: ``[array of shape (batch, dim)]``.
@@ -84,10 +87,7 @@ class OpenVinoSession:
         ``_outputs`` must be ``None`` (all outputs, as onnxruntime's ``run`` takes it);
         only the first, the sentence embedding, is returned.
         """
-        try:
-            request = self._idle.get_nowait()
-        except queue.Empty:
-            request = self._compiled.create_infer_request()
+        request = self._take()
         try:
             request.infer(feed)
             return [np.array(request.get_output_tensor(0).data, dtype=np.float32)]
@@ -97,32 +97,41 @@ class OpenVinoSession:
     def run_all(self, feeds: Sequence[dict[str, Any]], dim: int) -> Any:
         """The first output's first row of each one-text feed: ``(len(feeds), dim)`` float32.
 
-        Each stream runs one text at a time, one thread each: no thread waits for
-        another inside a text, which on a busy machine doubled the speed of two
-        threads sharing each text (``bench/ingest.py --only threads``).
+        One infer request per stream, each started on the next text as soon as its
+        previous one is read: each stream runs one text at a time, one thread each, and
+        no thread waits for another inside a text, which on a busy machine doubled the
+        speed of two threads sharing each text (``bench/ingest.py --only threads``).
+        No Python callback runs on OpenVINO's threads (``AsyncInferQueue``'s does): a
+        stream thread that needs the GIL while another thread holding it lets the
+        compiled model go deadlocks both.
 
         Raises:
             RuntimeError: OpenVINO failed to run a text.
         """
-        import openvino as ov
-
         out = np.empty((len(feeds), dim), dtype=np.float32)
-        if len(feeds) < 2 or self.streams < 2:
+        requests = [self._take() for _ in range(min(self.streams, len(feeds)))]
+        rows: list[int | None] = [None] * len(requests)
+        try:
             for row, feed in enumerate(feeds):
-                out[row] = self.run(None, feed)[0][0]
-            return out
-
-        def done(request: Any, row: int) -> None:
-            out[row] = request.get_output_tensor(0).data[0]
-
-        with self._batch_lock:
-            if self._queue is None:
-                self._queue = ov.AsyncInferQueue(self._compiled, self.streams)
-            self._queue.set_callback(done)  # this call's rows
-            for row, feed in enumerate(feeds):
-                self._queue.start_async(feed, row)
-            self._queue.wait_all()
+                k = row % len(requests)
+                self._collect(requests[k], rows[k], out)
+                requests[k].start_async(feed)
+                rows[k] = row
+            for k, request in enumerate(requests):
+                self._collect(request, rows[k], out)
+                rows[k] = None
+        finally:
+            for request, started in zip(requests, rows, strict=True):
+                if started is not None:  # started, not read: let it end before reuse
+                    request.wait()
+                self._idle.put(request)
         return out
+
+    @staticmethod
+    def _collect(request: Any, row: int | None, out: Any) -> None:
+        if row is not None:
+            request.wait()
+            out[row] = request.get_output_tensor(0).data[0]
 
 
 class OpenVinoEmbedder(OnnxEmbedder):
