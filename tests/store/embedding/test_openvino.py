@@ -160,3 +160,16 @@ def test_a_bf16_cpu_without_openvino_embeds_with_onnx_and_says_so_once(
         "embedding with onnxruntime: OpenVINO is not installed here (`pip install openvino` "
         "embeds about 3 times as fast on this CPU, which has bfloat16)"
     ]
+
+
+def test_inputs_are_padded_to_a_bucket_of_word_pieces() -> None:
+    from ingestd.store.embedding.openvino import BUCKET_TOKENS, bucketed
+
+    ids = np.arange(1, 38, dtype=np.int64)[None, :]  # 37 word pieces
+    feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}
+    out = bucketed(feed)
+    assert out["input_ids"].shape == out["attention_mask"].shape == (1, 2 * BUCKET_TOKENS)
+    assert np.array_equal(out["input_ids"][0, :37], ids[0]) and not out["input_ids"][0, 37:].any()
+    assert out["attention_mask"].sum() == 37  # the padding is masked out
+    whole = {"input_ids": np.ones((1, BUCKET_TOKENS), dtype=np.int64)}
+    assert bucketed(whole) is whole
