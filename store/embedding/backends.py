@@ -5,7 +5,7 @@ to the ``module:attribute`` of its spec (a :class:`~ingestd.store.embedding.spec
 imported when first asked for, as uvicorn's ``config.py`` maps a loop or protocol name to
 its implementation. The backends today:
 
-* ``torch``: the model run by sentence-transformers (PyTorch, float32), the default;
+* ``torch``: the model run by sentence-transformers (PyTorch, float32), the reference;
 * ``onnx``: the same model exported to ONNX, its graph fused by onnxruntime's
   transformer optimizer, run by onnxruntime (float32);
 * ``openvino``: that graph run by OpenVINO, in bfloat16 where the CPU has it natively
@@ -56,7 +56,8 @@ BACKENDS: dict[str, str] = {
     "onnx-int8": "ingestd.store.embedding.onnx_backend:ONNX_INT8",
     "openai": "ingestd.store.embedding.remote_backend:OPENAI",
 }
-#: The backend of ``embedding.backend`` when the config names none.
+#: The backend ``model_info`` and ``load_embedder`` take when given none (the reference);
+#: a config that names none gets :func:`ingestd.daemon.config.embedding.default_backend`'s.
 DEFAULT_BACKEND = "torch"
 
 
@@ -65,7 +66,7 @@ class BackendUnavailableError(ModelError, ValueError):
 
 
 def backend_names() -> tuple[str, ...]:
-    """The backends' names, in the table's order (the default first)."""
+    """The backends' names, in the table's order (the reference, ``torch``, first)."""
     return tuple(BACKENDS)
 
 

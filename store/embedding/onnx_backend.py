@@ -1,4 +1,4 @@
-"""The ONNX backends: ``onnx`` (float32, the default) and ``onnx-int8`` (dynamic int8, lossy).
+"""The ONNX backends: ``onnx`` (float32) and ``onnx-int8`` (dynamic int8, lossy).
 
 Both run the model exported to ONNX with ``torch.onnx.export`` (once, offline, cached:
 :mod:`ingestd.store.embedding.onnx_export`), its graph fused by onnxruntime's transformer
