@@ -159,9 +159,7 @@ def default_backend(device: str = "cpu") -> str:
 
     if device != "cpu":
         return "torch"
-    for backend in ("openvino", "onnx"):
-        if backend == "openvino" and not native_bf16():
-            continue
+    for backend in ("openvino", "onnx") if native_bf16() else ("onnx",):
         try:
             check_backend(backend)
         except BackendUnavailableError:

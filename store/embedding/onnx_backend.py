@@ -19,6 +19,7 @@ int8 graph's vectors differ measurably: ``onnx-int8`` keeps a fingerprint of its
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
@@ -39,6 +40,8 @@ class OnnxBackend(FolderBackend):
     install_hint = "pip install onnxruntime onnx"
     cpu_only = True
     recipe = RECIPES["onnx"]
+    #: ``module:class`` of the embedder :meth:`load` makes (imported then).
+    embedder: ClassVar[str] = "ingestd.store.embedding.onnx:OnnxEmbedder"
 
     def fingerprint(self, source: str, recipe: OnnxRecipe | None = None) -> str:
         """The model files' fingerprint itself: the checked float32 graph makes torch's vectors.
@@ -66,13 +69,14 @@ class OnnxBackend(FolderBackend):
         threads: int | None = None,
         cache_dir: Path | None = None,
     ) -> Embedder:
-        """An :class:`~ingestd.store.embedding.onnx.OnnxEmbedder` (exports on first use).
+        """The embedder :attr:`embedder` names (an ONNX graph: exported on first use).
 
         ``device`` is unused: the ONNX backends run on the CPU.
         """
-        from ingestd.store.embedding.onnx import OnnxEmbedder
-
-        return OnnxEmbedder(info, cache_dir=cache_dir, batch_size=batch_size, threads=threads)
+        module, _, name = self.embedder.partition(":")
+        cls = getattr(importlib.import_module(module), name)
+        emb: Embedder = cls(info, cache_dir=cache_dir, batch_size=batch_size, threads=threads)
+        return emb
 
 
 class OnnxInt8Backend(OnnxBackend):

@@ -16,16 +16,13 @@ when loaded; this module imports nothing heavy.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ingestd.store.embedding.onnx_backend import OnnxBackend
 from ingestd.store.embedding.recipes import RECIPES
 
 if TYPE_CHECKING:
-    from ingestd.store.embedding.model import ModelInfo
     from ingestd.store.embedding.recipes import OnnxRecipe
-    from ingestd.store.embedding.spec import Embedder
 
 __all__ = ["OPENVINO", "OpenVinoBackend"]
 
@@ -40,27 +37,11 @@ class OpenVinoBackend(OnnxBackend):
     requires = ("openvino", "onnxruntime", "onnx")
     install_hint = "pip install openvino onnxruntime onnx"
     recipe = RECIPES["openvino"]
+    embedder = "ingestd.store.embedding.openvino:OpenVinoEmbedder"
 
     def aliases(self, source: str, recipe: OnnxRecipe | None = None) -> tuple[str, ...]:
         """None: ``openvino`` never had a fingerprint of its own."""
         return ()
-
-    def load(
-        self,
-        info: ModelInfo,
-        *,
-        device: str = "cpu",
-        batch_size: int = 16,
-        threads: int | None = None,
-        cache_dir: Path | None = None,
-    ) -> Embedder:
-        """An :class:`~ingestd.store.embedding.openvino.OpenVinoEmbedder` (exports on first use).
-
-        ``device`` is unused: the backend runs on the CPU.
-        """
-        from ingestd.store.embedding.openvino import OpenVinoEmbedder
-
-        return OpenVinoEmbedder(info, cache_dir=cache_dir, batch_size=batch_size, threads=threads)
 
 
 #: The ``openvino`` entry of :data:`ingestd.store.embedding.backends.BACKENDS`.
