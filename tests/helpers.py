@@ -267,6 +267,22 @@ def ingestd_cmd() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "ingestd.daemon"]
 
 
+def start_ingestd_run(
+    cfg: Path, state: Path, log: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen[bytes]:
+    """``ingestd run --config cfg --state-dir state`` in a process of its own.
+
+    Its stdout and stderr are appended to ``log``; ``env`` replaces the environment.
+    """
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [*ingestd_cmd(), "run", "--config", str(cfg), "--state-dir", str(state)],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+
+
 def run_cli(
     *args: str, timeout: float = 120, env: dict[str, str] | None = None, check: bool = False
 ) -> subprocess.CompletedProcess[str]:

@@ -26,8 +26,8 @@ from ingestd.daemon.sync.engine import Engine
 from tests.helpers import (
     copy_tree,
     fake_vectors,
-    ingestd_cmd,
     run_cli,
+    start_ingestd_run,
     store_snapshot,
     without_provenance,
 )
@@ -73,14 +73,7 @@ def _assert_matches_oracle(cfg: Path, state: Path, tmp: Path) -> None:
 @contextmanager
 def _daemon(cfg: Path, state: Path, log: Path) -> Iterator[subprocess.Popen[bytes]]:
     """``ingestd run --config cfg`` until its first reconcile is done; SIGTERM at the end."""
-    out = log.open("a")
-    env = {**os.environ, "INGESTD_STATE_DIR": ""}
-    proc = subprocess.Popen(
-        [*ingestd_cmd(), "run", "--config", str(cfg), "--state-dir", str(state)],
-        stdout=out,
-        stderr=subprocess.STDOUT,
-        env=env,
-    )
+    proc = start_ingestd_run(cfg, state, log, {**os.environ, "INGESTD_STATE_DIR": ""})
     common = ["--state-dir", str(state)]
     try:
         _wait_for(
@@ -98,7 +91,6 @@ def _daemon(cfg: Path, state: Path, log: Path) -> Iterator[subprocess.Popen[byte
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-        out.close()
 
 
 def test_operators_commands_agree_with_a_running_daemon(tmp_path: Path) -> None:

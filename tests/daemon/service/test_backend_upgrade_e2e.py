@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from ingestd.daemon.config.models import default_backend
 from ingestd.store.embedding.embedder import BUNDLED_MODEL, model_info
 from ingestd.store.embedding.onnx_export import cached_export
 from tests.daemon.harness import FAST_WATCH
-from tests.helpers import copy_tree, ingestd_cmd, run_cli, wait_for
+from tests.helpers import copy_tree, run_cli, start_ingestd_run, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.engine("edge"), pytest.mark.timeout(2400)]
 
@@ -86,12 +85,7 @@ def test_a_torch_store_is_served_by_the_default_backend_with_nothing_embedded_ag
     info = model_info(BUNDLED_MODEL, default_backend())
     assert info.backend in ("openvino", "onnx") and cached_export(info, models) is None
     log = tmp_path / "ingestd.log"
-    with log.open("wb") as err:
-        proc = subprocess.Popen(
-            [*ingestd_cmd(), "run", "--config", str(cfg), "--state-dir", str(state)],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
+    proc = start_ingestd_run(cfg, state, log)
     try:
 
         def answering() -> bool:

@@ -11,14 +11,13 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.daemon.harness import FAST_WATCH
-from tests.helpers import copy_tree, ingestd_cmd, run_cli, wait_for
+from tests.helpers import copy_tree, run_cli, start_ingestd_run, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.engine("edge"), pytest.mark.timeout(1200)]
 
@@ -60,12 +59,7 @@ def test_an_idle_daemon_lets_the_model_go_and_a_search_loads_it_again(tmp_path: 
         )
     )
     log = tmp_path / "ingestd.log"
-    with log.open("wb") as err:
-        proc = subprocess.Popen(
-            [*ingestd_cmd(), "run", "--config", str(cfg), "--state-dir", str(state)],
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
+    proc = start_ingestd_run(cfg, state, log)
     try:
         wait_for(lambda: _daemon(state, cfg).get("phase") == "watching", 600, "the first reconcile")
         assert _search(state, cfg, "How does the collector receive telemetry?")

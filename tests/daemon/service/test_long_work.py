@@ -17,7 +17,6 @@ import logging
 import os
 import signal
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Sequence
@@ -33,10 +32,10 @@ from tests.helpers import (
     MD_DOCS,
     CountingEmbedder,
     fake_vectors,
-    ingestd_cmd,
     make_engine,
     open_state_store,
     run_cli,
+    start_ingestd_run,
     wait_for,
 )
 
@@ -337,13 +336,7 @@ def test_ingestd_run_with_the_real_model_feeds_the_watchdog_and_stops_fast(
     env = {**os.environ, "NOTIFY_SOCKET": str(sysd.path), "WATCHDOG_USEC": str(usec)}
     env.pop("WATCHDOG_PID", None)
     env.pop("JOURNAL_STREAM", None)
-    with log.open("wb") as err:
-        proc = subprocess.Popen(
-            [*ingestd_cmd(), "run", "--config", str(cfg), "--state-dir", str(state)],
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=err,
-        )
+    proc = start_ingestd_run(cfg, state, log, env)
     try:
         wait_for(lambda: any(m == "READY=1" for _, m in sysd.messages), 60, "READY=1")
         t0 = time.monotonic()

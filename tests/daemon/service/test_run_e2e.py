@@ -22,6 +22,7 @@ from tests.helpers import (
     fake_vectors,
     ingestd_cmd,
     run_cli,
+    start_ingestd_run,
     wait_for,
 )
 
@@ -177,12 +178,7 @@ def test_run_preloads_the_model_reports_a_missing_root_and_stops_fast_when_idle(
     )
     state = tmp_path / "state"
     log = tmp_path / "daemon.log"
-    with log.open("w") as out:
-        proc = subprocess.Popen(
-            [*ingestd_cmd(), "run", "--config", str(cfg), "--state-dir", str(state)],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+    proc = start_ingestd_run(cfg, state, log)
     try:
 
         def daemon_status() -> Any:
