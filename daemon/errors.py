@@ -55,10 +55,11 @@ a cancelled ``eval``); a command that expects one of them where it runs may stil
 answer with its own code (``ingestd chunk`` exits 2 on a bad ``--param``). Not in the
 tree, because they never reach a user: the signals between ingestd's own parts
 (``SyncInterrupted``, ``UnreadableFile``, ``OutsideRootError``, ``EvalCancelled``,
-``MigrationAborted``) and
+``MigrationAborted``),
 ``EngineError``, a panic of the Qdrant Edge engine, which is unexpected (its traceback
-goes to the log). Nothing inside ingestd imports this module: each part imports an
-error from where it is defined.
+goes to the log), and ``StoreReadOnlyError``, a write asked of a store opened by a
+reader (a bug of the reader's code path). Nothing inside ingestd imports this module:
+each part imports an error from where it is defined.
 
 The families are imported with this module (they import nothing); every other class on
 first use (PEP 562), so catching ``NoDaemon`` loads neither pydantic nor the model

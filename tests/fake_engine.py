@@ -4,7 +4,9 @@
 BM25 with the IDF Qdrant's ``Modifier.IDF`` uses) and writes its folder
 (``<state dir>/memory``: ``memory.json`` with the aliases, one
 ``collections/<physical>/points.json`` per collection) when it is closed. Its filter
-translation is the neutral conditions read in Python. Nothing else in ingestd knows it:
+translation is the neutral conditions read in Python. Its updates are not durable (a
+crash loses what was not saved), so it proves a clean close from its files, as Qdrant
+Edge does (``points.json``'s size and modification time). Nothing else in ingestd knows it:
 the ``memory_engine`` fixture (``tests/conftest.py``) adds ``memory`` to the engines'
 table, ``ENGINES["memory"] = "tests.fake_engine:SPEC"``, and removes it afterwards.
 """
@@ -90,11 +92,13 @@ class MemoryStore(RoutedWrites):
         StateDamagedError: a file of the folder does not parse.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, *, read_only: bool = False) -> None:
         super().__init__()
         self.engine = SPEC.name
         self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        if not read_only:
+            self.path.mkdir(parents=True, exist_ok=True)
         self._aliases: dict[str, str] = {}
         self._colls: dict[str, _Collection] = {}
         self._load()
@@ -124,7 +128,9 @@ class MemoryStore(RoutedWrites):
         return self.path / COLLECTIONS / physical / POINTS
 
     def close(self) -> None:
-        """Write every collection and the aliases to the folder."""
+        """Write every collection and the aliases to the folder (a reader's: nothing)."""
+        if self.read_only:
+            return
         for physical, coll in self._colls.items():
             file = self._points_file(physical)
             file.parent.mkdir(parents=True, exist_ok=True)
@@ -387,8 +393,27 @@ class MemoryEngine(EngineSpec):
     def installed(self) -> bool:
         return True
 
-    def open(self, path: Path) -> MemoryStore:
-        return MemoryStore(path)
+    def open(self, path: Path, *, read_only: bool = False) -> MemoryStore:
+        return MemoryStore(path, read_only=read_only)
+
+    def physical_of(self, path: Path, name: str) -> str | None:
+        try:
+            meta = json.loads((path / MARKER).read_text())
+        except (OSError, ValueError):
+            return None
+        physical = str(meta["aliases"].get(name, name))
+        return physical if physical in meta["collections"] else None
+
+    def proof(self, path: Path, physical: str) -> dict[str, Any] | None:
+        try:
+            st = (path / COLLECTIONS / physical / POINTS).stat()
+        except OSError:
+            return None
+        return {"size": st.st_size, "mtime_ns": st.st_mtime_ns}
+
+    def proof_change(self, path: Path, physical: str, proof: Mapping[str, Any]) -> str | None:
+        now = self.proof(path, physical)
+        return None if now == dict(proof) else f"{POINTS} changed"
 
     def files_damage(self, path: Path) -> StateDamagedError | None:
         for file in (path / MARKER, *sorted(path.glob(f"{COLLECTIONS}/*/{POINTS}"))):

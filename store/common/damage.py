@@ -51,21 +51,38 @@ class StoreLostError(StateError, RuntimeError):
 
     Args:
         collection: the collection that lost points.
-        held: points the store holds.
+        held: points the store holds; ``None`` when they are unknown because its files
+            changed since ingestd last closed it cleanly (``detail`` says how).
         recorded: committed points the manifest records.
         state_dir: the state dir, named in the command that repairs it.
+        detail: what changed in the store's files (with ``held`` ``None``).
     """
 
-    def __init__(self, collection: str, held: int, recorded: int, state_dir: Path | None) -> None:
+    def __init__(
+        self,
+        collection: str,
+        held: int | None,
+        recorded: int,
+        state_dir: Path | None,
+        detail: str | None = None,
+    ) -> None:
         self.collection = collection
         self.held = held
         self.recorded = recorded
         fix = "ingestd resync" + (f" --state-dir {state_dir}" if state_dir is not None else "")
-        super().__init__(
-            f"the vector store holds {held:,} of the {recorded:,} points the manifest records "
-            f"for collection {collection} (its files were deleted or damaged); `{fix}` writes "
-            "them again"
-        )
+        if held is None:
+            message = (
+                f"the vector store's files of collection {collection} changed since ingestd "
+                f"last closed it ({detail}): points of the {recorded:,} the manifest records "
+                f"may be lost; `{fix}` checks every point and writes lost ones again"
+            )
+        else:
+            message = (
+                f"the vector store holds {held:,} of the {recorded:,} points the manifest "
+                f"records for collection {collection} (its files were deleted or damaged); "
+                f"`{fix}` writes them again"
+            )
+        super().__init__(message)
 
 
 def is_sqlite_damage(exc: BaseException | None) -> bool:

@@ -52,6 +52,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from ingestd.store.common.damage import StateDamagedError, is_sqlite_damage
+from ingestd.store.manifest.view import sqlite_read_uri
 
 __all__ = [
     "BD",
@@ -71,6 +72,7 @@ __all__ = [
     "ManifestDatabase",
     "SchemaMigration",
     "SourceTable",
+    "read_only_sqlite_url",
     "sqlite_url",
 ]
 
@@ -278,6 +280,24 @@ def sqlite_url(path: str | Path) -> str:
     return f"sqlite:///{Path(path)}"
 
 
+def read_only_sqlite_url(path: str | Path) -> str:
+    """SQLAlchemy URL that opens SQLite file ``path`` to read only, creating nothing.
+
+    ``mode=ro``, and ``immutable=1`` when there is no ``-wal`` file (the last connection
+    of a writer removes it when it closes, and a writer that is connected always has
+    one): SQLite then creates no ``-wal`` or ``-shm`` file and takes no lock, so the
+    state dir is left byte for byte as it was. A ``-wal`` file (a writer connected, or
+    one that did not close) is read through its ``-shm`` index.
+    """
+    return f"sqlite:///{sqlite_read_uri(path)}&uri=true"
+
+
+def _sqlite_read_pragmas(dbapi_conn: Any, _record: Any) -> None:
+    cur = dbapi_conn.cursor()
+    cur.execute("PRAGMA busy_timeout=10000")
+    cur.close()
+
+
 def _sqlite_pragmas(dbapi_conn: Any, _record: Any) -> None:
     cur = dbapi_conn.cursor()
     cur.execute("PRAGMA journal_mode=WAL")
@@ -295,14 +315,22 @@ class ManifestDatabase:
     Args:
         url: SQLAlchemy URL; SQLite files get WAL, ``busy_timeout`` 10 s and foreign keys.
         now: the clock (seconds since the epoch); injected for tests.
+        read_only: a reader's manifest: nothing is migrated or written, and a SQLite
+            file is opened with :func:`read_only_sqlite_url` (nothing created).
 
     Raises:
         sqlalchemy.exc.SQLAlchemyError: the database cannot be opened or migrated.
+        FileNotFoundError: ``read_only`` and the SQLite file does not exist.
+        ingestd.chunkers.errors.StateError: ``read_only`` and the manifest needs a
+            migration of this version first.
     """
 
-    def __init__(self, url: str, *, now: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self, url: str, *, now: Callable[[], float] = time.time, read_only: bool = False
+    ) -> None:
         self.url = url
         self.now = now
+        self.read_only = read_only
         self.engine: Engine = create_engine(url, future=True)
         database = self.engine.url.database
         #: the SQLite file, ``None`` for other databases and ``:memory:``
@@ -310,10 +338,19 @@ class ManifestDatabase:
         if self.engine.dialect.name == "sqlite":
             if database and database != ":memory:":
                 self.path = Path(database)
-            event.listen(self.engine, "connect", _sqlite_pragmas)
+                if read_only:
+                    if not self.path.is_file():
+                        raise FileNotFoundError(f"no manifest at {self.path}: nothing indexed")
+                    self.engine.dispose()
+                    self.engine = create_engine(read_only_sqlite_url(self.path), future=True)
+            pragmas = _sqlite_read_pragmas if read_only else _sqlite_pragmas
+            event.listen(self.engine, "connect", pragmas)
             event.listen(self.engine, "handle_error", self._on_error)
         try:
-            self._migrate()
+            if read_only:
+                self._check_schema()
+            else:
+                self._migrate()
         except StateDamagedError:
             self.engine.dispose()
             raise
@@ -358,6 +395,26 @@ class ManifestDatabase:
                 if name not in done:
                     step(conn)
                     conn.execute(insert(SchemaMigration).values(name=name, applied_at=self.now()))
+
+    def _check_schema(self) -> None:
+        """A reader's check that every migration was applied (it applies none).
+
+        Raises:
+            ingestd.chunkers.errors.StateError: some are missing.
+        """
+        from ingestd.chunkers.errors import StateError
+
+        with self.engine.connect() as conn:
+            try:
+                done = set(conn.scalars(select(SchemaMigration.name)))
+            except DBAPIError:
+                done = set()
+        missing = [name for name, _ in MIGRATIONS if name not in done]
+        if missing:
+            raise StateError(
+                f"the manifest {self.path or self.url} was written by an earlier version of "
+                "ingestd: `ingestd resync` (or starting the daemon) upgrades it"
+            )
 
     def close(self) -> None:
         """Release the connection pool."""

@@ -20,11 +20,30 @@ from urllib.parse import quote
 from ingestd.store.common.damage import StateDamagedError, is_sqlite_damage
 from ingestd.store.manifest.reader import ManifestReader
 
-__all__ = ["ManifestView"]
+__all__ = ["ManifestView", "sqlite_read_uri"]
+
+
+def sqlite_read_uri(path: str | Path) -> str:
+    """The SQLite URI that reads ``path`` and creates nothing: ``file:...?mode=ro``.
+
+    With ``&immutable=1`` when there is no ``-wal`` file (the last connection of a
+    writer removes it when it closes, and a connected writer always has one): SQLite
+    then creates no ``-wal`` or ``-shm`` file and takes no lock, so the state dir is left
+    byte for byte as it was. A ``-wal`` file (a writer connected, or one that did not
+    close) is read through its ``-shm`` index.
+    """
+    path = Path(path).absolute()
+    params = "mode=ro"
+    if not path.with_name(path.name + "-wal").exists():
+        params += "&immutable=1"
+    return f"file:{quote(str(path))}?{params}"
 
 
 class ManifestView(ManifestReader):
     """Reads sources, counts and failures of a manifest SQLite file without writing.
+
+    Opened with :func:`sqlite_read_uri`: a manifest left by a clean close is read
+    without a file of the state dir changing.
 
     A :class:`~ingestd.store.manifest.reader.ManifestReader`, like
     :class:`~ingestd.store.manifest.manifest.Manifest`.
@@ -42,10 +61,12 @@ class ManifestView(ManifestReader):
         self.path = path
         if not path.is_file():
             raise FileNotFoundError(str(path))
-        # never create the file: mode=rw (a WAL reader wants to write the -shm index),
-        # else mode=ro for a reader without write permission
+        # never create or change a file (sqlite_read_uri); a write-ahead log without
+        # its -shm index can only be read by a connection that may create it (mode=rw)
         uri = f"file:{quote(str(path.absolute()))}"
-        self._conn = self._open(f"{uri}?mode=rw") or sqlite3.connect(f"{uri}?mode=ro", uri=True)
+        self._conn = self._open(sqlite_read_uri(path)) or sqlite3.connect(
+            f"{uri}?mode=rw", uri=True
+        )
         self._conn.row_factory = sqlite3.Row
         self._conn.execute("PRAGMA busy_timeout=10000")
         self._tables = {

@@ -40,6 +40,7 @@ __all__ = [
     "DenseVector",
     "Layout",
     "Point",
+    "StoreReadOnlyError",
     "StoreUnavailableError",
     "VectorStore",
     "physical_name",
@@ -74,6 +75,10 @@ def version_of(physical: str, name: str) -> int | None:
 
 class StoreUnavailableError(UnavailableError, RuntimeError):
     """The vector store could not be reached or opened."""
+
+
+class StoreReadOnlyError(RuntimeError):
+    """A store opened by a reader was asked to write (a reader's code path is wrong)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -130,15 +130,23 @@ class EdgeStore(EdgeCollections):
     """:class:`~ingestd.store.vectors.base.VectorStore` on Qdrant Edge (embedded, in-process).
 
     Args: see :class:`~ingestd.store.vectors.edge_shards.EdgeCollections`.
+
+    Raises:
+        ingestd.store.vectors.base.StoreReadOnlyError: a write to a reader's store.
     """
 
     def shard(self, physical: str) -> Any:
         """The open shard of ``physical``, healed first if its log ends too early.
 
-        See :func:`~ingestd.store.vectors.edge_heal.heal_torn_log`; otherwise as
+        See :func:`~ingestd.store.vectors.edge_heal.heal_torn_log` (a reader's store never
+        heals: it reads what is there); otherwise as
         :meth:`EdgeCollections.shard <ingestd.store.vectors.edge_shards.EdgeCollections.shard>`.
         """
-        if physical not in self._shards and self.shard_path(physical).is_dir():
+        if (
+            not self.read_only
+            and physical not in self._shards
+            and self.shard_path(physical).is_dir()
+        ):
             try:
                 heal_torn_log(self, physical)
             except Exception as exc:  # the load below names the damage, if any
@@ -146,7 +154,12 @@ class EdgeStore(EdgeCollections):
         return super().shard(physical)
 
     def _target(self, collection: str) -> Any:
-        """The shard that writes for ``collection`` go to."""
+        """The shard that writes for ``collection`` go to.
+
+        Raises:
+            StoreReadOnlyError: a reader's store.
+        """
+        self.writable()
         return self.shard(self.physical_of(self.write_target(collection)))
 
     # -- writes ----------------------------------------------------------------------
@@ -161,8 +174,8 @@ class EdgeStore(EdgeCollections):
         from qdrant_edge import Point as EdgePoint
         from qdrant_edge import UpdateOperation
 
+        shard = self._target(collection)
         physical = self.physical_of(self.write_target(collection))
-        shard = self.shard(physical)
         for i in range(0, len(points), BATCH):
             batch = [
                 EdgePoint(id=p.id, vector=_vector(p.vector, p.sparse), payload=p.payload)
@@ -178,8 +191,8 @@ class EdgeStore(EdgeCollections):
         """Delete points by id (unknown ids are fine)."""
         from qdrant_edge import UpdateOperation
 
+        shard = self._target(collection)
         physical = self.physical_of(self.write_target(collection))
-        shard = self.shard(physical)
         todo: list[Any] = list(ids)
         for i in range(0, len(todo), 1000):
             shard.update(UpdateOperation.delete_points(todo[i : i + 1000]))

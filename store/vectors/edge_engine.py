@@ -12,11 +12,29 @@ of the known format; in each shard, ``edge_config.json``, ``wal/first-index`` an
 ``wal/closed-*``) starts with its ``wal`` header (the engine refuses "Illegal segment
 header" and empty segments). Damage deeper in a file (a torn vector page) is found
 when the engine loads the shard (:meth:`EdgeEngine.deep_damage`).
+
+What proves a shard is as a clean close left it (:meth:`EdgeEngine.proof`): where its
+write-ahead log ends and the CRC-32C of its last entry (which chains through every
+entry before it), the highest update number its segments applied, and the size of each
+segment's id tracker (the files that say which points a segment holds). A write after
+the close adds log entries; a cut log ends earlier or fails its CRC; a deleted segment
+or a cut id tracker no longer matches. Loading a shard (a reader's too) rewrites some of
+its files in place (the id tracker's versions, flag bitmaps: same sizes, measured with
+qdrant-edge-py 0.9.0) and none of these.
+
+Qdrant Edge has no read-only opening: ``EdgeShard.load`` takes the log's lock, saves
+the shard's config and replays the log, and dropping a shard flushes it (qdrant-edge-py
+0.9.0; Qdrant's Rust crate has a ``ReadOnlyEdgeShard`` that the Python bindings do not
+offer). A reader (``read_only``) therefore loads a shard without a config (nothing is
+converted), never heals it, adds no index, writes nothing itself, and holds the state
+dir's reader lock (:mod:`ingestd.daemon.wire.statelock`), so that no writer runs and
+only one reader loads the store at a time.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +45,7 @@ from ingestd.store.vectors.edge_shards import (
     FORMAT,
     is_edge_store,
 )
+from ingestd.store.vectors.edge_wal import segments_version, wal_end
 from ingestd.store.vectors.spec import STORE_PART, EngineSpec, json_damage
 
 if TYPE_CHECKING:
@@ -36,6 +55,8 @@ if TYPE_CHECKING:
 __all__ = ["SPEC", "EdgeEngine"]
 
 _WAL_MAGIC = b"wal"
+#: Names of the files of a segment that say which points it holds (its id tracker).
+_ID_TRACKER = ("id_tracker.", "mutable_id_tracker.")
 
 
 class EdgeEngine(EngineSpec):
@@ -56,8 +77,10 @@ class EdgeEngine(EngineSpec):
         """Whether ``path`` holds an Edge store with at least one shard folder."""
         return is_edge_store(path) and any((path / COLLECTIONS_DIR).glob("*"))
 
-    def open(self, path: Path) -> VectorStore:
+    def open(self, path: Path, *, read_only: bool = False) -> VectorStore:
         """The :class:`~ingestd.store.vectors.edge.EdgeStore` of ``path``.
+
+        ``read_only``: a reader's store (see the module docstring).
 
         Raises:
             ingestd.store.vectors.base.StoreUnavailableError: ``qdrant-edge-py`` is not installed.
@@ -65,7 +88,54 @@ class EdgeEngine(EngineSpec):
         """
         from ingestd.store.vectors.edge import EdgeStore
 
-        return EdgeStore(path)
+        return EdgeStore(path, read_only=read_only)
+
+    def physical_of(self, path: Path, name: str) -> str | None:
+        """The shard behind ``name``: its alias's target in the aliases file, or itself."""
+        try:
+            aliases = json.loads((path / ALIASES_FILE).read_bytes()).get("aliases") or {}
+        except (OSError, ValueError, AttributeError):
+            aliases = {}
+        physical = str(aliases.get(name, name))
+        return physical if (path / COLLECTIONS_DIR / physical).is_dir() else None
+
+    def proof(self, path: Path, physical: str) -> dict[str, Any] | None:
+        """The shard's log end and CRC, its segments' version, its id trackers' sizes.
+
+        See the module docstring; ``None`` when the log cannot be read.
+        """
+        shard = path / COLLECTIONS_DIR / physical
+        end = wal_end(shard / "wal")
+        if end is None:
+            return None
+        return {
+            "wal": list(end),
+            "version": segments_version(shard),
+            "segments": _trackers(shard),
+        }
+
+    def proof_change(self, path: Path, physical: str, proof: Mapping[str, Any]) -> str | None:
+        """What differs from ``proof`` in the shard's files (see :meth:`proof`), or ``None``."""
+        shard = path / COLLECTIONS_DIR / physical
+        if not shard.is_dir():
+            return "its folder is missing"
+        now = self.proof(path, physical)
+        if now is None:
+            return "its write-ahead log cannot be read"
+        (last, crc), (was_last, was_crc) = now["wal"], proof.get("wal") or (None, None)
+        if last != was_last or crc != was_crc:
+            if isinstance(was_last, int) and last > was_last:
+                return "it was written after ingestd closed it"
+            return f"its write-ahead log ends at entry {last}, not at {was_last} (cut or damaged)"
+        if now["version"] != proof.get("version"):
+            return f"its segments hold updates up to {now['version']}, not {proof.get('version')}"
+        have = now["segments"]
+        for segment, sizes in sorted((proof.get("segments") or {}).items()):
+            if segment not in have:
+                return f"its segment {segment} is missing"
+            if have[segment] != sizes:
+                return f"the id tracker of its segment {segment} changed size"
+        return None
 
     def files_damage(self, path: Path) -> StateDamagedError | None:
         """The first damage in the files of the Edge store at ``path``, or ``None``."""
@@ -119,6 +189,23 @@ class EdgeEngine(EngineSpec):
         from ingestd.store.vectors.edge import edge_filter
 
         return edge_filter(conditions)
+
+
+def _trackers(shard: Path) -> dict[str, dict[str, int]]:
+    """Segment folder name -> {id tracker file name -> size in bytes}."""
+    out: dict[str, dict[str, int]] = {}
+    for seg in (shard / "segments").glob("*"):
+        if not seg.is_dir() or seg.name.startswith("."):
+            continue
+        sizes = {}
+        for f in seg.iterdir():
+            if f.name.startswith(_ID_TRACKER):
+                try:
+                    sizes[f.name] = f.stat().st_size
+                except OSError:
+                    continue
+        out[seg.name] = sizes
+    return out
 
 
 def _shard_damage(shard: Path) -> StateDamagedError | None:

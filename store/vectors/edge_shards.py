@@ -13,7 +13,10 @@ gives it both, with the guarantees of Qdrant's aliases:
   disk and renamed over the old one (POSIX ``rename`` is atomic): a reader sees the
   old or the new aliases, and a crash during a switch leaves one of them current;
 * one process opens a store: each shard takes a lock on its write-ahead log, and the
-  state dir's lock keeps a second writer out before that.
+  state dir's locks keep a second writer, or a writer and a reader, apart before that;
+* a reader's store (``read_only``) creates, converts and indexes nothing, and its
+  write methods raise :class:`~ingestd.store.vectors.base.StoreReadOnlyError` (what the
+  engine itself writes when it loads a shard: :mod:`~ingestd.store.vectors.edge_engine`).
 
 Shards open on first use and stay open until :meth:`EdgeCollections.close`.
 
@@ -46,7 +49,13 @@ from typing import Any
 from ingestd.store.common.damage import StateDamagedError
 from ingestd.store.search.query import HIDDEN_KEYS, PATH_KEY
 from ingestd.store.search.sparse import SPARSE_VECTOR
-from ingestd.store.vectors.base import Layout, StoreUnavailableError, physical_name, version_of
+from ingestd.store.vectors.base import (
+    Layout,
+    StoreReadOnlyError,
+    StoreUnavailableError,
+    physical_name,
+    version_of,
+)
 from ingestd.store.vectors.edge_guard import Guarded
 from ingestd.store.vectors.routing import RoutedWrites
 
@@ -165,13 +174,15 @@ class EdgeCollections(RoutedWrites):
 
     Args:
         path: the store's folder (created 0700 by the caller's umask when missing).
+        read_only: a reader's store: nothing is created, its write methods raise
+            :class:`~ingestd.store.vectors.base.StoreReadOnlyError`.
 
     Raises:
         StoreUnavailableError: ``qdrant-edge-py`` is not installed.
         ingestd.store.common.damage.StateDamagedError: :data:`ALIASES_FILE` is damaged.
     """
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, read_only: bool = False) -> None:
         try:
             import qdrant_edge  # noqa: F401
         except ImportError as exc:  # pragma: no cover - the wheel is a dependency
@@ -182,7 +193,9 @@ class EdgeCollections(RoutedWrites):
         super().__init__()
         self.engine = "edge"
         self.path = Path(path)
-        (self.path / COLLECTIONS_DIR).mkdir(parents=True, exist_ok=True)
+        self.read_only = read_only
+        if not read_only:
+            (self.path / COLLECTIONS_DIR).mkdir(parents=True, exist_ok=True)
         self._aliases = self._read_aliases()
         self._shards: dict[str, Any] = {}
         self._layouts: dict[str, Layout] = {}
@@ -196,7 +209,8 @@ class EdgeCollections(RoutedWrites):
     def _read_aliases(self) -> dict[str, str]:
         file = self.path / ALIASES_FILE
         if not file.exists():
-            self._write_aliases({})
+            if not self.read_only:
+                self._write_aliases({})
             return {}
         try:
             data = json.loads(file.read_text(encoding="utf-8"))
@@ -207,8 +221,14 @@ class EdgeCollections(RoutedWrites):
         except (ValueError, KeyError, TypeError, UnicodeDecodeError) as exc:
             raise StateDamagedError(file, "vector store", f"{type(exc).__name__}: {exc}") from None
 
+    def writable(self) -> None:
+        """Raise :class:`StoreReadOnlyError` for a reader's store."""
+        if self.read_only:
+            raise StoreReadOnlyError(f"the vector store at {self.path} was opened to read only")
+
     def _write_aliases(self, aliases: dict[str, str]) -> None:
         """Replace :data:`ALIASES_FILE` atomically (temporary file, fsync, rename, fsync)."""
+        self.writable()
         file = self.path / ALIASES_FILE
         tmp = file.with_name(file.name + ".tmp")
         data = json.dumps({"format": FORMAT, "aliases": aliases}, indent=1, sort_keys=True)
@@ -245,8 +265,9 @@ class EdgeCollections(RoutedWrites):
             raise KeyError(f"collection {physical!r} not found")
         from qdrant_edge import EdgeShard
 
+        config = None if self.read_only else self.load_config(physical)
         try:
-            shard = EdgeShard.load(str(folder), self.load_config(physical))
+            shard = EdgeShard.load(str(folder), config)
         except Exception as exc:
             text = str(exc)
             if "lock" in text.lower() or "in use" in text.lower():
@@ -256,7 +277,8 @@ class EdgeCollections(RoutedWrites):
                 ) from exc
             raise StateDamagedError(folder, "vector store", f"{type(exc).__name__}: {exc}") from exc
         guarded = Guarded(shard, folder)
-        _add_bool_indexes(guarded)
+        if not self.read_only:
+            _add_bool_indexes(guarded)
         self._shards[physical] = guarded
         return guarded
 
@@ -283,6 +305,7 @@ class EdgeCollections(RoutedWrites):
         Returns:
             Whether a segment was rewritten.
         """
+        self.writable()
         shard = self.shard(physical)
         started = time.monotonic()
         self._written[physical] = self._churned[physical] = 0
@@ -378,6 +401,7 @@ class EdgeCollections(RoutedWrites):
         """
         from qdrant_edge import EdgeShard
 
+        self.writable()
         folder = self.shard_path(physical)
         if folder.is_dir() and (folder / "edge_config.json").exists():
             return
@@ -421,6 +445,7 @@ class EdgeCollections(RoutedWrites):
 
     def drop_collection(self, name: str) -> None:
         """Delete a whole physical collection (its folder), and aliases that name it."""
+        self.writable()
         shard = self._shards.pop(name, None)
         self._written.pop(name, None)
         self._churned.pop(name, None)
@@ -434,10 +459,14 @@ class EdgeCollections(RoutedWrites):
         self._layouts.clear()
 
     def close(self) -> None:
-        """Flush and close every open shard (releases their locks)."""
+        """Flush and close every open shard (releases their locks).
+
+        A reader's store does not flush (the engine still flushes a shard it drops).
+        """
         for physical, shard in list(self._shards.items()):
             try:
-                shard.flush()
+                if not self.read_only:
+                    shard.flush()
                 shard.close()
             except Exception:
                 logger.debug("error closing shard %s", physical, exc_info=True)

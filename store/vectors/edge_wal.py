@@ -28,7 +28,7 @@ import os
 import struct
 from pathlib import Path
 
-__all__ = ["crc32c_append", "segments_version", "wal_behind", "wal_last_index"]
+__all__ = ["crc32c_append", "segments_version", "wal_behind", "wal_end", "wal_last_index"]
 
 _HEADER = 8
 _CRC = 4
@@ -50,11 +50,12 @@ def _reverse_bits(x: int) -> int:
     return int(f"{x:032b}"[::-1], 2)
 
 
-def _entries(path: Path) -> int | None:
-    """Valid entries of one log segment file, or ``None`` when it is not one (damage).
+def _entries(path: Path) -> tuple[int, int] | None:
+    """``(valid entries, CRC of the last)`` of one log segment file, or ``None`` (damage).
 
-    The file is mapped, not read: a segment is preallocated (32 MiB), and only the pages
-    of its entries are touched.
+    The CRC is the chained CRC-32C the last valid entry stores (the file's seed when it
+    holds none): it covers every entry before it. The file is mapped, not read: a
+    segment is preallocated (32 MiB), and only the pages of its entries are touched.
     """
     try:
         with path.open("rb") as f:
@@ -67,7 +68,7 @@ def _entries(path: Path) -> int | None:
         return None
 
 
-def _count(data: mmap.mmap, size: int) -> int | None:
+def _count(data: mmap.mmap, size: int) -> tuple[int, int] | None:
     if data[:3] != _MAGIC or data[3] != 0:
         return None
     capacity = size & ~7
@@ -84,14 +85,16 @@ def _count(data: mmap.mmap, size: int) -> int | None:
         if want != stored:
             break
         crc, count, offset = want, count + 1, end + _CRC
-    return count
+    return count, crc
 
 
-def wal_last_index(wal: Path) -> int | None:
-    """Index of the last entry of the log in folder ``wal`` (``-1``: none), or ``None``.
+def wal_end(wal: Path) -> tuple[int, int] | None:
+    """``(index of the last entry, its CRC)`` of the log in folder ``wal``, or ``None``.
 
-    ``None`` when a segment file cannot be read as one (the engine reports that damage
-    itself when it loads the shard).
+    The index is ``-1`` when the log holds no entry. The CRC chains through every entry
+    of its segment file (see :func:`_entries`), so an equal pair after a clean close
+    proves the log lost nothing and gained nothing. ``None`` when a segment file cannot
+    be read as one (the engine reports that damage itself when it loads the shard).
     """
     closed: list[tuple[int, Path]] = []
     opened: list[tuple[int, Path]] = []
@@ -105,17 +108,25 @@ def wal_last_index(wal: Path) -> int | None:
             opened.append((int(number), f))
     closed.sort()
     next_index = closed[0][0] if closed else 0
-    for _start, f in closed:
-        n = _entries(f)
-        if n is None:
+    crc = 0
+    for _start, f in [*closed, *sorted(opened)]:
+        got = _entries(f)
+        if got is None:
             return None
-        next_index += n
-    for _id, f in sorted(opened):
-        n = _entries(f)
-        if n is None:
-            return None
-        next_index += n
-    return next_index - 1
+        n, last_crc = got
+        if n:
+            next_index, crc = next_index + n, last_crc
+    return next_index - 1, crc
+
+
+def wal_last_index(wal: Path) -> int | None:
+    """Index of the last entry of the log in folder ``wal`` (``-1``: none), or ``None``.
+
+    ``None`` when a segment file cannot be read as one (the engine reports that damage
+    itself when it loads the shard).
+    """
+    end = wal_end(wal)
+    return None if end is None else end[0]
 
 
 def segments_version(shard: Path) -> int | None:

@@ -115,12 +115,15 @@ def choose_engine(configured: str | None, folders: Mapping[str, Path]) -> tuple[
     return configured, previous
 
 
-def open_embedded(configured: str | None, folders: Mapping[str, Path]) -> VectorStore:
+def open_embedded(
+    configured: str | None, folders: Mapping[str, Path], *, read_only: bool = False
+) -> VectorStore:
     """Open the embedded store: one engine, or two while collections move.
 
     Args:
         configured: ``qdrant.engine`` (see :func:`choose_engine`).
         folders: each engine's folder.
+        read_only: a reader's store (see :meth:`EngineSpec.open`).
 
     Raises:
         ingestd.store.vectors.base.StoreUnavailableError: a store is in use by another
@@ -129,20 +132,20 @@ def open_embedded(configured: str | None, folders: Mapping[str, Path]) -> Vector
         Exception: what opening raised when it is no sign of damage.
     """
     engine, previous = choose_engine(configured, folders)
-    store = _open(engine_spec(engine), folders[engine])
+    store = _open(engine_spec(engine), folders[engine], read_only)
     if previous is None:
         return store
     from ingestd.store.vectors.switch import EngineSwitch
 
     try:
-        old = _open(engine_spec(previous), folders[previous])
+        old = _open(engine_spec(previous), folders[previous], read_only)
     except BaseException:
         store.close()
         raise
     return EngineSwitch(store, old, folders[previous])
 
 
-def _open(spec: EngineSpec, folder: Path) -> VectorStore:
+def _open(spec: EngineSpec, folder: Path, read_only: bool = False) -> VectorStore:
     """``spec.open(folder)``; an error that says the files are damaged comes out as such.
 
     Raises:
@@ -156,7 +159,7 @@ def _open(spec: EngineSpec, folder: Path) -> VectorStore:
             f"installed ({spec.install_hint})"
         )
     try:
-        return spec.open(folder)
+        return spec.open(folder, read_only=read_only)
     except (StoreUnavailableError, StateDamagedError):
         raise
     except Exception as exc:

@@ -62,8 +62,12 @@ class LocalEngine(EngineSpec):
         except (OSError, ValueError, AttributeError):
             return False
 
-    def open(self, path: Path) -> VectorStore:
+    def open(self, path: Path, *, read_only: bool = False) -> VectorStore:
         """The :class:`~ingestd.store.vectors.qdrant.QdrantStore` of local-mode store ``path``.
+
+        ``read_only``: a reader's store. Local mode loads every point from its SQLite
+        files and writes nothing when it opens and closes a store (it locks ``.lock``
+        without writing it): it is read-only in effect.
 
         Raises:
             ingestd.store.vectors.base.StoreUnavailableError: another process holds it.
@@ -72,7 +76,7 @@ class LocalEngine(EngineSpec):
         """
         from ingestd.store.vectors.qdrant import QdrantStore
 
-        return QdrantStore(path=str(path))
+        return QdrantStore(path=str(path), read_only=read_only)
 
     def open_damage(self, path: Path, exc: BaseException) -> StateDamagedError | None:
         """The damaged file of the store at ``path`` that made opening it raise ``exc``.
@@ -149,6 +153,15 @@ class LocalEngine(EngineSpec):
     def memory_bytes(self, store_bytes: int) -> int:
         """Local mode holds every point in memory: about the store's size on disk."""
         return store_bytes
+
+    def physical_of(self, path: Path, name: str) -> str | None:
+        """The collection behind ``name``: its alias's target in ``meta.json``, or itself."""
+        try:
+            meta = json.loads((path / "meta.json").read_text())
+            physical = str(meta.get("aliases", {}).get(name, name))
+            return physical if physical in meta["collections"] else None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            return None
 
     def point_count(self, path: Path, collection: str) -> int | None:
         """Points of ``collection``: the rows of its SQLite file, counted unopened.

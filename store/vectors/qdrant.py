@@ -60,9 +60,15 @@ class QdrantStore(QdrantCollections):
         api_key: str | None = None,
         retry_seconds: float = 60.0,
         client: Any = None,
+        read_only: bool = False,
     ) -> None:
         super().__init__(
-            path=path, url=url, api_key=api_key, retry_seconds=retry_seconds, client=client
+            path=path,
+            url=url,
+            api_key=api_key,
+            retry_seconds=retry_seconds,
+            client=client,
+            read_only=read_only,
         )
         self._deleted = 0  # points deleted since the embedded store was opened
 

@@ -12,11 +12,18 @@ caller keeps the work queued.
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 from typing import Any
 
 from ingestd.store.search.query import HIDDEN_KEYS, PATH_KEY
 from ingestd.store.search.sparse import SPARSE_VECTOR
-from ingestd.store.vectors.base import Layout, StoreUnavailableError, physical_name, version_of
+from ingestd.store.vectors.base import (
+    Layout,
+    StoreReadOnlyError,
+    StoreUnavailableError,
+    physical_name,
+    version_of,
+)
 from ingestd.store.vectors.routing import RoutedWrites
 
 __all__ = ["QdrantCollections"]
@@ -42,6 +49,11 @@ class QdrantCollections(RoutedWrites):
         url: server URL; ``api_key`` goes with it.
         retry_seconds: how long transient server errors are retried, in seconds.
         client: an already built ``QdrantClient`` (tests, fault injection).
+        read_only: a reader's store: its write methods raise
+            :class:`~ingestd.store.vectors.base.StoreReadOnlyError`. qdrant-client's
+            local mode writes nothing when it loads and closes a store (its ``.lock``
+            file is locked, not written; measured with qdrant-client 1.20), and a
+            missing embedded store is read as an empty one, never created.
 
     Raises:
         StoreUnavailableError: the embedded store is locked by another process.
@@ -55,14 +67,18 @@ class QdrantCollections(RoutedWrites):
         api_key: str | None = None,
         retry_seconds: float = 60.0,
         client: Any = None,
+        read_only: bool = False,
     ) -> None:
         super().__init__()
+        self.read_only = read_only
         self.retry_seconds = retry_seconds
         self.local = client is None and url is None
         self.engine = "server" if url else "local"
         if client is None:
             from qdrant_client import QdrantClient
 
+            if read_only and not url and not (Path(str(path)) / "meta.json").is_file():
+                path = ":memory:"  # nothing stored yet: read as empty, create nothing
             try:
                 client = (
                     QdrantClient(url=url, api_key=api_key, timeout=30)
@@ -77,6 +93,24 @@ class QdrantCollections(RoutedWrites):
         self.client = client
         self._layouts: dict[str, Layout] = {}
         self.path = path
+
+    def writable(self) -> None:
+        """Raise unless this store may write.
+
+        Raises:
+            StoreReadOnlyError: a reader's store.
+        """
+        if self.read_only:
+            raise StoreReadOnlyError(f"the vector store at {self.path} was opened to read only")
+
+    def write_target(self, name: str) -> str:
+        """The collection that writes for ``name`` go to (see ``RoutedWrites``).
+
+        Raises:
+            StoreReadOnlyError: a reader's store.
+        """
+        self.writable()
+        return super().write_target(name)
 
     def call(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
         """Call ``fn`` of the client, retrying transient server errors (not in local mode)."""
@@ -163,6 +197,7 @@ class QdrantCollections(RoutedWrites):
         """
         from qdrant_client import models
 
+        self.writable()
         if self.call(self.client.collection_exists, physical):
             return
         self.call(
@@ -200,6 +235,7 @@ class QdrantCollections(RoutedWrites):
         """
         from qdrant_client import models
 
+        self.writable()
         before = self.layout(name)
         ops: list[Any] = []
         if before.aliased:
@@ -245,6 +281,7 @@ class QdrantCollections(RoutedWrites):
 
     def drop_collection(self, name: str) -> None:
         """Delete a whole physical collection."""
+        self.writable()
         self.call(self.client.delete_collection, name)
         self._layouts.clear()
 

@@ -6,8 +6,9 @@ engine itself: its folder in the state dir and the config key that moves it, how
 tell that a folder holds its store, whether its library is installed, how it opens,
 how its files are checked for damage (from the files alone, for ``ingestd status``, and
 by opening them, for ``ingestd resync --rebuild``), what it costs on disk and in memory,
-where its collections live, and how it translates the neutral filter conditions
-(:mod:`ingestd.store.search.conditions`).
+where its collections live, what in its files proves that a collection is as a clean
+close left it (:meth:`EngineSpec.proof`), and how it translates the neutral filter
+conditions (:mod:`ingestd.store.search.conditions`).
 
 The table of engines (name -> spec) is :data:`ingestd.store.vectors.engines.ENGINES`.
 A spec module imports nothing heavy at module level (``ingestd status`` reads specs);
@@ -20,6 +21,7 @@ import importlib.util
 import json
 import os
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -100,8 +102,10 @@ class EngineSpec(ABC):
         durable_updates: every write the engine acknowledged survives a crash (each is
             a database transaction). ``False`` for an engine whose write-ahead log, cut
             by a crash or a disk fault, can lose acknowledged payload updates while the
-            points stay: its store is checked point by point at each start-up
-            (:func:`ingestd.daemon.sync.repair.check_store`), not only counted.
+            points stay: its store is checked point by point
+            (:func:`ingestd.daemon.sync.repair.check_store`), not only counted, by the
+            first process that uses it after an unclean end, i.e. unless its files
+            still match the :meth:`proof` taken at its last clean close.
     """
 
     name: ClassVar[str]
@@ -132,8 +136,14 @@ class EngineSpec(ABC):
     # -- opening --------------------------------------------------------------------------------
 
     @abstractmethod
-    def open(self, path: Path) -> VectorStore:
+    def open(self, path: Path, *, read_only: bool = False) -> VectorStore:
         """Open the store in folder ``path`` (created when missing); imports the engine.
+
+        With ``read_only`` the store is opened by a reader (the state dir's shared lock
+        held, no writer running): nothing is created, healed or converted, and its
+        write methods raise :class:`~ingestd.store.vectors.base.StoreReadOnlyError`.
+        What the engine itself writes when it loads a store is the engine's: see each
+        engine's :meth:`open`.
 
         Raises:
             ingestd.store.vectors.base.StoreUnavailableError: another process holds it, or
@@ -201,6 +211,52 @@ class EngineSpec(ABC):
             for p in root.glob(f"{collection}*")
             if p.name == collection or version_of(p.name, collection) is not None
         )
+
+    def physicals(self, path: Path) -> list[str]:
+        """The physical collections of the store at ``path``, read from the files.
+
+        The folders below :attr:`collections_dir` (none when it is missing).
+        """
+        try:
+            return sorted(p.name for p in (path / self.collections_dir).iterdir() if p.is_dir())
+        except OSError:
+            return []
+
+    def physical_of(self, path: Path, name: str) -> str | None:
+        """The physical collection behind collection (or alias) ``name``, from the files.
+
+        Returns:
+            Its name; ``None`` when nothing stands behind ``name``, or when the engine
+            cannot tell without opening the store (the default).
+        """
+        return None
+
+    # -- what proves a clean close -----------------------------------------------------------
+
+    def proof(self, path: Path, physical: str) -> dict[str, Any] | None:
+        """What the files of ``physical`` say right after a clean close, to compare later.
+
+        A small JSON-ready record, taken after the store was closed and kept in the
+        state dir's clean-close record (:mod:`ingestd.daemon.sync.clean_close`). While
+        the files still match it (:meth:`proof_change`), nothing wrote to the
+        collection and nothing of it was lost: its points are counted from the record,
+        and an engine without :attr:`durable_updates` needs no point-by-point check.
+
+        Returns:
+            The record; ``None`` (the default) when the engine keeps nothing that proves
+            it (its collections are then counted by opening the store, and checked point
+            by point after every start when its updates are not durable).
+        """
+        return None
+
+    def proof_change(self, path: Path, physical: str, proof: Mapping[str, Any]) -> str | None:
+        """What changed in the files of ``physical`` since :meth:`proof` gave ``proof``.
+
+        Returns:
+            ``None`` when they still match; else what differs, in a few words (``its
+            write-ahead log ends at 12, not at 245``).
+        """
+        return "this engine keeps no proof of a clean close"
 
     def point_count(self, path: Path, collection: str) -> int | None:
         """Points of ``collection`` counted from the files, without opening the store.
