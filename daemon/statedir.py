@@ -72,6 +72,9 @@ class StatePaths:
     MANIFEST: ClassVar[str] = "manifest.db"
     EMBEDDINGS: ClassVar[str] = "embeddings.db"
     LOCK: ClassVar[str] = "ingestd.lock"
+    QUEUE_LOCK: ClassVar[str] = "ingestd.queue.lock"
+    READER_LOCK: ClassVar[str] = "ingestd.reader.lock"
+    CLEAN_CLOSE: ClassVar[str] = "clean-close.json"
     SOCKET: ClassVar[str] = "ingestd.sock"
     SOCKET_POINTER: ClassVar[str] = "control-socket"
     EVAL_LEDGER: ClassVar[str] = "eval-collections"
@@ -140,6 +143,9 @@ STATE_ENTRIES = (
         for side in ("", *_SQLITE_SIDE_FILES)
     ),
     StatePaths.LOCK,
+    StatePaths.QUEUE_LOCK,
+    StatePaths.READER_LOCK,
+    StatePaths.CLEAN_CLOSE,
     StatePaths.SOCKET_POINTER,
     StatePaths.EVAL_LEDGER,
 )

@@ -132,7 +132,7 @@ def search(
         c = with_manifest_sources(c, sd, config_path is not None)
         if not c.sources:
             raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
-        with locked_engine(c, sd, "ingestd search") as engine:
+        with locked_engine(c, sd, "ingestd search", read_only=True) as engine:
             return answer(engine, **args)
 
     got = runner(sd, socket_path).call("search", args, local)
@@ -235,7 +235,9 @@ def status(
             st = local_status(m, sd)
             _check_store_files(cfg, sd)
             if m is not None:
-                check_state(cfg, sd, m)
+                notes = check_state(cfg, sd, m)
+                if notes:
+                    st["store_notes"] = notes
         return st
 
     st = runner(sd, socket_path).read("status", {}, local)

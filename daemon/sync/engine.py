@@ -84,6 +84,8 @@ class Engine:
         now: the clock, seconds since the epoch.
         cache_path: the embedding cache file, instead of ``<state dir>/embeddings.db``
             (``ingestd eval`` indexes from a scratch state dir with the real cache).
+        read_only: a reader's engine (``search``, ``read``, ``verify``), under the
+            readers' lock: manifest and store opened to read only, nothing recorded.
 
     Attributes:
         cfg: the config.
@@ -116,9 +118,12 @@ class Engine:
         store: VectorStore | None = None,
         now: Callable[[], float] = time.time,
         cache_path: Path | None = None,
+        read_only: bool = False,
     ) -> None:
         self.cfg = cfg
-        self.resources = Resources(cfg, state_dir, now=now, store=store, cache_path=cache_path)
+        self.resources = Resources(
+            cfg, state_dir, now=now, store=store, cache_path=cache_path, read_only=read_only
+        )
         try:
             self.checkpoints = Checkpoints()
             self.profiles = Profiles(
@@ -160,10 +165,10 @@ class Engine:
             self.verifier = Verifier(
                 self.context, self.preparer, self, self.collections, self.long_writes.paths
             )
-            for s in cfg.sources:
+            for s in cfg.sources if not read_only else ():
                 self.manifest.ensure_source(s.name, str(self.handles[s.name].root), s.collection)
             for collection in sorted({s.collection for s in cfg.sources}):
-                self.profiles.profile_of(collection, check=True)
+                self.profiles.profile_of(collection, check=not read_only)
         except BaseException:
             self.resources.manifest.close()
             raise
@@ -446,16 +451,13 @@ class Engine:
     def check_store(self, source: str, *, deep: bool | None = None) -> StoreCheck:
         """Compare the store with the manifest for ``source``'s collection and repair.
 
-        See :func:`ingestd.daemon.sync.repair.check_store`. A migration's switch that a
-        crash interrupted is finished first.
+        See :func:`ingestd.daemon.sync.repair.check_store`; an interrupted switch is finished first.
 
         Args:
             source: a configured source name.
-            deep: compare every point's fields; ``None``: when the manifest holds
-                pending rows (a write that did not finish), and at the first check of the
-                collection by this engine (a start-up, a one-shot command) when the
-                store's engine can lose acknowledged updates in a crash (Qdrant Edge's
-                write-ahead log; not a local-mode store, whose writes are transactions).
+            deep: compare every point's fields; ``None``: with pending rows (a write
+                that did not finish), and at the collection's first check by this engine
+                unless :meth:`Resources.proven` says nothing can be torn.
         """
         collection = self.context.collection_of(source)
         self.collections.before_check(collection)
@@ -464,12 +466,13 @@ class Engine:
             self._hidden.add(source)
             self.writer.hide_pending(source)
             rekey_versions(self.context, source)  # a store from before shared points
-        if deep is None:
-            first = collection not in self._deep_checked
-            deep = crashed or (first and not self.resources.durable_updates())
+        if deep is None:  # pending rows, or the first check with nothing proving it whole
+            checked = collection in self._deep_checked or self.resources.proven(collection)
+            deep = crashed or not checked
         chk = check_store(self.context, self, self.collections, source, deep=deep)
         if deep:
             self._deep_checked.add(collection)
+            self.resources.mark_checked(collection)
         return chk
 
     def ensure_collection(self, collection: str) -> set[tuple[str, str]]:

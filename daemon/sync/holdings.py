@@ -5,12 +5,13 @@ an alias left naming a missing version, a segment deleted, an id tracker cut sho
 remaining files are sound, so nothing fails to open, and a search would answer "no
 results", or from half the index, with exit status 0. So ``ingestd status`` and a
 search without a daemon first compare the points the store holds, per collection,
-with the committed points the manifest records (a count each, milliseconds), and
+with the committed points the manifest records (a count each, milliseconds; ``status``
+reads it from files, see :func:`check_state`), and
 :class:`~ingestd.store.common.damage.StoreLostError` says what was lost and that
 ``ingestd resync`` writes it again. ``status`` also reads every page of a SQLite
 manifest (``PRAGMA quick_check``): a damaged page that no count reads is found there.
 
-A running daemon does not need this: it checks its store point by point at start-up
+A running daemon does not need this: it checks its store at start-up
 (:func:`~ingestd.daemon.sync.repair.check_store`), and mid-write the store may hold
 fewer points than the manifest's committed rows for a moment (a document's stale
 points deleted, its new rows not yet committed).
@@ -27,6 +28,7 @@ from ingestd.store.common.damage import StateDamagedError, StoreLostError
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
+    from ingestd.daemon.sync.clean_close import Proven
     from ingestd.store.manifest.reader import ManifestReader
     from ingestd.store.vectors.base import VectorStore
 
@@ -64,54 +66,92 @@ def check_holdings(
             raise StoreLostError(collection, held, n, state_dir)
 
 
-def check_state(cfg: Config | None, state_dir: Path, manifest: ManifestReader) -> None:
+def check_state(cfg: Config | None, state_dir: Path, manifest: ManifestReader) -> list[str]:
     """``status`` without a daemon: the manifest's pages, then what the store holds.
 
-    The store is opened only when no other process holds the state dir (it is then
-    taken for the few milliseconds of the counts); an embedded store whose folder
-    holds no store at all is reported without opening anything.
+    Reads files only, under the readers' shared lock
+    (:class:`~ingestd.daemon.wire.statelock.ReadLock`): it never opens the store and
+    writes nothing, so a ``status`` poll never keeps a writer out (it fails fast and
+    skips these checks while a writer holds the state dir: that writer checks the store
+    itself). The points of a collection come from the clean-close record when the
+    store's files still match it (:mod:`~ingestd.daemon.sync.clean_close`), else from
+    the files where the engine can count them (local mode); a collection of Qdrant Edge
+    that no clean close recorded (the last writer was killed) is not counted, and a note
+    says so. The manifest's pages are read (``PRAGMA quick_check``) unless the record
+    proves the manifest unchanged since that close.
+
+    Returns:
+        Notes on what could not be checked (one line each).
 
     Raises:
         StateDamagedError: a page of the manifest is damaged.
-        StoreLostError: the store lost points (see the module docstring).
+        StoreLostError: the store lost points, or a collection's files changed since the
+            last clean close (see the module docstring).
     """
     from ingestd.daemon.statedir import StatePaths
+    from ingestd.daemon.sync.clean_close import check_record, read_record
+    from ingestd.daemon.wire.statelock import ReadLock, StateLockedError
 
-    problem = manifest.integrity_problem()
     paths = cfg.paths(state_dir) if cfg is not None else StatePaths(state_dir)
-    if problem is not None:
-        raise StateDamagedError(paths.manifest, "manifest", problem)
-    recorded = recorded_points(manifest)
-    if not recorded or (cfg is not None and cfg.qdrant.url):
-        return
-    from ingestd.daemon.wire.statelock import StateLock, StateLockedError
-    from ingestd.store.vectors.engines import choose_engine, engine_spec, open_embedded
-
-    folders = paths.engine_folders()
-    configured = cfg.qdrant.engine if cfg is not None else None
-    engine, previous = choose_engine(configured, folders)
-    spec = engine_spec(engine)
-    if previous is None and not spec.holds_store(folders[engine]):
-        collection, n = sorted(recorded.items())[0]
-        raise StoreLostError(collection, 0, n, state_dir)
-    if previous is None:  # counted from the files where the engine can (local mode)
-        counted = {c: spec.point_count(folders[engine], c) for c in recorded}
-        if all(v is not None for v in counted.values()):
-            for collection, n in sorted(recorded.items()):
-                held = counted[collection] or 0
-                if held < n:
-                    raise StoreLostError(collection, held, n, state_dir)
-            return
-    lock = StateLock(state_dir)
+    url = cfg is not None and bool(cfg.manifest.url)
+    lock = ReadLock(state_dir)
     try:
-        lock.acquire("ingestd status")
-    except StateLockedError:
-        return  # another process works on the state: it checks the store itself
+        lock.acquire()
+    except StateLockedError:  # a writer works on the state: it checks the store itself
+        _check_pages(manifest, paths.manifest)
+        return []
     try:
-        store = open_embedded(configured, folders)
-        try:
-            check_holdings(store, recorded, state_dir)
-        finally:
-            store.close()
+        folders = paths.engine_folders()
+        proven = check_record(read_record(state_dir), None if url else paths.manifest, folders)
+        if not proven.manifest_unchanged:
+            _check_pages(manifest, paths.manifest)
+        recorded = recorded_points(manifest)
+        if not recorded or (cfg is not None and cfg.qdrant.url):
+            return []
+        return _check_counts(cfg, state_dir, folders, recorded, proven)
     finally:
         lock.release()
+
+
+def _check_pages(manifest: ManifestReader, path: Path) -> None:
+    problem = manifest.integrity_problem()
+    if problem is not None:
+        raise StateDamagedError(path, "manifest", problem)
+
+
+def _check_counts(
+    cfg: Config | None,
+    state_dir: Path,
+    folders: Mapping[str, Path],
+    recorded: Mapping[str, int],
+    proven: Proven,
+) -> list[str]:
+    """Compare each collection's points with the manifest's, from files (:func:`check_state`)."""
+    from ingestd.store.vectors.engines import choose_engine, engine_spec
+
+    configured = cfg.qdrant.engine if cfg is not None else None
+    engine, previous = choose_engine(configured, folders)
+    if previous is not None:
+        return [f"collections are moving from {previous} to {engine}: points not counted"]
+    spec = engine_spec(engine)
+    folder = folders[engine]
+    if not spec.holds_store(folder):
+        collection, n = sorted(recorded.items())[0]
+        raise StoreLostError(collection, 0, n, state_dir)
+    notes = []
+    for collection, n in sorted(recorded.items()):
+        physical = spec.physical_of(folder, collection)
+        key = (engine, physical or "")
+        if key in proven.changed:
+            raise StoreLostError(collection, None, n, state_dir, proven.changed[key])
+        held = proven.held.get(key)
+        if held is None:
+            held = spec.point_count(folder, collection) if physical is not None else 0
+        if held is None:
+            notes.append(
+                f"collection {collection}: points not counted (the store was not closed "
+                "cleanly: the next `ingestd run` or `resync` checks it point by point)"
+            )
+        elif held < n:
+            raise StoreLostError(collection, held, n, state_dir)
+    return notes

@@ -105,14 +105,20 @@ class StoreCheck:
 def count_points(ctx: SyncContext, collection: str, sources: list[str]) -> int:
     """Points of ``collection`` (of ``sources`` on a server), as cheaply as possible.
 
-    An embedded store that is not open yet is counted from its files when its engine can
-    (its spec's :meth:`~ingestd.store.vectors.spec.EngineSpec.point_count`: a local-mode
-    store, which opening loads whole); a server counts the points of the manifest's sources only
-    (another state dir may write other sources into the same collection).
+    An embedded store that is not open yet is counted from the state dir's clean-close
+    record when its files still match it
+    (:meth:`~ingestd.daemon.sync.resources.Resources.held_points`: a no-op ``resync``
+    never opens a Qdrant Edge store), else from its files when its engine can (its
+    spec's :meth:`~ingestd.store.vectors.spec.EngineSpec.point_count`: a local-mode
+    store, which opening loads whole); a server counts the points of the manifest's
+    sources only (another state dir may write other sources into the same collection).
     """
     if not ctx.resources.store_open:
         from ingestd.store.vectors.engines import SERVER, engine_spec
 
+        held = ctx.resources.held_points(collection)
+        if held is not None:
+            return held
         engine, previous = ctx.resources.engine()
         if engine != SERVER and previous is None:
             folder = ctx.resources.paths.engine_folder(engine)
@@ -144,9 +150,10 @@ def check_store(
       (:data:`CHECK_KEYS`) against what the manifest records for it. Equal counts
       prove nothing after a crash: a torn write-ahead log of an Edge shard can lose the
       last payload updates (a ``doc_hash``, the removal of a pending marker) while
-      every point stays. Run at the first check of a collection in a process (the
-      daemon's start-up) and whenever the manifest holds pending rows (a write that
-      did not finish).
+      every point stays. Run whenever the manifest holds pending rows (a write that
+      did not finish), and at the first check of a collection in a process when
+      nothing proves it whole: no clean close recorded its files, or they changed
+      since (see :mod:`~ingestd.daemon.sync.clean_close`).
 
     Repairs: points the manifest lost are adopted from their payload; documents whose
     points the store lost, or whose payload fields are stale, are written again (their

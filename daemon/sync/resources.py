@@ -3,21 +3,42 @@
 The manifest opens at once (it is needed by every command); the vector store and the
 embedding cache open on first use, so a no-op ``resync`` never imports qdrant-client or
 touches the cache. One thread owns these handles (embedded Qdrant is not thread-safe).
+
+A writer's resources keep the state dir's clean-close record
+(:mod:`~ingestd.daemon.sync.clean_close`): it is read and removed before anything is
+written, tells which collections are as the last clean close left them (counted from
+the record, with no point-by-point check), and is written again when they close
+cleanly. A reader's resources (``read_only``) open the manifest and the store to read
+only, and leave the record alone.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
 
 from ingestd.daemon.config import Config
 from ingestd.daemon.statedir import StatePaths, secure_state_dir
+from ingestd.daemon.sync.clean_close import (
+    Proven,
+    Sealed,
+    check_record,
+    manifest_identity,
+    new_record,
+    read_record,
+    remove_record,
+    write_record,
+)
 from ingestd.daemon.sync.healing_cache import HealingCache
 from ingestd.store.manifest.manifest import Manifest, sqlite_url
 from ingestd.store.vectors.base import VectorStore
+from ingestd.store.vectors.spec import EngineSpec
 
 __all__ = ["Resources"]
+
+logger = logging.getLogger(__name__)
 
 
 class Resources:
@@ -29,6 +50,8 @@ class Resources:
         now: the clock of the manifest, seconds since the epoch.
         store: a vector store to use instead of the configured one (tests, faults).
         cache_path: the embedding cache file, instead of ``<state dir>/embeddings.db``.
+        read_only: a reader's resources: the manifest and the store are opened to read
+            only, nothing is created, and the clean-close record is left alone.
 
     Attributes:
         paths: the state dir's entries.
@@ -49,13 +72,29 @@ class Resources:
         now: Callable[[], float],
         store: VectorStore | None = None,
         cache_path: Path | None = None,
+        read_only: bool = False,
     ) -> None:
         self.cfg = cfg
+        self.read_only = read_only
         self.paths: StatePaths = cfg.paths(state_dir)
-        # created 0700 when missing; the store folders too when configured elsewhere
-        secure_state_dir(self.paths.root, self.paths.engine_folders().values())
-        self.manifest = Manifest(cfg.manifest.url or sqlite_url(self.paths.manifest), now=now)
+        self._proven: Proven | None = None  # what the record proves (writers only)
+        self._existed: set[str] = set()  # physical collections when the store was opened
+        self._checked: set[str] = set()  # physical collections checked point by point
+        self._record = None
+        self._manifest_unchanged = False  # since the recorded clean close
+        if not read_only:
+            # created 0700 when missing; the store folders too when configured elsewhere
+            secure_state_dir(self.paths.root, self.paths.engine_folders().values())
+            self._record = read_record(self.paths.root)
+            if self._record is not None:
+                manifest = None if cfg.manifest.url else self.paths.manifest
+                self._manifest_unchanged = self._record.manifest == manifest_identity(manifest)
+            remove_record(self.paths.root)  # before anything is written
+        self.manifest = Manifest(
+            cfg.manifest.url or sqlite_url(self.paths.manifest), now=now, read_only=read_only
+        )
         self._store = store
+        self._given_store = store
         self._cache: HealingCache | None = None
         self.cache_path = cache_path or self.paths.embeddings
         self.on_cache_open: Callable[[HealingCache], None] | None = None
@@ -87,10 +126,146 @@ class Resources:
                     problem = owner_problem(folder, self.paths.root)
                     if problem is not None:
                         raise problem
-                self._store = open_embedded(q.engine, folders)
-                for folder in folders.values():
-                    claim_store(folder, self.paths.root)
+                if not self.read_only:
+                    self._check_record()  # before the store's files change
+                self._store = open_embedded(q.engine, folders, read_only=self.read_only)
+                if not self.read_only:
+                    for folder in folders.values():
+                        claim_store(folder, self.paths.root)
         return self._store
+
+    # -- the clean-close record ----------------------------------------------------------------
+
+    def _sealing(self) -> tuple[str, EngineSpec, Path] | None:
+        """``(engine, spec, folder)`` of an embedded store whose close is recorded.
+
+        ``None`` for a server, a store given by the caller, a reader, while collections
+        move between engines, and for an engine whose every update is durable (nothing
+        to prove: it is never checked point by point, and it is counted from its files).
+        """
+        if self.read_only or self.cfg.qdrant.url or self._given_store is not None:
+            return None
+        from ingestd.store.vectors.engines import engine_spec
+
+        engine, previous = self.engine()
+        spec = engine_spec(engine)
+        if previous is not None or spec.durable_updates:
+            return None
+        return engine, spec, self.paths.engine_folder(engine)
+
+    def _check_record(self) -> Proven:
+        """What the record read at start proves (read from the files before the store opens)."""
+        if self._proven is None:
+            self._proven = Proven()
+            sealing = self._sealing()
+            if sealing is not None:
+                engine, spec, folder = sealing
+                manifest = None if self.cfg.manifest.url else self.paths.manifest
+                self._proven = check_record(
+                    self._record, manifest, {engine: folder}, engines={engine}
+                )
+                # read before the manifest was opened (opening it creates its -wal)
+                self._proven.manifest_unchanged = self._manifest_unchanged
+                self._existed = set(spec.physicals(folder))
+                for (_, physical), change in sorted(self._proven.changed.items()):
+                    logger.warning(
+                        "vector store %s changed since ingestd last closed it (%s): checking "
+                        "it point by point",
+                        physical,
+                        change,
+                    )
+        return self._proven
+
+    def physical_of(self, collection: str) -> str | None:
+        """The physical collection behind ``collection`` (read from the files when unopened)."""
+        if self._store is not None:
+            return self._store.layout(collection).physical
+        sealing = self._sealing()
+        if sealing is None:
+            return None
+        _, spec, folder = sealing
+        return spec.physical_of(folder, collection)
+
+    def proven(self, collection: str) -> bool:
+        """Whether ``collection``'s points need no point-by-point check in this process.
+
+        True when the store's updates are durable (see :meth:`durable_updates`); else
+        when its physical collection was created or checked by this process, or is as
+        the last clean close left it with the manifest unchanged since (the record).
+        """
+        if self.durable_updates():
+            return True
+        sealing = self._sealing()
+        if sealing is None:
+            return False
+        proven = self._check_record()
+        physical = self.physical_of(collection)
+        if physical is None:
+            return False
+        key = (sealing[0], physical)
+        created = self._store is not None and physical not in self._existed
+        return (
+            physical in self._checked
+            or created
+            or (proven.manifest_unchanged and key in proven.held)
+        )
+
+    def held_points(self, collection: str) -> int | None:
+        """Points of ``collection`` as the record proves them, while the store is unopened.
+
+        ``None`` when the store is open or the record proves nothing of the collection.
+        """
+        if self._store is not None:
+            return None
+        sealing = self._sealing()
+        if sealing is None:
+            return None
+        physical = self.physical_of(collection)
+        if physical is None:
+            return None
+        return self._check_record().held.get((sealing[0], physical))
+
+    def mark_checked(self, collection: str) -> None:
+        """Record that ``collection`` was checked point by point (the close may vouch for it)."""
+        physical = self.physical_of(collection)
+        if physical is not None:
+            self._checked.add(physical)
+
+    def _vouched(self, store: VectorStore | None) -> dict[str, int]:
+        """Physical collection -> points, for each the clean close being made vouches for.
+
+        Counted by ``store`` when it is open, else carried from the record read at start.
+        """
+        sealing = self._sealing()
+        if sealing is None:
+            return {}
+        engine, spec, folder = sealing
+        proven = self._check_record()
+        out: dict[str, int] = {}
+        physicals = spec.physicals(folder) if store is None else store.collections()
+        for physical in physicals:
+            key = (engine, physical)
+            was_proven = proven.manifest_unchanged and key in proven.held
+            if store is None:
+                if was_proven:
+                    out[physical] = proven.held[key]
+            elif was_proven or physical in self._checked or physical not in self._existed:
+                out[physical] = int(store.point_count(physical))
+        return out
+
+    def _write_record(self, points: dict[str, int]) -> None:
+        """Write the clean-close record: the manifest now, each vouched collection's proof."""
+        record = new_record(None if self.cfg.manifest.url else self.paths.manifest)
+        sealing = self._sealing()
+        if sealing is not None:
+            engine, spec, folder = sealing
+            record.folders[engine] = str(folder)
+            sealed = record.collections.setdefault(engine, {})
+            for physical, n in sorted(points.items()):
+                proof = spec.proof(folder, physical)
+                if proof is not None:
+                    sealed[physical] = Sealed(n, proof)
+        write_record(self.paths.root, record)
 
     def engine(self) -> tuple[str, str | None]:
         """The store's engine and, while collections move to it, the one they leave.
@@ -147,11 +322,33 @@ class Resources:
         return self._cache
 
     def close(self) -> None:
-        """Close the store, the cache and the manifest."""
-        if self._store is not None:
-            self._store.close()
-            self._store = None
-        if self._cache is not None:
-            self._cache.close()
-            self._cache = None
-        self.manifest.close()
+        """Close the store, the cache and the manifest; a writer's records the clean close.
+
+        The record is written last, and only when the store closed without an error.
+        """
+        clean = not self.read_only and self._given_store is None
+        points: dict[str, int] = {}
+        try:
+            store, self._store = self._store, None
+            if clean:
+                try:
+                    points = self._vouched(store)
+                except Exception:  # nothing to vouch for: the next start checks
+                    logger.debug("counting the store for its clean close failed", exc_info=True)
+                    points = {}
+            if store is not None:
+                try:
+                    store.close()
+                except BaseException:
+                    clean = False
+                    raise
+        finally:
+            if self._cache is not None:
+                self._cache.close()
+                self._cache = None
+            self.manifest.close()
+        if clean:
+            try:
+                self._write_record(points)
+            except OSError as exc:  # a read-only or full disk: the next start checks
+                logger.warning("could not record the clean close of %s: %s", self.paths.root, exc)
