@@ -136,11 +136,11 @@ def _rebuild(
     """``resync --rebuild``: set damaged parts aside under the lock, then resync."""
     from ingestd.daemon.commands.resync import resync as resync_cmd
     from ingestd.daemon.sync.damage import set_aside_damaged, sources_in_store
-    from ingestd.daemon.wire.statelock import StateLock, StateLockedError
+    from ingestd.daemon.wire.statelock import WRITER_WAIT_S, StateLock, StateLockedError
 
     lock = StateLock(sd)
     try:
-        lock.acquire("ingestd resync --rebuild")
+        lock.acquire("ingestd resync --rebuild", wait_s=WRITER_WAIT_S)
     except StateLockedError as exc:
         raise Fatal(str(exc)) from None
     try:
@@ -271,7 +271,7 @@ def verify(
                     f"{', '.join(known) or 'none'}",
                     2,
                 )
-        with locked_engine(c, sd, "ingestd verify") as engine:
+        with locked_engine(c, sd, "ingestd verify", read_only=not repair) as engine:
             return verify_cmd(engine, None, repair=repair)
 
     remote_args = {"sources": source_names(cfg, paths), "repair": repair}

@@ -112,9 +112,13 @@ class Client:
         local: Callable[[Engine], Any],
         *,
         timeout: float | None = None,
+        read_only: bool = False,
     ) -> Any:
-        """``cmd`` through the daemon, else ``local(engine)`` on the state dir."""
-        return self._run(cmd, args, local, timeout=timeout)[0]
+        """``cmd`` through the daemon, else ``local(engine)`` on the state dir.
+
+        ``read_only``: ``local`` only reads (the readers' lock, see ``LocalState.run``).
+        """
+        return self._run(cmd, args, local, timeout=timeout, read_only=read_only)[0]
 
     def _run(
         self,
@@ -123,10 +127,14 @@ class Client:
         local: Callable[[Engine], Any],
         *,
         timeout: float | None = None,
+        read_only: bool = False,
     ) -> tuple[Any, bool]:
         """:meth:`_call`'s answer, and whether the daemon gave it."""
         return self._runner.run(
-            cmd, args, lambda: self._state.run(local, stop_after=timeout), timeout=timeout
+            cmd,
+            args,
+            lambda: self._state.run(local, stop_after=timeout, read_only=read_only),
+            timeout=timeout,
         )
 
     def interrupt(self) -> None:
@@ -201,7 +209,7 @@ class Client:
         if budget_tokens is not None:
             args["budget_tokens"] = budget_tokens
             args["per_page"] = per_page
-        got = self._call("search", args, lambda e: answer(e, **args))
+        got = self._call("search", args, lambda e: answer(e, **args), read_only=True)
         return Answer(_as_answer(got))
 
     def read(
@@ -238,7 +246,8 @@ class Client:
             args["budget_tokens"] = budget_tokens
         if version is not None:
             args["version"] = version
-        return cast(ReadResult, self._call("read", args, lambda e: read.read(e, **args)))
+        got = self._call("read", args, lambda e: read.read(e, **args), read_only=True)
+        return cast(ReadResult, got)
 
     def sync(
         self,

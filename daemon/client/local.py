@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ingestd.daemon.wire.errors import DaemonError
-from ingestd.daemon.wire.statelock import StateLock
+from ingestd.daemon.wire.statelock import WRITER_WAIT_S, ReadLock, StateLock
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
@@ -40,27 +40,37 @@ def locked_engine(
     what: str,
     *,
     model_factory: Callable[[Any], Callable[[Sequence[str]], Any]] | None = None,
+    read_only: bool = False,
+    wait_s: float = WRITER_WAIT_S,
 ) -> Iterator[Engine]:
     """The engine of ``state_dir``, opened under its lock; closed, then the lock released.
 
     Args:
         cfg: the config the engine runs.
         state_dir: the state dir.
-        what: names the lock's holder (``ingestd search``).
+        what: names the writer's lock holder (``ingestd resync``).
         model_factory: makes the embedding callables (:class:`SharedModels`); default:
             the engine loads its own.
+        read_only: the command only reads: the readers' lock, a reader's engine.
+        wait_s: seconds a writer waits for readers still in the state dir.
 
     Raises:
-        ingestd.daemon.wire.statelock.StateLockedError: another process holds the state
+        ingestd.daemon.wire.statelock.StateLockedError: another writer holds the state
             dir (an ``ingestd run`` that is starting included:
-            :class:`~ingestd.daemon.client.runner.Runner` then asks it instead).
+            :class:`~ingestd.daemon.client.runner.Runner` then asks it instead), or
+            readers kept it past ``wait_s``.
     """
     from ingestd.daemon.sync.engine import Engine
 
-    lock = StateLock(state_dir)
-    lock.acquire(what)
+    lock: ReadLock | StateLock
+    if read_only:
+        lock = ReadLock(state_dir, store=True)
+        lock.acquire()
+    else:
+        lock = StateLock(state_dir)
+        lock.acquire(what, wait_s=wait_s)
     try:
-        engine = Engine(cfg, state_dir, model_factory=model_factory)
+        engine = Engine(cfg, state_dir, model_factory=model_factory, read_only=read_only)
         try:
             yield engine
         finally:
@@ -172,13 +182,20 @@ class LocalState:
         if engine is not None:
             engine.stop.set()
 
-    def run(self, fn: Callable[[Engine], T], *, stop_after: float | None = None) -> T:
+    def run(
+        self,
+        fn: Callable[[Engine], T],
+        *,
+        stop_after: float | None = None,
+        read_only: bool = False,
+    ) -> T:
         """``fn(engine)`` on the state dir, under its lock.
 
         Args:
             fn: the command.
             stop_after: seconds after which the engine is asked to stop long work at its
                 next checkpoint (a sync then ends ``interrupted``).
+            read_only: ``fn`` only reads (see :func:`locked_engine`).
 
         Raises:
             DaemonError: nothing is indexed in the state dir (exit code 1).
@@ -194,7 +211,11 @@ class LocalState:
             if self._models is None:
                 self._models = SharedModels(cfg)
             with locked_engine(
-                cfg, self.state_dir, self.what, model_factory=self._models
+                cfg,
+                self.state_dir,
+                self.what,
+                model_factory=self._models,
+                read_only=read_only,
             ) as engine:
                 self._running = engine
                 timer = None

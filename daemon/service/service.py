@@ -57,7 +57,7 @@ from ingestd.daemon.sources.base import is_watched
 from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncResult
 from ingestd.daemon.wire.errors import DaemonError
-from ingestd.daemon.wire.statelock import StateLock
+from ingestd.daemon.wire.statelock import WRITER_WAIT_S, StateLock
 
 if TYPE_CHECKING:
     from ingestd.daemon.service.metrics import Metrics
@@ -230,7 +230,9 @@ class Service:
     def startup(self) -> None:
         """Lock, open the store, watch, serve the socket, notify READY, queue reconciles."""
         logger.info("ingestd starting (pid %d), state dir %s", os.getpid(), self.state_dir)
-        self._lock.acquire("ingestd run")
+        # readers (a status poll, a search without a daemon) are waited for, bounded,
+        # with a log line: a health check never keeps the daemon from starting
+        self._lock.acquire("ingestd run", wait_s=WRITER_WAIT_S)
         self.engine = self.engine_factory(self.cfg, self.state_dir)
         self.engine.serving = True
         # open the store and every collection now: a locked, unreachable or damaged
@@ -293,12 +295,17 @@ class Service:
             self.notify_status(force=True)
 
     def shutdown(self) -> None:
-        """Stop watchers, the socket and the engine; release the lock."""
+        """Stop the socket, the watchers and the engine; release the lock.
+
+        The socket closes first: a ``status`` asked meanwhile reads the state dir (the
+        daemon is going), never a half-stopped daemon whose watchers already stopped
+        (which it would report unhealthy: a false alarm for a health check).
+        """
         systemd.notify("STOPPING=1")
         logger.info("ingestd stopping (pid %d)", os.getpid())
-        self.watches.stop()
         if self._control is not None:
             self._control.close()
+        self.watches.stop()
         if self.metrics is not None:
             self.metrics.close()
         self.jobs.close(DaemonError("the daemon is shutting down", 1))  # fail what is queued

@@ -89,10 +89,11 @@ def _parse_response(buf: bytes, cmd: str) -> Any:
     """The result a response line carries (see the module docstring).
 
     Raises:
-        DaemonError: the response is an error, or there is none.
+        DaemonError: the response is an error.
+        NoDaemon: there is none (the daemon closed the connection: it is stopping).
     """
     if not buf:
-        raise DaemonError("the daemon closed the connection without an answer")
+        raise NoDaemon("the daemon closed the connection without an answer (it is stopping)")
     resp = json.loads(buf)
     if "elapsed_seconds" in resp:
         logger.debug("%s: the daemon took %.3f s", cmd, resp["elapsed_seconds"])
@@ -122,7 +123,9 @@ def request(
     search --log-level DEBUG`` shows it).
 
     Raises:
-        NoDaemon: no daemon listens (no socket, or connection refused).
+        NoDaemon: no daemon listens (no socket, or connection refused), or it closed the
+            connection without an answer (a daemon that is stopping: a ``status`` poll
+            then reads the state dir instead).
         DaemonError: the daemon ran the command and reported an error, or the state
             dir cannot be read.
         TimeoutError: no answer within ``timeout`` seconds.
@@ -143,13 +146,16 @@ def request(
                 "(e.g. usermod -aG ingestd $USER, then log in again)"
             ) from None
         sock.settimeout(timeout)
-        sock.sendall(request_line(cmd, args))
         buf = b""
-        while not buf.endswith(b"\n"):
-            part = sock.recv(1 << 16)
-            if not part:
-                break
-            buf += part
+        try:
+            sock.sendall(request_line(cmd, args))
+            while not buf.endswith(b"\n"):
+                part = sock.recv(1 << 16)
+                if not part:
+                    break
+                buf += part
+        except (ConnectionResetError, BrokenPipeError) as exc:
+            raise NoDaemon(f"{path}: the daemon closed the connection (it is stopping)") from exc
     finally:
         sock.close()
     return _parse_response(buf, cmd)
