@@ -102,6 +102,9 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
 def local_status(manifest: ManifestReader | None, state_dir: Path) -> dict[str, Any]:
     """``status`` with no daemon running: :func:`status_of` the manifest, ``daemon`` null.
 
+    The counts are those of the last clean close when the manifest's file is unchanged
+    since (:func:`~ingestd.daemon.sync.clean_close.seed_counts`): nothing is counted.
+
     Args:
         manifest: the manifest, or ``None`` when nothing was indexed yet.
         state_dir: the state dir.
@@ -111,11 +114,13 @@ def local_status(manifest: ManifestReader | None, state_dir: Path) -> dict[str, 
         manifest) with ``daemon`` ``None``, and ``locked_by`` (the lock file's holder)
         when another process holds the state dir.
     """
+    from ingestd.daemon.sync.clean_close import seed_counts
     from ingestd.daemon.wire.statelock import lock_holder
 
     if manifest is None:
         st: dict[str, Any] = {"state_dir": str(state_dir), "sources": []}
     else:
+        seed_counts(manifest, manifest.path, state_dir)  # a clean close's: nothing counted
         st = status_of(manifest, None, state_dir)
     st["daemon"] = None
     holder = lock_holder(state_dir)

@@ -10,7 +10,10 @@ when it closes cleanly. It holds:
 
 * the manifest's file as that close left it (inode, size and modification time of
   ``manifest.db`` and of its ``-wal``): the manifest has not been written since when
-  they are equal (``None`` for a ``manifest.url`` database, which is transactional);
+  they are equal (``None`` for a ``manifest.url`` database: nothing is proven of it);
+* what each source held then (documents, committed and pending points, failed
+  documents: :mod:`~ingestd.store.manifest.counts`), current while the manifest is
+  unchanged, so that nobody counts a million rows again;
 * per embedded engine, per physical collection the writer may vouch for (one it
   found proven when it started, checked point by point, or created), the points the
   store held and the engine's proof (:meth:`~ingestd.store.vectors.spec.EngineSpec.proof`:
@@ -34,9 +37,12 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.statedir import StatePaths
+
+if TYPE_CHECKING:
+    from ingestd.store.manifest.reader import ManifestReader
 
 __all__ = [
     "RECORD_FILE",
@@ -45,9 +51,11 @@ __all__ = [
     "Sealed",
     "check_record",
     "manifest_identity",
+    "manifest_unchanged",
     "new_record",
     "read_record",
     "remove_record",
+    "seed_counts",
     "write_record",
 ]
 
@@ -77,6 +85,7 @@ class CleanClose:
     Attributes:
         manifest: :func:`manifest_identity` of the manifest's file after the close;
             ``None`` for a ``manifest.url`` database.
+        counts: source -> its counts then (:data:`~ingestd.store.manifest.counts.COUNT_KEYS`).
         folders: engine name -> the folder of its store the collections are in.
         collections: engine name -> physical collection -> :class:`Sealed`.
         closed_at: when, in seconds since the epoch.
@@ -84,6 +93,7 @@ class CleanClose:
     """
 
     manifest: list[int] | None
+    counts: dict[str, dict[str, int]] = field(default_factory=dict)
     folders: dict[str, str] = field(default_factory=dict)
     collections: dict[str, dict[str, Sealed]] = field(default_factory=dict)
     closed_at: float = 0.0
@@ -96,6 +106,7 @@ class CleanClose:
             "closed_at": self.closed_at,
             "pid": self.pid,
             "manifest": self.manifest,
+            "counts": {s: dict(c) for s, c in sorted(self.counts.items())},
             "stores": {
                 engine: {
                     "folder": self.folders[engine],
@@ -157,6 +168,7 @@ def read_record(state_dir: Path) -> CleanClose | None:
             manifest=data["manifest"],
             closed_at=float(data.get("closed_at") or 0.0),
             pid=int(data.get("pid") or 0),
+            counts={str(s): dict(c) for s, c in (data.get("counts") or {}).items()},
         )
         for engine, store in data["stores"].items():
             rec.folders[engine] = str(store["folder"])
@@ -224,7 +236,7 @@ def check_record(
     if record is None:
         return out
     out.closed_at = record.closed_at
-    out.manifest_unchanged = record.manifest == manifest_identity(manifest)
+    out.manifest_unchanged = manifest_unchanged(record, manifest)
     for engine, colls in record.collections.items():
         folder = folders.get(engine)
         if folder is None or (engines is not None and engine not in engines):
@@ -242,6 +254,31 @@ def check_record(
             else:
                 out.changed[(engine, physical)] = change
     return out
+
+
+def manifest_unchanged(record: CleanClose | None, manifest: Path | None) -> bool:
+    """Whether the manifest's file is as ``record``'s close left it (never for a URL one)."""
+    if record is None or manifest is None or record.manifest is None:
+        return False
+    return record.manifest == manifest_identity(manifest)
+
+
+def seed_counts(manifest: ManifestReader, path: Path | None, state_dir: Path) -> bool:
+    """Give ``manifest`` the counts of the last clean close, when its file is unchanged since.
+
+    Args:
+        manifest: the manifest, opened (read-only) after ``path`` was compared.
+        path: its file, ``None`` for a ``manifest.url`` database.
+        state_dir: the state dir holding the record.
+
+    Returns:
+        Whether counts were given.
+    """
+    record = read_record(state_dir)
+    if record is None or not record.counts or not manifest_unchanged(record, path):
+        return False
+    manifest.seed_counts(record.counts)
+    return True
 
 
 def new_record(manifest: Path | None) -> CleanClose:

@@ -25,7 +25,7 @@ from ingestd.daemon.sync.clean_close import (
     Proven,
     Sealed,
     check_record,
-    manifest_identity,
+    manifest_unchanged,
     new_record,
     read_record,
     remove_record,
@@ -80,19 +80,20 @@ class Resources:
         self._proven: Proven | None = None  # what the record proves (writers only)
         self._existed: set[str] = set()  # physical collections when the store was opened
         self._checked: set[str] = set()  # physical collections checked point by point
-        self._record = None
-        self._manifest_unchanged = False  # since the recorded clean close
         if not read_only:
             # created 0700 when missing; the store folders too when configured elsewhere
             secure_state_dir(self.paths.root, self.paths.engine_folders().values())
-            self._record = read_record(self.paths.root)
-            if self._record is not None:
-                manifest = None if cfg.manifest.url else self.paths.manifest
-                self._manifest_unchanged = self._record.manifest == manifest_identity(manifest)
+        manifest_file = None if cfg.manifest.url else self.paths.manifest
+        self._record = read_record(self.paths.root)
+        #: the manifest is as the recorded clean close left it (read before it is opened)
+        self._manifest_unchanged = manifest_unchanged(self._record, manifest_file)
+        if not read_only:
             remove_record(self.paths.root)  # before anything is written
         self.manifest = Manifest(
             cfg.manifest.url or sqlite_url(self.paths.manifest), now=now, read_only=read_only
         )
+        if self._manifest_unchanged and self._record is not None:
+            self.manifest.seed_counts(self._record.counts)  # nobody counts them again
         self._store = store
         self._given_store = store
         self._cache: HealingCache | None = None
@@ -253,9 +254,10 @@ class Resources:
                 out[physical] = int(store.point_count(physical))
         return out
 
-    def _write_record(self, points: dict[str, int]) -> None:
-        """Write the clean-close record: the manifest now, each vouched collection's proof."""
+    def _write_record(self, points: dict[str, int], counts: dict[str, dict[str, int]]) -> None:
+        """Write the clean-close record: the manifest now, its counts, each vouched proof."""
         record = new_record(None if self.cfg.manifest.url else self.paths.manifest)
+        record.counts = counts
         sealing = self._sealing()
         if sealing is not None:
             engine, spec, folder = sealing
@@ -328,6 +330,7 @@ class Resources:
         """
         clean = not self.read_only and self._given_store is None
         points: dict[str, int] = {}
+        counts: dict[str, dict[str, int]] = {}
         try:
             store, self._store = self._store, None
             if clean:
@@ -342,6 +345,14 @@ class Resources:
                 except BaseException:
                     clean = False
                     raise
+            if clean:  # what each source holds: kept counts, only changed sources counted
+                try:
+                    counts = {
+                        s["name"]: self.manifest.counts(s["name"]) for s in self.manifest.sources()
+                    }
+                except Exception:  # a manifest that cannot be counted proves nothing
+                    logger.debug("counting the manifest for its clean close failed", exc_info=True)
+                    clean = False
         finally:
             if self._cache is not None:
                 self._cache.close()
@@ -349,6 +360,6 @@ class Resources:
             self.manifest.close()
         if clean:
             try:
-                self._write_record(points)
+                self._write_record(points, counts)
             except OSError as exc:  # a read-only or full disk: the next start checks
                 logger.warning("could not record the clean close of %s: %s", self.paths.root, exc)

@@ -196,3 +196,4 @@ class BuildDocuments:
             )
             conn.execute(update(CB).where(CB.c.name == collection).values(phase="switching"))
             conn.execute(delete(BD).where(BD.c.collection == collection))
+        self.manifest.count_cache.changed(sources)

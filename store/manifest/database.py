@@ -52,6 +52,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from ingestd.store.common.damage import StateDamagedError, is_sqlite_damage
+from ingestd.store.manifest.counts import CountCache
 from ingestd.store.manifest.view import sqlite_read_uri
 
 __all__ = [
@@ -331,6 +332,8 @@ class ManifestDatabase:
         self.url = url
         self.now = now
         self.read_only = read_only
+        #: each source's counts, kept between the writes that change them
+        self.count_cache = CountCache()
         self.engine: Engine = create_engine(url, future=True)
         database = self.engine.url.database
         #: the SQLite file, ``None`` for other databases and ``:memory:``

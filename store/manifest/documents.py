@@ -250,11 +250,23 @@ class DocumentRecords(ManifestDatabase):
         ``fields`` are columns of ``documents`` (size, mtime_ns, ...).
         """
         with self.engine.begin() as conn:
-            return self._upsert_document(conn, source, path, fields)
+            doc_id, created = self._upsert_document(conn, source, path, fields)
+        if created or "state" in fields:  # what counts: documents, failed ones
+            self.count_cache.changed([source])
+        return doc_id
+
+    def _sources_of(self, conn: Connection, doc_ids: Sequence[int]) -> set[str]:
+        """The sources of documents ``doc_ids`` (their counts change with them)."""
+        out: set[str] = set()
+        ids = list(doc_ids)
+        for i in range(0, len(ids), 500):
+            out.update(conn.scalars(select(D.c.source).where(D.c.id.in_(ids[i : i + 500]))))
+        return out
 
     def _upsert_document(
         self, conn: Connection, source: str, path: str, fields: dict[str, Any]
-    ) -> int:
+    ) -> tuple[int, bool]:
+        """The id of the row of (source, path), and whether it was created."""
         row = conn.execute(select(D.c.id).where(D.c.source == source, D.c.path == path)).first()
         if row is None:
             values = {
@@ -269,10 +281,10 @@ class DocumentRecords(ManifestDatabase):
             }
             values.update(fields)
             res = conn.execute(insert(D).values(source=source, path=path, **values))
-            return int(res.inserted_primary_key[0])  # type: ignore[index]
+            return int(res.inserted_primary_key[0]), True  # type: ignore[index]
         if fields:
             conn.execute(update(D).where(D.c.id == row.id).values(**fields))
-        return int(row.id)
+        return int(row.id), False
 
     def upsert_documents(self, source: str, paths: Sequence[str]) -> dict[str, int]:
         """Ids of the rows of ``paths`` of ``source``, creating missing rows (state ``new``).
@@ -287,9 +299,11 @@ class DocumentRecords(ManifestDatabase):
                     select(D.c.path, D.c.id).where(D.c.source == source, D.c.path.in_(part))
                 )
                 out.update({p: int(d) for p, d in rows})
-            for p in paths:
-                if p not in out:
-                    out[p] = self._upsert_document(conn, source, p, {})
+            missing = [p for p in paths if p not in out]
+            for p in missing:
+                out[p] = self._upsert_document(conn, source, p, {})[0]
+        if missing:
+            self.count_cache.changed([source])
         return out
 
     def chunks_of_docs(self, doc_ids: Sequence[int]) -> dict[int, list[ChunkRow]]:
@@ -335,6 +349,7 @@ class DocumentRecords(ManifestDatabase):
         if not any(batch.values()):
             return
         with self.engine.begin() as conn:
+            sources = self._sources_of(conn, list(batch))
             new: list[dict[str, Any]] = []
             for doc_id, rows in batch.items():
                 if not rows:
@@ -351,6 +366,7 @@ class DocumentRecords(ManifestDatabase):
                 for i in range(0, len(ids), 500):
                     conn.execute(delete(C).where(C.c.point_id.in_(ids[i : i + 500])))
                 conn.execute(insert(C), new)
+        self.count_cache.changed(sources)
 
     def commit_document(self, doc_id: int, rows: Sequence[ChunkRow], **fields: Any) -> None:
         """Make ``rows`` the document's points and update its columns (write order, step d)."""
@@ -362,6 +378,7 @@ class DocumentRecords(ManifestDatabase):
         """Commit several documents in one transaction: ``(doc_id, rows, columns)`` each."""
         with self.engine.begin() as conn:
             ids = [doc_id for doc_id, _, _ in batch]
+            sources = self._sources_of(conn, ids)
             for i in range(0, len(ids), 500):
                 conn.execute(delete(C).where(C.c.doc_id.in_(ids[i : i + 500])))
             values = [chunk_values(d, r, pending=False) for d, rows, _ in batch for r in rows]
@@ -370,6 +387,7 @@ class DocumentRecords(ManifestDatabase):
             for doc_id, _, fields in batch:
                 if fields:
                     conn.execute(update(D).where(D.c.id == doc_id).values(**fields))
+        self.count_cache.changed(sources)
 
     def forget_rule_fingerprints(self, source: str) -> int:
         """Clear the rule fingerprint of every document of ``source``.
@@ -386,13 +404,17 @@ class DocumentRecords(ManifestDatabase):
     def update_document(self, doc_id: int, **fields: Any) -> None:
         """Update columns of one document (e.g. the stat after an unchanged hash)."""
         with self.engine.begin() as conn:
+            sources = self._sources_of(conn, [doc_id]) if "state" in fields else set()
             conn.execute(update(D).where(D.c.id == doc_id).values(**fields))
+        self.count_cache.changed(sources)
 
     def delete_document(self, doc_id: int) -> None:
         """Drop a document and its point rows."""
         with self.engine.begin() as conn:
+            sources = self._sources_of(conn, [doc_id])
             conn.execute(delete(C).where(C.c.doc_id == doc_id))
             conn.execute(delete(D).where(D.c.id == doc_id))
+        self.count_cache.changed(sources)
 
     def adopt(
         self, source: str, docs: Mapping[str, AdoptedDocument], *, shared: bool = False
@@ -413,7 +435,7 @@ class DocumentRecords(ManifestDatabase):
             for path, doc in docs.items():
                 doc_id = known.get(path)
                 if doc_id is None:
-                    doc_id = self._upsert_document(
+                    doc_id, _ = self._upsert_document(
                         conn,
                         source,
                         path,
@@ -436,6 +458,7 @@ class DocumentRecords(ManifestDatabase):
                 conn.execute(q)
             if values:
                 conn.execute(insert(C), values)
+        self.count_cache.changed([source])
 
     def iter_documents(self, source: str) -> Iterator[DocRow]:
         """Documents of ``source`` in path order."""

@@ -4,11 +4,13 @@
 source-name checks of other commands) read. Two classes provide it: the full
 :class:`~ingestd.store.manifest.manifest.Manifest`, and the SQLAlchemy-free
 :class:`~ingestd.store.manifest.view.ManifestView` for a SQLite file. This module
-imports nothing but :mod:`typing`, so that a command that only reads stays fast.
+imports nothing but the standard library's typing, so that a command that only reads stays fast.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Protocol
 
 __all__ = ["ManifestReader"]
@@ -21,12 +23,19 @@ class ManifestReader(Protocol):
     :class:`~ingestd.store.manifest.view.ManifestView`.
     """
 
+    #: the SQLite file it reads, ``None`` for another database
+    path: Path | None
+
     def sources(self) -> list[dict[str, Any]]:
         """Recorded sources (``name``, ``root``, ``collection``, ``last_sync``, ...)."""
         ...
 
     def counts(self, source: str) -> dict[str, int]:
         """``documents``, ``chunks``, ``pending``, ``failed`` of a source."""
+        ...
+
+    def seed_counts(self, counts: Mapping[str, Mapping[str, int]]) -> None:
+        """Take counts known to be current (a clean close's, the manifest unchanged since)."""
         ...
 
     def integrity_problem(self) -> str | None:

@@ -7,6 +7,7 @@ counts and failures read here are what ``ingestd status`` and ``verify`` report.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from sqlalchemy import delete, func, insert, select, update
@@ -92,21 +93,25 @@ class SourceRecords(ManifestDatabase):
             conn.execute(delete(C).where(C.c.doc_id.in_(ids)))
             conn.execute(delete(D).where(D.c.source == source))
             conn.execute(delete(S).where(S.c.name == source))
+        self.count_cache.changed([source])
+
+    def seed_counts(self, counts: Mapping[str, Mapping[str, int]]) -> None:
+        """Take counts known to be current (see :meth:`CountCache.seed`)."""
+        self.count_cache.seed(counts)
 
     def collection_counts(self, collection: str) -> tuple[int, int]:
         """``(committed, pending)`` point ids of every source recorded with ``collection``.
 
-        Distinct ids: a point that versions of a document share is one point.
+        Distinct ids: a point that versions of a document share is one point. The sum of
+        the sources' :meth:`counts` (a point id belongs to one source), so it costs
+        nothing while they are kept (:mod:`~ingestd.store.manifest.counts`).
         """
-        with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(C.c.pending, func.count(func.distinct(C.c.point_id)))
-                .join(D, D.c.id == C.c.doc_id)
-                .where(D.c.source.in_(_collection_sources(collection)))
-                .group_by(C.c.pending)
-            ).all()
-        by = {bool(p): int(n) for p, n in rows}
-        return by.get(False, 0), by.get(True, 0)
+        committed = pending = 0
+        for s in self.sources():
+            if s["collection"] == collection:
+                c = self.counts(s["name"])
+                committed, pending = committed + c["chunks"], pending + c["pending"]
+        return committed, pending
 
     def point_index(self, collection: str) -> dict[str, tuple[str, str, bool]]:
         """Every recorded point of ``collection``: id -> ``(source, path, pending)``."""
@@ -164,7 +169,13 @@ class SourceRecords(ManifestDatabase):
         """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source.
 
         ``chunks`` and ``pending`` count distinct point ids (versions share points).
+        Kept between the writes that change them (``count_cache``, see
+        :mod:`~ingestd.store.manifest.counts`).
         """
+        return self.count_cache.get(source, lambda: self._count(source))
+
+    def _count(self, source: str) -> dict[str, int]:
+        """:meth:`counts`, counted in the database (a join over the source's chunk rows)."""
         with self.engine.connect() as conn:
             docs = conn.execute(
                 select(func.count()).select_from(D).where(D.c.source == source)

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 from urllib.parse import quote
 
 from ingestd.store.common.damage import StateDamagedError, is_sqlite_damage
+from ingestd.store.manifest.counts import COUNT_KEYS
 from ingestd.store.manifest.reader import ManifestReader
 
 __all__ = ["ManifestView", "sqlite_read_uri"]
@@ -72,6 +74,7 @@ class ManifestView(ManifestReader):
         self._tables = {
             r[0] for r in self._conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
         }
+        self._seeded: dict[str, dict[str, int]] = {}
 
     @staticmethod
     def _open(uri: str) -> sqlite3.Connection | None:
@@ -129,8 +132,19 @@ class ManifestView(ManifestReader):
             out.append(row)
         return out
 
+    def seed_counts(self, counts: Mapping[str, Mapping[str, int]]) -> None:
+        """Take counts known to be current (see :mod:`~ingestd.store.manifest.counts`)."""
+        for source, c in counts.items():
+            if all(isinstance(c.get(k), int) for k in COUNT_KEYS):
+                self._seeded[source] = {k: int(c[k]) for k in COUNT_KEYS}
+
     def counts(self, source: str) -> dict[str, int]:
-        """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source."""
+        """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source.
+
+        The seeded ones when known (:meth:`seed_counts`), else counted.
+        """
+        if source in self._seeded:
+            return dict(self._seeded[source])
         if "documents" not in self._tables:
             return {"documents": 0, "chunks": 0, "pending": 0, "failed": 0}
         docs, failed = self._execute(

@@ -193,3 +193,28 @@ def test_the_record_names_each_shards_log_end_and_points(tmp_path: Path) -> None
     last, crc = sealed["proof"]["wal"]
     assert last >= 0 and crc and sealed["proof"]["version"] == last
     assert all(sizes for sizes in sealed["proof"]["segments"].values())
+
+
+@NOT_DURABLE
+def test_status_after_a_clean_close_counts_nothing(tmp_path: Path, reads: PayloadReads) -> None:
+    """Its counts come from the record: not one query over the chunk rows."""
+    from ingestd.daemon.commands.status import local_status
+    from ingestd.daemon.sync.holdings import check_state
+    from ingestd.store.manifest.view import ManifestView
+
+    _root, state = ingested_tree(tmp_path)
+    reads.opened = reads.payloads = 0
+    with ManifestView(state / "manifest.db") as view:
+        queries: list[str] = []
+        execute = view._execute
+
+        def spy(sql: str, params: tuple[Any, ...] = ()) -> Any:
+            queries.append(sql)
+            return execute(sql, params)
+
+        view._execute = spy  # type: ignore[method-assign]
+        st = local_status(view, state)
+        assert check_state(None, state, view) == []
+    assert st["sources"][0]["chunks"] == 100
+    assert not [q for q in queries if "chunks" in q], queries
+    assert (reads.opened, reads.payloads) == (0, 0)
