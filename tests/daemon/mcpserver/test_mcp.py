@@ -533,12 +533,15 @@ def daemon(corpus: Path, tmp_path: Path) -> Iterator[tuple[Path, Path]]:
     """
     watch = {"debounce_ms": 60_000, "max_delay_ms": 120_000}
     root, state, config = _copy(corpus, tmp_path, watch=watch)
-    log = (tmp_path / "daemon.log").open("w")
+    log_path = tmp_path / "daemon.log"
+    log = log_path.open("w")
     cmd = [*ingestd_cmd(), "run", "--config", str(config), "--state-dir", str(state)]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
 
         def watching() -> bool:
+            # a daemon that exited fails the fixture with its log, not a 600 s wait
+            assert proc.poll() is None, f"the daemon exited:\n{log_path.read_text()[-3000:]}"
             st = run_cli("status", "--state-dir", str(state), "--json", timeout=120)
             d = json.loads(st.stdout or "{}").get("daemon") or {}
             return d.get("phase") == "watching" and bool(d.get("model_loaded"))
