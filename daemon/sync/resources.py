@@ -345,6 +345,7 @@ class Resources:
                 except BaseException:
                     clean = False
                     raise
+                clean = clean and not getattr(store, "close_failed", False)
             if clean:  # what each source holds: kept counts, only changed sources counted
                 try:
                     counts = {

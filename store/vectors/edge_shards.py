@@ -14,9 +14,8 @@ gives it both, with the guarantees of Qdrant's aliases:
   old or the new aliases, and a crash during a switch leaves one of them current;
 * one process opens a store: each shard takes a lock on its write-ahead log, and the
   state dir's locks keep a second writer, or a writer and a reader, apart before that;
-* a reader's store (``read_only``) creates, converts and indexes nothing, and its
-  write methods raise :class:`~ingestd.store.vectors.base.StoreReadOnlyError` (what the
-  engine itself writes when it loads a shard: :mod:`~ingestd.store.vectors.edge_engine`).
+* a reader's store (``read_only``) creates, converts and indexes nothing; its writes
+  raise (what the engine writes when it loads: :mod:`~ingestd.store.vectors.edge_engine`).
 
 Shards open on first use and stay open until :meth:`EdgeCollections.close`.
 
@@ -203,6 +202,7 @@ class EdgeCollections(RoutedWrites):
         self._written: dict[str, int] = {}
         #: points deleted or overwritten per physical collection since then
         self._churned: dict[str, int] = {}
+        self.close_failed = False  #: a shard failed to flush or close (see :meth:`close`)
 
     # -- the aliases file ----------------------------------------------------------------
 
@@ -461,15 +461,17 @@ class EdgeCollections(RoutedWrites):
     def close(self) -> None:
         """Flush and close every open shard (releases their locks).
 
-        A reader's store does not flush (the engine still flushes a shard it drops).
+        A reader's store does not flush (the engine flushes a shard it drops). A shard
+        that fails to flush or close sets :attr:`close_failed`: the close was not clean.
         """
         for physical, shard in list(self._shards.items()):
             try:
                 if not self.read_only:
                     shard.flush()
                 shard.close()
-            except Exception:
-                logger.debug("error closing shard %s", physical, exc_info=True)
+            except Exception as exc:
+                self.close_failed = True
+                logger.warning("vector store %s did not close cleanly: %s", physical, exc)
         self._shards.clear()
 
 

@@ -218,3 +218,22 @@ def test_status_after_a_clean_close_counts_nothing(tmp_path: Path, reads: Payloa
     assert st["sources"][0]["chunks"] == 100
     assert not [q for q in queries if "chunks" in q], queries
     assert (reads.opened, reads.payloads) == (0, 0)
+
+
+@pytest.mark.engine("edge")
+def test_a_store_that_fails_to_close_is_not_recorded_as_closed_cleanly(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    from ingestd.store.vectors.edge_guard import Guarded
+
+    root, state = ingested_tree(tmp_path)
+    eng = make_engine(root, state, fake_vectors)
+    assert eng.store.point_count("ingestd") == 100  # its shard is open
+
+    def flush(self: Guarded) -> None:
+        raise OSError("No space left on device")
+
+    monkeypatch.setattr(Guarded, "flush", flush, raising=False)
+    eng.close()
+    assert "did not close cleanly: No space left on device" in caplog.text
+    assert not (state / RECORD_FILE).exists()  # the next start checks every point
