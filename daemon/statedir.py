@@ -305,7 +305,7 @@ def _tighten_tree(top: Path) -> int:
     return n
 
 
-def secure_state_dir(state_dir: Path, stores: Iterable[Path] = ()) -> Path:
+def secure_state_dir(state_dir: Path, stores: Iterable[Path] = (), *, inside: bool = True) -> Path:
     """Create the state dir private, or take group and other bits off its known entries.
 
     A state dir written by an earlier version under a loose umask left the manifest
@@ -321,6 +321,10 @@ def secure_state_dir(state_dir: Path, stores: Iterable[Path] = ()) -> Path:
         stores: embedded store folders configured outside it (``qdrant.path``,
             ``qdrant.edge_path``), tightened with everything inside them (the engines'
             folders inside it always are).
+        inside: walk every store folder's tree (thousands of files at a million
+            points); ``False``: only a folder that itself had to be made private (its
+            files were made under the same loose umask). Behind a private folder the
+            files are out of others' reach anyway.
 
     Returns:
         ``state_dir``.
@@ -347,11 +351,12 @@ def secure_state_dir(state_dir: Path, stores: Iterable[Path] = ()) -> Path:
             except OSError:
                 continue
             tops.append(top)
+    loose = {state_dir / name for name in fixed} | {Path(name) for name in fixed}
     for top in tops:
-        if top.is_dir() and not top.is_symlink():
-            inside = _tighten_tree(top)
-            if inside:
-                fixed.append(f"{inside} entries in {top.name}/")
+        if (inside or top in loose) and top.is_dir() and not top.is_symlink():
+            n = _tighten_tree(top)
+            if n:
+                fixed.append(f"{n} entries in {top.name}/")
     if fixed:
         logger.info("made state files private (mode 0600/0700): %s", ", ".join(fixed))
     return state_dir

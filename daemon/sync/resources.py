@@ -80,11 +80,13 @@ class Resources:
         self._proven: Proven | None = None  # what the record proves (writers only)
         self._existed: set[str] = set()  # physical collections when the store was opened
         self._checked: set[str] = set()  # physical collections checked point by point
-        if not read_only:
-            # created 0700 when missing; the store folders too when configured elsewhere
-            secure_state_dir(self.paths.root, self.paths.engine_folders().values())
         manifest_file = None if cfg.manifest.url else self.paths.manifest
         self._record = read_record(self.paths.root)
+        if not read_only:
+            # created 0700 when missing; the store folders too when configured elsewhere,
+            # and every file inside them unless a clean close of this version vouches
+            folders = self.paths.engine_folders().values()
+            secure_state_dir(self.paths.root, folders, inside=self._record is None)
         #: the manifest is as the recorded clean close left it (read before it is opened)
         self._manifest_unchanged = manifest_unchanged(self._record, manifest_file)
         if not read_only:
@@ -116,7 +118,10 @@ class Resources:
                 from ingestd.store.vectors.qdrant import QdrantStore
 
                 self._store = QdrantStore(
-                    url=q.url, api_key=os.environ.get(q.api_key_env), retry_seconds=q.retry_seconds
+                    url=q.url,
+                    api_key=os.environ.get(q.api_key_env),
+                    retry_seconds=q.retry_seconds,
+                    read_only=self.read_only,
                 )
             else:
                 from ingestd.daemon.sync.ownership import claim_store, owner_problem

@@ -150,7 +150,7 @@ class StateLock:
             ingestd.daemon.statedir.InsecureDirError: the state dir is not private.
         """
         state_dir = self.path.parent
-        secure_state_dir(state_dir)
+        secure_state_dir(state_dir, inside=False)  # the stores' trees: their opener's
         me = f"pid {os.getpid()} ({what})".encode()
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
         queue = os.open(state_dir / QUEUE_FILE, os.O_RDWR | os.O_CREAT, PRIVATE_FILE_MODE)
