@@ -211,19 +211,11 @@ class Engine:
         check_holdings(self.store, {c: n for c, n in recorded.items() if n}, self.state_dir)
 
     def open_collections(self) -> None:
-        """Open the store and every configured collection that exists (``ingestd run``).
+        """Open the store and, at ``ingestd run``'s start, its collections that may be damaged.
 
-        A store opens its collections lazily; the daemon opens them at start-up, so that
-        a damaged or locked one stops it with its one line before it serves.
-
-        Raises:
-            ingestd.store.vectors.base.StoreUnavailableError: locked or unreachable.
-            ingestd.store.common.damage.StateDamagedError: a collection's files are damaged.
+        See :meth:`Resources.open_collections`.
         """
-        store = self.store
-        for collection in sorted({s.collection for s in self.cfg.sources}):
-            if store.has_collection(collection):
-                store.point_count(collection)
+        self.resources.open_collections(sorted({s.collection for s in self.cfg.sources}))
 
     @property
     def cache(self) -> HealingCache:

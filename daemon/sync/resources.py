@@ -240,23 +240,30 @@ class Resources:
     def _vouched(self, store: VectorStore | None) -> dict[str, int]:
         """Physical collection -> points, for each the clean close being made vouches for.
 
-        Counted by ``store`` when it is open, else carried from the record read at start.
+        Counted by ``store`` when a write went to it (or it was checked or created here),
+        else carried from the record read at start: a collection nobody wrote to is not
+        loaded just to be counted.
         """
         sealing = self._sealing()
         if sealing is None:
             return {}
         engine, spec, folder = sealing
         proven = self._check_record()
+        written: set[str] = set()
+        if store is not None:
+            for name in getattr(store, "written", ()):
+                physical = store.layout(name).physical
+                written.update([physical] if physical else [])
         out: dict[str, int] = {}
         physicals = spec.physicals(folder) if store is None else store.collections()
         for physical in physicals:
             key = (engine, physical)
             was_proven = proven.manifest_unchanged and key in proven.held
-            if store is None:
-                if was_proven:
-                    out[physical] = proven.held[key]
-            elif was_proven or physical in self._checked or physical not in self._existed:
+            counted = physical in written or physical in self._checked
+            if store is not None and (counted or physical not in self._existed):
                 out[physical] = int(store.point_count(physical))
+            elif was_proven:
+                out[physical] = proven.held[key]
         return out
 
     def _write_record(self, points: dict[str, int], counts: dict[str, dict[str, int]]) -> None:
@@ -273,6 +280,23 @@ class Resources:
                 if proof is not None:
                     sealed[physical] = Sealed(n, proof)
         write_record(self.paths.root, record)
+
+    def open_collections(self, collections: list[str]) -> None:
+        """Open the store, and each of ``collections`` that may be damaged.
+
+        So a damaged or locked one stops ``ingestd run`` with its one line before it
+        serves. One whose files the clean-close record vouches for is left to the first
+        job that uses it (a Qdrant Edge shard of a million points takes seconds to load).
+
+        Raises:
+            ingestd.store.vectors.base.StoreUnavailableError: locked or unreachable.
+            ingestd.store.common.damage.StateDamagedError: a collection's files are damaged.
+        """
+        vouched = {c for c in collections if self.held_points(c) is not None}
+        store = self.store  # the store itself opens now: its aliases, its owner
+        for collection in collections:
+            if collection not in vouched and store.has_collection(collection):
+                store.point_count(collection)
 
     def engine(self) -> tuple[str, str | None]:
         """The store's engine and, while collections move to it, the one they leave.

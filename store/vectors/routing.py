@@ -16,10 +16,15 @@ class RoutedWrites:
 
     A store calls ``super().__init__()`` (or this ``__init__``) before routing writes,
     and resolves the collection each write goes to with :meth:`write_target`.
+
+    Attributes:
+        written: every collection a write went to since the store was opened (its
+            clean close counts their points again; the others' are as they were).
     """
 
     def __init__(self) -> None:
         self._write_to: dict[str, str] = {}
+        self.written: set[str] = set()
 
     def route_writes(self, name: str, physical: str | None) -> None:
         """Send writes for ``name`` to ``physical`` (a version being built), or back.
@@ -35,4 +40,6 @@ class RoutedWrites:
 
     def write_target(self, name: str) -> str:
         """The collection that writes for ``name`` go to (the name, or a build)."""
-        return self._write_to.get(name, name)
+        target = self._write_to.get(name, name)
+        self.written.add(target)
+        return target

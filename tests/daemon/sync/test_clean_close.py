@@ -237,3 +237,39 @@ def test_a_store_that_fails_to_close_is_not_recorded_as_closed_cleanly(
     eng.close()
     assert "did not close cleanly: No space left on device" in caplog.text
     assert not (state / RECORD_FILE).exists()  # the next start checks every point
+
+
+@NOT_DURABLE
+def test_a_daemon_after_a_clean_stop_loads_no_collection_before_it_is_ready(
+    tmp_path: Path, qdrant_engine: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its collections load in the first job that uses them, not before ``READY=1``."""
+    from ingestd.store.vectors.engines import engine_spec
+
+    root, state = ingested_tree(tmp_path)
+    spec = engine_spec(qdrant_engine)
+    counted: list[str] = []
+    opened = spec.open
+
+    def counting_open(path: Path, **kw: Any) -> Any:
+        store = opened(path, **kw)
+        point_count = store.point_count
+
+        def count(collection: str, *a: Any, **k: Any) -> int:
+            counted.append(collection)
+            return int(point_count(collection, *a, **k))
+
+        store.point_count = count
+        return store
+
+    monkeypatch.setattr(spec, "open", counting_open)
+    for unclean in (False, True):
+        if unclean:
+            (state / RECORD_FILE).unlink()  # a killed daemon left none
+        eng = make_engine(root, state, fake_vectors)
+        try:
+            eng.open_collections()  # what ``ingestd run`` does before READY=1
+            assert eng.store_open
+            assert counted == (["ingestd"] if unclean else [])
+        finally:
+            eng.close()
