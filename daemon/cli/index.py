@@ -333,7 +333,11 @@ def sources(
         st = runner(sd, socket_path).ask("status", {})
         rows = st["sources"]
     else:
+        from ingestd.daemon.sync.clean_close import seed_counts
+
         with manifest_reader(cfg, sd) as m:
+            if m is not None:  # the last clean close's counts: nothing is counted
+                seed_counts(m, m.path, sd)
             recorded = m.sources() if m is not None else []
             rows = [
                 {"source": s["name"], **s, **m.counts(s["name"])} for s in recorded if m is not None
