@@ -9,7 +9,8 @@ with the committed points the manifest records (a count each, milliseconds; ``st
 reads it from files, see :func:`check_state`), and
 :class:`~ingestd.store.common.damage.StoreLostError` says what was lost and that
 ``ingestd resync`` writes it again. ``status`` also reads every page of a SQLite
-manifest (``PRAGMA quick_check``): a damaged page that no count reads is found there.
+manifest (``PRAGMA quick_check``) that changed since the last clean close: a damaged
+page that no count reads is found there.
 
 A running daemon does not need this: it checks its store at start-up
 (:func:`~ingestd.daemon.sync.repair.check_store`), and mid-write the store may hold
