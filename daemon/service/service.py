@@ -376,7 +376,8 @@ class Service:
         if self.metrics is not None:
             self.metrics.embedded_before += old.embedder.stats.embedded
             self.metrics.reused_before += old.embedder.stats.reused
-        old.close()
+        engine.take_over(old)  # what the old engine proved; its close records nothing
+        old.close(record=False)
         self.cfg = new
         self.engine = engine
         _ = engine.store

@@ -361,9 +361,13 @@ class Engine:
         """Where a search of ``collection`` reads, and the profile that made it."""
         return self.collections.query_target(collection)
 
-    def close(self) -> None:
-        """Close the store, the cache and the manifest."""
-        self.resources.close()
+    def close(self, *, record: bool = True) -> None:
+        """Close the store, the cache and the manifest (see :meth:`Resources.close`)."""
+        self.resources.close(record=record)
+
+    def take_over(self, old: Engine) -> None:
+        """Go on from ``old``, the engine a reload replaces (then ``old.close(record=False)``)."""
+        self.resources.take_over(old.resources)
 
     # -- syncing --------------------------------------------------------------------------
 

@@ -249,11 +249,7 @@ class Resources:
             return {}
         engine, spec, folder = sealing
         proven = self._check_record()
-        written: set[str] = set()
-        if store is not None:
-            for name in getattr(store, "written", ()):
-                physical = store.layout(name).physical
-                written.update([physical] if physical else [])
+        written = self._written(store)
         out: dict[str, int] = {}
         physicals = spec.physicals(folder) if store is None else store.collections()
         for physical in physicals:
@@ -352,12 +348,38 @@ class Resources:
         """The embedding cache when it is open, else ``None`` (never opens it)."""
         return self._cache
 
-    def close(self) -> None:
+    def take_over(self, old: Resources) -> None:
+        """Go on from ``old``'s resources (same state dir), which close without a record.
+
+        A reload builds the new engine while the old one runs, then closes the old one:
+        the old one must not record a clean close (the new one writes on), and the new
+        one knows what the old one proved and which collections it wrote to (they are
+        counted again at the new one's close), and the counts its manifest kept.
+        """
+        self._record = old._record
+        self._manifest_unchanged = old._manifest_unchanged
+        self._proven = old._check_record() if not old.read_only else None
+        self._existed = set(old._existed)
+        self._checked = set(old._checked) | old._written(old._store)
+        self.manifest.seed_counts(old.manifest.count_cache.known())
+
+    @staticmethod
+    def _written(store: VectorStore | None) -> set[str]:
+        """The physical collections writes went to since ``store`` was opened."""
+        out: set[str] = set()
+        if store is not None:
+            for name in getattr(store, "written", ()):
+                physical = store.layout(name).physical
+                out.update([physical] if physical else [])
+        return out
+
+    def close(self, *, record: bool = True) -> None:
         """Close the store, the cache and the manifest; a writer's records the clean close.
 
         The record is written last, and only when the store closed without an error.
+        ``record``: ``False`` for an engine a reload replaced (its successor writes on).
         """
-        clean = not self.read_only and self._given_store is None
+        clean = record and not self.read_only and self._given_store is None
         points: dict[str, int] = {}
         counts: dict[str, dict[str, int]] = {}
         try:

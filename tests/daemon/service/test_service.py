@@ -88,6 +88,10 @@ def test_reload_rechunks_only_the_documents_of_a_changed_rule(
         b = h.service.batches_done
         (tree / "blog/new.md").write_text("# New\n\nWritten after the reload.\n")
         h.settle(b)
+        # the replaced engine recorded no clean close: the new one writes on
+        assert not (scratch / "state" / "clean-close.json").exists()
+        assert h.call(lambda e: e.resources.proven("ingestd"))  # it knows what the old proved
+    assert (scratch / "state" / "clean-close.json").is_file()  # its own stop was clean
 
 
 def test_invalid_config_on_reload_keeps_the_running_one(
