@@ -162,6 +162,8 @@ class StateLock:
                 os.ftruncate(queue, 0)
                 os.pwrite(queue, me, 0)
                 self._wait_for_readers(fd, wait_s, on_wait or _log_wait)
+                os.ftruncate(fd, 0)  # named before the queue lets the next one look
+                os.pwrite(fd, me, 0)
             finally:
                 os.ftruncate(queue, 0)
                 fcntl.flock(queue, fcntl.LOCK_UN)
@@ -170,8 +172,6 @@ class StateLock:
             raise
         finally:
             os.close(queue)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, me, 0)
         self._fd = fd
 
     def _wait_for_readers(self, fd: int, wait_s: float, on_wait: Callable[[str], None]) -> None:
