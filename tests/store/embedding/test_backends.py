@@ -22,7 +22,7 @@ import pytest
 
 from ingestd.daemon.config import ConfigError, load_config
 from ingestd.daemon.config.models import default_backend
-from ingestd.store.embedding import onnx_export
+from ingestd.store.embedding import onnx_cache, onnx_export
 from ingestd.store.embedding.backends import INT8_SETTINGS, RECIPES, backend_fingerprint
 from ingestd.store.embedding.cpu import native_bf16
 from ingestd.store.embedding.embedder import (
@@ -270,7 +270,7 @@ def test_two_processes_building_at_once_build_once(tmp_path: Path) -> None:
     outs = [p.communicate(timeout=120)[0].strip() for p in procs]
     assert [p.returncode for p in procs] == [0, 0]
     assert len(log.read_text().split()) == 1  # built once
-    assert outs[0] == outs[1] == onnx_export._sha256(path)
+    assert outs[0] == outs[1] == onnx_cache._sha256(path)
     assert path.stat().st_size == 20 << 16
 
 
@@ -354,7 +354,7 @@ def test_second_load_reuses_the_export(
     def fail(*args: Any) -> Any:
         raise AssertionError("exported again")
 
-    monkeypatch.setattr(onnx_export, "_export_float32", fail)
+    monkeypatch.setattr(onnx_export, "_make_float32", fail)
     monkeypatch.setattr(onnx_export, "_quantise", fail)
     model = load_embedder(model_info(BUNDLED_MODEL, "onnx-int8"), cache_dir=onnx_export_dir)
     model(["reused"])
@@ -378,7 +378,7 @@ def test_damaged_int8_export_is_rebuilt_from_the_cached_float32(
     def fail(*args: Any) -> Any:
         raise AssertionError("the float32 export is intact and must be reused")
 
-    monkeypatch.setattr(onnx_export, "_export_float32", fail)
+    monkeypatch.setattr(onnx_export, "_make_float32", fail)
     model = load_embedder(info, cache_dir=cache)
     vec = model(["The collector receives telemetry."])
     assert path.stat().st_size == record["bytes"] and vec.shape == (1, 384)
@@ -396,7 +396,7 @@ def test_export_model_command_reports_the_cached_export(onnx_export_dir: Path) -
         env={"CACHE_DIRECTORY": str(onnx_export_dir)},
     )
     assert res.exit_code == 0, res.output
-    assert "-int8-" in res.output and "cosine to torch on probe texts" in res.output
+    assert "-int8-" in res.output and "cosine to the reference on probe texts" in res.output
     res = CliRunner().invoke(
         cli,
         ["export-model", "--backend", "openvino"],
@@ -404,7 +404,7 @@ def test_export_model_command_reports_the_cached_export(onnx_export_dir: Path) -
     )
     assert res.exit_code == 0, res.output
     precision = "bf16" if native_bf16() else "f32"
-    assert f"OpenVINO runs it in {precision}: cosine to torch on probe texts, min 0.99" in (
+    assert f"OpenVINO runs it in {precision}: cosine to the reference on probe texts, min 0.99" in (
         res.output
     )
     torch_cfg = onnx_export_dir.parent / "torch.yaml"
@@ -455,15 +455,42 @@ def test_int8_backend_end_to_end_incremental_equals_from_scratch(
         eng.close()
 
 
+#: The bundled model's float32 recipe with its graph exported through torch, as every
+#: model the builder does not know gets it (and as the bundled model got it before).
+THROUGH_TORCH = RECIPES["onnx"].through_torch
+
+
+@pytest.mark.slow
+@pytest.mark.engine("edge")  # no store involved
+def test_a_first_query_waits_for_the_built_graph_made_in_a_process_of_its_own(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A BERT model's graph is built without torch, so nothing embeds meanwhile: the
+    first text waits for the build, which runs in a child process (its memory is not
+    this process's), and the graph embeds it."""
+    caplog.set_level(logging.INFO, logger="ingestd")
+    info = model_info(BUNDLED_MODEL, "onnx")
+    assert info.recipe == RECIPES["onnx"] and info.recipe.exporter == "builder"
+    emb = OnnxEmbedder(info, cache_dir=tmp_path / "cache")
+    assert not emb.background_export
+    out = emb(["The collector receives telemetry."])
+    assert out.shape == (1, 384) and emb.loaded_graph and emb.path is not None
+    assert cached_export(info, tmp_path / "cache") == emb.path
+    record = json.loads(emb.path.with_suffix(".json").read_text())
+    assert record["reference"] == "float64 forward pass"
+    assert record["probe_cosine"]["min"] >= onnx_export.MIN_BUILT_COSINE
+    assert "peak memory" in caplog.text  # the child's last line, logged here
+
+
 @pytest.mark.slow
 @pytest.mark.engine("edge")  # no store involved
 def test_a_query_is_embedded_by_torch_and_starts_no_export(tmp_path: Path) -> None:
-    """One text (a search's query) before the graph is made: torch embeds it and no
-    export starts, so a one-shot ``ingestd search`` leaves nothing running behind it.
-    (The export started by the daemon, and the graph taking over, are shown end to end
-    in ``tests/daemon/service/test_backend_upgrade_e2e.py``.)"""
-    info = model_info(BUNDLED_MODEL, "onnx")
+    """A graph exported through torch: one text (a search's query) before the graph is
+    made is embedded by torch and no export starts, so a one-shot ``ingestd search``
+    leaves nothing running behind it."""
+    info = model_info(BUNDLED_MODEL, "onnx", THROUGH_TORCH)
     emb = OnnxEmbedder(info, cache_dir=tmp_path / "cache")
+    assert emb.background_export
     out = emb(["The collector receives telemetry."])
     assert out.shape == (1, 384) and abs(float(np.linalg.norm(out[0])) - 1) < 1e-4
     assert not emb.exporting and not emb.loaded_graph
@@ -478,7 +505,7 @@ def test_a_failed_background_export_is_said_once_and_torch_goes_on(
     caplog.set_level(logging.INFO, logger="ingestd")
     blocked = tmp_path / "cache"
     blocked.write_text("a file where the cache folder should be\n")
-    emb = OnnxEmbedder(model_info(BUNDLED_MODEL, "onnx"), cache_dir=blocked)
+    emb = OnnxEmbedder(model_info(BUNDLED_MODEL, "onnx", THROUGH_TORCH), cache_dir=blocked)
     texts = ["The collector receives telemetry.", "Spans are batched before export."]
     emb.load()  # what the daemon does at start: the export starts
     wait_for(lambda: emb.export_failed is not None, 300, "the export to fail")
