@@ -98,8 +98,8 @@ if TYPE_CHECKING:
     from ingestd.daemon.wire.statelock import StateLockedError
     from ingestd.store.common.damage import StateDamagedError, StoreLostError
     from ingestd.store.embedding.backends import BackendUnavailableError
-    from ingestd.store.embedding.folders import ModelNotFoundError
     from ingestd.store.embedding.bert import UnsupportedModelError
+    from ingestd.store.embedding.folders import ModelNotFoundError
     from ingestd.store.embedding.onnx_cache import ExportError
     from ingestd.store.embedding.remote_backend import EndpointDimensionError, EndpointError
     from ingestd.store.manifest.collections import ModelMismatchError

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 from ingestd.store.embedding.backends import default_cache_dir
 from ingestd.store.embedding.onnx_runtime import OnnxRunner
 from ingestd.store.embedding.recipes import RECIPES
+from ingestd.store.embedding.torch_export import torch_missing
 
 if TYPE_CHECKING:
     from ingestd.store.embedding.model import ModelInfo, Vectors
@@ -94,6 +95,10 @@ def make_graph(info: ModelInfo, cache_dir: Path) -> tuple[Path, dict[str, Any]]:
     """
     from ingestd.store.embedding.onnx_export import ExportError, cached_export, ensure_exported
 
+    if info.recipe is not None and info.recipe.exporter != "builder":
+        why = torch_missing(info)
+        if why is not None:
+            raise ExportError(why)
     if _own_recipe(info) and cached_export(info, cache_dir) is None:
         logger.info("making the ONNX graph of %s (once: cached in %s)", info.name, cache_dir)
         with tempfile.TemporaryFile() as err:
@@ -104,13 +109,6 @@ def make_graph(info: ModelInfo, cache_dir: Path) -> tuple[Path, dict[str, Any]]:
             raise ExportError(lines[-1] if lines else f"exit status {code}")
         logger.info("%s", lines[-1] if lines else f"made the ONNX graph of {info.name}")
     return ensure_exported(info, cache_dir)
-
-
-def _torch_installed() -> bool:
-    """Whether torch and sentence-transformers can be imported here (neither is imported)."""
-    import importlib.util
-
-    return all(importlib.util.find_spec(m) is not None for m in ("torch", "sentence_transformers"))
 
 
 class OnnxEmbedder(OnnxRunner):
@@ -158,7 +156,7 @@ class OnnxEmbedder(OnnxRunner):
             and recipe is not None
             and recipe.exporter != "builder"
             and recipe.quant is None
-            and _torch_installed()
+            and torch_missing(info) is None
         )
         self._fallback: Any = None  # torch's embedder while the export runs
         self._exporting: subprocess.Popen[bytes] | None = None

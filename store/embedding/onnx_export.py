@@ -360,7 +360,10 @@ def main(argv: list[str] | None = None) -> int:
         info = model_info(model, backend)
         recipe = info.recipe.through_torch if how == ["torch"] and info.recipe else None
         path, _ = ensure_exported(info, Path(cache_dir), recipe)
-    except Exception as exc:  # the parent logs this line once
+    except ExportError as exc:  # the parent says this line
+        print(exc, file=sys.stderr)
+        return 1
+    except Exception as exc:
         print(f"{type(exc).__name__}: {exc}", file=sys.stderr)
         return 1
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

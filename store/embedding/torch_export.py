@@ -27,7 +27,20 @@ if TYPE_CHECKING:
     from ingestd.store.embedding.model import ModelInfo
     from ingestd.store.embedding.recipes import OnnxRecipe
 
-__all__ = ["export_through_torch", "load_sentence_transformer"]
+__all__ = ["export_through_torch", "load_sentence_transformer", "torch_missing"]
+
+
+def torch_missing(info: ModelInfo) -> str | None:
+    """Why ``info``'s graph cannot be exported here (the torch extra is missing), or ``None``.
+
+    The line names what the graph builder does not know of the model, and the extra.
+    Nothing is imported.
+    """
+    if all(importlib.util.find_spec(m) for m in ("torch", "sentence_transformers")):
+        return None
+    return (unsupported(info.path) if info.path else None) or (
+        f"{info.name}'s graph is exported through torch, which needs the torch extra: {TORCH_EXTRA}"
+    )
 
 
 def load_sentence_transformer(info: ModelInfo, attention: str = "eager") -> Any:
@@ -41,13 +54,11 @@ def load_sentence_transformer(info: ModelInfo, attention: str = "eager") -> Any:
         ExportError: the ``torch`` extra is not installed (the message says why the
             model needs it and how to install it), or the model cannot be loaded.
     """
-    missing = [m for m in ("torch", "sentence_transformers") if importlib.util.find_spec(m) is None]
-    if missing or info.path is None:
-        why = (unsupported(info.path) if info.path else None) or (
-            f"{info.name}'s graph is exported through torch, which needs the torch extra: "
-            f"{TORCH_EXTRA}"
-        )
-        raise ExportError(why if missing else f"{info.label} is not a local model folder")
+    if info.path is None:
+        raise ExportError(f"{info.label} is not a local model folder")
+    why = torch_missing(info)
+    if why is not None:
+        raise ExportError(why)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
