@@ -275,8 +275,12 @@ def _quantise(
             warnings.simplefilter("ignore")
             if q.pre_process:
                 # onnxruntime's recommended first step: shape inference and basic graph
-                # optimisation, so that every tensor quantised has a known type
-                quant_pre_process(str(fp32), str(pre))
+                # optimisation, so that every tensor quantised has a known type. A built
+                # graph's shapes are known: symbolic shape inference (which needs sympy,
+                # no dependency of ingestd's) is skipped; measured, the int8 vectors are
+                # the same bit for bit
+                skip = recipe.exporter == "builder"
+                quant_pre_process(str(fp32), str(pre), skip_symbolic_shape=skip)
             quantize_dynamic(
                 str(pre if q.pre_process else fp32),
                 str(out),

@@ -42,6 +42,8 @@ TORCH_FINGERPRINT = "42eee4b0444c09937db3497dbc4ab08fa91629a4d8db6b6e63cca93f76c
 #: The fingerprint ``onnx`` stores of the bundled model recorded before ``onnx`` took
 #: torch's (its float32 graph makes torch's vectors).
 ONNX_FINGERPRINT_BEFORE = "0d68fa3d6997fcd6153458a68d3c0c5d4a5097d09560342a629bd7142467b83b"
+#: The fingerprint of ``onnx-int8`` stores of the bundled model before the graph builder.
+INT8_FINGERPRINT_BEFORE = "2279a6e017d0ca808a3e6226e9fca0ed67710b30cdcfdc7ca448226e6c425483"
 
 
 # -- selection and fingerprints (fast) -------------------------------------------------------
@@ -117,6 +119,10 @@ def test_onnx_shares_torchs_fingerprint_and_int8_has_one_per_recipe_setting() ->
 
     # the fingerprint earlier versions recorded for onnx stores of the bundled model
     assert backend_spec("onnx").aliases(TORCH_FINGERPRINT) == (ONNX_FINGERPRINT_BEFORE,)
+    # and for int8 stores, whose graph was quantised from the one torch exported: the
+    # same vectors bit for bit (the built and the exported graph make the same)
+    assert backend_spec("onnx-int8").aliases(TORCH_FINGERPRINT) == (INT8_FINGERPRINT_BEFORE,)
+    assert fps["onnx-int8"] != INT8_FINGERPRINT_BEFORE
     assert model_info(BUNDLED_MODEL, "onnx-int8").label == f"{BUNDLED_MODEL} (onnx-int8)"
     int8 = RECIPES["onnx-int8"]
     changed = [
