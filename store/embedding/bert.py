@@ -122,14 +122,14 @@ def _json(path: Path) -> Any:
         raise UnsupportedModelError(f"{path} is not valid JSON ({exc})") from None
 
 
-def _modules(folder: Path) -> list[tuple[str, Path]]:
+def _modules(folder: Path) -> list[tuple[str, Path | None]]:
     """``(kind, folder)`` of each module of the chain: kind is the class name's last part."""
     chain = _json(folder / "modules.json")
     if chain is None:  # a plain transformers folder: sentence-transformers adds mean pooling
-        return [("Transformer", folder), ("Pooling", folder / "-")]
+        return [("Transformer", folder), ("Pooling", None)]
     if not isinstance(chain, list):
         raise UnsupportedModelError(f"{folder / 'modules.json'} is not a list of modules")
-    out = []
+    out: list[tuple[str, Path | None]] = []
     for m in sorted(chain, key=lambda m: int(m.get("idx", 0))):
         kind = str(m.get("type", "")).rpartition(".")[2]
         out.append((kind, folder / str(m.get("path", ""))))
@@ -163,7 +163,7 @@ def _architecture(folder: Path) -> BertArchitecture:
     kinds = [k for k, _ in modules]
     if kinds not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]):
         raise UnsupportedModelError(f"its module chain is {' -> '.join(kinds)}")
-    transformer, pooling = modules[0][1], modules[1][1]
+    transformer, pooling = modules[0][1] or folder, modules[1][1]
     config = _json(transformer / "config.json")
     if not isinstance(config, dict):
         raise UnsupportedModelError(f"it has no config.json in {transformer}")
@@ -195,7 +195,7 @@ def _architecture(folder: Path) -> BertArchitecture:
         type_vocab=_int(config, "type_vocab_size"),
         eps=float(config.get("layer_norm_eps", 1e-12)),
         activation=ACTIVATIONS[act],
-        pooling=_pooling(_json(pooling / "config.json")),
+        pooling=_pooling(_json(pooling / "config.json") if pooling else None),
         normalize=kinds[-1] == "Normalize",
         weights=weights,
     )

@@ -134,73 +134,37 @@ def _attention(
 def _layer(
     b: _Builder, x: str, mask: str, w: dict[str, Any], arch: BertArchitecture, n: int
 ) -> str:
+    """Encoder layer ``n``: attention, residual + layer norm, feed-forward, residual + norm."""
     p = f"encoder.layer.{n}"
-    attn = _attention(b, x, mask, w, arch, p)
-    x = _layer_norm(
-        b,
-        b.op("Add", [attn, x], f"{p}.attention.output/Add"),
-        w,
-        f"{p}.attention.output.LayerNorm",
-        arch.eps,
-    )
-    inter = _activation(
-        b, _linear(b, x, w, f"{p}.intermediate.dense"), arch.activation, f"{p}.intermediate.act"
-    )
-    out = _linear(b, inter, w, f"{p}.output.dense")
-    return _layer_norm(
-        b, b.op("Add", [out, x], f"{p}.output/Add"), w, f"{p}.output.LayerNorm", arch.eps
-    )
+    attended = b.op("Add", [_attention(b, x, mask, w, arch, p), x], f"{p}.attention.output/Add")
+    x = _layer_norm(b, attended, w, f"{p}.attention.output.LayerNorm", arch.eps)
+    inner = _linear(b, x, w, f"{p}.intermediate.dense")
+    inner = _activation(b, inner, arch.activation, f"{p}.intermediate.act")
+    out = b.op("Add", [_linear(b, inner, w, f"{p}.output.dense"), x], f"{p}.output/Add")
+    return _layer_norm(b, out, w, f"{p}.output.LayerNorm", arch.eps)
+
+
+def _gather(b: _Builder, w: dict[str, Any], table: str, ids: str) -> str:
+    """Rows ``ids`` of embedding table ``table`` (``embeddings.<table>.weight``)."""
+    name = f"embeddings.{table}"
+    return b.op("Gather", [b.weight(f"{name}.weight", w[f"{name}.weight"]), ids], name, axis=0)
 
 
 def _embeddings(b: _Builder, w: dict[str, Any], arch: BertArchitecture) -> str:
     """Word + position + token type embeddings of the inputs, layer-normed."""
-    word = b.op(
-        "Gather",
-        [
-            b.weight("embeddings.word_embeddings.weight", w["embeddings.word_embeddings.weight"]),
-            "input_ids",
-        ],
-        "embeddings.word_embeddings",
-        axis=0,
-    )
-    # position ids 0 .. n-1: the first n rows of transformers' position_ids buffer
-    positions = b.weight(
-        "embeddings.position_ids", np.arange(arch.positions, dtype=np.int64)[None, :]
-    )
-    n = b.op(
-        "Gather",
-        [b.op("Shape", ["input_ids"], "embeddings/Shape"), b.const(1, np.int64)],
-        "embeddings/Gather",
-        axis=0,
-    )
+    # position ids 0 .. n-1: the first n columns of transformers' position_ids buffer,
+    # the pattern onnxruntime's optimizer fuses with the embeddings
+    buffer = np.arange(arch.positions, dtype=np.int64)[None, :]
+    shape = b.op("Shape", ["input_ids"], "embeddings/Shape")
+    n = b.op("Gather", [shape, b.const(1, np.int64)], "embeddings/Gather", axis=0)
     n = b.op("Unsqueeze", [n, b.const([0], np.int64)], "embeddings/Unsqueeze")
-    one = b.const([1], np.int64)
-    ids = b.op("Slice", [positions, b.const([0], np.int64), n, one, one], "embeddings/Slice")
-    pos = b.op(
-        "Gather",
-        [
-            b.weight(
-                "embeddings.position_embeddings.weight", w["embeddings.position_embeddings.weight"]
-            ),
-            ids,
-        ],
-        "embeddings.position_embeddings",
-        axis=0,
-    )
-    types = b.op(
-        "Gather",
-        [
-            b.weight(
-                "embeddings.token_type_embeddings.weight",
-                w["embeddings.token_type_embeddings.weight"],
-            ),
-            "token_type_ids",
-        ],
-        "embeddings.token_type_embeddings",
-        axis=0,
-    )
-    x = b.op("Add", [word, types], "embeddings/Add")
-    x = b.op("Add", [x, pos], "embeddings/Add_1")
+    zero, one = b.const([0], np.int64), b.const([1], np.int64)
+    positions = b.weight("embeddings.position_ids", buffer)
+    ids = b.op("Slice", [positions, zero, n, one, one], "embeddings/Slice")
+    words = _gather(b, w, "word_embeddings", "input_ids")
+    types = _gather(b, w, "token_type_embeddings", "token_type_ids")
+    x = b.op("Add", [words, types], "embeddings/Add")
+    x = b.op("Add", [x, _gather(b, w, "position_embeddings", ids)], "embeddings/Add_1")
     return _layer_norm(b, x, w, "embeddings.LayerNorm", arch.eps)
 
 
@@ -223,13 +187,10 @@ def _pooling(b: _Builder, x: str, arch: BertArchitecture) -> str:
         empty = b.op("Equal", [mask, b.const(0.0)], "pooling/Equal")
         x = b.op("Where", [empty, b.const(-np.inf), x], "pooling/Where")
         return b.op("ReduceMax", [x], "pooling/ReduceMax", axes=[1], keepdims=0)
-    total = b.op(
-        "ReduceSum",
-        [b.op("Mul", [x, mask], "pooling/Mul"), b.const([1], np.int64)],
-        "pooling/ReduceSum",
-        keepdims=0,
-    )
-    count = b.op("ReduceSum", [mask, b.const([1], np.int64)], "pooling/ReduceSum_1", keepdims=0)
+    tokens = b.const([1], np.int64)  # the axis summed over
+    masked = b.op("Mul", [x, mask], "pooling/Mul")
+    total = b.op("ReduceSum", [masked, tokens], "pooling/ReduceSum", keepdims=0)
+    count = b.op("ReduceSum", [mask, tokens], "pooling/ReduceSum_1", keepdims=0)
     count = b.op("Max", [count, b.const(1e-9)], "pooling/Clamp")
     if arch.pooling == "mean_sqrt_len_tokens":
         count = b.op("Sqrt", [count], "pooling/Sqrt")
