@@ -30,7 +30,8 @@ The tree (builtin bases kept beside each family, so older ``except ValueError`` 
     │   ├── TokenizerError              ValueError          chunkers.sizing.tokenizers
     │   ├── ModelNotFoundError          ValueError          store.embedding.folders
     │   ├── BackendUnavailableError     ValueError          store.embedding.backends
-    │   ├── ExportError                 RuntimeError        store.embedding.onnx_export
+    │   ├── UnsupportedModelError       ValueError          store.embedding.bert
+    │   ├── ExportError                 RuntimeError        store.embedding.onnx_cache
     │   ├── EndpointDimensionError      ValueError          store.embedding.remote_backend
     │   └── ModelMismatchError          RuntimeError        store.manifest.collections
     │       └── ProfileUnavailableError                     daemon.sync.profile
@@ -97,8 +98,9 @@ if TYPE_CHECKING:
     from ingestd.daemon.wire.statelock import StateLockedError
     from ingestd.store.common.damage import StateDamagedError, StoreLostError
     from ingestd.store.embedding.backends import BackendUnavailableError
+    from ingestd.store.embedding.bert import UnsupportedModelError
     from ingestd.store.embedding.folders import ModelNotFoundError
-    from ingestd.store.embedding.onnx_export import ExportError
+    from ingestd.store.embedding.onnx_cache import ExportError
     from ingestd.store.embedding.remote_backend import EndpointDimensionError, EndpointError
     from ingestd.store.manifest.collections import ModelMismatchError
     from ingestd.store.vectors.base import StoreUnavailableError
@@ -137,6 +139,7 @@ __all__ = [
     "UndecodableError",
     "UnknownChunkerError",
     "UnknownSourceKindError",
+    "UnsupportedModelError",
 ]
 
 #: Each error that is not a family -> the module that defines it.
@@ -152,7 +155,8 @@ HOMES: dict[str, str] = {
     "TokenizerError": "ingestd.chunkers.sizing.tokenizers",
     "ModelNotFoundError": "ingestd.store.embedding.folders",
     "BackendUnavailableError": "ingestd.store.embedding.backends",
-    "ExportError": "ingestd.store.embedding.onnx_export",
+    "UnsupportedModelError": "ingestd.store.embedding.bert",
+    "ExportError": "ingestd.store.embedding.onnx_cache",
     "EndpointDimensionError": "ingestd.store.embedding.remote_backend",
     "ModelMismatchError": "ingestd.store.manifest.collections",
     "ProfileUnavailableError": "ingestd.daemon.sync.profile",
