@@ -84,8 +84,8 @@ def _page_lines(raw: Any, textpage: Any) -> list[list[Any]]:
 
     def flush() -> None:
         # a character beyond the BMP comes as a UTF-16 surrogate pair: join them
-        text = "".join(chars).encode("utf-16-le", "surrogatepass")
-        text = text.decode("utf-16-le", "replace").rstrip()
+        units = "".join(chars).encode("utf-16-le", "surrogatepass")
+        text = units.decode("utf-16-le", "replace").rstrip()
         if text.strip():
             lines.append([text, state[0], [[s, n] for s, n in sizes.items()], *state[1:]])
         chars.clear()
@@ -138,7 +138,7 @@ def read_lines(data: bytes, max_pages: int) -> dict[str, Any]:
             finally:
                 textpage.close()
                 page.close()
-        outline = []
+        outline: list[list[Any]] = []
         for mark in doc.get_toc(max_depth=8):
             if len(outline) >= 10 * n + 100:
                 break
