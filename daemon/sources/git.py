@@ -398,6 +398,27 @@ class GitSource:
             return f"repository {redact_url(self.url)} is not fetched ({why})"
         return None
 
+    def first_fetch_pending(self) -> bool:
+        """Whether the repository was never fetched and no fetch has failed yet."""
+        st = self.fetch_state()
+        return not st.get("fetched_at") and not st.get("error") and not st.get("refused")
+
+    def list_remote(self) -> dict[str, str]:
+        """The refs the config selects in the repository now: version name -> commit.
+
+        Runs ``git ls-remote`` only: nothing is fetched and nothing is written (the
+        check of ``resync --dry-run``). ``max_tags`` is not applied (``ls-remote``
+        gives no dates).
+
+        Raises:
+            GitError: the repository cannot be listed (unreachable, refused, not a
+                repository, a credential missing).
+        """
+        listing = self._runner().run(
+            "ls-remote", "--refs", "--", self.url, "refs/heads/*", "refs/tags/*"
+        )
+        return {ref.split("/", 2)[2]: oid for ref, oid in self._selected(listing).items()}
+
     def scan(self, under: str = "") -> Scan:
         """Every document of every version (or of ``under``: a version, or a document prefix)."""
         out = Scan()
