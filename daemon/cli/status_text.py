@@ -11,6 +11,7 @@ another version does not send are skipped.
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -159,7 +160,23 @@ def _repo_lines(s: dict[str, Any], now: float) -> Iterator[str]:
         yield f"  version {r['version']} ({r['ref']}) at {str(r['commit'])[:12]}"
 
 
-def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
+def command_line(st: dict[str, Any], command: str, *args: str) -> str:
+    """An ``ingestd`` command that works as printed for the state dir of status ``st``.
+
+    It names the state dir, and the config file when one is known (the daemon's, or
+    the one ``status`` was given: a git source is configured only there).
+
+    Args:
+        st: the status JSON (``state_dir``; ``daemon.config`` or ``config``).
+        command: the subcommand (``resync``).
+        args: its options and arguments.
+    """
+    config = (st.get("daemon") or {}).get("config") or st.get("config")
+    flags = ["--config", str(config)] if config else []
+    return shlex.join(["ingestd", command, *flags, "--state-dir", str(st["state_dir"]), *args])
+
+
+def _source_lines(s: dict[str, Any], now: float, st: dict[str, Any]) -> Iterator[str]:
     name, root = s["source"], s.get("root")
     yield f"{name} -> collection {s.get('collection')}"
     if root and root != name:
@@ -184,7 +201,7 @@ def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
     for f in s.get("failed_documents") or []:
         yield f"  failed {f['path']}: {f['error']}"
     if s.get("failed", 0) > len(s.get("failed_documents") or []):
-        yield "  (more failed documents: see `ingestd status --json`)"
+        yield f"  (more failed documents: see `{command_line(st, 'status', '--json')}`)"
     for r in s.get("refused") or []:
         yield f"  refused by the store {r['path']}: {r['error']}"
     for k in s.get("skipped") or []:
@@ -200,7 +217,8 @@ def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
     for f in s.get("unwatched_folders") or []:
         yield f"  not watched {f['path']}: {f['reason']}"
     if s.get("held_deletes"):
-        yield "  deletions held by the mass-deletion guard: `ingestd resync --allow-mass-delete`"
+        apply = command_line(st, "resync", "--allow-mass-delete", s["source"])
+        yield f"  deletions held by the mass-deletion guard: `{apply}` applies them"
 
 
 def migration_lines(migrations: list[dict[str, Any]], now: float) -> Iterator[str]:
@@ -251,5 +269,5 @@ def status_lines(st: dict[str, Any], now: float) -> Iterator[str]:
     if not st["sources"]:
         yield "no sources indexed yet"
     for s in st["sources"]:
-        yield from _source_lines(s, now)
+        yield from _source_lines(s, now, st)
     yield from migration_lines(st.get("migrations") or [], now)
