@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+from pathlib import Path
 
 import pytest
 import yaml
@@ -82,3 +84,20 @@ def test_the_formats_guide_shows_the_default_rules_as_they_are() -> None:
     block = block[block.index("```yaml") + 7 : block.index("```", block.index("```yaml") + 7)]
     shown = [(r["name"], tuple(r["match"]), r["chunker"]) for r in yaml.safe_load(block)["rules"]]
     assert shown == [(r.name, r.match, r.chunker) for r in default_rules()]
+
+
+def test_the_site_mkdocs_builds_in_a_clone_is_not_indexed_by_the_quick_start(
+    tmp_path: Path,
+) -> None:
+    """``mkdocs build`` in the clone the quick start watches writes HTML copies of every
+    page: ``.gitignore`` leaves them out, as a scan of ``ingestd run .`` sees it."""
+    from ingestd.daemon.config import SourceConfig
+    from ingestd.daemon.sources.base import open_source
+
+    site_dir = yaml.safe_load((REPO / "mkdocs.yml").read_text()).get("site_dir", "site")
+    shutil.copy(REPO / ".gitignore", tmp_path / ".gitignore")
+    for rel in ("docs/index.md", f"{site_dir}/index.html", f"{site_dir}/guides/formats/index.html"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text("<h1>ingestd</h1>\n" if rel.endswith("html") else "# ingestd\n")
+    found = open_source(SourceConfig(name="clone", root=tmp_path)).scan()
+    assert sorted(found) == ["docs/index.md"]
