@@ -397,3 +397,26 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
         load_config(None, overrides={"sources": [{"name": "x"}]})
     cfg = _config(tmp_path, "relative/repo.git")
     assert cfg.sources[0].url == str(Path.cwd() / "relative" / "repo.git")
+
+
+def test_a_version_no_source_holds_says_so_and_names_the_versions(tmp_path: Path) -> None:
+    from ingestd.daemon.commands.search import answer
+
+    repo = HistoryRepo(tmp_path / "repos" / "book")
+    repo.tag("v1")
+    repo.push()
+    state = tmp_path / "state"
+    _sync(state, str(repo.origin))
+    eng = Engine(_config(state, str(repo.origin)), state, embed_model=fake_vectors)
+    try:
+        got = answer(eng, "ownership", version="v9", mode="sparse")
+        assert got["hits"] == []
+        assert (
+            "nothing matches --version v9: no source holds it (versions of book: main, v1)"
+            in (got["notes"])
+        )
+        assert answer(eng, "ownership", version="v1", mode="sparse")["hits"]
+        got = answer(eng, "ownership", version="v1", path="src/nope", mode="sparse")
+        assert any(n.startswith("nothing matches --path src/nope") for n in got["notes"])
+    finally:
+        eng.close()
