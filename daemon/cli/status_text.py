@@ -105,12 +105,23 @@ def _watch_line(s: dict[str, Any]) -> str | None:
     return f"{line}, {_plural(int(s.get('overflows') or 0), 'overflow')}"
 
 
+def _waiting_text(waiting: dict[str, int]) -> str:
+    """``, N documents waiting for a retry (SOURCE: why)`` when a failed job left work."""
+    if not waiting:
+        return ""
+    return (
+        f", {sum(waiting.values())} waiting for a retry after an error "
+        f"({', '.join(sorted(waiting))}: see last error)"
+    )
+
+
 def _daemon_lines(d: dict[str, Any], st: dict[str, Any], now: float) -> Iterator[str]:
     health = "healthy" if d.get("healthy", True) else "UNHEALTHY"
     yield (
         f"daemon: pid {d.get('pid')}, {d.get('phase', '?')}, {health}; "
         f"queue {d.get('queue_depth', 0)}, lag {float(d.get('lag_seconds') or 0):.1f} s, "
         f"{d.get('scan_documents_left', 0)} documents left to scan"
+        + _waiting_text(d.get("documents_waiting") or {})
     )
     started = d.get("started_at")
     if started:
