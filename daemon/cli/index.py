@@ -362,8 +362,9 @@ def sources(
     if not rows:
         click.echo("no sources")
     for r in rows:
-        click.echo(f"{r['source']}\t{r['root']}\t{r['collection']}\t{r['documents']} documents")
         repo = r if "refs" in r else mirror_status(Path(r["root"]))
+        where = (repo or {}).get("url") or r["root"]  # a git source: its repository
+        click.echo(f"{r['source']}\t{where}\t{r['collection']}\t{r['documents']} documents")
         for ref in (repo or {}).get("refs") or []:  # a git source: one line per version
             fetched = (repo or {}).get("fetched_at")
             click.echo(

@@ -187,16 +187,25 @@ def command_line(st: dict[str, Any], command: str, *args: str) -> str:
     return shlex.join(["ingestd", command, *flags, "--state-dir", str(st["state_dir"]), *args])
 
 
-def _source_lines(s: dict[str, Any], now: float, st: dict[str, Any]) -> Iterator[str]:
+def _where_lines(s: dict[str, Any]) -> Iterator[str]:
+    """Where a source's documents come from: its root, or a git source's repository."""
     name, root = s["source"], s.get("root")
-    yield f"{name} -> collection {s.get('collection')}"
+    if "refs" in s:  # a git source: its root is a mirror in the state dir
+        yield f"  repository: {s.get('url') or '(recorded at its first fetch)'}"
+        return
     if root and root != name:
         yield f"  root: {root}"
-    if s.get("root_missing") and "refs" not in s:
+    if s.get("root_missing"):
         yield (
             f"  ROOT MISSING: {root} is not a folder (unmounted, moved or deleted?); "
             "nothing is synced or deleted until it is back"
         )
+
+
+def _source_lines(s: dict[str, Any], now: float, st: dict[str, Any]) -> Iterator[str]:
+    name = s["source"]
+    yield f"{name} -> collection {s.get('collection')}"
+    yield from _where_lines(s)
     for w in s.get("warnings") or []:
         yield f"  warning: {w}"
     if "refs" in s:  # a git source

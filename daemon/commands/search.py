@@ -383,8 +383,11 @@ def filter_notes(
     Reads the manifest (a prefix query per source and version).
     """
     notes: list[str] = []
-    versioned = {n: versions_of(engine.source(n)) for n in names}
-    versioned = {n: v for n, v in versioned.items() if v is not None}
+    versioned: dict[str, set[str]] = {}
+    for n in names:
+        held = versions_of(engine.source(n))
+        if held is not None:
+            versioned[n] = held
     if version is not None:
         holders = [n for n, vs in versioned.items() if version in vs]
         if not holders:

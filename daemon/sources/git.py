@@ -177,6 +177,7 @@ class GitSource:
                 self._failures += 1
                 if self.root.is_dir():
                     self._write_state(
+                        url=redact_url(self.url),
                         failing_since=st.get("failing_since") or time.time(),
                         error=str(exc),
                         failures=int(st.get("failures") or 0) + 1,
@@ -189,6 +190,7 @@ class GitSource:
             self._failures = 0
             after = {v: r.commit for v, r in self.versions().items()}
             self._write_state(
+                url=redact_url(self.url),
                 fetched_at=time.time(),
                 failing_since=None,
                 error=None,

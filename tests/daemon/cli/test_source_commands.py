@@ -39,9 +39,9 @@ def _cli(*args: str) -> Result:
     return CliRunner().invoke(cli, list(args))
 
 
-def _git_config(tmp: Path, url: str) -> Path:
+def _git_config(tmp: Path, url: str, refs: str = "[main, 'v*']") -> Path:
     f = tmp / "notes.yaml"
-    f.write_text(f"sources:\n  - {{kind: git, name: book, url: '{url}', refs: [main, 'v*']}}\n")
+    f.write_text(f"sources:\n  - {{kind: git, name: book, url: '{url}', refs: {refs}}}\n")
     return f
 
 
@@ -154,3 +154,28 @@ def test_the_command_status_gives_for_held_deletions_works_as_printed(
     (docs,) = st["sources"]
     assert (docs["documents"], docs["held_deletes"]) == (1, 0)
     assert sorted(p.relative_to(root).as_posix() for p in root.rglob("*.md")) == [PAGES[0]]
+
+
+def test_a_git_source_shows_its_repository_not_its_mirror(tmp_path: Path) -> None:
+    """With two versions sharing every point (status without a daemon once counted a
+    shared point once per version, and called the store damaged)."""
+    repo = HistoryRepo(tmp_path / "repos" / "book")
+    repo.tag("v1")
+    repo.push()
+    cfg = _git_config(tmp_path, str(repo.origin))
+    state = tmp_path / "state"
+    eng = Engine(load_config(cfg), state, embed_model=fake_vectors)
+    try:
+        eng.source("book").refresh()  # type: ignore[attr-defined]
+        eng.sync("book")
+    finally:
+        eng.close()
+    common = ["--config", str(cfg), "--state-dir", str(state)]
+    status = _cli("status", *common)
+    assert status.exit_code == 0, status.output
+    assert f"  repository: {repo.origin}\n" in status.output, status.output
+    assert str(state / "git") not in status.output
+    sources = _cli("sources", *common)
+    assert sources.output.startswith(f"book\t{repo.origin}\t"), sources.output
+    (book,) = json.loads(_cli("status", *common, "--json").stdout)["sources"]
+    assert book["url"] == str(repo.origin)
