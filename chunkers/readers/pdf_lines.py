@@ -28,6 +28,8 @@ import re
 import sys
 from typing import Any
 
+from ingestd.chunkers.readers.document import FormatError
+
 __all__ = ["MAX_ADDRESS_SPACE", "main", "read_lines"]
 
 #: Address space the child may map, in bytes (Python and PDFium take ~0.2 GB of it):
@@ -44,18 +46,14 @@ _LINE_ENDS = frozenset((10, 13))
 _SOFT_HYPHEN = 2  # PDFium's code for a hyphen that ends a line
 
 
-class PdfError(Exception):
-    """The PDF cannot be read; the message says why and ends with "skipped"."""
-
-
 def _load(pdfium: Any, data: bytes) -> Any:
     try:
         return pdfium.PdfDocument(data)
     except pdfium.PdfiumError as exc:
         if "password" in str(exc).lower():
-            raise PdfError("encrypted PDF (it needs a password); skipped") from None
+            raise FormatError("encrypted PDF (it needs a password); skipped") from None
         detail = " ".join(str(exc).split())[:160]
-        raise PdfError(f"not a readable PDF ({detail}); skipped") from None
+        raise FormatError(f"not a readable PDF ({detail}); skipped") from None
 
 
 def _font_info(raw: Any, textpage: Any, i: int, buf: Any) -> tuple[float, bool, bool]:
@@ -119,7 +117,7 @@ def read_lines(data: bytes, max_pages: int) -> dict[str, Any]:
     """The lines of each page of PDF ``data`` and its outline (the module's JSON shape).
 
     Raises:
-        PdfError: encrypted, malformed, or more than ``max_pages`` pages.
+        FormatError: encrypted, malformed, or more than ``max_pages`` pages.
     """
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
@@ -128,7 +126,7 @@ def read_lines(data: bytes, max_pages: int) -> dict[str, Any]:
     try:
         n = len(doc)
         if n > max_pages:
-            raise PdfError(f"PDF has {n} pages (> the rule's max_pages {max_pages}); skipped")
+            raise FormatError(f"PDF has {n} pages (> the rule's max_pages {max_pages}); skipped")
         pages = []
         for i in range(n):
             page = doc[i]
@@ -163,7 +161,7 @@ def main() -> None:
     data = sys.stdin.buffer.read()
     try:
         out = read_lines(data, int(sys.argv[1]))
-    except PdfError as exc:
+    except FormatError as exc:
         out = {"error": str(exc)}
     except MemoryError:
         out = {"error": "PDF needs more memory than the reader may use; skipped"}
