@@ -239,6 +239,8 @@ def status(
         return st
 
     st = runner(sd, socket_path).read("status", {}, local)
+    if config_path is not None:  # for the commands the text suggests
+        st.setdefault("config", str(config_path.resolve()))
     healthy = st.get("daemon") is None or st["daemon"].get("healthy", True)
     if as_json:
         echo_json(st)

@@ -65,6 +65,7 @@ BLOB_CACHE_BYTES = 8 * 1024 * 1024
 #: First delay after a failed fetch, seconds; doubled at every further failure.
 RETRY_FIRST_S = 5.0
 _GLOB = frozenset("*?[")
+_HEADS_TAGS = ("refs/heads/*", "refs/tags/*")
 
 
 @dataclass(frozen=True)
@@ -146,7 +147,7 @@ class GitSource:
         return data if isinstance(data, dict) else {}
 
     def _write_state(self, **update: Any) -> None:
-        state = {**self.fetch_state(), **update}
+        state = {**self.fetch_state(), **update, "url": redact_url(self.url)}
         tmp = self._state_file.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -211,9 +212,7 @@ class GitSource:
         home.parent.mkdir(exist_ok=True, mode=0o700)
         home.mkdir(exist_ok=True, mode=0o700)
         git = self._runner()
-        remote = self._selected(
-            git.run("ls-remote", "--refs", "--", self.url, "refs/heads/*", "refs/tags/*")
-        )
+        remote = self._selected(git.run("ls-remote", "--refs", "--", self.url, *_HEADS_TAGS))
         if remote:
             specs = [f"+{ref}:{ref}" for ref in sorted(remote)]
             git.run(
@@ -397,6 +396,22 @@ class GitSource:
             why = st.get("error") or "not fetched yet"
             return f"repository {redact_url(self.url)} is not fetched ({why})"
         return None
+
+    def first_fetch_pending(self) -> bool:
+        """Whether the repository was never fetched and no fetch has failed yet."""
+        st = self.fetch_state()
+        return not st.get("fetched_at") and not st.get("error") and not st.get("refused")
+
+    def list_remote(self) -> dict[str, str]:
+        """The refs the config selects now, version -> commit (``max_tags`` not applied).
+
+        Runs ``git ls-remote`` only, fetching and writing nothing (``resync --dry-run``).
+
+        Raises:
+            GitError: the repository cannot be listed (unreachable, refused, no access).
+        """
+        listing = self._runner().run("ls-remote", "--refs", "--", self.url, *_HEADS_TAGS)
+        return {ref.split("/", 2)[2]: oid for ref, oid in self._selected(listing).items()}
 
     def scan(self, under: str = "") -> Scan:
         """Every document of every version (or of ``under``: a version, or a document prefix)."""

@@ -30,6 +30,7 @@ def mirror_status(root: Path) -> dict[str, Any] | None:
     """What ``status`` shows of the git source whose mirror is ``root``, else ``None``.
 
     Returns:
+        ``url`` (the repository's, redacted; ``None`` before a fetch recorded it),
         ``refs`` (each ``version``, ``ref``, ``commit`` of the last good fetch),
         ``fetched_at`` (seconds since the epoch), ``failing_since`` (fetches fail
         since then, else ``None``) and ``fetch_error`` (redacted), from the mirror's
@@ -42,6 +43,7 @@ def mirror_status(root: Path) -> dict[str, Any] | None:
     if not isinstance(st, dict):
         return None
     return {
+        "url": st.get("url"),
         "refs": list(st.get("refs") or []),
         "fetched_at": st.get("fetched_at"),
         "failing_since": st.get("failing_since"),

@@ -105,7 +105,12 @@ class Applier:
         ctx = self.ctx
         source = plan.source
         res = SyncResult(
-            source, held=list(plan.held), root_missing=plan.root_missing, repaired=plan.repaired
+            source,
+            held=list(plan.held),
+            removed_versions=dict(plan.removed_versions),
+            root_missing=plan.root_missing,
+            why_missing=plan.why_missing,
+            repaired=plan.repaired,
         )
         self._leave_to_running(plan, res)
         queued = set(plan.index) | set(plan.delete) | {p for p, _ in plan.stat_only}

@@ -10,10 +10,11 @@ guard, which holds the deletions of a scan that would delete too much (a vanishe
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Callable, Iterable
 
 from ingestd.daemon.sources.base import FileStat, Scan, display_path, name_problem
-from ingestd.daemon.sources.versions import split_document
+from ingestd.daemon.sources.versions import is_versioned, split_document
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.rules import Rule
 from ingestd.daemon.sync.types import Plan
@@ -86,9 +87,13 @@ class Planner:
         if missing is not None:
             # an unmounted volume is not a deletion of every document: do nothing
             if source not in self.roots_missing:
-                logger.error("source %s: %s; nothing synced or deleted", source, missing)
+                # a repository before its first fetch is no error: it is on its way
+                pending = getattr(src, "first_fetch_pending", None)
+                level = logging.INFO if pending is not None and pending() else logging.ERROR
+                logger.log(level, "source %s: %s; nothing synced or deleted", source, missing)
             self.roots_missing.add(source)
             plan.root_missing = True
+            plan.why_missing = missing
             return plan
         if source in self.roots_missing:
             self.roots_missing.discard(source)
@@ -251,8 +256,15 @@ class Planner:
         deletion however much of its text another version holds). Nor are documents
         never committed (state ``new``: a first write interrupted): their
         deletion only clears what that write left.
+
+        A versioned source is guarded version by version: the share is of the
+        documents of the version that loses them. A version whose ref is gone (a
+        deleted tag, a branch taken out of ``refs``) is what its owner asked for: its
+        documents are deleted, not held, and the plan says so
+        (:attr:`~ingestd.daemon.sync.types.Plan.removed_versions`), unless the
+        source has no version left at all (a repository that lost every ref looks
+        like an accident).
         """
-        n_known = len(known)
         src = self.ctx.source(plan.source)
 
         def version(rel: str) -> str | None:  # a move stays within its version
@@ -270,22 +282,62 @@ class Planner:
             if known[p].state == "new" or (version(p), known[p].content_hash) in kept
         )
         real = [p for p in plan.delete if p not in moved]
+        live = _live_versions(src)
+        gone_versions: dict[str, int] = {}
+        by_version: dict[str | None, list[str]] = {}
+        for p in real:
+            v = version(p)
+            if v is not None and live and v not in live:
+                gone_versions[v] = gone_versions.get(v, 0) + 1
+            else:
+                by_version.setdefault(v, []).append(p)
+        sizes: dict[str | None, int] = {}
+        for rel in known:
+            v = version(rel)
+            sizes[v] = sizes.get(v, 0) + 1
         md = self.ctx.cfg.mass_delete
-        if len(real) > md.min_count and len(real) > md.max_share * n_known:
-            logger.warning(
-                "source %s: holding %d deletions of %d documents (over %.0f%% and %d); "
-                "run `ingestd resync --allow-mass-delete` to apply them",
+        held = [
+            p
+            for v, paths in sorted(by_version.items(), key=lambda kv: str(kv[0]))
+            if len(paths) > md.min_count and len(paths) > md.max_share * sizes.get(v, 0)
+            for p in paths
+        ]
+        for v, n in sorted(gone_versions.items()):
+            logger.info(
+                "source %s: version %s is gone from the repository (its ref was deleted or "
+                "left out of refs): deleting its %d documents",
                 plan.source,
-                len(real),
-                n_known,
+                v,
+                n,
+            )
+        plan.removed_versions = gone_versions
+        if held:
+            hint = shlex.join(
+                ["ingestd", "resync", "--state-dir", str(self.ctx.state_dir)]
+                + ["--allow-mass-delete", plan.source]
+            )
+            logger.warning(
+                "source %s: holding %d deletions of %d documents (over %.0f%% and %d of %s); "
+                "run `%s` to apply them",
+                plan.source,
+                len(held),
+                len(known),
                 md.max_share * 100,
                 md.min_count,
+                "a version's documents" if live else "its documents",
+                hint,
             )
-            plan.held = real
-            plan.delete = [p for p in plan.delete if p in moved]
-            self.ctx.held[plan.source] = real
+            plan.held = held
+            plan.delete = [p for p in plan.delete if p not in set(held)]
+            self.ctx.held[plan.source] = held
         else:
             self.ctx.held.pop(plan.source, None)
+
+
+def _live_versions(src: object) -> set[str]:
+    """The versions a versioned source holds now (its refs), else an empty set."""
+    versions = getattr(src, "versions", None)
+    return set(versions()) if callable(versions) and is_versioned(src) else set()
 
 
 def _needs_work(doc: DocRow | None, st: FileStat, rule: Rule, pending: set[int]) -> bool:

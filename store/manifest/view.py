@@ -109,7 +109,11 @@ class ManifestView(ManifestReader):
         return out
 
     def counts(self, source: str) -> dict[str, int]:
-        """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source."""
+        """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source.
+
+        ``chunks`` and ``pending`` count distinct point ids (versions share points), as
+        the manifest's own ``counts`` does.
+        """
         if "documents" not in self._tables:
             return {"documents": 0, "chunks": 0, "pending": 0, "failed": 0}
         docs, failed = self._execute(
@@ -119,7 +123,8 @@ class ManifestView(ManifestReader):
         by = {
             bool(p): int(n)
             for p, n in self._execute(
-                "SELECT c.pending, count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
+                "SELECT c.pending, count(DISTINCT c.point_id) FROM chunks c "
+                "JOIN documents d ON d.id = c.doc_id "
                 "WHERE d.source = ? GROUP BY c.pending",
                 (source,),
             )
