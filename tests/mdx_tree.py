@@ -30,7 +30,10 @@ __all__ = ["INTEGRITY", "PACKAGE", "VERSION", "mdx_docs"]
 PACKAGE = "ai"
 VERSION = "7.0.173"
 #: The registry's ``dist.integrity`` of ``ai@7.0.173`` (``npm view ai@7.0.173 dist.integrity``).
-INTEGRITY = "sha512-dLea37zT1h7cjkUsBprU4Rq35HJqhtHHaq1jTAXjHQoyfpeswpgCrhjZJWdWc10gjEAxmz114py7iLGQ3xIMxw=="
+INTEGRITY = (
+    "sha512-dLea37zT1h7cjkUsBprU4Rq35HJqhtHHaq1jTAX"
+    "jHQoyfpeswpgCrhjZJWdWc10gjEAxmz114py7iLGQ3xIMxw=="
+)
 _DONE = ".complete"
 
 
