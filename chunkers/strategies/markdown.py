@@ -232,32 +232,31 @@ class MarkdownChunker(Chunker):
             lines: the :class:`LineIndex` of ``text``.
         """
         raw = read_blocks(text, body, self.options.section_levels, lines)
-        return self.packer_of(text, body, meta, lines, raw, markdown_edits(text, raw))
+        rendering = Rendering(text, markdown_edits(text, raw), body)
+        return self.packer_of(body, meta, lines, raw, rendering)
 
     def packer_of(
         self,
-        text: str,
         body: int,
         meta: Mapping[str, str],
         lines: LineIndex,
         raw: list[Section],
-        edits: list[Edit],
+        rendering: Rendering,
         *,
         title_in_path: bool = False,
     ) -> Packer:
-        """A :class:`Packer` over ``text`` rendered with ``edits``, parsed into ``raw``.
+        """A :class:`Packer` over a document's ``rendering``, parsed into ``raw``.
 
         Args:
-            text: the decoded document.
             body: where the body starts.
             meta: the page's ``title`` (and other keys).
-            lines: the :class:`LineIndex` of ``text``.
-            raw: the sections as parsed (offsets into ``text``), headings not yet glued.
-            edits: the rendering's edits (:func:`markdown_edits` and any others).
+            lines: the :class:`LineIndex` of the document.
+            raw: the sections as parsed (offsets into the document), headings not yet
+                glued.
+            rendering: the document rendered (:func:`markdown_edits` and any others).
             title_in_path: the title (with ``title_in_prefix``) roots every section's
                 heading path, not only the prefix (unless the first heading repeats it).
         """
-        rendering = Rendering(text, edits, body)
         clean = rendering.text
         sections = _glue(clean, rendering.sections(raw))
         title = meta.get("title") if self.options.title_in_prefix else None

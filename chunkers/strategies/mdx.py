@@ -37,6 +37,7 @@ from ingestd.chunkers.markup.frontmatter import parse_front_matter
 from ingestd.chunkers.markup.mdblocks import read_blocks
 from ingestd.chunkers.markup.mdx import MdxLayer, read_mdx
 from ingestd.chunkers.markup.noise import Edit
+from ingestd.chunkers.markup.render import Rendering
 from ingestd.chunkers.packing.packer import Packer
 from ingestd.chunkers.strategies.markdown import MarkdownChunker, MarkdownOptions, markdown_edits
 
@@ -83,8 +84,13 @@ class MdxChunker(MarkdownChunker):
         self, text: str, body: int, meta: dict[str, str], lines: LineIndex, layer: MdxLayer
     ) -> Packer:
         """A :class:`Packer` over the page as a reader sees it (``layer``, from read_mdx)."""
+        levels = self.options.section_levels
         masked = layer.masked
         mlines = lines if masked is text else LineIndex(masked)
-        raw = read_blocks(masked, body, self.options.section_levels, mlines, indented_code=False)
+        raw = read_blocks(masked, body, levels, mlines, indented_code=False)
         edits = markdown_edits(masked, raw) + mdx_edits(text, layer)
-        return self.packer_of(text, body, meta, lines, raw, edits, title_in_path=True)
+        rendering = Rendering(text, edits, body)
+        if rendering.identity and layer.drops:  # nothing but markup: embedded as it is
+            raw = read_blocks(text, body, levels, lines, indented_code=False)
+            rendering = Rendering(text, markdown_edits(text, raw), body)
+        return self.packer_of(body, meta, lines, raw, rendering, title_in_path=True)

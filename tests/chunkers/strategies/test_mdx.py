@@ -15,6 +15,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ingestd.chunkers import Chunk, ChunkContext
 from ingestd.chunkers.markup.mdx import read_mdx
@@ -277,3 +279,29 @@ def test_indented_lines_are_prose_not_code() -> None:
     text = "<Note>\n\n    Indented words [with a link](https://example.com).\n\n</Note>\n"
     out = embedded(mdx().chunk(text))
     assert "Indented words with a link." in out and "example.com" not in out
+
+
+# -- generated pages --------------------------------------------------------------------
+
+_PIECES = [
+    "import { A } from 'a';", "import {", "  B,", "} from 'b';", "export const title = 'T';",
+    "export const x = {", "};", "# Heading", "## Sub", "Words of prose here.", "",
+    "", "<Note>", "</Note>", "<Card title=\"Card words\" href=\"/x\">", "</Card>",
+    "<Data rows={[{ name: 'n', description: 'D words' }]} />", "<Data", "  rows={[", "  ]}",
+    "/>", "{/* a comment */}", "{'inline'} text {x}", "```js", "const y = <Tag />;", "```",
+    "    indented words", "<Broken attr=\"x", "a { brace", "`<code>` span", "\\{escaped\\}",
+    "<>fragment</>", "- item with <Kbd>K</Kbd>",
+]  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    text=st.lists(st.sampled_from(_PIECES), max_size=30).map("\n".join),
+    size=st.sampled_from([8, 40, 200]),
+)
+def test_generated_mdx_chunks_verbatim_within_the_budget(text: str, size: int) -> None:
+    """Any mix of ESM, JSX, expressions, fences and broken MDX: verbatim, covered, in budget."""
+    chunks = mdx(max_tokens=size).chunk(text)
+    check_verbatim(text, chunks)
+    assert all(TIKTOKEN.count(c.clean_text) <= size for c in chunks)
+    assert mdx(max_tokens=size).chunk(text) == chunks
