@@ -11,10 +11,12 @@ points were shared is written again at its first check, with nothing embedded ag
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ingestd.daemon.commands.read import read
 from ingestd.daemon.commands.search import search
@@ -27,6 +29,7 @@ from tests.gitrepos import HistoryRepo, git
 from tests.helpers import (
     CountingEmbedder,
     fake_vectors,
+    run_cli,
     store_snapshot,
     without_provenance,
 )
@@ -267,3 +270,27 @@ def test_a_lost_manifest_is_rebuilt_from_shared_points(tmp_path: Path, qdrant_en
     assert res.repaired == {"adopted": n}
     assert embed.texts == [] and res.indexed == 0
     assert without_provenance(store_snapshot(state)) == _scratch(tmp_path, url, both)
+
+
+@pytest.mark.slow  # an ingestd process (the CLI), on the real engines
+def test_status_without_a_daemon_counts_shared_points_once(
+    tmp_path: Path, qdrant_engine: str
+) -> None:
+    """``status`` with no daemon compares the store with the points the manifest records:
+    a point two tags share is one point, as the writer counts it, never two rows."""
+    repo = _two_tags(tmp_path)
+    url = str(repo.origin)
+    state = tmp_path / "state"
+    both = ("v1", "v2")
+    _sync(state, url, both)
+    held = len(store_snapshot(state))
+    source = {"kind": "git", "name": "book", "url": url, "refs": list(both)}
+    cfg = tmp_path / "ingestd.yaml"
+    cfg.write_text(yaml.safe_dump({"state_dir": str(state), "sources": [source]}))
+    proc = run_cli("status", "--config", str(cfg), "--json", timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (src,) = json.loads(proc.stdout)["sources"]
+    assert src["chunks"] == held  # distinct points, not one row per version
+    text = run_cli("status", "--config", str(cfg), timeout=60)
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert "damaged" not in text.stdout + text.stderr
