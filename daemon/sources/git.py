@@ -3,7 +3,8 @@
 A ``kind: git`` source names a repository (``url``: a local path, ``file://``,
 ``https://``, ``ssh://``) and the refs to index (``refs``: branch names and tag globs
 such as ``v*``; ``max_tags``: the newest tags only). :meth:`GitSource.refresh` fetches
-them into a bare mirror in the state dir (``git/<name>.git``) with the hardened
+them into a bare mirror in the state dir (``git/<name>-<digest>.git``, one per source
+name: :func:`~ingestd.daemon.sources.mirror.mirror_dir`) with the hardened
 ``git`` of :mod:`~ingestd.daemon.sources.gitcmd`; no working tree is ever checked out.
 
 Each selected ref is a *version* of the source. A document of the source is a file of
@@ -51,7 +52,12 @@ from ingestd.daemon.sources.gitcmd import (
     redact_url,
     repo_bytes,
 )
-from ingestd.daemon.sources.mirror import STATE_FILE, mirror_dir, mirror_status
+from ingestd.daemon.sources.mirror import (
+    STATE_FILE,
+    adopt_legacy_mirror,
+    mirror_dir,
+    mirror_status,
+)
 from ingestd.daemon.sources.versions import VERSION_SEP, split_document
 
 __all__ = ["GitSource", "RefState", "mirror_dir", "mirror_status"]
@@ -104,7 +110,7 @@ class GitSource:
         self.name = config.name
         self.config = config
         self.url = str(config.url or "")
-        self.root = mirror_dir(Path(state_dir), config.name)
+        self.root = adopt_legacy_mirror(Path(state_dir), config.name)
         self.filter = SourceFilter(config.model_copy(update={"gitignore": False}))
         self._lock = threading.Lock()  # one fetch at a time
         self._listings: dict[str, tuple[dict[str, _Entry], dict[str, str]]] = {}
