@@ -51,6 +51,7 @@ from ingestd.daemon.sources.gitcmd import (
     output_lines,
     redact_url,
     repo_bytes,
+    split_login,
 )
 from ingestd.daemon.sources.mirror import (
     STATE_FILE,
@@ -110,6 +111,8 @@ class GitSource:
         self.name = config.name
         self.config = config
         self.url = str(config.url or "")
+        # a credential in the URL's user info goes to git through its environment
+        self._remote, self._login = split_login(self.url)
         self.root = adopt_legacy_mirror(Path(state_dir), config.name)
         self.filter = SourceFilter(config.model_copy(update={"gitignore": False}))
         self._lock = threading.Lock()  # one fetch at a time
@@ -137,7 +140,7 @@ class GitSource:
         if creds is not None and creds.token_env:
             header = credential_header(os.environ, creds.username_env, creds.token_env)
             secrets = [os.environ.get(creds.token_env, "")]
-        return GitRunner(self.root, header=header, secrets=secrets)
+        return GitRunner(self.root, header=header, login=self._login, secrets=secrets)
 
     @property
     def _state_file(self) -> Path:
@@ -218,13 +221,13 @@ class GitSource:
         home.mkdir(exist_ok=True, mode=0o700)
         git = self._runner()
         remote = self._selected(
-            git.run("ls-remote", "--refs", "--", self.url, "refs/heads/*", "refs/tags/*")
+            git.run("ls-remote", "--refs", "--", self._remote, "refs/heads/*", "refs/tags/*")
         )
         if remote:
             specs = [f"+{ref}:{ref}" for ref in sorted(remote)]
             git.run(
                 "fetch", "-q", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
-                "--no-auto-gc", "--", self.url, *specs,
+                "--no-auto-gc", "--", self._remote, *specs,
             )  # fmt: skip
         keep = set(remote)
         tags = [r for r in keep if r.startswith("refs/tags/")]
