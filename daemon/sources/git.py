@@ -16,7 +16,9 @@ commit costs one ``git ls-tree`` (or, when the commit indexed before is known, o
 ``git diff-tree`` of the two commits applied to its listing), and only changed blobs
 are read, with ``git cat-file``. The planner compares with the manifest (what is
 indexed), so a force-push or a moved tag is a diff like any other, and a ref that
-vanished takes its documents with it (the mass-deletion guard applies).
+vanished takes its documents with it (the mass-deletion guard applies). A document
+records the commit it was read at; one whose commit a rewritten branch no longer holds
+(:meth:`GitSource.commits_off`) is written again by the planner.
 
 Skipped with a note (``status`` lists them): submodule entries, symbolic links, and
 Git LFS pointer files (the file itself is not fetched). A repository whose objects
@@ -35,6 +37,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -45,13 +48,15 @@ from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.sources.gitcmd import (
     GitError,
     GitRunner,
-    blob_sizes,
     credential_header,
+    diffed_entries,
     lfs_pointers,
+    not_ancestors,
     output_lines,
     redact_url,
     repo_bytes,
     split_login,
+    tree_entries,
 )
 from ingestd.daemon.sources.mirror import (
     STATE_FILE,
@@ -303,6 +308,18 @@ class GitSource:
         r = self.versions().get(version)
         return r.commit if r else None
 
+    def commits_off(self, version: str, commits: Iterable[str]) -> set[str]:
+        """Those of ``commits`` that are neither ``version``'s commit nor an ancestor of it.
+
+        Raises:
+            GitError: ``git`` failed.
+        """
+        tip = self.commit_of(version)
+        wanted = set(commits) - {tip}
+        if tip is None or not wanted:
+            return wanted
+        return not_ancestors(self._runner(), tip, wanted)
+
     def _listing(
         self, commit: str, base: str | None = None
     ) -> tuple[dict[str, _Entry], dict[str, str]]:
@@ -317,9 +334,9 @@ class GitSource:
         git = self._runner()
         before = self._raw.get(base) if base else None
         if before is not None and base is not None:
-            raw = self._diffed(git, before, base, commit)
+            raw = diffed_entries(git, before, base, commit, self.filter.accepts)
         else:
-            raw = self._tree(git, commit)
+            raw = tree_entries(git, commit, self.filter.accepts)
         files: dict[str, _Entry] = {}
         skipped: dict[str, str] = {}
         for path, (mode, oid, size) in raw.items():
@@ -344,45 +361,6 @@ class GitSource:
         self._listings[commit] = (files, skipped)
         self._raw[commit] = raw
         return files, skipped
-
-    def _tree(self, git: GitRunner, commit: str) -> dict[str, tuple[str, str, int]]:
-        """Every accepted entry of ``commit``'s tree: path -> (mode, object id, size)."""
-        raw: dict[str, tuple[str, str, int]] = {}
-        for item in git.run("ls-tree", "-r", "-z", "-l", "--full-tree", commit).split(b"\0"):
-            if not item:
-                continue
-            meta, _, raw_path = item.partition(b"\t")
-            mode, _kind, oid, size = meta.decode().split()
-            path = raw_path.decode("utf-8", "surrogateescape")
-            if self.filter.accepts(path):
-                raw[path] = (mode, oid, 0 if size == "-" else int(size))
-        return raw
-
-    def _diffed(
-        self,
-        git: GitRunner,
-        before: dict[str, tuple[str, str, int]],
-        base: str,
-        commit: str,
-    ) -> dict[str, tuple[str, str, int]]:
-        """``base``'s entries ``before`` with the diff of ``base`` and ``commit`` applied."""
-        raw = dict(before)
-        changed: dict[str, tuple[str, str]] = {}
-        out = git.run("diff-tree", "-r", "-z", "--no-renames", "--raw", base, commit)
-        parts = out.split(b"\0")
-        for meta, raw_path in zip(parts[0::2], parts[1::2], strict=False):
-            if not meta.startswith(b":"):
-                continue
-            _, new_mode, _, new_oid, status = meta[1:].decode().split()
-            path = raw_path.decode("utf-8", "surrogateescape")
-            if status == "D":
-                raw.pop(path, None)
-            elif self.filter.accepts(path):
-                changed[path] = (new_mode, new_oid)
-        sizes = blob_sizes(git, sorted({o for m, o in changed.values() if m != "160000"}))
-        for path, (mode, oid) in changed.items():
-            raw[path] = (mode, oid, sizes.get(oid, 0))
-        return raw
 
     def _entry(self, rel: str) -> _Entry | None:
         version, path = split_document(self, rel)

@@ -32,7 +32,7 @@ import base64
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 from urllib.parse import unquote
@@ -46,12 +46,15 @@ __all__ = [
     "Login",
     "blob_sizes",
     "credential_header",
+    "diffed_entries",
     "lfs_pointers",
+    "not_ancestors",
     "output_lines",
     "redact",
     "redact_url",
     "repo_bytes",
     "split_login",
+    "tree_entries",
 ]
 
 #: Transports a fetch may use (``protocol.<name>.allow=always``); every other is refused.
@@ -304,3 +307,66 @@ def repo_bytes(git: GitRunner) -> int:
         if key in ("size", "size-pack"):
             kib += int(value.strip() or 0)
     return kib * 1024
+
+
+#: A tree entry: ``(mode, object id, size in bytes)`` (size 0 for a submodule).
+TreeEntry = tuple[str, str, int]
+
+
+def tree_entries(
+    git: GitRunner, commit: str, accepts: Callable[[str], bool]
+) -> dict[str, TreeEntry]:
+    """Every entry of ``commit``'s tree whose path ``accepts``: path -> :data:`TreeEntry`."""
+    raw: dict[str, TreeEntry] = {}
+    for item in git.run("ls-tree", "-r", "-z", "-l", "--full-tree", commit).split(b"\0"):
+        if not item:
+            continue
+        meta, _, raw_path = item.partition(b"\t")
+        mode, _kind, oid, size = meta.decode().split()
+        path = raw_path.decode("utf-8", "surrogateescape")
+        if accepts(path):
+            raw[path] = (mode, oid, 0 if size == "-" else int(size))
+    return raw
+
+
+def diffed_entries(
+    git: GitRunner,
+    before: dict[str, TreeEntry],
+    base: str,
+    commit: str,
+    accepts: Callable[[str], bool],
+) -> dict[str, TreeEntry]:
+    """``base``'s entries ``before`` with the diff of ``base`` and ``commit`` applied."""
+    raw = dict(before)
+    changed: dict[str, tuple[str, str]] = {}
+    out = git.run("diff-tree", "-r", "-z", "--no-renames", "--raw", base, commit)
+    parts = out.split(b"\0")
+    for meta, raw_path in zip(parts[0::2], parts[1::2], strict=False):
+        if not meta.startswith(b":"):
+            continue
+        _, new_mode, _, new_oid, status = meta[1:].decode().split()
+        path = raw_path.decode("utf-8", "surrogateescape")
+        if status == "D":
+            raw.pop(path, None)
+        elif accepts(path):
+            changed[path] = (new_mode, new_oid)
+    sizes = blob_sizes(git, sorted({o for m, o in changed.values() if m != "160000"}))
+    for path, (mode, oid) in changed.items():
+        raw[path] = (mode, oid, sizes.get(oid, 0))
+    return raw
+
+
+def not_ancestors(git: GitRunner, tip: str, commits: Iterable[str]) -> set[str]:
+    """Those of ``commits`` that are not ``tip`` or an ancestor of it.
+
+    One ``git cat-file --batch-check`` (a commit the repository lacks is not one) and
+    one ``git rev-list`` of the others against ``tip``, which walks back only to where
+    they meet ``tip``'s history.
+    """
+    wanted = sorted(set(commits) - {tip})
+    if not wanted:
+        return set()
+    known = set(blob_sizes(git, wanted))  # any object: its size
+    listed = "".join(f"{c}\n" for c in sorted(known)) + f"^{tip}\n"
+    off = set(output_lines(git.run("rev-list", "--stdin", input=listed.encode())))
+    return (set(wanted) - known) | (known & off)
