@@ -22,7 +22,12 @@ body's size is the deepest); and **code**, runs of lines set in a monospaced fon
 Bounds, each a note in ``status`` and no chunks: an encrypted PDF that needs a
 password, a file pypdf cannot parse (truncated, malformed, over its limits), more
 than ``max_pages`` pages (counted before any page is read), more than
-``max_seconds`` of reading.
+``max_seconds`` of reading, and a PDF that expands more than a PDF of text does
+(:mod:`~ingestd.chunkers.readers.expansion`): a stream that inflates to over
+:func:`stream_limit` bytes (pypdf stops decoding there), or a text layer of more than
+:func:`~ingestd.chunkers.readers.expansion.expansion_limit` characters (a form drawn
+thousands of times, one page listed a thousand times in the page tree), counted text
+run by text run as pypdf reports them.
 """
 
 from __future__ import annotations
@@ -43,8 +48,40 @@ from ingestd.chunkers.readers.document import (
     Heading,
     PageBreaks,
 )
+from ingestd.chunkers.readers.expansion import ExpansionError, OutputBudget
 
-__all__ = ["PdfReader"]
+__all__ = ["STREAM_EXPANSION", "STREAM_FLOOR", "PdfReader", "stream_limit"]
+
+#: Most bytes one stream of a PDF may inflate to, per byte of the file. Text content
+#: compresses 3-10x with Flate and a file holds more than its content streams, so a
+#: PDF of text stays far below; a decompression bomb (1,000x) does not.
+STREAM_EXPANSION = 32
+#: Bytes any stream may inflate to, however small the file.
+STREAM_FLOOR = 4 * 1024 * 1024
+#: pypdf's limits on decoded stream lengths (``pypdf.Configuration``) set per read.
+_DECODE_LIMITS = (
+    "zlib_maximum_output_length",
+    "lzw_maximum_output_length",
+    "run_length_maximum_output_length",
+    "brotli_maximum_output_length",
+    "array_based_stream_maximum_output_length",
+    "stream_decoding_work_maximum_length",
+)
+
+
+#: pypdf's messages when a decoded stream passes its bound (zlib, LZW, run length,
+#: Brotli, the streams of a page joined, the decoding work of one stream).
+_DECODING = re.compile(r"decompress|decod|output", re.IGNORECASE)
+
+
+def stream_limit(size: int) -> int:
+    """Most bytes one stream of a ``size``-byte PDF may inflate to.
+
+    ``max(STREAM_FLOOR, STREAM_EXPANSION * size)``, and never more than pypdf's own
+    default bound (75 MB).
+    """
+    return min(75_000_000, max(STREAM_FLOOR, STREAM_EXPANSION * size))
+
 
 _MONO = re.compile(r"courier|mono|consol|code|menlo|inconsolata", re.I)
 _BOLD = re.compile(r"bold|black|heavy|semibold", re.I)
@@ -68,11 +105,18 @@ def _norm(s: str) -> str:
     return _SPACES.sub(" ", s).strip().casefold()
 
 
-def _page_lines(page: Any) -> list[_Line]:
-    """The lines of one page with the position, size and font of their text."""
+def _page_lines(page: Any, budget: OutputBudget) -> list[_Line]:
+    """The lines of one page with the position, size and font of their text.
+
+    Raises:
+        ExpansionError: the text of the pages read so far passed ``budget``.
+    """
     lines = [_Line()]
 
     def visit(text: str, cm: Any, tm: Any, font: Any, size: float) -> None:
+        # pypdf goes on past an error inside a form it draws: the check after the
+        # page raises it again
+        budget.spend(len(text))
         parts = text.split("\n")
         for k, part in enumerate(parts):
             if k:
@@ -93,6 +137,7 @@ def _page_lines(page: Any) -> list[_Line]:
             line.chars.append((eff, len(part.strip())))
 
     page.extract_text(visitor_text=visit)
+    budget.spend(0)  # over the bound inside a form: raised here
     out = []
     for line in lines:
         line.text = line.text.rstrip()
@@ -144,7 +189,9 @@ class PdfReader:
         """The extracted text of PDF ``data``, with its pages, headings and code.
 
         Raises:
-            FormatError: encrypted, malformed, without a text layer, or over a bound.
+            FormatError: encrypted, malformed, without a text layer, or over a bound
+                (:class:`~ingestd.chunkers.readers.expansion.ExpansionError` for a stream
+                or a text layer over the expansion bounds).
         """
         try:
             import pypdf
@@ -152,10 +199,21 @@ class PdfReader:
             raise FormatError("cannot read PDF files: pypdf is not installed") from None
         logging.getLogger("pypdf").setLevel(logging.ERROR)  # warnings about odd files
         deadline = time.monotonic() + self.max_seconds
+        limit = stream_limit(len(data))
         try:
-            return self._read(pypdf, data, deadline)
+            config = pypdf.get_configuration().with_overwrites(
+                **dict.fromkeys(_DECODE_LIMITS, limit)
+            )
+            with pypdf.apply_configuration(config):
+                return self._read(pypdf, data, deadline)
         except FormatError:
             raise
+        except pypdf.errors.LimitReachedError as exc:
+            if not _DECODING.search(str(exc)):  # another of pypdf's bounds (a page tree)
+                raise FormatError(f"not a readable PDF ({exc}); skipped") from None
+            raise ExpansionError(
+                len(data), "a PDF stream", limit, unit="bytes", ratio=STREAM_EXPANSION
+            ) from None
         except Exception as exc:  # pypdf raises many kinds on a damaged file
             detail = " ".join(str(exc).split())[:160] or type(exc).__name__
             raise FormatError(f"not a readable PDF ({detail}); skipped") from None
@@ -184,13 +242,14 @@ class PdfReader:
                 f"PDF has {n} pages (> the rule's max_pages {self.max_pages}); skipped"
             )
         pages: list[list[_Line]] = []
+        budget = OutputBudget(len(data), "the PDF's text layer")
         for i in range(n):
             if time.monotonic() > deadline:
                 raise FormatError(
                     f"PDF not read within {self.max_seconds:g} s ({i} of {n} pages); skipped: "
                     "raise the rule's max_seconds to index it"
                 )
-            pages.append(_page_lines(reader.pages[i]))
+            pages.append(_page_lines(reader.pages[i], budget))
         if not any(pages):
             raise FormatError(
                 f"PDF has no text layer ({n} pages of images or drawings?); skipped: "
