@@ -25,6 +25,7 @@ The tree (builtin bases kept beside each family, so older ``except ValueError`` 
     │   └── UndecodableError            ValueError          chunkers.text
     │       ├── BinaryFileError
     │       ├── FormatError                                 chunkers.readers.document
+    │       │   └── ExpansionError                          chunkers.readers.expansion
     │       └── NotUTF8Error
     ├── ModelError                                          chunkers.errors
     │   ├── TokenizerError              ValueError          chunkers.sizing.tokenizers
@@ -82,6 +83,7 @@ from ingestd.chunkers.errors import (
 
 if TYPE_CHECKING:
     from ingestd.chunkers.readers.document import FormatError
+    from ingestd.chunkers.readers.expansion import ExpansionError
     from ingestd.chunkers.registry import UnknownChunkerError
     from ingestd.chunkers.sizing.tokenizers import TokenizerError
     from ingestd.chunkers.text import BinaryFileError, NotUTF8Error, UndecodableError
@@ -114,6 +116,7 @@ __all__ = [
     "EndpointDimensionError",
     "EndpointError",
     "EvalError",
+    "ExpansionError",
     "ExportError",
     "FormatError",
     "GitError",
@@ -152,6 +155,7 @@ HOMES: dict[str, str] = {
     "BinaryFileError": "ingestd.chunkers.text",
     "NotUTF8Error": "ingestd.chunkers.text",
     "FormatError": "ingestd.chunkers.readers.document",
+    "ExpansionError": "ingestd.chunkers.readers.expansion",
     "TokenizerError": "ingestd.chunkers.sizing.tokenizers",
     "ModelNotFoundError": "ingestd.store.embedding.folders",
     "BackendUnavailableError": "ingestd.store.embedding.backends",

@@ -22,8 +22,12 @@ body's size is the deepest); and **code**, runs of lines set in a monospaced fon
 Bounds, each a note in ``status`` and no chunks: an encrypted PDF that needs a
 password, a file PDFium cannot parse (truncated, malformed), more than ``max_pages``
 pages (counted before any page is read), more than ``max_seconds`` of reading (the
-child is killed), more than :data:`~ingestd.chunkers.readers.pdf_lines.
-MAX_ADDRESS_SPACE` bytes of memory, a crash of the reader.
+child is killed), more memory than :func:`~ingestd.chunkers.readers.pdf_lines.
+address_limit` allows a file of its size (a stream that inflates without a bound),
+a crash of the reader, and a text layer of more
+than :func:`~ingestd.chunkers.readers.expansion.expansion_limit` characters (a form
+drawn thousands of times, a stream that inflates to megabytes of text: counted page by
+page in the child, before the page's characters are read).
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ from ingestd.chunkers.readers.document import (
     Heading,
     PageBreaks,
 )
+from ingestd.chunkers.readers.expansion import ExpansionError
+from ingestd.chunkers.readers.pdf_lines import MEMORY_PER_BYTE, address_limit
 
 __all__ = ["PdfReader"]
 
@@ -130,6 +136,14 @@ class PdfReader:
             ) from None
         except OSError as exc:
             raise FormatError(f"cannot start the PDF reader ({exc}); skipped") from None
+        if done.returncode == -signal.SIGABRT:  # an allocation past the address space
+            raise ExpansionError(
+                len(data),
+                "a PDF's content, in the reader's memory",
+                address_limit(len(data)),
+                unit="bytes of memory",
+                ratio=MEMORY_PER_BYTE,
+            )
         if done.returncode < 0:
             name = signal.Signals(-done.returncode).name
             raise FormatError(f"the PDF reader crashed on this file ({name}); skipped")
@@ -137,6 +151,9 @@ class PdfReader:
             last = (done.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
             raise FormatError(f"the PDF reader failed ({last[:160]}); skipped")
         found: dict[str, Any] = json.loads(done.stdout)
+        if "expansion" in found:  # the text layer passed its bound (the child's budget)
+            size, what, limit = found["expansion"]
+            raise ExpansionError(int(size), str(what), int(limit))
         if "error" in found:
             raise FormatError(str(found["error"]))
         return found

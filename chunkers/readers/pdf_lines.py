@@ -17,7 +17,9 @@ reason).
 
 The JSON: ``{"pages": [[line, ...], ...], "outline": [[page index, title, level],
 ...]}`` with each line ``[text, baseline y (points, up), [[font size, characters],
-...], monospaced, bold]``, or ``{"error": message}``.
+...], monospaced, bold]``, or ``{"error": message}``, or, for a text layer longer than
+:func:`~ingestd.chunkers.readers.expansion.expansion_limit` of the file's size,
+``{"error": message, "expansion": [file bytes, what expanded, limit]}``.
 """
 
 from __future__ import annotations
@@ -29,12 +31,36 @@ import sys
 from typing import Any
 
 from ingestd.chunkers.readers.document import FormatError
+from ingestd.chunkers.readers.expansion import ExpansionError, OutputBudget
 
-__all__ = ["MAX_ADDRESS_SPACE", "main", "read_lines"]
+__all__ = [
+    "MAX_ADDRESS_SPACE",
+    "MEMORY_PER_BYTE",
+    "MIN_ADDRESS_SPACE",
+    "address_limit",
+    "main",
+    "read_lines",
+]
 
-#: Address space the child may map, in bytes (Python and PDFium take ~0.2 GB of it):
-#: a decompression bomb fails with an error instead of exhausting the machine.
+#: Most address space the child may map, in bytes, however large the file.
 MAX_ADDRESS_SPACE = 4 << 30
+#: Address space any file may have: Python and PDFium take about 50 MB of it, and the
+#: page of a small PDF far less than the rest.
+MIN_ADDRESS_SPACE = 512 << 20
+#: Address space granted per byte of the file on top of :data:`MIN_ADDRESS_SPACE`.
+MEMORY_PER_BYTE = 64
+
+
+def address_limit(size: int) -> int:
+    """Bytes of address space the reader of a ``size``-byte PDF may map.
+
+    ``min(MAX_ADDRESS_SPACE, MIN_ADDRESS_SPACE + MEMORY_PER_BYTE * size)``. A stream that
+    inflates without a bound (a 66 KB file whose page holds 17.5 million characters
+    took 3.3 GB in PDFium's text page) ends the child at this bound, with ``SIGABRT``,
+    instead of taking the machine's memory.
+    """
+    return min(MAX_ADDRESS_SPACE, MIN_ADDRESS_SPACE + MEMORY_PER_BYTE * size)
+
 
 _MONO = re.compile(r"courier|mono|consol|code|menlo|inconsolata|typewriter", re.I)
 # TeX's typewriter fonts, named in lower case: cmtt10, ectt1000, lmtt10, t1xtt, tcxbtt
@@ -118,6 +144,9 @@ def read_lines(data: bytes, max_pages: int) -> dict[str, Any]:
 
     Raises:
         FormatError: encrypted, malformed, or more than ``max_pages`` pages.
+        ExpansionError: the text layer has more characters than ``data``'s size allows
+            (:func:`~ingestd.chunkers.readers.expansion.expansion_limit`); each page's
+            characters are counted before they are read.
     """
     import pypdfium2 as pdfium
     import pypdfium2.raw as raw
@@ -128,10 +157,12 @@ def read_lines(data: bytes, max_pages: int) -> dict[str, Any]:
         if n > max_pages:
             raise FormatError(f"PDF has {n} pages (> the rule's max_pages {max_pages}); skipped")
         pages = []
+        budget = OutputBudget(len(data), "the PDF's text layer")
         for i in range(n):
             page = doc[i]
             textpage = page.get_textpage()
             try:
+                budget.spend(raw.FPDFText_CountChars(textpage))
                 pages.append(_page_lines(raw, textpage))
             finally:
                 textpage.close()
@@ -152,15 +183,18 @@ def read_lines(data: bytes, max_pages: int) -> dict[str, Any]:
 
 def main() -> None:
     """Read a PDF from stdin and write its lines as JSON to stdout (argv[1]: max_pages)."""
+    data = sys.stdin.buffer.read()
     try:
         import resource
 
-        resource.setrlimit(resource.RLIMIT_AS, (MAX_ADDRESS_SPACE, MAX_ADDRESS_SPACE))
+        limit = address_limit(len(data))
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     except (ImportError, ValueError, OSError):  # pragma: no cover - not on Linux
         pass
-    data = sys.stdin.buffer.read()
     try:
         out = read_lines(data, int(sys.argv[1]))
+    except ExpansionError as exc:
+        out = {"error": str(exc), "expansion": [exc.size, exc.what, exc.limit]}
     except FormatError as exc:
         out = {"error": str(exc)}
     except MemoryError:

@@ -3,8 +3,11 @@
 The fast path (DESIGN.md point 3): a document whose stat (size, mtime, ctime, inode)
 and rule fingerprint equal the manifest's is skipped unread; one whose bytes hash equal
 only gets its stat recorded. Paths that disappeared are deletions, or moves when a new
-path has the same content. A scan of a whole source goes through the mass-deletion
-guard, which holds the deletions of a scan that would delete too much (a vanished tree).
+path has the same content. A document of a version whose recorded commit is on the
+version's history no more (its branch was force-pushed, its file unchanged) is written
+again: its points then name a commit of the version, with their stored vectors. A scan
+of a whole source goes through the mass-deletion guard, which holds the deletions of a
+scan that would delete too much (a vanished tree).
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import shlex
 from collections.abc import Callable, Iterable
 
 from ingestd.daemon.sources.base import FileStat, Scan, display_path, name_problem
-from ingestd.daemon.sources.versions import is_versioned, split_document
+from ingestd.daemon.sources.versions import commit_of, commits_off, is_versioned, split_document
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.rules import Rule
 from ingestd.daemon.sync.types import Plan
@@ -110,8 +113,15 @@ class Planner:
         new_links = self.ctx.links.observe(src, found, scope)
         if new_links and scope is not None:
             self._track_links(new_links)
+        off = self._commits_off(source, known)
         for rel, st in sorted(found.items()):
-            self._classify(plan, rel, st, known.get(rel), pending, full=full)
+            doc = known.get(rel)
+            moved = (
+                bool(off)
+                and doc is not None
+                and (split_document(src, rel)[0], doc.git_commit) in off
+            )
+            self._classify(plan, rel, st, doc, pending, full=full, rewrite=moved)
             self.ctx.checkpoints.heartbeat()
         # a document in a folder that cannot be read is not gone: it stays as it is
         gone = sorted(p for p in known if p not in found and not found.covers(p))
@@ -128,6 +138,34 @@ class Planner:
         if paths is None and not allow_mass_delete:
             self._guard(plan, known, found, pending)
         return plan
+
+    def _commits_off(self, source: str, known: dict[str, DocRow]) -> set[tuple[str, str | None]]:
+        """``(version, commit)`` of the documents whose commit is off their version now.
+
+        A versioned source's documents record the commit they were written at; after a
+        version's branch is rewritten, those its new commit does not descend from name a
+        commit the version no longer has (asked once per version, of the source).
+        """
+        src = self.ctx.source(source)
+        if not is_versioned(src):
+            return set()
+        by_version: dict[str, set[str]] = {}
+        for rel, doc in known.items():
+            version = split_document(src, rel)[0]
+            if version is not None and doc.git_commit and doc.state == "ok":
+                by_version.setdefault(version, set()).add(doc.git_commit)
+        off: set[tuple[str, str | None]] = set()
+        for version, commits in sorted(by_version.items()):
+            tip = commit_of(src, version)
+            if tip is None or commits <= {tip}:
+                continue
+            try:
+                off.update((version, c) for c in commits_off(src, version, commits))
+            except OSError as exc:  # git failed: the commits stay as they are until next time
+                logger.warning(
+                    "source %s: cannot check the commits of %s: %s", source, version, exc
+                )
+        return off
 
     def _track_links(self, inodes: set[int]) -> None:
         """Make the indexed names of ``inodes`` (hard links seen first in a change) known.
@@ -208,10 +246,14 @@ class Planner:
         pending: set[int],
         *,
         full: bool,
+        rewrite: bool = False,
     ) -> None:
-        """Put one present file into ``plan``: unchanged, stat-only or to index."""
+        """Put one present file into ``plan``: unchanged, stat-only or to index.
+
+        ``rewrite``: index it even when its bytes are unchanged (its commit moved off).
+        """
         rule = self.ctx.rule_of(plan.source, rel)
-        if not full and not _needs_work(doc, st, rule, pending):
+        if not full and not rewrite and not _needs_work(doc, st, rule, pending):
             plan.unchanged += 1
             return
         plan.sizes[rel] = st.size
@@ -224,6 +266,7 @@ class Planner:
         plan.hashes[rel] = h
         if (
             doc is not None
+            and not rewrite
             and doc.state != "new"
             and not (full and doc.state == "failed")  # the file policy may have changed
             and doc.id not in pending
