@@ -11,25 +11,32 @@ shares the embedding cache and the counters among them, and wraps every model ca
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.config import Config
-from ingestd.daemon.sync.checkpoints import Checkpoints
+from ingestd.daemon.sync.checkpoints import HEARTBEAT_S, Checkpoints
 from ingestd.daemon.sync.profile import Profile, ProfileUnavailableError, config_for
 from ingestd.daemon.sync.settings import describe, profile_key, recorded_settings
+from ingestd.daemon.sync.types import SyncInterrupted
 from ingestd.store.manifest.manifest import Manifest
 
 if TYPE_CHECKING:
     from ingestd.store.embedding.cache import EmbedStats
+    from ingestd.store.embedding.model import Endpoint
 
 __all__ = ["SECONDS_PER_EMBED_CALL", "EmbedFn", "ModelFactory", "Profiles", "Wrap"]
 
 logger = logging.getLogger(__name__)
 
-#: Target duration of one call of the embedding model, in seconds: calls shrink below
-#: ``embedding.batch_size`` texts when the machine is slow, so that pings and stop
-#: requests are never far apart.
+#: Target duration of one call of a local embedding model, in seconds: calls shrink
+#: below ``embedding.batch_size`` texts when the machine is slow, so that pings and stop
+#: requests are never far apart. Not for an embedding server: its calls are
+#: ``batch_size`` texts per request, ``concurrency`` requests at once (its
+#: configuration), and the engine serves searches and stop requests while they are in
+#: flight (:meth:`Profiles.call_model`).
 SECONDS_PER_EMBED_CALL = 1.0
 
 #: An embedding callable: texts -> ``(n, dim)`` float32 unit vectors.
@@ -146,7 +153,7 @@ class Profiles:
             # a remote backend sends `concurrency` requests of batch_size texts at once
             max_texts_per_call=cfg.embedding.batch_size
             * (cfg.embedding.concurrency if cfg.embedding.endpoint else 1),
-            seconds_per_call=SECONDS_PER_EMBED_CALL,
+            seconds_per_call=None if cfg.embedding.endpoint else SECONDS_PER_EMBED_CALL,
         )
         known = self._profiles.get(prof.key)
         if known is not None:
@@ -262,9 +269,55 @@ class Profiles:
         if not getattr(model, "loaded", True):
             self.checkpoints.set_phase(f"loading embedding model {profile.model.name}")
         try:
+            if profile.model.endpoint is not None:
+                return self.call_model(model, texts, profile.model.endpoint)
             return model(texts)
         finally:
             self.checkpoints.set_phase("indexing")
+
+    def call_model(self, model: EmbedFn, texts: Sequence[str], endpoint: Endpoint) -> Any:
+        """``model(texts)`` of an embedding server, with checkpoints while it is in flight.
+
+        A server's requests take what they take (a full batch of a loaded server: many
+        seconds), and nothing of this process works on them. So with an owner hooked
+        to the checkpoints (the daemon), the requests run in a worker thread while this
+        (the engine) thread reaches a checkpoint every :data:`HEARTBEAT_S` seconds:
+        searches are served and the watchdog is pinged, and a stop request returns at
+        once (the requests finish on their own; their vectors are not used). The
+        checkpoints go on for at most the time the endpoint's requests may take
+        (:func:`~ingestd.store.embedding.remote_backend.longest_call_s`); past it the
+        pings stop, so a call that hangs trips the systemd watchdog.
+
+        Raises:
+            SyncInterrupted: a stop was requested.
+        """
+        from ingestd.store.embedding.remote_backend import longest_call_s
+
+        checkpoints = self.checkpoints
+        if checkpoints.on_checkpoint is None:
+            return model(texts)
+        box: list[Any] = []
+        done = threading.Event()
+
+        def work() -> None:
+            try:
+                box.append(model(texts))
+            except BaseException as exc:  # re-raised on the engine thread
+                box.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=work, name="ingestd-embed-call", daemon=True).start()
+        deadline = time.monotonic() + longest_call_s(endpoint)
+        while not done.wait(HEARTBEAT_S):
+            if checkpoints.stop.is_set():
+                raise SyncInterrupted("stop requested")
+            if time.monotonic() < deadline:
+                checkpoints.checkpoint(serve_changes=False)
+        result = box[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result
 
     def instrument(self, wrap: Wrap) -> None:
         """Wrap every model call of every profile, present and future, with ``wrap``."""
