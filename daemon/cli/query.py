@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,6 +29,7 @@ from ingestd.store.search.citation import version_text
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
+    from ingestd.daemon.sync.engine import Engine
 
 __all__ = ["read", "search", "status"]
 
@@ -108,7 +110,6 @@ def search(
         ingestd search --json "sampling" | jq '.[0] | {path, rank, dense_rank, sparse_rank}'
         ingestd search --budget-tokens 2048 "how do I configure the collector exporter"
     """
-    from ingestd.daemon.client.local import locked_engine
     from ingestd.daemon.commands.search import answer
 
     if not query.strip():
@@ -128,14 +129,7 @@ def search(
     if version is not None:
         args["version"] = version
 
-    def local() -> Any:
-        c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
-        c = with_manifest_sources(c, sd, config_path is not None)
-        if not c.sources:
-            raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
-        with locked_engine(c, sd, "ingestd search") as engine:
-            return answer(engine, **args)
-
+    local = _on_state_dir(cfg, sd, config_path, log_level, "search", lambda e: answer(e, **args))
     got = runner(sd, socket_path).call("search", args, local)
     if isinstance(got, list):  # a daemon of an earlier version: the hits alone
         got = {"hits": got, "mode": got[0].get("mode", "") if got else mode or "", "notes": []}
@@ -254,7 +248,6 @@ def read(
         ingestd read --path docs/install.md --start-line 40 --end-line 80
         ingestd read --source book --version v2.0 --path src/ch10-03-lifetime-syntax.md
     """
-    from ingestd.daemon.client.local import locked_engine
     from ingestd.daemon.commands.read import read as read_cmd
     from ingestd.daemon.commands.read import read_text
 
@@ -273,19 +266,37 @@ def read(
     if version is not None:
         args["version"] = version
 
-    def local() -> Any:
-        c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
-        c = with_manifest_sources(c, sd, config_path is not None)
-        if not c.sources:
-            raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
-        with locked_engine(c, sd, "ingestd read") as engine:
-            return read_cmd(engine, **args)
-
+    local = _on_state_dir(cfg, sd, config_path, log_level, "read", lambda e: read_cmd(e, **args))
     got = runner(sd, socket_path).call("read", args, local)
     if as_json:
         echo_json(got)
         return
     click.echo(read_text(got, more="--budget-tokens or --max-lines", sync="run `ingestd sync`"))
+
+
+def _on_state_dir(
+    cfg: Config | None,
+    state_dir: Path,
+    config_path: Path | None,
+    log_level: str | None,
+    command: str,
+    fn: Callable[[Engine], Any],
+) -> Callable[[], Any]:
+    """``fn(engine)`` on the state dir itself, under its lock: the answer without a daemon.
+
+    Without a config, the engine holds the sources the manifest records.
+    """
+    from ingestd.daemon.client.local import locked_engine
+
+    def local() -> Any:
+        c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
+        c = with_manifest_sources(c, state_dir, config_path is not None)
+        if not c.sources:
+            raise Fatal(f"nothing indexed in {state_dir}: run `ingestd resync PATH` first", 1)
+        with locked_engine(c, state_dir, f"ingestd {command}") as engine:
+            return fn(engine)
+
+    return local
 
 
 @click.command()

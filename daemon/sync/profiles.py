@@ -11,16 +11,13 @@ shares the embedding cache and the counters among them, and wraps every model ca
 from __future__ import annotations
 
 import logging
-import threading
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.config import Config
-from ingestd.daemon.sync.checkpoints import HEARTBEAT_S, Checkpoints
+from ingestd.daemon.sync.checkpoints import Checkpoints
 from ingestd.daemon.sync.profile import Profile, ProfileUnavailableError, config_for
 from ingestd.daemon.sync.settings import describe, profile_key, recorded_settings
-from ingestd.daemon.sync.types import SyncInterrupted
 from ingestd.store.manifest.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -281,10 +278,11 @@ class Profiles:
         A server's requests take what they take (a full batch of a loaded server: many
         seconds), and nothing of this process works on them. So with an owner hooked
         to the checkpoints (the daemon), the requests run in a worker thread while this
-        (the engine) thread reaches a checkpoint every :data:`HEARTBEAT_S` seconds:
-        searches are served and the watchdog is pinged, and a stop request returns at
-        once (the requests finish on their own; their vectors are not used). The
-        checkpoints go on for at most the time the endpoint's requests may take
+        (the engine) thread reaches a checkpoint every half second
+        (:meth:`~ingestd.daemon.sync.checkpoints.Checkpoints.wait_for`): searches are
+        served and the watchdog is pinged, and a stop request returns at once (the
+        requests finish on their own; their vectors are not used). The checkpoints go
+        on for at most the time the endpoint's requests may take
         (:func:`~ingestd.store.embedding.remote_backend.longest_call_s`); past it the
         pings stop, so a call that hangs trips the systemd watchdog.
 
@@ -293,31 +291,10 @@ class Profiles:
         """
         from ingestd.store.embedding.remote_backend import longest_call_s
 
-        checkpoints = self.checkpoints
-        if checkpoints.on_checkpoint is None:
+        if self.checkpoints.on_checkpoint is None:
             return model(texts)
-        box: list[Any] = []
-        done = threading.Event()
-
-        def work() -> None:
-            try:
-                box.append(model(texts))
-            except BaseException as exc:  # re-raised on the engine thread
-                box.append(exc)
-            finally:
-                done.set()
-
-        threading.Thread(target=work, name="ingestd-embed-call", daemon=True).start()
-        deadline = time.monotonic() + longest_call_s(endpoint)
-        while not done.wait(HEARTBEAT_S):
-            if checkpoints.stop.is_set():
-                raise SyncInterrupted("stop requested")
-            if time.monotonic() < deadline:
-                checkpoints.checkpoint(serve_changes=False)
-        result = box[0]
-        if isinstance(result, BaseException):
-            raise result
-        return result
+        what = f"a call of {len(texts)} texts to {endpoint.url}"
+        return self.checkpoints.wait_for(lambda: model(texts), longest_call_s(endpoint), what)
 
     def instrument(self, wrap: Wrap) -> None:
         """Wrap every model call of every profile, present and future, with ``wrap``."""
