@@ -41,7 +41,13 @@ from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext
 from ingestd.daemon.sync.documents import PreparedDocument
 from ingestd.daemon.sync.preparer import Preparer
 from ingestd.daemon.sync.types import SyncResult, UnreadableFile
-from ingestd.daemon.sync.write_parts import DocWork, InFlight, embedded, fails_whole_batch
+from ingestd.daemon.sync.write_parts import (
+    DocWork,
+    InFlight,
+    embedded,
+    embedded_texts,
+    fails_whole_batch,
+)
 from ingestd.daemon.sync.writer import Writer
 
 __all__ = ["LONG_CHUNKS", "POLL_S", "STEP_CHUNKS", "LongWrite", "LongWrites", "wait_all"]
@@ -289,6 +295,13 @@ class LongWrites:
         n = min(writer_mod.SLICE_CHUNKS, STEP_CHUNKS, per_call or STEP_CHUNKS)
         part = [(u.work, r) for r in u.work.fresh[u.done : u.done + n]]
         later = [embedded(u.work.prep, r.ordinal) for r in u.work.fresh[u.done + n :]]
+        following = (
+            v.prep
+            for v in self._units.values()
+            if v is not u and v.prep is not None and self.ctx.collection_of(v.source) == collection
+        )
+        nxt = next(following, None)  # the next unit already chunked: its texts fill the call
+        later += embedded_texts([nxt] if nxt is not None else [])
         stats = self.ctx.profiles.stats
         e0, r0 = stats.embedded, stats.reused
         self.writer.upsert_slice(u.source, collection, part, u.result, later)
