@@ -162,7 +162,15 @@ def test_the_readme_install_pulls_no_torch_and_indexes_and_searches_with_the_ref
     )
     state = tmp_path / "state"
     made = _light(
-        light_env, "ingestd", "resync", "--state-dir", str(state), str(tree), cwd=tmp_path
+        light_env,
+        "ingestd",
+        "resync",
+        "--log-level",
+        "INFO",
+        "--state-dir",
+        str(state),
+        str(tree),
+        cwd=tmp_path,
     )
     assert made.returncode == 0, made.stderr
     assert "making the ONNX graph" in made.stderr and "Traceback" not in made.stderr

@@ -261,6 +261,7 @@ headed = st.lists(st.sampled_from(_HEADED_PIECES), max_size=40).map("\n".join)
 @given(text=headed, size=st.integers(8, 80))
 @example(text="# Title\n# Title", size=12)  # hierarchical 16: a parent of one heading
 @example(text="# Title\n\n## Sub heading\n\nWords in a paragraph here.", size=40)
+@example(text="<Note>\n---------\n# Title", size=16)  # an HTML block, not a setext heading
 def test_no_chunk_is_only_headings_unless_nothing_follows_within_the_budget(
     name: str, text: str, size: int
 ) -> None:
