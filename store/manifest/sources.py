@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, text, update
 
 from ingestd.store.manifest.database import C, D, ManifestDatabase, S
+from ingestd.store.manifest.reader import SOURCE_POINTS_SQL
 
 __all__ = ["PointRecord", "SourceRecords"]
 
@@ -33,6 +34,12 @@ class PointRecord(NamedTuple):
     ordinal: int
     start_char: int
     end_char: int
+
+
+def _points(conn: Connection, source: str) -> tuple[int, int]:
+    """``(committed, pending)`` points of ``source`` (:data:`SOURCE_POINTS_SQL`)."""
+    by = {bool(p): int(n) for p, n in conn.execute(text(SOURCE_POINTS_SQL), {"source": source})}
+    return by.get(False, 0), by.get(True, 0)
 
 
 def _collection_sources(collection: str) -> Any:
@@ -102,9 +109,11 @@ class SourceRecords(ManifestDatabase):
     def collection_counts(self, collection: str) -> tuple[int, int]:
         """``(committed, pending)`` point ids of every source recorded with ``collection``.
 
-        Distinct ids: a point that versions of a document share is one point. The sum of
-        the sources' :meth:`counts` (a point id belongs to one source), so it costs
-        nothing while they are kept (:mod:`~ingestd.store.manifest.counts`).
+        Each source's points as :data:`~ingestd.store.manifest.reader.SOURCE_POINTS_SQL`
+        counts them (a point that versions of a document share is one point); a point id
+        names its source, so no two sources hold one. The sum of the sources'
+        :meth:`counts`, so it costs nothing while they are kept
+        (:mod:`~ingestd.store.manifest.counts`).
         """
         committed = pending = 0
         for s in self.sources():
@@ -168,7 +177,8 @@ class SourceRecords(ManifestDatabase):
     def counts(self, source: str) -> dict[str, int]:
         """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source.
 
-        ``chunks`` and ``pending`` count distinct point ids (versions share points).
+        ``chunks`` and ``pending`` count points
+        (:data:`~ingestd.store.manifest.reader.SOURCE_POINTS_SQL`: versions share points).
         Kept between the writes that change them (``count_cache``, see
         :mod:`~ingestd.store.manifest.counts`).
         """
@@ -185,17 +195,11 @@ class SourceRecords(ManifestDatabase):
                 .select_from(D)
                 .where(D.c.source == source, D.c.state == "failed")
             ).scalar_one()
-            chunks = conn.execute(
-                select(C.c.pending, func.count(func.distinct(C.c.point_id)))
-                .join(D, D.c.id == C.c.doc_id)
-                .where(D.c.source == source)
-                .group_by(C.c.pending)
-            ).all()
-        by = {bool(p): int(n) for p, n in chunks}
+            committed, pending = _points(conn, source)
         return {
             "documents": int(docs),
-            "chunks": by.get(False, 0),
-            "pending": by.get(True, 0),
+            "chunks": committed,
+            "pending": pending,
             "failed": int(failed),
         }
 

@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from ingestd.store.common.damage import StateDamagedError, is_sqlite_damage
 from ingestd.store.manifest.counts import COUNT_KEYS
-from ingestd.store.manifest.reader import ManifestReader
+from ingestd.store.manifest.reader import SOURCE_POINTS_SQL, ManifestReader
 
 __all__ = ["ManifestView", "sqlite_read_uri"]
 
@@ -88,7 +88,7 @@ class ManifestView(ManifestReader):
                 conn.close()
             return None
 
-    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+    def _execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Cursor:
         """Run a query; a damaged page is a :class:`StateDamagedError` naming the file.
 
         Raises:
@@ -141,7 +141,9 @@ class ManifestView(ManifestReader):
     def counts(self, source: str) -> dict[str, int]:
         """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source.
 
-        The seeded ones when known (:meth:`seed_counts`), else counted.
+        ``chunks`` and ``pending`` count points
+        (:data:`~ingestd.store.manifest.reader.SOURCE_POINTS_SQL`). The seeded ones when
+        known (:meth:`seed_counts`), else counted.
         """
         if source in self._seeded:
             return dict(self._seeded[source])
@@ -151,14 +153,7 @@ class ManifestView(ManifestReader):
             "SELECT count(*), coalesce(sum(state = 'failed'), 0) FROM documents WHERE source = ?",
             (source,),
         ).fetchone()
-        by = {
-            bool(p): int(n)
-            for p, n in self._execute(
-                "SELECT c.pending, count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
-                "WHERE d.source = ? GROUP BY c.pending",
-                (source,),
-            )
-        }
+        by = {bool(p): int(n) for p, n in self._execute(SOURCE_POINTS_SQL, {"source": source})}
         return {
             "documents": int(docs),
             "chunks": by.get(False, 0),
