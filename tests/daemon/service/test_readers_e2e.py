@@ -36,7 +36,7 @@ def _snapshot(state: Path) -> dict[str, tuple[int, bytes | None]]:
 
 
 @BOTH
-def test_status_without_a_daemon_leaves_every_file_of_the_state_dir_unchanged(
+def test_status_and_reads_without_a_daemon_leave_every_file_of_the_state_dir_unchanged(
     tmp_path: Path, qdrant_engine: str
 ) -> None:
     root, state = ingested_tree(tmp_path)
@@ -49,8 +49,13 @@ def test_status_without_a_daemon_leaves_every_file_of_the_state_dir_unchanged(
     assert st["sources"][0]["chunks"] == 100 and st["daemon"] is None
     assert _snapshot(state) == before
     if qdrant_engine == "local":  # local mode loads a store without writing it
-        proc = run_cli("search", "--state-dir", str(state), "--mode", "sparse", "collector")
+        sd = ("--state-dir", str(state))
+        proc = run_cli("search", *sd, "--mode", "sparse", "--json", "collector")
         assert proc.returncode == 0, proc.stderr
+        hit = json.loads(proc.stdout)["hits"][0]
+        proc = run_cli("read", *sd, hit["id"], "--json")  # a hit widened to its section
+        assert proc.returncode == 0, proc.stderr
+        assert json.loads(proc.stdout)["path"] == hit["path"]
         assert _snapshot(state) == before
 
 
