@@ -181,8 +181,12 @@ class ManifestView(ManifestReader):
         return int(n)
 
     def failed(self, source: str) -> list[tuple[str, str]]:
-        """``(path, error)`` of the documents of ``source`` that failed, by path."""
-        if "documents" not in self._tables:
+        """``(path, error)`` of the documents of ``source`` that failed, by path.
+
+        None read when the seeded counts (:meth:`seed_counts`) know of no failure: the
+        query reads every document row of the source (0.1 s at 50k documents).
+        """
+        if "documents" not in self._tables or self._seeded.get(source, {}).get("failed") == 0:
             return []
         rows = self._execute(
             "SELECT path, error FROM documents WHERE source = ? AND state = 'failed' ORDER BY path",

@@ -197,7 +197,7 @@ def test_the_record_names_each_shards_log_end_and_points(tmp_path: Path) -> None
 
 @NOT_DURABLE
 def test_status_after_a_clean_close_counts_nothing(tmp_path: Path, reads: PayloadReads) -> None:
-    """Its counts come from the record: not one query over the chunk rows."""
+    """Its counts come from the record: not one query over the chunk or document rows."""
     from ingestd.daemon.commands.status import local_status
     from ingestd.daemon.sync.holdings import check_state
     from ingestd.store.manifest.view import ManifestView
@@ -217,6 +217,7 @@ def test_status_after_a_clean_close_counts_nothing(tmp_path: Path, reads: Payloa
         assert check_state(None, state, view) == []
     assert st["sources"][0]["chunks"] == 100
     assert not [q for q in queries if "chunks" in q], queries
+    assert not [q for q in queries if "documents" in q], queries  # none failed: none listed
     assert (reads.opened, reads.payloads) == (0, 0)
 
 

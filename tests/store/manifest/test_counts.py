@@ -128,3 +128,20 @@ def test_seeded_counts_are_taken_only_whole() -> None:
         {"a": {"documents": 1, "chunks": 2, "pending": 0, "failed": 0}, "b": {"documents": 1}}
     )
     assert cache.known() == {"a": {"documents": 1, "chunks": 2, "pending": 0, "failed": 0}}
+
+
+def test_a_view_lists_failures_unless_the_seeded_counts_know_of_none(
+    manifest: Manifest, tmp_path: Path
+) -> None:
+    from ingestd.store.manifest.view import ManifestView
+
+    doc = manifest.document("a", "d1.md")
+    assert doc is not None
+    manifest.update_document(doc.id, state="failed", error="boom")
+    with ManifestView(tmp_path / "manifest.db") as view:
+        view.seed_counts({s: manifest.counts(s) for s in ("a", "b")})
+        queries: list[str] = []
+        view._conn.set_trace_callback(queries.append)
+        assert view.failed("a") == [("d1.md", "boom")]  # the kept count says one failed
+        assert view.failed("b") == []
+    assert len(queries) == 1 and "'a'" in queries[0], queries  # b's kept count is 0: not read
