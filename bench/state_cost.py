@@ -1,7 +1,8 @@
 """What the operator's commands cost as the index grows: 100k and 1M points on Qdrant Edge.
 
 Each command's cost should follow the change, not the index. Per size, in one run, as
-ratios against a baseline measured in the same rounds (the machines are shared):
+ratios against a baseline measured in the same rounds, every size in each round (the
+machines are shared: a burst of load then weighs on each size alike):
 
 * a no-op ``ingestd resync`` of md-docs (768 files, nothing changed) in a collection
   that holds 100k or 1M points (target: <= 1.5 s at 100k, and at most 1.2x that at 1M),
@@ -248,31 +249,48 @@ def daemon_start(
     return out
 
 
-def measure(state: Path, runs: int, env: dict[str, str]) -> dict[str, Any]:
-    """The figures of one state dir (see the module docstring)."""
-    status = [*ingestd(), "status", "--state-dir", str(state)]
-    resync = [*ingestd(), "resync", "--state-dir", str(state), str(CORPUS)]
-    times: dict[str, list[tuple[float, float]]] = {"base": [], "status": [], "resync": []}
-    commands = {"base": [sys.executable, "-c", "pass"], "status": status, "resync": resync}
-    # a clean stop first: whatever ended the state before, the daemon closes it cleanly
-    daemon_start(state, env)
+def measure(states: list[Path], runs: int, env: dict[str, str]) -> list[dict[str, Any]]:
+    """The figures of each state dir (see the module docstring).
+
+    The commands of every size run in the same rounds, one size after another, so that
+    the machine's load weighs on each size alike and the ratios between sizes hold.
+    """
+    base = [sys.executable, "-c", "pass"]
+    commands = {
+        state: {
+            "base": base,
+            "status": [*ingestd(), "status", "--state-dir", str(state)],
+            "resync": [*ingestd(), "resync", "--state-dir", str(state), str(CORPUS)],
+        }
+        for state in states
+    }
+    times: dict[Path, dict[str, list[tuple[float, float]]]] = {
+        state: {name: [] for name in cmds} for state, cmds in commands.items()
+    }
+    for state in states:  # a clean stop first: whatever ended the state before
+        daemon_start(state, env)
     for rnd in range(runs + 1):  # round 0 warms the page cache and the bytecode
-        for name, cmd in commands.items():
-            wall, cpu, proc = _timed(cmd, env)
-            if proc.returncode != 0:
-                sys.exit(f"{name} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
-            if name == "resync" and " 0 indexed" not in proc.stdout:
-                sys.exit(f"the resync was not a no-op:\n{proc.stdout[-2000:]}")
-            if rnd:
-                times[name].append((wall, cpu))
-    clean = daemon_start(state, env, idle_s=20.0)
-    daemon_start(state, env, kill=True)
-    killed = daemon_start(state, env)
-    out: dict[str, Any] = {"points": _points(state), "clean": clean, "killed": killed}
-    for name, ts in times.items():
-        out[f"{name}_s"] = statistics.median(w for w, _ in ts)
-        out[f"{name}_cpu_s"] = statistics.median(c for _, c in ts)
-    return out
+        for state, cmds in commands.items():
+            for name, cmd in cmds.items():
+                wall, cpu, proc = _timed(cmd, env)
+                if proc.returncode != 0:
+                    sys.exit(f"{name} exited {proc.returncode}:\n{proc.stderr[-3000:]}")
+                if name == "resync" and " 0 indexed" not in proc.stdout:
+                    sys.exit(f"the resync was not a no-op:\n{proc.stdout[-2000:]}")
+                if rnd:
+                    times[state][name].append((wall, cpu))
+    rows = []
+    for state in states:
+        clean = daemon_start(state, env, idle_s=20.0)
+        daemon_start(state, env, kill=True)
+        killed = daemon_start(state, env)
+        out: dict[str, Any] = {"points": _points(state), "clean": clean, "killed": killed}
+        for name, ts in times[state].items():
+            out[f"{name}_s"] = statistics.median(w for w, _ in ts)
+            out[f"{name}_cpu_s"] = statistics.median(c for _, c in ts)
+        print(json.dumps(out), file=sys.stderr, flush=True)
+        rows.append(out)
+    return rows
 
 
 def _points(state: Path) -> int:
@@ -304,13 +322,11 @@ def main() -> None:
     from _provenance import provenance
 
     env = _env()
-    rows = []
-    for n in (int(s) for s in args.sizes.split(",")):
-        state = args.work / f"state-{n}"
+    states = [args.work / f"state-{n}" for n in (int(s) for s in args.sizes.split(","))]
+    for state in states:
         if not (state / "manifest.db").exists():
-            sys.exit(f"no state dir of {n} points: run with --build {n} first")
-        rows.append(measure(state, args.runs, env))
-        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+            sys.exit(f"no state dir {state.name}: run with --build {state.name[6:]} first")
+    rows = measure(states, args.runs, env)
     print(provenance())
     _table(rows)
 
