@@ -52,7 +52,7 @@ def test_status_and_reads_without_a_daemon_leave_every_file_of_the_state_dir_unc
         sd = ("--state-dir", str(state))
         proc = run_cli("search", *sd, "--mode", "sparse", "--json", "collector")
         assert proc.returncode == 0, proc.stderr
-        hit = json.loads(proc.stdout)["hits"][0]
+        hit = json.loads(proc.stdout)[0]  # the hits, as a JSON list
         proc = run_cli("read", *sd, hit["id"], "--json")  # a hit widened to its section
         assert proc.returncode == 0, proc.stderr
         assert json.loads(proc.stdout)["path"] == hit["path"]
