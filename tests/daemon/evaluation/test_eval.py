@@ -288,6 +288,16 @@ def first_run(
     return raw, state, qs
 
 
+@pytest.fixture(scope="module", autouse=True)
+def private_tempdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The local runs' scratch state dirs go to a folder of this module's own: in the
+    parallel suite, another worker's runs would show in a listing of the shared one."""
+    previous = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.mktemp("tempdir"))
+    yield Path(tempfile.tempdir)
+    tempfile.tempdir = previous
+
+
 def _scratch_dirs() -> set[str]:
     return {p for p in os.listdir(tempfile.gettempdir()) if p.startswith("ingestd-eval-")}
 
