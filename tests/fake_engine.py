@@ -35,7 +35,13 @@ from ingestd.store.search.query import (
     scored_hits,
 )
 from ingestd.store.search.sparse import SparseVec
-from ingestd.store.vectors.base import DenseVector, Layout, Point, physical_name, version_of
+from ingestd.store.vectors.base import (
+    DenseVector,
+    Layout,
+    Point,
+    ensure_collection,
+    version_of,
+)
 from ingestd.store.vectors.routing import RoutedWrites
 from ingestd.store.vectors.spec import STORE_PART, EngineSpec, json_damage
 
@@ -181,17 +187,7 @@ class MemoryStore(RoutedWrites):
         return out
 
     def ensure_collection(self, name: str, dim: int) -> Layout:
-        lay = self.layout(name)
-        if not lay.exists:
-            physical = physical_name(name, 1)
-            self.create_physical(physical, dim)
-            self.point_alias(name, physical)
-            lay = self.layout(name)
-        if lay.dim != dim:
-            raise ValueError(
-                f"collection {name!r} has {lay.dim}-dim vectors, the model makes {dim}"
-            )
-        return lay
+        return ensure_collection(self, name, dim)
 
     def create_physical(self, physical: str, dim: int) -> None:
         self._colls.setdefault(physical, _Collection(dim))

@@ -312,23 +312,3 @@ def run_cli(
     if check and proc.returncode != 0:
         raise AssertionError(f"ingestd {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
     return proc
-
-
-def linear_time(run: Callable[[int], Any], small: int, big: int, max_ratio: float = 30) -> Any:
-    """Run ``run(small)`` then ``run(big)``; assert the big run is not super-linear.
-
-    A wall-clock bound fails on a loaded machine; a ratio measured in the same process
-    does not: a linear algorithm takes ``big / small`` times longer (10x for 100k ->
-    1M), a quadratic one ``(big / small) ** 2`` (100x). Allows ``max_ratio`` plus one
-    second of noise. Returns the big run's result.
-    """
-    t0 = time.perf_counter()
-    run(small)
-    t_small = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    out = run(big)
-    t_big = time.perf_counter() - t0
-    assert t_big <= max_ratio * t_small + 1.0, (
-        f"{big} took {t_big:.2f} s, {small} took {t_small:.2f} s: super-linear"
-    )
-    return out

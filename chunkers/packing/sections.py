@@ -15,6 +15,7 @@ This module imports none of those modules, so each of them can import it.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from pydantic import model_validator
@@ -23,7 +24,7 @@ from ingestd.chunkers.base import ChunkerOptions
 
 __all__ = [
     "FILL_SHARE", "Block", "Section", "SectionOptions", "Span", "first_line", "heading_prefix",
-    "intro_sentence",
+    "intro_sentence", "introducer",
 ]  # fmt: skip
 
 _SENTENCE_END = re.compile(r"[.!?]\s+(?=\S)")  # the last part: the last sentence
@@ -159,6 +160,24 @@ def intro_sentence(text: str, blk: Block) -> str:
     if len(parts) == 1 and len(tail) < len(para) and len(words) <= _INTRO_WORDS:
         words = _SENTENCE_END.split(para)[-1].split()
     return " ".join(words[-_INTRO_WORDS:])
+
+
+def introducer(kinds: frozenset[str]) -> Callable[[str, Block], str]:
+    """A strategy's ``intro``: :func:`intro_sentence` before blocks of ``kinds``, else ``""``.
+
+    Args:
+        kinds: the block kinds a paragraph ending in ``:`` introduces in the strategy's
+            markup (``list``, ``fence``, ``table`` ...).
+
+    Returns:
+        ``(text, block) -> str``, as :class:`~ingestd.chunkers.packing.packer.Packer`
+        takes it.
+    """
+
+    def intro(text: str, blk: Block) -> str:
+        return intro_sentence(text, blk) if blk.kind in kinds else ""
+
+    return intro
 
 
 def heading_prefix(path: tuple[str, ...], title: str | None) -> str:

@@ -29,7 +29,7 @@ from ingestd.chunkers.packing.sections import (
     Block,
     Section,
     SectionOptions,
-    intro_sentence,
+    introducer,
 )
 
 __all__ = ["AsciidocChunker", "AsciidocOptions"]
@@ -77,8 +77,7 @@ def _carry(text: str, blk: Block) -> str:
     return " ".join(text[blk.body : eol if eol != -1 else blk.end].split())
 
 
-def _intro(text: str, blk: Block) -> str:
-    return intro_sentence(text, blk) if blk.kind in _INTRODUCED else ""
+_intro = introducer(_INTRODUCED)
 
 
 class AsciidocChunker(Chunker):

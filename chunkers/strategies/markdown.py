@@ -74,7 +74,7 @@ from ingestd.chunkers.packing.sections import (
     SectionOptions,
     first_line,
     heading_prefix,
-    intro_sentence,
+    introducer,
 )
 
 __all__ = [
@@ -199,8 +199,7 @@ def _carry(text: str, blk: Block) -> str:
     return first_line(text, blk)
 
 
-def _intro(text: str, blk: Block) -> str:
-    return intro_sentence(text, blk) if blk.kind in _INTRODUCED else ""
+_intro = introducer(_INTRODUCED)
 
 
 class MarkdownChunker(Chunker):

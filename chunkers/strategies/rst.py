@@ -37,7 +37,7 @@ from ingestd.chunkers.packing.sections import (
     Section,
     SectionOptions,
     first_line,
-    intro_sentence,
+    introducer,
 )
 
 __all__ = ["RstChunker", "RstOptions", "parse_rst"]
@@ -206,8 +206,7 @@ def _ends_intro(text: str, blk: Block) -> bool:
     return blk.kind == "para" and text[blk.end - 1] == ":" and text[blk.end - 2 : blk.end] != "::"
 
 
-def _intro(text: str, blk: Block) -> str:
-    return intro_sentence(text, blk) if blk.kind in _INTRODUCED else ""
+_intro = introducer(_INTRODUCED)
 
 
 def _carry(text: str, blk: Block) -> str:

@@ -168,7 +168,7 @@ def eval_cmd(
     from ingestd.daemon.config import ConfigError
     from ingestd.daemon.evaluation import cli as eval_cli
     from ingestd.daemon.evaluation import report as eval_report
-    from ingestd.daemon.evaluation.evaluate import MODES, EvalError
+    from ingestd.daemon.evaluation.evaluate import MODES, EvalError, EvalPlan
     from ingestd.daemon.evaluation.questions import (
         QuestionError,
         add_judgements,
@@ -187,7 +187,8 @@ def eval_cmd(
     except (ConfigError, QuestionError) as exc:
         raise Fatal(str(exc), 2) from None
     try:
-        raw = eval_cli.run(cfg, sd, corpus, qs, sets, modes or MODES, runner=runner(sd, None))
+        plan = EvalPlan(corpus, qs, sets, modes or MODES)
+        raw = eval_cli.run(cfg, sd, plan, runner=runner(sd, None))
     except EvalError as exc:
         raise Fatal(str(exc)) from None
     report = eval_report.summarise(

@@ -17,16 +17,14 @@ import secrets
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from ingestd.daemon.cli.progress import interactive, progress_bars, sync_detail
 from ingestd.daemon.client.runner import Runner
 from ingestd.daemon.config import Config
-from ingestd.daemon.evaluation.evaluate import EvalProgress
-from ingestd.daemon.evaluation.questions import Question
-from ingestd.daemon.evaluation.rulesets import LabeledRules
+from ingestd.daemon.evaluation.evaluate import EvalPlan, EvalProgress
 from ingestd.daemon.wire.errors import DaemonError, NoDaemon
 
 __all__ = ["LOG_EVERY_S", "POLL_S", "ProgressLog", "describe", "progress_display", "run"]
@@ -42,10 +40,7 @@ LOG_EVERY_S = 30.0
 def run(
     cfg: Config,
     state_dir: Path,
-    corpus: Path,
-    questions: Sequence[Question],
-    sets: Sequence[LabeledRules],
-    modes: Sequence[str],
+    plan: EvalPlan,
     *,
     quiet: bool = False,
     runner: Runner | None = None,
@@ -55,10 +50,7 @@ def run(
     Args:
         cfg: the configuration.
         state_dir: the state dir (its daemon, or its embedding cache).
-        corpus: the corpus root.
-        questions: the questions, answers located.
-        sets: the rule sets.
-        modes: the search modes.
+        plan: the corpus, questions, rule sets and modes.
         quiet: no progress display.
         runner: how the daemon is reached (default: ``Runner(state_dir)``).
 
@@ -79,7 +71,7 @@ def run(
         from ingestd.daemon.evaluation.runs import run_local
 
         with progress_display(quiet) as show, _sigterm_exits():
-            return run_local(cfg, state_dir, corpus, questions, sets, modes, progress=show)
+            return run_local(cfg, state_dir, plan, progress=show)
 
     # a daemon answers the progress of a run it does not know at once (None)
     local_result, by_daemon = runner.run("eval-progress", {"run": run_id}, here)
@@ -88,10 +80,10 @@ def run(
         return result
     args = {
         "run": run_id,
-        "corpus": str(Path(os.path.realpath(corpus))),
-        "questions": [q.as_dict() for q in questions],
-        "rule_sets": [s.as_dict() for s in sets],
-        "modes": list(modes),
+        "corpus": str(Path(os.path.realpath(plan.corpus))),
+        "questions": [q.as_dict() for q in plan.questions],
+        "rule_sets": [s.as_dict() for s in plan.rule_sets],
+        "modes": list(plan.modes),
     }
     return _through_daemon(runner, run_id, args, quiet)
 

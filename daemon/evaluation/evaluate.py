@@ -49,6 +49,7 @@ __all__ = [
     "PAGE_HITS",
     "EvalCancelled",
     "EvalError",
+    "EvalPlan",
     "EvalProgress",
     "Evaluation",
 ]
@@ -133,17 +134,31 @@ class _Lent:
         """Leave the store open: it belongs to the host."""
 
 
+@dataclass(frozen=True)
+class EvalPlan:
+    """What an evaluation measures, wherever it runs (here or in the daemon).
+
+    Attributes:
+        corpus: the corpus root. It is indexed with the include/exclude globs of the
+            configured source at that root, if there is one, else with the defaults.
+        questions: the questions, their answers located.
+        rule_sets: the rule sets, in table order.
+        modes: the search modes, in table order.
+    """
+
+    corpus: Path
+    questions: Sequence[Question]
+    rule_sets: Sequence[LabeledRules]
+    modes: Sequence[str]
+
+
 class Evaluation:
     """One run of ``ingestd eval`` on a host engine.
 
     Args:
         host: the engine whose vector store, embedding model and checkpoint hook the
             run borrows (the daemon's, or a scratch one: see the module docstring).
-        corpus: the corpus root. It is indexed with the include/exclude globs of the
-            configured source at that root, if there is one, else with the defaults.
-        questions: the questions, their answers located.
-        rule_sets: the rule sets, in table order.
-        modes: the search modes, in table order.
+        plan: the corpus, questions, rule sets and modes.
         cache_path: the embedding cache file (the state dir's ``embeddings.db``).
         scratch: a folder for the engines' manifests (the caller removes it).
         collections: where the eval collections are listed and dropped (default: the
@@ -160,10 +175,7 @@ class Evaluation:
     def __init__(
         self,
         host: Engine,
-        corpus: Path,
-        questions: Sequence[Question],
-        rule_sets: Sequence[LabeledRules],
-        modes: Sequence[str],
+        plan: EvalPlan,
         *,
         cache_path: Path,
         scratch: Path,
@@ -172,10 +184,10 @@ class Evaluation:
         progress: Callable[[EvalProgress], None] | None = None,
     ) -> None:
         self.host = host
-        self.corpus = Path(os.path.realpath(corpus))
-        self.questions = list(questions)
-        self.rule_sets = list(rule_sets)
-        self.modes = cast("list[Mode]", list(modes))  # checked below
+        self.corpus = Path(os.path.realpath(plan.corpus))
+        self.questions = list(plan.questions)
+        self.rule_sets = list(plan.rule_sets)
+        self.modes = cast("list[Mode]", list(plan.modes))  # checked below
         self.cache_path = Path(cache_path)
         self.scratch = Path(scratch)
         self.collections = collections or EvalCollections(host.store, None)

@@ -24,7 +24,13 @@ from typing import Any
 
 from ingestd.daemon.config import Config, ManifestConfig, QdrantConfig
 from ingestd.daemon.evaluation.collections import LEDGER, EvalCollections
-from ingestd.daemon.evaluation.evaluate import EvalCancelled, EvalError, EvalProgress, Evaluation
+from ingestd.daemon.evaluation.evaluate import (
+    EvalCancelled,
+    EvalError,
+    EvalPlan,
+    EvalProgress,
+    Evaluation,
+)
 from ingestd.daemon.evaluation.questions import Question
 from ingestd.daemon.evaluation.rulesets import LabeledRules
 from ingestd.daemon.statedir import StatePaths, secure_state_dir
@@ -41,10 +47,7 @@ _RUNNING_LOCK = threading.Lock()
 def run_local(
     cfg: Config,
     state_dir: Path,
-    corpus: Path,
-    questions: Sequence[Question],
-    sets: Sequence[LabeledRules],
-    modes: Sequence[str],
+    plan: EvalPlan,
     *,
     progress: Callable[[EvalProgress], None] | None = None,
     embed_model: Callable[[Sequence[str]], Any] | None = None,
@@ -55,10 +58,7 @@ def run_local(
         cfg: the configuration (embedding model, tokenizer, search settings, sources'
             include/exclude); its store and manifest are not used.
         state_dir: the state dir whose ``embeddings.db`` is used (created if missing).
-        corpus: the corpus root.
-        questions: the questions, answers located.
-        sets: the rule sets, in table order.
-        modes: the search modes, in table order.
+        plan: the corpus, questions, rule sets and modes.
         progress: called as the run advances.
         embed_model: embedding callable overriding the configured model (tests).
 
@@ -83,10 +83,7 @@ def run_local(
         try:
             ev = Evaluation(
                 host,
-                corpus,
-                questions,
-                sets,
-                modes,
+                plan,
                 cache_path=StatePaths(Path(state_dir)).embeddings,
                 scratch=scratch,
                 progress=progress,
@@ -142,10 +139,7 @@ def run_in_daemon(
     try:
         ev = Evaluation(
             engine,
-            Path(corpus),
-            qs,
-            sets,
-            modes,
+            EvalPlan(Path(corpus), qs, sets, modes),
             cache_path=engine.cache_path,
             scratch=scratch,
             collections=collections,

@@ -38,6 +38,7 @@ from ingestd.store.search.sparse import SPARSE_VECTOR, SparseVec
 
 __all__ = [
     "HIDDEN_KEYS",
+    "INDEXED_KEYS",
     "MODES",
     "PARENT_KEY",
     "PATH_KEY",
@@ -67,6 +68,9 @@ PENDING_KEY = "pending"
 PARENT_KEY = "is_parent"
 #: Flags whose points are never hits, in the order the engines' filters list them.
 HIDDEN_KEYS = (PARENT_KEY, PENDING_KEY)
+#: Payload keys a search or ``forget`` filters on: each engine gives them a keyword
+#: index (the embedded qdrant-client store has none: it ignores payload indexes).
+INDEXED_KEYS = ("source", "path", PATH_KEY, "version")
 
 Mode = Literal["hybrid", "dense", "sparse"]
 MODES: tuple[Mode, ...] = ("hybrid", "dense", "sparse")

@@ -37,12 +37,14 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LAYOUT",
+    "AliasedCollections",
     "DenseVector",
     "Layout",
     "Point",
     "StoreReadOnlyError",
     "StoreUnavailableError",
     "VectorStore",
+    "ensure_collection",
     "physical_name",
     "version_of",
 ]
@@ -131,7 +133,23 @@ class Layout:
         return self.aliased and self.sparse
 
 
-class VectorStore(Protocol):
+class AliasedCollections(Protocol):
+    """What :func:`ensure_collection` uses of a :class:`VectorStore`: names behind aliases."""
+
+    def layout(self, name: str) -> Layout:
+        """What stands behind collection name ``name`` (alias, physical, legacy, missing)."""
+        ...
+
+    def create_physical(self, physical: str, dim: int) -> None:
+        """Create physical collection ``physical`` with the current layout, if missing."""
+        ...
+
+    def point_alias(self, name: str, physical: str) -> None:
+        """Make ``name`` an alias of ``physical``, atomically for readers."""
+        ...
+
+
+class VectorStore(AliasedCollections, Protocol):
     """What ingestd asks of a vector store: collections, versions, points, search.
 
     Collection names given to point operations are aliases or physical collections;
@@ -146,10 +164,6 @@ class VectorStore(Protocol):
     engine: str
 
     # -- collections, versions and aliases ------------------------------------------------
-
-    def layout(self, name: str) -> Layout:
-        """What stands behind collection name ``name`` (alias, physical, legacy, missing)."""
-        ...
 
     def has_collection(self, name: str) -> bool:
         """Whether collection (or alias) ``name`` exists."""
@@ -173,14 +187,6 @@ class VectorStore(Protocol):
         Raises:
             ValueError: the collection exists with another dimension.
         """
-        ...
-
-    def create_physical(self, physical: str, dim: int) -> None:
-        """Create physical collection ``physical`` with the current layout, if missing."""
-        ...
-
-    def point_alias(self, name: str, physical: str) -> None:
-        """Make ``name`` an alias of ``physical``, atomically for readers."""
         ...
 
     def drop_collection(self, name: str) -> None:
@@ -278,3 +284,27 @@ class VectorStore(Protocol):
     def close(self) -> None:
         """Release the store (the embedded lock among others)."""
         ...
+
+
+def ensure_collection(store: AliasedCollections, name: str, dim: int) -> Layout:
+    """Create collection ``name`` (``<name>__v1`` behind alias ``name``) if missing.
+
+    The same for every engine, through its :meth:`VectorStore.layout`,
+    :meth:`VectorStore.create_physical` and :meth:`VectorStore.point_alias`.
+
+    Returns:
+        Its layout (a legacy collection is left as it is: see
+        :class:`ingestd.store.vectors.versions.CollectionVersions`).
+
+    Raises:
+        ValueError: the collection exists with another dimension.
+    """
+    lay = store.layout(name)
+    if not lay.exists:
+        physical = physical_name(name, 1)
+        store.create_physical(physical, dim)
+        store.point_alias(name, physical)
+        lay = store.layout(name)
+    if lay.dim is not None and lay.dim != dim:
+        raise ValueError(f"collection {name!r} has {lay.dim}-dim vectors, the model makes {dim}")
+    return lay

@@ -46,13 +46,13 @@ from pathlib import Path
 from typing import Any
 
 from ingestd.store.common.damage import StateDamagedError
-from ingestd.store.search.query import HIDDEN_KEYS, PATH_KEY
+from ingestd.store.search.query import HIDDEN_KEYS, INDEXED_KEYS
 from ingestd.store.search.sparse import SPARSE_VECTOR
 from ingestd.store.vectors.base import (
     Layout,
     StoreReadOnlyError,
     StoreUnavailableError,
-    physical_name,
+    ensure_collection,
     version_of,
 )
 from ingestd.store.vectors.edge_guard import Guarded
@@ -79,8 +79,6 @@ ALIASES_FILE = "edge.json"
 COLLECTIONS_DIR = "collections"
 #: Version of the folder layout above, recorded in :data:`ALIASES_FILE`.
 FORMAT = 1
-#: Payload keys with a keyword index (the filters of ``ingestd search`` and ``forget``).
-INDEXED_KEYS = ("source", "path", PATH_KEY, "version")
 #: Payload keys with a boolean index (excluded from searches by ``IsEmptyCondition``):
 #: without one, excluding parents (:data:`~ingestd.store.search.query.PARENT_KEY`) from
 #: a search reads every point's payload (360 ms at 100,000 points here, against 15 ms
@@ -396,7 +394,8 @@ class EdgeCollections(RoutedWrites):
         """Create physical collection ``physical`` with the current layout, if missing.
 
         :func:`shard_config` (dense vectors of ``dim`` dimensions, cosine; the sparse BM25
-        vector with ``Modifier.Idf``), keyword payload indexes on :data:`INDEXED_KEYS`
+        vector with ``Modifier.Idf``), keyword payload indexes on
+        :data:`~ingestd.store.search.query.INDEXED_KEYS`
         and boolean ones on :data:`BOOL_KEYS`, on disk in immutable segments.
         """
         from qdrant_edge import EdgeShard
@@ -418,22 +417,8 @@ class EdgeCollections(RoutedWrites):
         self._layouts.pop(name, None)
 
     def ensure_collection(self, name: str, dim: int) -> Layout:
-        """Create collection ``name`` (``<name>__v1`` behind alias ``name``) if missing.
-
-        Raises:
-            ValueError: the collection exists with another dimension.
-        """
-        lay = self.layout(name)
-        if not lay.exists:
-            physical = physical_name(name, 1)
-            self.create_physical(physical, dim)
-            self.point_alias(name, physical)
-            lay = self.layout(name)
-        if lay.dim is not None and lay.dim != dim:
-            raise ValueError(
-                f"collection {name!r} has {lay.dim}-dim vectors, the model makes {dim}"
-            )
-        return lay
+        """See :func:`ingestd.store.vectors.base.ensure_collection`."""
+        return ensure_collection(self, name, dim)
 
     def has_collection(self, name: str) -> bool:
         """Whether collection (or alias) ``name`` exists."""
@@ -478,7 +463,8 @@ class EdgeCollections(RoutedWrites):
 def add_indexes(shard: Any) -> None:
     """Give a new shard its payload indexes (keyword and boolean, on disk).
 
-    Keyword indexes on :data:`INDEXED_KEYS`, boolean ones on :data:`BOOL_KEYS`.
+    Keyword indexes on :data:`~ingestd.store.search.query.INDEXED_KEYS`, boolean ones on
+    :data:`BOOL_KEYS`.
     """
     from qdrant_edge import BoolIndexParams, KeywordIndexParams, Memory, UpdateOperation
 

@@ -15,13 +15,13 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from ingestd.store.search.query import HIDDEN_KEYS, PATH_KEY
+from ingestd.store.search.query import HIDDEN_KEYS, INDEXED_KEYS
 from ingestd.store.search.sparse import SPARSE_VECTOR
 from ingestd.store.vectors.base import (
     Layout,
     StoreReadOnlyError,
     StoreUnavailableError,
-    physical_name,
+    ensure_collection,
     version_of,
 )
 from ingestd.store.vectors.routing import RoutedWrites
@@ -192,8 +192,9 @@ class QdrantCollections(RoutedWrites):
         """Create physical collection ``physical`` with the current layout, if missing.
 
         Dense vectors of ``dim`` dimensions (cosine), the sparse BM25 vector with
-        ``Modifier.IDF``, and on a server keyword indexes on ``source``, ``path`` and
-        :data:`~ingestd.store.search.query.PATH_KEY` (local mode ignores payload indexes).
+        ``Modifier.IDF``, and on a server keyword indexes on
+        :data:`~ingestd.store.search.query.INDEXED_KEYS` and boolean ones on
+        :data:`~ingestd.store.search.query.HIDDEN_KEYS` (local mode ignores payload indexes).
         """
         from qdrant_client import models
 
@@ -209,7 +210,7 @@ class QdrantCollections(RoutedWrites):
             },
         )
         if not self.local:
-            for key in ("source", "path", PATH_KEY, "version"):
+            for key in INDEXED_KEYS:
                 self.call(
                     self.client.create_payload_index,
                     physical,
@@ -254,26 +255,8 @@ class QdrantCollections(RoutedWrites):
         self._layouts.pop(name, None)
 
     def ensure_collection(self, name: str, dim: int) -> Layout:
-        """Create collection ``name`` (``<name>__v1`` behind alias ``name``) if missing.
-
-        Returns:
-            Its layout (a legacy collection is left as it is: see
-            :class:`ingestd.store.vectors.versions.CollectionVersions`).
-
-        Raises:
-            ValueError: the collection exists with another dimension.
-        """
-        lay = self.layout(name)
-        if not lay.exists:
-            physical = physical_name(name, 1)
-            self.create_physical(physical, dim)
-            self.point_alias(name, physical)
-            lay = self.layout(name)
-        if lay.dim is not None and lay.dim != dim:
-            raise ValueError(
-                f"collection {name!r} has {lay.dim}-dim vectors, the model makes {dim}"
-            )
-        return lay
+        """See :func:`ingestd.store.vectors.base.ensure_collection`."""
+        return ensure_collection(self, name, dim)
 
     def has_collection(self, name: str) -> bool:
         """Whether collection (or alias) ``name`` exists."""

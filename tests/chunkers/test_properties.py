@@ -6,7 +6,7 @@ matter); the budget (no searched chunk over ``max_tokens`` for budgets >= 8, cou
 with the same sizer, and within the model's word pieces when a model sizer is set); no
 U+FFFD; overlap within the configured bounds; strictly increasing starts; determinism;
 a CRLF file chunks like its LF twin; the inputs that break common splitters, among
-them a 1,000,000-character run of one punctuation mark in bounded time; and, for the
+them a 1,000,000-character run of one punctuation mark in linear work; and, for the
 strategies that read headings, no chunk is only headings unless nothing follows it
 within the budget (the document's last chunk, or a next chunk it does not fit with).
 ``semantic`` gets the deterministic bag-of-words fake embedder.
@@ -26,7 +26,7 @@ from ingestd.chunkers.sizing.tokenizers import CharSizer, ModelSizer, TiktokenSi
 from ingestd.chunkers.strategies.sentence import sentence_spans
 from tests.chunkers.conftest import bag_of_words
 from tests.chunkers.test_shape import only_headings
-from tests.helpers import linear_time
+from tests.chunkers.work import linear_work
 
 NAMES = sorted(CHUNKERS)
 CHARS = ChunkContext(CharSizer(), embed=bag_of_words)
@@ -337,14 +337,15 @@ def test_inputs_that_break_splitters(name: str, case: str, ctx: ChunkContext) ->
 
 
 @pytest.mark.parametrize("name", names("million"))
-def test_million_punctuation_run_in_bounded_time(
+def test_million_punctuation_run_in_linear_work(
     name: str, tiktoken_sizer: TiktokenSizer, model_sizer: ModelSizer
 ) -> None:
     ctx = ChunkContext(tiktoken_sizer, model_sizer, 254, embed=bag_of_words)
+    sizers = (tiktoken_sizer, model_sizer)
     text = "!" * 1_000_000
     params = params_for(name, 200)
     chunker = make(name, ctx, **params)
-    chunks = linear_time(lambda n: chunker.chunk("!" * n), 100_000, 1_000_000)
+    chunks = linear_work(lambda n: chunker.chunk("!" * n), sizers, 100_000, 1_000_000)
     leaves = [c for c in chunks if not c.is_parent]
     assert leaves[0].start == 0 and leaves[-1].end == len(text)
     assert all(c.n_tokens <= 200 and model_sizer.count(c.embed_text) <= 254 for c in leaves)
@@ -353,15 +354,16 @@ def test_million_punctuation_run_in_bounded_time(
 
 
 @pytest.mark.parametrize("name", names("million"))
-def test_whitespace_heavy_lines_in_bounded_time(
+def test_whitespace_heavy_lines_in_linear_work(
     name: str, tiktoken_sizer: TiktokenSizer, model_sizer: ModelSizer
 ) -> None:
     # tab-indented lines: sentence units leave ~2,000 uncounted tabs between them, so a
     # greedy estimate ran to the end of the text and was measured whole for every chunk
     ctx = ChunkContext(tiktoken_sizer, model_sizer, 254, embed=bag_of_words)
+    sizers = (tiktoken_sizer, model_sizer)
     chunker = make(name, ctx, **params_for(name, 200))
     line = "\t" * 2047 + "x\n"
-    chunks = linear_time(lambda n: chunker.chunk(line * (n // len(line))), 50_000, 500_000)
+    chunks = linear_work(lambda n: chunker.chunk(line * (n // len(line))), sizers, 50_000, 500_000)
     leaves = [c for c in chunks if not c.is_parent]
     assert sum(c.text.count("x") for c in leaves) >= 500_000 // len(line)
     assert all(c.n_tokens <= 200 and model_sizer.count(c.embed_text) <= 254 for c in leaves)

@@ -34,6 +34,7 @@ from tests.helpers import (
     without_provenance,
 )
 from tests.remote_server import (
+    MEET_WAIT_S,
     SECRET,
     SERVER_DIM,
     SERVER_MODEL,
@@ -83,11 +84,21 @@ def test_ingest_search_and_verify_with_the_endpoints_model_the_key_nowhere(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     monkeypatch.setenv(KEY_ENV, SECRET)
-    tree = small_tree(tmp_path / "docs")
+    # every page makes 2 chunks or more (2, 2, 3, 2), so the first model call holds 2
+    # texts (two requests) whichever page goes first: the first request has company
+    tree = small_tree(tmp_path / "docs", chars=1600)
     cfg = write_config(
         tmp_path / "config.yaml",
         tree,
-        remote_embedding(gateway.url, api_key_env=KEY_ENV, batch_size=1, concurrency=2),
+        # a request the gateway holds never times out and is sent again: the requests
+        # counted below are those the configuration makes, however loaded the machine
+        remote_embedding(
+            gateway.url,
+            api_key_env=KEY_ENV,
+            batch_size=1,
+            concurrency=2,
+            timeout_s=4 * MEET_WAIT_S,
+        ),
     )
     gateway.meet = 2  # the first request waits for a second one: concurrency, counted
     with caplog.at_level(logging.DEBUG):

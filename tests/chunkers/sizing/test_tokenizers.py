@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import time
 from itertools import accumulate
 
 import pytest
+import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -92,12 +92,22 @@ def test_long_runs_are_encoded_in_pieces() -> None:
     ids=["1M-bang", "200k-letter", "1M-dash", "1M-space", "300k-multibyte"],
 )
 def test_tiktoken_stays_fast_on_one_huge_pre_token(
-    tiktoken_sizer: TiktokenSizer, text: str
+    tiktoken_sizer: TiktokenSizer, text: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    started = time.perf_counter()
+    # tiktoken's byte-pair merge is quadratic in a pre-token's length: the work stays
+    # linear when no call hands it more than a run's piece (the time: bench/hostile.py)
+    longest = 0
+    encode = tiktoken.Encoding.encode_ordinary
+
+    def measured(enc: tiktoken.Encoding, piece: str) -> list[int]:
+        nonlocal longest
+        longest = max(longest, len(piece))
+        return encode(enc, piece)
+
+    monkeypatch.setattr(tiktoken.Encoding, "encode_ordinary", measured)
     n = tiktoken_sizer.count(text)
     ends = tiktoken_sizer.boundaries(text)
-    assert time.perf_counter() - started < 5
+    assert 0 < longest <= MAX_RUN
     assert ends[-1] == len(text) and len(ends) <= n
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.config import ConfigError, load_config
+from ingestd.daemon.evaluation.evaluate import EvalPlan
 from ingestd.daemon.evaluation.pages import pages_of
 from ingestd.daemon.evaluation.questions import Question, load_questions
 from ingestd.daemon.evaluation.scoring import metrics, rank_hits
@@ -281,9 +282,20 @@ def first_run(
     qs = load_questions(qa, corpus)
     sets = [*rule_sets([], cfg, None), *rule_sets([tiny], cfg, None)]
     scratch_before = _scratch_dirs()
-    raw = run_local(cfg, state, corpus, qs, sets, MODES, embed_model=CountingEmbedder(real_model))
+    plan = EvalPlan(corpus, qs, sets, MODES)
+    raw = run_local(cfg, state, plan, embed_model=CountingEmbedder(real_model))
     assert _scratch_dirs() == scratch_before  # its scratch state dir is gone
     return raw, state, qs
+
+
+@pytest.fixture(scope="module", autouse=True)
+def private_tempdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The local runs' scratch state dirs go to a folder of this module's own: in the
+    parallel suite, another worker's runs would show in a listing of the shared one."""
+    previous = tempfile.tempdir
+    tempfile.tempdir = str(tmp_path_factory.mktemp("tempdir"))
+    yield Path(tempfile.tempdir)
+    tempfile.tempdir = previous
 
 
 def _scratch_dirs() -> set[str]:
@@ -441,10 +453,8 @@ def test_a_second_run_embeds_nothing(
     raw, state, qs = first_run
     cfg = load_config(None)
     embed = CountingEmbedder(real_model)
-    again = run_local(
-        cfg, state, corpus, qs, [*rule_sets([], cfg, None), *rule_sets([tiny], cfg, None)],
-        MODES, embed_model=embed,
-    )  # fmt: skip
+    plan = EvalPlan(corpus, qs, [*rule_sets([], cfg, None), *rule_sets([tiny], cfg, None)], MODES)
+    again = run_local(cfg, state, plan, embed_model=embed)
     assert embed.texts == []
     assert again["questions_embedded"] == 0
     assert [rs["embedded"] for rs in again["rule_sets"]] == [0, 0]
@@ -467,8 +477,8 @@ def test_interrupted_local_run_leaves_no_scratch_state(
             raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        run_local(cfg, state, corpus, qs, rule_sets([], cfg, None), ["hybrid"], progress=ctrl_c,
-                  embed_model=CountingEmbedder(real_model))  # fmt: skip
+        plan = EvalPlan(corpus, qs, rule_sets([], cfg, None), ["hybrid"])
+        run_local(cfg, state, plan, progress=ctrl_c, embed_model=CountingEmbedder(real_model))
     assert _scratch_dirs() == before
 
 
@@ -501,7 +511,7 @@ def test_sigterm_ends_a_local_run_with_143_and_leaves_no_scratch_state(
     monkeypatch.setattr(eval_cli, "progress_display", sigterm_when_searching)
     previous = signal.getsignal(signal.SIGTERM)
     with pytest.raises(SystemExit) as exc:
-        eval_cli.run(cfg, state, corpus, qs, rule_sets([], cfg, None), ["sparse"])
+        eval_cli.run(cfg, state, EvalPlan(corpus, qs, rule_sets([], cfg, None), ["sparse"]))
     assert exc.value.code == 143 and seen == ["searching"]
     assert _scratch_dirs() == before
     assert signal.getsignal(signal.SIGTERM) == previous
@@ -588,7 +598,7 @@ def test_ctrl_c_through_the_daemon_cancels_and_drops_the_collections(
     monkeypatch.setattr(eval_cli, "progress_display", ctrl_c_when_held)
     h.embed.hold.set()
     with pytest.raises(KeyboardInterrupt):
-        eval_cli.run(cfg, h.state, corpus, qs, rule_sets([small], cfg, None), ["hybrid"])
+        eval_cli.run(cfg, h.state, EvalPlan(corpus, qs, rule_sets([small], cfg, None), ["hybrid"]))
     assert seen and seen[-1].phase == "indexing" and seen[-1].rule_set == "small"
     h.embed.hold.clear()
     run = seen[-1].run
@@ -622,7 +632,9 @@ def test_a_failing_run_in_the_daemon_drops_its_collections_and_those_left_by_a_k
     h.embed.fail = True
     try:
         with pytest.raises(DaemonError, match="no document .* could be indexed .*the model broke"):
-            eval_cli.run(cfg, h.state, corpus, qs, rule_sets([small], cfg, None), ["dense"])
+            eval_cli.run(
+                cfg, h.state, EvalPlan(corpus, qs, rule_sets([small], cfg, None), ["dense"])
+            )
     finally:
         h.embed.fail = False
     assert _collections(h) == before  # the leftover too; never the source's collection

@@ -237,7 +237,8 @@ def test_ctrl_c_stops_run_cleanly_with_exit_0_and_a_one_shot_command_with_130(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    # a one-shot command: `ingestd chunk` of a FIFO whose writer never writes
+    # a one-shot command: `ingestd chunk` of a FIFO whose writer never writes (it waits
+    # in slices of 0.2 s, so a SIGINT landing just before a wait is not lost)
     fifo = root / "never.md"
     os.mkfifo(fifo)
     chunk = subprocess.Popen(

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from ingestd.store.search.query import INDEXED_KEYS
 from ingestd.store.search.sparse import SparseVec
 from ingestd.store.vectors import edge_shards as edge_collections
 from ingestd.store.vectors.base import Point
@@ -68,7 +69,7 @@ def _old_shard(root: Path, vecs: np.ndarray[Any, Any]) -> Path:
         sparse_vectors={"bm25": q.EdgeSparseVectorParams(modifier=q.Modifier.Idf)},
     )
     shard = q.EdgeShard.create(str(folder), config)
-    for key in edge_collections.INDEXED_KEYS:
+    for key in INDEXED_KEYS:
         shard.update(q.UpdateOperation.create_field_index(key, q.PayloadSchemaType.Keyword))
     points = [
         q.Point(id=p.id, vector=_vector(p.vector, p.sparse), payload=p.payload)
