@@ -174,7 +174,14 @@ any_text = st.text(
     max_size=300,
 )
 texts = st.one_of(structured, any_text)
-FAST = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+#: The same examples on every run (a CI run fails for the code, never for its draw);
+#: bench/ or a local ``--hypothesis-seed`` explores further.
+FAST = settings(
+    max_examples=30,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @pytest.mark.parametrize("name", names("chars"))
@@ -236,11 +243,14 @@ def _only_titles(name: str, text: str) -> bool:
     lines = [line.rstrip() for line in text.split("\n") if line.strip()]
     if not lines:
         return False
-    if name == "rst":  # each line is an adornment or next to one
+    if name == "rst":  # a title line over its underline, with an overline or none
         adorned = [_ADORNMENT.fullmatch(line) is not None for line in lines]
+        title = [
+            not a and k + 1 < len(lines) and adorned[k + 1] for k, a in enumerate(adorned)
+        ]  # an overline alone makes no title (docutils: "missing matching underline")
         return all(
-            a or (k > 0 and adorned[k - 1]) or (k + 1 < len(lines) and adorned[k + 1])
-            for k, a in enumerate(adorned)
+            t or (a and ((k > 0 and title[k - 1]) or (k + 1 < len(lines) and title[k + 1])))
+            for k, (a, t) in enumerate(zip(adorned, title, strict=True))
         )
     if name == "asciidoc":
         return all(_ADOC_TITLE.fullmatch(line) for line in lines)
@@ -262,6 +272,7 @@ headed = st.lists(st.sampled_from(_HEADED_PIECES), max_size=40).map("\n".join)
 @example(text="# Title\n# Title", size=12)  # hierarchical 16: a parent of one heading
 @example(text="# Title\n\n## Sub heading\n\nWords in a paragraph here.", size=40)
 @example(text="<Note>\n---------\n# Title", size=16)  # an HTML block, not a setext heading
+@example(text="*********\n- item\nUnderline\n\n# Title", size=17)  # an overline alone
 def test_no_chunk_is_only_headings_unless_nothing_follows_within_the_budget(
     name: str, text: str, size: int
 ) -> None:
