@@ -135,18 +135,18 @@ def main() -> None:
     )
     ui = None
     try:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        from ingestd.daemon.client import Client
+
+        client = Client(state, local=False, start_wait_s=300)  # waits for its socket
         deadline = time.monotonic() + 600
-        while time.monotonic() < deadline:
-            st = subprocess.run(
-                [str(exe), "status", "--state-dir", state, "--json"],
-                capture_output=True,
-                text=True,
-                check=False,
-            )
-            d = (json.loads(st.stdout or "{}") or {}).get("daemon") or {}
+        while time.monotonic() < deadline and daemon.poll() is None:
+            d = client.status().get("daemon") or {}
             if d.get("phase") == "watching":
                 break
             time.sleep(1)
+        if daemon.poll() is not None:
+            raise SystemExit(f"ingestd run exited: see {base / 'run.log'}")
         ui, url = _start(
             [str(exe), "ui", "--state-dir", state, "--listen", "127.0.0.1:0"],
             base / "ui.log",

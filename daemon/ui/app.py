@@ -71,7 +71,7 @@ class Pages:
         self.csrf = Csrf()
         self.templates = Jinja2Templates(directory=str(HERE / "templates"))
         env = self.templates.env
-        env.filters["when"] = lambda ts: format_when(ts, time.time())
+        env.filters["when"] = _when
         env.filters["cite"] = cite_text
         env.filters["version_text"] = version_text
         env.globals["csrf"] = self.csrf.token
@@ -221,12 +221,18 @@ class Pages:
             return self.problem(request, str(exc), 409)
         except DaemonError as exc:
             return self.problem(request, str(exc), 400)
-        return self.render(
-            request, "done.html", what=what, source=source, got=got, daemon=self._daemon()
-        )
+        daemon = self.door.status(fresh=True).get("daemon")  # the next page shows the change
+        return self.render(request, "done.html", what=what, source=source, got=got, daemon=daemon)
 
     def _daemon(self) -> dict[str, Any] | None:
         return self.door.status().get("daemon")
+
+
+def _when(ts: object) -> str:
+    """A time in ``status``'s words; ``-`` for a key the daemon did not send."""
+    if ts is None or isinstance(ts, int | float):
+        return format_when(ts, time.time())
+    return "-"
 
 
 def _int(value: str | None, default: int, low: int, high: int) -> int:

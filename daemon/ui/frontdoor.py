@@ -12,6 +12,8 @@ uses without a daemon (read-only: it never writes, never takes the state-dir loc
 from __future__ import annotations
 
 import contextlib
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -23,7 +25,10 @@ if TYPE_CHECKING:
     from ingestd.daemon.sources.filter import SourceFilter
     from ingestd.store.manifest.view import ManifestView
 
-__all__ = ["FrontDoor", "ReadOnly"]
+__all__ = ["STATUS_MAX_AGE_S", "FrontDoor", "ReadOnly"]
+
+#: Seconds a status answers pages before a fresh one is read (in the background).
+STATUS_MAX_AGE_S = 2.0
 
 
 class ReadOnly(NoDaemon):
@@ -52,12 +57,42 @@ class FrontDoor:
         self.actions = Client(self.client.state_dir, socket=socket, config=config, local=False)
         self.state_dir = self.client.state_dir
         self.config_path = config
+        self._status: tuple[float, dict[str, Any]] | None = None
+        self._status_lock = threading.Lock()
+        self._reading = threading.Lock()  # held while a background read runs
 
     # -- reads --------------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
-        """``ingestd status --json``'s answer (``daemon`` is ``None`` without a daemon)."""
-        return self.client.status()
+    def status(self, *, fresh: bool = False) -> dict[str, Any]:
+        """``ingestd status --json``'s answer (``daemon`` is ``None`` without a daemon).
+
+        Args:
+            fresh: read it now; else the last one when it is at most
+                :data:`STATUS_MAX_AGE_S` seconds old, or an older one while a fresh
+                one is read in the background.
+        """
+        with self._status_lock:
+            last = self._status
+        if fresh or last is None:
+            return self._read_status()
+        if time.monotonic() - last[0] > STATUS_MAX_AGE_S and self._reading.acquire(False):
+            threading.Thread(target=self._refresh, name="ui-status", daemon=True).start()
+        return last[1]
+
+    def _refresh(self) -> None:
+        try:
+            self._read_status()
+        except Exception:  # the next page reads it itself, and shows the error
+            with self._status_lock:
+                self._status = None
+        finally:
+            self._reading.release()
+
+    def _read_status(self) -> dict[str, Any]:
+        st = self.client.status()
+        with self._status_lock:
+            self._status = (time.monotonic(), st)
+        return st
 
     def search(self, query: str, **kw: Any) -> Any:
         """:meth:`Client.search <ingestd.daemon.client.Client.search>`'s answer."""

@@ -222,7 +222,12 @@ def test_held_deletions_are_shown_then_released(served: tuple[Path, str], page: 
     # a scan (a rescan, a start-up reconcile) holds the deletion; an explicit sync would not
     scan = Client(base / "state", local=False).resync(["docs"])
     assert scan["exit_code"] == 3, scan
-    page.goto(url)
+
+    def shown() -> bool:  # pages answer from a status up to 2 s old: reload until it is in
+        page.goto(url)
+        return page.locator("#source-docs a.held").count() == 1
+
+    wait_for(shown, 30, "the held deletion on the overview", interval=0.5)
     page.locator("#source-docs a.held").click()
     assert page.locator("ul.held").inner_text() == "retired.md"
     _shot(page, "held", base)

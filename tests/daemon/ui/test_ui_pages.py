@@ -192,3 +192,89 @@ def test_a_versioned_sources_versions_are_its_top_folders() -> None:
     assert manifest_prefix("v2", versioned=True) == "v2:"
     assert manifest_prefix("v2/docs", versioned=True) == "v2:docs/"
     assert manifest_prefix("docs/api", versioned=False) == "docs/api/"
+
+
+class _Working:
+    """A front door whose daemon is reconciling a git source, with a migration under way."""
+
+    state_dir = Path("/state")
+
+    def status(self) -> dict[str, Any]:
+        now = 1_700_000_000.0
+        return {
+            "state_dir": "/state",
+            "daemon": {
+                "pid": 42,
+                "phase": "reconciling",
+                "healthy": False,
+                "problems": ["a change has waited 700 s (watch.max_lag_s is 600 s)"],
+                "queue_depth": 3,
+                "lag_seconds": 700.0,
+                "progress": {"book": {"phase": "indexing", "docs_done": 5, "docs_total": 9}},
+            },
+            "sources": [
+                {
+                    "source": "book",
+                    "root": "/state/git/book",
+                    "collection": "ingestd",
+                    "documents": 9,
+                    "chunks": 120,
+                    "pending": 4,
+                    "failed": 0,
+                    "held_deletes": 2,
+                    "last_sync": now,
+                    "url": "https://example.org/book.git",
+                    "fetched_at": now,
+                    "refs": [{"version": "v2.0", "ref": "refs/tags/v2.0", "commit": "1a2b" * 10}],
+                }
+            ],
+            "migrations": [
+                {
+                    "collection": "ingestd",
+                    "phase": "building",
+                    "docs_done": 3,
+                    "docs_total": 9,
+                    "version": "ingestd_v2",
+                    "current_version": "ingestd_v1",
+                    "from": "all-MiniLM-L6-v2",
+                    "to": "bge-small",
+                }
+            ],
+        }
+
+
+def test_while_the_daemon_works_the_overview_refreshes_and_shows_its_progress() -> None:
+    app = guarded(create_app(_Working()), "127.0.0.1", PORT, None)  # type: ignore[arg-type]
+    html = TestClient(app, base_url=BASE).get("/").text
+    assert '<meta http-equiv="refresh" content="3">' in html
+    assert "UNHEALTHY" in html and "a change has waited 700 s" in html
+    assert "indexing book: 5/9 documents" in html  # the progress, in status's words
+    assert "version <strong>v2.0</strong> (refs/tags/v2.0) at <code>1a2b1a2b1a2b</code>" in html
+    assert "migration building, 3/9 documents in ingestd_v2" in html
+    assert 'href="/held?source=book"' in html and "Sync now" in html
+
+
+class _CountingStatus:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def status(self) -> dict[str, Any]:
+        self.calls += 1
+        return {"calls": self.calls}
+
+
+def test_pages_answer_from_a_recent_status_and_read_a_fresh_one_in_the_background(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ingestd.daemon.ui import frontdoor
+    from tests.helpers import wait_for
+
+    door = FrontDoor(tmp_path)
+    counting = _CountingStatus()
+    door.client = counting  # type: ignore[assignment]
+    assert door.status() == {"calls": 1} and door.status() == {"calls": 1}
+    assert counting.calls == 1  # within STATUS_MAX_AGE_S: not read again
+    monkeypatch.setattr(frontdoor, "STATUS_MAX_AGE_S", 0.0)
+    assert door.status() == {"calls": 1}  # the page does not wait for the fresh one
+    wait_for(lambda: door.status() != {"calls": 1}, 10, "the status read in the background")
+    assert door.status(fresh=True)["calls"] == counting.calls  # an action's page waits
