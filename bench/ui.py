@@ -2,14 +2,15 @@
 
 A synthetic tree (``--files`` markdown files in 50 folders, each cut by a ``token``
 rule of 40 tokens into ~46 chunks: ~100,000 points by default) is indexed once into a
-state dir kept in ``--dir`` (vectors from text hashes: the pages do not depend on what
-the vectors mean; a build takes a few minutes). Then a real ``ingestd run`` serves that
-state dir and a real ``ingestd ui`` serves the pages; each page is fetched ``--rounds``
-times over HTTP, interleaved with the baseline, the UI's stylesheet (the server's own
-floor), and p50/p95 are printed in ms with the ratio of p50 to the baseline's.
+state dir kept in ``--dir`` (the tests' fake vectors, from text hashes: the pages do
+not depend on what the vectors mean; a build takes a few minutes). Then a real
+``ingestd run`` serves that state dir and a real ``ingestd ui`` serves the pages; each
+page is fetched ``--rounds`` times over HTTP, interleaved with the baseline, the UI's
+stylesheet (the server's own floor), and p50/p95 are printed in ms with the ratio of
+p50 to the baseline's.
 
-Pages: the overview, the files page of the root and of one folder (40 files), one
-file's chunks (~50), and searches in sparse and hybrid mode, with and without a token
+Pages: the overview, the files page of the root and of one folder (44 files), one
+file's chunks (46), and searches in sparse and hybrid mode, with and without a token
 budget (hybrid embeds the query with the bundled model, loaded by the daemon on the
 first one, which is left out).
 
@@ -24,7 +25,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import select
@@ -32,28 +32,19 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import httpx
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.helpers import fake_vectors
 
 FOLDERS = 50
 WORDS = (
     "collector exporter span metric sampler pipeline config batch queue retry endpoint "
     "receiver processor trace log resource attribute context baggage propagator"
 ).split()
-
-
-def fake_vectors(texts: Sequence[str], dim: int = 384) -> Any:
-    """Unit vectors from text hashes (deterministic)."""
-    out = np.empty((len(texts), dim), dtype=np.float32)
-    for i, t in enumerate(texts):
-        seed = int.from_bytes(hashlib.sha256(t.encode()).digest()[:8], "little")
-        v = np.random.default_rng(seed).standard_normal(dim).astype(np.float32)
-        out[i] = v / np.linalg.norm(v)
-    return out
 
 
 def write_tree(root: Path, files: int) -> None:
@@ -74,7 +65,6 @@ def build(base: Path, files: int) -> Path:
     config = base / "config.yaml"
     if (base / "built").is_file():
         return config
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
     from ingestd.daemon.config import load_config
     from ingestd.daemon.sync.engine import Engine
 
@@ -135,7 +125,6 @@ def main() -> None:
     )
     ui = None
     try:
-        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
         from ingestd.daemon.client import Client
 
         client = Client(state, local=False, start_wait_s=300)  # waits for its socket

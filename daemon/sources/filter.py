@@ -154,15 +154,7 @@ class SourceFilter:
         if not self._include.match_file(rel):
             globs = ", ".join(self.source.include)
             return f"matches no include glob ({globs}); add one to the source's include"
-        hit = self._exclude.check_file(rel)
-        if hit.include and hit.index is not None:
-            glob = self.source.exclude[hit.index]
-            return f"excluded by the glob {glob!r}; remove it from the source's exclude"
-        if self.source.gitignore:
-            found = self._gitignore_rule(rel, is_dir=False)
-            if found is not None:
-                return f"ignored by {found}; or set the source's gitignore: false"
-        return None
+        return self._ignored_by(rel, is_dir=False)
 
     def folder_excluded_by(self, rel: str) -> str | None:
         """:meth:`excluded_by` for the folder ``rel`` (a file's parent)."""
@@ -171,18 +163,23 @@ class SourceFilter:
             return f"under {name}/, a folder never indexed (built-in)"
         if self._state_rel and (rel == self._state_rel or rel.startswith(self._state_rel + "/")):
             return "inside ingestd's state dir"
-        hit = self._exclude.check_file(rel + "/")
+        return self._ignored_by(rel, is_dir=True)
+
+    def _ignored_by(self, rel: str, *, is_dir: bool) -> str | None:
+        """The ``exclude`` glob, else the ``.gitignore`` line, that leaves ``rel`` out."""
+        what = f"folder {rel}/ " if is_dir else ""
+        hit = self._exclude.check_file(rel + ("/" if is_dir else ""))
         if hit.include and hit.index is not None:
             glob = self.source.exclude[hit.index]
-            return f"folder {rel}/ excluded by the glob {glob!r}; remove it from the exclude"
+            return f"{what}excluded by the glob {glob!r}; remove it from the source's exclude"
         if self.source.gitignore:
-            found = self._gitignore_rule(rel, is_dir=True)
+            found = self._gitignore_rule(rel, is_dir=is_dir)
             if found is not None:
-                return f"folder {rel}/ ignored by {found}; or set the source's gitignore: false"
+                return f"{what}ignored by {found}; or set the source's gitignore: false"
         return None
 
     def _gitignore_rule(self, rel: str, *, is_dir: bool) -> str | None:
-        """``.gitignore (line N: PATTERN)`` that ignores ``rel`` last, or ``None``."""
+        """``DIR/.gitignore ('PATTERN')``: the last match that ignores ``rel``, or ``None``."""
         parts = rel.split("/")
         found: str | None = None
         for i in range(len(parts)):

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.client import Client, NoDaemon
+from ingestd.daemon.client.local import LocalState
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config, SourceConfig
@@ -57,6 +58,7 @@ class FrontDoor:
         self.actions = Client(self.client.state_dir, socket=socket, config=config, local=False)
         self.state_dir = self.client.state_dir
         self.config_path = config
+        self._state = LocalState(self.state_dir, config, "ingestd ui")
         self._status: tuple[float, dict[str, Any]] | None = None
         self._status_lock = threading.Lock()
         self._reading = threading.Lock()  # held while a background read runs
@@ -110,18 +112,14 @@ class FrontDoor:
             ValueError: the manifest is on another database (``manifest.url``): the
                 files page cannot list it.
         """
-        from ingestd.daemon.statedir import StatePaths
         from ingestd.store.manifest.view import ManifestView
 
-        cfg = self._config(None)
-        if cfg is not None and cfg.manifest.url:
-            raise ValueError("the files page lists a SQLite manifest only (manifest.url is set)")
-        path = StatePaths(self.state_dir).manifest
-        if not path.is_file():
-            yield None
-            return
-        with ManifestView(path) as view:
-            yield view
+        with self._state.manifest(self._config(None)) as m:
+            if m is not None and not isinstance(m, ManifestView):
+                raise ValueError(
+                    "the files page lists a SQLite manifest only (manifest.url is set)"
+                )
+            yield m
 
     def source_filter(self, name: str, status: dict[str, Any]) -> SourceFilter | None:
         """The filter of source ``name`` as configured (the daemon's config by default)."""
