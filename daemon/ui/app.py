@@ -34,9 +34,8 @@ from starlette.templating import Jinja2Templates
 from ingestd.chunkers.errors import IngestdError
 from ingestd.chunkers.readers.document import cite_text
 from ingestd.daemon.cli.status_text import format_when, migration_lines, status_lines
-from ingestd.daemon.client import DaemonError
+from ingestd.daemon.client import DaemonError, NoDaemon
 from ingestd.daemon.ui.files import MAX_ROWS, folder_entries, manifest_prefix
-from ingestd.daemon.ui.frontdoor import ReadOnly
 from ingestd.daemon.ui.guard import Csrf
 from ingestd.store.search.citation import version_text
 
@@ -199,7 +198,7 @@ class Pages:
         source = request.query_params.get("source", "")
         try:
             paths = self.door.held(source)
-        except ReadOnly as exc:
+        except NoDaemon as exc:
             return self.problem(request, str(exc), 409)
         except DaemonError as exc:
             return self.problem(request, str(exc), 400)
@@ -217,7 +216,7 @@ class Pages:
         fn = self.door.sync if what == "sync" else self.door.release
         try:
             got = await run_in_threadpool(fn, source)
-        except ReadOnly as exc:
+        except NoDaemon as exc:
             return self.problem(request, str(exc), 409)
         except DaemonError as exc:
             return self.problem(request, str(exc), 400)
@@ -249,6 +248,10 @@ def create_app(door: FrontDoor) -> Starlette:
     async def not_found(request: Request, _exc: Exception) -> Response:
         return pages.problem(request, f"no page at {request.url.path}", 404)
 
+    async def known_failure(request: Request, exc: Exception) -> Response:
+        """A failure ingestd explains in one line (a damaged or locked state dir...)."""
+        return pages.problem(request, str(exc), 503)
+
     app = Starlette(
         routes=[
             Route("/", pages.overview),
@@ -260,7 +263,7 @@ def create_app(door: FrontDoor) -> Starlette:
             Route("/release", pages.act, methods=["POST"]),
             Mount("/static", StaticFiles(directory=str(HERE / "static")), name="static"),
         ],
-        exception_handlers={404: not_found},
+        exception_handlers={404: not_found, IngestdError: known_failure},
     )
     app.state.pages = pages
     return app

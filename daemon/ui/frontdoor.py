@@ -26,14 +26,14 @@ if TYPE_CHECKING:
     from ingestd.daemon.sources.filter import SourceFilter
     from ingestd.store.manifest.view import ManifestView
 
-__all__ = ["STATUS_MAX_AGE_S", "FrontDoor", "ReadOnly"]
+__all__ = ["READ_ONLY", "STATUS_MAX_AGE_S", "FrontDoor"]
 
 #: Seconds a status answers pages before a fresh one is read (in the background).
 STATUS_MAX_AGE_S = 2.0
 
 
-class ReadOnly(NoDaemon):
-    """An action asked for while no daemon runs (the UI is read-only then)."""
+#: Why an action is refused with no daemon (the UI is read-only then).
+READ_ONLY = "no daemon runs: the UI is read-only; start `ingestd run` to act"
 
 
 class FrontDoor:
@@ -158,7 +158,7 @@ class FrontDoor:
         """Sync ``source`` now (its files scanned, a git source fetched); the report.
 
         Raises:
-            ReadOnly: no daemon runs.
+            ingestd.daemon.wire.errors.NoDaemon: no daemon runs (:data:`READ_ONLY`).
         """
         return dict(self._act(lambda: self.actions.sync(sources=[source])))
 
@@ -166,7 +166,7 @@ class FrontDoor:
         """The deletions the mass-deletion guard holds for ``source`` (a dry run).
 
         Raises:
-            ReadOnly: no daemon runs.
+            ingestd.daemon.wire.errors.NoDaemon: no daemon runs (:data:`READ_ONLY`).
         """
         got = self._act(lambda: self.actions.resync([source], dry_run=True))
         return [p for s in got["sources"] for p in s.get("held_deletes") or []]
@@ -175,7 +175,7 @@ class FrontDoor:
         """Apply ``source``'s held deletions (``resync --allow-mass-delete``); the answer.
 
         Raises:
-            ReadOnly: no daemon runs.
+            ingestd.daemon.wire.errors.NoDaemon: no daemon runs (:data:`READ_ONLY`).
         """
         return dict(self._act(lambda: self.actions.resync([source], allow_mass_delete=True)))
 
@@ -183,6 +183,4 @@ class FrontDoor:
         try:
             return fn()
         except NoDaemon:
-            raise ReadOnly(
-                "no daemon runs: the UI is read-only; start `ingestd run` to act"
-            ) from None
+            raise NoDaemon(READ_ONLY) from None

@@ -278,3 +278,19 @@ def test_pages_answer_from_a_recent_status_and_read_a_fresh_one_in_the_backgroun
     assert door.status() == {"calls": 1}  # the page does not wait for the fresh one
     wait_for(lambda: door.status() != {"calls": 1}, 10, "the status read in the background")
     assert door.status(fresh=True)["calls"] == counting.calls  # an action's page waits
+
+
+class _Locked:
+    state_dir = Path("/state")
+
+    def status(self) -> dict[str, Any]:
+        from ingestd.daemon.wire.statelock import StateLockedError
+
+        raise StateLockedError("state dir /state is in use by ingestd resync (pid 7)")
+
+
+def test_a_failure_ingestd_explains_is_a_page_with_its_one_line() -> None:
+    app = guarded(create_app(_Locked()), "127.0.0.1", PORT, None)  # type: ignore[arg-type]
+    page = TestClient(app, base_url=BASE).get("/")
+    assert page.status_code == 503 and "is in use by ingestd resync (pid 7)" in page.text
+    assert TestClient(app, base_url=BASE).get("/nowhere").status_code == 404
