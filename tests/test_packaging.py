@@ -66,6 +66,14 @@ def test_wheel_holds_every_subpackage_and_nothing_at_the_top(wheel: Path, tmp_pa
     names = zipfile.ZipFile(wheel).namelist()
     tops = {n.split("/")[0] for n in names}
     assert tops <= {"ingestd", f"{wheel.name.split('-')[0]}-{wheel.name.split('-')[1]}.dist-info"}
+    # the web pages' templates and stylesheet are package data
+    shipped = {n for n in names if n.startswith("ingestd/daemon/ui/") and not n.endswith(".py")}
+    assets = [
+        f"ingestd/daemon/ui/{p.relative_to(REPO / 'daemon/ui').as_posix()}"
+        for sub in ("templates", "static")
+        for p in (REPO / "daemon/ui" / sub).iterdir()
+    ]
+    assert shipped == set(assets) and assets
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
     sources = {

@@ -19,8 +19,41 @@ from ingestd.daemon.cli.state import load_light
 
 if TYPE_CHECKING:
     from ingestd.daemon.mcpserver.tools import IngestdServer
+    from ingestd.daemon.mcpserver.transport import Address
 
-__all__ = ["mcp_cmd"]
+__all__ = ["listen_address", "mcp_cmd", "ui_cmd"]
+
+
+def listen_address(
+    spec: str, token: str | None, allow_remote: bool, option: str, env: str
+) -> Address:
+    """The ``HOST:PORT`` of ``option``: loopback, or else ``--allow-remote`` and a token.
+
+    The rule of ``ingestd mcp --http`` and ``ingestd ui --listen``: other machines are
+    served only when asked explicitly, and never without a token.
+
+    Raises:
+        click.BadParameter: ``spec`` is not ``HOST:PORT``.
+        click.UsageError: a remote address without ``--allow-remote`` or a token.
+    """
+    from ingestd.daemon.mcpserver import transport
+
+    try:
+        address = transport.Address(spec)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint=option) from None
+    if not transport.is_loopback(address.host):
+        if not allow_remote:
+            raise click.UsageError(
+                f"{option} {spec}: not a loopback address; to serve other machines "
+                f"pass --allow-remote and a token (--token or {env})"
+            )
+        if not token:
+            raise click.UsageError(
+                f"{option} {spec} --allow-remote: other machines need a token: "
+                f"give it with --token or {env}"
+            )
+    return address
 
 
 @click.command("mcp")
@@ -73,21 +106,7 @@ def mcp_cmd(
 
     address = None
     if http_address is not None:
-        try:
-            address = transport.Address(http_address)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--http") from None
-        if not transport.is_loopback(address.host):
-            if not allow_remote:
-                raise click.UsageError(
-                    f"--http {http_address}: not a loopback address; to serve other machines "
-                    "pass --allow-remote and a token (--token or $INGESTD_MCP_TOKEN)"
-                )
-            if not token:
-                raise click.UsageError(
-                    f"--http {http_address} --allow-remote: other machines need a token: "
-                    "give it with --token or $INGESTD_MCP_TOKEN"
-                )
+        address = listen_address(http_address, token, allow_remote, "--http", "$INGESTD_MCP_TOKEN")
     elif token or allow_remote:
         raise click.UsageError("--token and --allow-remote go with --http")
     _cfg, sd = load_light(config_path, state_dir, log_level or "WARNING")
@@ -125,3 +144,65 @@ def _server(config_path: Path | None, state_dir: Path, socket_path: Path | None)
         ver = ""
     client = Client(state_dir, socket=socket_path, config=config_path)
     return build_server(client, version=ver)
+
+
+@click.command("ui")
+@common_options
+@socket_option
+@click.option(
+    "--listen",
+    "listen",
+    default="127.0.0.1:8765",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Where to serve the pages; HOST must be a loopback address (127.0.0.1, ::1, "
+    "localhost) unless --allow-remote. Port 0 picks one.",
+)
+@click.option(
+    "--token",
+    envvar="INGESTD_UI_TOKEN",
+    help="Require this token (env INGESTD_UI_TOKEN, better than the option): open the "
+    "printed address with ?token=TOKEN once, or send 'Authorization: Bearer TOKEN'.",
+)
+@click.option(
+    "--allow-remote",
+    is_flag=True,
+    help="Allow an address other machines reach (needs --token).",
+)
+@handle_errors
+def ui_cmd(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+    listen: str,
+    token: str | None,
+    allow_remote: bool,
+) -> None:
+    """Serve a local web page: what is indexed and why not, and a search to try.
+
+    Pages: the overview (each source's versions, documents, chunks, last sync, lag,
+    health, problems, held deletions, migrations; it refreshes while the daemon works),
+    the files of each source (indexed or not, with the reason and how to change it; a
+    file's chunks), and search (mode, filters, token budget; each search is a URL).
+    Through the running daemon, which also lets you sync a source now and release held
+    deletions; with no daemon the state dir is read, read-only. Stop with Ctrl-C.
+
+    Example:
+
+    
+        ingestd ui --state-dir ~/.local/state/ingestd      # then open http://127.0.0.1:8765/
+    """
+    address = listen_address(listen, token, allow_remote, "--listen", "$INGESTD_UI_TOKEN")
+    _cfg, sd = load_light(config_path, state_dir, log_level or "WARNING")
+    try:
+        from ingestd.daemon.ui import serve
+        from ingestd.daemon.ui.frontdoor import FrontDoor
+    except ImportError as exc:  # the ui extra is missing
+        raise Fatal(f"ingestd ui needs its extra (pip install 'ingestd[ui]'): {exc}") from None
+    door = FrontDoor(sd, config=config_path, socket=socket_path)
+    try:
+        code = serve(door, address, token)
+    except OSError as exc:
+        raise Fatal(f"cannot listen on {address}: {exc.strerror or exc}") from None
+    sys.exit(code)

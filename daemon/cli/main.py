@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 import click
 
-from ingestd.daemon.cli.consumers import mcp_cmd
+from ingestd.daemon.cli.consumers import mcp_cmd, ui_cmd
 from ingestd.daemon.cli.embedding import export_model, migrate
 from ingestd.daemon.cli.index import forget, resync, sources, sync_sources, verify
 from ingestd.daemon.cli.query import read, search, status
@@ -61,6 +61,7 @@ cli.add_command(chunk_cmd)
 cli.add_command(eval_cmd)
 cli.add_command(export_model)
 cli.add_command(mcp_cmd)
+cli.add_command(ui_cmd)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

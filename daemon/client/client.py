@@ -249,6 +249,20 @@ class Client:
         got = self._call("read", args, lambda e: read.read(e, **args), read_only=True)
         return cast(ReadResult, got)
 
+    def chunks(self, source: str, path: str, *, version: str | None = None) -> dict[str, Any]:
+        """The chunks of an indexed document as the index holds them (``ingestd ui``'s view).
+
+        See :func:`ingestd.daemon.commands.chunks.chunks` for the answer: per chunk its
+        id, rule, chunker, tokens, lines, heading path and the format's own citation.
+
+        Raises:
+            DaemonError: an unknown source (exit code 2), a document not in the index.
+        """
+        from ingestd.daemon.commands.chunks import chunks
+
+        args: dict[str, Any] = {"source": source, "path": path, "version": version}
+        return cast(dict[str, Any], self._call("chunks", args, lambda e: chunks(e, **args)))
+
     def sync(
         self,
         paths: Sequence[str] | None = None,

@@ -28,13 +28,13 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ingestd.chunkers.readers.document import citation
+from ingestd.daemon.commands.chunks import document_chunks, physical_of
 from ingestd.daemon.sources.versions import (
     VERSION_SEP,
     commit_of,
     document_key,
     is_versioned,
     split_document,
-    split_document_key,
     version_view,
 )
 from ingestd.daemon.wire.errors import DaemonError
@@ -53,8 +53,6 @@ MAX_BUDGET = 32_768
 MAX_LINES = 2000
 #: Most neighbouring chunks on each side of a hit.
 MAX_CONTEXT = 20
-#: Chunks on each side of a hit looked at to find its section.
-_SECTION_WINDOW = 64
 
 
 def read(
@@ -191,11 +189,6 @@ def _chunk(pid: str, payload: dict[str, Any], *, text: bool = True) -> dict[str,
     return out
 
 
-def _physical(engine: Engine, source: str) -> str | None:
-    physical, _profile = engine.query_target(engine.sources[source].collection)
-    return physical
-
-
 def _find(engine: Engine, pid: str, version: str | None = None) -> tuple[str, dict[str, Any]]:
     """The physical collection and payload of point ``pid`` (in ``version``, if shared)."""
     try:
@@ -206,7 +199,7 @@ def _find(engine: Engine, pid: str, version: str | None = None) -> tuple[str, di
         ) from None
     seen: set[str] = set()
     for name in engine.sources:
-        physical = _physical(engine, name)
+        physical = physical_of(engine, name)
         if physical is None or physical in seen:
             continue
         seen.add(physical)
@@ -216,26 +209,6 @@ def _find(engine: Engine, pid: str, version: str | None = None) -> tuple[str, di
     raise DaemonError(
         f"no chunk {pid} in the index (its document changed since that search?); search again"
     )
-
-
-def _document_chunks(
-    engine: Engine, physical: str, source: str, path: str, around: int | None = None
-) -> list[tuple[str, dict[str, Any]]]:
-    """``(id, payload)`` of a document's searchable chunks, by ordinal.
-
-    ``around``: only the chunks within :data:`_SECTION_WINDOW` ordinals of it.
-    """
-    doc = engine.manifest.document(source, path)
-    if doc is None:
-        return []
-    rows = [r for r in engine.manifest.chunks(doc.id) if not r.pending]
-    if around is not None:
-        rows = [r for r in rows if abs(r.ordinal - around) <= _SECTION_WINDOW]
-    found = engine.store.retrieve(physical, [r.point_id for r in rows])
-    version = split_document_key(path)[0] if is_versioned(engine.source(source)) else None
-    views = [(pid, version_view(p, version)) for pid, p, _ in found]
-    chunks = [(pid, p) for pid, p in views if not p.get("is_parent")]
-    return sorted(chunks, key=lambda c: int(c[1].get("ordinal", 0)))
 
 
 def _section(
@@ -294,7 +267,7 @@ def _read_hit(
     source, path, key = str(hit["source"]), str(hit["path"]), document_key(hit)
     if source not in engine.sources:
         raise DaemonError(f"chunk {pid} belongs to source {source}, which is not configured")
-    chunks = _document_chunks(engine, physical, source, key, around=int(hit.get("ordinal", 0)))
+    chunks = document_chunks(engine, physical, source, key, around=int(hit.get("ordinal", 0)))
     ids = [c[0] for c in chunks]
     if pid not in ids:  # a parent section was asked for, or the manifest moved on
         chunks = sorted([*chunks, (pid, hit)], key=lambda c: int(c[1].get("ordinal", 0)))
@@ -380,8 +353,8 @@ def _read_path(
     first = start_line or 1
     if first < 1 or (end_line is not None and end_line < first):
         raise DaemonError(f"bad line range {first}-{end_line}: lines are 1-based, start <= end", 2)
-    physical = _physical(engine, name)
-    chunks = _document_chunks(engine, physical, name, rel) if physical is not None else []
+    physical = physical_of(engine, name)
+    chunks = document_chunks(engine, physical, name, rel) if physical is not None else []
     doc = engine.manifest.document(name, rel)
     extracted, stale = _file_text(engine, name, rel, doc.content_hash if doc else "")
     lines = _lines(extracted, first, end_line, max_lines)

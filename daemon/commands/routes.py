@@ -23,6 +23,7 @@ from types import MappingProxyType
 from typing import Any, Protocol
 
 from ingestd.daemon.commands import read, sync
+from ingestd.daemon.commands.chunks import chunks
 from ingestd.daemon.commands.evaluate import evaluate
 from ingestd.daemon.commands.forget import forget
 from ingestd.daemon.commands.migrate import migrate
@@ -85,6 +86,7 @@ ROUTES: Mapping[str, Route] = MappingProxyType(
         "status": Route(_status, Thread.CONTROL),
         "search": Route(answer, priority=Priority.URGENT),
         "read": Route(read.read, priority=Priority.URGENT),
+        "chunks": Route(chunks, priority=Priority.URGENT),
         "sync": Route(sync.sync),
         "resync": Route(resync),
         "verify": Route(verify),

@@ -29,9 +29,12 @@ import sys
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
 from types import FrameType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.mcpserver.tools import IngestdServer
+
+if TYPE_CHECKING:
+    from mcp.server.transport_security import TransportSecuritySettings
 
 __all__ = [
     "EXIT_GRACE_S",
@@ -40,6 +43,8 @@ __all__ = [
     "NoEventStream",
     "http_app",
     "is_loopback",
+    "rebinding_protection",
+    "serve_asgi",
     "serve_http",
     "serve_stdio",
 ]
@@ -191,18 +196,26 @@ async def _answer(
     await send({"type": "http.response.body", "body": data})
 
 
-def http_app(server: IngestdServer, host: str, token: str | None) -> ASGIApp:
-    """The ASGI app of ``server`` at ``/mcp``, stateless with JSON answers, guarded."""
+def rebinding_protection(host: str, port: int | str = "*") -> TransportSecuritySettings:
+    """The SDK's DNS-rebinding check for a server on loopback address ``host``.
+
+    A web page must not reach a local server: the ``Host`` header must name a loopback
+    address (``127.0.0.1``, ``localhost``, ``[::1]`` or ``host``) and an ``Origin``, when
+    sent, be ``http://`` one of them, on ``port`` (``"*"``: any).
+    """
     from mcp.server.transport_security import TransportSecuritySettings
 
-    security = None
-    if is_loopback(host):  # DNS rebinding: a web page must not reach a local server
-        names = sorted({"127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host})
-        security = TransportSecuritySettings(
-            enable_dns_rebinding_protection=True,
-            allowed_hosts=[f"{n}:*" for n in names],
-            allowed_origins=[f"http://{n}:*" for n in names],
-        )
+    names = sorted({"127.0.0.1", "localhost", "[::1]", f"[{host}]" if ":" in host else host})
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=[f"{n}:{port}" for n in names],
+        allowed_origins=[f"http://{n}:{port}" for n in names],
+    )
+
+
+def http_app(server: IngestdServer, host: str, token: str | None) -> ASGIApp:
+    """The ASGI app of ``server`` at ``/mcp``, stateless with JSON answers, guarded."""
+    security = rebinding_protection(host) if is_loopback(host) else None
     app: ASGIApp = server.streamable_http_app(
         streamable_http_path="/mcp",
         stateless_http=True,
@@ -224,6 +237,29 @@ def serve_http(server: IngestdServer, address: Address, token: str | None) -> in
     Raises:
         OSError: the address cannot be listened on (in use, not local, no permission).
     """
+    return serve_asgi(
+        lambda _port: http_app(server, address.host, token), address, "ingestd mcp", "/mcp"
+    )
+
+
+def serve_asgi(
+    make_app: Callable[[int], ASGIApp], address: Address, name: str, path: str = "/"
+) -> int:
+    """Serve an ASGI app with uvicorn on ``address`` until SIGINT or SIGTERM; the exit status.
+
+    The socket is bound first, so a busy port is one line, and ``make_app`` is given
+    the port it got (port 0 picks one); ``NAME: listening on http://HOST:PORTPATH`` is
+    printed on stderr.
+
+    Args:
+        make_app: builds the app for the bound port.
+        address: where to listen.
+        name: the program, in the line printed.
+        path: the app's path, in the line printed.
+
+    Raises:
+        OSError: the address cannot be listened on (in use, not local, no permission).
+    """
     import uvicorn
 
     family = socket.AF_INET6 if ":" in address.host else socket.AF_INET
@@ -237,9 +273,9 @@ def serve_http(server: IngestdServer, address: Address, token: str | None) -> in
         raise
     port = sock.getsockname()[1]
     shown = f"[{address.host}]" if family == socket.AF_INET6 else address.host
-    print(f"ingestd mcp: listening on http://{shown}:{port}/mcp", file=sys.stderr, flush=True)
+    print(f"{name}: listening on http://{shown}:{port}{path}", file=sys.stderr, flush=True)
     config = uvicorn.Config(
-        http_app(server, address.host, token),
+        make_app(port),
         log_config=None,
         log_level="warning",
         access_log=False,

@@ -132,6 +132,72 @@ class SourceFilter:
             return False
         return not (self.source.gitignore and self._gitignored(rel, is_dir=False))
 
+    def excluded_by(self, rel: str) -> str | None:
+        """Why file ``rel`` is not a document of this source, and how to change it; ``None``.
+
+        ``None`` exactly when :meth:`accepts` is true; else one sentence naming the
+        rule that leaves it out (a built-in ignore, the ``include`` or ``exclude`` glob,
+        the ``.gitignore`` file and its pattern) and the config key that changes it.
+        """
+        if not rel or rel.startswith("../"):
+            return "outside the source's root"
+        parts = rel.split("/")
+        if _TEMP_FILE.match(parts[-1]) and not self._named(rel, parts[-1]):
+            return (
+                "an editor's or tool's temporary file name (built-in); "
+                "to index it, name it in the source's include"
+            )
+        for i in range(1, len(parts)):
+            why = self.folder_excluded_by("/".join(parts[:i]))
+            if why is not None:
+                return why
+        if not self._include.match_file(rel):
+            globs = ", ".join(self.source.include)
+            return f"matches no include glob ({globs}); add one to the source's include"
+        return self._ignored_by(rel, is_dir=False)
+
+    def folder_excluded_by(self, rel: str) -> str | None:
+        """:meth:`excluded_by` for the folder ``rel`` (a file's parent)."""
+        name = next((p for p in rel.split("/") if p in _IGNORED_DIRS), None)
+        if name is not None:
+            return f"under {name}/, a folder never indexed (built-in)"
+        if self._state_rel and (rel == self._state_rel or rel.startswith(self._state_rel + "/")):
+            return "inside ingestd's state dir"
+        return self._ignored_by(rel, is_dir=True)
+
+    def _ignored_by(self, rel: str, *, is_dir: bool) -> str | None:
+        """The ``exclude`` glob, else the ``.gitignore`` line, that leaves ``rel`` out."""
+        what = f"folder {rel}/ " if is_dir else ""
+        hit = self._exclude.check_file(rel + ("/" if is_dir else ""))
+        if hit.include and hit.index is not None:
+            glob = self.source.exclude[hit.index]
+            return f"{what}excluded by the glob {glob!r}; remove it from the source's exclude"
+        if self.source.gitignore:
+            found = self._gitignore_rule(rel, is_dir=is_dir)
+            if found is not None:
+                return f"{what}ignored by {found}; or set the source's gitignore: false"
+        return None
+
+    def _gitignore_rule(self, rel: str, *, is_dir: bool) -> str | None:
+        """``DIR/.gitignore ('PATTERN')``: the last match that ignores ``rel``, or ``None``."""
+        parts = rel.split("/")
+        found: str | None = None
+        for i in range(len(parts)):
+            folder = "/".join(parts[:i])
+            spec = self._spec_for(folder)
+            if spec is None:
+                continue
+            res = spec.check_file("/".join(parts[i:]) + ("/" if is_dir else ""))
+            if res.include is None:
+                continue
+            if not res.include:
+                found = None
+                continue
+            where = f"{folder}/.gitignore" if folder else ".gitignore"
+            pattern = spec.patterns[res.index].pattern if res.index is not None else "?"
+            found = f"{where} ({pattern!r})"
+        return found
+
     def _named(self, rel: str, name: str) -> bool:
         """Whether ``include`` names file ``rel`` exactly (by its path or its name)."""
         return rel in self._explicit or name in self._explicit

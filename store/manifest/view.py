@@ -226,3 +226,21 @@ class ManifestView(ManifestReader):
             "SELECT count(*) FROM build_documents WHERE collection = ?", (collection,)
         ).fetchone()
         return int(n)
+
+    def documents_in(self, source: str, prefix: str, limit: int = 10_000) -> list[dict[str, Any]]:
+        """The documents of ``source`` whose path starts with ``prefix`` (``""``: all), by path.
+
+        Each ``path``, ``state`` (``ok`` or ``failed``), ``error``, ``size`` (bytes),
+        ``indexed_at`` (seconds since the epoch), ``git_commit`` and ``chunks`` (its
+        committed points). At most ``limit`` rows (the first by path).
+        """
+        if "documents" not in self._tables:
+            return []
+        rows = self._execute(
+            "SELECT d.path, d.state, d.error, d.size, d.indexed_at, d.git_commit, "
+            "(SELECT count(*) FROM chunks c WHERE c.doc_id = d.id AND NOT c.pending) AS chunks "
+            "FROM documents d WHERE d.source = ? AND d.path >= ? AND d.path < ? "
+            "ORDER BY d.path LIMIT ?",
+            (source, prefix, prefix + "\U0010ffff", limit),  # a range the index reads
+        )
+        return [dict(r) for r in rows]

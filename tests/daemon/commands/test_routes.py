@@ -11,6 +11,7 @@ from ingestd.daemon.service.jobs import Priority
 
 def test_every_command_the_daemon_answers_has_one_route() -> None:
     assert sorted(ROUTES) == [
+        "chunks",
         "eval",
         "eval-cancel",
         "eval-progress",
@@ -31,6 +32,7 @@ def test_searches_reads_and_migrate_are_urgent_other_engine_commands_wait() -> N
     assert {n for n, r in on_engine.items() if r.priority is Priority.URGENT} == {
         "search",
         "read",
+        "chunks",
         "migrate",
     }
     assert {n for n, r in on_engine.items() if r.priority is Priority.CHANGES} == {
