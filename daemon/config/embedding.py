@@ -143,7 +143,7 @@ class EmbeddingConfig(ConfigModel):
 REMOTE_BACKENDS: tuple[str, ...] = ("openai",)
 
 
-def default_backend(device: str = "cpu") -> str:
+def default_backend(device: str = "cpu", bf16: bool | None = None) -> str:
     """The backend of a config that names none: the fastest that makes torch's vectors here.
 
     ``openvino`` where the CPU multiplies bfloat16 natively (AMX, AVX512-BF16: about
@@ -153,13 +153,21 @@ def default_backend(device: str = "cpu") -> str:
     :mod:`ingestd.store.embedding.openvino_backend`). The ONNX backends need the CPU
     and their packages (ingestd's own dependencies, absent where no wheel exists).
     Nothing is imported to decide.
+
+    Args:
+        device: ``embedding.device``.
+        bf16: whether the CPU multiplies bfloat16 natively; ``None``: this CPU's
+            answer (:func:`ingestd.store.embedding.cpu.native_bf16`, which
+            ``$INGESTD_CPU_BF16`` overrides).
     """
     from ingestd.store.embedding.backends import BackendUnavailableError, check_backend
     from ingestd.store.embedding.cpu import native_bf16
 
     if device != "cpu":
         return "torch"
-    for backend in ("openvino", "onnx") if native_bf16() else ("onnx",):
+    if bf16 is None:
+        bf16 = native_bf16()
+    for backend in ("openvino", "onnx") if bf16 else ("onnx",):
         try:
             check_backend(backend)
         except BackendUnavailableError:

@@ -23,7 +23,6 @@ Importing this module imports neither OpenVINO nor onnxruntime.
 from __future__ import annotations
 
 import logging
-import os
 import queue
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ingestd.store.embedding.cpu import native_bf16
+from ingestd.store.embedding.cpu import native_bf16, usable_cores
 from ingestd.store.embedding.onnx import OnnxEmbedder
 from ingestd.store.embedding.onnx_runtime import pad_batch
 
@@ -167,6 +166,10 @@ class OpenVinoEmbedder(OnnxEmbedder):
 
     precision: str | None = None
     probe_cosine: float | None = None
+    #: Compute in bfloat16 (``True``) or float32 (``False``); ``None``: in bfloat16 where
+    #: the CPU multiplies it natively (:func:`~ingestd.store.embedding.cpu.native_bf16`).
+    #: Read when the session opens.
+    bf16: bool | None = None
 
     def open_session(self, path: Path, tokenizer: Tokenizer) -> Any:
         """The graph compiled by OpenVINO and checked on the probe texts.
@@ -190,8 +193,9 @@ class OpenVinoEmbedder(OnnxEmbedder):
             export_record,
         )
 
-        precision = "bf16" if native_bf16() else "f32"
-        streams = self.threads or len(os.sched_getaffinity(0))
+        bf16 = native_bf16() if self.bf16 is None else self.bf16
+        precision = "bf16" if bf16 else "f32"
+        streams = self.threads or usable_cores()
         config: dict[str, Any] = {
             "INFERENCE_PRECISION_HINT": precision,
             "NUM_STREAMS": streams,  # one thread per stream: one text per thread

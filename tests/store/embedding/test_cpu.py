@@ -1,0 +1,84 @@
+"""What the CPU can do, and the default backend and runtime settings it decides.
+
+Most CPUs lack native bfloat16 (AMX, AVX512-BF16). ``$INGESTD_CPU_BF16=0`` makes any
+CPU act as one of them, so the default of such a CPU is pinned here with the real
+bundled model, on whatever CPU runs the tests.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ingestd.daemon.config.embedding import EmbeddingConfig, default_backend
+from ingestd.store.embedding.cpu import BF16_ENV, cpu_flags, native_bf16
+from ingestd.store.embedding.embedder import BUNDLED_MODEL, load_embedder, model_info
+from ingestd.store.embedding.openvino import OpenVinoEmbedder
+
+pytestmark = pytest.mark.engine("edge")  # no store involved
+
+FLAGS = "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov avx2 avx512f"
+
+
+@pytest.mark.parametrize(
+    ("flags", "expected"),
+    [(FLAGS, False), (FLAGS + " amx_tile amx_bf16", True), (FLAGS + " avx512_bf16", True)],
+)
+def test_native_bf16_reads_the_cpu_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, flags: str, expected: bool
+) -> None:
+    monkeypatch.delenv(BF16_ENV, raising=False)
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: x\nflags\t\t: {flags}\nbogomips\t: 1\n")
+    assert cpu_flags(cpuinfo) == frozenset(flags.split())
+    assert native_bf16(cpu_flags(cpuinfo)) is expected
+    assert cpu_flags(tmp_path / "missing") == frozenset()
+    assert native_bf16(frozenset()) is False
+
+
+def test_the_environment_overrides_the_flags(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(BF16_ENV, "0")
+    assert native_bf16() is False
+    assert native_bf16(FLAGS.split() + ["avx512_bf16"]) is True  # given flags are the answer
+    monkeypatch.setenv(BF16_ENV, "1")
+    assert native_bf16() is True
+    monkeypatch.setenv(BF16_ENV, "yes")
+    with pytest.raises(ValueError, match="INGESTD_CPU_BF16 must be 0 or 1"):
+        native_bf16()
+    monkeypatch.setenv(BF16_ENV, "")
+    assert native_bf16() is native_bf16(cpu_flags())
+
+
+@pytest.mark.parametrize(("bf16", "expected"), [("1", "openvino"), ("0", "onnx")])
+def test_the_default_backend_follows_the_cpus_bf16(
+    monkeypatch: pytest.MonkeyPatch, bf16: str, expected: str
+) -> None:
+    monkeypatch.setenv(BF16_ENV, bf16)
+    assert default_backend() == expected
+    assert EmbeddingConfig().backend == expected
+    assert default_backend(bf16=bf16 == "0") != expected  # an injected answer wins
+    assert default_backend("cuda") == "torch"
+
+
+@pytest.mark.slow
+def test_on_a_cpu_without_bf16_the_default_makes_torchs_vectors_in_float32(
+    onnx_export_dir: Path,
+    chunks_and_torch: tuple[list[str], Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The default of most laptops, and OpenVINO there, reach the float32 bound (0.9999)."""
+    texts, want = chunks_and_torch
+    monkeypatch.setenv(BF16_ENV, "0")
+    backend = EmbeddingConfig().backend
+    assert backend == "onnx"
+    for name in (backend, "openvino"):
+        model = load_embedder(model_info(BUNDLED_MODEL, name), cache_dir=onnx_export_dir)
+        got = model(texts)
+        if isinstance(model, OpenVinoEmbedder):
+            assert model.precision == "f32"
+        cos = np.sum(got * want, axis=1)
+        assert cos.min() >= 0.9999, f"{name}: min cosine {cos.min():.6f} over {len(texts)} texts"
+        model.unload()
