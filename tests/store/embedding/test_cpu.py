@@ -7,6 +7,7 @@ bundled model, on whatever CPU runs the tests.
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,9 @@ import pytest
 from ingestd.daemon.config.embedding import EmbeddingConfig, default_backend
 from ingestd.store.embedding.cpu import BF16_ENV, cpu_flags, native_bf16
 from ingestd.store.embedding.embedder import BUNDLED_MODEL, load_embedder, model_info
-from ingestd.store.embedding.openvino import OpenVinoEmbedder
+from ingestd.store.embedding.onnx import OnnxEmbedder
+from ingestd.store.embedding.onnx_runtime import longest_first
+from ingestd.store.embedding.openvino import OpenVinoEmbedder, OpenVinoSession
 
 pytestmark = pytest.mark.engine("edge")  # no store involved
 
@@ -82,3 +85,59 @@ def test_on_a_cpu_without_bf16_the_default_makes_torchs_vectors_in_float32(
         cos = np.sum(got * want, axis=1)
         assert cos.min() >= 0.9999, f"{name}: min cosine {cos.min():.6f} over {len(texts)} texts"
         model.unload()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("backend", ["onnx", "openvino"])
+def test_texts_run_at_once_one_thread_each_longest_first(
+    onnx_export_dir: Path,
+    chunks_and_torch: tuple[list[str], Any],
+    monkeypatch: pytest.MonkeyPatch,
+    backend: str,
+) -> None:
+    """``threads`` texts in flight at once, the longest first, each vector its own bits."""
+    import onnxruntime as ort
+
+    texts, _ = chunks_and_torch
+    texts = texts[:12]
+    info = model_info(BUNDLED_MODEL, backend)
+    model = load_embedder(info, cache_dir=onnx_export_dir, threads=2)
+    assert isinstance(model, OnnxEmbedder) and model.streams == 2
+    alone = np.stack([model([t])[0] for t in texts])  # one text per call: nothing at once
+    session_cls: Any = OpenVinoSession if backend == "openvino" else ort.InferenceSession
+    real_run = session_cls.run
+    lock = threading.Lock()
+    second = threading.Event()
+    in_flight, most, lengths, threads, intra = [0], [0], [], set(), set()
+
+    def run(session: Any, outputs: Any, feed: dict[str, Any], *args: Any) -> Any:
+        with lock:
+            in_flight[0] += 1
+            most[0] = max(most[0], in_flight[0])
+            lengths.append(int(feed["attention_mask"].sum()))
+            threads.add(threading.current_thread().name)
+            if isinstance(session, ort.InferenceSession):
+                intra.add(session.get_session_options().intra_op_num_threads)
+            if in_flight[0] == 2:
+                second.set()
+        try:
+            second.wait(60)  # the first run waits for a second beside it: no timing
+            return real_run(session, outputs, feed, *args)
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    monkeypatch.setattr(session_cls, "run", run)
+    got = model(texts)
+    assert most[0] == 2
+    assert len(threads) == 2 and all(t.startswith("ingestd-embed") for t in threads)
+    assert intra <= {1}  # onnxruntime: one thread per run
+    # the first two started (nothing ends before two are in flight) are the longest two
+    assert sorted(lengths[:2]) == sorted(lengths)[-2:]
+    assert np.array_equal(got, alone)  # the same bits as each text alone
+
+
+def test_the_longest_texts_run_first() -> None:
+    feeds = [{"input_ids": np.ones((1, n), dtype=np.int64)} for n in (5, 40, 7, 40, 300)]
+    assert longest_first(feeds) == [4, 1, 3, 2, 0]
+    assert longest_first([]) == []
