@@ -37,7 +37,8 @@ class EmbeddingConfig(ConfigModel):
         device: torch device (the ONNX backends run on the CPU).
         batch_size: texts per forward pass (4-16 measured fastest on 2 cores); the
             ``openai`` backend: texts per request.
-        threads: torch or onnxruntime threads (``None``: one per core).
+        threads: torch's intra-op threads; for ``onnx`` and ``openvino``, texts
+            embedded at once, one thread each (``None``: one per core).
         fit_model: hold every chunk to the model's max_seq_length - 2 word pieces.
         cache_max_entries: most vectors kept in the embedding cache.
         preload: ``ingestd run`` loads the model in the background right after it is
