@@ -119,7 +119,10 @@ def variants(explore: bool) -> list[Variant]:
     ffn_out = (r"/layer\.\d+/output/dense/MatMul$",)
     more = {
         "onnx unfused (ORT online optimisation only)": replace(fp32, fusion=None),
-        "onnx dynamo export, bert fusion": replace(fp32, exporter="dynamo", attention="sdpa"),
+        "onnx exported through torch, bert fusion": fp32.through_torch,
+        "onnx dynamo export, bert fusion": replace(
+            fp32.through_torch, exporter="dynamo", attention="sdpa"
+        ),
         "int8 without quant_pre_process": replace(Q, pre_process=False),
         "int8 per-tensor": replace(Q, per_channel=False),
         "int8 per-channel, QUInt8 weights": replace(Q, weight_type="QUInt8"),

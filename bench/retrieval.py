@@ -6,6 +6,9 @@ The sets are ../shared/corpora/qa/*.jsonl (format and scoring: qa/README.md):
 * ``rst-docs``: 60 questions over rst-docs/ (Sphinx, reStructuredText);
 * ``rust-book``: 60 questions over history/base/ (the Rust book, mdBook markdown);
 * ``mkdocs-docs``: 60 questions over mkdocs-docs/ (Textual, MkDocs Material markdown);
+* ``mdx-docs``: the questions of bench/data/mdx-docs-qa.jsonl over the AI SDK's MDX
+  pages (the ``docs/`` of the npm package ``ai@7.0.173``, installed on first use into
+  a cache folder outside the repository by tests/mdx_tree.py, which needs ``npm``);
 * ``formats`` (only when asked for: ``--sets formats``): 74 questions over a mixed tree
   of notebooks, an HTML site, PDFs and AsciiDoc beside markdown, made at run time
   from the corpora (bench/_formats.py; questions in bench/data/formats-qa.jsonl,
@@ -104,10 +107,14 @@ SETS = {
     "rst-docs": (CORPORA / "qa" / "rst-docs.jsonl", CORPORA / "rst-docs"),
     "rust-book": (CORPORA / "qa" / "rust-book.jsonl", CORPORA / "history" / "base"),
     "mkdocs-docs": (CORPORA / "qa" / "mkdocs-docs.jsonl", CORPORA / "mkdocs-docs"),
+    # the AI SDK's MDX pages, installed from the npm registry (tests/mdx_tree.py)
+    "mdx-docs": (HERE / "data" / "mdx-docs-qa.jsonl", None),
     # notebooks, HTML, PDF, AsciiDoc beside markdown: the tree is made at run time
     "formats": (HERE / "data" / "formats-qa.jsonl", None),
 }
-DEFAULT_SETS = ("md-docs", "rst-docs", "rust-book", "mkdocs-docs")
+DEFAULT_SETS = ("md-docs", "rst-docs", "rust-book", "mkdocs-docs", "mdx-docs")
+#: set -> the folder its paths are relative to (the made trees once made)
+CORPUS: dict[str, Path] = {}
 DEFAULT_CACHE = Path("/tmp/bench-retrieval")
 ADDED = "+added"  # the folder --add files are indexed under
 FORMATS_TREE = "formats-tree"  # the folder the formats set's tree is made in
@@ -590,10 +597,16 @@ def load_sets(
     saved = json.loads(args.distractors.read_text()) if args.distractors else {}
     for name in sets:
         qa, corpus = SETS[name]
-        if corpus is None:  # the formats set: its tree is made anew
+        if name == "formats":  # its tree is made anew
             from _formats import build
 
             corpus = build(args.cache / FORMATS_TREE)
+        elif corpus is None:  # the MDX tree, installed once
+            sys.path.insert(0, str(HERE.parent))
+            from tests.mdx_tree import mdx_docs
+
+            corpus = mdx_docs()
+        CORPUS[name] = corpus
         questions[name] = load_questions(qa, corpus, text_of(corpus))
         print(f"\n{name}: {len(questions[name])} questions")
         gold = {q.path for q in questions[name]}
@@ -601,7 +614,8 @@ def load_sets(
     return questions, indexes
 
 
-def main() -> None:
+def parse_args() -> argparse.Namespace:
+    """The command line (module docstring)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--sets",
@@ -673,7 +687,17 @@ def main() -> None:
     )
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--json", type=Path, help="also write per-question results here")
-    args = ap.parse_args()
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        help="an earlier run's --json file: each row before -> after, paired intervals "
+        "(bench/_baseline.py)",
+    )
+    return ap.parse_args()
+
+
+def main() -> None:
+    args = parse_args()
     args.only = set(args.only.split(","))
     global RRF_WEIGHTS
     w_dense, w_sparse = (float(w) for w in args.rrf_weights.split(","))
@@ -775,15 +799,40 @@ def main() -> None:
             )
         n = sum(len(questions[s]) for s in sets)
         table(f"pooled: {n} questions of {', '.join(sets)}", pooled)
-    if args.json:
-        args.json.write_text(json.dumps(dump, indent=1))
     if DEFAULT in labels and not args.no_context:
-        context_tables(modes, sets, questions, indexes, queries, pages, added, sizes[0].count)
+        count = sizes[0].count
+        paged = context_tables(modes, sets, questions, indexes, queries, pages, added, count)
+        add_pages(dump, paged, pages)
+    save(args, dump)
     if DEFAULT in labels and args.ranking:
         ranking_variants(args.ranking, sets, questions, indexes, queries, pages, added, sizes[0])
     if DEFAULT in labels:
         show_targets(sets, results, modes, ANCHORS)
     summary(sets, results, fills, labels, modes)
+
+
+def save(args: argparse.Namespace, dump: dict[str, Any]) -> None:
+    """Write ``dump`` to ``--json`` and compare it with ``--baseline``, as asked."""
+    if args.json:
+        args.json.write_text(json.dumps(dump, indent=1))
+    if args.baseline:
+        import _baseline
+
+        _baseline.compare(args.baseline, dump)
+
+
+def add_pages(
+    dump: dict[str, Any],
+    paged: dict[str, dict[str, list[dict[str, float]]]],
+    pages: dict[str, tuple[list[_context.PageQuestion], list[int]]],
+) -> None:
+    """Each page-level question's values into ``dump`` (``"pages <default> [<mode>]"`` rows)."""
+    for mode, per_set in paged.items():
+        for name, rows in per_set.items():
+            ids = [q.id for q in pages[name][0]]
+            dump[name][f"pages {DEFAULT} [{mode}]"] = [
+                {"id": i, **v} for i, v in zip(ids, rows, strict=True)
+            ]
 
 
 def ranking_variants(
@@ -805,9 +854,8 @@ def ranking_variants(
     for name in sets:
         idx = next(i for i in indexes[name] if i.label == DEFAULT)
         added[name].sparse = [query_vector(t) for t in added[name].texts]
-        corpus = SETS[name][1]
-        assert corpus is not None, "the ranking variants take the four dev sets"
-        data[name] = (idx, questions[name], queries[name], pages[name][0], added[name], corpus)
+        pqs = pages[name][0]
+        data[name] = (idx, questions[name], queries[name], pqs, added[name], CORPUS[name])
     names = None if spec == "all" else [n.strip() for n in spec.split(",") if n.strip()]
     _ranking.compare(sets, data, evaluate, sizer.count, names)
 
@@ -829,12 +877,18 @@ def context_tables(
     pages: dict[str, tuple[list[_context.PageQuestion], list[int]]],
     added: dict[str, Queries],
     count: Callable[[str], int],
-) -> None:
-    """Span recall at a context budget and page-level scores of the default rules."""
+) -> dict[str, dict[str, list[dict[str, float]]]]:
+    """Span recall at a context budget and page-level scores of the default rules.
+
+    Returns:
+        mode -> set -> each page-level question's values (the set's, then the added ones).
+    """
+    out = {}
     for mode in modes:
-        _context.show(
-            mode, _context_of(mode, sets, questions, indexes, queries, pages, added, count)
-        )
+        per_set = _context_of(mode, sets, questions, indexes, queries, pages, added, count)
+        _context.show(mode, per_set)
+        out[mode] = {name: rows for name, (_, rows, _) in per_set.items()}
+    return out
 
 
 def _context_of(
@@ -853,7 +907,7 @@ def _context_of(
     for name in sets:
         idx = next(i for i in indexes[name] if i.label == DEFAULT)
         ranked = RANKERS[mode](idx, queries[name])
-        ctx = _context.context_rows(idx, questions[name], ranked, SETS[name][1], count)
+        ctx = _context.context_rows(idx, questions[name], ranked, CORPUS[name], count)
         pqs, _ = pages[name]
         order = list(ranked)
         if added[name].texts:  # the comparison questions, ranked the same way

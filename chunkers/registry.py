@@ -16,6 +16,7 @@ from ingestd.chunkers.strategies.code import CodeChunker
 from ingestd.chunkers.strategies.hierarchical import HierarchicalChunker
 from ingestd.chunkers.strategies.html import HtmlChunker
 from ingestd.chunkers.strategies.markdown import MarkdownChunker
+from ingestd.chunkers.strategies.mdx import MdxChunker
 from ingestd.chunkers.strategies.notebook import NotebookChunker
 from ingestd.chunkers.strategies.pdf import PdfChunker
 from ingestd.chunkers.strategies.rst import RstChunker
@@ -75,6 +76,7 @@ for _cls in (
     TokenChunker,
     SentenceChunker,
     MarkdownChunker,
+    MdxChunker,
     RstChunker,
     CodeChunker,
     SemanticChunker,

@@ -25,12 +25,14 @@ The tree (builtin bases kept beside each family, so older ``except ValueError`` 
     │   └── UndecodableError            ValueError          chunkers.text
     │       ├── BinaryFileError
     │       ├── FormatError                                 chunkers.readers.document
+    │       │   └── ExpansionError                          chunkers.readers.expansion
     │       └── NotUTF8Error
     ├── ModelError                                          chunkers.errors
     │   ├── TokenizerError              ValueError          chunkers.sizing.tokenizers
     │   ├── ModelNotFoundError          ValueError          store.embedding.folders
     │   ├── BackendUnavailableError     ValueError          store.embedding.backends
-    │   ├── ExportError                 RuntimeError        store.embedding.onnx_export
+    │   ├── UnsupportedModelError       ValueError          store.embedding.bert
+    │   ├── ExportError                 RuntimeError        store.embedding.onnx_cache
     │   ├── EndpointDimensionError      ValueError          store.embedding.remote_backend
     │   └── ModelMismatchError          RuntimeError        store.manifest.collections
     │       └── ProfileUnavailableError                     daemon.sync.profile
@@ -81,6 +83,7 @@ from ingestd.chunkers.errors import (
 
 if TYPE_CHECKING:
     from ingestd.chunkers.readers.document import FormatError
+    from ingestd.chunkers.readers.expansion import ExpansionError
     from ingestd.chunkers.registry import UnknownChunkerError
     from ingestd.chunkers.sizing.tokenizers import TokenizerError
     from ingestd.chunkers.text import BinaryFileError, NotUTF8Error, UndecodableError
@@ -97,8 +100,9 @@ if TYPE_CHECKING:
     from ingestd.daemon.wire.statelock import StateLockedError
     from ingestd.store.common.damage import StateDamagedError, StoreLostError
     from ingestd.store.embedding.backends import BackendUnavailableError
+    from ingestd.store.embedding.bert import UnsupportedModelError
     from ingestd.store.embedding.folders import ModelNotFoundError
-    from ingestd.store.embedding.onnx_export import ExportError
+    from ingestd.store.embedding.onnx_cache import ExportError
     from ingestd.store.embedding.remote_backend import EndpointDimensionError, EndpointError
     from ingestd.store.manifest.collections import ModelMismatchError
     from ingestd.store.vectors.base import StoreUnavailableError
@@ -112,6 +116,7 @@ __all__ = [
     "EndpointDimensionError",
     "EndpointError",
     "EvalError",
+    "ExpansionError",
     "ExportError",
     "FormatError",
     "GitError",
@@ -137,6 +142,7 @@ __all__ = [
     "UndecodableError",
     "UnknownChunkerError",
     "UnknownSourceKindError",
+    "UnsupportedModelError",
 ]
 
 #: Each error that is not a family -> the module that defines it.
@@ -149,10 +155,12 @@ HOMES: dict[str, str] = {
     "BinaryFileError": "ingestd.chunkers.text",
     "NotUTF8Error": "ingestd.chunkers.text",
     "FormatError": "ingestd.chunkers.readers.document",
+    "ExpansionError": "ingestd.chunkers.readers.expansion",
     "TokenizerError": "ingestd.chunkers.sizing.tokenizers",
     "ModelNotFoundError": "ingestd.store.embedding.folders",
     "BackendUnavailableError": "ingestd.store.embedding.backends",
-    "ExportError": "ingestd.store.embedding.onnx_export",
+    "UnsupportedModelError": "ingestd.store.embedding.bert",
+    "ExportError": "ingestd.store.embedding.onnx_cache",
     "EndpointDimensionError": "ingestd.store.embedding.remote_backend",
     "ModelMismatchError": "ingestd.store.manifest.collections",
     "ProfileUnavailableError": "ingestd.daemon.sync.profile",

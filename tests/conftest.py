@@ -23,6 +23,18 @@ def fake_embedder() -> CountingEmbedder:
 
 
 @pytest.fixture(scope="session")
+def mdx_tree() -> Path:
+    """The AI SDK's 303 real MDX pages (read-only: copy them), installed from the npm registry.
+
+    :func:`tests.mdx_tree.mdx_docs` fetches ``ai@7.0.173`` once per machine (``npm pack``,
+    integrity-checked) into a cache folder outside the repository.
+    """
+    from tests.mdx_tree import mdx_docs
+
+    return mdx_docs()
+
+
+@pytest.fixture(scope="session")
 def format_tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Notebooks, an HTML site, PDFs and AsciiDoc made from the corpora (read-only: copy it).
 

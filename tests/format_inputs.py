@@ -12,7 +12,8 @@ session first asks for it:
 * **PDF** (fpdf2): chapters of the Rust book (``history/base``) with headings, an
   outline, monospaced listings and page breaks; one without an outline (headings by
   font size only), one encrypted with a password, one of images only (no text
-  layer), one cut short, and a page tree of a million pages;
+  layer), one cut short, and a page tree of a million pages; and, written operator by
+  operator, one spaced as TeX spaces words (:func:`tex_spaced_pdf`);
 * **AsciiDoc** (pandoc): Sphinx pages (``rst-docs``) and OpenTelemetry pages
   (``md-docs``) converted to AsciiDoc.
 
@@ -43,6 +44,7 @@ __all__ = [
     "markdown_blocks",
     "output_marker",
     "pdf_bomb",
+    "tex_spaced_pdf",
     "write_asciidoc",
     "write_image_pdf",
     "write_notebook",
@@ -307,6 +309,11 @@ def pdf_bomb(pages: int = 1_000_000, fanout: int = 1000) -> bytes:
         b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream",
         b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
     ]
+    return _pdf_file(objs)
+
+
+def _pdf_file(objs: list[bytes]) -> bytes:
+    """A PDF of numbered objects (the first is the catalog), with its xref table."""
     out = bytearray(b"%PDF-1.4\n")
     offsets = []
     for i, obj in enumerate(objs, 1):
@@ -317,6 +324,49 @@ def pdf_bomb(pages: int = 1_000_000, fanout: int = 1000) -> bytes:
     out += b"".join(b"%010d 00000 n \n" % o for o in offsets)
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objs) + 1, xref)
     return bytes(out)
+
+
+def tex_spaced_pdf(words: list[str], per_line: int = 11, per_page: int = 40) -> bytes:
+    """A PDF that spaces words as TeX does: no space character, only a kerning offset.
+
+    Each line is one ``TJ`` array of words with ``-333`` (a third of an em, TeX's
+    interword space) between them, in Helvetica with an encoding whose code 32 is not
+    a space but a wide glyph (``/Differences [32 /M]``, width 833): TeX's fonts have
+    no space at 32 either (OT1 puts a suppress mark there; a subset CID font
+    whatever glyph got CID 32). An extractor that decides word gaps by "the width
+    of the space character" glues this text; one that reads the glyphs' positions
+    does not. Words must be ASCII letters and punctuation.
+    """
+    from fpdf.fonts import CORE_FONTS_CHARWIDTHS
+
+    metrics = CORE_FONTS_CHARWIDTHS["helvetica"]
+    widths = [833] + [int(metrics[chr(c)]) for c in range(33, 127)]
+    lines = [words[i : i + per_line] for i in range(0, len(words), per_line)]
+    pages = [lines[i : i + per_page] for i in range(0, len(lines), per_page)]
+    n = len(pages)
+    font_id, first_page = 3, 4
+    objs = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Count %d /Kids [" % n
+        + b" ".join(b"%d 0 R" % (first_page + 2 * k) for k in range(n))
+        + b"] >>",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /FirstChar 32 /LastChar 126 "
+        b"/Widths [" + b" ".join(b"%d" % w for w in widths) + b"] "
+        b"/Encoding << /Type /Encoding /BaseEncoding /WinAnsiEncoding /Differences [32 /M] >> >>",
+    ]
+    for k, page in enumerate(pages):
+        ops = [b"BT /F1 10 Tf 12 TL 72 760 Td"]
+        for line in page:
+            parts = b"-333".join(b"(" + w.encode("ascii") + b")" for w in line)
+            ops.append(b"[" + parts + b"] TJ T*")
+        ops.append(b"ET")
+        stream = b"\n".join(ops)
+        objs.append(
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+            b"/Resources << /Font << /F1 %d 0 R >> >> >>" % (first_page + 2 * k + 1, font_id)
+        )
+        objs.append(b"<< /Length %d >>\nstream\n" % len(stream) + stream + b"\nendstream")
+    return _pdf_file(objs)
 
 
 def write_asciidoc(page: Path, fmt: str, dest: Path) -> Path:

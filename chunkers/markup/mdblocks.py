@@ -71,14 +71,14 @@ def _title(raw: str) -> str:
     return clean_markdown(raw)
 
 
-def _kind(line: str, indent: int, rel: int) -> str:
+def _kind(line: str, indent: int, rel: int, indented_code: bool = True) -> str:
     """The kind of a block that starts with ``line`` (``rel``: indent in its container)."""
     first = line[indent]
     if first == "|":
         return "table"
     if first == "<":
         return "html"
-    if rel >= 4:
+    if rel >= 4 and indented_code:
         return "code"
     if first in "-*+0123456789" and _LIST.match(line):
         return "list"
@@ -109,8 +109,11 @@ def closing_fence(text: str, mark: str, pos: int) -> int:
 class _Parser:
     """Line scanner behind :func:`read_blocks`; fenced code is skipped by regex."""
 
-    def __init__(self, text: str, start: int, levels: int, index: LineIndex | None) -> None:
+    def __init__(
+        self, text: str, start: int, levels: int, index: LineIndex | None, indented_code: bool
+    ) -> None:
         self.text = text
+        self.indented_code = indented_code
         if index is None or start >= len(text):
             self.lines = text[start:].split("\n")
             self.offsets = list(
@@ -209,7 +212,7 @@ class _Parser:
                 self.close()
                 cur = None
         if cur is None:
-            self.cur = _Open(a, _kind(line, indent, rel), b)
+            self.cur = _Open(a, _kind(line, indent, rel, self.indented_code), b)
         else:
             cur.last = b
 
@@ -263,7 +266,12 @@ def _trim(text: str, sections: list[Section]) -> list[Section]:
 
 
 def read_blocks(
-    text: str, start: int = 0, section_levels: int = 3, lines: LineIndex | None = None
+    text: str,
+    start: int = 0,
+    section_levels: int = 3,
+    lines: LineIndex | None = None,
+    *,
+    indented_code: bool = True,
 ) -> list[Section]:
     """Sections of trimmed, linked blocks of ``text[start:]``, headings not yet glued.
 
@@ -271,6 +279,7 @@ def read_blocks(
     with no blocks); every other section starts with its heading block. Blocks tile
     the non-blank text: ``Block.next`` is the start of the following block. ``start``
     must be a line start; ``lines``, the :class:`LineIndex` of ``text`` if the caller
-    has one, saves splitting the text again.
+    has one, saves splitting the text again. ``indented_code`` off (MDX, which has no
+    indented code): a line indented by 4 or more columns is prose.
     """
-    return _trim(text, _Parser(text, start, section_levels, lines).run())
+    return _trim(text, _Parser(text, start, section_levels, lines, indented_code).run())

@@ -29,6 +29,7 @@ from operator import add, sub
 
 from ingestd.chunkers.markup.noise import Edit
 from ingestd.chunkers.packing.sections import Block, Section
+from ingestd.chunkers.readers.expansion import OutputBudget
 
 __all__ = ["Rendering"]
 
@@ -46,6 +47,11 @@ class Rendering:
     Attributes:
         source: the decoded document.
         text: the clean rendering (``source`` itself when there is no edit).
+
+    Raises:
+        ExpansionError: the edits would make a rendering longer than
+            :func:`~ingestd.chunkers.readers.expansion.expansion_limit` of the
+            document's length allows (found before it is built).
     """
 
     __slots__ = ("_ca", "_cb", "_ta", "_tb", "source", "text")
@@ -67,6 +73,8 @@ class Rendering:
         # clean offsets: kept characters and replacements up to the edit's end, its start
         self._cb = list(accumulate(map(add, map(sub, ta, after), lens)))
         self._ca = list(map(sub, self._cb, lens))
+        size = len(source) + self._cb[-1] - tb[-1]  # the rendering's length, not yet built
+        OutputBudget(len(source), "markup rendering").check(size)
         parts = [source[p:a] + r for p, a, r in zip(after, ta, repl, strict=True)]
         parts.append(source[tb[-1] :])
         self.text = "".join(parts)

@@ -15,9 +15,9 @@ units into chunks:
   ``max_tokens`` tokens of section), so that on a page of many small sections (a
   glossary) an edit does not shift every later chunk;
 * a heading never ends a chunk (nor does an intro paragraph, or an opening fence line,
-  which stay with the first piece of a block that is cut); a chunk without a word, or
-  with only headings, joins the chunk before it, or else the one after it, when the
-  two fit together;
+  which stay with the first piece of a block that is cut); a chunk of only headings
+  joins the chunk after it, else the one before it; a chunk without a word the one
+  before it, else the one after it; each when the two fit together;
 * inside a section, an *anchor* block ends a chunk that is at least a quarter full
   and holds at least ``min_tokens``. A block is an anchor when the CRC-32 of its text
   falls below a threshold proportional to its size (about 2.5 anchors per
@@ -185,9 +185,9 @@ class Packer:
     def _pack(self, units: list[Unit], *, model: bool) -> list[tuple[Span, int, int]]:
         """Spans with the ``[i, j)`` range of ``units`` each covers.
 
-        A chunk without a word (no letter or digit: markup) or with nothing but
-        headings joins the chunk before it, or else the one after it, when the two
-        fit together.
+        A chunk of nothing but headings joins the chunk after it, else the one before
+        it; one without a word (markup) the one before it, else the one after it; each
+        when the two fit together.
         """
         out: list[tuple[Span, int, int]] = []
         i = 0
@@ -198,12 +198,12 @@ class Packer:
         k = 0
         while k < len(out) and len(out) > 1:
             span, i, j = out[k]
-            if _WORD.search(self.text, span.start, span.end) and not all(
-                units[x].lead for x in range(i, j)
-            ):
+            headings = all(units[x].lead for x in range(i, j))
+            if not headings and _WORD.search(self.text, span.start, span.end):
                 k += 1
                 continue
-            for a, b in ((k - 1, k), (k, k + 1)):
+            pairs = ((k, k + 1), (k - 1, k)) if headings else ((k - 1, k), (k, k + 1))
+            for a, b in pairs:
                 if a >= 0 and b < len(out):
                     ia, jb = out[a][1], out[b][2]
                     tok = sum(units[x].tok for x in range(ia, jb))

@@ -18,7 +18,8 @@ which the ``html`` strategy chunks as markdown:
 * a table becomes one line per row, ``| a | b |``, its header row (``<thead>`` or the
   first row) followed by a divider, so that a chunk that continues a table repeats
   its header row; a caption comes before it;
-* lists become ``-``/``1.`` items; inline ``<code>`` keeps backticks; ``<br>`` breaks
+* lists become ``-``/``1.`` items, indented two spaces per level down to
+  :data:`MAX_LIST_INDENT` levels; inline ``<code>`` keeps backticks; ``<br>`` breaks
   the line; an image leaves its ``alt`` text; every other inline element its text;
 * text keeps the line breaks of the file (other whitespace runs become one space), so
   a paragraph's lines follow the file's.
@@ -26,6 +27,14 @@ which the ``html`` strategy chunks as markdown:
 Citations (:class:`~ingestd.chunkers.readers.document.LineMap`): ``file_start_line``
 and ``file_end_line`` are the lines of the HTML file where a chunk's text starts and
 ends. Parsing stops at ``max_seconds``.
+
+The text is counted line by line as it is written
+(:class:`~ingestd.chunkers.readers.expansion.OutputBudget`): a page that would make more
+than :func:`~ingestd.chunkers.readers.expansion.expansion_limit` of its size (a table
+whose every row is padded to a first row of thousands of cells) stops there with an
+:class:`~ingestd.chunkers.readers.expansion.ExpansionError`. Character references
+are the tokenizer's: the named ones of HTML only, each a character or two, and entity
+declarations in a document type (``<!ENTITY a "...">``) are never expanded.
 """
 
 from __future__ import annotations
@@ -34,10 +43,16 @@ import re
 import time
 
 from ingestd.chunkers.readers.document import Extracted, FormatError, LineMap
+from ingestd.chunkers.readers.expansion import OutputBudget
 from ingestd.chunkers.readers.htmltree import Element, Text, parse_html
 from ingestd.chunkers.text import decode
 
-__all__ = ["HtmlReader", "main_content", "render_html"]
+__all__ = ["MAX_LIST_INDENT", "HtmlReader", "main_content", "render_html"]
+
+#: Deepest indentation of a list item, in levels of two spaces: items of lists nested
+#: deeper are written at this level (their text is kept; an indentation that grew with
+#: the depth would repeat on every line of a list nested hundreds deep).
+MAX_LIST_INDENT = 8
 
 _DROP = frozenset(
     "script style noscript template svg canvas iframe object embed nav aside footer form "
@@ -80,18 +95,20 @@ def main_content(root: Element) -> Element:
 
 
 class _Writer:
-    """Lines of the extracted text, each with the file lines it came from."""
+    """Lines of the extracted text, each with the file lines it came from, counted."""
 
-    def __init__(self) -> None:
+    def __init__(self, budget: OutputBudget | None) -> None:
         self.lines: list[str] = []
         self.spans: list[Span] = []
+        self._budget = budget
 
     def blank(self) -> None:
         if self.lines and self.lines[-1] != "":
-            self.lines.append("")
-            self.spans.append(None)
+            self.line("", None)
 
     def line(self, text: str, span: Span) -> None:
+        if self._budget is not None:
+            self._budget.spend(len(text) + 1)
         self.lines.append(text)
         self.spans.append(span)
 
@@ -155,8 +172,8 @@ def _one_line(el: Element) -> tuple[str, Span]:
 class _Renderer:
     """Writes the blocks of a main-content element as markdown lines."""
 
-    def __init__(self, deadline: float) -> None:
-        self.w = _Writer()
+    def __init__(self, deadline: float, budget: OutputBudget | None = None) -> None:
+        self.w = _Writer(budget)
         self._deadline = deadline
         self._count = 0
         self._parent: Element | None = None  # the container of the block being written
@@ -291,7 +308,7 @@ class _Renderer:
             self.w.blank()
 
     def item(self, el: Element, marker: str, depth: int) -> None:
-        indent = "  " * depth
+        indent = "  " * min(depth, MAX_LIST_INDENT)
         first, rest = indent + marker, indent + " " * len(marker)
         tokens: list[Token] = []
         opened = False
@@ -331,13 +348,16 @@ def _inline_or_block(r: _Renderer, el: Element, tokens: list[Token], depth: int)
         _inline_element(el, tokens)
 
 
-def render_html(root: Element, deadline: float | None = None) -> Extracted:
+def render_html(
+    root: Element, deadline: float | None = None, budget: OutputBudget | None = None
+) -> Extracted:
     """The extracted markdown text of ``root``'s main content, with its :class:`LineMap`.
 
     Raises:
         TimeoutError: rendering went past ``deadline`` (a :func:`time.monotonic` time).
+        ExpansionError: the text passed ``budget`` (it stops there).
     """
-    r = _Renderer(float("inf") if deadline is None else deadline)
+    r = _Renderer(float("inf") if deadline is None else deadline, budget)
     r.container(main_content(root))
     lines, spans = r.w.lines, r.w.spans
     while lines and lines[-1] == "":
@@ -366,11 +386,13 @@ class HtmlReader:
         Raises:
             UndecodableError: binary or not UTF-8.
             FormatError: parsing and rendering took over ``max_seconds``.
+            ExpansionError: the text would pass the expansion bound of ``data``'s size.
         """
         text = decode(data)
         deadline = time.monotonic() + self.max_seconds
+        budget = OutputBudget(len(data), "the HTML page's text")
         try:
-            return render_html(parse_html(text, deadline), deadline)
+            return render_html(parse_html(text, deadline), deadline, budget)
         except TimeoutError as exc:
             raise FormatError(
                 f"HTML page not read within {self.max_seconds:g} s ({exc}; "

@@ -17,6 +17,15 @@ one markdown document, which the ``notebook`` strategy chunks as markdown:
 * cells are separated by a blank line; empty cells leave nothing, but keep their
   number.
 
+What is written is counted as it is written
+(:class:`~ingestd.chunkers.readers.expansion.OutputBudget`): a notebook whose text would
+pass :func:`~ingestd.chunkers.readers.expansion.expansion_limit` of its size stops there
+with an :class:`~ingestd.chunkers.readers.expansion.ExpansionError` (fences are the one
+part written more than once: a fence as long as a cell's longest backtick run, the
+kernel's language on every code cell's fence). A language name is at most
+:data:`MAX_LANGUAGE_CHARS` characters (it is also the ``language`` of every chunk's
+payload).
+
 Citations (:class:`CellSpans`): ``cell`` and ``end_cell`` are the 1-based positions of
 the cells holding a chunk's first and last characters (empty cells counted), and
 ``cell_start_line`` / ``cell_end_line`` the lines within those cells' sources (a fence
@@ -31,9 +40,13 @@ import warnings
 from typing import Any
 
 from ingestd.chunkers.readers.document import Extracted, FormatError
+from ingestd.chunkers.readers.expansion import ExpansionError, OutputBudget
 from ingestd.chunkers.text import decode
 
-__all__ = ["CellSpans", "NotebookReader", "notebook_text"]
+__all__ = ["MAX_LANGUAGE_CHARS", "CellSpans", "NotebookReader", "notebook_text"]
+
+#: Most characters of a kernel's language name kept (longer ones are cut).
+MAX_LANGUAGE_CHARS = 64
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 _FENCE_OPEN = re.compile(r" {0,3}(`{3,}|~{3,})")
@@ -80,7 +93,9 @@ def _language(nb: Any) -> str:
     lang = (meta.get("kernelspec") or {}).get("language") or (meta.get("language_info") or {}).get(
         "name"
     )
-    return str(lang).strip().split()[0].lower() if lang and str(lang).strip() else "python"
+    if not lang or not str(lang).strip():
+        return "python"
+    return str(lang).strip().split()[0].lower()[:MAX_LANGUAGE_CHARS]
 
 
 def _fence(source: str) -> str:
@@ -123,12 +138,16 @@ def _text_outputs(cell: Any, limit: int) -> list[str]:
     return out
 
 
-def notebook_text(nb: Any, outputs: int = 0) -> Extracted:
+def notebook_text(nb: Any, outputs: int = 0, budget: OutputBudget | None = None) -> Extracted:
     """The extracted markdown text of a parsed notebook, with its :class:`CellSpans`.
 
     Args:
         nb: the notebook as nbformat reads it (version 4).
         outputs: most characters of a text output kept (0: outputs left out).
+        budget: counts the text as it is written, or ``None``.
+
+    Raises:
+        ExpansionError: the text passed ``budget`` (it stops there).
     """
     lang = _language(nb)
     parts: list[str] = []
@@ -155,9 +174,15 @@ def notebook_text(nb: Any, outputs: int = 0) -> Extracted:
             head = f"{fence}{lang if kind == 'code' else 'text'}\n"
             tail = "\n" + fence
             if kind == "code" and outputs > 0:
+                kept = []
                 for text in _text_outputs(cell, outputs):
                     inner = _fence(text)
-                    tail += f"\n\n{inner}output\n{text}\n{inner}"
+                    kept.append(f"\n\n{inner}output\n{text}\n{inner}")
+                    if budget is not None:
+                        budget.spend(len(kept[-1]))
+                tail += "".join(kept)
+        if budget is not None:
+            budget.spend(2 + len(head) + len(source) + len(tail))
         parts.append(head + source + tail)
         regions.append((number, start, start + len(head), start + len(head) + len(source)))
         pos += len(head) + len(source) + len(tail)
@@ -182,6 +207,7 @@ class NotebookReader:
         Raises:
             UndecodableError: not UTF-8 text.
             FormatError: not a notebook nbformat can read (the message says why).
+            ExpansionError: its text would pass the expansion bound of ``data``'s size.
         """
         text = decode(data)
         try:
@@ -193,7 +219,10 @@ class NotebookReader:
                 warnings.simplefilter("ignore")
                 reads: Any = nbformat.reads  # untyped
                 nb = reads(text, as_version=4, capture_validation_error={})
-            return notebook_text(nb, self.outputs)
+            budget = OutputBudget(len(data), "notebook cells and outputs")
+            return notebook_text(nb, self.outputs, budget)
+        except ExpansionError:
+            raise
         except Exception as exc:  # nbformat raises many kinds: JSON, schema, version
             detail = " ".join(str(exc).split())[:200] or type(exc).__name__
             raise FormatError(f"not a readable Jupyter notebook ({detail}); skipped") from None

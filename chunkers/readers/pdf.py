@@ -1,17 +1,17 @@
 r"""PDF files -> the text of their text layer, page by page, cited by page.
 
-The text layer is read by `pypdf <https://pypi.org/project/pypdf/>`_ (pure Python, so
-it installs everywhere and is safe on any thread; it bounds what a hostile file can
-make it allocate: arrays, page trees, decompressed streams). There is no OCR: a PDF
-whose pages hold no text (scanned images) is skipped with a note.
+The text layer is read by PDFium in a child process (:mod:`~ingestd.chunkers.readers.
+pdf_lines`: its words and lines come from the glyphs' positions, as pdftotext finds
+them, so TeX's word gaps stay spaces; a crash, hang or memory bomb costs the one
+file). There is no OCR: a PDF whose pages hold no text (scanned images) is skipped
+with a note.
 
-The extracted text is each page's text, in reading order as pypdf extracts it, with
-the lines rebuilt from the positions pypdf reports: a blank line where the gap to the
-previous line is well over the usual line spacing, or where the font size or a
-monospaced font starts or ends; pages are joined by a line holding a form feed
-(``\f``, as pdftotext separates pages), so the page of any offset is the number of
-form feeds before it plus one (:class:`~ingestd.chunkers.readers.document.PageBreaks`:
-payload ``page`` and ``end_page``).
+The extracted text is each page's lines in PDFium's reading order, with a blank line
+where the gap to the previous line is well over the usual line spacing, or where the
+font size or a monospaced font starts or ends; pages are joined by a line holding a
+form feed (``\f``, as pdftotext separates pages), so the page of any offset is the
+number of form feeds before it plus one (:class:`~ingestd.chunkers.readers.document.
+PageBreaks`: payload ``page`` and ``end_page``).
 
 Found out of band, for the ``pdf`` strategy: **headings**, from the outline (its
 titles matched to lines of the page each entry points to; the level is its depth),
@@ -20,18 +20,24 @@ larger, the higher its level, three levels at most; a short line all in bold at 
 body's size is the deepest); and **code**, runs of lines set in a monospaced font.
 
 Bounds, each a note in ``status`` and no chunks: an encrypted PDF that needs a
-password, a file pypdf cannot parse (truncated, malformed, over its limits), more
-than ``max_pages`` pages (counted before any page is read), more than
-``max_seconds`` of reading.
+password, a file PDFium cannot parse (truncated, malformed), more than ``max_pages``
+pages (counted before any page is read), more than ``max_seconds`` of reading (the
+child is killed), more memory than :func:`~ingestd.chunkers.readers.pdf_lines.
+address_limit` allows a file of its size (a stream that inflates without a bound),
+a crash of the reader, and a text layer of more
+than :func:`~ingestd.chunkers.readers.expansion.expansion_limit` characters (a form
+drawn thousands of times, a stream that inflates to megabytes of text: counted page by
+page in the child, before the page's characters are read).
 """
 
 from __future__ import annotations
 
-import io
-import logging
+import json
 import re
+import signal
 import statistics
-import time
+import subprocess
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,15 +49,18 @@ from ingestd.chunkers.readers.document import (
     Heading,
     PageBreaks,
 )
+from ingestd.chunkers.readers.expansion import ExpansionError
+from ingestd.chunkers.readers.pdf_lines import MEMORY_PER_BYTE, address_limit
 
 __all__ = ["PdfReader"]
 
-_MONO = re.compile(r"courier|mono|consol|code|menlo|inconsolata", re.I)
-_BOLD = re.compile(r"bold|black|heavy|semibold", re.I)
 _HEADING_RATIO = 1.15  # a line this much larger than the body text is a heading
 _GAP_RATIO = 1.4  # a gap this much over the usual line spacing starts a paragraph
 _HEADING_CHARS = 150  # longer lines are never headings
 _SPACES = re.compile(r"\s+")
+# a section number before an outline entry's title on the page: "2.3 ", "A.1. ", "IV "
+_NUMBERED = re.compile(r"^(?:\d+|[a-z]|[ivxlc]+)(?:\.\d+)*\.?\s+")
+_CHILD = "ingestd.chunkers.readers.pdf_lines"
 
 
 @dataclass
@@ -68,64 +77,12 @@ def _norm(s: str) -> str:
     return _SPACES.sub(" ", s).strip().casefold()
 
 
-def _page_lines(page: Any) -> list[_Line]:
-    """The lines of one page with the position, size and font of their text."""
-    lines = [_Line()]
-
-    def visit(text: str, cm: Any, tm: Any, font: Any, size: float) -> None:
-        parts = text.split("\n")
-        for k, part in enumerate(parts):
-            if k:
-                lines.append(_Line())
-            if not part:
-                continue
-            line = lines[-1]
-            line.text += part
-            if not part.strip():
-                continue
-            scale = abs(float(tm[3]) * float(cm[3])) or 1.0
-            eff = round(float(size) * scale, 1)
-            if line.y is None:
-                line.y = float(tm[5]) * float(cm[3]) + float(cm[5])
-            name = str((font or {}).get("/BaseFont", "")) if hasattr(font, "get") else ""
-            line.mono = line.mono and bool(_MONO.search(name))
-            line.bold = line.bold and bool(_BOLD.search(name))
-            line.chars.append((eff, len(part.strip())))
-
-    page.extract_text(visitor_text=visit)
-    out = []
-    for line in lines:
-        line.text = line.text.rstrip()
-        if line.text.strip():
-            sizes: Counter[float] = Counter()
-            for s, n in line.chars:
-                sizes[s] += n
-            line.size = sizes.most_common(1)[0][0] if sizes else 0.0
-            out.append(line)
-    return out
-
-
-def _outline(reader: Any, limit: int) -> list[tuple[int, str, int]]:
-    """``(page index, title, level)`` of the outline's entries (at most ``limit``)."""
-    out: list[tuple[int, str, int]] = []
-
-    def walk(items: Any, level: int) -> None:
-        for item in items:
-            if len(out) >= limit:
-                return
-            if isinstance(item, list):
-                walk(item, level + 1)
-                continue
-            try:
-                page = reader.get_destination_page_number(item)
-                title = str(item.title or "")
-            except Exception:  # a dangling destination: no heading from it
-                continue
-            if page is not None and page >= 0 and title.strip():
-                out.append((page, title, level))
-
-    walk(reader.outline, 1)
-    return out
+def _line(row: list[Any]) -> _Line:
+    """A :class:`_Line` from the child's ``[text, y, [[size, n], ...], mono, bold]``."""
+    text, y, runs, mono, bold = row
+    chars = [(float(s), int(n)) for s, n in runs]
+    size = max(chars, key=lambda c: c[1])[0] if chars else 0.0
+    return _Line(str(text), None if y is None else float(y), size, bool(mono), bool(bold), chars)
 
 
 class PdfReader:
@@ -144,60 +101,62 @@ class PdfReader:
         """The extracted text of PDF ``data``, with its pages, headings and code.
 
         Raises:
-            FormatError: encrypted, malformed, without a text layer, or over a bound.
+            FormatError: encrypted, malformed, without a text layer, over a bound, or
+                the reader crashed.
         """
-        try:
-            import pypdf
-        except ImportError:  # pragma: no cover - a dependency of ingestd
-            raise FormatError("cannot read PDF files: pypdf is not installed") from None
-        logging.getLogger("pypdf").setLevel(logging.ERROR)  # warnings about odd files
-        deadline = time.monotonic() + self.max_seconds
-        try:
-            return self._read(pypdf, data, deadline)
-        except FormatError:
-            raise
-        except Exception as exc:  # pypdf raises many kinds on a damaged file
-            detail = " ".join(str(exc).split())[:160] or type(exc).__name__
-            raise FormatError(f"not a readable PDF ({detail}); skipped") from None
-
-    def _read(self, pypdf: Any, data: bytes, deadline: float) -> Extracted:
-        reader = pypdf.PdfReader(io.BytesIO(data), strict=False)
-        if reader.is_encrypted:
-            try:
-                opened = reader.decrypt("")
-            except Exception as exc:  # AES without a crypto library, or a broken handler
-                if "cryptography" in str(exc):
-                    raise FormatError(
-                        "encrypted PDF (AES): install the cryptography package to read it; skipped"
-                    ) from None
-                opened = 0
-            if not opened:
-                raise FormatError("encrypted PDF (it needs a password); skipped")
-        count = reader.trailer["/Root"]["/Pages"].get("/Count", 0)
-        if int(count) > self.max_pages:
-            raise FormatError(
-                f"PDF has {int(count)} pages (> the rule's max_pages {self.max_pages}); skipped"
-            )
-        n = len(reader.pages)
-        if n > self.max_pages:
-            raise FormatError(
-                f"PDF has {n} pages (> the rule's max_pages {self.max_pages}); skipped"
-            )
-        pages: list[list[_Line]] = []
-        for i in range(n):
-            if time.monotonic() > deadline:
-                raise FormatError(
-                    f"PDF not read within {self.max_seconds:g} s ({i} of {n} pages); skipped: "
-                    "raise the rule's max_seconds to index it"
-                )
-            pages.append(_page_lines(reader.pages[i]))
+        found = self._run(data)
+        pages = [[_line(row) for row in rows] for rows in found["pages"]]
         if not any(pages):
             raise FormatError(
-                f"PDF has no text layer ({n} pages of images or drawings?); skipped: "
-                "ingestd does no OCR"
+                f"PDF has no text layer ({len(pages)} pages of images or drawings?); "
+                "skipped: ingestd does no OCR"
             )
-        outline = _outline(reader, 10 * n + 100)
+        outline = [(int(p), str(t), int(level)) for p, t, level in found["outline"]]
         return _assemble(pages, outline)
+
+    def command(self) -> list[str]:
+        """The child process's command line (:mod:`~ingestd.chunkers.readers.pdf_lines`)."""
+        # -P: the working folder (perhaps a watched tree) is not on the child's path
+        return [sys.executable, "-P", "-m", _CHILD, str(self.max_pages)]
+
+    def _run(self, data: bytes) -> dict[str, Any]:
+        """The child's JSON for ``data`` (:mod:`~ingestd.chunkers.readers.pdf_lines`)."""
+        try:
+            done = subprocess.run(
+                self.command(),
+                input=data,
+                capture_output=True,
+                timeout=self.max_seconds,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            raise FormatError(
+                f"PDF not read within {self.max_seconds:g} s; skipped: "
+                "raise the rule's max_seconds to index it"
+            ) from None
+        except OSError as exc:
+            raise FormatError(f"cannot start the PDF reader ({exc}); skipped") from None
+        if done.returncode == -signal.SIGABRT:  # an allocation past the address space
+            raise ExpansionError(
+                len(data),
+                "a PDF's content, in the reader's memory",
+                address_limit(len(data)),
+                unit="bytes of memory",
+                ratio=MEMORY_PER_BYTE,
+            )
+        if done.returncode < 0:
+            name = signal.Signals(-done.returncode).name
+            raise FormatError(f"the PDF reader crashed on this file ({name}); skipped")
+        if done.returncode:
+            last = (done.stderr.decode(errors="replace").strip().splitlines() or ["?"])[-1]
+            raise FormatError(f"the PDF reader failed ({last[:160]}); skipped")
+        found: dict[str, Any] = json.loads(done.stdout)
+        if "expansion" in found:  # the text layer passed its bound (the child's budget)
+            size, what, limit = found["expansion"]
+            raise ExpansionError(int(size), str(what), int(limit))
+        if "error" in found:
+            raise FormatError(str(found["error"]))
+        return found
 
 
 def _measure(pages: list[list[_Line]]) -> tuple[float, float]:
@@ -221,7 +180,7 @@ def _heading_levels(
     """The heading level of each line of each page (0: not a heading).
 
     From the outline when the PDF has one (each entry's title matched once to a line
-    of its page), else from font sizes.
+    of its page, with or without a section number before it), else from font sizes.
     """
     if outline:
         by_page: dict[int, list[tuple[str, int]]] = {}
@@ -233,8 +192,9 @@ def _heading_levels(
             levels = []
             for line in lines:
                 key, level = _norm(line.text), 0
+                bare = _NUMBERED.sub("", key)  # "4.14 a minimal example"
                 for k, (title, lvl) in enumerate(wanted):
-                    if key == title:
+                    if title in (key, bare):
                         level = lvl
                         del wanted[k]
                         break

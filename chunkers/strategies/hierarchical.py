@@ -3,7 +3,10 @@
 The document is parsed as by the ``markdown`` strategy. Each heading of level
 ``1..parent_levels`` (default 1-2), and the text before the first one, opens a
 *parent*: the section with all its subsections, stored for context (``search
---expand``) and not held to the budget (``is_parent=True``). Inside each parent, blocks
+--expand``) and not held to the budget (``is_parent=True``). Headings with nothing
+after them at a parent's end (a page title right before its first ``##`` section, a
+section whose content renders to nothing) open the next parent instead: no child is
+only headings unless nothing follows it in the document. Inside each parent, blocks
 are packed into *children* exactly as ``markdown`` packs a document (sections at
 levels ``1..section_levels``, blocks whole when they fit, content-defined boundaries,
 tiny sections merged); a child never crosses its parent's boundary.
@@ -24,6 +27,7 @@ from pydantic import model_validator
 from ingestd.chunkers.base import Chunk, Chunker, LineIndex
 from ingestd.chunkers.markup.frontmatter import parse_front_matter
 from ingestd.chunkers.packing.sections import Section, Span
+from ingestd.chunkers.packing.units import Unit
 from ingestd.chunkers.strategies.markdown import MarkdownChunker, MarkdownOptions
 
 __all__ = ["HierarchicalChunker", "HierarchicalOptions"]
@@ -67,7 +71,8 @@ class HierarchicalChunker(Chunker):
     """
 
     name = "hierarchical"
-    version = 16  # 16: children packed as markdown 16 packs (15 was not kept)
+    version = 17  # 16: children packed as markdown 16 packs (15 was not kept);
+    # 17: headings at a parent's end open the next parent
     Options = HierarchicalOptions
     options: HierarchicalOptions
 
@@ -79,8 +84,14 @@ class HierarchicalChunker(Chunker):
         packer = MarkdownChunker(opts, self.ctx).packer(text, body, meta, lines)
         parents: list[Span] = []
         children: list[list[Span]] = []
-        for lo, hi in _groups(packer.sections, opts.parent_levels):
-            units = packer.units(lo, hi)
+        carried: list[Unit] = []  # headings at a parent's end: they open the next parent
+        groups = _groups(packer.sections, opts.parent_levels)
+        for g, (lo, hi) in enumerate(groups):
+            units = carried + packer.units(lo, hi)
+            k = len(units)
+            while g + 1 < len(groups) and k > 0 and units[k - 1].lead:
+                k -= 1
+            units, carried = units[:k], units[k:]
             if units:
                 parents.append(packer.whole(units))
                 children.append(packer.pack(units))

@@ -59,7 +59,7 @@ by default); offsets are ``str`` indices into the decoded text.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from ingestd.chunkers.base import Chunk, Chunker, LineIndex
 from ingestd.chunkers.markup.extensions import code_edits
@@ -80,6 +80,7 @@ from ingestd.chunkers.packing.sections import (
 __all__ = [
     "MarkdownChunker",
     "MarkdownOptions",
+    "markdown_edits",
     "parse_front_matter",  # from frontmatter.py: how this strategy finds the body
     "parse_markdown",
     "render_markdown",
@@ -144,6 +145,14 @@ def render_markdown(
         body = parse_front_matter(text)[0]
     if sections is None:
         sections = read_blocks(text, body, 6, lines)
+    return Rendering(text, markdown_edits(text, sections), body)
+
+
+def markdown_edits(text: str, sections: list[Section]) -> list[Edit]:
+    """The edits of the clean rendering of ``text`` parsed into ``sections``.
+
+    See :func:`render_markdown`; the sections are as parsed, headings not yet glued.
+    """
     edits: list[Edit] = []
     run = -1
     for sec in sections:
@@ -159,7 +168,7 @@ def render_markdown(
             markdown_line_edits(text, b.start, b.end, b.kind, edits)
     if run >= 0:
         markdown_inline(text, run, len(text), edits)
-    return Rendering(text, edits, body)
+    return edits
 
 
 def _glue(text: str, sections: list[Section]) -> list[Section]:
@@ -223,10 +232,39 @@ class MarkdownChunker(Chunker):
             lines: the :class:`LineIndex` of ``text``.
         """
         raw = read_blocks(text, body, self.options.section_levels, lines)
-        rendering = render_markdown(text, raw, body)
+        rendering = Rendering(text, markdown_edits(text, raw), body)
+        return self.packer_of(body, meta, lines, raw, rendering)
+
+    def packer_of(
+        self,
+        body: int,
+        meta: Mapping[str, str],
+        lines: LineIndex,
+        raw: list[Section],
+        rendering: Rendering,
+        *,
+        title_in_path: bool = False,
+    ) -> Packer:
+        """A :class:`Packer` over a document's ``rendering``, parsed into ``raw``.
+
+        Args:
+            body: where the body starts.
+            meta: the page's ``title`` (and other keys).
+            lines: the :class:`LineIndex` of the document.
+            raw: the sections as parsed (offsets into the document), headings not yet
+                glued.
+            rendering: the document rendered (:func:`markdown_edits` and any others).
+            title_in_path: the title (with ``title_in_prefix``) roots every section's
+                heading path, not only the prefix (unless the first heading repeats it).
+        """
         clean = rendering.text
         sections = _glue(clean, rendering.sections(raw))
         title = meta.get("title") if self.options.title_in_prefix else None
+        if title and title_in_path:
+            for sec in sections:
+                if not (sec.path and sec.path[0].casefold() == title.casefold()):
+                    sec.path = (title, *sec.path)
+            title = None
         return Packer(
             clean,
             sections,

@@ -1,6 +1,6 @@
 r"""``pdf``: the text layer of PDF files, by headings and paragraphs, cited by page.
 
-The reader (:class:`~ingestd.chunkers.readers.pdf.PdfReader`, pypdf) gives each page's
+The reader (:class:`~ingestd.chunkers.readers.pdf.PdfReader`, PDFium) gives each page's
 text (pages joined by a form-feed line), the headings the outline or the font sizes
 show, and the runs of monospaced lines. This strategy cuts that text into *sections*
 at the headings of levels ``1..section_levels`` and each section into *blocks*:
@@ -131,7 +131,7 @@ class PdfChunker(Chunker):
     """
 
     name = "pdf"
-    version = 3  # 3: strong anchors in long code blocks, as markdown 16 (2 was not kept)
+    version = 4  # 4: read by PDFium (words TeX spaced by kerning stay apart); 3: strong anchors
     Options = PdfOptions
     options: PdfOptions
 

@@ -30,6 +30,7 @@ from ingestd.daemon.cli.state import (
     manifest_reader,
     runner,
     source_names,
+    split_targets,
     with_manifest_sources,
 )
 from ingestd.daemon.cli.status_text import format_when
@@ -55,7 +56,7 @@ logger = logging.getLogger("ingestd")
     help="Move a damaged manifest or store aside and rebuild it from the rest of the state.",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-@click.argument("paths", nargs=-1, type=click.Path(file_okay=False))
+@click.argument("targets", nargs=-1, metavar="[SOURCE | PATH]...")
 @handle_errors
 def resync(
     config_path: Path | None,
@@ -67,11 +68,13 @@ def resync(
     allow_mass_delete: bool,
     rebuild: bool,
     as_json: bool,
-    paths: tuple[str, ...],
+    targets: tuple[str, ...],
 ) -> None:
     """Reconcile the store with the files once; exit 0 when they match.
 
-    Without PATH or --config, re-syncs the sources the state dir already knows.
+    SOURCE is a source's name (as `ingestd sync` takes it: of --config, else one the
+    state dir knows); PATH a folder, which becomes a source of its own. Without
+    either, re-syncs every source of --config, else every source the state dir knows.
     Exit 3 when the mass-deletion guard held deletions (see --allow-mass-delete).
     A store that lost points or a manifest that lost records is repaired first, from
     the other half of the state. --rebuild first moves a damaged manifest.db or
@@ -81,26 +84,31 @@ def resync(
 
     
         ingestd resync --state-dir ./state ./docs
+        ingestd resync --config ingestd.yaml --allow-mass-delete book
         ingestd resync --dry-run --json ./docs | jq '.sources[0].add'
     """
     from ingestd.daemon.client.local import locked_engine
     from ingestd.daemon.commands.resync import resync as resync_cmd
 
-    cfg, sd = load(config_path, paths, state_dir, log_level)
+    cfg, sd = load(config_path, (), state_dir, log_level)
+    names, paths = split_targets(cfg, sd, targets)
+    if paths:
+        cfg, sd = load(config_path, paths, state_dir, log_level)
     require_known_roots(cfg, sd, paths)
     args = {"full": full, "dry_run": dry_run, "allow_mass_delete": allow_mass_delete}
+    selected = names or source_names(cfg, paths)
 
     def local() -> Any:
         c = with_manifest_sources(cfg, sd, config_path is not None)
         if not c.sources:
             raise Fatal("nothing to sync: give PATH arguments or --config", 2)
         with locked_engine(c, sd, "ingestd resync") as engine, sync_progress(as_json) as bar:
-            return resync_cmd(engine, None, progress=bar, **args)
+            return resync_cmd(engine, names or None, progress=bar, **args)
 
     if rebuild:
         result = _rebuild(cfg, sd, config_path is not None, args, as_json)
     else:
-        remote_args = {"sources": source_names(cfg, paths), **args}
+        remote_args = {"sources": selected, **args}
         with busy_note("resync"):
             result = runner(sd, socket_path).call("resync", remote_args, local)
     if dry_run and config_path is not None:
@@ -165,6 +173,13 @@ def _rebuild(
 
 def _print_plan(s: dict[str, Any]) -> None:
     """One source's plan (``resync --dry-run``)."""
+    if s.get("root_missing"):  # nothing listed: what the source and the check say
+        click.echo(f"{s['source']}: nothing planned")
+        if s.get("dry_run_note"):
+            click.echo(f"  {s['dry_run_note']}")
+        if not s.get("remote_ok"):
+            click.echo(f"  {why_missing(s)}")
+        return
     click.echo(
         f"{s['source']}: {len(s['add'])} to add, {len(s['update'])} to update, "
         f"{len(s['rekey'])} to re-key, {len(s['delete'])} to delete, "
@@ -177,8 +192,19 @@ def _print_plan(s: dict[str, Any]) -> None:
         click.echo(f"  > {mv['from']} -> {mv['to']}")
     for p in s["held_deletes"]:
         click.echo(f"  - {p} (held by the mass-deletion guard)")
-    if s.get("root_missing"):
-        click.echo(f"  the root folder of {s['source']} is missing: nothing planned")
+    for version, n in (s.get("removed_versions") or {}).items():
+        click.echo(f"  version {version} is gone from the repository: its {n} documents deleted")
+    if s.get("dry_run_note"):
+        click.echo(f"  {s['dry_run_note']}")
+
+
+def why_missing(s: dict[str, Any]) -> str:
+    """Why a source of a result could not be listed, in its own words.
+
+    A folder's root that is missing, a repository not fetched yet or refused: each
+    source says it (``why_missing``); an older daemon's answer lacks it.
+    """
+    return str(s.get("why_missing") or f"the root folder of {s['source']} is missing")
 
 
 def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
@@ -206,11 +232,9 @@ def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
                 err=True,
             )
         if s.get("root_missing"):
-            click.echo(
-                f"  the root folder of {s['source']} is missing (unmounted, moved or deleted?): "
-                "nothing synced or deleted until it is back",
-                err=True,
-            )
+            click.echo(f"  {why_missing(s)}: nothing synced or deleted", err=True)
+        for version, n in (s.get("removed_versions") or {}).items():
+            click.echo(f"  version {version} is gone from the repository: {n} documents deleted")
         if s["held"]:
             click.echo(
                 f"  {len(s['held'])} deletions held by the mass-deletion guard; "
@@ -282,10 +306,7 @@ def verify(
     else:
         for r in result["sources"]:
             if r.get("root_missing"):
-                click.echo(
-                    f"{r['source']}: ROOT MISSING: its root folder is not there (unmounted, "
-                    "moved or deleted?); not verified, nothing repaired"
-                )
+                click.echo(f"{r['source']}: {why_missing(r)}; not verified, nothing repaired")
                 continue
             state = "clean" if r["clean"] else "DIFFERENT"
             writing = r.get("n_writing", 0)
@@ -341,8 +362,9 @@ def sources(
     if not rows:
         click.echo("no sources")
     for r in rows:
-        click.echo(f"{r['source']}\t{r['root']}\t{r['collection']}\t{r['documents']} documents")
         repo = r if "refs" in r else mirror_status(Path(r["root"]))
+        where = (repo or {}).get("url") or r["root"]  # a git source: its repository
+        click.echo(f"{r['source']}\t{where}\t{r['collection']}\t{r['documents']} documents")
         for ref in (repo or {}).get("refs") or []:  # a git source: one line per version
             fetched = (repo or {}).get("fetched_at")
             click.echo(

@@ -25,7 +25,7 @@ import click
 from ingestd.daemon.cli.consumers import mcp_cmd
 from ingestd.daemon.cli.embedding import export_model, migrate
 from ingestd.daemon.cli.index import forget, resync, sources, sync_sources, verify
-from ingestd.daemon.cli.query import search, status
+from ingestd.daemon.cli.query import read, search, status
 from ingestd.daemon.cli.serve import run
 from ingestd.daemon.cli.tuning import chunk_cmd, eval_cmd
 
@@ -51,6 +51,7 @@ cli.add_command(run)
 cli.add_command(resync)
 cli.add_command(sync_sources)
 cli.add_command(search)
+cli.add_command(read)
 cli.add_command(status)
 cli.add_command(verify)
 cli.add_command(migrate)

@@ -38,7 +38,7 @@ def common_options(f: F) -> F:
         "--log-level",
         type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]),
         default=None,
-        help="Log level (default: the config's log_level, INFO).",
+        help="Log level (default: `run` the config's log_level, INFO; other commands WARNING).",
     )(f)
     return f
 

@@ -1,14 +1,15 @@
-"""The commands that read the index: ``search`` and ``status``.
+"""The commands that read the index: ``search``, ``read`` and ``status``.
 
-Both answer through a running daemon without building the config's pydantic models
-(:func:`~ingestd.daemon.cli.state.load_light`); without a daemon, ``search`` opens the
-state dir and ``status`` reads the manifest.
+They answer through a running daemon without building the config's pydantic models
+(:func:`~ingestd.daemon.cli.state.load_light`); without a daemon, ``search`` and
+``read`` open the state dir and ``status`` reads the manifest.
 """
 
 from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,11 +25,13 @@ from ingestd.daemon.cli.state import (
     runner,
     with_manifest_sources,
 )
+from ingestd.store.search.citation import version_text
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
+    from ingestd.daemon.sync.engine import Engine
 
-__all__ = ["search", "status"]
+__all__ = ["read", "search", "status"]
 
 
 @click.command()
@@ -107,7 +110,6 @@ def search(
         ingestd search --json "sampling" | jq '.[0] | {path, rank, dense_rank, sparse_rank}'
         ingestd search --budget-tokens 2048 "how do I configure the collector exporter"
     """
-    from ingestd.daemon.client.local import locked_engine
     from ingestd.daemon.commands.search import answer
 
     if not query.strip():
@@ -127,14 +129,7 @@ def search(
     if version is not None:
         args["version"] = version
 
-    def local() -> Any:
-        c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
-        c = with_manifest_sources(c, sd, config_path is not None)
-        if not c.sources:
-            raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
-        with locked_engine(c, sd, "ingestd search") as engine:
-            return answer(engine, **args)
-
+    local = _on_state_dir(cfg, sd, config_path, log_level, "search", lambda e: answer(e, **args))
     got = runner(sd, socket_path).call("search", args, local)
     if isinstance(got, list):  # a daemon of an earlier version: the hits alone
         got = {"hits": got, "mode": got[0].get("mode", "") if got else mode or "", "notes": []}
@@ -154,8 +149,8 @@ def search(
         score = f"{h['score']:.4f}" if h.get("mode") == "hybrid" else f"{h['score']:.3f}"
         click.secho(f"{i}. {score}  {h['path']}{cite_text(h)}", bold=True)
         where = f"   source: {h['source']}"
-        where += f"   version: {h['version']}" if h.get("version") else ""
-        click.echo(where + (f"   heading: {heading}" if heading else ""))
+        where += f"   version: {version_text(h)}" if h.get("version") else ""
+        click.echo(where + (f"   heading: {heading}" if heading else "") + f"   id: {h['id']}")
         text = h["text"].strip().replace("\n", "\n   ")
         click.echo("   " + (text[:600] + " ..." if len(text) > 600 else text))
         click.echo()
@@ -178,14 +173,130 @@ def _show_passages(got: dict[str, Any], as_json: bool) -> None:
     for p in passages:
         heading = " > ".join(p.get("heading_path") or [])
         cut = " (cut to the budget)" if p.get("truncated") else ""
-        click.secho(
-            f"{p['rank']}. {p['path']}:{p['start_line']}-{p['end_line']}  "
-            f"{p['n_tokens']} tokens{cut}",
-            bold=True,
-        )
-        click.echo(f"   source: {p['source']}" + (f"   heading: {heading}" if heading else ""))
+        place = f"{p['path']}{cite_text(p)}"
+        click.secho(f"{p['rank']}. {place}  {p['n_tokens']} tokens{cut}", bold=True)
+        where = f"   source: {p['source']}"
+        where += f"   version: {version_text(p)}" if p.get("version") else ""
+        where += f"   heading: {heading}" if heading else ""
+        click.echo(where + f"   ids: {', '.join(p['ids'])}")
         click.echo("   " + p["text"].strip().replace("\n", "\n   "))
         click.echo()
+
+
+@click.command()
+@common_options
+@socket_option
+@click.argument("chunk_id", required=False)
+@click.option(
+    "--path",
+    help="Instead of CHUNK_ID: an indexed file, relative to its source's root (as hits give it).",
+)
+@click.option("--source", help="The source of --path, when several hold it.")
+@click.option(
+    "--version",
+    "version",
+    help="The branch or tag of a git source's file (needed with --path there).",
+)
+@click.option("--start-line", type=click.IntRange(1), help="With --path: the first line.")
+@click.option("--end-line", type=click.IntRange(1), help="With --path: the last line.")
+@click.option(
+    "--context",
+    default=1,
+    show_default=True,
+    type=click.IntRange(0, 20),
+    help="With CHUNK_ID: neighbouring chunks on each side.",
+)
+@click.option(
+    "--max-lines", default=200, show_default=True, type=click.IntRange(1, 2000), help="Most lines."
+)
+@click.option(
+    "--budget-tokens",
+    type=click.IntRange(1, 32_768),
+    help="Most tokens (cl100k_base) of the lines; a hit is widened to its section first, "
+    "then past it.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the answer as JSON.")
+@handle_errors
+def read(
+    config_path: Path | None,
+    state_dir: Path | None,
+    log_level: str | None,
+    socket_path: Path | None,
+    chunk_id: str | None,
+    path: str | None,
+    source: str | None,
+    version: str | None,
+    start_line: int | None,
+    end_line: int | None,
+    context: int,
+    max_lines: int,
+    budget_tokens: int | None,
+    as_json: bool,
+) -> None:
+    """Show a search hit widened to its section, or lines of an indexed file.
+
+    CHUNK_ID is a hit's id (`search --json` gives it): its section and the file's lines
+    around it, and the chunks they hold. With --path instead: those lines of the file.
+    Lines are the file's, or of the text extracted from a notebook, HTML page or PDF,
+    with the format's citation of them (pp. 10-11); a git source's file is read at its
+    version.
+
+    Example:
+
+    
+        ingestd read 0b5f7c8e-2d1a-5b6e-9c3f-4a7d8e9f0a1b
+        ingestd read --path docs/install.md --start-line 40 --end-line 80
+        ingestd read --source book --version v2.0 --path src/ch10-03-lifetime-syntax.md
+    """
+    from ingestd.daemon.commands.read import read as read_cmd
+    from ingestd.daemon.commands.read import read_text
+
+    cfg, sd = load_light(config_path, state_dir, log_level)
+    args: dict[str, Any] = {
+        "id": chunk_id,
+        "source": source,
+        "path": path,
+        "start_line": start_line,
+        "end_line": end_line,
+        "context": context,
+        "max_lines": max_lines,
+    }
+    if budget_tokens is not None:
+        args["budget_tokens"] = budget_tokens
+    if version is not None:
+        args["version"] = version
+
+    local = _on_state_dir(cfg, sd, config_path, log_level, "read", lambda e: read_cmd(e, **args))
+    got = runner(sd, socket_path).call("read", args, local)
+    if as_json:
+        echo_json(got)
+        return
+    click.echo(read_text(got, more="--budget-tokens or --max-lines", sync="run `ingestd sync`"))
+
+
+def _on_state_dir(
+    cfg: Config | None,
+    state_dir: Path,
+    config_path: Path | None,
+    log_level: str | None,
+    command: str,
+    fn: Callable[[Engine], Any],
+) -> Callable[[], Any]:
+    """``fn(engine)`` on the state dir itself, under its lock: the answer without a daemon.
+
+    Without a config, the engine holds the sources the manifest records.
+    """
+    from ingestd.daemon.client.local import locked_engine
+
+    def local() -> Any:
+        c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
+        c = with_manifest_sources(c, state_dir, config_path is not None)
+        if not c.sources:
+            raise Fatal(f"nothing indexed in {state_dir}: run `ingestd resync PATH` first", 1)
+        with locked_engine(c, state_dir, f"ingestd {command}") as engine:
+            return fn(engine)
+
+    return local
 
 
 @click.command()
@@ -239,6 +350,8 @@ def status(
         return st
 
     st = runner(sd, socket_path).read("status", {}, local)
+    if config_path is not None:  # for the commands the text suggests
+        st.setdefault("config", str(config_path.resolve()))
     healthy = st.get("daemon") is None or st["daemon"].get("healthy", True)
     if as_json:
         echo_json(st)

@@ -48,7 +48,7 @@ def run(
     from ingestd.daemon.watch.watcher import default_backend
     from ingestd.daemon.wire.statelock import StateLockedError
 
-    cfg, sd = load(config_path, paths, state_dir, log_level)
+    cfg, sd = load(config_path, paths, state_dir, log_level, daemon=True)
     if not cfg.sources:
         raise Fatal("nothing to watch: give PATH arguments or sources in --config", 2)
     try:
@@ -60,7 +60,8 @@ def run(
         return load_config(config_path, roots=paths)
 
     try:
-        code = Service(cfg, sd, reload_config=reload).serve()
+        config = config_path.resolve() if config_path is not None else None
+        code = Service(cfg, sd, reload_config=reload, config_path=config).serve()
     except StateLockedError as exc:
         raise Fatal(str(exc)) from None
     # Everything is closed and logged ("ingestd stopped"): skip the interpreter's

@@ -34,12 +34,14 @@ if TYPE_CHECKING:
 __all__ = [
     "BUSY_NOTE_S",
     "busy_note",
+    "default_log_level",
     "load",
     "load_light",
     "manifest_reader",
     "runner",
     "setup_logging",
     "source_names",
+    "split_targets",
     "with_manifest_sources",
 ]
 
@@ -68,6 +70,8 @@ def load(
     paths: Sequence[str],
     state_flag: Path | None,
     log_level: str | None,
+    *,
+    daemon: bool = False,
 ) -> tuple[Config, Path]:
     """The validated config and the state dir (builds the pydantic models).
 
@@ -76,7 +80,8 @@ def load(
         paths: ``PATH`` arguments (each a source, see
             :func:`~ingestd.daemon.config.load_config`).
         state_flag: ``--state-dir``.
-        log_level: ``--log-level`` (default: the config's).
+        log_level: ``--log-level`` (default: :func:`default_log_level`).
+        daemon: the command is ``ingestd run``.
 
     Raises:
         Fatal: exit code 2, the config is invalid.
@@ -88,8 +93,18 @@ def load(
         cfg = load_config(config_path, roots=paths)
     except ConfigError as exc:
         raise Fatal(f"invalid configuration:\n{exc}", 2) from None
-    setup_logging(log_level or cfg.log_level)
+    setup_logging(log_level or default_log_level(cfg.log_level, daemon))
     return cfg, resolve_state_dir(state_flag, cfg)
+
+
+def default_log_level(configured: str, daemon: bool) -> str:
+    """The log level of a command given no ``--log-level``.
+
+    The daemon logs at the config's ``log_level``. A one-shot command prints its own
+    answer: of the log it shows only what needs attention (``WARNING``), unless the
+    config asks for less or more than the default ``INFO`` (``DEBUG``, ``ERROR``).
+    """
+    return configured if daemon or configured != "INFO" else "WARNING"
 
 
 def load_light(
@@ -104,7 +119,7 @@ def load_light(
         return load(config_path, (), state_flag, log_level)
     from ingestd.daemon.statedir import resolve_state_dir
 
-    setup_logging(log_level or "INFO")
+    setup_logging(log_level or default_log_level("INFO", daemon=False))
     return None, resolve_state_dir(state_flag, None)
 
 
@@ -174,6 +189,43 @@ def with_manifest_sources(cfg: Config, state_dir: Path, config_given: bool) -> C
         for s in recorded
     )
     return cfg.model_copy(update={"sources": sources})
+
+
+def split_targets(
+    cfg: Config, state_dir: Path, targets: Sequence[str]
+) -> tuple[list[str], list[str]]:
+    """The source names and the ``PATH`` arguments among a command's arguments.
+
+    An argument written without a ``/`` that names a source (of the config, or without
+    one of the state dir's manifest) is that source, as ``sync`` takes it; any other
+    is a folder (``./docs`` is always the folder).
+
+    Returns:
+        ``(names, paths)``.
+
+    Raises:
+        Fatal: exit code 2, an argument is neither a known source nor an existing path,
+            or names and paths are mixed (a name selects among the configured sources,
+            a path makes a source of its own: one command does one or the other).
+    """
+    if not targets:
+        return [], []
+    known = [s.name for s in cfg.sources]
+    if not known:
+        with manifest_reader(cfg, state_dir) as m:
+            known = [str(s["name"]) for s in m.sources()] if m is not None else []
+    names = [t for t in targets if "/" not in t and t in known]
+    paths = [t for t in targets if t not in names]
+    unknown = [p for p in paths if "/" not in p and not os.path.exists(p)]
+    if unknown:
+        raise Fatal(
+            f"unknown source(s): {', '.join(unknown)}; known sources: "
+            f"{', '.join(known) or 'none'} (or give a folder's PATH, such as ./{unknown[0]})",
+            2,
+        )
+    if names and paths:
+        raise Fatal("give source names or PATH arguments, not both", 2)
+    return names, paths
 
 
 def source_names(cfg: Config, paths: Sequence[str]) -> list[str] | None:

@@ -11,6 +11,7 @@ another version does not send are skipped.
 
 from __future__ import annotations
 
+import shlex
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -104,12 +105,23 @@ def _watch_line(s: dict[str, Any]) -> str | None:
     return f"{line}, {_plural(int(s.get('overflows') or 0), 'overflow')}"
 
 
+def _waiting_text(waiting: dict[str, int]) -> str:
+    """``, N documents waiting for a retry (SOURCE: why)`` when a failed job left work."""
+    if not waiting:
+        return ""
+    return (
+        f", {sum(waiting.values())} waiting for a retry after an error "
+        f"({', '.join(sorted(waiting))}: see last error)"
+    )
+
+
 def _daemon_lines(d: dict[str, Any], st: dict[str, Any], now: float) -> Iterator[str]:
     health = "healthy" if d.get("healthy", True) else "UNHEALTHY"
     yield (
         f"daemon: pid {d.get('pid')}, {d.get('phase', '?')}, {health}; "
         f"queue {d.get('queue_depth', 0)}, lag {float(d.get('lag_seconds') or 0):.1f} s, "
         f"{d.get('scan_documents_left', 0)} documents left to scan"
+        + _waiting_text(d.get("documents_waiting") or {})
     )
     started = d.get("started_at")
     if started:
@@ -159,16 +171,41 @@ def _repo_lines(s: dict[str, Any], now: float) -> Iterator[str]:
         yield f"  version {r['version']} ({r['ref']}) at {str(r['commit'])[:12]}"
 
 
-def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
+def command_line(st: dict[str, Any], command: str, *args: str) -> str:
+    """An ``ingestd`` command that works as printed for the state dir of status ``st``.
+
+    It names the state dir, and the config file when one is known (the daemon's, or
+    the one ``status`` was given: a git source is configured only there).
+
+    Args:
+        st: the status JSON (``state_dir``; ``daemon.config`` or ``config``).
+        command: the subcommand (``resync``).
+        args: its options and arguments.
+    """
+    config = (st.get("daemon") or {}).get("config") or st.get("config")
+    flags = ["--config", str(config)] if config else []
+    return shlex.join(["ingestd", command, *flags, "--state-dir", str(st["state_dir"]), *args])
+
+
+def _where_lines(s: dict[str, Any]) -> Iterator[str]:
+    """Where a source's documents come from: its root, or a git source's repository."""
     name, root = s["source"], s.get("root")
-    yield f"{name} -> collection {s.get('collection')}"
+    if "refs" in s:  # a git source: its root is a mirror in the state dir
+        yield f"  repository: {s.get('url') or '(recorded at its first fetch)'}"
+        return
     if root and root != name:
         yield f"  root: {root}"
-    if s.get("root_missing") and "refs" not in s:
+    if s.get("root_missing"):
         yield (
             f"  ROOT MISSING: {root} is not a folder (unmounted, moved or deleted?); "
             "nothing is synced or deleted until it is back"
         )
+
+
+def _source_lines(s: dict[str, Any], now: float, st: dict[str, Any]) -> Iterator[str]:
+    name = s["source"]
+    yield f"{name} -> collection {s.get('collection')}"
+    yield from _where_lines(s)
     for w in s.get("warnings") or []:
         yield f"  warning: {w}"
     if "refs" in s:  # a git source
@@ -184,7 +221,7 @@ def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
     for f in s.get("failed_documents") or []:
         yield f"  failed {f['path']}: {f['error']}"
     if s.get("failed", 0) > len(s.get("failed_documents") or []):
-        yield "  (more failed documents: see `ingestd status --json`)"
+        yield f"  (more failed documents: see `{command_line(st, 'status', '--json')}`)"
     for r in s.get("refused") or []:
         yield f"  refused by the store {r['path']}: {r['error']}"
     for k in s.get("skipped") or []:
@@ -200,7 +237,8 @@ def _source_lines(s: dict[str, Any], now: float) -> Iterator[str]:
     for f in s.get("unwatched_folders") or []:
         yield f"  not watched {f['path']}: {f['reason']}"
     if s.get("held_deletes"):
-        yield "  deletions held by the mass-deletion guard: `ingestd resync --allow-mass-delete`"
+        apply = command_line(st, "resync", "--allow-mass-delete", s["source"])
+        yield f"  deletions held by the mass-deletion guard: `{apply}` applies them"
 
 
 def migration_lines(migrations: list[dict[str, Any]], now: float) -> Iterator[str]:
@@ -251,5 +289,5 @@ def status_lines(st: dict[str, Any], now: float) -> Iterator[str]:
     if not st["sources"]:
         yield "no sources indexed yet"
     for s in st["sources"]:
-        yield from _source_lines(s, now)
+        yield from _source_lines(s, now, st)
     yield from migration_lines(st.get("migrations") or [], now)

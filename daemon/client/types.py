@@ -2,7 +2,9 @@
 
 They are the JSON the control socket carries (what ``ingestd search --json`` prints),
 so a daemon and the local state dir answer alike; the payload keys are those of
-docs/reference/payload.md.
+docs/reference/payload.md. A hit, a passage and a chunk carry the citation keys of
+:data:`~ingestd.store.search.citation.CITE_KEYS` their text has (:class:`Citation` and
+:class:`Versioned`).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ __all__ = [
     "ReadResult",
     "Section",
     "SyncReport",
+    "Versioned",
 ]
 
 
@@ -40,13 +43,25 @@ class Citation(TypedDict, total=False):
     file_end_line: int
 
 
-class Hit(Citation, total=False):
+class Versioned(TypedDict, total=False):
+    """The version of a versioned source (a git repository) a text is from.
+
+    ``version``: the branch or tag name; ``commit``: the commit of that version the text
+    was read at (the keys of :data:`~ingestd.store.search.citation.VERSION_KEYS`).
+    """
+
+    version: str
+    commit: str
+
+
+class Hit(Citation, Versioned, total=False):
     """A search hit: the point's payload plus its id, score, rank and mode.
 
     A format's own citation comes with its hits (docs/guides/formats.md): ``page`` and
     ``end_page`` (PDF), ``cell``, ``end_cell``, ``cell_start_line``, ``cell_end_line`` and
     ``language`` (notebooks), ``file_start_line`` and ``file_end_line`` (HTML); for those
-    formats ``start_line``/``end_line`` count lines of the extracted text.
+    formats ``start_line``/``end_line`` count lines of the extracted text. A hit of a
+    versioned source carries its ``version`` and ``commit``.
 
     ``score`` is the mode's: cosine (dense), BM25 (sparse) or the RRF score (hybrid).
     ``dense_rank``/``dense_score`` and ``sparse_rank``/``sparse_score`` come with
@@ -83,28 +98,31 @@ class Hit(Citation, total=False):
     parent: dict[str, Any]
 
 
-class Passage(TypedDict):
+class Passage(Citation, Versioned, total=False):
     """Hits of one document that overlap or touch, merged: a verbatim span of it.
 
     ``rank`` and ``score`` are its best hit's; ``ids`` its hits' chunk ids in document
     order; ``n_tokens`` the tokens of ``text`` by the index's budget tokenizer
     (cl100k_base by default); ``truncated``: cut to fit a budget smaller than its best
-    hit. Offsets in characters of the decoded file, lines 1-based and inclusive.
+    hit. Offsets in characters of the decoded file (or of the text extracted from it),
+    lines 1-based and inclusive. Its citation runs from its first hit's to its last's
+    (``page`` of the first, ``end_page`` of the last), with the version and commit of a
+    versioned source, as in :class:`Hit`.
     """
 
-    rank: int
-    score: float
-    source: str
-    path: str
-    start_char: int
-    end_char: int
-    start_line: int
-    end_line: int
-    heading_path: list[str]
-    ids: list[str]
-    n_tokens: int
-    truncated: bool
-    text: str
+    rank: Required[int]
+    score: Required[float]
+    source: Required[str]
+    path: Required[str]
+    start_char: Required[int]
+    end_char: Required[int]
+    start_line: Required[int]
+    end_line: Required[int]
+    heading_path: Required[list[str]]
+    ids: Required[list[str]]
+    n_tokens: Required[int]
+    truncated: Required[bool]
+    text: Required[str]
 
 
 class Answer(list[Any]):
@@ -135,10 +153,10 @@ class Answer(list[Any]):
         self.indexing: dict[str, Any] | None = answer.get("indexing")
 
 
-class Chunk(Citation, total=False):
+class Chunk(Citation, Versioned, total=False):
     """A chunk of a document, as ``read`` lists it (``text`` when reading a hit).
 
-    With a format's own citation, as in :class:`Hit` (``page``, ``cell``...).
+    With a format's own citation, and a version and commit, as in :class:`Hit`.
     """
 
     id: Required[str]
@@ -171,10 +189,12 @@ class Lines(Citation, total=False):
     truncated: Required[bool]
 
 
-class ReadResult(TypedDict, total=False):
+class ReadResult(Versioned, total=False):
     """What ``read`` returns (see :func:`ingestd.daemon.commands.read.read`).
 
-    ``budget_tokens`` and ``tokens`` (of the lines' text) come with a budget.
+    ``budget_tokens`` and ``tokens`` (of the lines' text) come with a budget;
+    ``version`` and ``commit`` (the commit that version is at) for a document of a
+    versioned source.
     """
 
     source: Required[str]

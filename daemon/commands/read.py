@@ -14,7 +14,8 @@ by its rule's reader as for chunking (text files decoded: UTF-8, BOM removed, li
 ends made LF; a notebook, HTML page or PDF as the text extracted from it, never its
 raw bytes), so that lines are those the chunks' ``start_line``/``end_line`` count;
 the lines, and each chunk, also carry the format's own citation (``page``, ``cell``,
-the HTML file's lines: see :data:`~ingestd.chunkers.readers.document.CITATION_KEYS`).
+the HTML file's lines), each chunk its version and commit too, and the answer those of
+the document (see :mod:`~ingestd.store.search.citation`).
 ``stale`` says when the file changed since it was indexed. Only indexed documents are
 read, so nothing outside a source, or left out of it, is ever served.
 """
@@ -23,9 +24,10 @@ from __future__ import annotations
 
 import hashlib
 import uuid
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ingestd.chunkers.readers.document import CITATION_KEYS
+from ingestd.chunkers.readers.document import citation
 from ingestd.daemon.sources.versions import (
     VERSION_SEP,
     commit_of,
@@ -36,12 +38,13 @@ from ingestd.daemon.sources.versions import (
     version_view,
 )
 from ingestd.daemon.wire.errors import DaemonError
+from ingestd.store.search.citation import cite, version_text
 
 if TYPE_CHECKING:
     from ingestd.chunkers.readers.document import Extracted
     from ingestd.daemon.sync.engine import Engine
 
-__all__ = ["MAX_BUDGET", "MAX_CONTEXT", "MAX_LINES", "read"]
+__all__ = ["MAX_BUDGET", "MAX_CONTEXT", "MAX_LINES", "read", "read_text"]
 
 #: Largest token budget of one ``read``.
 MAX_BUDGET = 32_768
@@ -94,7 +97,8 @@ def read(
         ``source``, ``path``, ``hit`` (the chunk of ``id``, else ``None``), ``chunks``
         (document order: the hit and its neighbours, or the chunks overlapping the
         lines; each with ``id``, ``ordinal``, ``start_line``, ``end_line``,
-        ``heading_path`` and, for ``id``, ``text``), ``section`` (``heading_path``,
+        ``heading_path``, its citation keys (:func:`~ingestd.store.search.citation.cite`)
+        and, for ``id``, ``text``), ``section`` (``heading_path``,
         ``start_line``, ``end_line``; ``None`` for ``path``), ``lines``
         (``start_line``, ``end_line``, ``text``, ``total_lines``, ``truncated``; ``None``
         when the file cannot be read now), ``stale`` (the file changed since it was
@@ -132,6 +136,47 @@ def read(
     return out
 
 
+def read_text(
+    got: Mapping[str, Any],
+    *,
+    more: str = "a larger budget or more lines",
+    sync: str = "sync it",
+) -> str:
+    """:func:`read`'s answer as text: where it is, the file's lines, then the chunks' ids.
+
+    The head names the file, its source, its version and commit (a versioned source)
+    and the section; the lines come with the format's citation of them (``pp. 10-11``).
+
+    Args:
+        got: what :func:`read` returned (its JSON).
+        more: what to ask for when the lines were cut, in the caller's words.
+        sync: what to do when the file changed since it was indexed, in its words.
+    """
+    head = f"{got['path']} (source {got['source']}"
+    head += f", version {version_text(got)})" if got.get("version") else ")"
+    section = got.get("section")
+    if section is not None:
+        heading = " > ".join(section["heading_path"]) or "(top of the file)"
+        head += f", section {heading}, lines {section['start_line']}-{section['end_line']}"
+    if got.get("stale"):
+        head += f"; the file changed since it was indexed: {sync}"
+    lines = got.get("lines")
+    if lines is None:
+        body = "(the file cannot be read now)\n"
+        body += "\n\n".join(c.get("text") or "" for c in got["chunks"])
+    else:
+        body = f"lines {lines['start_line']}-{lines['end_line']} of {lines['total_lines']}"
+        if words := citation(lines):
+            body += f" ({words})"
+        if got.get("tokens") is not None:
+            body += f", {got['tokens']} of {got['budget_tokens']} tokens"
+        if lines["truncated"]:
+            body += f" (cut: ask for {more})"
+        body += ":\n" + lines["text"]
+    ids = ", ".join(f"{c['id']} (lines {c['start_line']}-{c['end_line']})" for c in got["chunks"])
+    return f"{head}\n{body}\n\nchunks: {ids or 'none'}"
+
+
 def _chunk(pid: str, payload: dict[str, Any], *, text: bool = True) -> dict[str, Any]:
     out = {
         "id": pid,
@@ -140,7 +185,7 @@ def _chunk(pid: str, payload: dict[str, Any], *, text: bool = True) -> dict[str,
         "end_line": payload.get("end_line"),
         "heading_path": list(payload.get("heading_path") or []),
     }
-    out.update((k, payload[k]) for k in CITATION_KEYS if k in payload)
+    out.update(cite(payload))
     if text:
         out["text"] = payload.get("text", "")
     return out

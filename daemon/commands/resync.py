@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.commands.selection import selected_sources
 from ingestd.daemon.commands.sync import fetch
+from ingestd.daemon.sources.gitcmd import GitError, redact_url
 
 if TYPE_CHECKING:
     from ingestd.daemon.sync.engine import Engine
@@ -44,11 +46,11 @@ def resync(
             name, full=full, allow_mass_delete=allow_mass_delete, check_store=not dry_run
         )
         if dry_run:
-            summary = plan.summary()
+            summary = {**plan.summary(), **_remote_check(engine.source(name))}
             out.append(summary)
             if plan.held:
                 code = max(code, EXIT_HELD)
-            elif plan.root_missing:
+            elif plan.root_missing and not summary.get("remote_ok"):
                 code = max(code, 1)
             continue
         res = engine.apply(plan, progress=progress)
@@ -68,3 +70,40 @@ def resync(
             if c.collection in wanted
         ]
     return result
+
+
+def _remote_check(src: Any) -> dict[str, Any]:
+    """What a dry run says of a git source: it fetches nothing, and checks the remote.
+
+    Returns:
+        ``{}`` for a source that is not a git repository; else ``dry_run_note`` (what the
+        plan was made from), and ``remote_ok`` with ``remote_versions`` (version ->
+        commit, from ``git ls-remote``) when the repository answers with refs to index.
+    """
+    list_remote = getattr(src, "list_remote", None)
+    if list_remote is None:
+        return {}
+    state = src.fetch_state()
+    if state.get("refused"):
+        return {"dry_run_note": str(state["refused"])}
+    fetched = state.get("fetched_at")
+    if fetched and src.missing() is None:
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(fetched))
+        return {"dry_run_note": f"planned from the last fetch ({when}); a dry run fetches nothing"}
+    url = redact_url(src.url)
+    try:
+        versions = list_remote()
+    except GitError as exc:
+        return {"dry_run_note": f"repository {url} cannot be listed: {exc}"}
+    if not versions:
+        refs = ", ".join(src.config.refs)
+        return {"dry_run_note": f"repository {url} has no branch or tag that refs [{refs}] selects"}
+    names = ", ".join(sorted(versions))
+    return {
+        "remote_ok": True,
+        "remote_versions": versions,
+        "dry_run_note": (
+            f"repository {url} answers; {len(versions)} version(s) to index: {names}. "
+            "A dry run fetches nothing: the first fetch (ingestd sync, or the daemon) indexes them"
+        ),
+    }

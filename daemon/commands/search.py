@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.commands.selection import selected_sources
-from ingestd.daemon.sources.versions import version_view
+from ingestd.daemon.sources.versions import VERSION_SEP, is_versioned, version_view
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
@@ -32,7 +32,15 @@ if TYPE_CHECKING:
     from ingestd.daemon.sync.engine import Engine
     from ingestd.store.search.query import Filters, Mode
 
-__all__ = ["MAX_BUDGET", "MAX_PASSAGE_HITS", "answer", "check_path", "cut_query", "search"]
+__all__ = [
+    "MAX_BUDGET",
+    "MAX_PASSAGE_HITS",
+    "answer",
+    "check_path",
+    "cut_query",
+    "filter_notes",
+    "search",
+]
 
 #: Largest token budget a search fills.
 MAX_BUDGET = 32_768
@@ -154,6 +162,8 @@ def answer(
         engine, names, query, limit, Filters(source=source, path=path, version=version), mode,
         ranks, notes,
     )  # fmt: skip
+    if not hits and (path or version):
+        notes.extend(filter_notes(engine, names, path, version))
     if expand:
         _expand(engine, hits)
     for h in hits:
@@ -360,3 +370,57 @@ def _dense_query(
     if profile.key not in queries:
         queries[profile.key] = profile.embed_model()([query])[0]
     return physical, queries[profile.key]
+
+
+def filter_notes(
+    engine: Engine, names: list[str], path: str | None, version: str | None
+) -> list[str]:
+    """Why a filtered search found nothing, when its filter matches no indexed document.
+
+    An unknown ``version`` (no selected source holds it) or a ``path`` under which no
+    document of the selected sources is indexed makes "no results" a typo to fix, not
+    an answer; a filter that matches documents says nothing (the query found nothing).
+    Reads the manifest (a prefix query per source and version).
+    """
+    notes: list[str] = []
+    versioned: dict[str, set[str]] = {}
+    for n in names:
+        held = versions_of(engine.source(n))
+        if held is not None:
+            versioned[n] = held
+    if version is not None:
+        holders = [n for n, vs in versioned.items() if version in vs]
+        if not holders:
+            known = "; ".join(
+                f"{n}: {', '.join(sorted(vs)) or 'none yet'}" for n, vs in versioned.items()
+            )
+            notes.append(
+                f"nothing matches --version {version}: "
+                + (
+                    f"no source holds it (versions of {known})"
+                    if known
+                    else "no source has versions"
+                )
+            )
+            return notes
+    if path:
+        prefixes = []
+        for n in names:
+            if n in versioned:
+                vs = [version] if version is not None else sorted(versioned[n])
+                prefixes += [(n, f"{v}{VERSION_SEP}{path}") for v in vs]
+            elif version is None:
+                prefixes.append((n, path))
+        if not any(engine.manifest.documents(n, p) for n, p in prefixes):
+            notes.append(
+                f"nothing matches --path {path}: no document of {', '.join(names)} is indexed "
+                "there (a path is relative to the source's root, as `ingestd sources` shows it)"
+            )
+    return notes
+
+
+def versions_of(src: Any) -> set[str] | None:
+    """The versions a versioned source holds now, else ``None``."""
+    if not is_versioned(src):
+        return None
+    return set(src.versions())

@@ -197,7 +197,7 @@ def _summary(res: SyncResult, rels: list[str] | None, fetch_error: str | None = 
     if fetch_error:
         why.append(f"the fetch failed ({fetch_error})")
     if res.root_missing:
-        why.append("its root folder is missing")
+        why.append(res.why_missing or "its root folder is missing")
     if res.retry:
         why.append(f"{len(res.retry)} file(s) could not be read and are retried")
     if res.held:

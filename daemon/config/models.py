@@ -161,7 +161,8 @@ class RuleConfig(ConfigModel):
 def default_rules() -> tuple[RuleConfig, ...]:
     """The rules used when the config gives none: one strategy per file kind."""
     return (
-        RuleConfig(name="markdown", match=("*.md", "*.markdown", "*.mdx"), chunker="markdown"),
+        RuleConfig(name="markdown", match=("*.md", "*.markdown"), chunker="markdown"),
+        RuleConfig(name="mdx", match=("*.mdx",), chunker="mdx"),
         RuleConfig(name="rst", match=("*.rst",), chunker="rst"),
         RuleConfig(name="notebook", match=("*.ipynb",), chunker="notebook"),
         RuleConfig(name="html", match=("*.html", "*.htm"), chunker="html"),

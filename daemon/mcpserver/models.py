@@ -3,7 +3,9 @@
 Each tool answers twice: ``structuredContent`` validated against these pydantic
 models (the tool's ``outputSchema``), and a short text for clients that show text
 only. Field names are those of the payload (docs/reference/payload.md) and of ``ingestd
-search --json``, so a hit reads the same everywhere.
+search --json``, so a hit reads the same everywhere. A hit, a passage and a chunk
+declare every citation key (:class:`Cited`: the keys of
+:data:`~ingestd.store.search.citation.CITE_KEYS`), so none is dropped on the way.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from ingestd.chunkers.readers.document import cite_text
+from ingestd.store.search.citation import version_text
 
 __all__ = [
     "ChunkOut",
     "Citation",
+    "Cited",
     "DaemonOut",
     "FileLines",
     "HitOut",
@@ -30,6 +34,7 @@ __all__ = [
     "StatusOut",
     "SyncOut",
     "SyncedSource",
+    "Versioned",
     "search_text",
     "status_out",
 ]
@@ -53,7 +58,24 @@ class Citation(BaseModel):
     file_end_line: int | None = Field(None, description="HTML: last line of the HTML file.")
 
 
-class HitOut(Citation):
+class Versioned(BaseModel):
+    """The version of a versioned source (a git repository) a text is from (else absent)."""
+
+    version: str | None = Field(
+        None,
+        description="For a versioned source (a git repository): the branch or tag the text "
+        "is from; pass it to search(version=...) and read(version=...).",
+    )
+    commit: str | None = Field(
+        None, description="For a versioned source: the commit of that version it was read at."
+    )
+
+
+class Cited(Citation, Versioned):
+    """Where a text is beyond its file and lines: the format's coordinates, its version."""
+
+
+class HitOut(Cited):
     """One search hit."""
 
     rank: int = Field(description="1-based position in the ranking.")
@@ -64,11 +86,6 @@ class HitOut(Citation):
     )
     source: str = Field(description="The configured source the file belongs to.")
     path: str = Field(description="The file, relative to its source's root.")
-    version: str | None = Field(
-        None,
-        description="For a versioned source (a git repository): the branch or tag the file "
-        "is from; pass it to search(version=...) and read(version=...).",
-    )
     start_line: int = Field(
         description="First line of the chunk in the file, or in the text extracted from it "
         "(1-based)."
@@ -78,14 +95,21 @@ class HitOut(Citation):
     text: str = Field(description="The chunk, verbatim from the file.")
 
 
-class PassageOut(BaseModel):
-    """Hits of one file that overlap or touch, merged into one verbatim span."""
+class PassageOut(Cited):
+    """Hits of one file that overlap or touch, merged into one verbatim span.
+
+    Its citation runs from its first hit's to its last's (a PDF passage: ``page`` and
+    ``end_page``).
+    """
 
     rank: int = Field(description="1-based position (its best hit's order).")
     score: float = Field(description="Its best hit's score. Only the order matters.")
     source: str
     path: str = Field(description="The file, relative to its source's root.")
-    start_line: int = Field(description="First line of the passage (1-based).")
+    start_line: int = Field(
+        description="First line of the passage in the file, or in the text extracted from "
+        "it (1-based)."
+    )
     end_line: int = Field(description="Last line (inclusive).")
     start_char: int = Field(description="Start in the file's decoded text, in characters.")
     end_char: int = Field(description="End (exclusive), in characters.")
@@ -129,7 +153,7 @@ class SearchOut(BaseModel):
     )
 
 
-class ChunkOut(Citation):
+class ChunkOut(Cited):
     """A chunk of a document."""
 
     id: str
@@ -277,8 +301,9 @@ def search_text(out: SearchOut) -> str:
     parts = [notes.rstrip("\n")] if notes else []
     for h in out.hits:
         heading = " > ".join(h.heading_path)
-        head = f"{h.rank}. {h.path}{cite_text(h.model_dump(exclude_none=True))} (source {h.source}"
-        head += f", version {h.version}" if h.version else ""
+        where = h.model_dump(exclude_none=True)
+        head = f"{h.rank}. {h.path}{cite_text(where)} (source {h.source}"
+        head += f", version {version_text(where)}" if h.version else ""
         head += f", {heading}" if heading else ""
         parts.append(f"{head}; score {h.score:.4g}; id {h.id})\n{h.text.strip()}")
     return "\n\n".join(parts)
@@ -292,7 +317,9 @@ def _passages_text(out: SearchOut) -> str:
     parts = [f"{len(out.passages)} passage(s), {out.tokens} of {out.budget_tokens} tokens"]
     for p in out.passages:
         heading = " > ".join(p.heading_path)
-        head = f"{p.rank}. {p.path}:{p.start_line}-{p.end_line} (source {p.source}"
+        where = p.model_dump(exclude_none=True)
+        head = f"{p.rank}. {p.path}{cite_text(where)} (source {p.source}"
+        head += f", version {version_text(where)}" if p.version else ""
         head += f", {heading}" if heading else ""
         cut = ", cut to the budget" if p.truncated else ""
         head += f"; {p.n_tokens} tokens{cut}; ids {', '.join(p.ids)})"

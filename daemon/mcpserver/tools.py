@@ -34,9 +34,9 @@ from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from ingestd.chunkers.readers.document import CITATION_KEYS, citation
 from ingestd.daemon.client import Client
 from ingestd.daemon.client.errors import one_line
+from ingestd.daemon.commands.read import read_text
 from ingestd.daemon.mcpserver.models import (
     HitOut,
     PassageOut,
@@ -167,13 +167,14 @@ DESCRIPTIONS: dict[str, str] = {
         A passage is a verbatim span of one file: the best-matching chunks, those of
         one file that overlap or touch merged, filling budget_tokens (2048 by default)
         with the best ones. Each has its file (path, relative to its source's root),
-        lines, heading path, text and chunk ids. Ranking is hybrid by default: meaning
+        lines (and a PDF's pages or a notebook's cells), heading path, text and chunk
+        ids. Ranking is hybrid by default: meaning
         (embeddings) and exact words or identifiers (BM25), fused. Narrow with path
         (a file or folder) or source. Widen a passage with read(id=...). With
         budget_tokens null: the k best chunks (hits) instead.
 
         A git repository is indexed per version (a branch or tag, e.g. `main`,
-        `v2.0`): hits carry `version`. To answer about one version, pass
+        `v2.0`): passages and hits carry `version` and `commit`. To answer about one version, pass
         version="v2.0": only that version's text is searched. status lists each
         source's versions (refs)."""
     ),
@@ -414,23 +415,5 @@ class Tools:
 
 def _read_text(out: ReadOut) -> str:
     """``read``'s answer as text: where it is, then the file's lines."""
-    head = f"{out.path} (source {out.source})"
-    if out.section is not None:
-        heading = " > ".join(out.section.heading_path) or "(top of the file)"
-        head += f", section {heading}, lines {out.section.start_line}-{out.section.end_line}"
-    if out.stale:
-        head += "; the file changed since it was indexed: call sync"
-    if out.lines is None:
-        body = "(the file cannot be read now)\n" + "\n\n".join(c.text or "" for c in out.chunks)
-    else:
-        lines = out.lines
-        body = f"lines {lines.start_line}-{lines.end_line} of {lines.total_lines}"
-        if words := citation(lines.model_dump(include=set(CITATION_KEYS), exclude_none=True)):
-            body += f" ({words})"
-        if out.tokens is not None:
-            body += f", {out.tokens} of {out.budget_tokens} tokens"
-        if lines.truncated:
-            body += " (cut: raise budget_tokens or max_lines)"
-        body += ":\n" + lines.text
-    ids = ", ".join(f"{c.id} (lines {c.start_line}-{c.end_line})" for c in out.chunks)
-    return f"{head}\n{body}\n\nchunks: {ids or 'none'}"
+    got = out.model_dump(exclude_none=True)  # a key the text lacks is null in the model
+    return read_text(got, more="a larger budget_tokens or max_lines", sync="call sync")

@@ -28,6 +28,7 @@ from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.documents import PreparedDocument, prepare_document, sparse_vector
 from ingestd.daemon.sync.shared_writes import plan_shared
 from ingestd.daemon.sync.types import UnreadableFile, eta_seconds
+from ingestd.daemon.sync.write_parts import embedded, embedded_texts
 from ingestd.daemon.sync.writer import GROUP_CHUNKS, GROUP_DOCS, SLICE_CHUNKS
 from ingestd.store.manifest.builds import BuildDoc, BuildDocuments
 from ingestd.store.manifest.manifest import ChunkRow
@@ -136,43 +137,89 @@ class VersionWriter:
     def write(self, source: str, paths: Iterable[str], *, serve_changes: bool) -> list[str]:
         """Chunk, embed and write ``paths`` of ``source`` into the new version.
 
+        Documents are written in groups; a whole group is written once the documents
+        after it are chunked, up to one model call's texts, which fill the group's last
+        call (see :mod:`~ingestd.daemon.sync.writer`). Those are chunked again when a
+        checkpoint of the group's write served a change to their file.
+
         Returns:
             The paths that could not be read (vanished or locked: retried later).
         """
-        ctx = self.ctx
-        src = ctx.source(source)
+        src = self.ctx.source(source)
         commit = src.revision()
         group: list[PreparedDocument] = []
-        chunks = 0
-        unreadable = []
-        for rel in paths:
-            ctx.checkpoints.heartbeat()
-            rule = self.ctx.rule_of(source, rel, self.profile)
-            self.in_flight.add((source, rel))
-            try:
-                prep = prepare_document(src, rel, rule, ctx.cfg.files, commit)
-            except UnreadableFile as exc:
-                self.in_flight.discard((source, rel))
-                if src.stat(rel) is None:
-                    logger.debug("%s is gone; its deletion is followed, or the last pass", rel)
+        after: list[PreparedDocument] = []  # prepared ahead of a whole group
+        per_call = self.profile.embedder.texts_per_call or 0
+        unreadable: list[str] = []
+        try:
+            for rel in paths:
+                self.ctx.checkpoints.heartbeat()
+                prep = self._prepare(source, rel, commit, unreadable)
+                if prep is None:
                     continue
-                # retried with back-off like any unreadable file (a later sync, or the
-                # last pass before the switch, writes it)
-                if ctx.failures.retry.failed((source, rel), str(exc), ctx.now()):
-                    logger.warning("source %s: %s; tried again later", source, exc)
-                unreadable.append(rel)
-                continue
-            except BaseException:
-                self.in_flight.discard((source, rel))
-                raise
-            group.append(prep)
-            chunks += len(prep.ids)
-            if len(group) >= GROUP_DOCS or chunks >= GROUP_CHUNKS:
-                self._write_group(source, group, serve_changes)
-                group, chunks = [], 0
-        if group:
-            self._write_group(source, group, serve_changes)
+                if len(group) < GROUP_DOCS and sum(len(p.ids) for p in group) < GROUP_CHUNKS:
+                    group.append(prep)
+                    continue
+                after.append(prep)
+                if len(after) >= GROUP_DOCS or sum(len(p.ids) for p in after) >= per_call:
+                    self._write_group(source, group, serve_changes, embedded_texts(after))
+                    group, after = self._current(source, after, commit, unreadable), []
+            while group:
+                self._write_group(source, group, serve_changes, embedded_texts(after))
+                group, after = self._current(source, after, commit, unreadable), []
+        finally:  # interrupted: what was chunked is not written
+            for prep in [*group, *after]:
+                self.in_flight.discard((source, prep.path))
         return unreadable
+
+    def _prepare(
+        self, source: str, rel: str, commit: str | None, unreadable: list[str]
+    ) -> PreparedDocument | None:
+        """Chunk ``rel`` with the new profile (in flight from now on); ``None``: unreadable."""
+        ctx = self.ctx
+        src = ctx.source(source)
+        rule = ctx.rule_of(source, rel, self.profile)
+        self.in_flight.add((source, rel))
+        try:
+            return prepare_document(src, rel, rule, ctx.cfg.files, commit)
+        except UnreadableFile as exc:
+            self.in_flight.discard((source, rel))
+            if src.stat(rel) is None:
+                logger.debug("%s is gone; its deletion is followed, or the last pass", rel)
+                return None
+            # retried with back-off like any unreadable file (a later sync, or the
+            # last pass before the switch, writes it)
+            if ctx.failures.retry.failed((source, rel), str(exc), ctx.now()):
+                logger.warning("source %s: %s; tried again later", source, exc)
+            unreadable.append(rel)
+            return None
+        except BaseException:
+            self.in_flight.discard((source, rel))
+            raise
+
+    def _current(
+        self,
+        source: str,
+        preps: list[PreparedDocument],
+        commit: str | None,
+        unreadable: list[str],
+    ) -> list[PreparedDocument]:
+        """``preps`` as their files are now (a checkpoint may have served a change).
+
+        A document whose file changed is chunked again, one deleted is left out (the
+        change's sync deleted it from the new version too).
+        """
+        src = self.ctx.source(source)
+        out = []
+        for prep in preps:
+            if src.stat(prep.path) == prep.stat:
+                out.append(prep)
+                continue
+            self.in_flight.discard((source, prep.path))
+            again = self._prepare(source, prep.path, commit, unreadable)
+            if again is not None:
+                out.append(again)
+        return out
 
     def delete(self, source: str, paths: list[str]) -> None:
         """Delete documents of ``source`` that are gone from the new version."""
@@ -188,7 +235,14 @@ class VersionWriter:
             self.ctx.store.delete(self.physical, ids)
         self.record.delete(self.collection, source, paths)
 
-    def _write_group(self, source: str, group: list[PreparedDocument], serve_changes: bool) -> None:
+    def _write_group(
+        self,
+        source: str,
+        group: list[PreparedDocument],
+        serve_changes: bool,
+        ahead: list[tuple[str, str]],
+    ) -> None:
+        """Write ``group``; ``ahead``: texts written next, which fill a part-empty model call."""
         from ingestd.store.vectors.base import Point
 
         ctx = self.ctx
@@ -196,7 +250,7 @@ class VersionWriter:
         _ = ctx.resources.cache  # open the cache before the first lookup
         if is_versioned(ctx.source(source)):  # versions share points
             try:
-                self._write_shared(source, group, set())
+                self._write_shared(source, group, set(), ahead)
                 self.record.commit(
                     self.collection, source, [_build_doc(p, ctx.now()) for p in group]
                 )
@@ -208,11 +262,12 @@ class VersionWriter:
             return
         try:
             todo = [(prep, i) for prep in group for i in range(len(prep.ids))]
+            texts = [embedded(prep, i) for prep, i in todo]
             e0 = stats.embedded
             for k in range(0, len(todo), SLICE_CHUNKS):
                 part = todo[k : k + SLICE_CHUNKS]
-                want = [(prep.hashes[i], prep.chunks[i].embed_text) for prep, i in part]
-                vectors = self.profile.embedder.vectors(want)
+                later = [*texts[k + SLICE_CHUNKS :], *ahead]
+                vectors = self.profile.embedder.vectors(texts[k : k + SLICE_CHUNKS], None, later)
                 now = ctx.now()
                 points = [
                     Point(
@@ -245,7 +300,13 @@ class VersionWriter:
             for prep in group:
                 self.in_flight.discard((source, prep.path))
 
-    def _write_shared(self, source: str, group: list[PreparedDocument], gone: set[str]) -> None:
+    def _write_shared(
+        self,
+        source: str,
+        group: list[PreparedDocument],
+        gone: set[str],
+        ahead: list[tuple[str, str]] | None = None,
+    ) -> None:
         """Write ``group`` and take the documents ``gone`` out, in points versions share.
 
         See :mod:`~ingestd.daemon.sync.shared_writes`: points no version held are
@@ -279,11 +340,12 @@ class VersionWriter:
         current = {pid: p for pid, p, _ in ctx.store.retrieve(self.physical, ids)} if ids else {}
         plan = plan_shared(current, touched, own, others)
         stats = ctx.profiles.stats
+        texts = [embedded(*chunk_of[pid]) for pid in plan.fresh]
         for k in range(0, len(plan.fresh), SLICE_CHUNKS):
             part = plan.fresh[k : k + SLICE_CHUNKS]
             e0 = stats.embedded
-            want = [_wanted(chunk_of[pid]) for pid in part]
-            vectors = self.profile.embedder.vectors(want)
+            later = [*texts[k + SLICE_CHUNKS :], *(ahead or ())]
+            vectors = self.profile.embedder.vectors(texts[k : k + SLICE_CHUNKS], None, later)
             now = ctx.now()
             points = []
             for pid in part:
@@ -343,12 +405,6 @@ class VersionWriter:
                 len(missing),
             )
         return len(orphans) + len(missing)
-
-
-def _wanted(at: tuple[PreparedDocument, int]) -> tuple[str, str]:
-    """``(chunk hash, embedded text)`` of chunk ``i`` of a document, for the embedder."""
-    prep, i = at
-    return prep.hashes[i], prep.chunks[i].embed_text
 
 
 def _build_doc(prep: PreparedDocument, now: float) -> BuildDoc:

@@ -74,6 +74,9 @@ class SyncPolicy:
         #: what the engine thread does when no sync reports progress (``STATUS=``)
         self.current = ""
         self.progress: dict[str, SyncProgress] = {}  # source -> progress of its running scan
+        #: source -> documents a failed job left to write, until a job of it succeeds:
+        #: the changed paths of batches waiting for their retry, the rest of a failed scan
+        self.failed_work: dict[str, dict[str, int]] = {}
         self.batches_done = 0  # live batches applied (tests and status)
         self._last_rescan = time.monotonic()
         self._last_link_check = time.monotonic()
@@ -224,9 +227,15 @@ class SyncPolicy:
 
             try:
                 res = engine.sync(source, progress=progress, background=True)
+            except Exception:
+                p = self.progress.get(source)
+                if p is not None:  # its rescan comes after the back-off
+                    self.failed_work.setdefault(source, {})["scan"] = p.docs_total - p.docs_done
+                raise
             finally:
                 self.progress.pop(source, None)
                 self.current = ""
+            self.failed_work.get(source, {}).pop("scan", None)
             self.backoff.succeeded(source)
             self.observe(res, None)
             if not res.interrupted:
@@ -292,6 +301,7 @@ class SyncPolicy:
                 return None  # removed by a reload
             self._add_links(engine, source, paths, first)
             res = engine.sync(source, paths, background=True)
+            self.failed_work.get(source, {}).pop(f"batch {seq}", None)
             engine.long_writes.note_first(source, res.background, first)
             self.batches_done += 1
             self.backoff.succeeded(source)
@@ -324,6 +334,9 @@ class SyncPolicy:
         def on_error(exc: Exception) -> None:
             self._waiting.pop(seq, None)
             again = self._batch_job(source, paths, first, retry=retry)
+            work = self.failed_work.setdefault(source, {})
+            work.pop(f"batch {seq}", None)
+            work[f"batch {again.seq}"] = len(paths)
             if retry:
                 self._retrying.update((source, p) for p in paths)
             self.backoff.failed(source, f"a batch of {len(paths)} change(s)", exc, again)

@@ -76,6 +76,8 @@ class Service:
         reload_config: returns a freshly loaded config (SIGHUP); raises
             :class:`ConfigError` when the new file is invalid.
         engine_factory: builds the :class:`Engine` (tests inject fakes).
+        config_path: the config file it was started with (``status`` names it in the
+            commands it suggests), or ``None``.
 
     Attributes:
         jobs: the engine thread's job queue.
@@ -93,8 +95,10 @@ class Service:
         *,
         reload_config: Callable[[], Config] | None = None,
         engine_factory: Callable[[Config, Path], Engine] | None = None,
+        config_path: Path | None = None,
     ) -> None:
         self.cfg = cfg
+        self.config_path = config_path
         self.state_dir = Path(state_dir)
         self.reload_config = reload_config
         self.engine_factory = engine_factory or (lambda c, d: Engine(c, d))
@@ -179,7 +183,7 @@ class Service:
 
     def status(self) -> dict[str, Any]:
         """The daemon's status (answered off the engine thread: manifest reads only)."""
-        return daemon_status(
+        st = daemon_status(
             self._running_engine(),
             self.state_dir,
             watches=self.watches,
@@ -191,6 +195,8 @@ class Service:
             failing_since=self.backoff.failing_since,
             outages=self.backoff.outage_since,
         )
+        st["daemon"]["config"] = str(self.config_path) if self.config_path else None
+        return st
 
     def healthy(self) -> bool:
         """Whether ``status`` would say healthy (see :func:`health_problems`)."""

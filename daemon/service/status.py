@@ -185,6 +185,8 @@ def daemon_status(
         ``watch_events``, ``overflows``),
         plus ``daemon``: ``pid``, ``phase``, ``progress``, ``in_flight``,
         ``queue_depth`` (changed paths and jobs waiting), ``scan_documents_left``,
+        ``documents_waiting`` (source -> documents a failed job left, retried after a
+        back-off),
         ``lag_seconds``, ``watchers_alive``, ``unwatched_sources``,
         ``degraded_sources``, ``missing_roots``, ``batches_done`` (change batches
         synced since start), ``watches`` (see
@@ -217,6 +219,10 @@ def daemon_status(
         "queue_depth": watches.depth() + queued,
         # documents a running scan still has to write (the first ingest, rescans)
         "scan_documents_left": sum(p["docs_total"] - p["docs_done"] for p in progress.values()),
+        # documents a failed job left (an embedding server down): retried after a back-off
+        "documents_waiting": {
+            name: n for name, work in list(policy.failed_work.items()) if (n := sum(work.values()))
+        },
         "lag_seconds": round(lag, 3),
         "watchers_alive": all(w.alive() for w in watches.watchers),
         # sources without any watch, and sources with folders that are not watched:

@@ -3,7 +3,8 @@
 A ``kind: git`` source names a repository (``url``: a local path, ``file://``,
 ``https://``, ``ssh://``) and the refs to index (``refs``: branch names and tag globs
 such as ``v*``; ``max_tags``: the newest tags only). :meth:`GitSource.refresh` fetches
-them into a bare mirror in the state dir (``git/<name>.git``) with the hardened
+them into a bare mirror in the state dir (``git/<name>-<digest>.git``, one per source
+name: :func:`~ingestd.daemon.sources.mirror.mirror_dir`) with the hardened
 ``git`` of :mod:`~ingestd.daemon.sources.gitcmd`; no working tree is ever checked out.
 
 Each selected ref is a *version* of the source. A document of the source is a file of
@@ -15,7 +16,9 @@ commit costs one ``git ls-tree`` (or, when the commit indexed before is known, o
 ``git diff-tree`` of the two commits applied to its listing), and only changed blobs
 are read, with ``git cat-file``. The planner compares with the manifest (what is
 indexed), so a force-push or a moved tag is a diff like any other, and a ref that
-vanished takes its documents with it (the mass-deletion guard applies).
+vanished takes its documents with it (the mass-deletion guard applies). A document
+records the commit it was read at; one whose commit a rewritten branch no longer holds
+(:meth:`GitSource.commits_off`) is written again by the planner.
 
 Skipped with a note (``status`` lists them): submodule entries, symbolic links, and
 Git LFS pointer files (the file itself is not fetched). A repository whose objects
@@ -34,6 +37,7 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
@@ -44,14 +48,22 @@ from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.sources.gitcmd import (
     GitError,
     GitRunner,
-    blob_sizes,
     credential_header,
+    diffed_entries,
     lfs_pointers,
+    not_ancestors,
     output_lines,
     redact_url,
     repo_bytes,
+    split_login,
+    tree_entries,
 )
-from ingestd.daemon.sources.mirror import STATE_FILE, mirror_dir, mirror_status
+from ingestd.daemon.sources.mirror import (
+    STATE_FILE,
+    adopt_legacy_mirror,
+    mirror_dir,
+    mirror_status,
+)
 from ingestd.daemon.sources.versions import VERSION_SEP, split_document
 
 __all__ = ["GitSource", "RefState", "mirror_dir", "mirror_status"]
@@ -65,6 +77,7 @@ BLOB_CACHE_BYTES = 8 * 1024 * 1024
 #: First delay after a failed fetch, seconds; doubled at every further failure.
 RETRY_FIRST_S = 5.0
 _GLOB = frozenset("*?[")
+_HEADS_TAGS = ("refs/heads/*", "refs/tags/*")
 
 
 @dataclass(frozen=True)
@@ -104,7 +117,9 @@ class GitSource:
         self.name = config.name
         self.config = config
         self.url = str(config.url or "")
-        self.root = mirror_dir(Path(state_dir), config.name)
+        # a credential in the URL's user info goes to git through its environment
+        self._remote, self._login = split_login(self.url)
+        self.root = adopt_legacy_mirror(Path(state_dir), config.name)
         self.filter = SourceFilter(config.model_copy(update={"gitignore": False}))
         self._lock = threading.Lock()  # one fetch at a time
         self._listings: dict[str, tuple[dict[str, _Entry], dict[str, str]]] = {}
@@ -131,7 +146,7 @@ class GitSource:
         if creds is not None and creds.token_env:
             header = credential_header(os.environ, creds.username_env, creds.token_env)
             secrets = [os.environ.get(creds.token_env, "")]
-        return GitRunner(self.root, header=header, secrets=secrets)
+        return GitRunner(self.root, header=header, login=self._login, secrets=secrets)
 
     @property
     def _state_file(self) -> Path:
@@ -146,7 +161,7 @@ class GitSource:
         return data if isinstance(data, dict) else {}
 
     def _write_state(self, **update: Any) -> None:
-        state = {**self.fetch_state(), **update}
+        state = {**self.fetch_state(), **update, "url": redact_url(self.url)}
         tmp = self._state_file.with_suffix(".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
@@ -211,14 +226,12 @@ class GitSource:
         home.parent.mkdir(exist_ok=True, mode=0o700)
         home.mkdir(exist_ok=True, mode=0o700)
         git = self._runner()
-        remote = self._selected(
-            git.run("ls-remote", "--refs", "--", self.url, "refs/heads/*", "refs/tags/*")
-        )
+        remote = self._selected(git.run("ls-remote", "--refs", "--", self._remote, *_HEADS_TAGS))
         if remote:
             specs = [f"+{ref}:{ref}" for ref in sorted(remote)]
             git.run(
                 "fetch", "-q", "--no-tags", "--no-write-fetch-head", "--no-recurse-submodules",
-                "--no-auto-gc", "--", self.url, *specs,
+                "--no-auto-gc", "--", self._remote, *specs,
             )  # fmt: skip
         keep = set(remote)
         tags = [r for r in keep if r.startswith("refs/tags/")]
@@ -294,6 +307,18 @@ class GitSource:
         r = self.versions().get(version)
         return r.commit if r else None
 
+    def commits_off(self, version: str, commits: Iterable[str]) -> set[str]:
+        """Those of ``commits`` that are neither ``version``'s commit nor an ancestor of it.
+
+        Raises:
+            GitError: ``git`` failed.
+        """
+        tip = self.commit_of(version)
+        wanted = set(commits) - {tip}
+        if tip is None or not wanted:
+            return wanted
+        return not_ancestors(self._runner(), tip, wanted)
+
     def _listing(
         self, commit: str, base: str | None = None
     ) -> tuple[dict[str, _Entry], dict[str, str]]:
@@ -308,9 +333,9 @@ class GitSource:
         git = self._runner()
         before = self._raw.get(base) if base else None
         if before is not None and base is not None:
-            raw = self._diffed(git, before, base, commit)
+            raw = diffed_entries(git, before, base, commit, self.filter.accepts)
         else:
-            raw = self._tree(git, commit)
+            raw = tree_entries(git, commit, self.filter.accepts)
         files: dict[str, _Entry] = {}
         skipped: dict[str, str] = {}
         for path, (mode, oid, size) in raw.items():
@@ -336,45 +361,6 @@ class GitSource:
         self._raw[commit] = raw
         return files, skipped
 
-    def _tree(self, git: GitRunner, commit: str) -> dict[str, tuple[str, str, int]]:
-        """Every accepted entry of ``commit``'s tree: path -> (mode, object id, size)."""
-        raw: dict[str, tuple[str, str, int]] = {}
-        for item in git.run("ls-tree", "-r", "-z", "-l", "--full-tree", commit).split(b"\0"):
-            if not item:
-                continue
-            meta, _, raw_path = item.partition(b"\t")
-            mode, _kind, oid, size = meta.decode().split()
-            path = raw_path.decode("utf-8", "surrogateescape")
-            if self.filter.accepts(path):
-                raw[path] = (mode, oid, 0 if size == "-" else int(size))
-        return raw
-
-    def _diffed(
-        self,
-        git: GitRunner,
-        before: dict[str, tuple[str, str, int]],
-        base: str,
-        commit: str,
-    ) -> dict[str, tuple[str, str, int]]:
-        """``base``'s entries ``before`` with the diff of ``base`` and ``commit`` applied."""
-        raw = dict(before)
-        changed: dict[str, tuple[str, str]] = {}
-        out = git.run("diff-tree", "-r", "-z", "--no-renames", "--raw", base, commit)
-        parts = out.split(b"\0")
-        for meta, raw_path in zip(parts[0::2], parts[1::2], strict=False):
-            if not meta.startswith(b":"):
-                continue
-            _, new_mode, _, new_oid, status = meta[1:].decode().split()
-            path = raw_path.decode("utf-8", "surrogateescape")
-            if status == "D":
-                raw.pop(path, None)
-            elif self.filter.accepts(path):
-                changed[path] = (new_mode, new_oid)
-        sizes = blob_sizes(git, sorted({o for m, o in changed.values() if m != "160000"}))
-        for path, (mode, oid) in changed.items():
-            raw[path] = (mode, oid, sizes.get(oid, 0))
-        return raw
-
     def _entry(self, rel: str) -> _Entry | None:
         version, path = split_document(self, rel)
         commit = self.commit_of(version or "")
@@ -397,6 +383,22 @@ class GitSource:
             why = st.get("error") or "not fetched yet"
             return f"repository {redact_url(self.url)} is not fetched ({why})"
         return None
+
+    def first_fetch_pending(self) -> bool:
+        """Whether the repository was never fetched and no fetch has failed yet."""
+        st = self.fetch_state()
+        return not st.get("fetched_at") and not st.get("error") and not st.get("refused")
+
+    def list_remote(self) -> dict[str, str]:
+        """The refs the config selects now, version -> commit (``max_tags`` not applied).
+
+        Runs ``git ls-remote`` only, fetching and writing nothing (``resync --dry-run``).
+
+        Raises:
+            GitError: the repository cannot be listed (unreachable, refused, no access).
+        """
+        listing = self._runner().run("ls-remote", "--refs", "--", self._remote, *_HEADS_TAGS)
+        return {ref.split("/", 2)[2]: oid for ref, oid in self._selected(listing).items()}
 
     def scan(self, under: str = "") -> Scan:
         """Every document of every version (or of ``under``: a version, or a document prefix)."""

@@ -13,9 +13,14 @@ outside ingestd's reaches:
   are never fetched (``fetch.recurseSubmodules=false``, ``submodule.recurse=false``);
 * transports are limited to ``file``, ``git``, ``http``, ``https`` and ``ssh``
   (``protocol.allow=never`` plus an allow-list; ``ext::`` and ``fd::`` never run);
-* a credential is passed in the environment as the value of ``http.extraHeader``
-  (``GIT_CONFIG_VALUE_<n>``), never on a command line, and is redacted from every
-  message (:func:`redact`).
+* a credential is never on a command line, where any user of the machine may read it
+  (``ps``, ``/proc/PID/cmdline``), and is redacted from every message (:func:`redact`):
+  a configured one is passed in the environment as the value of ``http.extraHeader``
+  (``GIT_CONFIG_VALUE_<n>``); one in a URL's user info (``https://user:token@host``)
+  is taken out of the URL (:func:`split_login`) and given to git by ingestd's own
+  credential helper, a shell function that answers from environment variables for
+  the URL's host only (git's credential protocol:
+  https://git-scm.com/docs/gitcredentials#_custom_helpers).
 
 ``git`` settings in the environment: git's own ``GIT_CONFIG_COUNT`` mechanism
 (git 2.31+, https://git-scm.com/docs/git-config#ENVIRONMENT).
@@ -27,8 +32,10 @@ import base64
 import os
 import re
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import NamedTuple
+from urllib.parse import unquote
 
 from ingestd.chunkers.errors import UnavailableError
 
@@ -36,13 +43,18 @@ __all__ = [
     "LFS_POINTER",
     "GitError",
     "GitRunner",
+    "Login",
     "blob_sizes",
     "credential_header",
+    "diffed_entries",
     "lfs_pointers",
+    "not_ancestors",
     "output_lines",
     "redact",
     "redact_url",
     "repo_bytes",
+    "split_login",
+    "tree_entries",
 ]
 
 #: Transports a fetch may use (``protocol.<name>.allow=always``); every other is refused.
@@ -52,6 +64,57 @@ DEFAULT_TIMEOUT_S = 600.0
 #: A Git LFS pointer file starts with this line (https://github.com/git-lfs/git-lfs/blob/main/docs/spec.md).
 LFS_POINTER = b"version https://git-lfs.github.com/spec/v1"
 _USERINFO = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)[^/@\s]+@", re.IGNORECASE)
+
+
+#: ingestd's credential helper (a ``!`` helper: git runs it with ``sh -c``, ``get`` as
+#: its argument and the request on its standard input): the login in its environment,
+#: for the host it was given for and no other (a redirect to another host gets none).
+CREDENTIAL_HELPER = (
+    '!f() { test "$1" = get || exit 0; h=; '
+    'while IFS= read -r l && test -n "$l"; do case "$l" in host=*) h="${l#host=}";; esac; done; '
+    'test "$h" = "$INGESTD_GIT_HOST" || exit 0; '
+    'printf \'username=%s\\npassword=%s\\n\' "$INGESTD_GIT_USERNAME" "$INGESTD_GIT_PASSWORD"; '
+    "}; f"
+)
+_LOGIN_SCHEMES = ("http://", "https://")
+
+
+class Login(NamedTuple):
+    """A user name and password taken from a URL's user info, for the URL's host.
+
+    Attributes:
+        username: the user name, percent-decoded (a forge's token, when no password).
+        password: the password or token, percent-decoded (``""`` when none).
+        host: ``host[:port]`` of the URL, as git's credential protocol names it.
+    """
+
+    username: str
+    password: str
+    host: str
+
+
+def split_login(url: str) -> tuple[str, Login | None]:
+    """``url`` without the credential of its user info, and that credential.
+
+    An ``http``/``https`` URL loses its user info whole (a forge's token is often the
+    user name), returned as a :class:`Login`; an ``ssh`` URL loses a password (ssh runs
+    in batch mode and never takes one) and keeps its user name, which is no secret.
+    Every other URL or path is returned as it is.
+    """
+    scheme = next((p for p in (*_LOGIN_SCHEMES, "ssh://") if url.lower().startswith(p)), None)
+    if scheme is None:
+        return url, None
+    rest = url[len(scheme) :]
+    authority = re.split(r"[/?#]", rest, maxsplit=1)[0]
+    userinfo, at, host = authority.rpartition("@")
+    if not at:
+        return url, None
+    tail = rest[len(authority) :]
+    user, colon, password = userinfo.partition(":")
+    if scheme == "ssh://":
+        return f"{url[: len(scheme)]}{user}@{host}{tail}", None
+    login = Login(unquote(user), unquote(password) if colon else "", host)
+    return f"{url[: len(scheme)]}{host}{tail}", login
 
 
 class GitError(UnavailableError, OSError):
@@ -102,6 +165,7 @@ class GitRunner:
     Args:
         git_dir: the bare repository (``GIT_DIR``).
         header: an ``http.extraHeader`` value carrying a credential, or ``None``.
+        login: a URL's credential, answered by :data:`CREDENTIAL_HELPER`, or ``None``.
         secrets: strings redacted from every message (the credential's parts).
         timeout_s: longest one command may run, in seconds.
     """
@@ -111,13 +175,17 @@ class GitRunner:
         git_dir: Path,
         *,
         header: str | None = None,
+        login: Login | None = None,
         secrets: Sequence[str] = (),
         timeout_s: float = DEFAULT_TIMEOUT_S,
     ) -> None:
         self.git_dir = git_dir
         self.timeout_s = timeout_s
         self._secrets = [*secrets, header or ""]
+        if login is not None:  # a user name without a password is a token
+            self._secrets.append(login.password or login.username)
         self._header = header
+        self._login = login
 
     def env(self) -> dict[str, str]:
         """The environment every command runs with (a fresh dict; holds the credential)."""
@@ -135,6 +203,8 @@ class GitRunner:
         ]
         if self._header:
             settings.append(("http.extraHeader", self._header))
+        if self._login is not None:  # after the empty value, which clears the list
+            settings.append(("credential.helper", CREDENTIAL_HELPER))
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "HOME": str(home),
@@ -152,6 +222,10 @@ class GitRunner:
             "GIT_PROTOCOL_FROM_USER": "0",
             "GIT_CONFIG_COUNT": str(len(settings)),
         }
+        if self._login is not None:
+            env["INGESTD_GIT_USERNAME"] = self._login.username
+            env["INGESTD_GIT_PASSWORD"] = self._login.password
+            env["INGESTD_GIT_HOST"] = self._login.host
         if "SSH_AUTH_SOCK" in os.environ:  # an ssh agent the daemon was given
             env["SSH_AUTH_SOCK"] = os.environ["SSH_AUTH_SOCK"]
         for i, (k, v) in enumerate(settings):
@@ -233,3 +307,66 @@ def repo_bytes(git: GitRunner) -> int:
         if key in ("size", "size-pack"):
             kib += int(value.strip() or 0)
     return kib * 1024
+
+
+#: A tree entry: ``(mode, object id, size in bytes)`` (size 0 for a submodule).
+TreeEntry = tuple[str, str, int]
+
+
+def tree_entries(
+    git: GitRunner, commit: str, accepts: Callable[[str], bool]
+) -> dict[str, TreeEntry]:
+    """Every entry of ``commit``'s tree whose path ``accepts``: path -> :data:`TreeEntry`."""
+    raw: dict[str, TreeEntry] = {}
+    for item in git.run("ls-tree", "-r", "-z", "-l", "--full-tree", commit).split(b"\0"):
+        if not item:
+            continue
+        meta, _, raw_path = item.partition(b"\t")
+        mode, _kind, oid, size = meta.decode().split()
+        path = raw_path.decode("utf-8", "surrogateescape")
+        if accepts(path):
+            raw[path] = (mode, oid, 0 if size == "-" else int(size))
+    return raw
+
+
+def diffed_entries(
+    git: GitRunner,
+    before: dict[str, TreeEntry],
+    base: str,
+    commit: str,
+    accepts: Callable[[str], bool],
+) -> dict[str, TreeEntry]:
+    """``base``'s entries ``before`` with the diff of ``base`` and ``commit`` applied."""
+    raw = dict(before)
+    changed: dict[str, tuple[str, str]] = {}
+    out = git.run("diff-tree", "-r", "-z", "--no-renames", "--raw", base, commit)
+    parts = out.split(b"\0")
+    for meta, raw_path in zip(parts[0::2], parts[1::2], strict=False):
+        if not meta.startswith(b":"):
+            continue
+        _, new_mode, _, new_oid, status = meta[1:].decode().split()
+        path = raw_path.decode("utf-8", "surrogateescape")
+        if status == "D":
+            raw.pop(path, None)
+        elif accepts(path):
+            changed[path] = (new_mode, new_oid)
+    sizes = blob_sizes(git, sorted({o for m, o in changed.values() if m != "160000"}))
+    for path, (mode, oid) in changed.items():
+        raw[path] = (mode, oid, sizes.get(oid, 0))
+    return raw
+
+
+def not_ancestors(git: GitRunner, tip: str, commits: Iterable[str]) -> set[str]:
+    """Those of ``commits`` that are not ``tip`` or an ancestor of it.
+
+    One ``git cat-file --batch-check`` (a commit the repository lacks is not one) and
+    one ``git rev-list`` of the others against ``tip``, which walks back only to where
+    they meet ``tip``'s history.
+    """
+    wanted = sorted(set(commits) - {tip})
+    if not wanted:
+        return set()
+    known = set(blob_sizes(git, wanted))  # any object: its size
+    listed = "".join(f"{c}\n" for c in sorted(known)) + f"^{tip}\n"
+    off = set(output_lines(git.run("rev-list", "--stdin", input=listed.encode())))
+    return (set(wanted) - known) | (known & off)

@@ -48,8 +48,10 @@ class LocalFolder:
         return f"LocalFolder(name={self.name!r}, root={str(self.root)!r})"
 
     def missing(self) -> str | None:
-        """``"root <root> is missing"`` when the root is not a folder now, else ``None``."""
-        return None if self.root.is_dir() else f"root {self.root} is missing"
+        """Why the root cannot be listed (it is not a folder now), else ``None``."""
+        if self.root.is_dir():
+            return None
+        return f"ROOT MISSING: {self.root} is not a folder (unmounted, moved or deleted?)"
 
     def scan(self, under: str = "") -> Scan:
         """Every document under the root, or folder ``under`` (:func:`~.walk.scan`)."""

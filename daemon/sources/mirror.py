@@ -5,31 +5,86 @@
 so what they show of a git source is read here from the mirror's
 ``ingestd-fetch.json``, written by :class:`~ingestd.daemon.sources.git.GitSource`
 after every fetch. It holds no credential.
+
+A mirror's folder is named after its source, unique per name and the same for the
+same name (:func:`mirror_dir`): the name's characters that a folder name cannot hold
+become ``_``, and a digest of the exact name follows, so ``my book`` and ``my_book``
+never share a mirror. A mirror named as ingestd named them before
+(:func:`legacy_mirror_dir`, where those two did share one) is moved to its new folder
+when its source is opened (:func:`adopt_legacy_mirror`), its objects kept.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["STATE_FILE", "mirror_dir", "mirror_status"]
+__all__ = ["STATE_FILE", "adopt_legacy_mirror", "legacy_mirror_dir", "mirror_dir", "mirror_status"]
 
 #: The file in a mirror that records its fetches.
 STATE_FILE = "ingestd-fetch.json"
 _SAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
 
+#: Most characters of a source's name kept readable in its mirror's folder name.
+READABLE_CHARS = 64
+#: Hex digits of the name's SHA-256 in the folder name (64 bits: no two names collide).
+DIGEST_CHARS = 16
+
+
 def mirror_dir(state_dir: Path, name: str) -> Path:
-    """The bare mirror of git source ``name`` in ``state_dir`` (``git/<name>.git``)."""
+    """The bare mirror of git source ``name`` in ``state_dir``: ``git/<readable>-<digest>.git``.
+
+    ``readable`` is ``name`` with every run of characters other than ``A-Za-z0-9._-``
+    made ``_`` (at most :data:`READABLE_CHARS` of them, no leading dot), ``digest`` the
+    first :data:`DIGEST_CHARS` hex digits of the SHA-256 of the name's UTF-8 bytes: a
+    folder of its own for every name, the same one for the same name.
+    """
+    readable = _SAFE.sub("_", name)[:READABLE_CHARS].lstrip(".")
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
+    return state_dir / "git" / f"{readable}-{digest}.git"
+
+
+def legacy_mirror_dir(state_dir: Path, name: str) -> Path:
+    """Where ingestd placed the mirror of ``name`` before :func:`mirror_dir` (``git/<safe>.git``).
+
+    Names that differ only in characters a folder name cannot hold had one folder.
+    """
     return state_dir / "git" / (_SAFE.sub("_", name).strip("._") + ".git")
+
+
+def adopt_legacy_mirror(state_dir: Path, name: str) -> Path:
+    """The mirror folder of source ``name``, a mirror under its former name moved there.
+
+    When :func:`mirror_dir` holds no repository and :func:`legacy_mirror_dir` does, the
+    legacy folder is renamed (atomic, objects kept: nothing is fetched again). Of two
+    sources that shared a legacy folder, the first one opened takes it, and its next
+    fetch sets its refs to its own repository's; the other fetches anew.
+
+    Returns:
+        :func:`mirror_dir` of ``name``.
+    """
+    new = mirror_dir(state_dir, name)
+    old = legacy_mirror_dir(state_dir, name)
+    if old != new and not (new / "HEAD").exists() and (old / "HEAD").is_file():
+        try:
+            if new.is_dir():
+                new.rmdir()  # an empty folder left by an interrupted first fetch
+            os.rename(old, new)
+        except OSError:  # taken by another source, or the new folder holds something
+            pass
+    return new
 
 
 def mirror_status(root: Path) -> dict[str, Any] | None:
     """What ``status`` shows of the git source whose mirror is ``root``, else ``None``.
 
     Returns:
+        ``url`` (the repository's, redacted; ``None`` before a fetch recorded it),
         ``refs`` (each ``version``, ``ref``, ``commit`` of the last good fetch),
         ``fetched_at`` (seconds since the epoch), ``failing_since`` (fetches fail
         since then, else ``None``) and ``fetch_error`` (redacted), from the mirror's
@@ -42,6 +97,7 @@ def mirror_status(root: Path) -> dict[str, Any] | None:
     if not isinstance(st, dict):
         return None
     return {
+        "url": st.get("url"),
         "refs": list(st.get("refs") or []),
         "fetched_at": st.get("fetched_at"),
         "failing_since": st.get("failing_since"),

@@ -25,7 +25,7 @@ payloads hold one ``version`` at most (never a list).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ingestd.store.search.query import PENDING_KEY
@@ -37,6 +37,7 @@ __all__ = [
     "VERSION_KEY",
     "VERSION_SEP",
     "commit_of",
+    "commits_off",
     "document_key",
     "document_keys",
     "is_versioned",
@@ -96,6 +97,18 @@ def commit_of(source: Any, version: str) -> str | None:
     """The commit ``version`` of versioned ``source`` is at (its ``commit_of``), else ``None``."""
     fn = getattr(source, "commit_of", None)
     return fn(version) if callable(fn) else None
+
+
+def commits_off(source: Any, version: str, commits: Iterable[str]) -> set[str]:
+    """Those of ``commits`` that are not on the history of ``version`` of ``source`` now.
+
+    A commit a document was written at names where its text is in the version (payload
+    ``commit``); once the version's branch is rewritten (a force-push), the commits of
+    its documents whose files did not change may be on it no more. Asks the source's
+    ``commits_off``; a source without one (not versioned) has none.
+    """
+    fn = getattr(source, "commits_off", None)
+    return set(fn(version, commits)) if callable(fn) else set()
 
 
 def document_keys(payload: Mapping[str, Any]) -> list[str]:

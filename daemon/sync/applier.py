@@ -21,6 +21,7 @@ to the unit when it is unchanged, and supersedes the unit otherwise.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from ingestd.daemon.sources.versions import is_versioned
 from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext
@@ -37,6 +38,7 @@ from ingestd.daemon.sync.types import (
     SyncResult,
     UnreadableFile,
 )
+from ingestd.daemon.sync.write_parts import InFlight, embedded_texts
 from ingestd.daemon.sync.writer import GROUP_CHUNKS, GROUP_DOCS, Writer
 
 __all__ = ["Applier"]
@@ -105,7 +107,12 @@ class Applier:
         ctx = self.ctx
         source = plan.source
         res = SyncResult(
-            source, held=list(plan.held), root_missing=plan.root_missing, repaired=plan.repaired
+            source,
+            held=list(plan.held),
+            removed_versions=dict(plan.removed_versions),
+            root_missing=plan.root_missing,
+            why_missing=plan.why_missing,
+            repaired=plan.repaired,
         )
         self._leave_to_running(plan, res)
         queued = set(plan.index) | set(plan.delete) | {p for p, _ in plan.stat_only}
@@ -245,10 +252,11 @@ class Applier:
         written: list[str] = []
         source = plan.source
         git_commit = self.preparer.git_commit(source) if plan.index else None
-        group: list[PreparedDocument] = []
-        new_chunks = 0
+        group: list[PreparedDocument] = []  # the next group to write
+        after: list[PreparedDocument] = []  # prepared ahead of it (see _full)
         bytes_before = 0
         e0 = ctx.profiles.stats.embedded
+        per_call = ctx.profiles.profile_of(ctx.collection_of(source)).embedder.texts_per_call
 
         def report() -> None:
             prog.chunks_written = res.chunks_written
@@ -262,17 +270,49 @@ class Applier:
             ctx.checkpoints.report(prog)
 
         def flush() -> None:
-            nonlocal group, new_chunks, bytes_before
+            nonlocal group, after, bytes_before
             self.writer.write(
                 source, group, res, force=force, checkpoint=ctx.checkpoints.checkpoint,
-                progress=report,
+                progress=report, ahead=embedded_texts(after),
             )  # fmt: skip
             prog.docs_done += len(group)
             bytes_before += sum(p.size for p in group)
             written.extend(p.path for p in group)
-            group, new_chunks = [], 0
+            group, after = after, []
             report()
 
+        def add(prep: PreparedDocument) -> None:
+            if not _full(group):
+                group.append(prep)
+                return
+            after.append(prep)  # in flight: a nested sync leaves it to this one
+            self.writer.in_flight[(source, prep.path)] = InFlight(
+                source, prep.path, 0, 0, prep.size, "queued"
+            )
+            if _full(after) or sum(len(p.ids) for p in after) >= (per_call or 0):
+                flush()
+
+        try:
+            self._prepare_all(plan, res, prog, hand_off, git_commit, add)
+            while group:
+                flush()
+        finally:  # interrupted: what was prepared is not written
+            for prep in [*group, *after]:
+                self.writer.in_flight.pop((source, prep.path), None)
+        return written
+
+    def _prepare_all(
+        self,
+        plan: Plan,
+        res: SyncResult,
+        prog: SyncProgress,
+        hand_off: bool,
+        git_commit: str | None,
+        add: Callable[[PreparedDocument], None],
+    ) -> None:
+        """Prepare the documents of ``plan.index`` and give each to ``add`` (or hand it off)."""
+        ctx = self.ctx
+        source = plan.source
         queued = self._queued[-1][1]
         for rel in plan.index:
             if rel not in queued:
@@ -303,13 +343,7 @@ class Applier:
                 res.background.append(rel)
                 prog.docs_done += 1
                 continue
-            group.append(prep)
-            new_chunks += len(prep.ids)
-            if len(group) >= GROUP_DOCS or new_chunks >= GROUP_CHUNKS:
-                flush()
-        if group:
-            flush()
-        return written
+            add(prep)
 
     def _record_stats(self, plan: Plan, queued: set[str]) -> None:
         """Record the stat of documents whose bytes did not change (not taken over)."""
@@ -394,3 +428,13 @@ class Applier:
         ctx.manifest.delete_document(doc.id)
         res.deleted += 1
         res.chunks_deleted += len(ids)
+
+
+def _full(group: list[PreparedDocument]) -> bool:
+    """Whether ``group`` is whole: :data:`GROUP_DOCS` documents or :data:`GROUP_CHUNKS` chunks.
+
+    A whole group is written once the documents after it are prepared, up to one model
+    call's texts (or another whole group): their texts fill the group's last model call
+    (see :mod:`~ingestd.daemon.sync.writer`), and they begin the next group.
+    """
+    return len(group) >= GROUP_DOCS or sum(len(p.ids) for p in group) >= GROUP_CHUNKS

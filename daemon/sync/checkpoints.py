@@ -12,13 +12,18 @@ write slice reports to.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ingestd.daemon.sync.types import ProgressFn, SyncInterrupted, SyncProgress
 
 __all__ = ["HEARTBEAT_S", "Checkpoints"]
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: Seconds between checkpoints of a long planning, verify or chunking loop.
 HEARTBEAT_S = 0.5
@@ -60,6 +65,52 @@ class Checkpoints:
         """
         if self.stop.is_set() or time.monotonic() - self._last >= HEARTBEAT_S:
             self.checkpoint(serve_changes=False)
+
+    def wait_for(self, work: Callable[[], T], grace_s: float, what: str) -> T:
+        """``work()`` in a worker thread, with checkpoints on this thread meanwhile.
+
+        For work that cannot be sliced and that this (the engine) thread can only wait
+        for: chunking a big file, an embedding server's requests. Every
+        :data:`HEARTBEAT_S` seconds a checkpoint (searches only; the owner pings the
+        watchdog); a stop request raises at once, and the worker finishes on its own
+        (its result unused). Past ``grace_s`` seconds the checkpoints stop, with one
+        warning, so that work that hangs trips the systemd watchdog.
+
+        Args:
+            work: the work.
+            grace_s: seconds of checkpoints at most.
+            what: the work in words, for the warning (``chunking docs/a.md``).
+
+        Raises:
+            SyncInterrupted: a stop was requested.
+            Exception: what ``work`` raised.
+        """
+        box: list[Any] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                box.append(work())
+            except BaseException as exc:  # re-raised on the waiting thread
+                box.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name="ingestd-wait", daemon=True).start()
+        deadline = time.monotonic() + grace_s
+        overdue = False
+        while not done.wait(HEARTBEAT_S):
+            if self.stop.is_set():
+                raise SyncInterrupted("stop requested")
+            if time.monotonic() < deadline:
+                self.checkpoint(serve_changes=False)
+            elif not overdue:
+                overdue = True
+                logger.warning("%s takes over %.0f s", what, grace_s)
+        result = box[0]
+        if isinstance(result, BaseException):
+            raise result
+        return result  # type: ignore[no-any-return]
 
     def raise_if_stopped(self) -> None:
         """Raise ``SyncInterrupted`` when a stop was requested (no checkpoint call)."""

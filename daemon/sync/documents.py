@@ -13,6 +13,10 @@ File policy (a document that breaks it is *failed*: no chunks, its error in ``st
 * binary or not UTF-8 (see :func:`ingestd.chunkers.text.decode`), or a file its rule's
   reader cannot read (a malformed notebook, an encrypted PDF or one without a text
   layer, a file over a format's bounds: see :mod:`ingestd.chunkers.readers`);
+* a file that would become more text than it may (AsciiDoc attribute references, PDF
+  streams, HTML tables...: at most 8 characters per byte of the file, see
+  :mod:`ingestd.chunkers.readers.expansion`), found by its reader or its chunker as the
+  text is made, before it is all made;
 * text holding a private-key block or an access token;
 * a chunker error, or any other error while preparing this one document;
 * more than ``files.max_chunks`` chunks (a pathological file would otherwise hold the
@@ -200,6 +204,9 @@ def _chunk(
         chunks = rule.chunker.chunk_document(doc)
     except SyncInterrupted:
         raise
+    except UndecodableError as exc:  # over a format's bound while chunking (an expansion)
+        prep.error = str(exc)
+        return
     except Exception as exc:
         logger.exception("chunker %s failed on %s", rule.name, rel)
         prep.error = f"chunker {rule.name!r} failed: {type(exc).__name__}: {exc}"

@@ -9,8 +9,9 @@ a change batch, a rule change), a document that is big on disk
 lists in ``SyncResult.background``). The daemon then runs one :meth:`LongWrites.step`
 at a time: at the top of its queue, and at the checkpoints of other long work. A step
 is bounded: it polls the chunking of the file in a worker thread, or writes one slice
-(at most :data:`STEP_CHUNKS` chunks, one model call of about a second), or finishes
-the document. Between two steps the daemon answers searches and writes other files'
+(at most :data:`STEP_CHUNKS` chunks, one model call of about a second, or one call of
+an embedding server filled with the chunks of the next slices), or finishes the
+document. Between two steps the daemon answers searches and writes other files'
 changes, so a small edit waits for at most one slice.
 
 The units are written one after the other (first come, first served). The write
@@ -40,7 +41,13 @@ from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext
 from ingestd.daemon.sync.documents import PreparedDocument
 from ingestd.daemon.sync.preparer import Preparer
 from ingestd.daemon.sync.types import SyncResult, UnreadableFile
-from ingestd.daemon.sync.write_parts import DocWork, InFlight, fails_whole_batch
+from ingestd.daemon.sync.write_parts import (
+    DocWork,
+    InFlight,
+    embedded,
+    embedded_texts,
+    fails_whole_batch,
+)
 from ingestd.daemon.sync.writer import Writer
 
 __all__ = ["LONG_CHUNKS", "POLL_S", "STEP_CHUNKS", "LongWrite", "LongWrites", "wait_all"]
@@ -287,9 +294,17 @@ class LongWrites:
         per_call = self.ctx.profiles.profile_of(collection).embedder.texts_per_call
         n = min(writer_mod.SLICE_CHUNKS, STEP_CHUNKS, per_call or STEP_CHUNKS)
         part = [(u.work, r) for r in u.work.fresh[u.done : u.done + n]]
+        later = [embedded(u.work.prep, r.ordinal) for r in u.work.fresh[u.done + n :]]
+        following = (
+            v.prep
+            for v in self._units.values()
+            if v is not u and v.prep is not None and self.ctx.collection_of(v.source) == collection
+        )
+        nxt = next(following, None)  # the next unit already chunked: its texts fill the call
+        later += embedded_texts([nxt] if nxt is not None else [])
         stats = self.ctx.profiles.stats
         e0, r0 = stats.embedded, stats.reused
-        self.writer.upsert_slice(u.source, collection, part, u.result)
+        self.writer.upsert_slice(u.source, collection, part, u.result, later)
         u.result.embedded += stats.embedded - e0
         u.result.reused += stats.reused - r0
         u.done += len(part)

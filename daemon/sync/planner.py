@@ -3,17 +3,21 @@
 The fast path (DESIGN.md point 3): a document whose stat (size, mtime, ctime, inode)
 and rule fingerprint equal the manifest's is skipped unread; one whose bytes hash equal
 only gets its stat recorded. Paths that disappeared are deletions, or moves when a new
-path has the same content. A scan of a whole source goes through the mass-deletion
-guard, which holds the deletions of a scan that would delete too much (a vanished tree).
+path has the same content. A document of a version whose recorded commit is on the
+version's history no more (its branch was force-pushed, its file unchanged) is written
+again: its points then name a commit of the version, with their stored vectors. A scan
+of a whole source goes through the mass-deletion guard, which holds the deletions of a
+scan that would delete too much (a vanished tree).
 """
 
 from __future__ import annotations
 
 import logging
+import shlex
 from collections.abc import Callable, Iterable
 
 from ingestd.daemon.sources.base import FileStat, Scan, display_path, name_problem
-from ingestd.daemon.sources.versions import split_document
+from ingestd.daemon.sources.versions import commit_of, commits_off, is_versioned, split_document
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.rules import Rule
 from ingestd.daemon.sync.types import Plan
@@ -86,9 +90,13 @@ class Planner:
         if missing is not None:
             # an unmounted volume is not a deletion of every document: do nothing
             if source not in self.roots_missing:
-                logger.error("source %s: %s; nothing synced or deleted", source, missing)
+                # a repository before its first fetch is no error: it is on its way
+                pending = getattr(src, "first_fetch_pending", None)
+                level = logging.INFO if pending is not None and pending() else logging.ERROR
+                logger.log(level, "source %s: %s; nothing synced or deleted", source, missing)
             self.roots_missing.add(source)
             plan.root_missing = True
+            plan.why_missing = missing
             return plan
         if source in self.roots_missing:
             self.roots_missing.discard(source)
@@ -105,8 +113,15 @@ class Planner:
         new_links = self.ctx.links.observe(src, found, scope)
         if new_links and scope is not None:
             self._track_links(new_links)
+        off = self._commits_off(source, known)
         for rel, st in sorted(found.items()):
-            self._classify(plan, rel, st, known.get(rel), pending, full=full)
+            doc = known.get(rel)
+            moved = (
+                bool(off)
+                and doc is not None
+                and (split_document(src, rel)[0], doc.git_commit) in off
+            )
+            self._classify(plan, rel, st, doc, pending, full=full, rewrite=moved)
             self.ctx.checkpoints.heartbeat()
         # a document in a folder that cannot be read is not gone: it stays as it is
         gone = sorted(p for p in known if p not in found and not found.covers(p))
@@ -123,6 +138,34 @@ class Planner:
         if paths is None and not allow_mass_delete:
             self._guard(plan, known, found, pending)
         return plan
+
+    def _commits_off(self, source: str, known: dict[str, DocRow]) -> set[tuple[str, str | None]]:
+        """``(version, commit)`` of the documents whose commit is off their version now.
+
+        A versioned source's documents record the commit they were written at; after a
+        version's branch is rewritten, those its new commit does not descend from name a
+        commit the version no longer has (asked once per version, of the source).
+        """
+        src = self.ctx.source(source)
+        if not is_versioned(src):
+            return set()
+        by_version: dict[str, set[str]] = {}
+        for rel, doc in known.items():
+            version = split_document(src, rel)[0]
+            if version is not None and doc.git_commit and doc.state == "ok":
+                by_version.setdefault(version, set()).add(doc.git_commit)
+        off: set[tuple[str, str | None]] = set()
+        for version, commits in sorted(by_version.items()):
+            tip = commit_of(src, version)
+            if tip is None or commits <= {tip}:
+                continue
+            try:
+                off.update((version, c) for c in commits_off(src, version, commits))
+            except OSError as exc:  # git failed: the commits stay as they are until next time
+                logger.warning(
+                    "source %s: cannot check the commits of %s: %s", source, version, exc
+                )
+        return off
 
     def _track_links(self, inodes: set[int]) -> None:
         """Make the indexed names of ``inodes`` (hard links seen first in a change) known.
@@ -203,10 +246,14 @@ class Planner:
         pending: set[int],
         *,
         full: bool,
+        rewrite: bool = False,
     ) -> None:
-        """Put one present file into ``plan``: unchanged, stat-only or to index."""
+        """Put one present file into ``plan``: unchanged, stat-only or to index.
+
+        ``rewrite``: index it even when its bytes are unchanged (its commit moved off).
+        """
         rule = self.ctx.rule_of(plan.source, rel)
-        if not full and not _needs_work(doc, st, rule, pending):
+        if not full and not rewrite and not _needs_work(doc, st, rule, pending):
             plan.unchanged += 1
             return
         plan.sizes[rel] = st.size
@@ -219,6 +266,7 @@ class Planner:
         plan.hashes[rel] = h
         if (
             doc is not None
+            and not rewrite
             and doc.state != "new"
             and not (full and doc.state == "failed")  # the file policy may have changed
             and doc.id not in pending
@@ -251,8 +299,15 @@ class Planner:
         deletion however much of its text another version holds). Nor are documents
         never committed (state ``new``: a first write interrupted): their
         deletion only clears what that write left.
+
+        A versioned source is guarded version by version: the share is of the
+        documents of the version that loses them. A version whose ref is gone (a
+        deleted tag, a branch taken out of ``refs``) is what its owner asked for: its
+        documents are deleted, not held, and the plan says so
+        (:attr:`~ingestd.daemon.sync.types.Plan.removed_versions`), unless the
+        source has no version left at all (a repository that lost every ref looks
+        like an accident).
         """
-        n_known = len(known)
         src = self.ctx.source(plan.source)
 
         def version(rel: str) -> str | None:  # a move stays within its version
@@ -270,22 +325,62 @@ class Planner:
             if known[p].state == "new" or (version(p), known[p].content_hash) in kept
         )
         real = [p for p in plan.delete if p not in moved]
+        live = _live_versions(src)
+        gone_versions: dict[str, int] = {}
+        by_version: dict[str | None, list[str]] = {}
+        for p in real:
+            v = version(p)
+            if v is not None and live and v not in live:
+                gone_versions[v] = gone_versions.get(v, 0) + 1
+            else:
+                by_version.setdefault(v, []).append(p)
+        sizes: dict[str | None, int] = {}
+        for rel in known:
+            v = version(rel)
+            sizes[v] = sizes.get(v, 0) + 1
         md = self.ctx.cfg.mass_delete
-        if len(real) > md.min_count and len(real) > md.max_share * n_known:
-            logger.warning(
-                "source %s: holding %d deletions of %d documents (over %.0f%% and %d); "
-                "run `ingestd resync --allow-mass-delete` to apply them",
+        held = [
+            p
+            for v, paths in sorted(by_version.items(), key=lambda kv: str(kv[0]))
+            if len(paths) > md.min_count and len(paths) > md.max_share * sizes.get(v, 0)
+            for p in paths
+        ]
+        for v, n in sorted(gone_versions.items()):
+            logger.info(
+                "source %s: version %s is gone from the repository (its ref was deleted or "
+                "left out of refs): deleting its %d documents",
                 plan.source,
-                len(real),
-                n_known,
+                v,
+                n,
+            )
+        plan.removed_versions = gone_versions
+        if held:
+            hint = shlex.join(
+                ["ingestd", "resync", "--state-dir", str(self.ctx.state_dir)]
+                + ["--allow-mass-delete", plan.source]
+            )
+            logger.warning(
+                "source %s: holding %d deletions of %d documents (over %.0f%% and %d of %s); "
+                "run `%s` to apply them",
+                plan.source,
+                len(held),
+                len(known),
                 md.max_share * 100,
                 md.min_count,
+                "a version's documents" if live else "its documents",
+                hint,
             )
-            plan.held = real
-            plan.delete = [p for p in plan.delete if p in moved]
-            self.ctx.held[plan.source] = real
+            plan.held = held
+            plan.delete = [p for p in plan.delete if p not in set(held)]
+            self.ctx.held[plan.source] = held
         else:
             self.ctx.held.pop(plan.source, None)
+
+
+def _live_versions(src: object) -> set[str]:
+    """The versions a versioned source holds now (its refs), else an empty set."""
+    versions = getattr(src, "versions", None)
+    return set(versions()) if callable(versions) and is_versioned(src) else set()
 
 
 def _needs_work(doc: DocRow | None, st: FileStat, rule: Rule, pending: set[int]) -> bool:

@@ -9,13 +9,9 @@ from-scratch ingest of a whole source would store: the oracle ``verify`` compare
 
 from __future__ import annotations
 
-import logging
-import threading
-import time
 from typing import Any
 
 from ingestd.daemon.sources.versions import merge_versions, split_document
-from ingestd.daemon.sync.checkpoints import HEARTBEAT_S
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.documents import (
     PreparedDocument,
@@ -23,11 +19,9 @@ from ingestd.daemon.sync.documents import (
     sparse_vector,
     strip_provenance,
 )
-from ingestd.daemon.sync.types import SyncInterrupted, UnreadableFile
+from ingestd.daemon.sync.types import UnreadableFile
 
 __all__ = ["PREPARE_GRACE_S", "THREADED_PREPARE_BYTES", "Preparer"]
-
-logger = logging.getLogger(__name__)
 
 #: Files from this size on (bytes) are chunked in a worker thread while the engine thread
 #: keeps reaching checkpoints: a slow chunker on a big file takes seconds.
@@ -79,33 +73,9 @@ class Preparer:
         checkpoints = self.ctx.checkpoints
         if checkpoints.on_checkpoint is None or size < THREADED_PREPARE_BYTES:
             return self.prepare(source, rel, git_commit)
-        box: list[Any] = []
-        done = threading.Event()
-
-        def work() -> None:
-            try:
-                box.append(self.prepare(source, rel, git_commit))
-            except BaseException as exc:  # re-raised on the engine thread
-                box.append(exc)
-            finally:
-                done.set()
-
-        threading.Thread(target=work, name="ingestd-prepare", daemon=True).start()
-        deadline = time.monotonic() + PREPARE_GRACE_S
-        overdue = False
-        while not done.wait(HEARTBEAT_S):
-            if checkpoints.stop.is_set():
-                raise SyncInterrupted("stop requested")
-            if time.monotonic() < deadline:
-                checkpoints.checkpoint(serve_changes=False)
-            elif not overdue:
-                overdue = True
-                logger.warning("chunking %s takes over %.0f s", rel, PREPARE_GRACE_S)
-        result = box[0]
-        if isinstance(result, BaseException):
-            raise result
-        assert isinstance(result, PreparedDocument)
-        return result
+        return checkpoints.wait_for(
+            lambda: self.prepare(source, rel, git_commit), PREPARE_GRACE_S, f"chunking {rel}"
+        )
 
     def expected_points(
         self, source: str, sparse: dict[str, Any] | None = None

@@ -22,14 +22,18 @@ from ingestd.store.manifest.manifest import Manifest
 
 if TYPE_CHECKING:
     from ingestd.store.embedding.cache import EmbedStats
+    from ingestd.store.embedding.model import Endpoint
 
 __all__ = ["SECONDS_PER_EMBED_CALL", "EmbedFn", "ModelFactory", "Profiles", "Wrap"]
 
 logger = logging.getLogger(__name__)
 
-#: Target duration of one call of the embedding model, in seconds: calls shrink below
-#: ``embedding.batch_size`` texts when the machine is slow, so that pings and stop
-#: requests are never far apart.
+#: Target duration of one call of a local embedding model, in seconds: calls shrink
+#: below ``embedding.batch_size`` texts when the machine is slow, so that pings and stop
+#: requests are never far apart. Not for an embedding server: its calls are
+#: ``batch_size`` texts per request, ``concurrency`` requests at once (its
+#: configuration), and the engine serves searches and stop requests while they are in
+#: flight (:meth:`Profiles.call_model`).
 SECONDS_PER_EMBED_CALL = 1.0
 
 #: An embedding callable: texts -> ``(n, dim)`` float32 unit vectors.
@@ -146,7 +150,7 @@ class Profiles:
             # a remote backend sends `concurrency` requests of batch_size texts at once
             max_texts_per_call=cfg.embedding.batch_size
             * (cfg.embedding.concurrency if cfg.embedding.endpoint else 1),
-            seconds_per_call=SECONDS_PER_EMBED_CALL,
+            seconds_per_call=None if cfg.embedding.endpoint else SECONDS_PER_EMBED_CALL,
         )
         known = self._profiles.get(prof.key)
         if known is not None:
@@ -262,9 +266,35 @@ class Profiles:
         if not getattr(model, "loaded", True):
             self.checkpoints.set_phase(f"loading embedding model {profile.model.name}")
         try:
+            if profile.model.endpoint is not None:
+                return self.call_model(model, texts, profile.model.endpoint)
             return model(texts)
         finally:
             self.checkpoints.set_phase("indexing")
+
+    def call_model(self, model: EmbedFn, texts: Sequence[str], endpoint: Endpoint) -> Any:
+        """``model(texts)`` of an embedding server, with checkpoints while it is in flight.
+
+        A server's requests take what they take (a full batch of a loaded server: many
+        seconds), and nothing of this process works on them. So with an owner hooked
+        to the checkpoints (the daemon), the requests run in a worker thread while this
+        (the engine) thread reaches a checkpoint every half second
+        (:meth:`~ingestd.daemon.sync.checkpoints.Checkpoints.wait_for`): searches are
+        served and the watchdog is pinged, and a stop request returns at once (the
+        requests finish on their own; their vectors are not used). The checkpoints go
+        on for at most the time the endpoint's requests may take
+        (:func:`~ingestd.store.embedding.remote_backend.longest_call_s`); past it the
+        pings stop, so a call that hangs trips the systemd watchdog.
+
+        Raises:
+            SyncInterrupted: a stop was requested.
+        """
+        from ingestd.store.embedding.remote_backend import longest_call_s
+
+        if self.checkpoints.on_checkpoint is None:
+            return model(texts)
+        what = f"a call of {len(texts)} texts to {endpoint.url}"
+        return self.checkpoints.wait_for(lambda: model(texts), longest_call_s(endpoint), what)
 
     def instrument(self, wrap: Wrap) -> None:
         """Wrap every model call of every profile, present and future, with ``wrap``."""

@@ -23,7 +23,7 @@ point (:func:`plan_shared`).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,7 +38,7 @@ from ingestd.daemon.sources.versions import (
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.documents import PreparedDocument, sparse_vector
 from ingestd.daemon.sync.types import SyncResult
-from ingestd.daemon.sync.write_parts import DocWork, InFlight, vectors_from_store
+from ingestd.daemon.sync.write_parts import DocWork, InFlight, embedded, vectors_from_store
 from ingestd.store.manifest.manifest import ChunkRow
 from ingestd.store.search.query import PENDING_KEY
 
@@ -133,8 +133,12 @@ class SharedWriter:
         force: bool,
         checkpoint: Callable[[], None] | None,
         progress: Callable[[], None] | None,
+        ahead: Sequence[tuple[str, str]] = (),
     ) -> list[DocWork]:
         """Steps (a)-(d) but the commit for ``group``; returns the work to commit.
+
+        ``ahead``: ``(chunk_hash, embedded text)`` of the chunks written next, which fill
+        a part-empty model call (see :mod:`~ingestd.daemon.sync.writer`).
 
         Raises:
             SyncInterrupted: from ``checkpoint``; nothing of the group is committed.
@@ -170,7 +174,9 @@ class SharedWriter:
             n = sum(1 for pid in plan.fresh if chunk_of[pid][0] is w.prep)
             self.in_flight[(source, w.prep.path)] = InFlight(source, w.prep.path, 0, n, w.prep.size)
         ctx.manifest.add_pending_many(pending, shared=True)  # (a)
-        self._upsert_fresh(source, collection, plan, chunk_of, res, checkpoint, progress)  # (b)
+        self._upsert_fresh(
+            source, collection, plan, chunk_of, res, checkpoint, progress, ahead
+        )  # (b)
         if plan.fresh and checkpoint is not None:
             # a checkpoint may have served other writes of these points: plan the rest again
             fresh = set(plan.fresh)
@@ -234,18 +240,19 @@ class SharedWriter:
         res: SyncResult,
         checkpoint: Callable[[], None] | None,
         progress: Callable[[], None] | None,
+        ahead: Sequence[tuple[str, str]],
     ) -> None:
         from ingestd.store.vectors.base import Point
 
         ctx = self.ctx
         embedder = ctx.profiles.profile_of(collection).embedder
+        texts = [embedded(*chunk_of[pid]) for pid in plan.fresh]
         for k in range(0, len(plan.fresh), SLICE_POINTS):
             part = plan.fresh[k : k + SLICE_POINTS]
-            want = [
-                (prep.hashes[i], prep.chunks[i].embed_text)
-                for prep, i in (chunk_of[pid] for pid in part)
-            ]
-            vectors = embedder.vectors(want, vectors_from_store(ctx, collection))
+            later = [*texts[k + SLICE_POINTS :], *ahead]
+            vectors = embedder.vectors(
+                texts[k : k + SLICE_POINTS], vectors_from_store(ctx, collection), later
+            )
             now = ctx.now()
             points = []
             for pid in part:

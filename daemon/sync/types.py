@@ -48,10 +48,14 @@ class Plan:
         moves: ``(old, new)`` pairs among ``delete`` x ``index`` with equal content:
             re-keyed with vectors from the cache, never re-embedded.
         held: deletions held by the mass-deletion guard (not applied).
+        removed_versions: versions of a versioned source whose ref is gone -> the
+            number of their documents deleted (the owner's intent: never held).
         unchanged: documents skipped by the stat fast path or an equal hash.
         hashes: content hash of each path in ``index`` / ``stat_only`` when read.
         sizes: size in bytes of each path in ``index`` (for progress and its ETA).
-        root_missing: the source's root folder is missing (unmounted?): nothing planned.
+        root_missing: the source cannot be listed (a root folder that is missing, a
+            repository not fetched yet): nothing planned.
+        why_missing: why, in the source's words (``root_missing``), else ``None``.
         scan: planned from a scan of the whole source (the guard applied).
         repaired: what the check of the store before the scan repaired (counts), empty
             when the store and the manifest agreed.
@@ -66,10 +70,12 @@ class Plan:
     delete: list[str] = field(default_factory=list)
     moves: list[tuple[str, str]] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
+    removed_versions: dict[str, int] = field(default_factory=dict)
     unchanged: int = 0
     hashes: dict[str, str] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     root_missing: bool = False
+    why_missing: str | None = None
     scan: bool = False
     repaired: dict[str, int] = field(default_factory=dict)
     scope: list[str] = field(default_factory=list)
@@ -91,9 +97,11 @@ class Plan:
             "rekey": [{"from": o, "to": n} for o, n in sorted(self.moves)],
             "delete": sorted(p for p in self.delete if p not in moved_old),
             "held_deletes": sorted(self.held),
+            "removed_versions": dict(self.removed_versions),
             "stat_only": len(self.stat_only),
             "unchanged": self.unchanged,
             "root_missing": self.root_missing,
+            "why_missing": self.why_missing,
         }
 
 
@@ -108,6 +116,7 @@ class SyncResult:
         failed: documents recorded as failed (no chunks; their error in ``status``).
         retry: paths that could not be read (vanished or locked): retried later.
         held: deletions held by the mass-deletion guard.
+        removed_versions: see :class:`Plan` (deleted, never held).
         deferred: paths left for later because another job was writing them.
         background: long documents left to background writing (``LongWrites``): not
             written when the sync returns.
@@ -115,7 +124,8 @@ class SyncResult:
         chunks_deleted: points deleted.
         embedded: chunks embedded by the model.
         reused: vectors taken from the embedding cache or the store.
-        root_missing: the source's root folder is missing: nothing was synced.
+        root_missing: the source cannot be listed (see :class:`Plan`): nothing was synced.
+        why_missing: why, in the source's words (``root_missing``), else ``None``.
         interrupted: a stop request ended the sync before it was complete.
         repaired: what the check of the store repaired first (see :class:`Plan`).
         refused: paths whose points the store refused to write (recorded as failed
@@ -128,6 +138,7 @@ class SyncResult:
     failed: int = 0
     retry: list[str] = field(default_factory=list)
     held: list[str] = field(default_factory=list)
+    removed_versions: dict[str, int] = field(default_factory=dict)
     deferred: list[str] = field(default_factory=list)
     background: list[str] = field(default_factory=list)
     chunks_written: int = 0
@@ -135,6 +146,7 @@ class SyncResult:
     embedded: int = 0
     reused: int = 0
     root_missing: bool = False
+    why_missing: str | None = None
     interrupted: bool = False
     repaired: dict[str, int] = field(default_factory=dict)
     refused: list[str] = field(default_factory=list)

@@ -49,6 +49,7 @@ class VerifyReport:
     sparse: list[str] = field(default_factory=list)
     manifest: list[str] = field(default_factory=list)
     root_missing: bool = False
+    why_missing: str | None = None
     writing: list[str] = field(default_factory=list)
 
     @property
@@ -70,6 +71,7 @@ class VerifyReport:
             "expected": self.expected,
             "clean": self.clean,
             "root_missing": self.root_missing,
+            "why_missing": self.why_missing,
         }
         for k in ("missing", "orphans", "stale", "sparse", "manifest", "writing"):
             v = getattr(self, k)
@@ -123,6 +125,7 @@ class Verifier:
         if missing is not None:
             logger.warning("source %s: %s; not verified, nothing repaired", source, missing)
             rep.root_missing = True
+            rep.why_missing = missing
             return rep
         want_sparse: dict[str, Any] = {}
         expected, docs = self.preparer.expected_points(source, sparse=want_sparse)

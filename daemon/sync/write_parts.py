@@ -4,13 +4,14 @@
 one document's part of a write (:mod:`~ingestd.daemon.sync.writer`,
 :mod:`~ingestd.daemon.sync.long_writes`); :func:`fails_whole_batch` tells a document's
 own error from one of the store or the machine, :func:`vectors_from_store` finds
-vectors the embedding cache evicted.
+vectors the embedding cache evicted, :func:`embedded` and :func:`embedded_texts` give
+the ``(chunk_hash, text)`` pairs the embedder reads.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,14 @@ from ingestd.daemon.sync.documents import PreparedDocument
 from ingestd.daemon.sync.types import SyncInterrupted
 from ingestd.store.manifest.manifest import ChunkRow
 
-__all__ = ["DocWork", "InFlight", "fails_whole_batch", "vectors_from_store"]
+__all__ = [
+    "DocWork",
+    "InFlight",
+    "embedded",
+    "embedded_texts",
+    "fails_whole_batch",
+    "vectors_from_store",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +42,9 @@ class InFlight:
         chunks_done: new chunks of the document upserted so far.
         chunks_total: new chunks the document needs (kept chunks are not counted).
         size: the file's size, in bytes.
-        phase: ``writing``, or ``chunking`` while a long document is read and chunked
-            in the background.
+        phase: ``writing``; ``chunking`` while a long document is read and chunked in
+            the background; ``queued`` while it waits for its turn (a long document, or
+            one prepared ahead of the group being written).
     """
 
     source: str
@@ -108,6 +117,16 @@ def fails_whole_batch(exc: BaseException) -> bool:
     ):
         return True
     return type(exc).__module__.startswith("qdrant_client")
+
+
+def embedded(prep: PreparedDocument, ordinal: int) -> tuple[str, str]:
+    """``(chunk_hash, embedded text)`` of chunk ``ordinal`` of ``prep``: what the embedder reads."""
+    return prep.hashes[ordinal], prep.chunks[ordinal].embed_text
+
+
+def embedded_texts(docs: Iterable[PreparedDocument]) -> list[tuple[str, str]]:
+    """:func:`embedded` of every chunk of ``docs``, in order (texts a writer needs soon)."""
+    return [embedded(p, i) for p in docs for i in range(len(p.ids))]
 
 
 def vectors_from_store(ctx: SyncContext, collection: str) -> Callable[[list[str]], dict[str, Any]]:

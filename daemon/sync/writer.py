@@ -17,7 +17,11 @@ the marker only on ids the manifest holds as pending (the next write of the docu
 deletes or commits them; a scan hides them first, :meth:`Writer.hide_pending`).
 
 Steps (a) and (b) run slice by slice, at most :data:`SLICE_CHUNKS` chunks each (the
-pending ids of a slice are recorded just before its upsert). After every slice the
+pending ids of a slice are recorded just before its upsert). A slice's model call that
+its own texts leave part-empty is filled with the texts of the slices after it, and of
+the documents the caller will write next (``ahead``): their vectors wait in the
+embedding cache, so that the calls (an embedding server's requests) stay full across
+slices, groups and documents. After every slice the
 writer calls its *checkpoint*: the daemon pings the systemd watchdog, serves searches
 and other files' changes, and a stop request (SIGTERM) raises
 :class:`~ingestd.daemon.sync.types.SyncInterrupted` there. So no document, however
@@ -35,7 +39,7 @@ one that fails alone is committed as a failed document (no points, its error in
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from ingestd.daemon.sources.versions import is_versioned
@@ -46,6 +50,7 @@ from ingestd.daemon.sync.types import SyncResult
 from ingestd.daemon.sync.write_parts import (
     DocWork,
     InFlight,
+    embedded,
     fails_whole_batch,
     vectors_from_store,
 )
@@ -101,6 +106,7 @@ class Writer:
         force: bool = False,
         checkpoint: Callable[[], None] | None = None,
         progress: Callable[[], None] | None = None,
+        ahead: Sequence[tuple[str, str]] = (),
     ) -> None:
         """Write ``group`` (steps a-d) and count what was done into ``res``.
 
@@ -111,6 +117,8 @@ class Writer:
             force: re-upsert every point of the documents (repair), not only new ones.
             checkpoint: called after every slice; may raise ``SyncInterrupted``.
             progress: called after every slice, before ``checkpoint``.
+            ahead: ``(chunk_hash, embedded text)`` of the chunks written next (by a
+                later call): they fill a part-empty model call (see the module).
 
         A document whose own write fails is committed as failed instead (see the
         module docstring); the others are written.
@@ -122,7 +130,7 @@ class Writer:
         """
         counts = (res.chunks_written, res.chunks_deleted, res.indexed, res.failed)
         try:
-            self._write(source, group, res, force, checkpoint, progress)
+            self._write(source, group, res, force, checkpoint, progress, ahead)
             for prep in group:
                 self.ctx.failures.accepted(source, prep.path)
             return
@@ -167,6 +175,7 @@ class Writer:
         force: bool,
         checkpoint: Callable[[], None] | None,
         progress: Callable[[], None] | None,
+        ahead: Sequence[tuple[str, str]] = (),
     ) -> None:
         collection = self.ctx.collection_of(source)
         if is_versioned(self.ctx.source(source)):  # versions share points
@@ -174,7 +183,9 @@ class Writer:
             _ = self.ctx.resources.cache  # open the cache before the first lookup
             shared = SharedWriter(self.ctx, self.in_flight)
             try:
-                work = shared.write(source, collection, group, res, force, checkpoint, progress)
+                work = shared.write(
+                    source, collection, group, res, force, checkpoint, progress, ahead
+                )
                 self._commit(work, res)
             finally:
                 for prep in group:
@@ -184,8 +195,10 @@ class Writer:
         try:
             self.refresh_kept(source, collection, work, checkpoint)
             todo = [(w, r) for w in work for r in w.fresh]
+            texts = [embedded(w.prep, r.ordinal) for w, r in todo]
             for i in range(0, len(todo), SLICE_CHUNKS):
-                self.upsert_slice(source, collection, todo[i : i + SLICE_CHUNKS], res)
+                later = [*texts[i + SLICE_CHUNKS :], *ahead]
+                self.upsert_slice(source, collection, todo[i : i + SLICE_CHUNKS], res, later)
                 if progress is not None:
                     progress()
                 if checkpoint is not None:
@@ -262,9 +275,18 @@ class Writer:
         return DocWork(prep, doc_id, rows, fresh, stale)
 
     def upsert_slice(
-        self, source: str, collection: str, part: list[tuple[DocWork, ChunkRow]], res: SyncResult
+        self,
+        source: str,
+        collection: str,
+        part: list[tuple[DocWork, ChunkRow]],
+        res: SyncResult,
+        ahead: Sequence[tuple[str, str]] = (),
     ) -> None:
-        """Steps (a) and (b) for one slice of new points (at most :data:`SLICE_CHUNKS`)."""
+        """Steps (a) and (b) for one slice of new points (at most :data:`SLICE_CHUNKS`).
+
+        ``ahead``: ``(chunk_hash, embedded text)`` of the chunks written next, which
+        fill a part-empty model call (see the module docstring).
+        """
         from ingestd.store.search.query import PENDING_KEY
         from ingestd.store.vectors.base import Point
 
@@ -274,8 +296,8 @@ class Writer:
         for w, r in part:
             pending.setdefault(w.doc_id, []).append(r)
         ctx.manifest.add_pending_many(pending)  # (a)
-        want = [(w.prep.hashes[r.ordinal], w.prep.chunks[r.ordinal].embed_text) for w, r in part]
-        vectors = embedder.vectors(want, vectors_from_store(ctx, collection))
+        want = [embedded(w.prep, r.ordinal) for w, r in part]
+        vectors = embedder.vectors(want, vectors_from_store(ctx, collection), ahead)
         now = ctx.now()
         points = []
         for w, r in part:

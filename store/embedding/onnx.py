@@ -1,28 +1,31 @@
-"""The ONNX backends at run time: the exported graph, made on first use, then run.
+"""The ONNX backends at run time: the model's graph, made on first use, then run.
 
 Importing this module imports neither torch nor onnxruntime; the session is opened on
 the first text that needs a vector. Running a graph is
 :class:`ingestd.store.embedding.onnx_runtime.OnnxRunner`'s part; making it is
 :mod:`ingestd.store.embedding.onnx_export`'s.
 
-The first use on a machine exports the model (about 25 s and 1.3 GB of memory on 2
-cores, once: the file is cached). For the float32 graph, which makes torch's vectors,
-that export never holds anything up: it runs in a process of its own (so its memory goes
-back to the system when it ends, and a process that exits meanwhile leaves no thread
-inside torch), and the texts that come meanwhile are embedded by torch (the same
-vectors, within the bound the export checks); the graph takes over when it is ready. A
-later process finds the file cached and never imports torch. If the export fails, torch
-goes on embedding, and one warning says why.
+The first use on a machine makes the graph, once (the file is cached), in a process of
+its own, so that its memory goes back to the system when it ends:
 
-The export is started by :meth:`OnnxEmbedder.load` (the daemon preloads its model at
-start) and by a call that embeds more than one text (ingest work); a call with one text
-(a search's query) uses torch and starts nothing, so a one-shot ``ingestd search`` does
-not leave a 25-second export behind it.
+* a BERT model's graph (the bundled model's) is built from its weights, without torch
+  (about 10 s and 0.5 GB on 2 cores: ``bench/first_run.py``); the first text waits for it;
+* any other model's is exported through torch (the ``torch`` extra; about 25 s and 1.3
+  GB), and that export holds nothing up: the texts that come meanwhile are embedded by
+  torch (the same vectors, within the bound the export checks) and the graph takes over
+  when it is ready. If the export fails, torch goes on embedding, and one warning says
+  why. It is started by :meth:`OnnxEmbedder.load` (the daemon preloads its model at
+  start) and by a call that embeds more than one text; a call with one text (a search's
+  query) uses torch and starts nothing, so a one-shot ``ingestd search`` does not leave
+  a 25-second export behind it.
+
+A later process finds the file cached and makes nothing.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
 import tempfile
@@ -34,17 +37,82 @@ from typing import TYPE_CHECKING, Any
 from ingestd.store.embedding.backends import default_cache_dir
 from ingestd.store.embedding.onnx_runtime import OnnxRunner
 from ingestd.store.embedding.recipes import RECIPES
+from ingestd.store.embedding.torch_export import torch_missing
 
 if TYPE_CHECKING:
     from ingestd.store.embedding.model import ModelInfo, Vectors
 
-__all__ = ["OnnxEmbedder"]
+__all__ = ["OnnxEmbedder", "graph_process", "make_graph"]
 
 logger = logging.getLogger(__name__)
 
 
+def _own_recipe(info: ModelInfo) -> bool:
+    """Whether ``info``'s recipe is the one ``model_info`` gives its name and backend.
+
+    The backend's own, or the same through torch; a process of its own can make it from
+    the model's name. Another (benchmarks) is made where it is asked for.
+    """
+    own = RECIPES.get(info.backend)
+    return own is not None and info.recipe in (own, own.through_torch)
+
+
+def graph_process(info: ModelInfo, cache_dir: Path, stderr: Any) -> subprocess.Popen[bytes]:
+    """The process that makes ``info``'s graph into ``cache_dir`` (``onnx_export.main``).
+
+    Args:
+        info: a model whose recipe is its backend's own (see :func:`make_graph`).
+        cache_dir: the cache folder.
+        stderr: where the process writes its log (a file object).
+    """
+    env = dict(os.environ)
+    # numpy's BLAS threads spin while they wait: on a busy machine one thread ran the
+    # float64 reference four times as fast as two
+    env.setdefault("OPENBLAS_NUM_THREADS", "1")
+    cmd = [sys.executable, "-m", "ingestd.store.embedding.onnx_export"]
+    # the model's name: model_info resolves it again, to the same file name
+    how = ["torch"] if info.recipe is not None and info.recipe.exporter != "builder" else []
+    return subprocess.Popen(
+        [*cmd, info.name, info.backend, str(cache_dir), *how],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=stderr,
+        env=env,
+    )
+
+
+def make_graph(info: ModelInfo, cache_dir: Path) -> tuple[Path, dict[str, Any]]:
+    """The ONNX file of ``info`` and its record, made into the cache first if it lacks it.
+
+    The backend's own recipe is made by a process of its own (:func:`graph_process`),
+    which this call waits for, so that the build's memory (about 0.5 GB for the bundled
+    model, 1.3 GB through torch) goes back to the system when it ends; another recipe
+    (benchmarks) is made in this process.
+
+    Raises:
+        ingestd.store.embedding.onnx_export.ExportError: the graph cannot be made (the
+            process's last line says why).
+    """
+    from ingestd.store.embedding.onnx_export import ExportError, cached_export, ensure_exported
+
+    if info.recipe is not None and info.recipe.exporter != "builder":
+        why = torch_missing(info)
+        if why is not None:
+            raise ExportError(why)
+    if _own_recipe(info) and cached_export(info, cache_dir) is None:
+        logger.info("making the ONNX graph of %s (once: cached in %s)", info.name, cache_dir)
+        with tempfile.TemporaryFile() as err:
+            code = graph_process(info, cache_dir, err).wait()
+            err.seek(0)
+            lines = err.read().decode(errors="replace").strip().splitlines()
+        if code != 0:
+            raise ExportError(lines[-1] if lines else f"exit status {code}")
+        logger.info("%s", lines[-1] if lines else f"made the ONNX graph of {info.name}")
+    return ensure_exported(info, cache_dir)
+
+
 class OnnxEmbedder(OnnxRunner):
-    """An exported model run by onnxruntime on the CPU; same interface as the torch one.
+    """A model's ONNX graph run by onnxruntime on the CPU; same interface as the torch one.
 
     Args:
         info: the model with an ONNX backend (see
@@ -54,9 +122,10 @@ class OnnxEmbedder(OnnxRunner):
         batch_size: accepted for the torch embedder's interface; each text runs
             alone (see below).
         threads: texts run at once, one thread each, or ``None`` for one per core.
-        background_export: for the backend's own float32 graph not exported yet,
-            export it in a process of its own and embed with torch meanwhile (see
-            the module docstring); ``False``: the first text waits for the export.
+        background_export: for the backend's own float32 graph of a model exported
+            through torch and not exported yet, export it in a process of its own and
+            embed with torch meanwhile (see the module docstring); ``False``: the first
+            text waits for the export. A built graph is always waited for.
 
     Returns ``(n, dim)`` float32 L2-normalised vectors, like
     :class:`ingestd.store.embedding.sentence_transformer.SentenceTransformerEmbedder`.
@@ -80,11 +149,15 @@ class OnnxEmbedder(OnnxRunner):
     ) -> None:
         self.cache_dir = Path(cache_dir) if cache_dir is not None else default_cache_dir()
         super().__init__(info, locate=self.export, batch_size=batch_size, threads=threads)
-        # the child process exports the backend's own recipe; other recipes (benchmarks)
-        # and the quantised graph are exported in this process, at first use
-        own = info.recipe is not None and info.recipe == RECIPES.get(info.backend)
-        quantised = info.recipe is not None and info.recipe.quant is not None
-        self.background_export = background_export and own and not quantised
+        recipe = info.recipe
+        self.background_export = (
+            background_export
+            and _own_recipe(info)
+            and recipe is not None
+            and recipe.exporter != "builder"
+            and recipe.quant is None
+            and torch_missing(info) is None
+        )
         self._fallback: Any = None  # torch's embedder while the export runs
         self._exporting: subprocess.Popen[bytes] | None = None
         self._export_err: Any = None  # the child's stderr (a temporary file)
@@ -103,17 +176,14 @@ class OnnxEmbedder(OnnxRunner):
         return emb
 
     def export(self) -> Path:
-        """The ONNX file of the model, exported into the cache first if it lacks it.
+        """The ONNX file of the model, made into the cache first if it lacks it.
 
-        Called once, when the session is opened.
+        Called once, when the session is opened (:func:`make_graph`).
 
         Raises:
-            ingestd.store.embedding.onnx_export.ExportError: the export failed.
+            ingestd.store.embedding.onnx_export.ExportError: the graph cannot be made.
         """
-        from ingestd.store.embedding.onnx_export import ensure_exported
-
-        path, _ = ensure_exported(self.info, self.cache_dir)
-        return path
+        return make_graph(self.info, self.cache_dir)[0]
 
     # -- the graph, or torch while it is made ---------------------------------------------
 
@@ -132,19 +202,12 @@ class OnnxEmbedder(OnnxRunner):
         if self._exporting is not None:
             return
         logger.info(
-            "exporting %s to ONNX in the background (once, about 25 s); torch embeds "
-            "meanwhile (the same vectors)",
+            "exporting %s to ONNX through torch in the background (once, about 25 s); "
+            "torch embeds meanwhile (the same vectors)",
             self.info.name,
         )
-        model = self.info.name  # what model_info resolves again: the same artifact name
-        cmd = [sys.executable, "-m", "ingestd.store.embedding.onnx_export"]
         self._export_err = tempfile.TemporaryFile()
-        self._exporting = subprocess.Popen(
-            [*cmd, model, self.info.backend, str(self.cache_dir)],
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.DEVNULL,
-            stderr=self._export_err,
-        )
+        self._exporting = graph_process(self.info, self.cache_dir, self._export_err)
 
     @property
     def loaded_graph(self) -> bool:

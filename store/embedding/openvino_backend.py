@@ -34,8 +34,8 @@ class OpenVinoBackend(OnnxBackend):
     """
 
     name = "openvino"
-    requires = ("openvino", "onnxruntime", "onnx")
-    install_hint = "pip install openvino onnxruntime onnx"
+    requires = ("openvino", "onnxruntime", "onnx", "safetensors")
+    install_hint = "pip install openvino onnxruntime onnx safetensors"
     recipe = RECIPES["openvino"]
     embedder = "ingestd.store.embedding.openvino:OpenVinoEmbedder"
 

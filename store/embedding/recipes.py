@@ -1,20 +1,25 @@
 """How the ONNX backends' graphs are made: :class:`OnnxRecipe`, and the int8 settings.
 
-Every field of a recipe changes the graph, and so the vectors: a recipe is part of the
-model fingerprint of the ``onnx`` and ``onnx-int8`` backends
-(:mod:`ingestd.store.embedding.onnx_backend`). This module imports nothing heavy.
+Every field of a recipe changes the graph: a recipe names the graph's file in the cache
+(:func:`ingestd.store.embedding.onnx_cache.artifact_path`) and is part of the model
+fingerprint of ``onnx-int8``, whose vectors are its own. The float32 graphs make the
+reference's vectors whatever their recipe, so ``onnx`` and ``openvino`` have the model
+files' fingerprint (:mod:`ingestd.store.embedding.onnx_backend`). This module imports
+nothing heavy.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any, Literal
 
 __all__ = [
+    "BUILDER_VERSION",
     "INT8_SETTINGS",
     "RECIPES",
+    "TORCH_EXPORT",
     "OnnxRecipe",
     "QuantSettings",
     "derived_fingerprint",
@@ -61,32 +66,53 @@ class OnnxRecipe:
     """How the ONNX graph of a model is made; every field is part of the fingerprint.
 
     Attributes:
-        opset: ONNX opset of the export.
-        exporter: ``torchscript`` (``torch.onnx.export(..., dynamo=False)``, whose graph
-            onnxruntime's optimizer fuses fully) or ``dynamo``.
-        attention: the transformers attention implementation traced (``eager``: the
-            plain matmul-softmax-matmul that the optimizer recognises as one op).
+        opset: ONNX opset of the graph.
+        exporter: ``builder`` (ingestd's own graph of a BERT model, written from its
+            weights with the ``onnx`` package: :mod:`ingestd.store.embedding.bert_graph`,
+            no torch), ``torchscript`` (``torch.onnx.export(..., dynamo=False)`` of the
+            model's own code, whose graph onnxruntime's optimizer fuses fully; the ``torch``
+            extra) or ``dynamo``.
+        attention: the attention written: ``eager``, the plain matmul-softmax-matmul that
+            the optimizer recognises as one op (for the torch exporters, the
+            transformers attention implementation traced).
         fusion: ``model_type`` given to ``onnxruntime.transformers.optimizer`` (``bert``
             fuses embeddings + layer norm, attention, GELU, skip + layer norm), or
-            ``None`` for the exported graph as is.
+            ``None`` for the graph as made.
         quant: int8 quantisation, or ``None`` for float32.
+        builder: the version of ingestd's graph builder (``exporter="builder"``): a new
+            version is a new graph, under a new name. 0 for the torch exporters, and then
+            left out of :meth:`as_dict`, so that the recipes made before the builder keep
+            their fingerprints.
     """
 
     opset: int = 17
-    exporter: Literal["torchscript", "dynamo"] = "torchscript"
+    exporter: Literal["builder", "torchscript", "dynamo"] = "torchscript"
     attention: str = "eager"
     fusion: str | None = "bert"
     quant: QuantSettings | None = field(default=None)
+    builder: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         """The recipe as JSON-ready data (what the fingerprint hashes)."""
-        return asdict(self)
+        data = asdict(self)
+        if not self.builder:
+            del data["builder"]
+        return data
 
     @property
     def float32(self) -> OnnxRecipe:
         """The float32 recipe this one quantises (itself when not quantised)."""
-        return OnnxRecipe(self.opset, self.exporter, self.attention, self.fusion)
+        return replace(self, quant=None)
 
+    @property
+    def through_torch(self) -> OnnxRecipe:
+        """This recipe with the graph exported through torch (for a model the builder lacks)."""
+        exporter = "torchscript" if self.exporter == "builder" else self.exporter
+        return replace(self, exporter=exporter, builder=0)
+
+
+#: The version of the graph builder the recipes below name (see ``OnnxRecipe.builder``).
+BUILDER_VERSION = 1
 
 #: The int8 settings of ``onnx-int8``, chosen by ``bench/ingest.py``
 #: (docs/guides/backends.md): ``quant_pre_process`` first, uint8 activations per tensor,
@@ -94,12 +120,17 @@ class OnnxRecipe:
 #: quantised, no node excluded.
 INT8_SETTINGS = QuantSettings()
 
-#: The recipe of each ONNX backend.
+#: The recipe of each ONNX backend: the graph built by ingestd from the model's weights.
+#: A model the builder does not know is exported through torch instead
+#: (:attr:`OnnxRecipe.through_torch`, chosen by the backend's ``model_info``).
 RECIPES: dict[str, OnnxRecipe] = {
-    "onnx": OnnxRecipe(),
-    "openvino": OnnxRecipe(),  # the ``onnx`` graph, run by OpenVINO
-    "onnx-int8": OnnxRecipe(quant=INT8_SETTINGS),
+    "onnx": OnnxRecipe(exporter="builder", builder=BUILDER_VERSION),
+    "openvino": OnnxRecipe(exporter="builder", builder=BUILDER_VERSION),  # run by OpenVINO
+    "onnx-int8": OnnxRecipe(exporter="builder", builder=BUILDER_VERSION, quant=INT8_SETTINGS),
 }
+
+#: The recipe every ONNX backend had before the builder: the graph exported through torch.
+TORCH_EXPORT = OnnxRecipe()
 
 
 def derived_fingerprint(source: str, backend: str, recipe: OnnxRecipe) -> str:

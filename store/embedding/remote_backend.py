@@ -62,6 +62,7 @@ __all__ = [
     "OpenAIBackend",
     "RemoteEmbedder",
     "embeddings_url",
+    "longest_call_s",
 ]
 
 logger = logging.getLogger(__name__)
@@ -120,6 +121,15 @@ def embeddings_url(url: str) -> str:
     if not base.endswith("/embeddings"):
         base += "/embeddings"
     return base + sep + query
+
+
+def longest_call_s(endpoint: Endpoint) -> float:
+    """Seconds one call of at most ``batch_size * concurrency`` texts may take, at most.
+
+    Its requests run at once, each tried ``retries + 1`` times for at most ``timeout_s``
+    seconds a try, with at most :data:`MAX_RETRY_WAIT_S` between two tries.
+    """
+    return (endpoint.retries + 1) * endpoint.timeout_s + endpoint.retries * MAX_RETRY_WAIT_S
 
 
 def _source(model: str, dimensions: int) -> str:
@@ -234,7 +244,9 @@ class RemoteEmbedder:
                 headers[ep.api_key_header] = (
                     f"Bearer {key}" if ep.api_key_header.lower() == "authorization" else key
                 )
-            limits = httpx.Limits(max_connections=ep.concurrency)
+            # one connection more than the requests of a call: a search's query,
+            # served while a call is in flight, does not wait for one of them
+            limits = httpx.Limits(max_connections=ep.concurrency + 1)
             self._client = httpx.Client(
                 headers=headers, timeout=httpx.Timeout(ep.timeout_s), limits=limits
             )

@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from ingestd.store.embedding.backends import BackendUnavailableError
+from ingestd.store.embedding.bert import TORCH_EXTRA
 from ingestd.store.embedding.model import ModelInfo, Vectors
 
 __all__ = ["ONEDNN_PRIMITIVE_CACHE_CAPACITY", "SentenceTransformerEmbedder"]
@@ -50,6 +52,8 @@ class SentenceTransformerEmbedder:
 
     Raises:
         ValueError: ``info`` is not a local model folder.
+        ingestd.store.embedding.backends.BackendUnavailableError: (on the first text)
+            the ``torch`` extra is not installed.
     """
 
     def __init__(
@@ -91,9 +95,15 @@ class SentenceTransformerEmbedder:
                         ONEDNN_PRIMITIVE_CACHE_CAPACITY
                     )
                 t0 = time.monotonic()
-                import torch
-                import transformers
-                from sentence_transformers import SentenceTransformer
+                try:
+                    import torch
+                    import transformers
+                    from sentence_transformers import SentenceTransformer
+                except ImportError as exc:
+                    raise BackendUnavailableError(
+                        f"embedding with torch needs the torch extra ({exc.name} is not "
+                        f"installed): {TORCH_EXTRA}"
+                    ) from None
 
                 transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]
 

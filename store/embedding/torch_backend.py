@@ -1,7 +1,9 @@
 """The ``torch`` backend: the model run by sentence-transformers (PyTorch, float32).
 
-The default backend. Its fingerprint is the model files' fingerprint alone, as it was
-before backends existed, so stores made then stay valid. Its embedder,
+The reference every other backend's vectors are checked against. It needs the ``torch``
+extra (``pip install 'ingestd[torch]'``: torch, transformers, sentence-transformers),
+which the default install leaves out. Its fingerprint is the model files' fingerprint
+alone, as it was before backends existed, so stores made then stay valid. Its embedder,
 :class:`~ingestd.store.embedding.sentence_transformer.SentenceTransformerEmbedder`, is
 imported when loaded; torch itself on the first text.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ingestd.store.embedding.bert import TORCH_EXTRA
 from ingestd.store.embedding.spec import Embedder, FolderBackend
 
 if TYPE_CHECKING:
@@ -24,7 +27,8 @@ class TorchBackend(FolderBackend):
     """The spec of the ``torch`` backend (see the module docstring)."""
 
     name = "torch"
-    requires = ()  # sentence-transformers and torch are ingestd's own dependencies
+    requires = ("torch", "transformers", "sentence_transformers")
+    install_hint = TORCH_EXTRA
     cpu_only = False
 
     def fingerprint(self, source: str, recipe: OnnxRecipe | None = None) -> str:

@@ -11,7 +11,19 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-__all__ = ["ManifestReader"]
+__all__ = ["SOURCE_POINTS_SQL", "ManifestReader"]
+
+#: The points a source's documents hold, committed and pending apart (bind ``:source``;
+#: rows of ``(pending, points)``). Distinct point ids: a chunk that several versions of
+#: a versioned source hold at the same path is one point, however many documents (one
+#: per version) record it. The one definition of what the store should hold for a
+#: source, read by the writer's store check
+#: (:meth:`~ingestd.store.manifest.sources.SourceRecords.collection_counts`) and by
+#: ``status`` with or without SQLAlchemy (:meth:`ManifestReader.counts`).
+SOURCE_POINTS_SQL = (
+    "SELECT c.pending, count(DISTINCT c.point_id) FROM chunks c "
+    "JOIN documents d ON d.id = c.doc_id WHERE d.source = :source GROUP BY c.pending"
+)
 
 
 class ManifestReader(Protocol):
@@ -26,7 +38,10 @@ class ManifestReader(Protocol):
         ...
 
     def counts(self, source: str) -> dict[str, int]:
-        """``documents``, ``chunks``, ``pending``, ``failed`` of a source."""
+        """``documents``, ``chunks``, ``pending``, ``failed`` of a source.
+
+        ``chunks`` and ``pending`` count points (:data:`SOURCE_POINTS_SQL`).
+        """
         ...
 
     def integrity_problem(self) -> str | None:

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
-from sqlalchemy import delete, func, insert, select, update
+from sqlalchemy import Connection, delete, func, insert, select, text, update
 
 from ingestd.store.manifest.database import C, D, ManifestDatabase, S
+from ingestd.store.manifest.reader import SOURCE_POINTS_SQL
 
 __all__ = ["PointRecord", "SourceRecords"]
 
@@ -32,6 +33,12 @@ class PointRecord(NamedTuple):
     ordinal: int
     start_char: int
     end_char: int
+
+
+def _points(conn: Connection, source: str) -> tuple[int, int]:
+    """``(committed, pending)`` points of ``source`` (:data:`SOURCE_POINTS_SQL`)."""
+    by = {bool(p): int(n) for p, n in conn.execute(text(SOURCE_POINTS_SQL), {"source": source})}
+    return by.get(False, 0), by.get(True, 0)
 
 
 def _collection_sources(collection: str) -> Any:
@@ -96,17 +103,17 @@ class SourceRecords(ManifestDatabase):
     def collection_counts(self, collection: str) -> tuple[int, int]:
         """``(committed, pending)`` point ids of every source recorded with ``collection``.
 
-        Distinct ids: a point that versions of a document share is one point.
+        Each source's points as :data:`~ingestd.store.manifest.reader.SOURCE_POINTS_SQL`
+        counts them (a point that versions of a document share is one point); a point id
+        names its source, so no two sources hold one.
         """
+        committed = pending = 0
         with self.engine.connect() as conn:
-            rows = conn.execute(
-                select(C.c.pending, func.count(func.distinct(C.c.point_id)))
-                .join(D, D.c.id == C.c.doc_id)
-                .where(D.c.source.in_(_collection_sources(collection)))
-                .group_by(C.c.pending)
-            ).all()
-        by = {bool(p): int(n) for p, n in rows}
-        return by.get(False, 0), by.get(True, 0)
+            names = conn.execute(select(S.c.name).where(S.c.collection == collection))
+            for (name,) in names.all():
+                c, p = _points(conn, name)
+                committed, pending = committed + c, pending + p
+        return committed, pending
 
     def point_index(self, collection: str) -> dict[str, tuple[str, str, bool]]:
         """Every recorded point of ``collection``: id -> ``(source, path, pending)``."""
@@ -163,7 +170,8 @@ class SourceRecords(ManifestDatabase):
     def counts(self, source: str) -> dict[str, int]:
         """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source.
 
-        ``chunks`` and ``pending`` count distinct point ids (versions share points).
+        ``chunks`` and ``pending`` count points
+        (:data:`~ingestd.store.manifest.reader.SOURCE_POINTS_SQL`: versions share points).
         """
         with self.engine.connect() as conn:
             docs = conn.execute(
@@ -174,17 +182,11 @@ class SourceRecords(ManifestDatabase):
                 .select_from(D)
                 .where(D.c.source == source, D.c.state == "failed")
             ).scalar_one()
-            chunks = conn.execute(
-                select(C.c.pending, func.count(func.distinct(C.c.point_id)))
-                .join(D, D.c.id == C.c.doc_id)
-                .where(D.c.source == source)
-                .group_by(C.c.pending)
-            ).all()
-        by = {bool(p): int(n) for p, n in chunks}
+            committed, pending = _points(conn, source)
         return {
             "documents": int(docs),
-            "chunks": by.get(False, 0),
-            "pending": by.get(True, 0),
+            "chunks": committed,
+            "pending": pending,
             "failed": int(failed),
         }
 

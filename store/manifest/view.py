@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from ingestd.store.common.damage import StateDamagedError, is_sqlite_damage
-from ingestd.store.manifest.reader import ManifestReader
+from ingestd.store.manifest.reader import SOURCE_POINTS_SQL, ManifestReader
 
 __all__ = ["ManifestView"]
 
@@ -64,7 +64,7 @@ class ManifestView(ManifestReader):
                 conn.close()
             return None
 
-    def _execute(self, sql: str, params: tuple[Any, ...] = ()) -> sqlite3.Cursor:
+    def _execute(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> sqlite3.Cursor:
         """Run a query; a damaged page is a :class:`StateDamagedError` naming the file.
 
         Raises:
@@ -109,21 +109,18 @@ class ManifestView(ManifestReader):
         return out
 
     def counts(self, source: str) -> dict[str, int]:
-        """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source."""
+        """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source.
+
+        ``chunks`` and ``pending`` count points
+        (:data:`~ingestd.store.manifest.reader.SOURCE_POINTS_SQL`).
+        """
         if "documents" not in self._tables:
             return {"documents": 0, "chunks": 0, "pending": 0, "failed": 0}
         docs, failed = self._execute(
             "SELECT count(*), coalesce(sum(state = 'failed'), 0) FROM documents WHERE source = ?",
             (source,),
         ).fetchone()
-        by = {
-            bool(p): int(n)
-            for p, n in self._execute(
-                "SELECT c.pending, count(*) FROM chunks c JOIN documents d ON d.id = c.doc_id "
-                "WHERE d.source = ? GROUP BY c.pending",
-                (source,),
-            )
-        }
+        by = {bool(p): int(n) for p, n in self._execute(SOURCE_POINTS_SQL, {"source": source})}
         return {
             "documents": int(docs),
             "chunks": by.get(False, 0),

@@ -20,6 +20,11 @@ twice and with an answer that spans two adjacent chunks in one piece.
 gets them before a second passage of the first page); a hit that would open one more
 passage of a page already at its cap is passed over, one that merges into a passage
 of it is not.
+
+A passage cites its text as its hits do (:mod:`~ingestd.store.search.citation`): the
+format's own coordinates from its first hit to its last (a PDF passage from page 10 to
+11 has ``page`` 10 and ``end_page`` 11), and the version and commit of a versioned
+source; hits of two versions never merge.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from ingestd.store.search.citation import cite, span_cite
 
 __all__ = ["MAX_GAP", "Passage", "fill", "merge_hits"]
 
@@ -56,6 +63,9 @@ class Passage:
         n_tokens: tokens of ``text`` by the counter :func:`fill` was given.
         truncated: the text was cut to fit a budget smaller than its best hit.
         ordinals: the first and last chunk ordinal it holds.
+        cite: its keys of :data:`~ingestd.store.search.citation.CITE_KEYS` (a format's
+            coordinates from its first hit to its last, a version and its commit).
+            A passage cut to a budget keeps its hit's (its text lies within them).
     """
 
     source: str
@@ -73,6 +83,7 @@ class Passage:
     n_tokens: int = 0
     truncated: bool = False
     ordinals: tuple[int, int] = (-1, -1)
+    cite: dict[str, Any] = field(default_factory=dict)
     _headings: list[list[str]] = field(default_factory=list, repr=False)
 
     @classmethod
@@ -94,13 +105,14 @@ class Passage:
             ids=[str(hit["id"])],
             text=str(hit.get("text", "")),
             ordinals=(ordinal, ordinal),
+            cite=cite(hit),
             _headings=[heading],
         )
 
     @property
-    def document(self) -> tuple[str, str, str]:
-        """``(source, path, doc_hash)``: passages merge only within one of these."""
-        return self.source, self.path, self.doc_hash
+    def document(self) -> tuple[str, str, str, str | None]:
+        """``(source, path, doc_hash, version)``: passages merge only within one of these."""
+        return self.source, self.path, self.doc_hash, self.cite.get("version")
 
     def touches(self, other: Passage) -> bool:
         """Whether ``other`` (of the same document) overlaps, meets or follows on."""
@@ -113,7 +125,7 @@ class Passage:
         return a.ordinals[1] >= 0 and b.ordinals[0] == a.ordinals[1] + 1 and gap <= MAX_GAP
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready fields (payload key names, as hits have them)."""
+        """JSON-ready fields (payload key names, as hits have them), with :attr:`cite`."""
         return {
             "rank": self.rank,
             "score": self.score,
@@ -123,6 +135,7 @@ class Passage:
             "end_char": self.end_char,
             "start_line": self.start_line,
             "end_line": self.end_line,
+            **self.cite,
             "heading_path": list(self.heading_path),
             "ids": list(self.ids),
             "n_tokens": self.n_tokens,
@@ -153,6 +166,7 @@ def _joined(a: Passage, b: Passage) -> Passage:
         text = a.text + " " * (gap - lines) + "\n" * lines + b.text
     ids = a.ids + [i for i in b.ids if i not in a.ids]
     headings = a._headings + b._headings
+    last = b if b.end_char > a.end_char else a
     return Passage(
         source=a.source,
         path=a.path,
@@ -167,6 +181,7 @@ def _joined(a: Passage, b: Passage) -> Passage:
         ids=ids,
         text=text,
         ordinals=(min(a.ordinals[0], b.ordinals[0]), max(a.ordinals[1], b.ordinals[1])),
+        cite=span_cite(a.cite, last.cite),
         _headings=headings,
     )
 

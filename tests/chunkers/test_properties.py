@@ -5,9 +5,11 @@ decoded text; coverage of every non-whitespace character (outside markdown front
 matter); the budget (no searched chunk over ``max_tokens`` for budgets >= 8, counted
 with the same sizer, and within the model's word pieces when a model sizer is set); no
 U+FFFD; overlap within the configured bounds; strictly increasing starts; determinism;
-a CRLF file chunks like its LF twin; and the inputs that break common splitters, among
-them a 1,000,000-character run of one punctuation mark in bounded time. ``semantic``
-gets the deterministic bag-of-words fake embedder.
+a CRLF file chunks like its LF twin; the inputs that break common splitters, among
+them a 1,000,000-character run of one punctuation mark in bounded time; and, for the
+strategies that read headings, no chunk is only headings unless nothing follows it
+within the budget (the document's last chunk, or a next chunk it does not fit with).
+``semantic`` gets the deterministic bag-of-words fake embedder.
 """
 
 from __future__ import annotations
@@ -16,13 +18,14 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from ingestd.chunkers import CHUNKERS, Chunk, ChunkContext, Chunker, LineIndex, decode
 from ingestd.chunkers.sizing.tokenizers import CharSizer, ModelSizer, TiktokenSizer
 from ingestd.chunkers.strategies.sentence import sentence_spans
 from tests.chunkers.conftest import bag_of_words
+from tests.chunkers.test_shape import only_headings
 from tests.helpers import linear_time
 
 NAMES = sorted(CHUNKERS)
@@ -64,7 +67,12 @@ def body_start(name: str, text: str) -> int:
 
     Front matter is what the markdown strategy's own parser says it is.
     """
-    if name in ("markdown", "hierarchical", "notebook"):  # a notebook's first cell may hold it
+    if name in (
+        "markdown",
+        "mdx",
+        "hierarchical",
+        "notebook",
+    ):  # a notebook's first cell may hold it
         try:
             from ingestd.chunkers.strategies.markdown import parse_front_matter
         except ImportError:  # pragma: no cover - the parser moved: fall back to a regex
@@ -210,6 +218,64 @@ def test_deterministic_and_crlf_like_lf(name: str, text: str) -> None:
     first = make(name, CHARS, **params).chunk(lf)
     assert make(name, CHARS, **params).chunk(lf) == first
     assert make(name, CHARS, **params).chunk(crlf) == first
+
+
+# -- headings open what follows them --------------------------------------------------
+
+#: The strategies that read headings from the text, and how a chunk of nothing but
+#: headings looks in each: markdown's ATX and setext headings (``html`` and ``notebook``
+#: chunk their extracted text as markdown), reStructuredText titles with their
+#: adornments, AsciiDoc's ``=`` titles. (``pdf`` takes its headings from the reader.)
+HEADED = ("markdown", "mdx", "hierarchical", "html", "notebook", "rst", "asciidoc")
+_ADORNMENT = re.compile(r"([!-/:-@\[-`{-~])\1{2,}[ \t]*")
+_ADOC_TITLE = re.compile(r"={1,6}[ \t]+\S.*")
+
+
+def _only_titles(name: str, text: str) -> bool:
+    """Whether the verbatim ``text`` of a chunk of strategy ``name`` is only headings."""
+    lines = [line.rstrip() for line in text.split("\n") if line.strip()]
+    if not lines:
+        return False
+    if name == "rst":  # each line is an adornment or next to one
+        adorned = [_ADORNMENT.fullmatch(line) is not None for line in lines]
+        return all(
+            a or (k > 0 and adorned[k - 1]) or (k + 1 < len(lines) and adorned[k + 1])
+            for k, a in enumerate(adorned)
+        )
+    if name == "asciidoc":
+        return all(_ADOC_TITLE.fullmatch(line) for line in lines)
+    return only_headings(text)
+
+
+_HEADED_PIECES = [
+    "# Title", "## Sub heading", "### Deeper", "Setext title", "============", "Underline",
+    "---------", "Words in a paragraph here.", "More words. And more.", "- item", "",
+    "", "```", "code line", "Rst title", "*********", "= Adoc title", "== Adoc section",
+    "<Note>", "</Note>", "{/* comment */}", "import X from 'x'",
+]  # fmt: skip
+headed = st.lists(st.sampled_from(_HEADED_PIECES), max_size=40).map("\n".join)
+
+
+@pytest.mark.parametrize("name", [n for n in names("headings") if n.values[0] in HEADED])
+@FAST
+@given(text=headed, size=st.integers(8, 80))
+@example(text="# Title\n# Title", size=12)  # hierarchical 16: a parent of one heading
+@example(text="# Title\n\n## Sub heading\n\nWords in a paragraph here.", size=40)
+@example(text="<Note>\n---------\n# Title", size=16)  # an HTML block, not a setext heading
+def test_no_chunk_is_only_headings_unless_nothing_follows_within_the_budget(
+    name: str, text: str, size: int
+) -> None:
+    """A chunk of nothing but headings joins the chunk after it when the two fit."""
+    params = params_for(name, size)
+    leaves = [c for c in make(name, CHARS, **params).chunk(text) if not c.is_parent]
+    for c, nxt in zip(leaves, leaves[1:], strict=False):
+        whole_lines = text[c.start - 1 : c.start] in ("", "\n") and text[c.end : c.end + 1] in (
+            "",
+            "\n",
+        )  # not a window of a title too long for the budget
+        if whole_lines and _only_titles(name, c.text):
+            joined = c.clean_text + "\n\n" + nxt.clean_text
+            assert CHARS.sizer.count(joined) > size, (c.text, nxt.text)
 
 
 # -- exact small cases ------------------------------------------------------------

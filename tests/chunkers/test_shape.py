@@ -52,6 +52,9 @@ def rst(model: ModelSizer | None, **params: object) -> Chunker:
     return RstChunker(RstOptions(**params), ChunkContext(TIKTOKEN, model, 254))
 
 
+_LONE_TAG = re.compile(r"\s*</?[A-Za-z][^<>]*>\s*")
+
+
 def md_lines(text: str) -> list[tuple[str, bool, bool]]:
     """The non-blank lines of markdown ``text``: whether each is code, and follows a blank."""
     out: list[tuple[str, bool, bool]] = []
@@ -80,7 +83,8 @@ def _heading_lines(lines: list[tuple[str, bool, bool]]) -> list[bool]:
         line, code, after_blank = lines[k]
         prev, prev_code, _ = lines[k - 1]
         if not code and not after_blank and not prev_code and _UNDERLINE.match(line):
-            if not prev.lstrip().startswith(("-", "|", "*", ">", "#")):
+            lone_tag = _LONE_TAG.fullmatch(prev) is not None  # HTML block (CommonMark 4.6, 7)
+            if not lone_tag and not prev.lstrip().startswith(("-", "|", "*", ">", "#")):
                 out[k - 1] = out[k] = True
     return out
 

@@ -24,6 +24,7 @@ import pytest
 from ingestd.chunkers import ChunkContext
 from ingestd.chunkers.registry import CHUNKERS, make_chunker
 from tests.chunkers.conftest import CORPORA
+from tests.mdx_tree import mdx_docs
 
 RECORD = Path(__file__).with_name("chunker_outputs.json")
 
@@ -40,14 +41,27 @@ SAMPLES = (
     "rst-docs/support.rst",
     "code/sphinx/config.py",
 )
+#: Real MDX pages (the AI SDK's, tests/mdx_tree.py), chunked by ``mdx`` besides the
+#: samples above: JSX components with prose props and data props, top-level ESM imports.
+MDX_SAMPLES = (
+    "02-foundations/05-streaming.mdx",
+    "05-ai-sdk-rsc/02-streaming-react-components.mdx",
+    "07-reference/01-ai-sdk-core/80-smooth-stream.mdx",
+)
 
 
 def digest(name: str, ctx: ChunkContext) -> str:
-    """sha256 hex of every field of every chunk strategy ``name`` makes of :data:`SAMPLES`."""
+    """sha256 hex of every field of every chunk strategy ``name`` makes of :data:`SAMPLES`.
+
+    ``mdx`` also chunks :data:`MDX_SAMPLES`.
+    """
     chunker = make_chunker(name, {}, ctx)
     h = hashlib.sha256()
-    for rel in SAMPLES:
-        text = (CORPORA / rel).read_text(encoding="utf-8")
+    paths = [CORPORA / rel for rel in SAMPLES]
+    if name == "mdx":
+        paths += [mdx_docs() / rel for rel in MDX_SAMPLES]
+    for path in paths:
+        text = path.read_text(encoding="utf-8")
         for chunk in chunker.chunk(text):
             record = dataclasses.asdict(chunk)
             h.update(json.dumps(record, sort_keys=True, default=str).encode())

@@ -89,6 +89,7 @@ def test_ingest_search_and_verify_with_the_endpoints_model_the_key_nowhere(
         tree,
         remote_embedding(gateway.url, api_key_env=KEY_ENV, batch_size=1, concurrency=2),
     )
+    gateway.meet = 2  # the first request waits for a second one: concurrency, counted
     with caplog.at_level(logging.DEBUG):
         out = cli_run(scratch, "resync", "-c", str(cfg)).output
         out += cli_run(scratch, "verify", "-c", str(cfg)).output
@@ -97,7 +98,11 @@ def test_ingest_search_and_verify_with_the_endpoints_model_the_key_nowhere(
     assert "4 indexed" in out and hits
     assert hits[0]["path"] == "docs/collector/quick-start.md"
     assert {s for s in gateway.statuses()} == {200}  # every request carried the key
-    assert max(n for _, _, n in gateway.log) == 1 and gateway.most_in_flight == 2
+    # batch_size texts a request, concurrency requests at once: one request per chunk
+    # embedded, and the query's
+    chunks = json.loads(status)["sources"][0]["chunks"]
+    assert [n for _, _, n in gateway.log] == [1] * (chunks + 1)
+    assert gateway.most_in_flight == 2
     # the store holds the server's vectors: a hit's score is the server's cosine
     vectors = state_dense_vectors(scratch)
     assert {len(v) for v in vectors.values()} == {SERVER_DIM}
@@ -119,6 +124,48 @@ def test_ingest_search_and_verify_with_the_endpoints_model_the_key_nowhere(
     for text in (out, status, caplog.text, json.dumps(hits)):
         assert SECRET not in text
     assert files_holding(scratch, SECRET) == []
+
+
+def test_a_slow_server_gets_full_requests_and_the_daemon_serves_and_stops_meanwhile(
+    tmp_path: Path, scratch: Path, embedding_server: EmbeddingServer
+) -> None:
+    """Every request holds ``batch_size`` texts however slow the server (here 2 s an
+    answer at the least), ``concurrency`` of them at once; while they are in flight the
+    daemon answers searches and stops when asked, without waiting for them."""
+    gateway = Gateway(embedding_server.url)
+    gateway.latency_s = 2.0
+    tree = small_tree(tmp_path / "docs", chars=2400)  # 4, 3, 5 and 3 chunks
+    later = {p: p.read_text() for p in sorted(tree.rglob("*.md")) if p.name != "quick-start.md"}
+    for p in later:
+        p.unlink()
+    embedding = remote_embedding(gateway.url, batch_size=4, concurrency=2)
+    try:
+        with Harness(tree, scratch, None, embedding=embedding) as h:  # type: ignore[arg-type]
+            h.settle(timeout=120)
+        for p, text in later.items():
+            p.write_text(text)
+        gateway.hold()
+        h = Harness(tree, scratch, None, embedding=embedding)  # type: ignore[arg-type]
+        with h.start(wait_idle=False):
+            wait_for(lambda: gateway.held == 2, 60, "two requests of the daemon in flight")
+            hits = h.call(lambda e: search_cmd(e, "collector", k=3, mode="sparse"), timeout=30)
+            assert hits and {hit["path"] for hit in hits} == {"docs/collector/quick-start.md"}
+            h.service.request_exit()
+            wait_for(lambda: not h.alive, 30, "the daemon to stop")
+            assert gateway.held == 2  # it stopped with its requests in flight
+        gateway.release()
+        wait_for(lambda: len(gateway.log) == 3, 60, "the requests in flight to be answered")
+        gateway.most_in_flight = 0
+        with Harness(tree, scratch, None, embedding=embedding) as h:  # type: ignore[arg-type]
+            h.settle(timeout=180)
+            h.assert_matches_oracle(tmp_path)
+    finally:
+        gateway.release()
+        gateway.close()
+    # the first page's 3 texts; the other pages' 12 texts in calls of 8 and 4: the first
+    # call in flight when the daemon stopped, then all of them after its restart
+    assert sorted(n for _, _, n in gateway.log) == [3] + [4] * 5
+    assert gateway.most_in_flight == 2
 
 
 def test_a_migration_to_the_endpoints_model_says_its_cost_serves_searches_and_comes_back(

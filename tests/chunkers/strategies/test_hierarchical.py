@@ -181,3 +181,21 @@ def test_tree_properties(text: str, size: int, parent_levels: int) -> None:
     chunks = ch.chunk(text)
     check_tree(text, chunks, size, sizer)
     assert ch.chunk(text) == chunks
+
+
+def test_a_page_title_right_before_its_first_section_opens_that_parent() -> None:
+    """``# Title`` then ``## Section`` (real page): no child of the title's words alone.
+
+    Version 16 made the title a parent of its own whose only child was the title (5
+    tokens, a fragment that ranked among the top hits for questions about the page).
+    """
+    text = (CORPORA / "mkdocs-docs" / "blog" / "posts" / "be-the-keymaster.md").read_text()
+    chunks = chunker().chunk(text)
+    children = [c for c in chunks if not c.is_parent]
+    first = children[0]
+    assert first.clean_text.startswith("Be the Keymaster!\n\nThat didn't go to plan\n\n")
+    assert first.heading_path == ("Be the Keymaster!",)
+    parent = chunks[first.parent] if first.parent is not None else None
+    assert parent is not None and parent.text.startswith("# Be the Keymaster!\n\n## That didn't")
+    words = {c.clean_text.strip() for c in children}
+    assert "Be the Keymaster!" not in words

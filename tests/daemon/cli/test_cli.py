@@ -39,7 +39,7 @@ def test_example_config_loads(tmp_path: Path) -> None:
     assert cfg.sources[0].name == "docs"
     assert cfg.sources[0].root == (tmp_path / "docs").resolve()
     assert [r.chunker for r in cfg.rules] == [
-        "markdown", "rst", "notebook", "html", "pdf", "asciidoc", "code", "sentence",
+        "markdown", "mdx", "rst", "notebook", "html", "pdf", "asciidoc", "code", "sentence",
     ]  # fmt: skip
 
 

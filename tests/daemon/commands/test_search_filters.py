@@ -96,3 +96,25 @@ def test_path_filter_of_the_cli_at_k_1_with_the_real_model(tmp_path: Path) -> No
         assert res.exit_code == 0, res.output
         hits = json.loads(res.stdout)
         assert [h["path"] for h in hits] == [target]
+
+
+@pytest.mark.parametrize("path", ["usage/no-such-folder", "usage/quickstart.rst.bak"])
+def test_a_path_under_which_nothing_is_indexed_says_so(
+    indexed: tuple[Path, Path], path: str
+) -> None:
+    """Not a bare "no results" (exit 0), which reads as "the query found nothing"."""
+    from ingestd.daemon.commands.search import answer
+
+    root, state = indexed
+    eng = make_engine(root, state, fake_vectors)
+    try:
+        got = answer(eng, "configuration", path=path, mode="sparse")
+        assert got["hits"] == []
+        assert any(
+            n.startswith(f"nothing matches --path {path}: no document") for n in got["notes"]
+        )
+        # a filter that matches documents adds no such note, hits or not
+        got = answer(eng, "zzzz-no-such-word", path="usage", mode="sparse")
+        assert not [n for n in got["notes"] if n.startswith("nothing matches")]
+    finally:
+        eng.close()

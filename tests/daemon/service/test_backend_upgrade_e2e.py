@@ -1,11 +1,13 @@
-"""A store made with torch, served by ``ingestd run`` under the new default, end to end.
+"""An upgrade end to end: a store made with the graph torch exported, served by the built graph.
 
-The real model and a real daemon: the store is made by ``ingestd resync`` with
-``embedding.backend: torch``; ``ingestd run`` then starts with the default configuration
-(``openvino`` where the CPU has bfloat16, else ``onnx``) and an empty model cache, so
-the ONNX export runs in the background at first start. Throughout, searches answer; the
-start-up reconcile embeds nothing (the embedding cache gains no row); an edit made once
-the graph is exported is embedded by it; ``verify`` is clean after.
+The real model and a real daemon. The store is made by ``ingestd resync`` as ingestd
+made it before its graph builder: the default backend running the graph
+``torch.onnx.export`` made (the recipe ``TORCH_EXPORT``, patched in for that process).
+``ingestd run`` of this version then starts with the same configuration and the same
+model cache: it builds its own graph (a file of another name) and serves the store.
+Throughout, searches answer; the start-up reconcile embeds nothing (the embedding
+cache gains no row: the model's fingerprint did not change); an edit is embedded by the
+built graph; ``verify`` is clean after.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from __future__ import annotations
 import json
 import signal
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +25,7 @@ import pytest
 from ingestd.daemon.config.models import default_backend
 from ingestd.store.embedding.embedder import BUNDLED_MODEL, model_info
 from ingestd.store.embedding.onnx_export import cached_export
+from ingestd.store.embedding.recipes import RECIPES, TORCH_EXPORT
 from tests.daemon.harness import FAST_WATCH
 from tests.helpers import copy_tree, run_cli, start_ingestd_run, wait_for
 
@@ -52,26 +57,23 @@ def _phase(state: Path, config: Path) -> str:
     return str(daemon.get("phase", ""))
 
 
-def test_a_torch_store_is_served_by_the_default_backend_with_nothing_embedded_again(
+#: ``ingestd`` as it was before the graph builder: every ONNX backend's graph exported
+#: through torch (the recipes' dict is shared by every module that reads it).
+BEFORE_THE_BUILDER = (
+    "import sys\n"
+    "from ingestd.store.embedding.recipes import RECIPES, TORCH_EXPORT\n"
+    "RECIPES['onnx'] = RECIPES['openvino'] = TORCH_EXPORT\n"
+    "from ingestd.daemon.cli import main\n"
+    "sys.exit(main())\n"
+)
+
+
+def test_a_store_made_by_the_export_through_torch_is_served_by_the_built_graph_embedding_nothing(
     tmp_path: Path,
 ) -> None:
     root = copy_tree(tmp_path / "docs")
     state = tmp_path / "state"
     models = tmp_path / "models"
-    torch_cfg = tmp_path / "torch.yaml"
-    torch_cfg.write_text(
-        json.dumps(
-            {
-                "sources": [{"name": "docs", "root": str(root)}],
-                "embedding": {"backend": "torch", "cache_dir": str(models)},
-            }
-        )
-    )
-    made = run_cli("resync", "--config", str(torch_cfg), "--state-dir", str(state), timeout=600)
-    assert made.returncode == 0, made.stderr
-    before = _cached_texts(state)
-    assert before > 0
-
     cfg = tmp_path / "config.yaml"  # the defaults: no backend named
     cfg.write_text(
         json.dumps(
@@ -82,8 +84,22 @@ def test_a_torch_store_is_served_by_the_default_backend_with_nothing_embedded_ag
             }
         )
     )
+    args = ["resync", "--config", str(cfg), "--state-dir", str(state)]
+    made = subprocess.run(
+        [sys.executable, "-c", BEFORE_THE_BUILDER, *args],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert made.returncode == 0, made.stderr
     info = model_info(BUNDLED_MODEL, default_backend())
-    assert info.backend in ("openvino", "onnx") and cached_export(info, models) is None
+    assert info.backend in ("openvino", "onnx") and info.recipe == RECIPES[info.backend]
+    before_the_builder = cached_export(info, models, TORCH_EXPORT)
+    assert before_the_builder is not None and cached_export(info, models) is None
+    assert before_the_builder.name == "all-MiniLM-L6-v2-fp32-0d68fa3d6997fcd6.onnx"
+    before = _cached_texts(state)
+    assert before > 0
+
     log = tmp_path / "ingestd.log"
     proc = start_ingestd_run(cfg, state, log)
     try:
@@ -93,17 +109,9 @@ def test_a_torch_store_is_served_by_the_default_backend_with_nothing_embedded_ag
             return live.returncode == 0
 
         wait_for(answering, 300, "the daemon to answer", interval=0.5)
-        answered = 0
-
-        def exported() -> bool:
-            nonlocal answered
-            hits = _search(state, cfg, "How does the collector receive telemetry?")
-            assert hits, "a search answered nothing while the graph was exported"
-            answered += 1
-            return cached_export(info, models) is not None
-
-        wait_for(exported, 1200, "the background ONNX export", interval=0.5)
-        assert answered >= 1
+        hits = _search(state, cfg, "How does the collector receive telemetry?")
+        assert hits, "a search answered nothing"
+        wait_for(lambda: cached_export(info, models), 600, "the built graph", interval=0.5)
         wait_for(lambda: _phase(state, cfg) == "watching", 300, "the start-up reconcile")
         assert _cached_texts(state) == before, "the start-up reconcile embedded text again"
 
@@ -125,7 +133,7 @@ def test_a_torch_store_is_served_by_the_default_backend_with_nothing_embedded_ag
             proc.kill()
             proc.wait(30)
     text = log.read_text()
-    assert "exporting" in text and "in the background" in text
+    assert "making the ONNX graph" in text and "through torch" not in text
     assert "Traceback" not in text, text[-3000:]
     checked = run_cli("verify", "--config", str(cfg), "--state-dir", str(state), timeout=600)
     assert checked.returncode == 0, checked.stdout + checked.stderr

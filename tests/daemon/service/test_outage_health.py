@@ -8,7 +8,10 @@ embedding server's outage end to end is in tests/daemon/test_remote_embedding.py
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -93,3 +96,52 @@ def test_the_vector_store_down_is_unhealthy_at_once() -> None:
     _failed(b, "docs", StoreUnavailableError("Qdrant does not answer"))
     problems: Any = health_problems(_Watches(), b.last_error, 0.0, 3600, {}, b.outage_since)  # type: ignore[arg-type]
     assert problems == ["source docs: StoreUnavailableError: Qdrant does not answer"]
+
+
+@pytest.mark.timeout(300)
+def test_documents_a_failed_batch_left_are_counted_until_they_are_written(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedding server down: status said "0 documents left to scan" while new
+    documents waited for their retry; it counts them, and stops once they are written."""
+    import ingestd.daemon.service.jobs as jobs_mod
+    from ingestd.daemon.cli.status_text import status_lines
+    from tests.daemon.harness import FAST_WATCH, Harness
+    from tests.helpers import CountingEmbedder, copy_tree, fake_vectors, wait_for
+
+    monkeypatch.setattr(jobs_mod, "RETRY_MIN_S", 0.2)
+    monkeypatch.setattr(jobs_mod, "RETRY_MAX_S", 1.0)
+    down = threading.Event()
+
+    def embed(texts: Sequence[str]) -> Any:
+        if down.is_set():
+            raise EndpointError("embedding endpoint 127.0.0.1:9 cannot be reached", transient=True)
+        return fake_vectors(texts)
+
+    tree = copy_tree(tmp_path / "docs", ("docs/concepts/glossary.md",))
+    new = copy_tree(
+        tmp_path / "later", ("docs/collector/deploy/gateway.md", "docs/collector/architecture.md")
+    )
+    with Harness(tree, tmp_path / "state", CountingEmbedder(embed), watch=FAST_WATCH) as h:
+        h.settle(timeout=120)
+        down.set()
+        for f in sorted(new.rglob("*.md")):
+            (tree / "docs" / f.name).write_bytes(f.read_bytes())
+        waiting = wait_for(
+            lambda: h.service.status()["daemon"]["documents_waiting"].get(h.source),
+            60,
+            "the documents left by the failed batch in status",
+        )
+        assert waiting == 2
+        text = "\n".join(status_lines(h.service.status(), time.time()))
+        assert "2 waiting for a retry after an error" in text, text
+        down.clear()
+        wait_for(
+            lambda: not h.service.status()["daemon"]["documents_waiting"],
+            60,
+            "the retry to write them",
+        )
+        h.settle(timeout=120)
+        assert {f"docs/{f.name}" for f in new.rglob("*.md")} <= {
+            p["path"] for p in h.points().values()
+        }

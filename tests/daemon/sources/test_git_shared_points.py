@@ -11,10 +11,13 @@ points were shared is written again at its first check, with nothing embedded ag
 
 from __future__ import annotations
 
+import json
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from ingestd.daemon.commands.read import read
 from ingestd.daemon.commands.search import search
@@ -27,6 +30,7 @@ from tests.gitrepos import HistoryRepo, git
 from tests.helpers import (
     CountingEmbedder,
     fake_vectors,
+    run_cli,
     store_snapshot,
     without_provenance,
 )
@@ -88,6 +92,24 @@ def _assert_hits_are_the_versions(
         # the commit its file was read at (a file unchanged since keeps an older one)
         at = git(repo.work, "show", f"{h['commit']}:{h['path']}")
         assert at[h["start_char"] : h["end_char"]] == h["text"]
+
+
+def _assert_commits_on_versions(points: dict[str, dict[str, Any]], repo: HistoryRepo) -> None:
+    """Each version of each point names a commit on that version's history (the version's
+    commit or an ancestor of it) whose file holds the chunk's text at its offsets."""
+    commits: dict[tuple[str, str], bool] = {}
+    for p in points.values():
+        for v in payload_versions(p):
+            view = version_view(p, v)
+            key = (view["commit"], v)
+            if key not in commits:
+                ancestor = subprocess.run(
+                    ["git", "merge-base", "--is-ancestor", view["commit"], v], cwd=repo.work
+                )
+                commits[key] = ancestor.returncode == 0
+            assert commits[key], (v, view["path"], view["commit"], "not on the version")
+            at = git(repo.work, "show", f"{view['commit']}:{view['path']}")
+            assert at[view["start_char"] : view["end_char"]] == view["text"]
 
 
 def _by_id(hits: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -168,6 +190,7 @@ def test_a_force_push_and_a_moved_tag_keep_the_union(tmp_path: Path, qdrant_engi
     repo.push("main", force=True)
     _sync(state, url, refs)
     assert without_provenance(store_snapshot(state)) == _scratch(tmp_path, url, refs)
+    _assert_commits_on_versions(store_snapshot(state), repo)
     # v2 moved to main's commit: v2 and main now share every point
     git(repo.work, "tag", "-f", "v2", "main")
     repo.push("--tags", force=True)
@@ -178,6 +201,39 @@ def test_a_force_push_and_a_moved_tag_keep_the_union(tmp_path: Path, qdrant_engi
     assert all(("main" in p["version"]) == ("v2" in p["version"]) for p in got.values())
     for v in ("main", "v1", "v2"):
         _assert_hits_are_the_versions(_search(state, url, refs, v), repo, v)
+    _assert_commits_on_versions(store_snapshot(state), repo)
+
+
+def test_a_force_push_moves_the_commit_of_unchanged_files_without_embedding(
+    tmp_path: Path, qdrant_engine: str
+) -> None:
+    """A branch rewritten with its files as they were (a squash): no file changed, yet the
+    commit each point named is on the branch no more; it names one that is, and nothing
+    is embedded."""
+    repo = _two_tags(tmp_path)
+    url = str(repo.origin)
+    state = tmp_path / "state"
+    refs = ("main", "v*")
+    repo.next_commit()  # main one commit past v2
+    repo.push()
+    _sync(state, url, refs)
+    before = without_provenance(store_snapshot(state))
+    git(repo.work, "reset", "-q", "--soft", "v1")  # v1's parent, main's files
+    squashed = repo.commit("squashed")
+    repo.push("main", force=True)
+    embed = CountingEmbedder(fake_vectors)
+    res = _sync(state, url, refs, embed)
+    assert embed.texts == [] and res.embedded == 0
+    got = store_snapshot(state)
+    assert without_provenance(got) == before == _scratch(tmp_path, url, refs)
+    _assert_commits_on_versions(got, repo)
+    mains = {version_view(p, "main")["commit"] for p in got.values() if "main" in p["version"]}
+    assert mains == {squashed}
+    # a further push that is no rewrite leaves the commits it need not change
+    repo.next_commit()
+    repo.push()
+    _sync(state, url, refs)
+    _assert_commits_on_versions(store_snapshot(state), repo)
 
 
 def test_read_gives_the_versions_own_lines(tmp_path: Path, qdrant_engine: str) -> None:
@@ -267,3 +323,27 @@ def test_a_lost_manifest_is_rebuilt_from_shared_points(tmp_path: Path, qdrant_en
     assert res.repaired == {"adopted": n}
     assert embed.texts == [] and res.indexed == 0
     assert without_provenance(store_snapshot(state)) == _scratch(tmp_path, url, both)
+
+
+@pytest.mark.slow  # an ingestd process (the CLI), on the real engines
+def test_status_without_a_daemon_counts_shared_points_once(
+    tmp_path: Path, qdrant_engine: str
+) -> None:
+    """``status`` with no daemon compares the store with the points the manifest records:
+    a point two tags share is one point, as the writer counts it, never two rows."""
+    repo = _two_tags(tmp_path)
+    url = str(repo.origin)
+    state = tmp_path / "state"
+    both = ("v1", "v2")
+    _sync(state, url, both)
+    held = len(store_snapshot(state))
+    source = {"kind": "git", "name": "book", "url": url, "refs": list(both)}
+    cfg = tmp_path / "ingestd.yaml"
+    cfg.write_text(yaml.safe_dump({"state_dir": str(state), "sources": [source]}))
+    proc = run_cli("status", "--config", str(cfg), "--json", timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    (src,) = json.loads(proc.stdout)["sources"]
+    assert src["chunks"] == held  # distinct points, not one row per version
+    text = run_cli("status", "--config", str(cfg), timeout=60)
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert "damaged" not in text.stdout + text.stderr

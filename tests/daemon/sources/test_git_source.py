@@ -8,6 +8,7 @@ be clean, and a search filtered to a version must return that version's text onl
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -71,6 +72,15 @@ def _scratch(tmp: Path, url: str, **kw: Any) -> dict[str, dict[str, Any]]:
     state = tmp / f"scratch-{len(list(tmp.glob('scratch-*')))}"
     _sync(state, url, allow_mass_delete=True, **kw)
     return without_provenance(store_snapshot(state))
+
+
+def _manifest_keys(state: Path) -> list[str]:
+    """The document keys (``version:path``) the manifest of ``state`` holds for ``book``."""
+    import sqlite3
+
+    with contextlib.closing(sqlite3.connect(state / "manifest.db")) as db:
+        rows = db.execute("SELECT path FROM documents WHERE source = 'book'").fetchall()
+    return [str(r[0]) for r in rows]
 
 
 def _versions(points: dict[str, dict[str, Any]]) -> Counter[str]:
@@ -185,16 +195,27 @@ def test_moving_refs_advance_force_push_moved_and_deleted_tags(tmp_path: Path) -
     assert without_provenance(store_snapshot(state)) == _scratch(tmp_path, url)
     _assert_is_versions_text(store_snapshot(state), repo, {"v2": "v2"})
 
-    # a deleted tag: the mass-deletion guard holds the deletions, then releases them
+    # a deleted tag is its owner's intent: its documents go at once, held by no guard
+    # (one version of three is a third of the source's documents)
     repo.delete_remote("refs/tags/v1")
     guard = {"mass_delete": {"min_count": 2, "max_share": 0.2}}
-    held = _sync(state, url, check=False, **guard)  # held deletions: verify says orphans
-    assert held.held and all(p.startswith("v1:") for p in held.held)
-    assert "v1" in _versions(store_snapshot(state))  # nothing deleted yet
-    _sync(state, url, allow_mass_delete=True, **guard)
+    v1_docs = sum(1 for k in _manifest_keys(state) if k.startswith("v1:"))
+    gone = _sync(state, url, **guard)
+    assert not gone.held and gone.removed_versions == {"v1": v1_docs} and v1_docs > 2
     got = without_provenance(store_snapshot(state))
     assert set(_versions(got)) == {"main", "v2"}
     assert got == _scratch(tmp_path, url)
+
+    # a tree that vanished within a version is held: the guard counts per version
+    for f in (repo.work / "src").glob("ch0*.md"):
+        f.unlink()
+    repo.commit("the chapters deleted")
+    repo.push()
+    held = _sync(state, url, check=False, **guard)  # held deletions: verify says orphans
+    assert held.held and all(p.startswith("main:") for p in held.held)
+    assert not held.removed_versions
+    _sync(state, url, allow_mass_delete=True, **guard)
+    assert without_provenance(store_snapshot(state)) == _scratch(tmp_path, url)
 
 
 def test_an_unreachable_server_deletes_nothing_and_a_return_catches_up(tmp_path: Path) -> None:
@@ -376,3 +397,26 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
         load_config(None, overrides={"sources": [{"name": "x"}]})
     cfg = _config(tmp_path, "relative/repo.git")
     assert cfg.sources[0].url == str(Path.cwd() / "relative" / "repo.git")
+
+
+def test_a_version_no_source_holds_says_so_and_names_the_versions(tmp_path: Path) -> None:
+    from ingestd.daemon.commands.search import answer
+
+    repo = HistoryRepo(tmp_path / "repos" / "book")
+    repo.tag("v1")
+    repo.push()
+    state = tmp_path / "state"
+    _sync(state, str(repo.origin))
+    eng = Engine(_config(state, str(repo.origin)), state, embed_model=fake_vectors)
+    try:
+        got = answer(eng, "ownership", version="v9", mode="sparse")
+        assert got["hits"] == []
+        assert (
+            "nothing matches --version v9: no source holds it (versions of book: main, v1)"
+            in (got["notes"])
+        )
+        assert answer(eng, "ownership", version="v1", mode="sparse")["hits"]
+        got = answer(eng, "ownership", version="v1", path="src/nope", mode="sparse")
+        assert any(n.startswith("nothing matches --path src/nope") for n in got["notes"])
+    finally:
+        eng.close()

@@ -128,7 +128,7 @@ def test_the_local_folder_is_the_default_kind_and_is_watched(tmp_path: Path) -> 
     assert isinstance(source, LocalFolder) and is_watched(source)
     assert source.missing() is None
     assert open_source(SourceConfig(name="x", root=tmp_path / "gone")).missing() == (
-        f"root {tmp_path / 'gone'} is missing"
+        f"ROOT MISSING: {tmp_path / 'gone'} is not a folder (unmounted, moved or deleted?)"
     )
 
 

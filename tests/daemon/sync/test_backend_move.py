@@ -4,7 +4,8 @@ The float32 ONNX graph makes torch's vectors (the export checks cosine >= 0.999 
 probe text, measured 1.0000), so ``onnx`` has torch's fingerprint: a store made with
 torch is the configured profile's, its cached vectors serve, and only new text is
 embedded, by the faster backend. A store made with ``onnx`` by earlier versions,
-recorded under the fingerprint ``onnx`` had then, is taken over the same way.
+recorded under the fingerprint ``onnx`` had then, is taken over the same way, and so
+is an ``onnx-int8`` store made when its graph was exported through torch.
 """
 
 from __future__ import annotations
@@ -55,16 +56,21 @@ def test_a_torch_store_moves_to_the_default_backend_without_embedding_again(
     assert 0 < len(again.texts) == res.embedded <= 3  # the edited text only
 
 
+@pytest.mark.parametrize("backend", ["onnx", "onnx-int8"])
 def test_an_onnx_store_of_an_earlier_version_is_taken_over(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, backend: str
 ) -> None:
-    """Recorded under ``onnx``'s former fingerprint: taken over, the cache re-keyed."""
+    """Recorded under the backend's former fingerprint (``onnx``'s own before it took
+    torch's; ``onnx-int8``'s before its graph was built rather than exported through
+    torch): taken over, the cache re-keyed."""
     caplog.set_level(logging.INFO, logger="ingestd")
     root = copy_tree(tmp_path / "docs")
     state = tmp_path / "state"
-    _sync(root, state, CountingEmbedder(fake_vectors), backend="onnx")
-    new = model_info(BUNDLED_MODEL, "onnx").fingerprint
-    (old,) = backend_spec("onnx").aliases(new)
+    _sync(root, state, CountingEmbedder(fake_vectors), backend=backend)
+    info = model_info(BUNDLED_MODEL, backend)
+    new = info.fingerprint
+    (old,) = backend_spec(backend).aliases(info.files_fingerprint, info.recipe)
+    assert old != new
     # what an earlier version left: the collection and the cache under the old fingerprint
     db = sqlite3.connect(state / "manifest.db")
     (raw,) = db.execute("SELECT settings FROM collections WHERE name = 'ingestd'").fetchone()
@@ -82,7 +88,7 @@ def test_an_onnx_store_of_an_earlier_version_is_taken_over(
     cache.close()
     assert n > 0
     again = CountingEmbedder(fake_vectors)
-    res, model = _sync(root, state, again, backend="onnx")
+    res, model = _sync(root, state, again, backend=backend)
     assert again.texts == [], "taken over: every vector came from the cache"
     assert "taken over without embedding anything again" in caplog.text
     db = sqlite3.connect(state / "manifest.db")

@@ -1,4 +1,4 @@
-"""Fixtures of the embedding tests: the ONNX export (made once), real chunks, torch's vectors."""
+"""Fixtures of the embedding tests: the ONNX graphs (made once), real chunks, torch's vectors."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from tests.helpers import CORPORA, MD_DOCS
 
 @pytest.fixture(scope="session")
 def onnx_export_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Both ONNX backends of the bundled model, exported with every connection refused."""
+    """The bundled model's float32 and int8 graphs, built with every connection refused."""
     cache = tmp_path_factory.mktemp("onnx-cache")
 
     def refuse(*args: Any, **kwargs: Any) -> Any:
@@ -35,7 +35,7 @@ def onnx_export_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 def _real_chunks(tmp: Path) -> list[str]:
-    """Embedded texts of real chunks from the three corpora, and two over-long texts."""
+    """Embedded texts of real chunks from the four corpora, and two over-long texts."""
     from ingestd.daemon.sync.engine import Engine
 
     texts: list[str] = []
@@ -43,6 +43,7 @@ def _real_chunks(tmp: Path) -> list[str]:
         (MD_DOCS, ["docs/concepts/glossary.md"]),
         (CORPORA / "rst-docs", ["usage/extensions/todo.rst"]),
         (CORPORA / "history" / "base", ["src/ch04-01-what-is-ownership.md"]),
+        (CORPORA / "mkdocs-docs", ["guide/queries.md"]),
     ]
     for root, rels in picks:
         eng = Engine(load_config(None, roots=[root]), tmp / root.name, embed_model=_no)

@@ -48,8 +48,10 @@ def test_each_entry_is_the_spec_of_its_name() -> None:
         spec = backend_spec(name)
         assert isinstance(spec, BackendSpec) and spec.name == name
     assert [backend_spec(n).cpu_only for n in backend_names()] == [False, True, True, True, False]
-    assert backend_spec("onnx").requires == ("onnxruntime", "onnx")
-    assert backend_spec("openvino").requires == ("openvino", "onnxruntime", "onnx")
+    assert backend_spec("onnx").requires == ("onnxruntime", "onnx", "safetensors")
+    assert backend_spec("openvino").requires == ("openvino", "onnxruntime", "onnx", "safetensors")
+    assert backend_spec("torch").requires == ("torch", "transformers", "sentence_transformers")
+    assert backend_spec("torch").install_hint == "pip install 'ingestd[torch]'"
     with pytest.raises(ValueError, match=r"unknown embedding backend 'nope'; expected one of \("):
         backend_spec("nope")
 

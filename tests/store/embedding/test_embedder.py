@@ -89,6 +89,77 @@ def test_model_calls_are_sized_to_about_a_second(monkeypatch: pytest.MonkeyPatch
     assert [call(1), call(2), call(4)] == [2, 4, 8]
 
 
+def test_calls_of_fixed_size_stay_full_however_long_they_take(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``seconds_per_call=None`` (an embedding server: its request size is its
+    configuration): a call of ``max_texts_per_call`` texts that takes a minute leaves the
+    next call as large, from the first call on."""
+    from ingestd.store.embedding import cache as embedding_cache
+
+    clock = {"now": 0.0}
+
+    class FakeTime:
+        @staticmethod
+        def monotonic() -> float:
+            return clock["now"]
+
+    sizes: list[int] = []
+
+    def model(texts: list[str]) -> np.ndarray:
+        sizes.append(len(texts))
+        clock["now"] += 60.0  # a slow server, whatever the size
+        return fake_vectors(texts)
+
+    monkeypatch.setattr(embedding_cache, "time", FakeTime)
+    emb = CachedEmbedder(model, "fp", None, chunk_hash, max_texts_per_call=32)
+    texts = [f"text {i}" for i in range(100)]
+    emb.vectors([(chunk_hash(t), t) for t in texts])
+    assert sizes == [32, 32, 32, 4] and emb.texts_per_call == 32
+
+
+def test_a_part_empty_call_is_filled_with_the_texts_asked_for_next() -> None:
+    """The texts left over by full calls share their call with texts of ``ahead`` (those
+    neither cached nor found by the fallback); those wait in the cache, are not embedded
+    again when asked for, and count as embedded once, never as reused."""
+    calls: list[list[str]] = []
+
+    def model(texts: list[str]) -> np.ndarray:
+        calls.append(list(texts))
+        return fake_vectors(texts)
+
+    cache = EmbeddingCache(":memory:")
+    emb = CachedEmbedder(model, "fp", cache, chunk_hash, max_texts_per_call=16)
+    pairs = [(chunk_hash(t), t) for t in (f"chunk {i}" for i in range(40))]
+    emb.vectors(pairs[:2])  # cached already: not embedded ahead again
+    in_store = {pairs[10][0]: fake_vectors(["chunk 10"])[0]}  # a renamed file's point
+
+    def fallback(hashes: list[str]) -> dict[str, np.ndarray]:
+        return {h: v for h, v in in_store.items() if h in hashes}
+
+    calls.clear()
+    first = emb.vectors(pairs[5:10], fallback, ahead=pairs[:5] + pairs[10:])
+    assert set(first) == {h for h, _ in pairs[5:10]}
+    filled = ["chunk 5", "chunk 6", "chunk 7", "chunk 8", "chunk 9", "chunk 2", "chunk 3"]
+    filled += ["chunk 4"] + [f"chunk {i}" for i in range(11, 19)]
+    assert calls == [filled]  # 16 texts: 0, 1 cached, 10 in the store
+    got = emb.vectors(pairs[:5] + pairs[10:19], fallback)
+    assert calls == [filled]  # nothing embedded again
+    assert np.array_equal(got[pairs[14][0]], fake_vectors(["chunk 14"])[0])
+    assert emb.stats.embedded == 2 + 16
+    assert emb.stats.reused == 3  # chunks 0, 1 (cached) and 10 (the store)
+    emb.vectors(pairs[19:21], ahead=pairs[21:23])  # the last call of a sync: no more ahead
+    assert calls[-1] == ["chunk 19", "chunk 20", "chunk 21", "chunk 22"]
+
+
+def test_nothing_is_embedded_ahead_without_a_cache() -> None:
+    model = CountingEmbedder(fake_vectors)
+    emb = CachedEmbedder(model, "fp", None, chunk_hash, max_texts_per_call=16)
+    pairs = [(chunk_hash(t), t) for t in ("a", "b", "c")]
+    emb.vectors(pairs[:1], ahead=pairs[1:])
+    assert model.texts == ["a"]
+
+
 def test_model_fingerprint_comes_from_files_not_path(tmp_path: Path) -> None:
     bundled = model_info("all-MiniLM-L6-v2")
     copy = tmp_path / "copy-of-model"

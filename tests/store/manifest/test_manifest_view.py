@@ -33,6 +33,11 @@ def test_view_equals_the_manifest(tmp_path: Path) -> None:
         m.upsert_document("a", "worse.md", **fields, state="failed", error=None)
         m.commit_document(ok, [ChunkRow(f"id{i}", f"c{i}", i, 0, 1) for i in range(3)])
         m.add_pending(bad, [ChunkRow("p1", "c", 0, 0, 1)])
+        # two versions of one document share two of their points (a versioned source)
+        v1 = m.upsert_document("b", "v1:guide.md", **fields)
+        v2 = m.upsert_document("b", "v2:guide.md", **fields)
+        m.commit_document(v1, [ChunkRow(f"s{i}", f"c{i}", i, 0, 1) for i in range(3)])
+        m.commit_document(v2, [ChunkRow(f"s{i}", f"c{i}", i, 0, 1) for i in (1, 2, 3)])
         with ManifestView(db) as view:
             assert view.sources() == m.sources()
             assert view.sources()[0]["last_change_synced"] == 1300.25
@@ -40,6 +45,9 @@ def test_view_equals_the_manifest(tmp_path: Path) -> None:
                 assert view.counts(s) == m.counts(s)
                 assert view.failed(s) == m.failed(s)
         assert m.counts("a") == {"documents": 3, "chunks": 3, "pending": 1, "failed": 2}
+        # what the store should hold: one point per distinct id, as the writer counts
+        assert m.counts("b")["chunks"] == 4
+        assert m.collection_counts("coll") == (4, 0)
     finally:
         m.close()
 

@@ -89,3 +89,36 @@ def test_a_best_hit_over_the_budget_is_cut_at_a_line_end() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         fill([], 0, words)
     assert fill([], 10, words) == []
+
+
+def test_a_passage_cites_its_format_from_its_first_hit_to_its_last() -> None:
+    """A PDF passage over two hits runs from the first's page to the last's end page; a
+    notebook's from the first's cell and line to the last's; both carry their version."""
+    v2 = {"version": "v2", "commit": "c2"}
+    pdf = [
+        {**hit(9, 12, 3), "page": 10, "end_page": 11, **v2},
+        {**hit(5, 8, 2), "page": 10, "end_page": 10, **v2},
+    ]
+    (got,) = fill(pdf, 1000, words)
+    cited = {k: v for k, v in got.as_dict().items() if k in ("page", "end_page", *v2)}
+    assert cited == {"page": 10, "end_page": 11, **v2}
+    cells = [
+        {**hit(5, 8, 2), "cell": 3, "end_cell": 3, "cell_start_line": 4, "cell_end_line": 7},
+        {**hit(9, 12, 3), "cell": 3, "end_cell": 5, "cell_start_line": 8, "cell_end_line": 2},
+    ]
+    (got,) = fill(cells, 1000, words)
+    d = got.as_dict()
+    assert (d["cell"], d["cell_start_line"], d["end_cell"], d["cell_end_line"]) == (3, 4, 5, 2)
+    (alone,) = fill([pdf[0]], 1000, words)  # one hit: its own citation
+    assert (alone.as_dict()["page"], alone.as_dict()["end_page"]) == (10, 11)
+
+
+def test_hits_of_two_versions_of_a_file_stay_apart() -> None:
+    hits = [{**hit(5, 8, 2), "version": "v1"}, {**hit(9, 12, 3), "version": "v2"}]
+    got = fill(hits, 1000, words)
+    assert [p.as_dict()["version"] for p in got] == ["v1", "v2"]
+
+
+def test_a_passage_cut_to_the_budget_keeps_its_hits_citation() -> None:
+    (got,) = fill([{**hit(1, 30, 0), "page": 4, "end_page": 6}], 20, words)
+    assert got.truncated and (got.as_dict()["page"], got.as_dict()["end_page"]) == (4, 6)
