@@ -21,12 +21,13 @@ mean something):
 ``cold``: the default backend against torch through the whole pipeline, in the same
 run: a cold ingest (fresh state dir, model loaded and exported beforehand) of the first
 ``--limit`` files of ``--corpus`` per backend, in interleaved rounds (chunks embedded per
-second; each ratio is the median of the per-round ratios; the target is >= 1.8x). On a
-CPU with native bfloat16 it runs the default twice, bf16 on and bf16 off (the default
-of a CPU without it, as ``INGESTD_CPU_BF16=0`` makes it: what most laptops run), each
-against torch in the same run; ``--backends`` names other labels instead (``openvino
-f32`` is OpenVINO with bfloat16 off). Then the loaded and idle RSS of a real ``ingestd
-run`` process of each serving that store (targets <= 350 MB loaded, <= 250 MB idle).
+second; each ratio is the median of the per-round ratios; the target is >= 1.8x): the
+default install's (``onnx``) and, where the ``openvino`` extra is installed, its
+default on a CPU without bfloat16 (``openvino f32``: bfloat16 off, as
+``INGESTD_CPU_BF16=0`` makes it; what most laptops run) and on this CPU if it has
+bfloat16 (``openvino bf16``), each against torch in the same run; ``--backends`` names
+other labels instead. Then the loaded and idle RSS of a real ``ingestd run`` process
+of each serving that store (targets <= 350 MB loaded, <= 250 MB idle).
 Span R@5 of each on the four dev sets is the ``recall`` part.
 
 ``threads``: the default backend at each of ``--thread-counts`` threads (streams) on the
@@ -620,23 +621,29 @@ def daemon_rss(
 
 
 def cold_variants(args: argparse.Namespace) -> list[Variant]:
-    """torch, then the default backend, and on a CPU with bfloat16 the default without it.
+    """torch, then the default of each install on this CPU, and of a CPU without bfloat16.
 
-    ``--backends`` names other labels of :func:`variants` instead of the defaults.
+    ``onnx``: the default install's. Where OpenVINO is installed (the ``openvino`` extra,
+    the default then): ``openvino f32`` (bfloat16 turned off: a CPU without it), and on
+    a CPU with bfloat16 ``openvino`` (in bfloat16). ``--backends`` names other labels of
+    :func:`variants` instead.
     """
-    from ingestd.daemon.config.models import default_backend
+    from dataclasses import replace
+
+    from ingestd.store.embedding.backends import BackendUnavailableError, check_backend
     from ingestd.store.embedding.cpu import native_bf16
 
+    known = {v.label: v for v in variants(False)}
     if args.backends:
-        known = {v.label: v for v in variants(False)}
         return [known["torch"]] + [known[b] for b in args.backends.split(";") if b != "torch"]
-    out = [Variant("torch", "torch")]
+    out = [known["torch"], known["onnx"]]
+    try:
+        check_backend("openvino")
+    except BackendUnavailableError:
+        return out
+    out.append(known["openvino f32"])
     if native_bf16():
-        on, off = default_backend(bf16=True), default_backend(bf16=False)
-        out.append(Variant(f"{on}, bf16 on", on, bf16=True))
-        out.append(Variant(f"{off}, bf16 off", off, bf16=False))
-    else:
-        out.append(Variant(default_backend(), default_backend()))
+        out.append(replace(known["openvino"], label="openvino bf16", bf16=True))
     return out
 
 
