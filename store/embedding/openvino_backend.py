@@ -35,7 +35,7 @@ class OpenVinoBackend(OnnxBackend):
 
     name = "openvino"
     requires = ("openvino", "onnxruntime", "onnx", "safetensors")
-    install_hint = "pip install openvino onnxruntime onnx safetensors"
+    install_hint = "pip install 'ingestd[openvino]'"
     recipe = RECIPES["openvino"]
     embedder = "ingestd.store.embedding.openvino:OpenVinoEmbedder"
 

@@ -131,8 +131,8 @@ def test_a_bf16_cpu_without_openvino_embeds_with_onnx_and_says_so_once(
                 eng.close()
     said = [r.getMessage() for r in caplog.records if "OpenVINO is not installed" in r.getMessage()]
     assert said == [
-        "embedding with onnxruntime: OpenVINO is not installed here (`pip install openvino` "
-        "embeds about 3 times as fast on this CPU, which has bfloat16)"
+        "embedding with onnxruntime: OpenVINO is not installed here (`pip install "
+        "'ingestd[openvino]'` embeds about 3 times as fast on this CPU, which has bfloat16)"
     ]
 
 
