@@ -1,12 +1,12 @@
 """What the CPU can do for the embedding backends, from ``/proc/cpuinfo`` (nothing imported).
 
 :func:`native_bf16` decides the precision the ``openvino`` backend computes in
-(:mod:`ingestd.store.embedding.openvino`), and so which backend is the default
-(:func:`ingestd.daemon.config.embedding.default_backend`). ``$INGESTD_CPU_BF16``
-(:data:`BF16_ENV`) overrides what the flags say: ``0`` makes this CPU act as one without
-native bfloat16 (OpenVINO computes in float32, the default backend is the one of such a
-CPU), ``1`` as one with it. Tests and ``bench/ingest.py`` use it to measure, on a CPU
-with bfloat16, what most laptops run.
+(:mod:`ingestd.store.embedding.openvino`), and whether a daemon without OpenVINO says
+once that the ``openvino`` extra would embed about three times as fast
+(:mod:`ingestd.daemon.sync.profiles`). ``$INGESTD_CPU_BF16`` (:data:`BF16_ENV`)
+overrides what the flags say: ``0`` makes this CPU act as one without native bfloat16
+(OpenVINO computes in float32), ``1`` as one with it. Tests and ``bench/ingest.py`` use
+it to measure, on a CPU with bfloat16, what most laptops run.
 """
 
 from __future__ import annotations
