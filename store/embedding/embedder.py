@@ -79,7 +79,8 @@ def load_embedder(
         info: the model and backend (see :func:`model_info`).
         device: torch device (the CPU-only backends ignore it).
         batch_size: texts per forward pass.
-        threads: intra-op threads of torch or onnxruntime (``None``: one per core).
+        threads: torch's intra-op threads; the ONNX backends: texts run at once, one
+            thread each (``None``: one per core).
         cache_dir: where exported ONNX models are kept (``None``:
             :func:`ingestd.store.embedding.backends.default_cache_dir`).
 

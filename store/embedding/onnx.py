@@ -121,7 +121,7 @@ class OnnxEmbedder(OnnxRunner):
             :func:`ingestd.store.embedding.backends.default_cache_dir`).
         batch_size: accepted for the torch embedder's interface; each text runs
             alone (see below).
-        threads: onnxruntime intra-op threads, or ``None`` for one per core.
+        threads: texts run at once, one thread each, or ``None`` for one per core.
         background_export: for the backend's own float32 graph of a model exported
             through torch and not exported yet, export it in a process of its own and
             embed with torch meanwhile (see the module docstring); ``False``: the first

@@ -14,17 +14,20 @@ import os
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+from ingestd.store.embedding.cpu import usable_cores
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
 
     from ingestd.store.embedding.model import ModelInfo, Vectors
 
-__all__ = ["OnnxRunner", "load_tokenizer", "pad_batch"]
+__all__ = ["OnnxRunner", "load_tokenizer", "longest_first", "pad_batch"]
 
 logger = logging.getLogger(__name__)
 
@@ -79,11 +82,17 @@ class OnnxRunner:
             ``.onnx`` file (e.g. exporting it first).
         batch_size: accepted for the torch embedder's interface; each text runs
             alone (see :class:`ingestd.store.embedding.onnx.OnnxEmbedder`).
-        threads: onnxruntime intra-op threads, or ``None`` for one per core.
+        threads: how many texts run at once, one thread each (``None``: one per core
+            this process may use).
         quiet: log the opening of the session at debug level, not info (a probe).
 
     Returns ``(n, dim)`` float32 L2-normalised vectors, like
     :class:`ingestd.store.embedding.embedder.SentenceTransformerEmbedder`.
+
+    Each run has one thread (onnxruntime's ``intra_op_num_threads=1``), and ``threads``
+    runs go at once on one session (its ``run`` is thread-safe and lets the GIL go), as
+    OpenVINO's streams do (:mod:`ingestd.store.embedding.openvino`): no thread waits for
+    another inside a text, where threads that share one text meet at every operator.
     """
 
     def __init__(
@@ -146,11 +155,14 @@ class OnnxRunner:
 
         opts = ort.SessionOptions()
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.intra_op_num_threads = self.threads or 0  # 0: one per physical core
+        opts.intra_op_num_threads = 1  # one thread per run: `streams` runs at once
         opts.inter_op_num_threads = 1
-        # no busy-waiting between runs: the daemon idles most of the time
-        opts.add_session_config_entry("session.intra_op.allow_spinning", "0")
         return ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+
+    @property
+    def streams(self) -> int:
+        """How many texts run at once: ``threads``, or one per core this process may use."""
+        return self.threads or usable_cores()
 
     def unload(self) -> bool:
         """Close the session and let its weights go; the next text opens it again.
@@ -184,9 +196,33 @@ class OnnxRunner:
     def run_feeds(self, session: Any, feeds: Sequence[dict[str, Any]]) -> Vectors:
         """The graph's output for each one-text feed, in order: ``(len(feeds), dim)`` float32.
 
-        One run after the other; a runtime that runs several at once overrides it.
+        :attr:`streams` threads each run one text at a time, the next text going to
+        the first thread free, the longest texts first: the texts last to start are
+        the shortest, so no thread idles long at the end of a call (Graham's
+        longest-processing-time rule; static round-robin over two streams measured
+        11 % over the ideal on md-docs' chunk lengths, this order under 1 %). The
+        order never changes a vector: each text runs alone.
+
+        Raises:
+            the runtime's error for the first text that failed.
         """
         out = np.empty((len(feeds), self.info.dim), dtype=np.float32)
-        for row, feed in enumerate(feeds):
-            out[row] = session.run(None, feed)[0][0]
+
+        def run(row: int) -> None:
+            out[row] = session.run(None, feeds[row])[0][0]
+
+        order = longest_first(feeds)
+        streams = min(self.streams, len(feeds))
+        if streams <= 1:
+            for row in order:
+                run(row)
+            return out
+        with ThreadPoolExecutor(streams, thread_name_prefix="ingestd-embed") as pool:
+            for _ in pool.map(run, order):  # raises the first run's error
+                pass
         return out
+
+
+def longest_first(feeds: Sequence[dict[str, Any]]) -> list[int]:
+    """The indices of one-text ``feeds``, longest input first (ties in their order)."""
+    return sorted(range(len(feeds)), key=lambda row: -next(iter(feeds[row].values())).shape[1])

@@ -23,9 +23,7 @@ Importing this module imports neither OpenVINO nor onnxruntime.
 from __future__ import annotations
 
 import logging
-import os
 import queue
-from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,8 +35,6 @@ from ingestd.store.embedding.onnx_runtime import pad_batch
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
-
-    from ingestd.store.embedding.model import Vectors
 
 __all__ = ["BUCKET_TOKENS", "OpenVinoEmbedder", "OpenVinoSession", "bucketed"]
 
@@ -73,18 +69,19 @@ class OpenVinoSession:
     """A model compiled by OpenVINO in streams, run as an onnxruntime session is (thread-safe).
 
     Args:
-        compiled: an ``openvino.CompiledModel`` of the graph, compiled with ``streams``
-            streams of one thread each.
-        streams: how many texts run at once (:meth:`run_all`).
+        compiled: an ``openvino.CompiledModel`` of the graph, compiled in streams of
+            one thread each.
 
-    Each call takes idle infer requests (made when none is idle), so threads that
-    embed at once each run their own; :meth:`run_all` keeps every stream busy with one
-    text each.
+    Each :meth:`run` takes an idle infer request (made when none is idle) and runs it
+    synchronously, the GIL let go meanwhile: threads that run at once each keep one
+    stream busy (:meth:`~ingestd.store.embedding.onnx_runtime.OnnxRunner.run_feeds`).
+    No Python callback runs on OpenVINO's threads (``AsyncInferQueue``'s does): a
+    stream thread that needs the GIL while another thread holding it lets the compiled
+    model go deadlocks both.
     """
 
-    def __init__(self, compiled: Any, streams: int) -> None:
+    def __init__(self, compiled: Any) -> None:
         self._compiled = compiled
-        self.streams = streams
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._inputs = [_Input(port.get_any_name()) for port in compiled.inputs]
 
@@ -103,6 +100,9 @@ class OpenVinoSession:
 
         ``_outputs`` must be ``None`` (all outputs, as onnxruntime's ``run`` takes it);
         only the first, the sentence embedding, is returned.
+
+        Raises:
+            RuntimeError: OpenVINO failed to run the text.
         """
         request = self._take()
         try:
@@ -110,45 +110,6 @@ class OpenVinoSession:
             return [np.array(request.get_output_tensor(0).data, dtype=np.float32)]
         finally:
             self._idle.put(request)
-
-    def run_all(self, feeds: Sequence[dict[str, Any]], dim: int) -> Any:
-        """The first output's first row of each one-text feed: ``(len(feeds), dim)`` float32.
-
-        One infer request per stream, each started on the next text as soon as its
-        previous one is read: each stream runs one text at a time, one thread each, and
-        no thread waits for another inside a text, which on a busy machine doubled the
-        speed of two threads sharing each text (``bench/ingest.py --only threads``).
-        No Python callback runs on OpenVINO's threads (``AsyncInferQueue``'s does): a
-        stream thread that needs the GIL while another thread holding it lets the
-        compiled model go deadlocks both.
-
-        Raises:
-            RuntimeError: OpenVINO failed to run a text.
-        """
-        out = np.empty((len(feeds), dim), dtype=np.float32)
-        requests = [self._take() for _ in range(min(self.streams, len(feeds)))]
-        rows: list[int | None] = [None] * len(requests)
-        try:
-            for row, feed in enumerate(feeds):
-                k = row % len(requests)
-                self._collect(requests[k], rows[k], out)
-                requests[k].start_async(bucketed(feed))
-                rows[k] = row
-            for k, request in enumerate(requests):
-                self._collect(request, rows[k], out)
-                rows[k] = None
-        finally:
-            for request, started in zip(requests, rows, strict=True):
-                if started is not None:  # started, not read: let it end before reuse
-                    request.wait()
-                self._idle.put(request)
-        return out
-
-    @staticmethod
-    def _collect(request: Any, row: int | None, out: Any) -> None:
-        if row is not None:
-            request.wait()
-            out[row] = request.get_output_tensor(0).data[0]
 
 
 class OpenVinoEmbedder(OnnxEmbedder):
@@ -167,6 +128,10 @@ class OpenVinoEmbedder(OnnxEmbedder):
 
     precision: str | None = None
     probe_cosine: float | None = None
+    #: Compute in bfloat16 (``True``) or float32 (``False``); ``None``: in bfloat16 where
+    #: the CPU multiplies it natively (:func:`~ingestd.store.embedding.cpu.native_bf16`).
+    #: Read when the session opens.
+    bf16: bool | None = None
 
     def open_session(self, path: Path, tokenizer: Tokenizer) -> Any:
         """The graph compiled by OpenVINO and checked on the probe texts.
@@ -190,25 +155,25 @@ class OpenVinoEmbedder(OnnxEmbedder):
             export_record,
         )
 
-        precision = "bf16" if native_bf16() else "f32"
-        streams = self.threads or len(os.sched_getaffinity(0))
+        bf16 = native_bf16() if self.bf16 is None else self.bf16
+        precision = "bf16" if bf16 else "f32"
         config: dict[str, Any] = {
             "INFERENCE_PRECISION_HINT": precision,
-            "NUM_STREAMS": streams,  # one thread per stream: one text per thread
-            "INFERENCE_NUM_THREADS": streams,
+            "NUM_STREAMS": self.streams,  # one thread per stream: one text per thread
+            "INFERENCE_NUM_THREADS": self.streams,
         }
         try:
             compiled = ov.Core().compile_model(str(path), "CPU", config)
         except Exception as exc:  # any OpenVINO failure: onnxruntime runs the graph
             return self._fall_back(path, tokenizer, f"it cannot compile the graph ({exc})")
-        session = OpenVinoSession(compiled, streams)
+        session = OpenVinoSession(compiled)
         record = export_record(path) or {}
         want = np.asarray(record.get("probe_vectors", []), dtype=np.float32)
         if want.shape != (len(PROBE_TEXTS), self.info.dim):
             return self._fall_back(path, tokenizer, "the export's record has no probe vectors")
         names = [i.name for i in session.get_inputs()]
         feeds = [pad_batch([enc], names) for enc in tokenizer.encode_batch(list(PROBE_TEXTS))]
-        got = session.run_all(feeds, self.info.dim)
+        got = self.run_feeds(session, feeds)
         got /= np.maximum(np.linalg.norm(got, axis=1, keepdims=True), 1e-12)
         worst = float(np.min(np.sum(got * want, axis=1)))
         if worst < MIN_FLOAT32_COSINE:
@@ -224,17 +189,10 @@ class OpenVinoEmbedder(OnnxEmbedder):
             "OpenVINO runs %s in %s, %d stream(s) (cosine to torch on probe texts >= %.5f)",
             self.info.name,
             precision,
-            streams,
+            self.streams,
             worst,
         )
         return session
-
-    def run_feeds(self, session: Any, feeds: Sequence[dict[str, Any]]) -> Vectors:
-        """Every stream busy with one text each (onnxruntime's session: one after the other)."""
-        if isinstance(session, OpenVinoSession):
-            out: Vectors = session.run_all(feeds, self.info.dim)
-            return out
-        return super().run_feeds(session, feeds)
 
     def _fall_back(self, path: Path, tokenizer: Tokenizer, why: str) -> Any:
         logger.warning(

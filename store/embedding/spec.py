@@ -142,7 +142,7 @@ class BackendSpec(ABC):
             info: the model (see :meth:`model_info`).
             device: torch device (backends of :attr:`cpu_only` ignore it).
             batch_size: texts per model call.
-            threads: intra-op threads (``None``: the library's default).
+            threads: threads that embed (``None``: the library's default, or one per core).
             cache_dir: where derived model files are kept (``None``: the default).
         """
 

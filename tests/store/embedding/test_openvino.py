@@ -16,39 +16,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ingestd.daemon.config.embedding import EmbeddingConfig
-from ingestd.daemon.config.models import default_backend
-from ingestd.store.embedding import cpu, onnx_export
-from ingestd.store.embedding.cpu import native_bf16
+from ingestd.store.embedding import onnx_export
+from ingestd.store.embedding.cpu import BF16_ENV, native_bf16
 from ingestd.store.embedding.embedder import BUNDLED_MODEL, load_embedder, model_info
 from ingestd.store.embedding.onnx_export import cached_export
 from ingestd.store.embedding.openvino import OpenVinoEmbedder
 
-FLAGS = "fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov avx2 avx512f"
-
-
 pytestmark = pytest.mark.engine("edge")  # no store involved
-
-
-@pytest.mark.parametrize(
-    ("flags", "expected"),
-    [(FLAGS, False), (FLAGS + " amx_tile amx_bf16", True), (FLAGS + " avx512_bf16", True)],
-)
-def test_native_bf16_reads_the_cpu_flags(tmp_path: Path, flags: str, expected: bool) -> None:
-    cpuinfo = tmp_path / "cpuinfo"
-    cpuinfo.write_text(f"processor\t: 0\nmodel name\t: x\nflags\t\t: {flags}\nbogomips\t: 1\n")
-    assert native_bf16(cpuinfo) is expected
-    assert native_bf16(tmp_path / "missing") is False
-
-
-@pytest.mark.parametrize(("bf16", "expected"), [(True, "openvino"), (False, "onnx")])
-def test_the_default_is_openvino_only_where_the_cpu_has_bf16(
-    monkeypatch: pytest.MonkeyPatch, bf16: bool, expected: str
-) -> None:
-    monkeypatch.setattr(cpu, "native_bf16", lambda: bf16)
-    assert default_backend() == expected
-    assert EmbeddingConfig().backend == expected
-    assert default_backend("cuda") == "torch"
 
 
 def test_openvino_shares_torchs_fingerprint() -> None:
@@ -140,7 +114,7 @@ def test_a_bf16_cpu_without_openvino_embeds_with_onnx_and_says_so_once(
         return None if name == "openvino" else real(name, *args)
 
     monkeypatch.setattr(importlib.util, "find_spec", find_spec)
-    monkeypatch.setattr(cpu, "native_bf16", lambda: True)
+    monkeypatch.setenv(BF16_ENV, "1")
     monkeypatch.setattr(profiles, "_fallback_said", False)  # once per process
     tree = copy_tree(tmp_path / "docs", ["docs/concepts/glossary.md"])
     with caplog.at_level(logging.INFO):
@@ -157,8 +131,8 @@ def test_a_bf16_cpu_without_openvino_embeds_with_onnx_and_says_so_once(
                 eng.close()
     said = [r.getMessage() for r in caplog.records if "OpenVINO is not installed" in r.getMessage()]
     assert said == [
-        "embedding with onnxruntime: OpenVINO is not installed here (`pip install openvino` "
-        "embeds about 3 times as fast on this CPU, which has bfloat16)"
+        "embedding with onnxruntime: OpenVINO is not installed here (`pip install "
+        "'ingestd[openvino]'` embeds about 3 times as fast on this CPU, which has bfloat16)"
     ]
 
 
