@@ -375,6 +375,7 @@ class Evaluation:
                     mode=mode,
                     rrf_k=conf.rrf_k,
                     candidates=conf.candidates,
+                    fusion=conf.fusion,
                 )
                 listed.append(pages_of((h.payload["path"] for h in hits), PAGE_DEPTH))
                 if not q.has_answer:
