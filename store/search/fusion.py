@@ -181,14 +181,14 @@ def union_rrf(
                 fused[h.id] = Hit(h.id, 0.0, h.payload, 0)
     for name, hits in rankings.items():
         scored = {h.id: h.score for h in hits}
-        scored.update({i: s for i, s in scores.get(name, {}).items() if i in fused})
-        for rank, i in enumerate(sorted(scored, key=lambda i: (-scored[i], i)), 1):
-            got = fused[i]
+        scored.update({pid: s for pid, s in scores.get(name, {}).items() if pid in fused})
+        for rank, pid in enumerate(sorted(scored, key=lambda p: (-scored[p], p)), 1):
+            got = fused[pid]
             got.score += 1.0 / (rrf_k + rank - 1)
-            setattr(got, name, (rank, scored[i]))
+            setattr(got, name, (rank, scored[pid]))
     best = sorted(fused.values(), key=lambda h: (-h.score, h.id))[:limit]
-    for i, h in enumerate(best, 1):
-        h.rank = i
+    for n, h in enumerate(best, 1):
+        h.rank = n
     return best
 
 
