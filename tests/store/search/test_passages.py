@@ -36,7 +36,8 @@ def hit(start_line: int, end_line: int, ordinal: int, *, path: str = "a.md") -> 
 
 
 def test_touching_and_overlapping_hits_of_a_page_make_one_verbatim_passage() -> None:
-    hits = [hit(5, 8, 2), hit(9, 12, 3), hit(11, 14, 4), hit(30, 31, 9), hit(1, 2, 0, path="b.md")]
+    last = hit(1, 2, 0, path="b.md") | {"score": 0.05}
+    hits = [hit(5, 8, 2), hit(9, 12, 3), hit(11, 14, 4), hit(30, 31, 9), last]
     got = fill(hits, 1000, words)
     assert [p.ids for p in got] == [["a.md#2", "a.md#3", "a.md#4"], ["a.md#9"], ["b.md#0"]]
     first = got[0]
@@ -45,6 +46,33 @@ def test_touching_and_overlapping_hits_of_a_page_make_one_verbatim_passage() -> 
     assert first.heading_path == ["Guide"]  # what all its hits are under
     assert first.n_tokens == words(first.text)
     assert sum(p.n_tokens for p in got) == words("\n".join(p.text for p in got))
+
+
+def test_a_page_is_listed_once_with_its_passages_in_rank_order() -> None:
+    # a.md, b.md, a.md again (apart from its first passage), then c.md
+    hits = [hit(1, 2, 0), hit(1, 2, 0, path="b.md"), hit(30, 31, 9), hit(5, 6, 2, path="c.md")]
+    for i, h in enumerate(hits):
+        h["score"] = 1.0 - i / 10
+    got = fill(hits, 1000, words)
+    assert [(p.path, p.ids) for p in got] == [
+        ("a.md", ["a.md#0"]),
+        ("a.md", ["a.md#9"]),
+        ("b.md", ["b.md#0"]),
+        ("c.md", ["c.md#2"]),
+    ]
+    assert [p.rank for p in got] == [1, 2, 3, 4]
+    assert [p.page_rank for p in got] == [1, 1, 2, 3]
+    assert got[0].page_score == pytest.approx(1.0 + 0.5 * 0.8)  # decayed sum of its hits
+    assert got[2].as_dict()["page_rank"] == 2
+
+
+def test_a_page_answering_in_several_places_comes_before_a_single_better_hit() -> None:
+    hits = [hit(1, 2, 0, path="b.md"), hit(1, 2, 0), hit(30, 31, 9)]
+    for h, score in zip(hits, (0.033, 0.032, 0.031), strict=True):
+        h["score"] = score
+    got = fill(hits, 1000, words)
+    assert [p.path for p in got] == ["a.md", "a.md", "b.md"]
+    assert [p.page_rank for p in got] == [1, 1, 2]
 
 
 def test_a_hit_between_two_passages_bridges_them() -> None:
