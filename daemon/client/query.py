@@ -99,7 +99,7 @@ class QueryBuilder:
         self.candidates = candidates
         if fusion not in FUSIONS:
             raise ValueError(f"unknown fusion {fusion!r}; expected one of: {', '.join(FUSIONS)}")
-        self.fusion: Fusion = fusion  # type: ignore[assignment]
+        self.fusion: Fusion = fusion
         self.model = model_info(model, backend, endpoint=endpoint)
         if fingerprint is not None and self.model.fingerprint != fingerprint:
             raise ValueError(
