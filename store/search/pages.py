@@ -10,9 +10,15 @@ page's score here is a decayed sum of its hits' scores, best first::
 ``decay`` 0 is the page's best hit alone (MaxP: Dai and Callan, "Deeper Text
 Understanding for IR with Contextual Neural Language Modeling", SIGIR 2019); 1 is the
 sum of its hits (CombSUM: Fox and Shaw, TREC-2 1994); between them each further hit
-adds less (:data:`PAGE_DECAY`, fixed before measuring). Scores are the search's own
-(the fused RRF score in ``hybrid``; a cosine or BM25 score otherwise), over the hits
-the search ranked.
+adds less. Scores are the search's own (the fused RRF score in ``hybrid``; a cosine
+or BM25 score otherwise), over the hits the search ranked.
+
+:data:`PAGE_DECAY` is 0, MaxP: pages in the order of their best hit. Both sums,
+settled before measuring, lost on the five dev sets (``bench/retrieval.py
+--ranking``, 336 page-level questions): a decay of 0.5 cost 6.3 points of pooled
+page nDCG@5 in hybrid mode (90.8 to 84.5, interval -8.9 to -3.7) and pushed the gold
+page out of the first 5 for 12 questions; a long page's many middling chunks
+outweigh the one chunk that answers (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -22,8 +28,9 @@ from typing import TypeVar
 
 __all__ = ["PAGE_DECAY", "page_scores"]
 
-#: Weight of a page's second hit relative to its first (its third: the square; ...).
-PAGE_DECAY = 0.5
+#: Weight of a page's second hit relative to its first (its third: the square; ...):
+#: 0, the best hit alone (module docstring).
+PAGE_DECAY = 0.0
 
 K = TypeVar("K", bound=Hashable)
 

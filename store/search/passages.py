@@ -17,9 +17,8 @@ for a budget they hold what the ranking's best chunks hold, without a chunk give
 twice and with an answer that spans two adjacent chunks in one piece.
 
 **A page once.** The passages come out page by page: the pages in order of their
-page score (:func:`ingestd.store.search.pages.page_scores` over every hit ranked, so
-a page that answers in several places comes before one with a single slightly better
-hit), each page's passages together, in rank order. Each passage says its page's
+page score (:func:`ingestd.store.search.pages.page_scores` over every hit ranked: the
+score of the page's best hit), each page's passages together, in rank order. Each passage says its page's
 place (``page_rank``, from 1) and score (``page_score``); ``rank`` numbers the passages in
 that order.
 

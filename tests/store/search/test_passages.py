@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from ingestd.store.search.pages import page_scores
 from ingestd.store.search.passages import fill
 
 DOC = "".join(f"line {i:02d} of the page\n" for i in range(40))  # 40 lines of 20 chars
@@ -62,17 +63,18 @@ def test_a_page_is_listed_once_with_its_passages_in_rank_order() -> None:
     ]
     assert [p.rank for p in got] == [1, 2, 3, 4]
     assert [p.page_rank for p in got] == [1, 1, 2, 3]
-    assert got[0].page_score == pytest.approx(1.0 + 0.5 * 0.8)  # decayed sum of its hits
+    assert got[0].page_score == pytest.approx(1.0)  # its best hit's
     assert got[2].as_dict()["page_rank"] == 2
 
 
-def test_a_page_answering_in_several_places_comes_before_a_single_better_hit() -> None:
-    hits = [hit(1, 2, 0, path="b.md"), hit(1, 2, 0), hit(30, 31, 9)]
-    for h, score in zip(hits, (0.033, 0.032, 0.031), strict=True):
-        h["score"] = score
-    got = fill(hits, 1000, words)
-    assert [p.path for p in got] == ["a.md", "a.md", "b.md"]
-    assert [p.page_rank for p in got] == [1, 1, 2]
+def test_a_page_score_is_a_decayed_sum_of_its_hits_and_the_best_hit_by_default() -> None:
+    hits = [("b", 0.033), ("a", 0.032), ("a", 0.031), ("c", 0.031)]
+    assert page_scores(hits) == [("b", 0.033), ("a", 0.032), ("c", 0.031)]  # MaxP
+    summed = page_scores(hits, 0.5)
+    assert [p for p, _ in summed] == ["a", "b", "c"]
+    assert summed[0][1] == pytest.approx(0.032 + 0.5 * 0.031)
+    with pytest.raises(ValueError, match="decay"):
+        page_scores(hits, 1.5)
 
 
 def test_a_hit_between_two_passages_bridges_them() -> None:
