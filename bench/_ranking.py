@@ -25,6 +25,10 @@ scored beside it on the same chunks, questions and embeddings (paired):
   and RRF fuses those ranks, so a candidate missing from one ranking's best
   ``CANDIDATES`` gets its rank among the candidates there instead of nothing
   (:func:`ingestd.store.search.fusion.union_rrf`, what ``ingestd search`` does).
+* **Page score** (``pages``): the chunk order unchanged, the pages ranked by a
+  decayed sum of their chunks' fused scores over the first :data:`PAGE_HITS`
+  (:func:`ingestd.store.search.pages.page_scores`, decay ``a``; ``b`` 1: over union
+  fusion); only the page-level scores of the ranking's pages can move.
 * **Page diversity**, over the fused ranking: a cap of ``c`` chunks per page (a page's
   further chunks move after every other candidate, in their order), or maximal
   marginal relevance (Carbonell and Goldstein, SIGIR 1998) over the fused candidates,
