@@ -51,6 +51,7 @@ def fake_vector(text: str) -> list[float]:
 def build(state: Path) -> None:
     """Index md-docs into ``state/qdrant`` as the engine would, with fake dense vectors."""
     from ingestd.daemon.config import load_config
+    from ingestd.daemon.sources.filter import SourceFilter
     from ingestd.daemon.sources.walk import scan
     from ingestd.daemon.sync.documents import sparse_vector
     from ingestd.daemon.sync.engine import Engine
@@ -65,7 +66,7 @@ def build(state: Path) -> None:
     t0 = time.perf_counter()
     n = 0
     points: list[Any] = []
-    for rel in sorted(scan(eng.filters[source])):
+    for rel in sorted(scan(SourceFilter(cfg.sources[0], state / "engine"))):
         prep = eng.prepare(source, rel)
         for c, pid, payload in zip(prep.chunks, prep.ids, prep.payloads, strict=True):
             points.append(Point(pid, fake_vector(c.embed_text), payload, sparse_vector(c)))
