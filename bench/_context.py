@@ -82,16 +82,34 @@ def load_page_questions(name: str, qs: Sequence[Any]) -> tuple[list[PageQuestion
     return out, extra
 
 
+#: Hits pages are ranked from (``ingestd eval``'s ``PAGE_HITS``).
+PAGE_HITS = 50
+
+
 def page_rows(
-    paths: Sequence[str], ranked: Any, pqs: Sequence[PageQuestion]
+    paths: Sequence[str],
+    ranked: Any,
+    pqs: Sequence[PageQuestion],
+    scores: Sequence[dict[int, float]] | None = None,
 ) -> list[dict[str, float]]:
-    """Each question's page-level values (:func:`~ingestd.daemon.evaluation.pages.page_values`)."""
+    """Each question's page-level values (:func:`~ingestd.daemon.evaluation.pages.page_values`).
+
+    ``scores``: each question's score per chunk: pages then come by page score over
+    the first :data:`PAGE_HITS` chunks (:func:`ingestd.store.search.pages.page_scores`,
+    as ``ingestd eval`` and passages order them); ``None``: by their first chunk.
+    """
     from ingestd.daemon.evaluation.pages import page_values, pages_of
+    from ingestd.store.search.pages import page_scores
 
     arr = np.array(paths)
-    return [
-        page_values(pages_of(arr[order]), q.qrels) for q, order in zip(pqs, ranked, strict=True)
-    ]
+    out = []
+    for i, (q, order) in enumerate(zip(pqs, ranked, strict=True)):
+        listed = list(arr[order])
+        if scores is not None:
+            top = [(paths[j], scores[i][int(j)]) for j in order[:PAGE_HITS]]
+            listed = [p for p, _ in page_scores(top)] + listed
+        out.append(page_values(pages_of(listed), q.qrels))
+    return out
 
 
 class _Texts:

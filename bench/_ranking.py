@@ -19,6 +19,16 @@ scored beside it on the same chunks, questions and embeddings (paired):
   from a ranking taking 0 there (Bruch, Gai and Ingber, "An Analysis of Fusion
   Functions for Hybrid Retrieval", ACM TOIS 2023). Candidates as the search takes
   them: the best ``CANDIDATES`` of each ranking.
+* **Fusion over the union** (``union``): every candidate of either ranking gets its
+  exact score in the other (the dense similarity, the BM25 score; 0 when it shares no
+  term with the query), both rankings are ranked again over the union of candidates,
+  and RRF fuses those ranks, so a candidate missing from one ranking's best
+  ``CANDIDATES`` gets its rank among the candidates there instead of nothing
+  (:func:`ingestd.store.search.fusion.union_rrf`, what ``ingestd search`` does).
+* **Page score** (``pages``): the chunk order unchanged, the pages ranked by a
+  decayed sum of their chunks' fused scores over the first :data:`PAGE_HITS`
+  (:func:`ingestd.store.search.pages.page_scores`, decay ``a``; ``b`` 1: over union
+  fusion); only the page-level scores of the ranking's pages can move.
 * **Page diversity**, over the fused ranking: a cap of ``c`` chunks per page (a page's
   further chunks move after every other candidate, in their order), or maximal
   marginal relevance (Carbonell and Goldstein, SIGIR 1998) over the fused candidates,
@@ -55,6 +65,7 @@ MMR_PICKS = 20  # ranks MMR chooses; the rest follow in fused order
 _STATS = ("R@1", "R@5", "MRR@10")
 PASSAGE_BUDGET = 2048  # tokens of passages scored at page level
 MAX_HITS = 52  # hits a search fills 2,048 tokens from (daemon/commands/search.py: budget / 40)
+PAGE_HITS = 50  # hits ingestd eval ranks pages from (daemon/evaluation/evaluate.py)
 
 
 @dataclass(frozen=True)
@@ -62,7 +73,7 @@ class Variant:
     """One ranking variant: ``kind`` and its fixed settings."""
 
     name: str
-    kind: str  # "fields", "rrf", "cc", "cap", "mmr", "per_page"
+    kind: str  # "fields", "rrf", "cc", "union", "cap", "mmr", "per_page"
     a: float = 0.0
     b: float = 0.0
 
@@ -77,6 +88,7 @@ VARIANTS = (
     Variant("weighted RRF dense 1, sparse 2", "rrf", 1.0, 2.0),
     Variant("convex a=0.5 (min-max)", "cc", 0.5),
     Variant("convex a=0.7 (min-max)", "cc", 0.7),
+    Variant("RRF over the union, exact scores", "union"),
     Variant("page cap 1", "cap", 1),
     Variant("page cap 2", "cap", 2),
     Variant("page cap 1 in the top 5", "cap", 1, 5),
@@ -85,6 +97,9 @@ VARIANTS = (
     Variant("MMR lambda 0.5", "mmr", 0.5),
     Variant("passages per_page 1", "per_page", 1),
     Variant("passages per_page 2", "per_page", 2),
+    Variant("page score: decayed sum 0.5", "pages", 0.5),
+    Variant("page score: decayed sum 1 (sum)", "pages", 1.0),
+    Variant("page score: decayed sum 0.5, union fusion", "pages", 0.5, 1.0),
 )
 
 
@@ -152,7 +167,14 @@ def fuse(dense: Any, sparse: Any, kind: str = "rrf", a: float = 1.0, b: float = 
         d = _top(dense[qi], CANDIDATES)
         s = [j for j in _top(sparse[qi], CANDIDATES) if sparse[qi, j] > 0]
         fused: dict[int, float] = {}
-        if kind == "rrf":
+        if kind == "union":
+            both = list(dict.fromkeys(d + s))
+            ranked_d = sorted(both, key=lambda j: -dense[qi, j])
+            ranked_s = [j for j in sorted(both, key=lambda j: -sparse[qi, j]) if sparse[qi, j] > 0]
+            for ranked in (ranked_d, ranked_s):
+                for r, j in enumerate(ranked, 1):
+                    fused[j] = fused.get(j, 0.0) + 1.0 / (RRF_K + r - 1)
+        elif kind == "rrf":
             for w, ranked in ((a, d), (b, s)):
                 for r, j in enumerate(ranked, 1):
                     fused[j] = fused.get(j, 0.0) + 1.0 / (r / w + RRF_K - 1)
@@ -171,6 +193,26 @@ def fuse(dense: Any, sparse: Any, kind: str = "rrf", a: float = 1.0, b: float = 
         rest = [j for j in _top(dense[qi], DEPTH + len(head)) if j not in fused]
         out.append(((head + rest)[:DEPTH], fused))
     return out
+
+
+class _PageOrder(list):  # type: ignore[type-arg]
+    """A chunk order (unchanged) that also carries its fused scores and a page decay."""
+
+    def __init__(self, order: Sequence[int], fused: dict[int, float], decay: float) -> None:
+        super().__init__(order)
+        self.fused, self.decay = fused, decay
+
+
+def page_order(order: Any, paths: Sequence[str]) -> list[str]:
+    """The distinct pages of ``order``: by first chunk, or (a :class:`_PageOrder`) by
+    page score (:func:`ingestd.store.search.pages.page_scores`) over the fused candidates."""
+    if not isinstance(order, _PageOrder):
+        return list(dict.fromkeys(paths[j] for j in order))
+    from ingestd.store.search.pages import page_scores
+
+    hits = list(order)[:PAGE_HITS]  # as ingestd eval ranks pages (PAGE_HITS hits)
+    scored = page_scores([(paths[j], order.fused[j]) for j in hits], order.decay)
+    return list(dict.fromkeys([p for p, _ in scored] + [paths[j] for j in order]))
 
 
 def cap(order: Sequence[int], paths: Sequence[str], per_page: int, top: int = 0) -> list[int]:
@@ -220,7 +262,7 @@ def mmr(order: Sequence[int], fused: dict[int, float], vecs: Any, lam: float) ->
 
 def rankings(idx: Any, queries: Any, variant: Variant | None) -> Any:
     """Each question's chunk order (positions in ``idx``) under ``variant`` (``None``:
-    plain RRF, as bench/retrieval.py's ``rank_hybrid``)."""
+    plain RRF, as bench/retrieval.py's ``rank_hybrid`` with ``--fusion rrf``)."""
     from ingestd.store.search.sparse import document_vector
 
     dense = queries.vecs @ idx.vecs.T
@@ -234,8 +276,11 @@ def rankings(idx: Any, queries: Any, variant: Variant | None) -> Any:
             idx._plain = [document_vector(t) for t in idx.texts]
         docs = idx._plain
     scores = bm25_matrix(docs, queries.sparse)
-    if variant is not None and variant.kind in ("rrf", "cc"):
+    if variant is not None and variant.kind in ("rrf", "cc", "union"):
         return [o for o, _ in fuse(dense, scores, variant.kind, variant.a, variant.b)]
+    if variant is not None and variant.kind == "pages":
+        kind = "union" if variant.b else "rrf"
+        return [_PageOrder(o, f, variant.a) for o, f in fuse(dense, scores, kind, 1.0, 1.0)]
     fused = fuse(dense, scores)
     if variant is not None and variant.kind == "cap":
         return [cap(o, idx.paths, int(variant.a), int(variant.b)) for o, _ in fused]
@@ -269,7 +314,7 @@ def _page_values(
     for q, order in zip(pqs, orders, strict=True):
         ranked = paths[np.asarray(order)]
         passages = fill(make(order[:MAX_HITS]), PASSAGE_BUDGET, make.count, per_page=per_page)
-        tags = [("", pages_of(ranked)), ("top5 ", pages_of(ranked[:5]))]
+        tags = [("", pages_of(page_order(order, idx.paths))), ("top5 ", pages_of(ranked[:5]))]
         tags.append((f"passages@{PASSAGE_BUDGET} ", pages_of(p.path for p in passages)))
         for tag, pages in tags:
             v = page_values(pages, q.qrels)
@@ -354,13 +399,13 @@ def compare(
         names: variant name prefixes to run (``None``: all).
     """
     chosen = [v for v in VARIANTS if names is None or any(v.name.startswith(n) for n in names)]
-    diversity = any(v.kind in ("cap", "mmr", "per_page") for v in chosen)
+    diversity = any(v.kind in ("cap", "mmr", "per_page", "pages") for v in chosen)
     base = _score(None, sets, data, evaluate, count, diversity)
     print(f"\n== ranking variants (hybrid, default rules) against plain RRF k={RRF_K}, "
           f"best {CANDIDATES} of each; pooled over {', '.join(sets)}")  # fmt: skip
     _show_base(base, sets, diversity)
     for v in chosen:
-        var = _score(v, sets, data, evaluate, count, v.kind in ("cap", "mmr", "per_page"))
+        var = _score(v, sets, data, evaluate, count, v.kind in ("cap", "mmr", "per_page", "pages"))
         _show(v, base, var, sets)
 
 

@@ -29,7 +29,9 @@ ranking (default ``hybrid,dense``), computed here as ``ingestd search`` has Qdra
 compute it: ``dense``, cosine (exact); ``sparse``, BM25 of each embedded text
 (:func:`ingestd.store.search.sparse.document_vector`, IDF over the strategy's chunks as
 ``Modifier.IDF`` does); ``hybrid``, reciprocal rank fusion of the best 50 of each
-(``search.candidates``, ``search.rrf_k`` = 60; ``--rrf-weights`` for weighted RRF).
+(``search.candidates``, ``search.rrf_k`` = 60; ``--rrf-weights`` for weighted RRF),
+over the union of both candidate lists, each candidate ranked in both by its exact
+score (``search.fusion: union``; ``--fusion rrf`` for each ranking's candidates alone).
 Anchors are ranked in the same modes: in hybrid mode with our BM25 over their chunks.
 Printed:
 
@@ -122,6 +124,8 @@ BUDGET_TOKENS, MODEL_PIECES = 200, 254
 DEPTH = 100  # ranks looked at per question (gold file and covering chunk ranks)
 RRF_K, CANDIDATES = 60, 50  # the search defaults (daemon/config/models.py SearchConfig)
 RRF_WEIGHTS = (1.0, 1.0)  # dense, sparse (--rrf-weights)
+FUSION = "union"  # search.fusion (--fusion)
+PAGE_SCORES = True  # pages by page score, as ingestd eval and passages (--pages first-hit: off)
 WHERES = ("prose", "list", "table", "code")
 
 _FENCE = re.compile(r"[ \t]*(`{3,}|~{3,})")
@@ -240,27 +244,56 @@ def rank_hybrid(idx: Index, queries: Queries) -> Any:
     that hold it (1-based ranks; Qdrant's ``RrfQuery``). With :data:`RRF_WEIGHTS`
     ``(w_dense, w_sparse)`` other than ``(1, 1)`` a ranking's term is
     ``1 / (rank / w + RRF_K - 1)``, Qdrant's weighted RRF (``position_score`` in
-    ``segment/common/reciprocal_rank_fusion.rs``, Qdrant 1.16). The fused candidates
+    ``segment/common/reciprocal_rank_fusion.rs``, Qdrant 1.16). With :data:`FUSION`
+    ``union`` (``search.fusion``) both rankings are first ranked again over the union of
+    their candidates by each chunk's exact cosine and BM25 score (no BM25 rank without a
+    shared term), as :func:`ingestd.store.search.fusion.union_rrf`. The fused candidates
     come first; past them the dense order follows, so that the miss listing can show a
     rank (metrics look at ranks <= 10 only, always inside the fused candidates).
     """
+    return hybrid_scored(idx, queries)[0]
+
+
+def hybrid_scored(idx: Index, queries: Queries) -> tuple[Any, list[dict[int, float]]]:
+    """:func:`rank_hybrid`'s ranking and each question's fused score per candidate."""
     dense = rank_dense(idx, queries)
     scores = bm25_scores(idx, queries)
     sparse = _top(scores, CANDIDATES)
     out = np.empty_like(dense)
+    every: list[dict[int, float]] = []
     ranks = np.arange(1, CANDIDATES + 1)
     w_dense, w_sparse = (1.0 / (ranks / w + RRF_K - 1) for w in RRF_WEIGHTS)
+    cosines = queries.vecs @ idx.vecs.T if FUSION == "union" else None
     for qi in range(dense.shape[0]):
         fused: dict[int, float] = defaultdict(float)
-        for r, j in enumerate(dense[qi, :CANDIDATES]):
-            fused[int(j)] += w_dense[r]
-        for r, j in enumerate(sparse[qi]):
-            if scores[qi, j] > 0:
-                fused[int(j)] += w_sparse[r]
+        d = [int(j) for j in dense[qi, :CANDIDATES]]
+        s = [int(j) for j in sparse[qi] if scores[qi, j] > 0]
+        if cosines is not None:  # both rankings again over the union, by exact scores
+            both = list(dict.fromkeys(d + s))
+            d = sorted(both, key=lambda j: -cosines[qi, j])
+            s = [j for j in sorted(both, key=lambda j: -scores[qi, j]) if scores[qi, j] > 0]
+            w_dense, w_sparse = (
+                1.0 / (np.arange(1, len(both) + 1) / w + RRF_K - 1) for w in RRF_WEIGHTS
+            )
+        for r, j in enumerate(d):
+            fused[j] += w_dense[r]
+        for r, j in enumerate(s):
+            fused[j] += w_sparse[r]
         head = sorted(fused, key=lambda j: -fused[j])  # stable: dense order on ties
         rest = [int(j) for j in dense[qi] if int(j) not in fused]
         out[qi] = (head + rest)[: dense.shape[1]]
-    return out
+        every.append(dict(fused))
+    return out, every
+
+
+def scored(mode: str, idx: Index, queries: Queries) -> tuple[Any, list[dict[int, float]]]:
+    """The ``mode`` ranking and each question's score of its chunks (the search's own:
+    fused, cosine or BM25), for page scores (:mod:`ingestd.store.search.pages`)."""
+    if mode == "hybrid":
+        return hybrid_scored(idx, queries)
+    ranked = RANKERS[mode](idx, queries)
+    raw = queries.vecs @ idx.vecs.T if mode == "dense" else bm25_scores(idx, queries)
+    return ranked, [{int(j): float(raw[qi, j]) for j in row} for qi, row in enumerate(ranked)]
 
 
 RANKERS: dict[str, Ranker] = {"hybrid": rank_hybrid, "dense": rank_dense, "sparse": rank_sparse}
@@ -685,6 +718,19 @@ def parse_args() -> argparse.Namespace:
         help="also score the ranking variants of bench/_ranking.py against plain RRF "
         "(hybrid, default rules): all, or comma-separated name prefixes",
     )
+    ap.add_argument(
+        "--fusion",
+        default="union",
+        choices=("union", "rrf"),
+        help="hybrid fusion, as search.fusion: union (default) or rrf (plain RRF)",
+    )
+    ap.add_argument(
+        "--pages",
+        default="score",
+        choices=("score", "first-hit"),
+        help="page order of the page-level table: by page score (store/search/pages.py, "
+        "as ingestd eval and passages order pages; default) or by first chunk",
+    )
     ap.add_argument("--batch-size", type=int, default=16)
     ap.add_argument("--json", type=Path, help="also write per-question results here")
     ap.add_argument(
@@ -699,7 +745,8 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     args.only = set(args.only.split(","))
-    global RRF_WEIGHTS
+    global RRF_WEIGHTS, FUSION, PAGE_SCORES
+    FUSION, PAGE_SCORES = args.fusion, args.pages == "score"
     w_dense, w_sparse = (float(w) for w in args.rrf_weights.split(","))
     RRF_WEIGHTS = (w_dense, w_sparse)
     sets = [s for s in args.sets.split(",") if s]
@@ -906,15 +953,18 @@ def _context_of(
     per_set = {}
     for name in sets:
         idx = next(i for i in indexes[name] if i.label == DEFAULT)
-        ranked = RANKERS[mode](idx, queries[name])
+        ranked, chunk_scores = scored(mode, idx, queries[name])
         ctx = _context.context_rows(idx, questions[name], ranked, CORPUS[name], count)
         pqs, _ = pages[name]
         order = list(ranked)
         if added[name].texts:  # the comparison questions, ranked the same way
             added[name].sparse = [query_vector(t) for t in added[name].texts]
-            order += list(RANKERS[mode](idx, added[name]))
+            more, more_scores = scored(mode, idx, added[name])
+            order += list(more)
+            chunk_scores += more_scores
         judged = sum(len(q.qrels) > 1 for q in pqs)
-        per_set[name] = (ctx, _context.page_rows(idx.paths, order, pqs), judged)
+        rows = _context.page_rows(idx.paths, order, pqs, chunk_scores if PAGE_SCORES else None)
+        per_set[name] = (ctx, rows, judged)
     return per_set
 
 

@@ -7,8 +7,10 @@ with ``path_prefixes``, its BM25 sparse vector, and a deterministic fake dense v
 times :meth:`QdrantStore.search` for the first ``--questions`` md-docs questions,
 ``--repeat`` times, in each mode, without a filter, with a folder filter and with a
 file filter, and unfiltered with ``ranks`` (what ``search --json`` asks for: both
-rankings, as hybrid reads them), and prints the median and p95 in
-milliseconds and each median's ratio to plain dense search measured in the same run.
+rankings, as hybrid reads them), and prints the median and p95 in milliseconds and
+each median's ratio to plain dense search measured in the same run. ``hybrid`` fuses
+over the union of candidates (``search.fusion: union``); ``hybrid-rrf`` is plain RRF,
+one engine call fewer.
 Query embedding is not included (it is the same for dense and hybrid).
 
 Usage::
@@ -49,6 +51,7 @@ def fake_vector(text: str) -> list[float]:
 def build(state: Path) -> None:
     """Index md-docs into ``state/qdrant`` as the engine would, with fake dense vectors."""
     from ingestd.daemon.config import load_config
+    from ingestd.daemon.sources.filter import SourceFilter
     from ingestd.daemon.sources.walk import scan
     from ingestd.daemon.sync.documents import sparse_vector
     from ingestd.daemon.sync.engine import Engine
@@ -63,7 +66,7 @@ def build(state: Path) -> None:
     t0 = time.perf_counter()
     n = 0
     points: list[Any] = []
-    for rel in sorted(scan(eng.filters[source])):
+    for rel in sorted(scan(SourceFilter(cfg.sources[0], state / "engine"))):
         prep = eng.prepare(source, rel)
         for c, pid, payload in zip(prep.chunks, prep.ids, prep.payloads, strict=True):
             points.append(Point(pid, fake_vector(c.embed_text), payload, sparse_vector(c)))
@@ -104,7 +107,7 @@ def main() -> None:
         "folder": Filters(path="docs/collector"),
         "file": Filters(path="docs/collector/configuration.md"),
     }
-    modes = ("dense", "sparse", "hybrid")
+    modes = ("dense", "sparse", "hybrid", "hybrid-rrf")  # hybrid-rrf: search.fusion rrf
     cases = [(m, f, False) for f in filters for m in modes] + [(m, "none", True) for m in modes]
     times: dict[tuple[str, str, bool], list[float]] = {c: [] for c in cases}
     for _ in range(args.repeat):  # interleaved, so machine noise hits every case alike
@@ -113,7 +116,8 @@ def main() -> None:
                 t = time.perf_counter()
                 store.search(
                     COLLECTION, dense=dense, sparse=sparse, limit=args.k, filters=filters[flt],
-                    mode=mode, ranks=ranks,  # type: ignore[arg-type]
+                    mode=mode.split("-")[0], ranks=ranks,  # type: ignore[arg-type]
+                    fusion="rrf" if mode.endswith("-rrf") else "union",
                 )  # fmt: skip
                 times[(mode, flt, ranks)].append(time.perf_counter() - t)
     store.close()
@@ -124,13 +128,13 @@ def main() -> None:
         f"{opened:.1f} s; {len(questions)} questions x {args.repeat}, k = {args.k}; "
         "times in ms, query embedding excluded"
     )
-    print(f"{'mode':<8}{'filter':<8}{'ranks':<7}{'median':>9}{'p95':>9}{'x dense':>9}")
+    print(f"{'mode':<11}{'filter':<8}{'ranks':<7}{'median':>9}{'p95':>9}{'x dense':>9}")
     for mode, flt, ranks in cases:
         ts = sorted(times[(mode, flt, ranks)])
         med = statistics.median(ts)
         p95 = ts[min(len(ts) - 1, int(0.95 * len(ts)))]
         print(
-            f"{mode:<8}{flt:<8}{'yes' if ranks else 'no':<7}"
+            f"{mode:<11}{flt:<8}{'yes' if ranks else 'no':<7}"
             f"{med * 1000:>9.1f}{p95 * 1000:>9.1f}{med / base:>9.2f}"
         )
 

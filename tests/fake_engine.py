@@ -23,7 +23,7 @@ from typing import Any
 
 from ingestd.store.common.damage import StateDamagedError
 from ingestd.store.search.conditions import Conditions
-from ingestd.store.search.fusion import available, rank_and_fuse
+from ingestd.store.search.fusion import Fusion, available, rank_and_fuse
 from ingestd.store.search.query import (
     MODES,
     PENDING_KEY,
@@ -304,6 +304,7 @@ class MemoryStore(RoutedWrites):
         rrf_k: int = 60,
         candidates: int = 50,
         ranks: bool = False,
+        fusion: Fusion = "union",
     ) -> list[Hit]:
         if mode not in MODES:
             raise ValueError(f"unknown search mode {mode!r}; expected one of {MODES}")
@@ -322,6 +323,11 @@ class MemoryStore(RoutedWrites):
                 out.append(scored_hits(rows))
             return out
 
+        def score(wanted: Sequence[tuple[Ranking, Sequence[str]]]) -> list[dict[str, float]]:
+            return [
+                {r.id: sc for r, sc in scores[name] if r.id in set(ids)} for name, ids in wanted
+            ]
+
         payloads = payloads_by_id(lambda ids: self._records(collection, ids))
         return rank_and_fuse(
             fetch,
@@ -332,6 +338,8 @@ class MemoryStore(RoutedWrites):
             candidates=candidates,
             rrf_k=rrf_k,
             ranks=ranks,
+            score=score,
+            fusion=fusion,
         )
 
 

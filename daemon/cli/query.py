@@ -170,14 +170,19 @@ def _show_passages(got: dict[str, Any], as_json: bool) -> None:
         f"({got.get('mode')} search)",
         err=True,
     )
+    page = None
     for p in passages:
+        if p.get("page_rank") != page or page is None:  # a page once, its passages under it
+            page = p.get("page_rank")
+            where = f"   source: {p['source']}"
+            where += f"   version: {version_text(p)}" if p.get("version") else ""
+            click.secho(f"file {page}: {p['path']}", bold=True)
+            click.echo(where)
         heading = " > ".join(p.get("heading_path") or [])
         cut = " (cut to the budget)" if p.get("truncated") else ""
         place = f"{p['path']}{cite_text(p)}"
         click.secho(f"{p['rank']}. {place}  {p['n_tokens']} tokens{cut}", bold=True)
-        where = f"   source: {p['source']}"
-        where += f"   version: {version_text(p)}" if p.get("version") else ""
-        where += f"   heading: {heading}" if heading else ""
+        where = f"   heading: {heading}" if heading else ""
         click.echo(where + f"   ids: {', '.join(p['ids'])}")
         click.echo("   " + p["text"].strip().replace("\n", "\n   "))
         click.echo()

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
+    from ingestd.store.search.fusion import Fusion
     from ingestd.store.search.query import Hit, Mode
     from ingestd.store.search.sparse import SparseVec
 
@@ -57,6 +58,8 @@ class QueryBuilder:
         mode: the default ranking, ``hybrid``, ``dense`` or ``sparse``.
         rrf_k: the RRF constant (config ``search.rrf_k``).
         candidates: points each ranking gives the fusion (config ``search.candidates``).
+        fusion: how ``hybrid`` fuses, ``union`` or ``rrf`` (config ``search.fusion``;
+            :meth:`request` is plain RRF in Qdrant whatever it says).
         embedding: the config's ``embedding`` section (device, threads, ONNX cache), or
             ``None`` for the defaults.
         embed: an embedding callable to use instead of loading ``model`` (tests).
@@ -79,11 +82,13 @@ class QueryBuilder:
         mode: str = "hybrid",
         rrf_k: int = 60,
         candidates: int = 50,
+        fusion: str = "union",
         embedding: Any = None,
         embed: EmbedFn | None = None,
         endpoint: Any = None,
     ) -> None:
         from ingestd.store.embedding.embedder import model_info
+        from ingestd.store.search.fusion import FUSIONS
         from ingestd.store.search.query import MODES
 
         if mode not in MODES:
@@ -92,6 +97,9 @@ class QueryBuilder:
         self.mode = mode
         self.rrf_k = rrf_k
         self.candidates = candidates
+        if fusion not in FUSIONS:
+            raise ValueError(f"unknown fusion {fusion!r}; expected one of: {', '.join(FUSIONS)}")
+        self.fusion: Fusion = fusion
         self.model = model_info(model, backend, endpoint=endpoint)
         if fingerprint is not None and self.model.fingerprint != fingerprint:
             raise ValueError(
@@ -129,6 +137,7 @@ class QueryBuilder:
             mode=cfg.search.mode,
             rrf_k=cfg.search.rrf_k,
             candidates=cfg.search.candidates,
+            fusion=cfg.search.fusion,
             embedding=cfg.embedding,
             endpoint=cfg.embedding.endpoint,
         )
@@ -177,6 +186,7 @@ class QueryBuilder:
             mode=base.mode,
             rrf_k=base.rrf_k,
             candidates=base.candidates,
+            fusion=base.fusion,
             embedding=embedding,
             endpoint=getattr(embedding, "endpoint", None),
         )
@@ -305,15 +315,11 @@ class QueryBuilder:
             ValueError: an unknown mode.
         """
         from ingestd.store.search.fusion import available, rank_and_fuse
-        from ingestd.store.search.query import client_rankings, payloads_by_id
+        from ingestd.store.search.query import client_rankings, client_scores, payloads_by_id
 
         mode, dense, sparse, flt = self._parts(query, mode, source, path)
-        fetch = client_rankings(
-            lambda reqs: client.query_batch_points(self.collection, requests=reqs),
-            dense,
-            sparse,
-            flt,
-        )
+        batch = lambda reqs: client.query_batch_points(self.collection, requests=reqs)  # noqa: E731
+        fetch = client_rankings(batch, dense, sparse, flt)
         payloads = payloads_by_id(lambda ids: client.retrieve(self.collection, ids=ids))
         return rank_and_fuse(
             fetch,
@@ -324,4 +330,6 @@ class QueryBuilder:
             candidates=self.candidates,
             rrf_k=self.rrf_k,
             ranks=False,
+            score=client_scores(batch, dense, sparse, flt),
+            fusion=self.fusion,
         )

@@ -238,6 +238,7 @@ def _ranked(
             rrf_k=conf.rrf_k,
             candidates=conf.candidates,
             ranks=ranks,
+            fusion=conf.fusion,
         )
         for point in found:
             hit: dict[str, Any] = {"id": point.id, "score": point.score, "mode": used}

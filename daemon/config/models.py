@@ -250,11 +250,15 @@ class SearchConfig(ConfigModel):
         rrf_k: the RRF constant: a hit scores ``1 / (rrf_k + rank - 1)`` per ranking
             (60: Cormack et al., SIGIR 2009).
         candidates: points each ranking gives the fusion (at least ``-k``).
+        fusion: ``union`` (every candidate of either ranking scored exactly in the
+            other before fusing) or ``rrf`` (each ranking's candidates alone; a
+            candidate one ranking missed gets nothing from it).
     """
 
     mode: Literal["hybrid", "dense", "sparse"] = "hybrid"
     rrf_k: int = Field(60, ge=1)
     candidates: int = Field(50, ge=1, le=10_000)
+    fusion: Literal["union", "rrf"] = "union"
 
 
 class ManifestConfig(ConfigModel):

@@ -8,7 +8,8 @@ embeds nothing). Every question is then searched in each mode with the Query API
 of ``ingestd search``, and the first path and span hits among the top
 :data:`~ingestd.daemon.evaluation.scoring.DEPTH` are ranked
 (:func:`~ingestd.daemon.evaluation.scoring.rank_hits`); the distinct pages of the top
-:data:`PAGE_HITS` hits, best first, are kept for the page-level metrics
+:data:`PAGE_HITS` hits, by page score as passages order them
+(:func:`ingestd.store.search.pages.page_scores`), are kept for the page-level metrics
 (:mod:`~ingestd.daemon.evaluation.pages`). The collection is dropped as soon as its
 rule set is scored, and in any case when the run ends (done, failed, cancelled, or the
 daemon stopping).
@@ -41,6 +42,7 @@ from ingestd.daemon.evaluation.rulesets import LabeledRules
 from ingestd.daemon.evaluation.scoring import DEPTH, rank_hits
 from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncProgress
+from ingestd.store.search.pages import page_scores
 from ingestd.store.search.query import Mode
 from ingestd.store.vectors.base import VectorStore
 
@@ -387,8 +389,10 @@ class Evaluation:
                     mode=mode,
                     rrf_k=conf.rrf_k,
                     candidates=conf.candidates,
+                    fusion=conf.fusion,
                 )
-                listed.append(pages_of((h.payload["path"] for h in hits), PAGE_DEPTH))
+                by_page = page_scores((h.payload["path"], h.score) for h in hits)
+                listed.append(pages_of((page for page, _ in by_page), PAGE_DEPTH))
                 if not q.has_answer:
                     got.append([None, None])
                 else:

@@ -102,8 +102,12 @@ class PassageOut(Cited):
     ``end_page``).
     """
 
-    rank: int = Field(description="1-based position (its best hit's order).")
+    rank: int = Field(description="1-based position: page by page, a page's passages by rank.")
     score: float = Field(description="Its best hit's score. Only the order matters.")
+    page_rank: int = Field(0, description="1-based place of its file among the answer's files.")
+    page_score: float = Field(
+        0.0, description="Its file's score from all its hits ranked. Only the order matters."
+    )
     source: str
     path: str = Field(description="The file, relative to its source's root.")
     start_line: int = Field(
@@ -314,8 +318,16 @@ def _passages_text(out: SearchOut) -> str:
     assert out.passages is not None
     if not out.passages:
         return f"no results for {out.query!r} ({out.mode} search)"
-    parts = [f"{len(out.passages)} passage(s), {out.tokens} of {out.budget_tokens} tokens"]
+    pages = len({p.page_rank for p in out.passages})
+    parts = [
+        f"{len(out.passages)} passage(s) of {pages} file(s), {out.tokens} of "
+        f"{out.budget_tokens} tokens"
+    ]
+    page = None
     for p in out.passages:
+        if p.page_rank != page or page is None:  # a file once, its passages after it
+            page = p.page_rank
+            parts.append(f"== file {page}: {p.path} (source {p.source})")
         heading = " > ".join(p.heading_path)
         where = p.model_dump(exclude_none=True)
         head = f"{p.rank}. {p.path}{cite_text(where)} (source {p.source}"

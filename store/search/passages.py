@@ -16,6 +16,12 @@ The passages keep the rank and score of their best hit and come out best first, 
 for a budget they hold what the ranking's best chunks hold, without a chunk given
 twice and with an answer that spans two adjacent chunks in one piece.
 
+**A page once.** The passages come out page by page: the pages in order of their
+page score (:func:`ingestd.store.search.pages.page_scores` over every hit ranked: the
+score of the page's best hit), each page's passages together, in rank order. Each passage says its page's
+place (``page_rank``, from 1) and score (``page_score``); ``rank`` numbers the passages in
+that order.
+
 ``per_page`` caps the passages of one document (a question that needs several pages
 gets them before a second passage of the first page); a hit that would open one more
 passage of a page already at its cap is passed over, one that merges into a passage
@@ -34,8 +40,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingestd.store.search.citation import cite, span_cite
+from ingestd.store.search.pages import page_scores
 
-__all__ = ["MAX_GAP", "Passage", "fill", "merge_hits"]
+__all__ = ["MAX_GAP", "Passage", "by_page", "fill", "merge_hits"]
 
 #: Most characters of whitespace between two chunks of consecutive ordinals that are
 #: still taken to touch (chunks that tile a document leave only the blank lines
@@ -66,6 +73,9 @@ class Passage:
         cite: its keys of :data:`~ingestd.store.search.citation.CITE_KEYS` (a format's
             coordinates from its first hit to its last, a version and its commit).
             A passage cut to a budget keeps its hit's (its text lies within them).
+        page_rank: its document's place among the pages of the answer (1-based; 0
+            until :func:`fill` orders them).
+        page_score: its document's page score (:mod:`ingestd.store.search.pages`).
     """
 
     source: str
@@ -84,6 +94,8 @@ class Passage:
     truncated: bool = False
     ordinals: tuple[int, int] = (-1, -1)
     cite: dict[str, Any] = field(default_factory=dict)
+    page_rank: int = 0
+    page_score: float = 0.0
     _headings: list[list[str]] = field(default_factory=list, repr=False)
 
     @classmethod
@@ -129,6 +141,8 @@ class Passage:
         return {
             "rank": self.rank,
             "score": self.score,
+            "page_rank": self.page_rank,
+            "page_score": self.page_score,
             "source": self.source,
             "path": self.path,
             "start_char": self.start_char,
@@ -213,9 +227,10 @@ def fill(
         per_page: most passages of one document (``None``: no cap).
 
     Returns:
-        Passages, best first (by their best hit's rank), their ``rank`` renumbered
-        from 1 and ``n_tokens`` set. When not even the best hit fits, the one passage
-        of it cut to the budget at a line end (``truncated``).
+        Passages page by page (pages by page score, a page's passages by their best
+        hit's rank), ``rank`` renumbered from 1 in that order, ``page_rank``,
+        ``page_score`` and ``n_tokens`` set. When not even the best hit fits, the one
+        passage of it cut to the budget at a line end (``truncated``).
 
     Raises:
         ValueError: ``budget_tokens`` under 1.
@@ -243,10 +258,26 @@ def fill(
     if not taken and hits:
         best = Passage.of_hit(hits[0], 1)
         taken = [_cut(best, budget_tokens, count)]
-    taken.sort(key=lambda p: p.rank)
-    for i, p in enumerate(taken, 1):
+    return by_page(taken, hits)
+
+
+def by_page(passages: Sequence[Passage], hits: Sequence[Mapping[str, Any]]) -> list[Passage]:
+    """``passages`` page by page (module docstring); ``rank``, ``page_rank``, ``page_score`` set.
+
+    Args:
+        passages: the passages taken, ``rank`` their best hit's rank in ``hits``.
+        hits: every hit ranked, best first (payload keys plus ``id`` and ``score``).
+    """
+    docs = [Passage.of_hit(h, i).document for i, h in enumerate(hits, 1)]
+    scored = page_scores(zip(docs, (float(h["score"]) for h in hits), strict=True))
+    place = {doc: (i, score) for i, (doc, score) in enumerate(scored, 1)}
+    out = sorted(passages, key=lambda p: (place.get(p.document, (len(place) + 1, 0.0))[0], p.rank))
+    pages: dict[tuple[str, str, str, str | None], int] = {}
+    for i, p in enumerate(out, 1):
         p.rank = i
-    return taken
+        p.page_rank = pages.setdefault(p.document, len(pages) + 1)
+        p.page_score = place.get(p.document, (0, p.score))[1]
+    return out
 
 
 def _cut(p: Passage, budget_tokens: int, count: Callable[[str], int]) -> Passage:

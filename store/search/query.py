@@ -49,6 +49,7 @@ __all__ = [
     "Ranking",
     "client_filter",
     "client_rankings",
+    "client_scores",
     "path_prefixes",
     "payloads_by_id",
     "request",
@@ -275,6 +276,43 @@ def client_rankings(
         return [scored_hits(res.points) for res in query_batch(reqs)]
 
     return fetch
+
+
+def client_scores(
+    query_batch: Callable[[list[Any]], list[Any]],
+    dense: Sequence[float] | None,
+    sparse: SparseVec | None,
+    flt: Any,
+) -> Callable[[Sequence[tuple[Ranking, Sequence[str]]]], list[dict[str, float]]]:
+    """The :data:`ingestd.store.search.fusion.Score` of a search through qdrant-client.
+
+    Each ``(ranking, ids)`` is the ranking's request restricted to ``ids`` (a
+    ``HasIdCondition`` beside the search's filter) with room for all of them: Qdrant
+    scores each point it keeps exactly, by the same formula as the ranking (a filter
+    this selective is answered by a full scan of the few points, not the graph).
+
+    Args:
+        query_batch: as :func:`client_rankings`.
+        dense: the query embedding.
+        sparse: the query's BM25 vector.
+        flt: the Qdrant filter (:meth:`Filters.qdrant`), or ``None``.
+    """
+    from qdrant_client import models
+
+    def score(wanted: Sequence[tuple[Ranking, Sequence[str]]]) -> list[dict[str, float]]:
+        reqs = []
+        for name, ids in wanted:
+            only: list[Any] = [models.HasIdCondition(has_id=list(ids))]
+            if flt is not None:
+                only.append(flt)
+            reqs.append(
+                request(
+                    name, dense, sparse, len(ids), models.Filter(must=only), rrf_k=0, candidates=0
+                )
+            )
+        return [{str(p.id): float(p.score) for p in res.points} for res in query_batch(reqs)]
+
+    return score
 
 
 def scored_hits(points: Iterable[Any]) -> list[Hit]:

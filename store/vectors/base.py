@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from ingestd.chunkers.errors import UnavailableError
+from ingestd.store.search.fusion import Fusion
 from ingestd.store.search.query import PATH_KEY, Filters, Hit, Mode
 from ingestd.store.search.sparse import SPARSE_VECTOR, SparseVec
 
@@ -274,6 +275,7 @@ class VectorStore(AliasedCollections, Protocol):
         rrf_k: int = 60,
         candidates: int = 50,
         ranks: bool = False,
+        fusion: Fusion = "union",
     ) -> list[Hit]:
         """Best points for a query, best first, equal scores by point id.
 

@@ -22,7 +22,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ingestd.store.search.conditions import Conditions, Match
-from ingestd.store.search.fusion import available, rank_and_fuse
+from ingestd.store.search.fusion import Fusion, available, rank_and_fuse
 from ingestd.store.search.query import (
     MODES,
     PENDING_KEY,
@@ -69,6 +69,16 @@ def edge_filter(conditions: Conditions | None) -> Any:
             match = MatchAny(list(cond.values))
         must.append(FieldCondition(key=cond.key, match=match))
     return Filter(must=must)
+
+
+def edge_only(flt: Any, ids: Sequence[str]) -> Any:
+    """The Qdrant Edge filter ``flt`` (or none) narrowed to the points ``ids``."""
+    from qdrant_edge import Filter, HasIdCondition
+
+    only: list[Any] = [HasIdCondition(set(ids))]
+    if flt is not None:
+        only.append(flt)
+    return Filter(must=only)
 
 
 def edge_request(
@@ -361,6 +371,7 @@ class EdgeStore(EdgeCollections):
         rrf_k: int = 60,
         candidates: int = 50,
         ranks: bool = False,
+        fusion: Fusion = "union",
     ) -> list[Hit]:
         """Best ``limit`` points for a query, best first, ties by id, in one batch call.
 
@@ -386,6 +397,14 @@ class EdgeStore(EdgeCollections):
             ]
             return [scored_hits(found) for found in shard.query_batch(QueryBatchRequest(reqs))]
 
+        def score(wanted: Sequence[tuple[Ranking, Sequence[str]]]) -> list[dict[str, float]]:
+            reqs = [
+                edge_request(name, dense, sparse, len(ids), edge_only(flt, ids), with_payload=False)
+                for name, ids in wanted
+            ]
+            found = shard.query_batch(QueryBatchRequest(reqs))
+            return [{str(p.id): float(p.score) for p in points} for points in found]
+
         payloads = payloads_by_id(
             lambda ids: self._records(collection, ids, payload=True, vectors=False)
         )
@@ -399,4 +418,6 @@ class EdgeStore(EdgeCollections):
             candidates=candidates,
             rrf_k=rrf_k,
             ranks=ranks,
+            score=score,
+            fusion=fusion,
         )

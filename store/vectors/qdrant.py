@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from ingestd.store.search.conditions import Conditions
-from ingestd.store.search.fusion import available, rank_and_fuse
+from ingestd.store.search.fusion import Fusion, available, rank_and_fuse
 from ingestd.store.search.query import (
     MODES,
     Filters,
@@ -28,6 +28,7 @@ from ingestd.store.search.query import (
     Mode,
     client_filter,
     client_rankings,
+    client_scores,
     payloads_by_id,
 )
 from ingestd.store.search.sparse import SPARSE_VECTOR, SparseVec
@@ -350,6 +351,7 @@ class QdrantStore(QdrantCollections):
         rrf_k: int = 60,
         candidates: int = 50,
         ranks: bool = False,
+        fusion: Fusion = "union",
     ) -> list[Hit]:
         """Best ``limit`` points for a query, best first, equal scores by point id.
 
@@ -367,7 +369,8 @@ class QdrantStore(QdrantCollections):
             rrf_k: the RRF constant (``hybrid``).
             candidates: points each ranking gives the fusion (at least ``limit``).
             ranks: also report each hit's rank and score in the dense and the sparse
-                ranking (their ``candidates`` best).
+                ranking (their ``candidates`` best; over the union with ``fusion="union"``).
+            fusion: how ``hybrid`` fuses (:data:`ingestd.store.search.fusion.FUSIONS`).
 
         Raises:
             ValueError: unknown mode, or a vector the mode needs is missing.
@@ -384,12 +387,8 @@ class QdrantStore(QdrantCollections):
             )
             mode = "dense"
         flt = client_filter((filters or Filters()).conditions(legacy=legacy))
-        fetch = client_rankings(
-            lambda reqs: self.call(self.client.query_batch_points, collection, requests=reqs),
-            dense,
-            sparse,
-            flt,
-        )
+        batch = lambda reqs: self.call(self.client.query_batch_points, collection, requests=reqs)  # noqa: E731
+        fetch = client_rankings(batch, dense, sparse, flt)
         payloads = payloads_by_id(
             lambda ids: self._retrieve(collection, ids, payload=True, vectors=False)
         )
@@ -402,6 +401,8 @@ class QdrantStore(QdrantCollections):
             candidates=candidates,
             rrf_k=rrf_k,
             ranks=ranks,
+            score=client_scores(batch, dense, sparse, flt),
+            fusion=fusion,
         )
 
 

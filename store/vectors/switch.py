@@ -21,6 +21,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from ingestd.store.search.fusion import Fusion
 from ingestd.store.search.query import Filters, Hit, Mode
 from ingestd.store.search.sparse import SparseVec
 from ingestd.store.vectors.base import DenseVector, Layout, Point, VectorStore
@@ -185,6 +186,7 @@ class EngineSwitch(RoutedWrites):
         rrf_k: int = 60,
         candidates: int = 50,
         ranks: bool = False,
+        fusion: Fusion = "union",
     ) -> list[Hit]:
         """See :meth:`VectorStore.search`: answered by the engine that holds it."""
         return self._holder(collection).search(
@@ -197,6 +199,7 @@ class EngineSwitch(RoutedWrites):
             rrf_k=rrf_k,
             candidates=candidates,
             ranks=ranks,
+            fusion=fusion,
         )
 
     def close(self) -> None:

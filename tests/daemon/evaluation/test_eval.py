@@ -357,6 +357,7 @@ def test_ranks_are_those_of_ingestd_search_over_the_same_tree(
 ) -> None:
     """The eval asks what `ingestd search` would answer for a resync of the tree."""
     from ingestd.daemon.commands.search import search as search_cmd
+    from ingestd.store.search.pages import page_scores
 
     raw, state, qs = first_run
     embed = CountingEmbedder(real_model)
@@ -373,7 +374,8 @@ def test_ranks_are_those_of_ingestd_search_over_the_same_tree(
                 top = hits[:10]
                 got = rank_hits(q, [(h["path"], h["start_char"], h["end_char"]) for h in top])
                 assert (got.path, got.span) == (path_rank, span_rank), (mode, q.id)
-                assert listed == pages_of(h["path"] for h in hits), (mode, q.id)
+                by_page = page_scores((h["path"], h["score"]) for h in hits)
+                assert listed == pages_of(p for p, _ in by_page), (mode, q.id)
     finally:
         engine.close()
 

@@ -171,6 +171,14 @@ def _check_passages(root: Path, out: dict[str, Any], budget: int) -> None:
     assert passages and not out["hits"]
     assert out["tokens"] == sum(p["n_tokens"] for p in passages) <= budget
     assert [p["rank"] for p in passages] == list(range(1, len(passages) + 1))
+    # a page once: its passages together, pages numbered in order, by page score
+    pages = [p["page_rank"] for p in passages]
+    assert pages == sorted(pages) and set(pages) == set(range(1, max(pages) + 1))
+    assert len({p["path"] for p in passages}) == max(pages)
+    page_scores = [
+        next(p["page_score"] for p in passages if p["page_rank"] == n) for n in set(pages)
+    ]
+    assert page_scores == sorted(page_scores, reverse=True)
     by_file: dict[str, list[dict[str, Any]]] = {}
     for p in passages:
         text = decode((root / p["path"]).read_bytes())
@@ -198,6 +206,9 @@ async def test_search_with_a_budget_returns_merged_passages_within_it(
             _check_passages(tree, out, budget)
             assert out["budget_tokens"] == budget and out["mode"] == "sparse"
             assert f"of {budget} tokens" in res.content[0].text
+            text = res.content[0].text
+            for n in {p["page_rank"] for p in out["passages"]}:  # each file named once
+                assert text.count(f"== file {n}: ") == 1
         # at 2,048 tokens the best chunks of one page come together as one passage
         assert any(len(p["ids"]) > 1 for p in out["passages"])
         hits = Client(indexed).search(args["query"], 50, mode="sparse", ranks=False)

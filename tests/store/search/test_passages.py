@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from ingestd.store.search.pages import page_scores
 from ingestd.store.search.passages import fill
 
 DOC = "".join(f"line {i:02d} of the page\n" for i in range(40))  # 40 lines of 20 chars
@@ -36,7 +37,8 @@ def hit(start_line: int, end_line: int, ordinal: int, *, path: str = "a.md") -> 
 
 
 def test_touching_and_overlapping_hits_of_a_page_make_one_verbatim_passage() -> None:
-    hits = [hit(5, 8, 2), hit(9, 12, 3), hit(11, 14, 4), hit(30, 31, 9), hit(1, 2, 0, path="b.md")]
+    last = hit(1, 2, 0, path="b.md") | {"score": 0.05}
+    hits = [hit(5, 8, 2), hit(9, 12, 3), hit(11, 14, 4), hit(30, 31, 9), last]
     got = fill(hits, 1000, words)
     assert [p.ids for p in got] == [["a.md#2", "a.md#3", "a.md#4"], ["a.md#9"], ["b.md#0"]]
     first = got[0]
@@ -45,6 +47,34 @@ def test_touching_and_overlapping_hits_of_a_page_make_one_verbatim_passage() -> 
     assert first.heading_path == ["Guide"]  # what all its hits are under
     assert first.n_tokens == words(first.text)
     assert sum(p.n_tokens for p in got) == words("\n".join(p.text for p in got))
+
+
+def test_a_page_is_listed_once_with_its_passages_in_rank_order() -> None:
+    # a.md, b.md, a.md again (apart from its first passage), then c.md
+    hits = [hit(1, 2, 0), hit(1, 2, 0, path="b.md"), hit(30, 31, 9), hit(5, 6, 2, path="c.md")]
+    for i, h in enumerate(hits):
+        h["score"] = 1.0 - i / 10
+    got = fill(hits, 1000, words)
+    assert [(p.path, p.ids) for p in got] == [
+        ("a.md", ["a.md#0"]),
+        ("a.md", ["a.md#9"]),
+        ("b.md", ["b.md#0"]),
+        ("c.md", ["c.md#2"]),
+    ]
+    assert [p.rank for p in got] == [1, 2, 3, 4]
+    assert [p.page_rank for p in got] == [1, 1, 2, 3]
+    assert got[0].page_score == pytest.approx(1.0)  # its best hit's
+    assert got[2].as_dict()["page_rank"] == 2
+
+
+def test_a_page_score_is_a_decayed_sum_of_its_hits_and_the_best_hit_by_default() -> None:
+    hits = [("b", 0.033), ("a", 0.032), ("a", 0.031), ("c", 0.031)]
+    assert page_scores(hits) == [("b", 0.033), ("a", 0.032), ("c", 0.031)]  # MaxP
+    summed = page_scores(hits, 0.5)
+    assert [p for p, _ in summed] == ["a", "b", "c"]
+    assert summed[0][1] == pytest.approx(0.032 + 0.5 * 0.031)
+    with pytest.raises(ValueError, match="decay"):
+        page_scores(hits, 1.5)
 
 
 def test_a_hit_between_two_passages_bridges_them() -> None:

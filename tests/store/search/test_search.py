@@ -101,7 +101,9 @@ def test_hybrid_is_rrf_of_the_reported_rankings(store: Any) -> None:
     q = _unit([1.0, 0.3] + [0.0] * (DIM - 2))
     sv = query_vector("pipeline exporter")
     k = 60
-    hits = store.search("c", dense=q, sparse=sv, limit=10, rrf_k=k, candidates=30, ranks=True)
+    hits = store.search(
+        "c", dense=q, sparse=sv, limit=10, rrf_k=k, candidates=30, ranks=True, fusion="rrf"
+    )
     dense = store.search("c", dense=q, sparse=None, limit=30, mode="dense")
     sparse = store.search("c", dense=None, sparse=sv, limit=30, mode="sparse")
     want_dense = {h.id: h.rank for h in dense}
@@ -113,6 +115,39 @@ def test_hybrid_is_rrf_of_the_reported_rankings(store: Any) -> None:
         assert h.score == pytest.approx(rrf, rel=1e-6)
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     assert [h.rank for h in hits] == list(range(1, len(hits) + 1))
+
+
+def test_fusion_scores_a_bm25_only_candidate_with_its_real_dense_score(store: Any) -> None:
+    points = _fill(store)
+    rare = _unit([-1.0, 0.5] + [0.0] * (DIM - 2))  # the farthest point from the query
+    text = "collector pipeline exporter tail sampling"
+    payload = {"source": "s", "path": "docs/c.md", PATH_KEY: path_prefixes("docs/c.md")}
+    payload["text"] = text
+    store.upsert("c", [Point(_pid(50), rare, payload, document_vector(text))])
+    q = _unit([1.0, 0.3] + [0.0] * (DIM - 2))
+    sv = query_vector("tail sampling")
+    n, k = 10, 60
+    union = store.search("c", dense=q, sparse=sv, limit=n, rrf_k=k, candidates=n, ranks=True)
+    plain = store.search(
+        "c", dense=q, sparse=sv, limit=n, rrf_k=k, candidates=n, ranks=True, fusion="rrf"
+    )
+    got = {h.id: h for h in union}
+    only = got[_pid(50)]  # BM25's only match, far outside the dense top 10
+    assert only.sparse is not None and only.sparse[0] == 1
+    assert only.dense is not None
+    assert only.dense[1] == pytest.approx(float(np.dot(q, rare)), abs=1e-5)
+    assert {h.id: h for h in plain}[_pid(50)].dense is None  # plain RRF: no dense rank
+    # its dense rank is among the union of candidates: the dense top 10 and itself
+    assert only.dense[0] == n + 1
+    assert only.score == pytest.approx(1 / k + 1 / (k + n), rel=1e-6)
+    # every dense candidate that shares no term with the query has no BM25 rank
+    for h in union:
+        if h.id != _pid(50):
+            assert h.sparse is None
+            want = float(np.dot(q, next(p.vector for p in points if p.id == h.id)))
+            if h.dense is not None:
+                assert h.dense[1] == pytest.approx(want, abs=1e-5)
+    assert union[0].id == _pid(50)
 
 
 def test_ranks_leave_the_result_unchanged(store: Any) -> None:
