@@ -18,9 +18,9 @@ twice and with an answer that spans two adjacent chunks in one piece.
 
 **A page once.** The passages come out page by page: the pages in order of their
 page score (:func:`ingestd.store.search.pages.page_scores` over every hit ranked: the
-score of the page's best hit), each page's passages together, in rank order. Each passage says its page's
-place (``page_rank``, from 1) and score (``page_score``); ``rank`` numbers the passages in
-that order.
+score of the page's best hit), each page's passages together, in rank order. Each
+passage says its page's place (``page_rank``, from 1) and score (``page_score``);
+``rank`` numbers the passages in that order.
 
 ``per_page`` caps the passages of one document (a question that needs several pages
 gets them before a second passage of the first page); a hit that would open one more
