@@ -47,7 +47,7 @@ from ingestd.store.common.damage import StateDamagedError
 from ingestd.store.search.query import HIDDEN_KEYS, PATH_KEY
 from ingestd.store.search.sparse import SPARSE_VECTOR
 from ingestd.store.vectors.base import Layout, StoreUnavailableError, physical_name, version_of
-from ingestd.store.vectors.edge_guard import Guarded
+from ingestd.store.vectors.edge_guard import Guarded, mapped_damage
 from ingestd.store.vectors.routing import RoutedWrites
 
 __all__ = [
@@ -243,6 +243,9 @@ class EdgeCollections(RoutedWrites):
         folder = self.shard_path(physical)
         if not folder.is_dir():
             raise KeyError(f"collection {physical!r} not found")
+        cut = mapped_damage(folder)  # before the engine maps it: past a cut end is SIGBUS
+        if cut is not None:
+            raise cut
         from qdrant_edge import EdgeShard
 
         try:
