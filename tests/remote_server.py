@@ -120,6 +120,9 @@ class Gateway:
         inputs: the texts of each request answered 200, in the order of ``log``.
         most_in_flight: the most requests it held at once.
         held: requests waiting now for :meth:`release`.
+        poison: the next answers of the server (counted down) are passed on with one
+            component of their first vector replaced by NaN (count and dimension right),
+            as a server with a numeric bug answers.
     """
 
     def __init__(self, upstream: str, key: str | None = None) -> None:
@@ -133,6 +136,7 @@ class Gateway:
         self.inputs: list[list[str]] = []
         self.most_in_flight = 0
         self.held = 0
+        self.poison = 0
         self._in_flight = 0
         self._lock = threading.Lock()
         self._met = threading.Condition(self._lock)
@@ -218,7 +222,7 @@ class Gateway:
                     headers=json_type,
                     timeout=120,
                 )
-                status, out = resp.status_code, resp.content
+                status, out = resp.status_code, self._poisoned(resp.status_code, resp.content)
             except httpx.TransportError:
                 status, out = 502, b'{"error": {"message": "upstream unreachable"}}'
         time.sleep(max(0.0, start + self.latency_s - time.monotonic()))
@@ -228,6 +232,16 @@ class Gateway:
             if status == 200:
                 self.inputs.append(given_texts)
         return status, {**json_type, **extra}, out
+
+    def _poisoned(self, status: int, out: bytes) -> bytes:
+        """``out`` with a NaN in its first vector while :attr:`poison` counts down."""
+        with self._lock:
+            if status != 200 or self.poison <= 0:
+                return out
+            self.poison -= 1
+        answer = json.loads(out)
+        answer["data"][0]["embedding"][7] = float("nan")
+        return json.dumps(answer).encode()  # NaN as JavaScript's literal, as servers write it
 
     def close(self) -> None:
         self.httpd.shutdown()

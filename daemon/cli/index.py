@@ -314,6 +314,7 @@ def verify(
                 f"{r['source']}: {state}: {r['expected']} points expected, "
                 f"{r['n_missing']} missing, {r['n_orphans']} orphans, "
                 f"{r['n_stale']} stale, {r['n_manifest']} manifest records differ"
+                + _bad_vectors(r)
                 + (
                     f"; {writing} long document(s) being written, not compared (verify "
                     "again once written)"
@@ -323,7 +324,7 @@ def verify(
             )
             for x in r.get("writing", [])[:20]:
                 click.echo(f"  writing: {x}")
-            for key in ("missing", "orphans", "stale", "manifest"):
+            for key in ("missing", "orphans", "stale", "nonfinite", "cache", "manifest"):
                 for x in r[key][:20]:
                     click.echo(f"  {key}: {x}")
     sys.exit(0 if result["clean"] else 1)
@@ -469,3 +470,14 @@ def sync_sources(
         for line in report["summary"]:
             click.echo(line)
     sys.exit(0 if report["complete"] else 1)
+
+
+def _bad_vectors(report: dict[str, Any]) -> str:
+    """``; N vectors not finite ...`` of a verify report, or nothing when there are none."""
+    stored, cached = report.get("n_nonfinite", 0), report.get("n_cache", 0)
+    if not stored and not cached:
+        return ""
+    return (
+        f"; {stored} stored and {cached} cached vector(s) with NaN, infinity or no length "
+        "(--repair embeds them again)"
+    )

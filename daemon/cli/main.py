@@ -27,6 +27,7 @@ from ingestd.daemon.cli.embedding import export_model, migrate
 from ingestd.daemon.cli.index import forget, resync, sources, sync_sources, verify
 from ingestd.daemon.cli.query import read, search, status
 from ingestd.daemon.cli.serve import run
+from ingestd.daemon.cli.takeover import takeover
 from ingestd.daemon.cli.tuning import chunk_cmd, eval_cmd
 
 __all__ = ["cli", "main"]
@@ -57,6 +58,7 @@ cli.add_command(verify)
 cli.add_command(migrate)
 cli.add_command(sources)
 cli.add_command(forget)
+cli.add_command(takeover)
 cli.add_command(chunk_cmd)
 cli.add_command(eval_cmd)
 cli.add_command(export_model)

@@ -49,6 +49,7 @@ def run(
     from ingestd.daemon.wire.statelock import StateLockedError
 
     cfg, sd = load(config_path, paths, state_dir, log_level, daemon=True)
+    _say_fatal_signals()
     if not cfg.sources:
         raise Fatal("nothing to watch: give PATH arguments or sources in --config", 2)
     try:
@@ -71,3 +72,24 @@ def run(
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
+
+
+def _say_fatal_signals() -> None:
+    """Have a fatal signal (SIGBUS, SIGSEGV) leave its line and tracebacks on stderr.
+
+    A file the vector engine maps, cut under the daemon in the middle of a job, kills it
+    with SIGBUS; the service checks those files before each job, and this is the floor
+    for a cut that lands during one: ``Fatal Python error: Bus error`` and each thread's
+    stack in the log (the journal under systemd), never a silent death.
+    """
+    import faulthandler
+    import io
+
+    for stream in (sys.stderr, sys.__stderr__):
+        if stream is None:
+            continue
+        try:
+            faulthandler.enable(file=stream, all_threads=True)
+            return
+        except (AttributeError, ValueError, io.UnsupportedOperation):
+            continue

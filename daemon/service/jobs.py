@@ -82,6 +82,9 @@ class JobQueue:
         on_fatal: called first with every error of a job; returns whether the error
             ends the daemon (damage no retry can repair): then the job's own handling
             is skipped, but its future still gets the error.
+        before_job: called before each job; an error it raises is the job's (a check
+            that the store's files are whole, so that damage ends the daemon with its
+            line before the job reads past a cut file's end).
     """
 
     def __init__(
@@ -90,7 +93,9 @@ class JobQueue:
         after_job: Callable[[], None],
         on_unhandled: Callable[[], None],
         on_fatal: Callable[[Exception], bool] = lambda exc: False,
+        before_job: Callable[[], None] = lambda: None,
     ) -> None:
+        self.before_job = before_job
         self.after_job = after_job
         self.on_unhandled = on_unhandled
         self.on_fatal = on_fatal
@@ -154,6 +159,7 @@ class JobQueue:
 
     def _run(self, job: Job) -> None:
         try:
+            self.before_job()
             result = job.run()
         except Exception as exc:
             fatal = self.on_fatal(exc)

@@ -13,6 +13,8 @@ Exposed:
 * ``ingestd_chunks_embedded_total``, ``ingestd_vectors_reused_total``,
   ``ingestd_reused_vector_ratio`` (reused / (reused + embedded), since start)
 * ``ingestd_embedding_calls_total``: calls of the embedding model
+* ``ingestd_vectors_rejected_total``: vectors a model or server answered with NaN,
+  infinity or no length (asked again, never cached or written)
 * ``ingestd_documents_indexed_total``, ``ingestd_documents_deleted_total``,
   ``ingestd_job_errors_total``
 * ``ingestd_edit_to_searchable_seconds``: histogram of the time from a file event to
@@ -28,7 +30,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
@@ -58,7 +60,7 @@ class _Live(Collector):
         self.lag = lag
         self.healthy = healthy
 
-    def collect(self) -> Iterator[GaugeMetricFamily]:
+    def collect(self) -> Iterator[GaugeMetricFamily | CounterMetricFamily]:
         docs = GaugeMetricFamily(
             "ingestd_documents", "Documents in the manifest", labels=["source"]
         )
@@ -96,6 +98,14 @@ class _Live(Collector):
             "ingestd_reused_vector_ratio",
             "Share of written vectors taken from the cache or store, since start",
             value=reused / (reused + emb) if reused + emb else 0.0,
+        )
+        from ingestd.store.embedding.finite import rejected_total
+
+        yield CounterMetricFamily(
+            "ingestd_vectors_rejected",
+            "Vectors an embedding model or server answered with NaN, infinity or no length "
+            "(asked again, never cached or written)",
+            value=rejected_total(),
         )
         yield GaugeMetricFamily(
             "ingestd_up",

@@ -115,6 +115,7 @@ class Service:
             after_job=lambda: self.policy.after_job(),
             on_unhandled=lambda: self.policy.rescan_after_error(),
             on_fatal=self._fatal,
+            before_job=self._before_job,
         )
         self.backoff = Backoff(self.jobs, on_failure=self._count_failure)
         self.policy = SyncPolicy(
@@ -326,6 +327,11 @@ class Service:
             self.engine.close()
         self._lock.release()
         logger.info("ingestd stopped")
+
+    def _before_job(self) -> None:
+        """A file the Edge store maps, cut, stops the daemon with its line (not by SIGBUS)."""
+        if self.engine is not None:
+            self.engine.resources.check_mapped_files()
 
     def _fatal(self, exc: Exception) -> bool:
         """Stop the daemon on damage that no retry repairs; ``True`` when ``exc`` is such.

@@ -4,88 +4,171 @@ The manifest and the store describe each other; two state dirs whose configs poi
 the same store (``qdrant.edge_path``, ``qdrant.path``) would each adopt the other's
 points as their own, search each other's documents, and a ``forget`` in one would
 delete the other's points. Running both at once is refused by the store's locks; one
-after the other was not. So an embedded store records its owner in a small file in its
-folder (:data:`OWNER_FILE`: the owner's canonical state dir) and a store claimed by
-another state dir that still exists is refused, in one line naming both.
+after the other is refused here.
 
-A store that records no owner (made before this was recorded) is claimed by the first
-state dir that opens it. A state dir that was moved or copied with its store inside it
-takes the store along (the folder inside a state dir is that state dir's). A store whose
-recorded owner is gone (its folder no longer exists) is claimed, with a warning.
+Ownership is an identity, not a folder that must be present: each state dir holds a
+random id (:data:`ID_FILE`, made the first time it claims a store), and an embedded
+store records its owner's id in a small file in its folder (:data:`OWNER_FILE`, with
+the owner's last path, for the messages). A store that records another id is refused,
+in one line, whatever this state dir can see: the owner may be renamed, on an
+unmounted disk or on another machine. Only an explicit ``ingestd takeover``
+(:func:`take_over`) makes it another state dir's. A state dir that is renamed, moved or
+copied keeps its id, so it keeps its store.
+
+A store that records no owner (made before ownership was recorded) is claimed by the
+first state dir that opens it. A store recorded by path only (by an earlier version) is
+its state dir's when the path is this state dir's or the store lies inside it.
 """
 
 from __future__ import annotations
 
 import json
-import logging
 import os
+import secrets
 from pathlib import Path
+from typing import Any
 
 from ingestd.chunkers.errors import StateError
 
-__all__ = ["OWNER_FILE", "StoreOwnedError", "claim_store", "owner_problem"]
-
-logger = logging.getLogger(__name__)
+__all__ = [
+    "ID_FILE",
+    "OWNER_FILE",
+    "StoreOwnedError",
+    "claim_store",
+    "owner_problem",
+    "owner_record",
+    "state_id",
+    "take_over",
+]
 
 #: The file in an embedded store's folder that names the state dir it belongs to.
 OWNER_FILE = "ingestd-owner.json"
+#: The file in a state dir that holds its random id (32 hex digits).
+ID_FILE = "ingestd-id"
 
 
 class StoreOwnedError(StateError, RuntimeError):
     """The store belongs to another state dir (two state dirs never share a store)."""
 
 
-def _owner(folder: Path) -> Path | None:
+def _write_private(path: Path, data: bytes) -> None:
+    """Write ``path`` whole (a temporary file renamed over it), mode 0600."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+def state_id(state_dir: Path, *, create: bool = False) -> str | None:
+    """The random id of ``state_dir`` (``None``: it has none and ``create`` is false).
+
+    Args:
+        state_dir: a state dir.
+        create: make the id when there is none (``secrets.token_hex(16)``).
+    """
+    path = Path(state_dir) / ID_FILE
+    try:
+        text = path.read_text(encoding="ascii").strip()
+        if text:
+            return text
+    except (OSError, UnicodeDecodeError):
+        pass
+    if not create:
+        return None
+    new = secrets.token_hex(16)
+    _write_private(path, (new + "\n").encode())
+    return new
+
+
+def owner_record(folder: Path) -> dict[str, Any] | None:
+    """What the store in ``folder`` records about its owner (``None``: nothing readable).
+
+    Returns:
+        ``{"owner": id or None, "state_dir": the owner's last path or None}``.
+    """
     try:
         data = json.loads((folder / OWNER_FILE).read_text(encoding="utf-8"))
-        return Path(str(data["state_dir"]))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError):
         return None
+    if not isinstance(data, dict):
+        return None
+    owner, path = data.get("owner"), data.get("state_dir")
+    if not isinstance(owner, str) and not isinstance(path, str):
+        return None
+    return {
+        "owner": owner if isinstance(owner, str) else None,
+        "state_dir": path if isinstance(path, str) else None,
+    }
+
+
+def _describe(record: dict[str, Any]) -> str:
+    where = record.get("state_dir")
+    who = f"state dir {where}" if where else "another state dir"
+    if where and not Path(where).is_dir():
+        who += " (not there now: renamed, moved or on a disk not mounted)"
+    if record.get("owner"):
+        who += f", id {str(record['owner'])[:8]}"
+    return who
 
 
 def owner_problem(folder: Path, state_dir: Path) -> StoreOwnedError | None:
-    """Why ``state_dir`` may not use the store in ``folder``, or ``None`` (files only).
+    """Why ``state_dir`` may not use the store in ``folder``, or ``None`` (reads files only).
 
     Args:
         folder: an embedded store's folder (it may not exist yet).
         state_dir: the state dir that wants it.
     """
-    owner = _owner(folder)
-    mine = Path(os.path.realpath(state_dir))
-    if owner is None or owner == mine:
+    record = owner_record(folder)
+    if record is None:
         return None
-    if Path(os.path.realpath(folder)).is_relative_to(mine):
-        return None  # inside this state dir: moved or copied with it
-    if not owner.is_dir():
-        return None  # its owner is gone
+    mine = Path(os.path.realpath(state_dir))
+    if record["owner"] is not None:
+        if record["owner"] == state_id(state_dir):
+            return None
+    elif record["state_dir"] == str(mine) or Path(os.path.realpath(folder)).is_relative_to(mine):
+        return None  # recorded by path by an earlier version: this one's, or moved with it
     return StoreOwnedError(
-        f"the vector store {folder} belongs to state dir {owner}; state dir {mine} may not "
+        f"the vector store {folder} belongs to {_describe(record)}; state dir {mine} may not "
         "use it (two state dirs never share a store): give this one its own store "
-        "(qdrant.edge_path or qdrant.path), or use the state dir that owns it"
+        "(qdrant.edge_path or qdrant.path), use the state dir that owns it, or make it "
+        f"this one's with `ingestd takeover --state-dir {mine}`"
     )
 
 
 def claim_store(folder: Path, state_dir: Path) -> None:
     """Check that ``state_dir`` may use the store in ``folder``, then record it as the owner.
 
+    The state dir's id is made on its first claim; the owner's path is brought up to
+    date when the state dir was renamed or moved.
+
     Raises:
-        StoreOwnedError: another state dir that still exists owns it.
+        StoreOwnedError: another state dir owns it.
     """
     problem = owner_problem(folder, state_dir)
     if problem is not None:
         raise problem
-    mine = Path(os.path.realpath(state_dir))
-    owner = _owner(folder)
-    if owner == mine or not folder.is_dir():
+    if not folder.is_dir():
         return
-    if owner is not None:
-        logger.warning(
-            "vector store %s: its owner %s is gone or moved; now %s's", folder, owner, mine
-        )
-    tmp = folder / f".{OWNER_FILE}.{os.getpid()}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    try:
-        os.write(fd, json.dumps({"state_dir": str(mine)}).encode())
-    finally:
-        os.close(fd)
-    os.replace(tmp, folder / OWNER_FILE)
+    mine = str(Path(os.path.realpath(state_dir)))
+    record = owner_record(folder)
+    me = state_id(state_dir, create=True)
+    if record == {"owner": me, "state_dir": mine}:
+        return
+    _write_private(folder / OWNER_FILE, json.dumps({"owner": me, "state_dir": mine}).encode())
+
+
+def take_over(folder: Path, state_dir: Path) -> dict[str, Any] | None:
+    """Make the store in ``folder`` ``state_dir``'s, whoever owned it; the earlier record.
+
+    Its points become this state dir's; the state dir that owned it is refused from
+    then on. The caller has said so to the user and has the store's lock (no process
+    uses the store).
+    """
+    before = owner_record(folder)
+    me = state_id(state_dir, create=True)
+    mine = str(Path(os.path.realpath(state_dir)))
+    _write_private(folder / OWNER_FILE, json.dumps({"owner": me, "state_dir": mine}).encode())
+    return before

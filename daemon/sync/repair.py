@@ -121,7 +121,12 @@ def count_points(ctx: SyncContext, collection: str, sources: list[str]) -> int:
             return held
         engine, previous = ctx.resources.engine()
         if engine != SERVER and previous is None:
+            from ingestd.daemon.sync.ownership import owner_problem
+
             folder = ctx.resources.paths.engine_folder(engine)
+            problem = owner_problem(folder, ctx.resources.paths.root)
+            if problem is not None:  # another state dir's store: not even counted
+                raise problem
             n = engine_spec(engine).point_count(folder, collection)
             if n is not None:
                 return n

@@ -18,6 +18,7 @@ import logging
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ingestd.daemon.config import Config
 from ingestd.daemon.statedir import StatePaths, secure_state_dir
@@ -35,6 +36,9 @@ from ingestd.daemon.sync.healing_cache import HealingCache
 from ingestd.store.manifest.manifest import Manifest, sqlite_url
 from ingestd.store.vectors.base import VectorStore
 from ingestd.store.vectors.spec import EngineSpec
+
+if TYPE_CHECKING:
+    from ingestd.store.vectors.edge_guard import MappedFiles
 
 __all__ = ["Resources"]
 
@@ -99,6 +103,7 @@ class Resources:
         self._store = store
         self._given_store = store
         self._cache: HealingCache | None = None
+        self._mapped: MappedFiles | None = None  # the open Edge store's mapped files
         self.cache_path = cache_path or self.paths.embeddings
         self.on_cache_open: Callable[[HealingCache], None] | None = None
 
@@ -324,6 +329,30 @@ class Resources:
     def engine_move_due(self) -> bool:
         """Whether collections are to move to the configured embedded engine (files only)."""
         return self.engine()[1] is not None
+
+    def check_mapped_files(self) -> None:
+        """Raise the damage of a file the open Edge store maps whole (a few stats).
+
+        A payload or vector page cut under a running daemon kills it with SIGBUS at the
+        next read past the cut, before any error can be raised; the daemon calls this
+        before each job, so that such a cut stops it with the line that names the fix.
+        Nothing is checked before the store is open, or for other engines.
+
+        Raises:
+            ingestd.store.common.damage.StateDamagedError: a mapped file is cut.
+        """
+        if self._store is None:
+            return
+        if self._mapped is None:
+            from ingestd.store.vectors.edge_guard import MappedFiles
+
+            folder = self.paths.engine_folders().get("edge")
+            if folder is None or not folder.is_dir():
+                return
+            self._mapped = MappedFiles(folder)
+        damage = self._mapped.damage()
+        if damage is not None:
+            raise damage
 
     @property
     def store_open(self) -> bool:

@@ -3,8 +3,11 @@
 The expected state is what a from-scratch ingest of the current files would store
 (:meth:`~ingestd.daemon.sync.preparer.Preparer.expected_points`): the same point ids, the same
 payloads, provenance keys aside, and the same sparse vectors, recomputed from the
-embedded text. Repair deletes orphans by id, re-writes documents with
-missing or stale points (vectors from the embedding cache when known), and re-records
+embedded text. Dense vectors are checked too: one with NaN, infinity or no length,
+in the store or in the embedding cache, is never ranked by a cosine index
+(:mod:`ingestd.store.embedding.finite`). Repair deletes orphans by id, drops bad
+cached vectors, re-writes documents with missing, stale or non-finite points (vectors
+from the embedding cache when known and good, else embedded again), and re-records
 drifted manifest rows.
 """
 
@@ -25,6 +28,9 @@ __all__ = ["Verifier", "VerifyReport", "same_sparse"]
 
 logger = logging.getLogger(__name__)
 
+#: Points whose dense vectors are read at once by the non-finite check.
+VECTOR_SLICE = 512
+
 
 @dataclass
 class VerifyReport:
@@ -33,6 +39,8 @@ class VerifyReport:
     ``missing``: expected points absent from the store; ``orphans``: store points no
     file produces; ``stale``: points whose payload differs; ``sparse``: points whose
     sparse (BM25) vector differs from the one recomputed from their text;
+    ``nonfinite``: points whose dense vector holds NaN or infinity or has no length;
+    ``cache``: chunk hashes of the source whose vector in the embedding cache is such;
     ``manifest``: paths whose manifest record disagrees with the files;
     ``root_missing``: the source's root folder is not there (an unmounted volume),
     so nothing could be compared (the report is not clean) and nothing is repaired;
@@ -47,6 +55,8 @@ class VerifyReport:
     orphans: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     sparse: list[str] = field(default_factory=list)
+    nonfinite: list[str] = field(default_factory=list)
+    cache: list[str] = field(default_factory=list)
     manifest: list[str] = field(default_factory=list)
     root_missing: bool = False
     why_missing: str | None = None
@@ -61,6 +71,8 @@ class VerifyReport:
             or self.orphans
             or self.stale
             or self.sparse
+            or self.nonfinite
+            or self.cache
             or self.manifest
         )
 
@@ -73,7 +85,16 @@ class VerifyReport:
             "root_missing": self.root_missing,
             "why_missing": self.why_missing,
         }
-        for k in ("missing", "orphans", "stale", "sparse", "manifest", "writing"):
+        for k in (
+            "missing",
+            "orphans",
+            "stale",
+            "sparse",
+            "nonfinite",
+            "cache",
+            "manifest",
+            "writing",
+        ):
             v = getattr(self, k)
             out[k] = v[:100]
             out[f"n_{k}"] = len(v)
@@ -147,12 +168,14 @@ class Verifier:
             }
             common = sorted(set(expected) & set(stored))
             got_sparse = ctx.store.sparse_vectors(collection, common)
+            rep.nonfinite = self._nonfinite(collection, common)
         rep.missing = sorted(set(expected) - set(stored))
         rep.orphans = sorted(set(stored) - set(expected))
         rep.stale = [pid for pid in common if expected[pid] != stored[pid]]
         rep.sparse = [
             pid for pid in common if not same_sparse(want_sparse[pid], got_sparse.get(pid))
         ]
+        rep.cache = self._bad_cached(source, expected)
         rep.manifest = [
             rel for rel in self._manifest_drift(source, expected, docs) if rel not in busy
         ]
@@ -160,6 +183,28 @@ class Verifier:
             self._repair(source, rep, expected)
             return self.verify(source, repair=False)
         return rep
+
+    def _nonfinite(self, collection: str, ids: list[str]) -> list[str]:
+        """The points among ``ids`` whose dense vector is not finite or has no length."""
+        from ingestd.store.embedding.finite import is_usable
+
+        bad: list[str] = []
+        for i in range(0, len(ids), VECTOR_SLICE):
+            recs = self.ctx.store.retrieve(collection, ids[i : i + VECTOR_SLICE], with_vectors=True)
+            bad += [pid for pid, _, vec in recs if not is_usable(vec)]
+        return sorted(bad)
+
+    def _bad_cached(self, source: str, expected: dict[str, dict[str, Any]]) -> list[str]:
+        """Chunk hashes of ``expected`` whose vector in the embedding cache is not usable.
+
+        Nothing is read when there is no cache file (it is not made by a check).
+        """
+        resources = self.ctx.resources
+        if resources.cache_open is None and not resources.cache_path.exists():
+            return []
+        hashes = [str(p["chunk_hash"]) for p in expected.values() if "chunk_hash" in p]
+        model = self.ctx.profile_of_source(source).embedder.fingerprint
+        return list(resources.cache.unusable(model, hashes))
 
     def _manifest_drift(
         self,
@@ -199,8 +244,15 @@ class Verifier:
         if rep.orphans:
             self.collections.ensure(collection)
             ctx.store.delete(collection, rep.orphans)
+        if rep.cache:
+            model = ctx.profile_of_source(source).embedder.fingerprint
+            ctx.resources.cache.drop(model, rep.cache)
         paths = set(rep.manifest)
-        for pid in rep.missing + rep.stale + rep.sparse:
+        bad_cached = set(rep.cache)
+        for p in expected.values():
+            if p.get("chunk_hash") in bad_cached:  # the cache is filled again (from the store)
+                paths.update(document_keys(p))
+        for pid in rep.missing + rep.stale + rep.sparse + rep.nonfinite:
             paths.update(document_keys(expected[pid]))
         on_disk = ctx.source(source).scan()
         plan = Plan(source)

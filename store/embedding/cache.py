@@ -9,6 +9,10 @@ in calls of a bounded size; a call the missing texts leave part-empty is filled 
 texts the caller will ask for next (``ahead``), whose vectors wait in the cache, so that
 the calls stay full while work remains (a request to an embedding server costs about the
 same for one text as for a batch).
+
+No vector with NaN, infinity or no length is cached, written or served from the cache
+(:mod:`ingestd.store.embedding.finite`): the model's answers are checked (a bad one is
+asked again), and a bad vector read back from the cache or the store is a miss.
 """
 
 from __future__ import annotations
@@ -23,6 +27,13 @@ from typing import Any
 
 import numpy as np
 
+from ingestd.store.embedding.finite import (
+    ATTEMPTS,
+    NonFiniteVectorError,
+    bad_rows,
+    count_rejected,
+    is_usable,
+)
 from ingestd.store.embedding.model import Vectors
 
 __all__ = ["AHEAD_MEMORY", "CachedEmbedder", "EmbedStats", "EmbeddingCache"]
@@ -63,8 +74,13 @@ class EmbeddingCache:
         )
 
     def get_many(self, model: str, hashes: Sequence[str]) -> dict[str, Any]:
-        """Cached vectors of ``hashes`` (hash -> float32 array); misses are absent."""
+        """Cached vectors of ``hashes`` (hash -> float32 array); misses are absent.
+
+        A cached vector that is not finite or has no length (cached by a version that
+        did not check) is a miss, and is dropped from the cache.
+        """
         out: dict[str, Any] = {}
+        bad: list[str] = []
         uniq = list(dict.fromkeys(hashes))
         with self._lock:
             self._tick += 1
@@ -76,7 +92,11 @@ class EmbeddingCache:
                     [model, *part],
                 ).fetchall()
                 for h, blob in rows:
-                    out[h] = np.frombuffer(blob, dtype=np.float32)
+                    vec = np.frombuffer(blob, dtype=np.float32)
+                    if is_usable(vec):
+                        out[h] = vec
+                    else:
+                        bad.append(h)
                 if rows:
                     hit = [h for h, _ in rows]
                     self._db.execute(
@@ -84,7 +104,39 @@ class EmbeddingCache:
                         f"({','.join('?' * len(hit))})",
                         [self._tick, model, *hit],
                     )
+        if bad:
+            count_rejected(len(bad))
+            self.drop(model, bad)
         return out
+
+    def unusable(self, model: str, hashes: Sequence[str]) -> list[str]:
+        """The hashes among ``hashes`` whose cached vector is not finite or has no length.
+
+        A read only (``verify``): nothing is dropped or counted as a use.
+        """
+        out: list[str] = []
+        uniq = list(dict.fromkeys(hashes))
+        with self._lock:
+            for i in range(0, len(uniq), 500):
+                part = uniq[i : i + 500]
+                q = ",".join("?" * len(part))
+                rows = self._db.execute(
+                    f"SELECT hash, vector FROM vectors WHERE model = ? AND hash IN ({q})",
+                    [model, *part],
+                ).fetchall()
+                out += [h for h, blob in rows if not is_usable(np.frombuffer(blob, np.float32))]
+        return sorted(out)
+
+    def drop(self, model: str, hashes: Sequence[str]) -> None:
+        """Forget the cached vectors of ``hashes`` (they are embedded again when needed)."""
+        uniq = list(dict.fromkeys(hashes))
+        with self._lock:
+            for i in range(0, len(uniq), 500):
+                part = uniq[i : i + 500]
+                q = ",".join("?" * len(part))
+                self._db.execute(
+                    f"DELETE FROM vectors WHERE model = ? AND hash IN ({q})", [model, *part]
+                )
 
     def cached(self, model: str, hashes: Sequence[str]) -> set[str]:
         """The hashes among ``hashes`` that have a vector of ``model``.
@@ -104,7 +156,11 @@ class EmbeddingCache:
         return out
 
     def put_many(self, model: str, items: dict[str, Any]) -> None:
-        """Store vectors (hash -> array), then evict past ``max_entries``."""
+        """Store vectors (hash -> array), then evict past ``max_entries``.
+
+        A vector that is not finite or has no length is never stored (left out).
+        """
+        items = {h: v for h, v in items.items() if is_usable(v)}
         if not items:
             return
         with self._lock:
@@ -162,10 +218,15 @@ class EmbeddingCache:
 
 @dataclass
 class EmbedStats:
-    """Counters since start: vectors computed by the model and vectors reused."""
+    """Counters since start: vectors computed by the model and vectors reused.
+
+    ``rejected``: vectors the model answered with NaN, infinity or no length (each
+    asked again; none kept).
+    """
 
     embedded: int = 0
     reused: int = 0
+    rejected: int = 0
 
 
 class CachedEmbedder:
@@ -235,7 +296,7 @@ class CachedEmbedder:
         found = self.cache.get_many(self.fingerprint, list(want)) if self.cache is not None else {}
         missing = [h for h in want if h not in found]
         if missing and fallback is not None:
-            extra = fallback(missing)
+            extra = _usable(fallback(missing))
             if extra:
                 found.update(extra)
                 if self.cache is not None:
@@ -256,7 +317,7 @@ class CachedEmbedder:
                 part += list(filler)
                 texts += list(filler.values())
             t0 = time.monotonic()
-            vecs = self.model(texts)
+            vecs = self._embed(texts)
             self._adapt(len(part), time.monotonic() - t0)
             new = {h: vecs[k] for k, h in enumerate(part)}
             self.stats.embedded += len(part)
@@ -288,7 +349,7 @@ class CachedEmbedder:
             held = self.cache.cached(self.fingerprint, list(pairs))
             todo = [h for h in pairs if h not in held]
             if todo and fallback is not None:
-                extra = fallback(todo)
+                extra = _usable(fallback(todo))
                 if extra:
                     self.cache.put_many(self.fingerprint, extra)
                     todo = [h for h in todo if h not in extra]
@@ -297,6 +358,38 @@ class CachedEmbedder:
             if len(out) >= room:
                 break
         return out
+
+    def _embed(self, texts: list[str]) -> Vectors:
+        """The model's vectors of ``texts``, each finite and non-zero.
+
+        A text whose vector is bad is given to the model again, alone with the other
+        bad ones, up to :data:`~ingestd.store.embedding.finite.ATTEMPTS` calls in all.
+
+        Raises:
+            NonFiniteVectorError: a text's vector is still bad after the last attempt.
+        """
+        vecs = self.model(texts)
+        bad = bad_rows(vecs)
+        for _ in range(ATTEMPTS - 1):
+            if not bad:
+                return vecs
+            self._reject(len(bad))
+            vecs = np.array(vecs, dtype=np.float32)  # a writable copy
+            again = self.model([texts[i] for i in bad])
+            vecs[bad] = again
+            bad = [bad[i] for i in bad_rows(again)]
+        if bad:
+            self._reject(len(bad))
+            raise NonFiniteVectorError(
+                f"the embedding model gave a vector with NaN, infinity or no length for "
+                f"{len(bad)} of {len(texts)} text(s) on each of {ATTEMPTS} attempts "
+                f"(first: {texts[bad[0]][:80]!r}); nothing of it is cached or written"
+            )
+        return vecs
+
+    def _reject(self, n: int) -> None:
+        self.stats.rejected += n
+        count_rejected(n)
 
     def _remember_ahead(self, hashes: Any) -> None:
         for h in hashes:
@@ -336,3 +429,13 @@ class CachedEmbedder:
         if not pairs:
             return np.zeros((0, 0), dtype=np.float32)
         return np.stack([got[h] for h, _ in pairs])
+
+
+def _usable(vectors: dict[str, Any] | None) -> dict[str, Any]:
+    """``vectors`` (hash -> vector) without those that are not finite or have no length."""
+    if not vectors:
+        return {}
+    keep = {h: v for h, v in vectors.items() if is_usable(v)}
+    if len(keep) < len(vectors):
+        count_rejected(len(vectors) - len(keep))
+    return keep

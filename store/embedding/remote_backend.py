@@ -19,7 +19,10 @@ or 403: the key; 404: the model or the URL), raises :class:`EndpointError`, an
 :class:`~ingestd.chunkers.errors.UnavailableError`: the daemon keeps the documents
 waiting (with the reason in ``ingestd status``) and tries them again later, deleting
 nothing; a search whose query cannot be embedded fails with it. Vectors of another
-dimension than ``embedding.dimensions`` raise :class:`EndpointDimensionError`.
+dimension than ``embedding.dimensions`` raise :class:`EndpointDimensionError`. An answer
+with a vector holding NaN or infinity, or a zero vector, is a failed request like a 5xx:
+tried again, counted (:attr:`RemoteEmbedder.rejected`), and never a vector
+(:mod:`ingestd.store.embedding.finite`).
 
 The API key is read from the environment variable ``embedding.api_key_env`` when the
 embedder is loaded, and held only in the HTTP client's headers: it is in no config
@@ -45,6 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingestd.chunkers.errors import ModelError, UnavailableError
+from ingestd.store.embedding.finite import bad_rows, count_rejected
 from ingestd.store.embedding.model import Endpoint, ModelInfo
 from ingestd.store.embedding.spec import BackendSpec, Embedder
 
@@ -198,6 +202,8 @@ class RemoteEmbedder:
     Attributes:
         batch_size: texts per request.
         calls: requests answered so far.
+        rejected: answers rejected for a vector with NaN, infinity or no length (each
+            a failed request, tried again as a server error is).
     """
 
     def __init__(self, info: ModelInfo, *, batch_size: int = 16) -> None:
@@ -208,6 +214,7 @@ class RemoteEmbedder:
         self.url = embeddings_url(info.endpoint.url)
         self.batch_size = batch_size
         self.calls = 0
+        self.rejected = 0
         self._client: httpx.Client | None = None
         self._secret = ""
         self._lock = threading.Lock()
@@ -374,10 +381,22 @@ class RemoteEmbedder:
                 f"for model {self.info.name!r}, but embedding.dimensions is "
                 f"{self.endpoint.dimensions}: set it to {vectors.shape[1]}"
             )
+        bad = bad_rows(vectors)
+        if bad:
+            count_rejected(len(bad))
+            with self._lock:
+                self.rejected += 1
+            error = EndpointError(
+                f"embedding endpoint {self.url} answered {len(bad)} vector(s) with NaN, "
+                f"infinity or no length (text {bad[0] + 1} of {len(texts)}); none is kept",
+                resp.status_code,
+                transient=True,
+            )
+            raise _Transient(error)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         with self._lock:
             self.calls += 1
-        return vectors / np.where(norms > 0, norms, 1.0)
+        return vectors / norms
 
     def _refuse(self, resp: httpx.Response) -> None:
         """Raise the error of a status other than 200 (transient ones wrapped for a retry)."""

@@ -10,8 +10,13 @@ Damage read from the files (:meth:`EdgeEngine.files_damage`): the aliases file i
 of the known format; in each shard, ``edge_config.json``, ``wal/first-index`` and every
 ``segments/*/segment.json`` are JSON, and every write-ahead-log segment (``wal/open-*``,
 ``wal/closed-*``) starts with its ``wal`` header (the engine refuses "Illegal segment
-header" and empty segments). Damage deeper in a file (a torn vector page) is found
-when the engine loads the shard (:meth:`EdgeEngine.deep_damage`).
+header" and empty segments); every file the engine maps whole has the size its
+``config.json`` says (:func:`~ingestd.store.vectors.edge_guard.mapped_damage`: a
+Gridstore ``page_*.dat`` its ``page_size_bytes``, a dense vector ``chunk_*.mmap`` its
+``chunk_size_bytes``). A mapped file cut shorter than its mapping kills the process that
+reads past its end with SIGBUS, before any error can be raised: a daemon checks these
+sizes before each job. Damage deeper in a file (a torn vector page) is found when the
+engine loads the shard (:meth:`EdgeEngine.deep_damage`).
 
 What proves a shard is as a clean close left it (:meth:`EdgeEngine.proof`): where its
 write-ahead log ends and the CRC-32C of its last entry (which chains through every
@@ -39,6 +44,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingestd.store.common.damage import StateDamagedError
+from ingestd.store.vectors.edge_guard import mapped_damage
 from ingestd.store.vectors.edge_shards import (
     ALIASES_FILE,
     COLLECTIONS_DIR,
@@ -229,7 +235,7 @@ def _shard_damage(shard: Path) -> StateDamagedError | None:
         if head != _WAL_MAGIC:
             detail = "an empty" if not head else "an illegal header in a"
             return StateDamagedError(seg, STORE_PART, f"{detail} write-ahead-log segment")
-    return None
+    return mapped_damage(shard)
 
 
 #: The spec of the ``edge`` engine, named in :data:`ingestd.store.vectors.engines.ENGINES`.

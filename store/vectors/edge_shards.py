@@ -55,7 +55,7 @@ from ingestd.store.vectors.base import (
     ensure_collection,
     version_of,
 )
-from ingestd.store.vectors.edge_guard import Guarded
+from ingestd.store.vectors.edge_guard import Guarded, mapped_damage
 from ingestd.store.vectors.routing import RoutedWrites
 
 __all__ = [
@@ -261,6 +261,9 @@ class EdgeCollections(RoutedWrites):
         folder = self.shard_path(physical)
         if not folder.is_dir():
             raise KeyError(f"collection {physical!r} not found")
+        cut = mapped_damage(folder)  # before the engine maps it: past a cut end is SIGBUS
+        if cut is not None:
+            raise cut
         from qdrant_edge import EdgeShard
 
         config = None if self.read_only else self.load_config(physical)

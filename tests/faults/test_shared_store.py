@@ -92,3 +92,80 @@ def test_a_state_dir_moved_with_its_store_inside_keeps_it(tmp_path: Path) -> Non
         eng.close()
     owner = (store_folder(tmp_path / "copy") / OWNER_FILE).read_text()
     assert str(tmp_path / "copy") in owner
+
+
+def _points_of(store: Path, engine: str, source: str) -> int:
+    from tests.helpers import open_store
+
+    handle = open_store(store, engine)
+    try:
+        return sum(1 for _, p in handle.scroll("ingestd") if p["source"] == source)
+    finally:
+        handle.close()
+
+
+def test_a_store_whose_owner_is_away_is_refused_until_taken_over(
+    tmp_path: Path, qdrant_engine: str
+) -> None:
+    """The owner renamed or unmounted: another state dir is still refused, in one line,
+    until it takes the store over with the explicit command; the owner, moved, keeps it."""
+    from click.testing import CliRunner
+
+    from ingestd.daemon.cli.main import cli
+    from ingestd.daemon.config import load_config
+    from ingestd.daemon.sync.engine import Engine
+
+    store = tmp_path / "shared-store"
+    one, two = (
+        copy_tree(tmp_path / "one"),
+        copy_tree(tmp_path / "two", ("docs/concepts/glossary.md",)),
+    )
+    cfg_one = load_config(_config(tmp_path, "a", one, store, qdrant_engine))
+    eng = Engine(cfg_one, tmp_path / "a", embed_model=fake_vectors)
+    try:
+        eng.sync("a")
+    finally:
+        eng.close()
+    held = _points_of(store, qdrant_engine, "a")
+    (tmp_path / "a").rename(tmp_path / "a-away")  # renamed, or its disk unmounted
+    cfg_two = load_config(_config(tmp_path, "b", two, store, qdrant_engine))
+    eng = Engine(cfg_two, tmp_path / "b", embed_model=fake_vectors)
+    try:
+        with pytest.raises(StoreOwnedError, match="not there now"):
+            eng.sync("b")
+    finally:
+        eng.close()
+    cfg = str(tmp_path / "b.yaml")
+    for args in (("status",), ("search", "--mode", "sparse", "span"), ("resync",), ("forget", "a")):
+        res = run_cli(*args, "--config", cfg)
+        assert res.returncode in (1, 2), (args, res.stderr)
+        lines = res.stderr.strip().splitlines()
+        assert len(lines) == 1, res.stderr
+        if args[0] != "forget":  # forget: a is no source of b's ("unknown source", exit 2)
+            assert "belongs to state dir" in lines[0] and "ingestd takeover" in lines[0]
+    assert _points_of(store, qdrant_engine, "a") == held, "nothing of the owner's was touched"
+    # the owner under its new name keeps its store (its id moved with it)
+    eng = Engine(cfg_one, tmp_path / "a-away", embed_model=fake_vectors)
+    try:
+        assert eng.verify("a").clean
+    finally:
+        eng.close()
+    # the explicit takeover: says what it will do, asks, and does nothing when refused
+    asked = CliRunner().invoke(cli, ["takeover", "--config", cfg], input="n\n")
+    assert asked.exit_code == 1 and "Take it over?" in asked.output, asked.output
+    assert "refused from then on" in asked.output and str(store) in asked.output
+    with pytest.raises(StoreOwnedError):
+        Engine(cfg_two, tmp_path / "b", embed_model=fake_vectors).sync("b")
+    done = CliRunner().invoke(cli, ["takeover", "--yes", "--config", cfg])
+    assert done.exit_code == 0, done.output
+    assert f"is now state dir {tmp_path / 'b'}'s" in done.output
+    eng = Engine(cfg_two, tmp_path / "b", embed_model=fake_vectors)
+    try:
+        eng.sync("b")
+        assert {p["source"] for _, p in eng.store.scroll("ingestd")} == {"a", "b"}
+    finally:
+        eng.close()
+    # the first owner is refused now, wherever it is
+    (tmp_path / "a-away").rename(tmp_path / "a")
+    res = run_cli("status", "--config", str(tmp_path / "a.yaml"))
+    assert res.returncode == 1 and "belongs to state dir" in res.stderr, res.stderr

@@ -67,7 +67,12 @@ CHILD = textwrap.dedent(
 )
 
 
-def _run_child(root: Path, state: Path, target: str, when: str, nth: int) -> int:
+def run_killed_sync(root: Path, state: Path, target: str, when: str, nth: int) -> int:
+    """Sync ``root`` into ``state`` in a child that SIGKILLs itself at a step; its exit code.
+
+    ``target``: the step (``upsert``, ``delete``, ``set_payload``, ``add_pending_many``,
+    ``commit_documents``); ``when``: ``before`` or ``after`` its ``nth`` call.
+    """
     proc = subprocess.run(
         [
             sys.executable,
@@ -119,7 +124,7 @@ def test_killed_sync_is_repaired_by_the_next(
         eng.sync(next(iter(eng.sources)))
         eng.close()
         _edit(root)
-    code = _run_child(root, state, target, when, nth)
+    code = run_killed_sync(root, state, target, when, nth)
     assert code == -signal.SIGKILL, f"the child was not killed at {target}/{when}/{nth}"
     if target not in ("delete", "set_payload"):
         _edit(root)  # the tree also moves on while the daemon is down
