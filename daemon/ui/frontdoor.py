@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = ["READ_ONLY", "STATUS_MAX_AGE_S", "FrontDoor"]
 
-#: Seconds a status answers pages before a fresh one is read (in the background).
+#: Seconds a status answers pages before the next page reads a fresh one.
 STATUS_MAX_AGE_S = 2.0
 
 
@@ -61,34 +61,26 @@ class FrontDoor:
         self._state = LocalState(self.state_dir, config, "ingestd ui")
         self._status: tuple[float, dict[str, Any]] | None = None
         self._status_lock = threading.Lock()
-        self._reading = threading.Lock()  # held while a background read runs
 
     # -- reads --------------------------------------------------------------------------------
 
     def status(self, *, fresh: bool = False) -> dict[str, Any]:
         """``ingestd status --json``'s answer (``daemon`` is ``None`` without a daemon).
 
+        A page never shows a status older than :data:`STATUS_MAX_AGE_S` seconds: the
+        pages of one view (a page and its self-refresh, a burst of requests) share one
+        reading, and the first request after that reads it again and waits for it (a
+        status served while a fresh one was read in the background showed a daemon
+        stopped minutes before, or none for one just started).
+
         Args:
-            fresh: read it now; else the last one when it is at most
-                :data:`STATUS_MAX_AGE_S` seconds old, or an older one while a fresh
-                one is read in the background.
+            fresh: read it now (an action's page), whatever its age.
         """
         with self._status_lock:
             last = self._status
-        if fresh or last is None:
+        if fresh or last is None or time.monotonic() - last[0] > STATUS_MAX_AGE_S:
             return self._read_status()
-        if time.monotonic() - last[0] > STATUS_MAX_AGE_S and self._reading.acquire(False):
-            threading.Thread(target=self._refresh, name="ui-status", daemon=True).start()
         return last[1]
-
-    def _refresh(self) -> None:
-        try:
-            self._read_status()
-        except Exception:  # the next page reads it itself, and shows the error
-            with self._status_lock:
-                self._status = None
-        finally:
-            self._reading.release()
 
     def _read_status(self) -> dict[str, Any]:
         st = self.client.status()
