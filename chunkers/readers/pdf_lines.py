@@ -96,6 +96,14 @@ def _font_info(raw: Any, textpage: Any, i: int, buf: Any) -> tuple[float, bool, 
     return size, mono, bold or bool(_BOLD.search(name))
 
 
+#: A glyph whose baseline is this many font sizes (em) off the last glyph's starts a new
+#: line: PDFium runs some paragraphs of Apache FOP's output into one line (a DocBook
+#: reference's page 11: six printed lines in one, where ``pdftotext -layout`` keeps
+#: them apart), while a superscript or subscript sits about a third of an em off its
+#: line.
+NEW_LINE_EM = 0.6
+
+
 def _page_lines(raw: Any, textpage: Any) -> list[list[Any]]:
     """The lines of one page: ``[text, y, [[size, n], ...], mono, bold]`` each."""
     lines: list[list[Any]] = []
@@ -105,6 +113,7 @@ def _page_lines(raw: Any, textpage: Any) -> list[list[Any]]:
     chars: list[str] = []
     sizes: dict[float, int] = {}
     state: list[Any] = [None, True, True]  # y, mono, bold
+    last_y: list[float | None] = [None]  # the baseline of the last glyph of this line
 
     def flush() -> None:
         # a character beyond the BMP comes as a UTF-16 surrogate pair: join them
@@ -115,6 +124,7 @@ def _page_lines(raw: Any, textpage: Any) -> list[list[Any]]:
         chars.clear()
         sizes.clear()
         state[:] = [None, True, True]
+        last_y[0] = None
 
     for i in range(raw.FPDFText_CountChars(textpage)):
         code = raw.FPDFText_GetUnicode(textpage, i)
@@ -130,9 +140,16 @@ def _page_lines(raw: Any, textpage: Any) -> list[list[Any]]:
         if info is None:
             info = fonts[key] = _font_info(raw, textpage, i, buf)
         size, mono, bold = info
+        if raw.FPDFText_GetCharOrigin(textpage, i, x, y):
+            em = max(size, 1.0)
+            if last_y[0] is not None and abs(y.value - last_y[0]) > NEW_LINE_EM * em:
+                chars.pop()  # a baseline this far off starts a line PDFium did not break
+                flush()
+                chars.append(ch)
+            last_y[0] = y.value
+            if state[0] is None:
+                state[0] = round(y.value, 2)
         sizes[size] = sizes.get(size, 0) + 1
-        if state[0] is None and raw.FPDFText_GetCharOrigin(textpage, i, x, y):
-            state[0] = round(y.value, 2)
         state[1] = state[1] and mono
         state[2] = state[2] and bold
     flush()
