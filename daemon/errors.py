@@ -34,6 +34,7 @@ The tree (builtin bases kept beside each family, so older ``except ValueError`` 
     │   ├── UnsupportedModelError       ValueError          store.embedding.bert
     │   ├── ExportError                 RuntimeError        store.embedding.onnx_cache
     │   ├── EndpointDimensionError      ValueError          store.embedding.remote_backend
+    │   ├── NonFiniteVectorError        ValueError          store.embedding.finite
     │   └── ModelMismatchError          RuntimeError        store.manifest.collections
     │       └── ProfileUnavailableError                     daemon.sync.profile
     ├── StateError                                          chunkers.errors
@@ -102,6 +103,7 @@ if TYPE_CHECKING:
     from ingestd.store.common.damage import StateDamagedError, StoreLostError
     from ingestd.store.embedding.backends import BackendUnavailableError
     from ingestd.store.embedding.bert import UnsupportedModelError
+    from ingestd.store.embedding.finite import NonFiniteVectorError
     from ingestd.store.embedding.folders import ModelNotFoundError
     from ingestd.store.embedding.onnx_cache import ExportError
     from ingestd.store.embedding.remote_backend import EndpointDimensionError, EndpointError
@@ -128,6 +130,7 @@ __all__ = [
     "ModelMismatchError",
     "ModelNotFoundError",
     "NoDaemon",
+    "NonFiniteVectorError",
     "NotUTF8Error",
     "ProfileUnavailableError",
     "QuestionError",
@@ -163,6 +166,7 @@ HOMES: dict[str, str] = {
     "UnsupportedModelError": "ingestd.store.embedding.bert",
     "ExportError": "ingestd.store.embedding.onnx_cache",
     "EndpointDimensionError": "ingestd.store.embedding.remote_backend",
+    "NonFiniteVectorError": "ingestd.store.embedding.finite",
     "ModelMismatchError": "ingestd.store.manifest.collections",
     "ProfileUnavailableError": "ingestd.daemon.sync.profile",
     "StateDamagedError": "ingestd.store.common.damage",

@@ -372,6 +372,10 @@ class SyncPolicy:
 
     # -- long documents ----------------------------------------------------------------------
 
+    def before_job(self) -> None:
+        """A file the Edge store maps, cut, stops the daemon with its line (not by SIGBUS)."""
+        self.engine().resources.check_mapped_files()
+
     def after_job(self) -> None:
         """After each job outside a checkpoint: queue deferred changes and long documents."""
         self.queue_deferred()

@@ -115,7 +115,7 @@ class Service:
             after_job=lambda: self.policy.after_job(),
             on_unhandled=lambda: self.policy.rescan_after_error(),
             on_fatal=self._fatal,
-            before_job=self._before_job,
+            before_job=lambda: self.policy.before_job(),
         )
         self.backoff = Backoff(self.jobs, on_failure=self._count_failure)
         self.policy = SyncPolicy(
@@ -237,8 +237,7 @@ class Service:
     def startup(self) -> None:
         """Lock, open the store, watch, serve the socket, notify READY, queue reconciles."""
         logger.info("ingestd starting (pid %d), state dir %s", os.getpid(), self.state_dir)
-        # readers (a status poll, a search without a daemon) are waited for, bounded,
-        # with a log line: a health check never keeps the daemon from starting
+        # readers (a status poll, a search) are waited for, bounded, with a log line
         self._lock.acquire("ingestd run", wait_s=WRITER_WAIT_S)
         self.engine = self.engine_factory(self.cfg, self.state_dir)
         self.engine.serving = True
@@ -327,11 +326,6 @@ class Service:
             self.engine.close()
         self._lock.release()
         logger.info("ingestd stopped")
-
-    def _before_job(self) -> None:
-        """A file the Edge store maps, cut, stops the daemon with its line (not by SIGBUS)."""
-        if self.engine is not None:
-            self.engine.resources.check_mapped_files()
 
     def _fatal(self, exc: Exception) -> bool:
         """Stop the daemon on damage that no retry repairs; ``True`` when ``exc`` is such.
