@@ -68,7 +68,7 @@ def model_of(cfg: Config) -> ModelInfo:
     from ingestd.store.embedding.embedder import model_info
 
     e = cfg.embedding
-    return model_info(e.model, e.backend, endpoint=e.endpoint)
+    return model_info(e.model, e.backend, endpoint=e.endpoint, prompts=e.prompts)
 
 
 def settings_of(cfg: Config, info: ModelInfo) -> dict[str, Any]:
@@ -156,6 +156,7 @@ class Profile:
         seconds_per_call: float | None = None,
     ) -> None:
         from ingestd.store.embedding.cache import CachedEmbedder
+        from ingestd.store.embedding.prompts import prompted
         from ingestd.store.vectors.ids import chunk_hash
 
         self.cfg = cfg
@@ -169,7 +170,7 @@ class Profile:
         self._lock = threading.Lock()
         self.embedder, self.sentence_embedder = (
             CachedEmbedder(
-                lambda texts: embed(self, texts),
+                lambda texts: embed(self, prompted(self.model.document_prompt, texts)),
                 fingerprint,
                 None,
                 chunk_hash,
