@@ -173,6 +173,8 @@ class QueryBuilder:
             raise ValueError(f"no collection {collection!r} is recorded in {state_dir}")
         settings = rec.get("settings") or {"model": rec["model"]}
         emb = dict(settings.get("embedding") or {})
+        for key in ("query_prompt", "document_prompt"):  # not recorded: the model got none
+            emb.setdefault(key, "")
         base = cls.from_config(config, collection=collection)
         embedding = base._embedding
         if embedding is not None:  # a remote model: where it answers is recorded too
