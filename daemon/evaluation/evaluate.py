@@ -268,7 +268,7 @@ class Evaluation:
         engine = Engine(
             cfg,
             self.scratch / f"rules-{i}",
-            embed_model=self.host.embedder.model,
+            embed_model=self.host.profile.run_model,  # its prompts are added by each engine
             store=_Lent(self.host.store),
             cache_path=self.cache_path,
         )

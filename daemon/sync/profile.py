@@ -152,6 +152,8 @@ class Profile:
         key: :func:`~ingestd.daemon.sync.settings.profile_key` of ``settings``.
         embedder: vectors of chunk texts, through the embedding cache.
         sentence_embedder: vectors of sentences (the semantic chunker), cached apart.
+        run_model: the embedding callable on texts as they are (no prompt), with the
+            engine's work around it: what another engine borrows as its model.
         rules: the rules compiled with this profile's tokenizer and model.
 
     Raises:
@@ -182,9 +184,11 @@ class Profile:
         #: ``time.monotonic()`` of the last :meth:`embed_model` (a search or a batch)
         self.last_use = time.monotonic()
         self._lock = threading.Lock()
+        #: the model on texts as they are, no prompt (the engine's stop checks around it)
+        self.run_model: Callable[[Sequence[str]], Any] = lambda texts: embed(self, texts)
         self.embedder, self.sentence_embedder = (
             CachedEmbedder(
-                lambda texts: embed(self, prompted(self.model.document_prompt, texts)),
+                lambda texts: self.run_model(prompted(self.model.document_prompt, texts)),
                 fingerprint,
                 None,
                 chunk_hash,
