@@ -160,7 +160,7 @@ def export_model(
 
     cfg, _ = load(config_path, (), state_dir, log_level)
     e = cfg.embedding
-    info = model_info(e.model, backend or e.backend, endpoint=e.endpoint)
+    info = model_info(e.model, backend or e.backend, endpoint=e.endpoint, prompts=e.prompts)
     if info.recipe is None:  # the backend runs the model as it is
         raise Fatal(
             f"backend {info.backend} runs the model as it is and needs no export; "

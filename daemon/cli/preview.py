@@ -176,11 +176,17 @@ def preview(
     """
     from ingestd.store.embedding.cache import CachedEmbedder
     from ingestd.store.embedding.embedder import load_embedder, model_info
+    from ingestd.store.embedding.prompts import prompted
 
     e = cfg.embedding
-    info = model_info(e.model, e.backend, endpoint=e.endpoint)
+    info = model_info(e.model, e.backend, endpoint=e.endpoint, prompts=e.prompts)
     lazy = load_embedder(info, device=e.device, threads=e.threads, cache_dir=e.cache_dir)
-    embed = CachedEmbedder(lazy, info.fingerprint + ":sentence", None, chunk_hash)
+    embed = CachedEmbedder(
+        lambda texts: lazy(prompted(info.document_prompt, texts)),
+        info.fingerprint + ":sentence",
+        None,
+        chunk_hash,
+    )
     ctx, tok = build_context(cfg, embed=embed.embed_texts)
     rules = _rules_for(cfg, chunker_name, rule_name, params)
     ruleset = RuleSet(rules, ctx, tok, info.fingerprint)

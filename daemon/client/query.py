@@ -100,7 +100,9 @@ class QueryBuilder:
         if fusion not in FUSIONS:
             raise ValueError(f"unknown fusion {fusion!r}; expected one of: {', '.join(FUSIONS)}")
         self.fusion: Fusion = fusion
-        self.model = model_info(model, backend, endpoint=endpoint)
+        self.model = model_info(
+            model, backend, endpoint=endpoint, prompts=getattr(embedding, "prompts", None)
+        )
         if fingerprint is not None and self.model.fingerprint != fingerprint:
             raise ValueError(
                 f"the model {self.model.label} here (fingerprint {self.model.fingerprint[:12]}) "
@@ -171,6 +173,8 @@ class QueryBuilder:
             raise ValueError(f"no collection {collection!r} is recorded in {state_dir}")
         settings = rec.get("settings") or {"model": rec["model"]}
         emb = dict(settings.get("embedding") or {})
+        for key in ("query_prompt", "document_prompt"):  # not recorded: the model got none
+            emb.setdefault(key, "")
         base = cls.from_config(config, collection=collection)
         embedding = base._embedding
         if embedding is not None:  # a remote model: where it answers is recorded too
@@ -208,8 +212,8 @@ class QueryBuilder:
         return self._embed
 
     def dense(self, query: str) -> list[float]:
-        """The query's embedding by the collection's model (loaded on first use)."""
-        return [float(x) for x in self._model()([query])[0]]
+        """The query's embedding by the collection's model, its query prompt first."""
+        return [float(x) for x in self._model()([self.model.query_prompt + query])[0]]
 
     def sparse(self, query: str) -> Any:
         """The query's BM25 vector as a ``qdrant_client.models.SparseVector``."""

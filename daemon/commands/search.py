@@ -369,7 +369,7 @@ def _dense_query(
     if physical is None or not wanted:
         return physical, None
     if profile.key not in queries:
-        queries[profile.key] = profile.embed_model()([query])[0]
+        queries[profile.key] = profile.embed_model()([profile.model.query_prompt + query])[0]
     return physical, queries[profile.key]
 
 

@@ -11,6 +11,7 @@ from ingestd.daemon.config.base import ConfigModel, not_one_of, spelled
 
 if TYPE_CHECKING:
     from ingestd.store.embedding.model import Endpoint
+    from ingestd.store.embedding.prompts import Prompts
 
 __all__ = ["REMOTE_BACKENDS", "EmbeddingConfig", "default_backend"]
 
@@ -65,6 +66,14 @@ class EmbeddingConfig(ConfigModel):
         max_tokens: the endpoint model's input limit in ``cl100k_base`` tokens: with
             ``fit_model`` every chunk is held to it (the model's own tokenizer is not
             known here).
+        query_prompt: text put before each search query (e5: ``"query: "``).
+            ``None``: the model's own, from its ``config_sentence_transformers.json``
+            (``prompts.query``), else none. ``""``: none.
+        document_prompt: text put before each chunk (e5: ``"passage: "``). ``None``:
+            the model's own (the prompt its ``default_prompt_name`` names, else its
+            ``document``, ``passage`` or ``corpus`` prompt), else none. A non-empty
+            prompt is part of the model's fingerprint: changing it embeds every chunk
+            again. The ``openai`` backend sends the prompts as part of the text.
     """
 
     model: str = "all-MiniLM-L6-v2"
@@ -85,6 +94,8 @@ class EmbeddingConfig(ConfigModel):
     timeout_s: float = Field(60.0, gt=0, le=3600)
     retries: int = Field(4, ge=0, le=20)
     max_tokens: int = Field(512, ge=16, le=1_000_000)
+    query_prompt: str | None = Field(None, max_length=1000)
+    document_prompt: str | None = Field(None, max_length=1000)
 
     @field_validator("backend", mode="before")
     @classmethod
@@ -121,6 +132,13 @@ class EmbeddingConfig(ConfigModel):
         if self.url and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
         return self
+
+    @property
+    def prompts(self) -> Prompts:
+        """The configured query and document prompts (``None``: the model's own)."""
+        from ingestd.store.embedding.prompts import Prompts
+
+        return Prompts(self.query_prompt, self.document_prompt)
 
     @property
     def endpoint(self) -> Endpoint | None:

@@ -268,7 +268,7 @@ class Evaluation:
         engine = Engine(
             cfg,
             self.scratch / f"rules-{i}",
-            embed_model=self.host.embedder.model,
+            embed_model=self.host.profile.run_model,  # its prompts are added by each engine
             store=_Lent(self.host.store),
             cache_path=self.cache_path,
         )
@@ -329,9 +329,19 @@ class Evaluation:
         }
 
     def _embed_questions(self, engine: Engine) -> tuple[list[Any], int]:
-        """Question vectors, through the embedding cache; and how many the model made."""
+        """Question vectors, through the embedding cache; and how many the model made.
+
+        A model whose query prompt is not its document prompt embeds the questions with
+        its query prompt, past the cache (which holds documents' vectors).
+        """
+        from ingestd.store.embedding.prompts import prompted
         from ingestd.store.vectors.ids import chunk_hash
 
+        model = engine.model
+        if model.query_prompt != model.document_prompt:
+            texts = prompted(model.query_prompt, [q.question for q in self.questions])
+            vecs = engine.profile.embed_model()(texts) if texts else []
+            return list(vecs), len(texts)
         _ = engine.cache  # open it: questions asked before are not embedded again
         pairs = [(chunk_hash(q.question), q.question) for q in self.questions]
         before = engine.embedder.stats.embedded

@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ingestd.store.embedding.model import ModelInfo
 
 __all__ = [
+    "PROMPT_KEYS",
     "REMOTE_KEYS",
     "VECTOR_KEYS",
     "Profile",
@@ -53,6 +54,9 @@ VECTOR_KEYS = ("model", "backend")
 #: Keys recorded besides for a remote backend: where its model answers and its limit
 #: (the API key is not among them: only the name of its environment variable).
 REMOTE_KEYS = ("url", "dimensions", "api_key_env", "api_key_header", "max_tokens")
+#: Keys recorded besides when not empty: the prompts the model got
+#: (:mod:`ingestd.store.embedding.prompts`).
+PROMPT_KEYS = ("query_prompt", "document_prompt")
 
 
 class ProfileUnavailableError(ModelMismatchError):
@@ -68,22 +72,26 @@ def model_of(cfg: Config) -> ModelInfo:
     from ingestd.store.embedding.embedder import model_info
 
     e = cfg.embedding
-    return model_info(e.model, e.backend, endpoint=e.endpoint)
+    return model_info(e.model, e.backend, endpoint=e.endpoint, prompts=e.prompts)
 
 
 def settings_of(cfg: Config, info: ModelInfo) -> dict[str, Any]:
     """The profile of ``cfg`` as a JSON-ready dict (what the manifest records).
 
     Keys: ``model`` (the configured name), ``embedding`` (:data:`VECTOR_KEYS` of the
-    ``embedding`` section, and :data:`REMOTE_KEYS` for a remote backend),
-    ``model_fingerprint``, ``dim``, ``tokenizer``, ``fit_model``.
+    ``embedding`` section, :data:`REMOTE_KEYS` for a remote backend, and the prompts
+    the model got, :data:`PROMPT_KEYS`, those not empty: a model without prompts is
+    recorded as before they existed), ``model_fingerprint``, ``dim``, ``tokenizer``,
+    ``fit_model``.
     """
     emb = cfg.embedding
     fields = type(emb).model_fields
     keys = VECTOR_KEYS + (REMOTE_KEYS if info.endpoint is not None else ())
+    prompts = {"query_prompt": info.query_prompt, "document_prompt": info.document_prompt}
     return {
         "model": info.name,
-        "embedding": {k: getattr(emb, k) for k in keys if k in fields},
+        "embedding": {k: getattr(emb, k) for k in keys if k in fields}
+        | {k: v for k, v in prompts.items() if v},
         "model_fingerprint": info.fingerprint,
         "dim": info.dim,
         "tokenizer": cfg.tokenizer,
@@ -96,6 +104,8 @@ def config_for(cfg: Config, settings: Mapping[str, Any]) -> Config:
     fields = type(cfg.embedding).model_fields
     emb = {k: v for k, v in dict(settings.get("embedding") or {}).items() if k in fields}
     emb.setdefault("model", settings["model"])
+    for key in PROMPT_KEYS:  # not recorded: the model got none
+        emb.setdefault(key, "")
     emb["fit_model"] = bool(settings["fit_model"])
     return cfg.model_copy(
         update={
@@ -116,6 +126,10 @@ def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     for key in ("tokenizer", "fit_model"):
         if old[key] != new[key]:
             out.append(f"{key}: {old[key]} -> {new[key]}")
+    for key in PROMPT_KEYS:
+        was, now = (str(dict(s.get("embedding") or {}).get(key, "")) for s in (old, new))
+        if was != now:
+            out.append(f"embedding.{key}: {was!r} -> {now!r}")
     return out
 
 
@@ -138,6 +152,8 @@ class Profile:
         key: :func:`~ingestd.daemon.sync.settings.profile_key` of ``settings``.
         embedder: vectors of chunk texts, through the embedding cache.
         sentence_embedder: vectors of sentences (the semantic chunker), cached apart.
+        run_model: the embedding callable on texts as they are (no prompt), with the
+            engine's work around it: what another engine borrows as its model.
         rules: the rules compiled with this profile's tokenizer and model.
 
     Raises:
@@ -156,6 +172,7 @@ class Profile:
         seconds_per_call: float | None = None,
     ) -> None:
         from ingestd.store.embedding.cache import CachedEmbedder
+        from ingestd.store.embedding.prompts import prompted
         from ingestd.store.vectors.ids import chunk_hash
 
         self.cfg = cfg
@@ -167,9 +184,11 @@ class Profile:
         #: ``time.monotonic()`` of the last :meth:`embed_model` (a search or a batch)
         self.last_use = time.monotonic()
         self._lock = threading.Lock()
+        #: the model on texts as they are, no prompt (the engine's stop checks around it)
+        self.run_model: Callable[[Sequence[str]], Any] = lambda texts: embed(self, texts)
         self.embedder, self.sentence_embedder = (
             CachedEmbedder(
-                lambda texts: embed(self, texts),
+                lambda texts: self.run_model(prompted(self.model.document_prompt, texts)),
                 fingerprint,
                 None,
                 chunk_hash,

@@ -218,7 +218,7 @@ def build_context(
     from ingestd.store.embedding.embedder import model_info
 
     e = cfg.embedding
-    info = model_info(e.model, e.backend, endpoint=e.endpoint)
+    info = model_info(e.model, e.backend, endpoint=e.endpoint, prompts=e.prompts)
     ctx = lazy_context(cfg, info, embed)
     return (ctx if lazy else ctx.get()), ctx.tokenizer
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from ingestd.store.embedding.backends import DEFAULT_BACKEND, backend_spec
 from ingestd.store.embedding.folders import BUNDLED_MODEL, ModelNotFoundError
 from ingestd.store.embedding.model import Endpoint, ModelInfo
+from ingestd.store.embedding.prompts import Prompts, with_prompts
 from ingestd.store.embedding.recipes import OnnxRecipe
 from ingestd.store.embedding.sentence_transformer import (
     ONEDNN_PRIMITIVE_CACHE_CAPACITY,
@@ -33,7 +34,9 @@ __all__ = [
     "model_info",
 ]
 
-_INFO_CACHE: dict[tuple[str, str, OnnxRecipe | None, Endpoint | None], ModelInfo] = {}
+_INFO_CACHE: dict[
+    tuple[str, str, OnnxRecipe | None, Endpoint | None, Prompts | None], ModelInfo
+] = {}
 
 
 def model_info(
@@ -41,6 +44,7 @@ def model_info(
     backend: str = DEFAULT_BACKEND,
     recipe: OnnxRecipe | None = None,
     endpoint: Endpoint | None = None,
+    prompts: Prompts | None = None,
 ) -> ModelInfo:
     """Describe model ``name`` run by ``backend``; fast, no torch import, cached.
 
@@ -54,14 +58,19 @@ def model_info(
         recipe: an ONNX recipe other than the backend's own (benchmarks, tests).
         endpoint: where a remote backend's model answers (``openai``:
             :class:`~ingestd.store.embedding.model.Endpoint`); local backends ignore it.
+        prompts: the configured query and document prompts (``None`` or a ``None``
+            field: the model's own, :func:`~ingestd.store.embedding.prompts.with_prompts`);
+            a non-empty prompt is part of the fingerprint.
 
     Raises:
         ModelNotFoundError: no such local or bundled model.
-        ValueError: unknown backend, or a remote backend without its endpoint.
+        ValueError: unknown backend, a remote backend without its endpoint, or an
+            unreadable ``config_sentence_transformers.json``.
     """
-    key = (name, backend, recipe, endpoint)
+    key = (name, backend, recipe, endpoint, prompts)
     if key not in _INFO_CACHE:
-        _INFO_CACHE[key] = backend_spec(backend).model_info(name, recipe, endpoint)
+        info = backend_spec(backend).model_info(name, recipe, endpoint)
+        _INFO_CACHE[key] = with_prompts(info, prompts)
     return _INFO_CACHE[key]
 
 

@@ -70,6 +70,9 @@ class ModelInfo:
         files_fingerprint: sha256 hex over the model's files alone (empty when the
             model is not a local folder).
         endpoint: where a remote backend's model answers (``None`` for a local model).
+        query_prompt: text put before each search query (``""``: none; see
+            :mod:`ingestd.store.embedding.prompts`).
+        document_prompt: text put before each chunk (``""``: none).
     """
 
     name: str
@@ -82,6 +85,8 @@ class ModelInfo:
     recipe: OnnxRecipe | None = None
     files_fingerprint: str = ""
     endpoint: Endpoint | None = None
+    query_prompt: str = ""
+    document_prompt: str = ""
 
     @property
     def label(self) -> str:

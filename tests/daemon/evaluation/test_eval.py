@@ -33,6 +33,7 @@ from tests.helpers import (
     REPO,
     CountingEmbedder,
     copy_tree,
+    fake_vectors,
     ingestd_cmd,
     make_engine,
     run_cli,
@@ -708,3 +709,26 @@ def test_eval_through_a_running_daemon_matches_the_local_run(
         store.close()
     assert names == ["ingestd__v1"] and aliases == ["ingestd"]
     assert "Traceback" not in (tmp_path / "daemon.log").read_text()
+
+
+def test_questions_get_the_query_prompt_and_chunks_the_document_prompt(
+    corpus: Path, qa: Path, tmp_path: Path
+) -> None:
+    from ingestd.daemon.evaluation.rulesets import rule_sets
+    from ingestd.daemon.evaluation.runs import run_local
+
+    prompts = {"query_prompt": "query: ", "document_prompt": "passage: "}
+    cfg = load_config(None, overrides={"embedding": prompts})
+    qs = load_questions(qa, corpus)
+    embed = CountingEmbedder(fake_vectors)
+    raw = run_local(
+        cfg,
+        tmp_path / "state",
+        EvalPlan(corpus, qs, rule_sets([], cfg, None), ("dense",)),
+        embed_model=embed,
+    )
+    asked = [t for t in embed.texts if t.startswith("query: ")]
+    assert asked == ["query: " + q.question for q in qs]
+    assert raw["questions_embedded"] == len(qs)
+    rest = [t for t in embed.texts if not t.startswith("query: ")]
+    assert rest and all(t.startswith("passage: ") for t in rest)
