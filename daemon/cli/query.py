@@ -110,27 +110,26 @@ def search(
         ingestd search --json "sampling" | jq '.[0] | {path, rank, dense_rank, sparse_rank}'
         ingestd search --budget-tokens 2048 "how do I configure the collector exporter"
     """
-    from ingestd.daemon.commands.search import answer
+    from ingestd.daemon.commands.search import answer_request
+    from ingestd.store.search.query import Filters
+    from ingestd.store.search.request import SearchRequest
 
     if not query.strip():
         raise click.UsageError("QUERY is empty")
     cfg, sd = load_light(config_path, state_dir, log_level)
-    args: dict[str, Any] = {
-        "query": query,
-        "k": k,
-        "source": source,
-        "path": path_prefix,
-        "expand": expand,
-        "mode": mode,
-        "ranks": as_json,
-    }
-    if budget_tokens is not None:
-        args["budget_tokens"] = budget_tokens
-    if version is not None:
-        args["version"] = version
-
-    local = _on_state_dir(cfg, sd, config_path, log_level, "search", lambda e: answer(e, **args))
-    got = runner(sd, socket_path).call("search", args, local)
+    request = SearchRequest(
+        query,
+        k,
+        mode,  # type: ignore[arg-type]  # a click.Choice of MODES
+        Filters(source=source, path=path_prefix, version=version),
+        expand=expand,
+        ranks=as_json,
+        budget_tokens=budget_tokens,
+    )
+    local = _on_state_dir(
+        cfg, sd, config_path, log_level, "search", lambda e: answer_request(e, request)
+    )
+    got = runner(sd, socket_path).call("search", request.wire(), local)
     if isinstance(got, list):  # a daemon of an earlier version: the hits alone
         got = {"hits": got, "mode": got[0].get("mode", "") if got else mode or "", "notes": []}
     for note in got.get("notes") or []:

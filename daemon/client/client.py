@@ -191,25 +191,25 @@ class Client:
             The hits (or passages), a list with the answer's ``mode``, ``notes``,
             ``indexing`` and ``hits`` as attributes (:class:`Answer`).
         """
-        from ingestd.daemon.commands.search import answer
+        from ingestd.daemon.commands.search import answer_request
+        from ingestd.store.search.query import Filters
+        from ingestd.store.search.request import SearchRequest
 
         if not query.strip():
             raise _usage("the query is empty")
-        args: dict[str, Any] = {
-            "query": query,
-            "k": k,
-            "source": source,
-            "path": path,
-            "expand": expand,
-            "mode": mode,
-            "ranks": ranks,
-        }
-        if version is not None:
-            args["version"] = version
-        if budget_tokens is not None:
-            args["budget_tokens"] = budget_tokens
-            args["per_page"] = per_page
-        got = self._call("search", args, lambda e: answer(e, **args), read_only=True)
+        request = SearchRequest(
+            query,
+            k,
+            mode,  # type: ignore[arg-type]  # checked where it is answered
+            Filters(source=source, path=path, version=version),
+            expand=expand,
+            ranks=ranks,
+            budget_tokens=budget_tokens,
+            per_page=per_page,
+        )
+        got = self._call(
+            "search", request.wire(), lambda e: answer_request(e, request), read_only=True
+        )
         return Answer(_as_answer(got))
 
     def read(

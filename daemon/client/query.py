@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from ingestd.daemon.config import Config
     from ingestd.store.search.fusion import Fusion
     from ingestd.store.search.query import Hit, Mode
+    from ingestd.store.search.request import SearchRequest
     from ingestd.store.search.sparse import SparseVec
 
 __all__ = ["QueryBuilder"]
@@ -224,32 +225,43 @@ class QueryBuilder:
         vec = query_vector(query)
         return models.SparseVector(indices=list(vec.indices), values=list(vec.values))
 
-    def filter(self, *, source: str | None = None, path: str | None = None) -> Any:
-        """The ``qdrant_client.models.Filter`` of ``ingestd search --source/--path``.
+    def filter(
+        self, *, source: str | None = None, path: str | None = None, version: str | None = None
+    ) -> Any:
+        """The ``qdrant_client.models.Filter`` of ``ingestd search --source/--path/--version``.
 
-        Parent sections (``hierarchical`` rules) are never hits.
+        Parent sections (``hierarchical`` rules) are never hits; ``version`` keeps the
+        points of that version of a versioned source (a git branch or tag name).
         """
         from ingestd.store.search.query import Filters
 
-        return Filters(source=source, path=path).qdrant()
+        return Filters(source=source, path=path, version=version).qdrant()
+
+    def _request(
+        self, query: str, k: int, mode: str | None, source: str | None, path: str | None,
+        version: str | None,
+    ) -> SearchRequest:  # fmt: skip
+        """The :class:`~ingestd.store.search.request.SearchRequest` of the arguments."""
+        from ingestd.store.search.query import Filters
+        from ingestd.store.search.request import SearchRequest
+
+        filters = Filters(source=source, path=path, version=version)
+        return SearchRequest(query, k, mode, filters)  # type: ignore[arg-type]
 
     def _parts(
-        self, query: str, mode: str | None, source: str | None, path: str | None
+        self, request: SearchRequest
     ) -> tuple[Mode, list[float] | None, SparseVec | None, Any]:
         """The mode (default: the builder's), the query's vectors it needs, the filter.
 
         Raises:
             ValueError: an unknown mode.
         """
-        from ingestd.store.search.query import MODES
         from ingestd.store.search.sparse import query_vector
 
-        mode = mode or self.mode
-        if mode not in MODES:
-            raise ValueError(f"unknown search mode {mode!r}; expected one of: {', '.join(MODES)}")
-        dense = self.dense(query) if mode != "sparse" else None
-        sparse = query_vector(query) if mode != "dense" else None
-        return mode, dense, sparse, self.filter(source=source, path=path)
+        mode = request.checked_mode(self.mode)
+        dense = self.dense(request.query) if mode != "sparse" else None
+        sparse = query_vector(request.query) if mode != "dense" else None
+        return mode, dense, sparse, request.filters.qdrant()
 
     def request(
         self,
@@ -259,6 +271,7 @@ class QueryBuilder:
         mode: str | None = None,
         source: str | None = None,
         path: str | None = None,
+        version: str | None = None,
         with_payload: bool = True,
     ) -> Any:
         """``ingestd search QUERY`` as ONE ``qdrant_client.models.QueryRequest``.
@@ -273,6 +286,8 @@ class QueryBuilder:
                 ``dense`` and ``hybrid`` embed the query.
             source: only this source.
             path: only this file, or the files under this folder.
+            version: only this version of a versioned source (a git branch or tag
+                name, as hits' ``version`` gives it).
             with_payload: ask for the payload (``text``, ``path``, ``start_line``, ...).
 
         Send it with ``client.query_batch_points(builder.collection, requests=[req])``.
@@ -282,12 +297,13 @@ class QueryBuilder:
         """
         from ingestd.store.search.query import request
 
-        mode, dense, sparse, flt = self._parts(query, mode, source, path)
+        search = self._request(query, k, mode, source, path, version)
+        mode_, dense, sparse, flt = self._parts(search)
         req = request(
-            mode,
+            mode_,
             dense,
             sparse,
-            k,
+            search.k,
             flt,
             rrf_k=self.rrf_k,
             candidates=self.candidates,
@@ -303,6 +319,7 @@ class QueryBuilder:
         mode: str | None = None,
         source: str | None = None,
         path: str | None = None,
+        version: str | None = None,
     ) -> list[Hit]:
         """``ingestd search QUERY`` through ``client`` (a ``QdrantClient``): hits, best first.
 
@@ -321,16 +338,17 @@ class QueryBuilder:
         from ingestd.store.search.fusion import available, rank_and_fuse
         from ingestd.store.search.query import client_rankings, client_scores, payloads_by_id
 
-        mode, dense, sparse, flt = self._parts(query, mode, source, path)
+        search = self._request(query, k, mode, source, path, version)
+        mode_, dense, sparse, flt = self._parts(search)
         batch = lambda reqs: client.query_batch_points(self.collection, requests=reqs)  # noqa: E731
         fetch = client_rankings(batch, dense, sparse, flt)
         payloads = payloads_by_id(lambda ids: client.retrieve(self.collection, ids=ids))
         return rank_and_fuse(
             fetch,
             payloads,
-            mode,
+            mode_,
             available(dense, sparse),
-            limit=k,
+            limit=search.k,
             candidates=self.candidates,
             rrf_k=self.rrf_k,
             ranks=False,

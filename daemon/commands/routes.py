@@ -28,7 +28,7 @@ from ingestd.daemon.commands.evaluate import evaluate
 from ingestd.daemon.commands.forget import forget
 from ingestd.daemon.commands.migrate import migrate
 from ingestd.daemon.commands.resync import resync
-from ingestd.daemon.commands.search import answer
+from ingestd.daemon.commands.search import wire_answer
 from ingestd.daemon.commands.verify import verify
 from ingestd.daemon.evaluation.runs import eval_cancel, eval_progress
 from ingestd.daemon.service.jobs import Priority
@@ -84,7 +84,7 @@ def _eval_cancel(_daemon: Daemon, run: str) -> dict[str, bool]:
 ROUTES: Mapping[str, Route] = MappingProxyType(
     {
         "status": Route(_status, Thread.CONTROL),
-        "search": Route(answer, priority=Priority.URGENT),
+        "search": Route(wire_answer, priority=Priority.URGENT),
         "read": Route(read.read, priority=Priority.URGENT),
         "chunks": Route(chunks, priority=Priority.URGENT),
         "sync": Route(sync.sync),

@@ -3,7 +3,10 @@
 The daemon and the local path run these same functions, so ``ingestd search`` gives
 the same answer whether it opens the store itself or asks the running daemon.
 
-:func:`answer` is what the control command ``search`` returns: the hits, the mode
+:func:`answer_request` is the one search path, given a whole
+:class:`~ingestd.store.search.request.SearchRequest` (built once at each edge:
+:func:`answer` from keyword arguments, :func:`wire_answer` from a control request).
+What it returns is what the control command ``search`` returns: the hits, the mode
 actually used, the passages made of the hits when a token budget is given
 (:mod:`ingestd.store.search.passages`), notes (a query cut to the model's window, a
 collection searched dense only) and how many documents are still being indexed (a
@@ -17,6 +20,7 @@ root (``../..``, ``/etc``) is an error that names it, never "no results".
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import os
@@ -31,15 +35,18 @@ if TYPE_CHECKING:
     from ingestd.chunkers.sizing.tokenizers import ModelSizer
     from ingestd.daemon.sync.engine import Engine
     from ingestd.store.search.query import Filters, Mode
+    from ingestd.store.search.request import SearchRequest
 
 __all__ = [
     "MAX_BUDGET",
     "MAX_PASSAGE_HITS",
     "answer",
+    "answer_request",
     "check_path",
     "cut_query",
     "filter_notes",
     "search",
+    "wire_answer",
 ]
 
 #: Largest token budget a search fills.
@@ -140,31 +147,68 @@ def answer(
     Raises:
         DaemonError: see :func:`search`; a budget under 1 or over :data:`MAX_BUDGET`.
     """
-    from ingestd.store.search.query import MODES, Filters
+    from ingestd.store.search.query import Filters
+    from ingestd.store.search.request import SearchRequest
 
+    request = SearchRequest(
+        query,
+        k,
+        mode,  # type: ignore[arg-type]  # checked by answer_request
+        Filters(source=source, path=path, version=version),
+        expand=expand,
+        ranks=ranks,
+        budget_tokens=budget_tokens,
+        per_page=per_page,
+    )
+    return answer_request(engine, request)
+
+
+def wire_answer(engine: Engine, **args: Any) -> dict[str, Any]:
+    """:func:`answer_request` of the keyword arguments a control request carries.
+
+    Raises:
+        DaemonError: see :func:`answer`; an unknown argument (exit code 2).
+    """
+    from ingestd.store.search.request import SearchRequest
+
+    try:
+        request = SearchRequest.from_wire(args)
+    except TypeError as e:
+        raise DaemonError(str(e), 2) from None
+    return answer_request(engine, request)
+
+
+def answer_request(engine: Engine, request: SearchRequest) -> dict[str, Any]:
+    """The one search path: :func:`answer` of a whole :class:`SearchRequest`.
+
+    Raises:
+        DaemonError: see :func:`answer`.
+    """
+    from ingestd.store.search.query import MODES
+
+    budget_tokens, k, filters = request.budget_tokens, request.k, request.filters
     if budget_tokens is not None and not 1 <= budget_tokens <= MAX_BUDGET:
         raise DaemonError(f"budget_tokens must be between 1 and {MAX_BUDGET}", 2)
+    source, version = filters.source, filters.version
     names = selected_sources(engine, [source] if source else None)
-    mode = mode or engine.cfg.search.mode
+    mode = request.mode or engine.cfg.search.mode
     if mode not in MODES:
         raise DaemonError(f"unknown search mode {mode!r}; expected one of: {', '.join(MODES)}", 2)
-    path, owner = check_path(engine, names, path)
+    path, owner = check_path(engine, names, filters.path)
     if owner is not None:
         names, source = [owner], owner
+    filters = dataclasses.replace(filters, source=source, path=path)
     notes: list[str] = []
-    query, cut = cut_query(engine, query)
+    query, cut = cut_query(engine, request.query)
     if cut:
         notes.append(cut)
     limit = k
     if budget_tokens is not None:
         limit = min(MAX_PASSAGE_HITS, max(k, math.ceil(budget_tokens / _TOKENS_PER_HIT)))
-    hits, used = _ranked(
-        engine, names, query, limit, Filters(source=source, path=path, version=version), mode,
-        ranks, notes,
-    )  # fmt: skip
+    hits, used = _ranked(engine, names, query, limit, filters, mode, request.ranks, notes)
     if not hits and (path or version):
         notes.extend(filter_notes(engine, names, path, version))
-    if expand:
+    if request.expand:
         _expand(engine, hits)
     for h in hits:
         h.pop("_collection", None)
@@ -182,7 +226,7 @@ def answer(
         from ingestd.store.search.passages import fill
 
         count = engine.rules.context.sizer.count
-        passages = fill(hits, budget_tokens, count, max_passages=k, per_page=per_page)
+        passages = fill(hits, budget_tokens, count, max_passages=k, per_page=request.per_page)
         kept = {i for p in passages for i in p.ids}
         out["hits"] = [h for h in hits if h["id"] in kept]
         out["passages"] = [p.as_dict() for p in passages]

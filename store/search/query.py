@@ -30,10 +30,10 @@ With ``ranks=True`` each hit also says where dense and sparse ranked it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
-from ingestd.store.search.conditions import Conditions, Match
+from ingestd.store.search.conditions import Condition, Conditions, Match
 from ingestd.store.search.sparse import SPARSE_VECTOR, SparseVec
 
 __all__ = [
@@ -128,15 +128,27 @@ class Filters:
             legacy: a collection written before :data:`PATH_KEY` existed (it is being
                 upgraded): ``path`` then matches the payload ``path`` exactly (files only).
         """
-        must: list[Match] = []
-        if self.source is not None:
-            must.append(Match("source", self.source))
-        path = self.normalised_path()
-        if path is not None:
-            must.append(Match("path" if legacy else PATH_KEY, path))
-        if self.version is not None:
-            must.append(Match("version", self.version))
+        must: list[Condition] = []
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if value is not None:
+                cond = self.condition(f.name, value, legacy=legacy)
+                if cond is not None:
+                    must.append(cond)
         return Conditions(must=tuple(must), unset=HIDDEN_KEYS)
+
+    def condition(self, name: str, value: Any, *, legacy: bool = False) -> Condition | None:
+        """The condition of one set filter field: the one translator of a filter.
+
+        A field matches the payload key of its own name (a keyword filter needs no
+        entry here); ``path`` is the one exception (see :meth:`conditions`). A new
+        filter is a field of this record, plus an entry here when its payload key or
+        match differs. ``None``: the field limits nothing (an empty path).
+        """
+        if name == "path":
+            path = self.normalised_path()
+            return None if path is None else Match("path" if legacy else PATH_KEY, path)
+        return Match(name, str(value))
 
     def qdrant(self, *, legacy: bool = False) -> Any:
         """The qdrant-client ``Filter`` of :meth:`conditions` (see :func:`client_filter`)."""

@@ -211,3 +211,60 @@ def test_a_direct_qdrant_query_ranks_exactly_as_ingestd_search(rankings: Any, mo
     proc = run_cli(*args, questions[0], env=env, timeout=600, check=True)
     cli = [h["id"] for h in json.loads(proc.stdout)]
     assert cli == [i for i, _ in want["local", mode, questions[0]]]
+
+
+def test_the_version_filter_ranks_as_ingestd_search_version_on_both_engines(
+    tmp_path: Path,
+) -> None:
+    """``QueryBuilder`` limited to a git version finds what ``ingestd search --version``
+    finds on the Edge store and on the local-mode copy, and that version's points only."""
+    from qdrant_client import QdrantClient
+
+    from ingestd.daemon.config import load_config
+    from ingestd.daemon.sources.versions import payload_versions
+    from ingestd.daemon.sync.engine import Engine
+    from tests.gitrepos import HistoryRepo
+
+    query = "the ownership of a value, a reference and its borrow"
+    repo = HistoryRepo(tmp_path / "repos" / "book")
+    repo.tag("v1")
+    for _ in range(3):
+        repo.next_commit()
+    repo.push()
+    source = {"kind": "git", "name": "book", "url": str(repo.origin), "refs": ["main", "v*"]}
+
+    def engine(state: Path, kind: str) -> Engine:
+        overrides = {"state_dir": str(state), "sources": [source], "qdrant": {"engine": kind}}
+        return Engine(load_config(None, overrides=overrides), state, embed_model=fake_vectors)
+
+    state = tmp_path / "state"
+    eng = engine(state, "edge")
+    try:
+        eng.source("book").refresh()  # type: ignore[attr-defined]
+        eng.sync("book")
+    finally:
+        eng.close()
+    local = local_mode_copy(state, tmp_path / "local")
+    want: dict[tuple[str, str], list[str]] = {}
+    for kind, where in (("edge", state), ("local", local)):
+        eng = engine(where, kind)
+        try:
+            for version in ("v1", "main"):
+                hits = search_cmd(eng, query, k=50, version=version, mode="sparse")
+                want[kind, version] = [h["id"] for h in hits]
+        finally:
+            eng.close()
+    qb = QueryBuilder(embed=fake_vectors)
+    client = QdrantClient(path=str(local / "qdrant"))
+    try:
+        for version in ("v1", "main"):
+            hits = qb.search(client, query, k=50, mode="sparse", version=version)
+            assert hits and all(version in payload_versions(h.payload) for h in hits)
+            got = [h.id for h in hits]
+            assert got == want["edge", version] == want["local", version], version
+            req = qb.request(query, k=50, mode="sparse", version=version)
+            points = client.query_batch_points(qb.collection, requests=[req])[0].points
+            assert {str(p.id) for p in points} == set(got)
+        assert want["edge", "v1"] != want["edge", "main"]  # the filter limits something
+    finally:
+        client.close()

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from ingestd.daemon.commands.evaluate import evaluate as evaluate_cmd
 from ingestd.daemon.commands.routes import ROUTES, Route, Thread
-from ingestd.daemon.commands.search import answer as search_cmd
+from ingestd.daemon.commands.search import wire_answer as search_cmd
 from ingestd.daemon.evaluation.runs import eval_cancel, eval_progress
 from ingestd.daemon.service.jobs import Priority
 
@@ -58,3 +60,11 @@ def test_status_and_eval_watching_are_answered_on_the_control_thread() -> None:
     assert ROUTES["status"].fn(_Daemon()) == {"answered": "off the engine thread"}
     assert ROUTES["eval-progress"].fn(_Daemon(), run="0123abcd") == eval_progress("0123abcd")
     assert ROUTES["eval-cancel"].fn(_Daemon(), run="0123abcd") == eval_cancel("0123abcd")
+
+
+def test_a_search_request_with_an_unknown_argument_is_refused_naming_it() -> None:
+    from ingestd.daemon.wire.errors import DaemonError
+
+    with pytest.raises(DaemonError, match="unknown search argument.*: colour") as got:
+        ROUTES["search"].fn(None, query="q", colour="red")
+    assert got.value.exit_code == 2
