@@ -175,7 +175,7 @@ def test_read_widens_a_hit_with_the_extracted_text_and_its_citation(
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(900)  # three searches, each a CLI process that loads the model
+@pytest.mark.timeout(1800)  # six CLI searches, each a process loading the model
 def test_search_cites_pages_cells_and_html_lines(
     tmp_path: Path, format_tree: Path, real_embedder: CountingEmbedder
 ) -> None:
@@ -200,10 +200,10 @@ def test_search_cites_pages_cells_and_html_lines(
     }
     for suffix, query in queries.items():
         args = ["search", query, "--state-dir", str(state), "-k", "3"]
-        hits = json.loads(run_cli(*args, "--json", check=True, timeout=180).stdout)
+        hits = json.loads(run_cli(*args, "--json", check=True, timeout=420).stdout)
         top = hits[0]
         assert top["path"].endswith("." + suffix), (query, [h["path"] for h in hits])
-        shown = run_cli(*args, check=True, timeout=180).stdout
+        shown = run_cli(*args, check=True, timeout=420).stdout
         first = shown.splitlines()[0]
         if suffix == "pdf":
             assert f" p. {top['page']}" in first or f" pp. {top['page']}-" in first, first
