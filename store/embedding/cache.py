@@ -20,7 +20,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -84,13 +84,7 @@ class EmbeddingCache:
         uniq = list(dict.fromkeys(hashes))
         with self._lock:
             self._tick += 1
-            for i in range(0, len(uniq), 500):
-                part = uniq[i : i + 500]
-                q = ",".join("?" * len(part))
-                rows = self._db.execute(
-                    f"SELECT hash, vector FROM vectors WHERE model = ? AND hash IN ({q})",
-                    [model, *part],
-                ).fetchall()
+            for rows in self._stored(model, uniq):
                 for h, blob in rows:
                     vec = np.frombuffer(blob, dtype=np.float32)
                     if is_usable(vec):
@@ -117,15 +111,23 @@ class EmbeddingCache:
         out: list[str] = []
         uniq = list(dict.fromkeys(hashes))
         with self._lock:
-            for i in range(0, len(uniq), 500):
-                part = uniq[i : i + 500]
-                q = ",".join("?" * len(part))
-                rows = self._db.execute(
-                    f"SELECT hash, vector FROM vectors WHERE model = ? AND hash IN ({q})",
-                    [model, *part],
-                ).fetchall()
+            for rows in self._stored(model, uniq):
                 out += [h for h, blob in rows if not is_usable(np.frombuffer(blob, np.float32))]
         return sorted(out)
+
+    def _stored(self, model: str, hashes: list[str]) -> Iterator[list[tuple[str, bytes]]]:
+        """The ``(hash, vector blob)`` rows of ``hashes`` under ``model``, a batch at a time.
+
+        500 hashes per query (under SQLite's bound-parameter limit); the caller holds
+        ``self._lock``.
+        """
+        for i in range(0, len(hashes), 500):
+            part = hashes[i : i + 500]
+            q = ",".join("?" * len(part))
+            yield self._db.execute(
+                f"SELECT hash, vector FROM vectors WHERE model = ? AND hash IN ({q})",
+                [model, *part],
+            ).fetchall()
 
     def drop(self, model: str, hashes: Sequence[str]) -> None:
         """Forget the cached vectors of ``hashes`` (they are embedded again when needed)."""
