@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -305,10 +306,33 @@ def start_ingestd_run(
 def run_cli(
     *args: str, timeout: float = 120, env: dict[str, str] | None = None, check: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    full_env = {**os.environ, **(env or {})}
-    proc = subprocess.run(
-        [*ingestd_cmd(), *args], capture_output=True, text=True, timeout=timeout, env=full_env
-    )
+    """``ingestd *args``, its output captured as text.
+
+    Python's fault handler is on: a command past ``timeout`` seconds gets SIGABRT, and
+    the ``AssertionError`` raised carries every thread's stack, so a hang shows where.
+    """
+    full_env = {**os.environ, "PYTHONFAULTHANDLER": "1", **(env or {})}
+    with subprocess.Popen(
+        [*ingestd_cmd(), *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=full_env,
+    ) as popen:
+        try:
+            out, err = popen.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            popen.send_signal(signal.SIGABRT)
+            try:
+                out, err = popen.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                popen.kill()
+                out, err = popen.communicate()
+            raise AssertionError(
+                f"ingestd {' '.join(args)} did not finish within {timeout:.0f} s; its threads:\n"
+                f"{err[-8000:]}"
+            ) from None
+    proc = subprocess.CompletedProcess(popen.args, popen.returncode, out, err)
     if check and proc.returncode != 0:
         raise AssertionError(f"ingestd {' '.join(args)} exited {proc.returncode}:\n{proc.stderr}")
     return proc

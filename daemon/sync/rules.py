@@ -375,18 +375,28 @@ class RuleSet:
 
 @functools.cache
 def chunkers_code_fingerprint() -> str:
-    """sha256 of the source of the installed ``ingestd.chunkers`` package.
+    """sha256 hex of the source of the installed ``ingestd.chunkers`` package.
 
     Part of every rule fingerprint, so that an upgrade that changes how text is chunked
     re-chunks documents even when nobody remembered to bump a chunker's ``version``:
     ``resync`` and ``verify`` then always agree. Unchanged chunk texts keep their ids
     and vectors, so an upgrade costs chunking and payload updates, not embeddings.
+    Computed once per process (see :func:`source_tree_fingerprint`).
     """
     import ingestd.chunkers as pkg
 
+    return source_tree_fingerprint(Path(pkg.__file__).parent)
+
+
+def source_tree_fingerprint(root: Path) -> str:
+    """sha256 hex of every ``*.py`` file under ``root``, each under its relative path.
+
+    Subpackages count as much as the top level (the readers, strategies, packing and
+    sizing all decide chunk text), and a module moved or renamed changes the hash.
+    """
     h = hashlib.sha256()
-    for f in sorted(Path(pkg.__file__).parent.glob("*.py")):
-        h.update(f.name.encode() + b"\0" + f.read_bytes())
+    for f in sorted(root.rglob("*.py")):
+        h.update(f.relative_to(root).as_posix().encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
 
 

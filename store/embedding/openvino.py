@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import queue
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -78,12 +79,20 @@ class OpenVinoSession:
     No Python callback runs on OpenVINO's threads (``AsyncInferQueue``'s does): a
     stream thread that needs the GIL while another thread holding it lets the compiled
     model go deadlocks both.
+
+    The first run goes alone, the others wait for it: OpenVINO's Python binding sets up
+    its numpy bridge on first use, under a C++ static guard and then the GIL, and two
+    threads making that first use at once deadlock each other (seen as a one-shot
+    ``ingestd resync`` or ``search`` that never answered: about one process in six with
+    eight streams, four processes side by side; ``test_openvino_first_run.py``).
     """
 
     def __init__(self, compiled: Any) -> None:
         self._compiled = compiled
         self._idle: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._inputs = [_Input(port.get_any_name()) for port in compiled.inputs]
+        self._first_run = threading.Lock()
+        self._ran = False
 
     def get_inputs(self) -> list[_Input]:
         """The graph's inputs in order, each with its ``name``."""
@@ -104,6 +113,15 @@ class OpenVinoSession:
         Raises:
             RuntimeError: OpenVINO failed to run the text.
         """
+        if not self._ran:
+            with self._first_run:
+                if not self._ran:
+                    out = self._run(feed)
+                    self._ran = True
+                    return out
+        return self._run(feed)
+
+    def _run(self, feed: dict[str, Any]) -> list[Any]:
         request = self._take()
         try:
             request.infer(bucketed(feed))
