@@ -220,3 +220,56 @@ def test_each_table_entry_names_one_module_of_its_own(table: str, kind: str) -> 
         where, _, what = target.partition(":")
         assert where in known, f"{kind} {name!r}: {where} is not a module of ingestd"
         assert what, f"{kind} {name!r}: {target} names no attribute"
+
+
+def _server_url_reads(tree: ast.Module) -> list[int]:
+    """Lines reading the config's server URL.
+
+    ``<x>.qdrant.url``, or ``q.url`` in a function where ``q = <x>.qdrant``.
+    """
+    lines = []
+    for func in ast.walk(tree):
+        if not isinstance(func, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        sections = {
+            target.id
+            for node in ast.walk(func)
+            if isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "qdrant"
+            for target in node.targets
+            if isinstance(target, ast.Name)
+        }
+        for node in ast.walk(func):
+            if not isinstance(node, ast.Attribute) or node.attr != "url":
+                continue
+            owner = node.value
+            if (isinstance(owner, ast.Attribute) and owner.attr == "qdrant") or (
+                isinstance(owner, ast.Name) and owner.id in sections
+            ):
+                lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_only_the_store_reads_the_server_url() -> None:
+    """Whether vectors are on a server is the engines' table's answer, read nowhere else.
+
+    ``ingestd.store.vectors.engines`` (:func:`embedded`, :func:`placed_engine`,
+    :func:`open_store`) reads ``qdrant.url`` through the server's engine spec; a test
+    of the URL outside ``store/`` would decide the store beside the table again.
+    """
+    reads = [
+        f"{mod.path.relative_to(ROOT)}:{line}"
+        for mod in modules().values()
+        if not mod.name.startswith("ingestd.store.")
+        for line in _server_url_reads(mod.tree())
+    ]
+    assert reads == []
+
+
+def test_server_url_reads_are_found_directly_and_through_a_name() -> None:
+    tree = ast.parse(
+        "def f(cfg):\n    if cfg.qdrant.url:\n        pass\n"
+        "def g(self):\n    q = self.cfg.qdrant\n    return q.url, q.engine, cfg.manifest.url\n"
+    )
+    assert _server_url_reads(tree) == [2, 6]

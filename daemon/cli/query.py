@@ -393,11 +393,12 @@ def _check_store_files(cfg: Config | None, state_dir: Path) -> None:
     Raises:
         ingestd.store.common.damage.StateDamagedError: the damaged file, named.
     """
-    if cfg is not None and cfg.qdrant.url:
-        return
     from ingestd.daemon.statedir import StatePaths
     from ingestd.daemon.sync.ownership import owner_problem
-    from ingestd.store.vectors.engines import files_damage
+    from ingestd.store.vectors.engines import embedded, files_damage
+
+    if cfg is not None and not embedded(cfg.qdrant):
+        return
 
     paths = cfg.paths(state_dir) if cfg is not None else StatePaths(state_dir)
     for folder in paths.engine_folders().values():

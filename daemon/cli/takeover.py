@@ -38,10 +38,10 @@ def takeover(
         ingestd takeover --state-dir /var/lib/ingestd-new
     """
     from ingestd.daemon.sync.ownership import owner_problem, take_over
-    from ingestd.store.vectors.engines import open_embedded
+    from ingestd.store.vectors.engines import embedded, open_embedded
 
     cfg, sd = load(config_path, (), state_dir, log_level)
-    if cfg.qdrant.url:
+    if not embedded(cfg.qdrant):
         raise Fatal("a Qdrant server (qdrant.url) belongs to no state dir: nothing to take", 2)
     folders = cfg.paths(sd).engine_folders()
     owned = {e: f for e, f in folders.items() if owner_problem(f, sd) is not None}

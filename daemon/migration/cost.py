@@ -175,10 +175,10 @@ def estimate(
         cost.notes.append(f"the current version's {describe(previous)} is not found")
     dim_new, dim_old = int(target["dim"]), int(previous["dim"])
     cost.cache_bytes = cost.to_embed * (4 * dim_new + CACHE_ROW_OVERHEAD)
-    cost.embedded_mode = not cfg.qdrant.url
-    if cost.embedded_mode:
-        from ingestd.store.vectors.engines import choose_engine, engine_spec
+    from ingestd.store.vectors.engines import choose_engine, embedded, engine_spec
 
+    cost.embedded_mode = embedded(cfg.qdrant)
+    if cost.embedded_mode:
         paths = cfg.paths(state_dir)
         engine, _ = choose_engine(cfg.qdrant.engine, paths.engine_folders())
         spec = engine_spec(engine)

@@ -75,9 +75,9 @@ def set_aside_damaged(cfg: Config, state_dir: Path) -> list[str]:
         if problem is not None:
             moved = set_aside(db)
             notes.append(f"the manifest {db} is damaged ({problem}); moved aside to {moved}")
-    if not cfg.qdrant.url:
-        from ingestd.store.vectors.engines import engine_specs
+    from ingestd.store.vectors.engines import embedded, engine_specs
 
+    if embedded(cfg.qdrant):
         paths = cfg.paths(state_dir)
         for spec in engine_specs():
             folder = paths.engine_folder(spec.name)
@@ -96,9 +96,10 @@ def sources_in_store(cfg: Config, state_dir: Path) -> tuple[SourceConfig, ...]:
     What ``resync --rebuild`` syncs when neither a config nor PATH arguments name the
     sources and the manifest that recorded them is gone.
     """
-    if cfg.qdrant.url:
+    from ingestd.store.vectors.engines import embedded, open_embedded
+
+    if not embedded(cfg.qdrant):
         return ()
-    from ingestd.store.vectors.engines import open_embedded
 
     store = open_embedded(cfg.qdrant.engine, cfg.paths(state_dir).engine_folders())
     try:

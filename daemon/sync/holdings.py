@@ -92,6 +92,7 @@ def check_state(cfg: Config | None, state_dir: Path, manifest: ManifestReader) -
     from ingestd.daemon.statedir import StatePaths
     from ingestd.daemon.sync.clean_close import check_record, read_record
     from ingestd.daemon.wire.statelock import ReadLock, StateLockedError
+    from ingestd.store.vectors.engines import embedded
 
     paths = cfg.paths(state_dir) if cfg is not None else StatePaths(state_dir)
     url = cfg is not None and bool(cfg.manifest.url)
@@ -107,7 +108,7 @@ def check_state(cfg: Config | None, state_dir: Path, manifest: ManifestReader) -
         if not proven.manifest_unchanged:
             _check_pages(manifest, paths.manifest)
         recorded = recorded_points(manifest)
-        if not recorded or (cfg is not None and cfg.qdrant.url):
+        if not recorded or (cfg is not None and not embedded(cfg.qdrant)):
             return []
         return _check_counts(cfg, state_dir, folders, recorded, proven)
     finally:

@@ -39,6 +39,7 @@ from ingestd.daemon.sync.types import Plan, SyncInterrupted
 from ingestd.store.manifest.manifest import AdoptedDocument, ChunkRow
 from ingestd.store.manifest.sources import PointRecord
 from ingestd.store.search.query import PENDING_KEY
+from ingestd.store.vectors.engines import embedded, engine_spec
 
 __all__ = ["CHECK_KEYS", "StoreCheck", "check_store", "count_points"]
 
@@ -114,13 +115,11 @@ def count_points(ctx: SyncContext, collection: str, sources: list[str]) -> int:
     sources only (another state dir may write other sources into the same collection).
     """
     if not ctx.resources.store_open:
-        from ingestd.store.vectors.engines import SERVER, engine_spec
-
         held = ctx.resources.held_points(collection)
         if held is not None:
             return held
         engine, previous = ctx.resources.engine()
-        if engine != SERVER and previous is None:
+        if engine_spec(engine).embedded and previous is None:
             from ingestd.daemon.sync.ownership import owner_problem
 
             folder = ctx.resources.paths.engine_folder(engine)
@@ -131,7 +130,7 @@ def count_points(ctx: SyncContext, collection: str, sources: list[str]) -> int:
             if n is not None:
                 return n
     store = ctx.store
-    if ctx.cfg.qdrant.url:
+    if not embedded(ctx.cfg.qdrant):  # a server's collection: other state dirs' sources too
         return int(store.point_count(collection, sources=sources))
     return int(store.point_count(collection))
 
@@ -197,7 +196,7 @@ def check_store(
     records = manifest.point_records(collection)
     stored: dict[str, dict[str, Any]] = {}
     if chk.stored:
-        keep = None if not ctx.cfg.qdrant.url else set(sources)
+        keep = None if embedded(ctx.cfg.qdrant) else set(sources)
         # the fields compared, and those a point the manifest lost is adopted by
         for pid, payload in ctx.store.scroll(collection, keys=(*CHECK_KEYS, "git_commit")):
             if keep is None or payload.get("source") in keep:

@@ -15,7 +15,6 @@ only, and leave the record alone.
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -118,31 +117,26 @@ class Resources:
                 embedded store.
         """
         if self._store is None:
+            from ingestd.store.vectors.engines import embedded, open_store
+
             q = self.cfg.qdrant
-            if q.url:
-                from ingestd.store.vectors.qdrant import QdrantStore
+            folders = self.paths.engine_folders()
+            in_state_dir = embedded(q)
+            if in_state_dir:
+                from ingestd.daemon.sync.ownership import owner_problem
 
-                self._store = QdrantStore(
-                    url=q.url,
-                    api_key=os.environ.get(q.api_key_env),
-                    retry_seconds=q.retry_seconds,
-                    read_only=self.read_only,
-                )
-            else:
-                from ingestd.daemon.sync.ownership import claim_store, owner_problem
-                from ingestd.store.vectors.engines import open_embedded
-
-                folders = self.paths.engine_folders()
                 for folder in folders.values():  # before anything in it is touched
                     problem = owner_problem(folder, self.paths.root)
                     if problem is not None:
                         raise problem
                 if not self.read_only:
                     self._check_record()  # before the store's files change
-                self._store = open_embedded(q.engine, folders, read_only=self.read_only)
-                if not self.read_only:
-                    for folder in folders.values():
-                        claim_store(folder, self.paths.root)
+            self._store = open_store(q, folders, read_only=self.read_only)
+            if in_state_dir and not self.read_only:
+                from ingestd.daemon.sync.ownership import claim_store
+
+                for folder in folders.values():
+                    claim_store(folder, self.paths.root)
         return self._store
 
     # -- the clean-close record ----------------------------------------------------------------
@@ -154,9 +148,10 @@ class Resources:
         move between engines, and for an engine whose every update is durable (nothing
         to prove: it is never checked point by point, and it is counted from its files).
         """
-        if self.read_only or self.cfg.qdrant.url or self._given_store is not None:
+        from ingestd.store.vectors.engines import embedded, engine_spec
+
+        if self.read_only or not embedded(self.cfg.qdrant) or self._given_store is not None:
             return None
-        from ingestd.store.vectors.engines import engine_spec
 
         engine, previous = self.engine()
         spec = engine_spec(engine)
@@ -303,25 +298,21 @@ class Resources:
         """The store's engine and, while collections move to it, the one they leave.
 
         Decided from the state dir's files, without opening the store (see
-        :func:`ingestd.store.vectors.engines.choose_engine`); ``("server", None)`` with
-        ``qdrant.url``.
+        :func:`ingestd.store.vectors.engines.placed_engine`); ``("server", None)`` for
+        a Qdrant server.
         """
-        from ingestd.store.vectors.engines import SERVER, choose_engine
+        from ingestd.store.vectors.engines import placed_engine
 
-        if self.cfg.qdrant.url:
-            return SERVER, None
-        return choose_engine(self.cfg.qdrant.engine, self.paths.engine_folders())
+        return placed_engine(self.cfg.qdrant, self.paths.engine_folders())
 
     def durable_updates(self) -> bool:
         """Whether every write the store acknowledged survives a crash (see ``EngineSpec``).
 
         A Qdrant server keeps its own write-ahead log and recovers it itself: ``True``.
         """
-        from ingestd.store.vectors.engines import SERVER, engine_spec
+        from ingestd.store.vectors.engines import engine_spec
 
         engine, previous = self.engine()
-        if engine == SERVER:
-            return True
         return engine_spec(engine).durable_updates and (
             previous is None or engine_spec(previous).durable_updates
         )

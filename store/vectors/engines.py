@@ -1,4 +1,4 @@
-"""The table of embedded engines, and which one holds a state dir's vectors.
+"""The table of engines, and which one holds a state dir's vectors.
 
 :data:`ENGINES` maps each engine's name to the ``module:attribute`` of its spec (an
 :class:`~ingestd.store.vectors.spec.EngineSpec`), imported when first asked for, as
@@ -8,7 +8,14 @@ sync engine's resources all read it. The engines today:
 
 * ``edge``: Qdrant Edge, Qdrant's own engine in-process (the default for a new store);
 * ``local``: qdrant-client's local mode, a pure-Python engine (the fallback where
-  Qdrant Edge is not installed, and the engine of stores made before it).
+  Qdrant Edge is not installed, and the engine of stores made before it);
+* ``server``: a Qdrant server or cluster, no embedded engine
+  (:attr:`~ingestd.store.vectors.spec.EngineSpec.embedded` is ``False``): the settings
+  select it outright (``qdrant.url``), and it keeps nothing in the state dir.
+
+Which engine the settings and the state dir's files give is :func:`placed_engine`;
+:func:`open_store` opens it, :func:`embedded` tells whether it lives in the state dir.
+Nothing outside ``store/`` reads ``qdrant.url`` itself.
 
 A store made with one engine keeps working with it; configuring another moves its
 collections, one collection-version build each
@@ -16,12 +23,10 @@ collections, one collection-version build each
 few small files and imports no engine.
 
 **A new engine** is one module exporting a spec (its store class beside it or in a
-sibling module, imported only by :meth:`~ingestd.store.vectors.spec.EngineSpec.open`)
-plus one entry here. The table's order is the preference for a new store: the first
-engine installed is chosen.
-
-A Qdrant server (``qdrant.url``) is no embedded engine: its stores report the engine
-:data:`SERVER`.
+sibling module, imported only by :meth:`~ingestd.store.vectors.spec.EngineSpec.open`
+or :meth:`~ingestd.store.vectors.spec.EngineSpec.connect`) plus one entry here. The
+table's order is the preference for a new store: the first embedded engine installed
+is chosen.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from typing import TYPE_CHECKING
 
 from ingestd.store.common.damage import StateDamagedError
 from ingestd.store.vectors.base import StoreUnavailableError
-from ingestd.store.vectors.spec import EngineSpec
+from ingestd.store.vectors.spec import EngineSpec, StoreSettings
 
 if TYPE_CHECKING:
     from ingestd.store.vectors.base import VectorStore
@@ -44,15 +49,19 @@ __all__ = [
     "choose_engine",
     "engine_names",
     "engine_spec",
+    "embedded",
     "engine_specs",
     "files_damage",
     "open_embedded",
+    "open_store",
+    "placed_engine",
 ]
 
-#: Embedded engine name -> ``module:attribute`` of its :class:`EngineSpec` (light modules).
+#: Engine name -> ``module:attribute`` of its :class:`EngineSpec` (light modules).
 ENGINES: dict[str, str] = {
     "edge": "ingestd.store.vectors.edge_engine:SPEC",
     "local": "ingestd.store.vectors.local_engine:SPEC",
+    "server": "ingestd.store.vectors.server_engine:SPEC",
 }
 
 #: The engine reported by the stores of a Qdrant server or cluster (``qdrant.url``).
@@ -61,7 +70,7 @@ SERVER = "server"
 
 def engine_names() -> tuple[str, ...]:
     """The embedded engines' names, in the table's order (the preferred first)."""
-    return tuple(ENGINES)
+    return tuple(spec.name for spec in engine_specs())
 
 
 def engine_spec(name: str) -> EngineSpec:
@@ -75,6 +84,10 @@ def engine_spec(name: str) -> EngineSpec:
         raise ValueError(
             f"unknown embedded engine {name!r}; expected one of: {', '.join(engine_names())}"
         )
+    return _load(name, target)
+
+
+def _load(name: str, target: str) -> EngineSpec:
     module, _, attr = target.partition(":")
     spec = getattr(importlib.import_module(module), attr)
     if not isinstance(spec, EngineSpec) or spec.name != name:
@@ -83,8 +96,60 @@ def engine_spec(name: str) -> EngineSpec:
 
 
 def engine_specs() -> list[EngineSpec]:
-    """Every engine's spec, in the table's order."""
-    return [engine_spec(name) for name in ENGINES]
+    """Every embedded engine's spec, in the table's order."""
+    specs = (_load(name, target) for name, target in ENGINES.items())
+    return [spec for spec in specs if spec.embedded]
+
+
+def _selected(settings: StoreSettings) -> EngineSpec | None:
+    """The spec of the engine ``settings`` select outright (a server), or ``None``."""
+    for name, target in ENGINES.items():
+        spec = _load(name, target)
+        if not spec.embedded and spec.selected(settings):
+            return spec
+    return None
+
+
+def embedded(settings: StoreSettings) -> bool:
+    """Whether the store ``settings`` configure lives in the state dir (an embedded engine).
+
+    ``False`` when they select an engine outright (a Qdrant server by its URL): then no
+    folder of the state dir holds vectors, nothing owns the store, and other state
+    dirs may share its collections.
+    """
+    return _selected(settings) is None
+
+
+def placed_engine(settings: StoreSettings, folders: Mapping[str, Path]) -> tuple[str, str | None]:
+    """The engine holding the vectors, and another one while it still holds collections.
+
+    The engine ``settings`` select outright (``("server", None)`` for a URL), else
+    :func:`choose_engine` from ``settings.engine`` and the engines' folders.
+    """
+    spec = _selected(settings)
+    if spec is not None:
+        return spec.name, None
+    return choose_engine(settings.engine, folders)
+
+
+def open_store(
+    settings: StoreSettings, folders: Mapping[str, Path], *, read_only: bool = False
+) -> VectorStore:
+    """Open the store ``settings`` configure: the server they select, else the embedded one.
+
+    Args:
+        settings: the config's ``qdrant`` section.
+        folders: each embedded engine's folder (unused for a server).
+        read_only: a reader's store.
+
+    Raises:
+        ingestd.store.vectors.base.StoreUnavailableError: see :func:`open_embedded`.
+        ingestd.store.common.damage.StateDamagedError: see :func:`open_embedded`.
+    """
+    spec = _selected(settings)
+    if spec is not None:
+        return spec.connect(settings, read_only=read_only)
+    return open_embedded(settings.engine, folders, read_only=read_only)
 
 
 def choose_engine(configured: str | None, folders: Mapping[str, Path]) -> tuple[str, str | None]:

@@ -23,7 +23,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from ingestd.store.common.damage import StateDamagedError
 from ingestd.store.vectors.base import version_of
@@ -32,10 +32,30 @@ if TYPE_CHECKING:
     from ingestd.store.search.conditions import Conditions
     from ingestd.store.vectors.base import VectorStore
 
-__all__ = ["STORE_PART", "EngineSpec", "allocated_bytes", "json_damage"]
+__all__ = ["STORE_PART", "EngineSpec", "StoreSettings", "allocated_bytes", "json_damage"]
 
 #: The part of the state an engine's damage names (:class:`StateDamagedError`).
 STORE_PART = "vector store"
+
+
+class StoreSettings(Protocol):
+    """What the configuration says of the vector store (the config's ``qdrant`` section)."""
+
+    @property
+    def engine(self) -> str | None:
+        """The embedded engine configured (``None``: chosen from the state dir's files)."""
+
+    @property
+    def url(self) -> str | None:
+        """A Qdrant server's URL (``None``: an embedded engine)."""
+
+    @property
+    def api_key_env(self) -> str:
+        """The environment variable holding the server's API key."""
+
+    @property
+    def retry_seconds(self) -> float:
+        """How long transient server errors are retried, in seconds."""
 
 
 def allocated_bytes(path: Path) -> int:
@@ -84,7 +104,7 @@ def json_damage(file: Path) -> StateDamagedError | None:
 
 
 class EngineSpec(ABC):
-    """Everything about one embedded engine, read without importing the engine.
+    """Everything about one engine, read without importing the engine.
 
     A subclass per engine, instantiated once in its light module as ``SPEC`` and
     named in :data:`ingestd.store.vectors.engines.ENGINES`.
@@ -106,6 +126,13 @@ class EngineSpec(ABC):
             (:func:`ingestd.daemon.sync.repair.check_store`), not only counted, by the
             first process that uses it after an unclean end, i.e. unless its files
             still match the :meth:`proof` taken at its last clean close.
+        embedded: the engine runs in-process on files of the state dir: one state dir
+            owns its store (checked before it opens, moved by ``ingestd takeover``),
+            its files are read for damage and proven at a clean close, and it is chosen
+            from the files (:func:`~ingestd.store.vectors.engines.choose_engine`).
+            ``False`` for an engine the settings select outright (:meth:`selected`) and
+            :meth:`connect` opens: a server, whose collections other state dirs may
+            share.
     """
 
     name: ClassVar[str]
@@ -115,6 +142,7 @@ class EngineSpec(ABC):
     package: ClassVar[str]
     install_hint: ClassVar[str]
     durable_updates: ClassVar[bool] = False
+    embedded: ClassVar[bool] = True
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.name!r}>"
@@ -133,7 +161,23 @@ class EngineSpec(ABC):
         """Whether the engine's library (:attr:`package`) can be imported here (not imported)."""
         return importlib.util.find_spec(self.package) is not None
 
+    def selected(self, settings: StoreSettings) -> bool:
+        """Whether ``settings`` select this engine outright (an engine not :attr:`embedded`).
+
+        ``False`` (the default) for an embedded engine: it is chosen from the state
+        dir's files and ``settings.engine``.
+        """
+        return False
+
     # -- opening --------------------------------------------------------------------------------
+
+    def connect(self, settings: StoreSettings, *, read_only: bool = False) -> VectorStore:
+        """Open the store ``settings`` select (an engine not :attr:`embedded`).
+
+        Raises:
+            NotImplementedError: an embedded engine opens a folder (:meth:`open`).
+        """
+        raise NotImplementedError(f"engine {self.name} opens a folder of the state dir")
 
     @abstractmethod
     def open(self, path: Path, *, read_only: bool = False) -> VectorStore:
