@@ -153,7 +153,7 @@ def questions(read: Callable[[str], str]) -> list[dict[str, Any]]:
 def reader_of(root: Path) -> Callable[[str], str]:
     """``tree path -> extracted text`` by the default rules' readers."""
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.rules import RuleSet, build_context
+    from ingestd.daemon.sync.preparing.rules import RuleSet, build_context
     from ingestd.store.embedding.embedder import model_info
 
     cfg = load_config(None, roots=[root])

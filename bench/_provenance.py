@@ -10,7 +10,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def provenance() -> str:
     """git HEAD, whether chunkers/ is modified, and the chunkers' code fingerprint."""
-    from ingestd.daemon.sync.rules import chunkers_code_fingerprint
+    from ingestd.daemon.sync.preparing.rules import chunkers_code_fingerprint
 
     try:
         head = subprocess.run(

@@ -101,7 +101,7 @@ def ingestd_impls(corpus: str, only: list[str]) -> list[Impl]:
     from ingestd.chunkers.base import ChunkContext
     from ingestd.chunkers.registry import CHUNKERS, make_chunker
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.rules import build_context
+    from ingestd.daemon.sync.preparing.rules import build_context
 
     ctx, _ = build_context(load_config(None, roots=[CORPORA / corpus]), embed=fake_embed)
     nofit = ChunkContext(sizer=ctx.sizer, model_sizer=None, embed=fake_embed)

@@ -81,7 +81,7 @@ class Piece(NamedTuple):
 def rules_ids(corpus: Path, variant: dict[str, Any] | None = None) -> Ids:
     """The chunk ids of the default rules for ``corpus`` (params changed by ``variant``)."""
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.rules import RuleSet, build_context
+    from ingestd.daemon.sync.preparing.rules import RuleSet, build_context
     from ingestd.store.embedding.embedder import model_info
     from ingestd.store.vectors.ids import chunk_hash
 

@@ -404,7 +404,7 @@ def text_of(corpus: Path) -> Callable[[str], str]:
 
 def ruleset_of(cfg: Any) -> Any:
     """The :class:`RuleSet` of ``cfg``'s rules (the readers and chunkers the daemon uses)."""
-    from ingestd.daemon.sync.rules import RuleSet, build_context
+    from ingestd.daemon.sync.preparing.rules import RuleSet, build_context
     from ingestd.store.embedding.embedder import model_info
 
     ctx, tok = build_context(cfg)
@@ -460,7 +460,7 @@ def make_splitters(
 
     from ingestd.chunkers.base import ChunkContext
     from ingestd.chunkers.registry import make_chunker
-    from ingestd.daemon.sync.rules import RuleSet, build_context
+    from ingestd.daemon.sync.preparing.rules import RuleSet, build_context
     from ingestd.store.embedding.embedder import model_info
 
     ctx, tok = build_context(cfg)

@@ -53,8 +53,8 @@ def build(state: Path) -> None:
     from ingestd.daemon.config import load_config
     from ingestd.daemon.sources.filter import SourceFilter
     from ingestd.daemon.sources.walk import scan
-    from ingestd.daemon.sync.documents import sparse_vector
     from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.sync.preparing.documents import sparse_vector
     from ingestd.store.vectors.base import Point
     from ingestd.store.vectors.qdrant import QdrantStore
 

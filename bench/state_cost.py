@@ -160,7 +160,7 @@ def build(state: Path, total: int) -> None:
         manifest.close()
     shutil.rmtree(state, ignore_errors=True)
     os.replace(work, state)
-    from ingestd.daemon.sync.ownership import claim_store
+    from ingestd.daemon.sync.state.ownership import claim_store
 
     claim_store(state / "edge", state)  # it was built under another name
     print(f"built {state} in {time.monotonic() - t0:.0f} s", flush=True)

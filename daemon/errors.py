@@ -96,8 +96,8 @@ if TYPE_CHECKING:
     from ingestd.daemon.sources.gitcmd import GitError
     from ingestd.daemon.sources.kinds import UnknownSourceKindError
     from ingestd.daemon.statedir import InsecureDirError
-    from ingestd.daemon.sync.ownership import StoreOwnedError
-    from ingestd.daemon.sync.profile import ProfileUnavailableError
+    from ingestd.daemon.sync.profiles.profile import ProfileUnavailableError
+    from ingestd.daemon.sync.state.ownership import StoreOwnedError
     from ingestd.daemon.wire.errors import DaemonError, NoDaemon
     from ingestd.daemon.wire.statelock import StateLockedError
     from ingestd.store.common.damage import StateDamagedError, StoreLostError
@@ -168,10 +168,10 @@ HOMES: dict[str, str] = {
     "EndpointDimensionError": "ingestd.store.embedding.remote_backend",
     "NonFiniteVectorError": "ingestd.store.embedding.finite",
     "ModelMismatchError": "ingestd.store.manifest.collections",
-    "ProfileUnavailableError": "ingestd.daemon.sync.profile",
+    "ProfileUnavailableError": "ingestd.daemon.sync.profiles.profile",
     "StateDamagedError": "ingestd.store.common.damage",
     "StoreLostError": "ingestd.store.common.damage",
-    "StoreOwnedError": "ingestd.daemon.sync.ownership",
+    "StoreOwnedError": "ingestd.daemon.sync.state.ownership",
     "StateLockedError": "ingestd.daemon.wire.statelock",
     "InsecureDirError": "ingestd.daemon.statedir",
     "StoreUnavailableError": "ingestd.store.vectors.base",

@@ -237,7 +237,7 @@ def local_mode_copy(state: Path, dest: Path) -> Path:
 
 def without_provenance(points: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
     """``points`` without the provenance keys (in each version's part of a shared point too)."""
-    from ingestd.daemon.sync.documents import strip_provenance
+    from ingestd.daemon.sync.preparing.documents import strip_provenance
 
     return {pid: strip_provenance(p) for pid, p in points.items()}
 

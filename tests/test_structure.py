@@ -24,6 +24,14 @@ MAX_MODULE_LINES = 500
 MAX_CLASS_LINES = 450
 #: Modules allowed over :data:`MAX_MODULE_LINES`, each with the reason.
 LONG_MODULES: dict[str, str] = {}
+MAX_FOLDER_MODULES = 12
+#: Folders allowed over :data:`MAX_FOLDER_MODULES`, each with the reason.
+CROWDED_FOLDERS: dict[str, str] = {
+    "store/embedding": "the backends and the ONNX graph builder: to split into subpackages",
+    "store/vectors": "the engines and their stores: to split into one subpackage per store",
+    "daemon/cli": "one module per kind of command: to split by audience",
+    "daemon/commands": "one module per shared command: to split by audience",
+}
 
 
 @dataclass(frozen=True)
@@ -176,6 +184,43 @@ def test_no_class_is_long() -> None:
         and node.end_lineno - node.lineno + 1 > MAX_CLASS_LINES
     ]
     assert long == []
+
+
+def _folders() -> list[Path]:
+    return sorted(
+        p
+        for folder in PACKAGES
+        for p in [ROOT / folder, *(ROOT / folder).rglob("*")]
+        if p.is_dir() and (p / "__init__.py").is_file()
+    )
+
+
+@pytest.mark.parametrize("folder", [p.relative_to(ROOT).as_posix() for p in _folders()])
+def test_no_folder_holds_more_than_twelve_modules(folder: str) -> None:
+    """A folder of more modules is read as a list, not as parts: split it into subpackages.
+
+    Counts the modules directly in it (its ``__init__`` aside, subpackages apart).
+    """
+    n = len([p for p in (ROOT / folder).glob("*.py") if p.name != "__init__.py"])
+    if folder in CROWDED_FOLDERS:
+        assert n > MAX_FOLDER_MODULES, (
+            f"{folder} holds {n} modules now: drop it from CROWDED_FOLDERS"
+        )
+        return
+    assert n <= MAX_FOLDER_MODULES, f"{folder}: {n} modules"
+
+
+def test_sync_is_made_of_subpackages_named_after_the_write_path() -> None:
+    """``daemon/sync/`` shows its parts: each subpackage says in its docstring what it owns."""
+    import importlib
+
+    subs = sorted(
+        p.name for p in (ROOT / "daemon" / "sync").iterdir() if (p / "__init__.py").is_file()
+    )
+    assert subs == ["healing", "planning", "preparing", "profiles", "state", "writing"]
+    for sub in subs:
+        doc = importlib.import_module(f"ingestd.daemon.sync.{sub}").__doc__ or ""
+        assert "Owns" in doc, f"daemon/sync/{sub}/__init__.py: say what it owns"
 
 
 def test_store_is_made_of_subpackages_that_name_its_parts() -> None:

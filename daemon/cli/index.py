@@ -143,7 +143,7 @@ def _rebuild(
 ) -> dict[str, Any]:
     """``resync --rebuild``: set damaged parts aside under the lock, then resync."""
     from ingestd.daemon.commands.resync import resync as resync_cmd
-    from ingestd.daemon.sync.damage import set_aside_damaged, sources_in_store
+    from ingestd.daemon.sync.state.damage import set_aside_damaged, sources_in_store
     from ingestd.daemon.wire.statelock import WRITER_WAIT_S, StateLock, StateLockedError
 
     lock = StateLock(sd)
@@ -355,7 +355,7 @@ def sources(
         st = runner(sd, socket_path).ask("status", {})
         rows = st["sources"]
     else:
-        from ingestd.daemon.sync.clean_close import seed_counts
+        from ingestd.daemon.sync.state.clean_close import seed_counts
 
         with manifest_reader(cfg, sd) as m:
             if m is not None:  # the last clean close's counts: nothing is counted

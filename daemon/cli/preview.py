@@ -17,7 +17,7 @@ from pydantic import ValidationError
 
 from ingestd.chunkers.registry import chunker_class
 from ingestd.daemon.config import Config, RuleConfig, format_errors
-from ingestd.daemon.sync.rules import RuleSet, build_context
+from ingestd.daemon.sync.preparing.rules import RuleSet, build_context
 from ingestd.store.vectors.ids import chunk_hash, point_ids
 
 __all__ = ["POLL_SLICE_S", "locate", "preview", "read_file"]

@@ -347,7 +347,7 @@ def status(
 
     def local() -> dict[str, Any]:
         from ingestd.daemon.commands.status import local_status
-        from ingestd.daemon.sync.holdings import check_state
+        from ingestd.daemon.sync.healing.holdings import check_state
 
         with manifest_reader(cfg, sd) as m:
             st = local_status(m, sd)
@@ -394,7 +394,7 @@ def _check_store_files(cfg: Config | None, state_dir: Path) -> None:
         ingestd.store.common.damage.StateDamagedError: the damaged file, named.
     """
     from ingestd.daemon.statedir import StatePaths
-    from ingestd.daemon.sync.ownership import owner_problem
+    from ingestd.daemon.sync.state.ownership import owner_problem
     from ingestd.store.vectors.engines import embedded, files_damage
 
     if cfg is not None and not embedded(cfg.qdrant):

@@ -1,6 +1,6 @@
 """``ingestd takeover``: make the embedded vector store this state dir's.
 
-A store belongs to the state dir that made it (:mod:`~ingestd.daemon.sync.ownership`);
+A store belongs to the state dir that made it (:mod:`~ingestd.daemon.sync.state.ownership`);
 every other state dir is refused. ``ingestd takeover`` is the one way to make it
 another's: it says what will happen and asks first (``--yes`` answers for scripts).
 """
@@ -37,7 +37,7 @@ def takeover(
     
         ingestd takeover --state-dir /var/lib/ingestd-new
     """
-    from ingestd.daemon.sync.ownership import owner_problem, take_over
+    from ingestd.daemon.sync.state.ownership import owner_problem, take_over
     from ingestd.store.vectors.engines import embedded, open_embedded
 
     cfg, sd = load(config_path, (), state_dir, log_level)

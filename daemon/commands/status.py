@@ -103,7 +103,7 @@ def local_status(manifest: ManifestReader | None, state_dir: Path) -> dict[str, 
     """``status`` with no daemon running: :func:`status_of` the manifest, ``daemon`` null.
 
     The counts are those of the last clean close when the manifest's file is unchanged
-    since (:func:`~ingestd.daemon.sync.clean_close.seed_counts`): nothing is counted.
+    since (:func:`~ingestd.daemon.sync.state.clean_close.seed_counts`): nothing is counted.
 
     Args:
         manifest: the manifest, or ``None`` when nothing was indexed yet.
@@ -114,7 +114,7 @@ def local_status(manifest: ManifestReader | None, state_dir: Path) -> dict[str, 
         manifest) with ``daemon`` ``None``, and ``locked_by`` (the lock file's holder)
         when another process holds the state dir.
     """
-    from ingestd.daemon.sync.clean_close import seed_counts
+    from ingestd.daemon.sync.state.clean_close import seed_counts
     from ingestd.daemon.wire.statelock import lock_holder
 
     if manifest is None:

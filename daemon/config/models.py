@@ -302,11 +302,11 @@ class FilesConfig(ConfigModel):
             chunks take about 10-15 minutes of embedding on two CPU cores).
         max_nonprose_chunks: files with more chunks that are not prose (base64,
             minified code: under 2.5 % whitespace) than this, and over a tenth of their
-            chunks, are skipped (see :mod:`ingestd.daemon.sync.nonprose`).
+            chunks, are skipped (see :mod:`ingestd.daemon.sync.preparing.nonprose`).
         allow_secret_names: gitignore-style globs of paths exempt from the built-in
             deny-list of secret-bearing file names (``.env``, ``id_rsa``, ``.ssh/``,
             ``*.pem``, ``credentials.json``, ...: see
-            :data:`ingestd.daemon.sync.secret_files.SECRET_NAMES`).
+            :data:`ingestd.daemon.sync.preparing.secret_files.SECRET_NAMES`).
         allow_secret_content: gitignore-style globs of paths exempt from the check for
             private-key blocks and access tokens in file text.
         retry_initial_s: first delay, in seconds, before a file that could not be read

@@ -28,8 +28,8 @@ from typing import Any
 
 from ingestd.daemon.config import Config
 from ingestd.daemon.statedir import dir_bytes
-from ingestd.daemon.sync.profile import config_for, differences, model_of
-from ingestd.daemon.sync.settings import describe
+from ingestd.daemon.sync.profiles.profile import config_for, differences, model_of
+from ingestd.daemon.sync.profiles.settings import describe
 from ingestd.store.manifest.manifest import Manifest
 
 __all__ = ["MigrationCost", "estimate"]

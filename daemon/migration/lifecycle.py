@@ -19,7 +19,7 @@ from ingestd.daemon.migration import migrate
 from ingestd.daemon.migration.migrate import Migration
 from ingestd.daemon.migration.rebuild import build_version
 from ingestd.daemon.sync.context import SyncContext, Syncer
-from ingestd.daemon.sync.profile import Profile
+from ingestd.daemon.sync.profiles.profile import Profile
 from ingestd.store.vectors.versions import CollectionVersions
 
 __all__ = ["Collections"]

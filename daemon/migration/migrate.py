@@ -1,6 +1,6 @@
 """Changing the embedding model, or chunking settings, without downtime: migrations.
 
-A collection's points are made by a *profile* (:mod:`ingestd.daemon.sync.profile`): the
+A collection's points are made by a *profile* (:mod:`ingestd.daemon.sync.profiles.profile`): the
 embedding model's fingerprint, the tokenizer and ``embedding.fit_model``. When the
 configured profile differs from the one the manifest records for a collection, the
 collection is migrated on the collection-version mechanism
@@ -53,15 +53,15 @@ from ingestd.daemon.migration.status import migration_build
 from ingestd.daemon.migration.version_writer import BuildProgress, VersionWriter
 from ingestd.daemon.sources.base import FileStat
 from ingestd.daemon.sync.context import SyncContext
-from ingestd.daemon.sync.profile import model_of, settings_of
-from ingestd.daemon.sync.settings import describe, profile_key, recorded_settings
+from ingestd.daemon.sync.profiles.profile import model_of, settings_of
+from ingestd.daemon.sync.profiles.settings import describe, profile_key, recorded_settings
 from ingestd.store.manifest.builds import BuildDocuments
 from ingestd.store.manifest.manifest import Manifest
 from ingestd.store.vectors.versions import MIGRATE, CollectionVersions
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
-    from ingestd.daemon.sync.profile import Profile
+    from ingestd.daemon.sync.profiles.profile import Profile
 
 __all__ = [
     "Migration",

@@ -4,7 +4,7 @@
 (:class:`~ingestd.store.manifest.view.ManifestView`), so what it shows of a migration
 (:mod:`ingestd.daemon.migration.migrate`) is read here through the small
 :class:`~ingestd.store.manifest.reader.ManifestReader` interface, with the pure helpers that
-name a profile (:mod:`ingestd.daemon.sync.settings`).
+name a profile (:mod:`ingestd.daemon.sync.profiles.settings`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from ingestd.daemon.sync.settings import describe, recorded_settings
+from ingestd.daemon.sync.profiles.settings import describe, recorded_settings
 
 if TYPE_CHECKING:
     from ingestd.store.manifest.reader import ManifestReader

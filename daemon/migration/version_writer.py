@@ -1,6 +1,6 @@
 """Writing documents into the version a migration builds, with the new profile.
 
-The migration's counterpart of :mod:`~ingestd.daemon.sync.writer`: documents are chunked
+The migration's counterpart of :mod:`~ingestd.daemon.sync.writing.writer`: documents are chunked
 with the new profile's rules, embedded by its model (through the embedding cache, keyed
 by the model's fingerprint) and upserted into the new physical collection by name, slice
 by slice with checkpoints in between (DESIGN.md, "Long work is sliced"). What was
@@ -25,16 +25,20 @@ from typing import TYPE_CHECKING, Any
 from ingestd.daemon.sources.base import FileStat
 from ingestd.daemon.sources.versions import is_versioned, split_document_key
 from ingestd.daemon.sync.context import SyncContext
-from ingestd.daemon.sync.documents import PreparedDocument, prepare_document, sparse_vector
-from ingestd.daemon.sync.shared_writes import plan_shared
+from ingestd.daemon.sync.preparing.documents import (
+    PreparedDocument,
+    prepare_document,
+    sparse_vector,
+)
 from ingestd.daemon.sync.types import UnreadableFile, eta_seconds
-from ingestd.daemon.sync.write_parts import embedded, embedded_texts
-from ingestd.daemon.sync.writer import GROUP_CHUNKS, GROUP_DOCS, SLICE_CHUNKS
+from ingestd.daemon.sync.writing.shared_writes import plan_shared
+from ingestd.daemon.sync.writing.write_parts import embedded, embedded_texts
+from ingestd.daemon.sync.writing.writer import GROUP_CHUNKS, GROUP_DOCS, SLICE_CHUNKS
 from ingestd.store.manifest.builds import BuildDoc, BuildDocuments
 from ingestd.store.manifest.manifest import ChunkRow
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.profile import Profile
+    from ingestd.daemon.sync.profiles.profile import Profile
 
 __all__ = ["BuildProgress", "VersionWriter"]
 
@@ -139,7 +143,7 @@ class VersionWriter:
 
         Documents are written in groups; a whole group is written once the documents
         after it are chunked, up to one model call's texts, which fill the group's last
-        call (see :mod:`~ingestd.daemon.sync.writer`). Those are chunked again when a
+        call (see :mod:`~ingestd.daemon.sync.writing.writer`). Those are chunked again when a
         checkpoint of the group's write served a change to their file.
 
         Returns:
@@ -309,7 +313,7 @@ class VersionWriter:
     ) -> None:
         """Write ``group`` and take the documents ``gone`` out, in points versions share.
 
-        See :mod:`~ingestd.daemon.sync.shared_writes`: points no version held are
+        See :mod:`~ingestd.daemon.sync.writing.shared_writes`: points no version held are
         upserted (embedded by the new model through the cache), shared points upserted
         again with their payload's versions changed, points no version holds deleted.
         The record of the new version (``build_documents``) gives the other versions.

@@ -8,10 +8,11 @@
   leaves the documents that job has in flight to a batch queued once their group
   commits (at the next checkpoint, or when the job ends), with their first change.
 * Scans and batches hand long documents to background writing
-  (:mod:`~ingestd.daemon.sync.long_writes`); a long document waiting for its turn
+  (:mod:`~ingestd.daemon.sync.writing.long_writes`); a long document waiting for its turn
   counts in ``lag_seconds`` from its first change until its write begins.
 * The other names (hard links) of a batch's files go with it, and documents with hard
-  links are stat-checked every ``watch.hard_link_check_s`` (:mod:`~ingestd.daemon.sync.links`).
+  links are stat-checked every ``watch.hard_link_check_s``
+  (:mod:`~ingestd.daemon.sync.planning.links`).
 * A *retry* tries again the files that could not be read, once the engine's back-off
   for them is due; ``status`` lists them under ``retrying`` (not in ``lag_seconds``).
 
@@ -189,7 +190,7 @@ class SyncPolicy:
 
         A document with another hard link (outside the root too) changes when that
         other name is written, with no event for this one (see
-        :mod:`~ingestd.daemon.sync.links`). Called on the engine thread.
+        :mod:`~ingestd.daemon.sync.planning.links`). Called on the engine thread.
         """
         if not interval or now - self._last_link_check < interval:
             return

@@ -27,7 +27,7 @@ from ingestd.daemon.commands.status import status_of
 from ingestd.daemon.service.policy import SyncPolicy
 from ingestd.daemon.service.watches import Watches
 from ingestd.daemon.sync.engine import Engine
-from ingestd.daemon.sync.write_parts import InFlight
+from ingestd.daemon.sync.writing.write_parts import InFlight
 
 __all__ = ["daemon_status", "failing_fetches", "health_problems", "status_line"]
 

@@ -46,7 +46,7 @@ class FileStat:
     """The stat fast-path key of a file: size (bytes), mtime and ctime (ns), inode.
 
     ``nlink``, the file's number of hard links, is carried along but not part of the
-    key (the manifest does not record it; see :mod:`~ingestd.daemon.sync.links`).
+    key (the manifest does not record it; see :mod:`~ingestd.daemon.sync.planning.links`).
     """
 
     size: int

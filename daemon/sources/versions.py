@@ -8,7 +8,7 @@ path in the repository and ``version`` the ref names, so ``search --path`` and a
 version filter each match one of them.
 
 **Points shared by versions.** A point id of a versioned source is keyed on the path
-*without* the version (:func:`~ingestd.daemon.sync.documents.prepare_document`), so a
+*without* the version (:func:`~ingestd.daemon.sync.preparing.documents.prepare_document`), so a
 chunk that several versions hold at the same path, with the same text and occurrence,
 is one point, embedded once and stored once. Its payload (:func:`merge_versions`) is
 the payload of its first version (by name) with ``version`` the sorted list of the

@@ -25,11 +25,11 @@ from ingestd.daemon.sources.base import Source
 from ingestd.daemon.sources.versions import split_document
 from ingestd.daemon.sync.checkpoints import Checkpoints
 from ingestd.daemon.sync.failures import ReadFailures
-from ingestd.daemon.sync.links import HardLinks
-from ingestd.daemon.sync.profile import Profile
-from ingestd.daemon.sync.profiles import Profiles
-from ingestd.daemon.sync.resources import Resources
-from ingestd.daemon.sync.rules import Rule
+from ingestd.daemon.sync.planning.links import HardLinks
+from ingestd.daemon.sync.preparing.rules import Rule
+from ingestd.daemon.sync.profiles.profile import Profile
+from ingestd.daemon.sync.profiles.profiles import Profiles
+from ingestd.daemon.sync.state.resources import Resources
 from ingestd.daemon.sync.types import Plan, ProgressFn, SyncResult
 from ingestd.store.manifest.manifest import Manifest
 from ingestd.store.vectors.base import VectorStore

@@ -7,22 +7,22 @@ points :meth:`Engine.expected_points` derives from the current files.
 :class:`Engine` composes small parts and hands each the narrow context it uses
 (:class:`~ingestd.daemon.sync.context.SyncContext`), never itself:
 
-* :class:`~ingestd.daemon.sync.resources.Resources`: the manifest, the vector store
+* :class:`~ingestd.daemon.sync.state.resources.Resources`: the manifest, the vector store
   and the embedding cache;
-* :class:`~ingestd.daemon.sync.profiles.Profiles`: each collection's profile, models
+* :class:`~ingestd.daemon.sync.profiles.profiles.Profiles`: each collection's profile, models
   and rules;
 * :class:`~ingestd.daemon.sync.checkpoints.Checkpoints`: where long work pauses
   (DESIGN.md, "Long work is sliced"), and the running syncs' progress;
-* :class:`~ingestd.daemon.sync.planner.Planner`, then
-  :class:`~ingestd.daemon.sync.applier.Applier` with its
-  :class:`~ingestd.daemon.sync.preparer.Preparer` and
-  :class:`~ingestd.daemon.sync.writer.Writer`;
+* :class:`~ingestd.daemon.sync.planning.planner.Planner`, then
+  :class:`~ingestd.daemon.sync.writing.applier.Applier` with its
+  :class:`~ingestd.daemon.sync.preparing.preparer.Preparer` and
+  :class:`~ingestd.daemon.sync.writing.writer.Writer`;
 * :class:`~ingestd.daemon.migration.lifecycle.Collections`: collection versions and
   migrations, reached through the typed
   :class:`~ingestd.daemon.sync.context.CollectionLifecycle` interface;
 * :class:`~ingestd.daemon.sync.failures.ReadFailures`,
-  :func:`~ingestd.daemon.sync.repair.check_store` and
-  :class:`~ingestd.daemon.sync.verify.Verifier`.
+  :func:`~ingestd.daemon.sync.healing.repair.check_store` and
+  :class:`~ingestd.daemon.sync.healing.verify.Verifier`.
 
 A :class:`Engine` and the vector store it opens are owned by one thread.
 """
@@ -39,26 +39,26 @@ from typing import TYPE_CHECKING, Any
 from ingestd.daemon.config import Config, SourceConfig
 from ingestd.daemon.migration.lifecycle import Collections
 from ingestd.daemon.sources.base import Source, open_source
-from ingestd.daemon.sync.applier import Applier
 from ingestd.daemon.sync.checkpoints import Checkpoints
 from ingestd.daemon.sync.context import SyncContext
-from ingestd.daemon.sync.documents import PreparedDocument
 from ingestd.daemon.sync.failures import ReadFailures
-from ingestd.daemon.sync.healing_cache import HealingCache
-from ingestd.daemon.sync.holdings import check_holdings
-from ingestd.daemon.sync.links import HardLinks
-from ingestd.daemon.sync.long_writes import LongWrites
-from ingestd.daemon.sync.planner import Planner
-from ingestd.daemon.sync.preparer import Preparer
-from ingestd.daemon.sync.profile import Profile
-from ingestd.daemon.sync.profiles import EmbedFn, ModelFactory, Profiles, Wrap
-from ingestd.daemon.sync.repair import StoreCheck, check_store
-from ingestd.daemon.sync.resources import Resources
-from ingestd.daemon.sync.rules import RuleSet
+from ingestd.daemon.sync.healing.holdings import check_holdings
+from ingestd.daemon.sync.healing.repair import StoreCheck, check_store
+from ingestd.daemon.sync.healing.verify import Verifier, VerifyReport
+from ingestd.daemon.sync.healing.version_keys import rekey_versions
+from ingestd.daemon.sync.planning.links import HardLinks
+from ingestd.daemon.sync.planning.planner import Planner
+from ingestd.daemon.sync.preparing.documents import PreparedDocument
+from ingestd.daemon.sync.preparing.preparer import Preparer
+from ingestd.daemon.sync.preparing.rules import RuleSet
+from ingestd.daemon.sync.profiles.profile import Profile
+from ingestd.daemon.sync.profiles.profiles import EmbedFn, ModelFactory, Profiles, Wrap
+from ingestd.daemon.sync.state.healing_cache import HealingCache
+from ingestd.daemon.sync.state.resources import Resources
 from ingestd.daemon.sync.types import Plan, ProgressFn, SyncInterrupted, SyncProgress, SyncResult
-from ingestd.daemon.sync.verify import Verifier, VerifyReport
-from ingestd.daemon.sync.version_keys import rekey_versions
-from ingestd.daemon.sync.writer import InFlight, Writer
+from ingestd.daemon.sync.writing.applier import Applier
+from ingestd.daemon.sync.writing.long_writes import LongWrites
+from ingestd.daemon.sync.writing.writer import InFlight, Writer
 from ingestd.store.manifest.manifest import Manifest
 from ingestd.store.vectors.base import VectorStore
 
@@ -103,7 +103,7 @@ class Engine:
     Raises:
         ingestd.store.embedding.embedder.ModelNotFoundError: the model is not available locally.
         ingestd.chunkers.sizing.tokenizers.TokenizerError: the tokenizer is not bundled.
-        ingestd.daemon.sync.profile.ProfileUnavailableError: the model that made a
+        ingestd.daemon.sync.profiles.profile.ProfileUnavailableError: the model that made a
             collection is gone (it is needed until the collection is migrated).
         ingestd.store.common.damage.StateDamagedError: the manifest's file is damaged.
     """
@@ -198,7 +198,7 @@ class Engine:
     def check_holdings(self, collections: Iterable[str]) -> None:
         """Before the first answer of a command: does the store hold what was recorded?
 
-        A daemon's engine skips it (see :mod:`~ingestd.daemon.sync.holdings`); a
+        A daemon's engine skips it (see :mod:`~ingestd.daemon.sync.healing.holdings`); a
         command's engine counts once.
 
         Raises:
@@ -447,7 +447,8 @@ class Engine:
     def check_store(self, source: str, *, deep: bool | None = None) -> StoreCheck:
         """Compare the store with the manifest for ``source``'s collection and repair.
 
-        See :func:`ingestd.daemon.sync.repair.check_store`; an interrupted switch is finished first.
+        See :func:`ingestd.daemon.sync.healing.repair.check_store`; an interrupted switch is
+        finished first.
 
         Args:
             source: a configured source name.

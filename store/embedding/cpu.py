@@ -3,7 +3,7 @@
 :func:`native_bf16` decides the precision the ``openvino`` backend computes in
 (:mod:`ingestd.store.embedding.openvino`), and whether a daemon without OpenVINO says
 once that the ``openvino`` extra would embed about three times as fast
-(:mod:`ingestd.daemon.sync.profiles`). ``$INGESTD_CPU_BF16`` (:data:`BF16_ENV`)
+(:mod:`ingestd.daemon.sync.profiles.profiles`). ``$INGESTD_CPU_BF16`` (:data:`BF16_ENV`)
 overrides what the flags say: ``0`` makes this CPU act as one without native bfloat16
 (OpenVINO computes in float32), ``1`` as one with it. Tests and ``bench/ingest.py`` use
 it to measure, on a CPU with bfloat16, what most laptops run.

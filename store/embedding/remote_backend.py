@@ -31,7 +31,8 @@ or payload.
 
 Token limits: the model's tokenizer is unknown here, so chunks are measured in
 tiktoken ``cl100k_base`` tokens (OpenAI's embedding models' own encoding) and, with
-``fit_model``, held to ``embedding.max_tokens`` of them (see :mod:`ingestd.daemon.sync.rules`).
+``fit_model``, held to ``embedding.max_tokens`` of them
+(see :mod:`ingestd.daemon.sync.preparing.rules`).
 """
 
 from __future__ import annotations

@@ -105,7 +105,7 @@ class BackendSpec(ABC):
 
         A collection recorded under one of them is the configured profile's: it is
         taken over, its cached vectors kept (see
-        :meth:`ingestd.daemon.sync.profiles.Profiles.profile_of`). None by default.
+        :meth:`ingestd.daemon.sync.profiles.profiles.Profiles.profile_of`). None by default.
         """
         return ()
 

@@ -71,7 +71,7 @@ class CollectionRecords(ManifestDatabase):
 
         Args:
             name: the collection.
-            settings: the profile (:meth:`ingestd.daemon.sync.profile.Profile.settings`):
+            settings: the profile (:meth:`ingestd.daemon.sync.profiles.profile.Profile.settings`):
                 its ``model``, ``model_fingerprint`` and ``dim`` fill those columns.
         """
         values = {

@@ -6,7 +6,7 @@ scrape and no-op ``resync`` asked for it. So a manifest keeps each source's coun
 (:data:`COUNT_KEYS`) in a :class:`CountCache`: computed on the first ask, dropped by
 the writes that can change them (chunk rows added, committed or deleted, documents added,
 deleted, or marked failed; a stat update is not one), and carried between processes by
-the state dir's clean-close record (:mod:`ingestd.daemon.sync.clean_close`), which
+the state dir's clean-close record (:mod:`ingestd.daemon.sync.state.clean_close`), which
 holds them while the manifest's file is as that close left it. A write costs what it
 changes: only the sources it touched are counted again.
 

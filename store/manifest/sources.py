@@ -136,7 +136,7 @@ class SourceRecords(ManifestDatabase):
         """Every recorded point of ``collection`` with the payload fields it should carry.
 
         One query over ``chunks`` joined with ``documents``; what
-        :func:`~ingestd.daemon.sync.repair.check_store` compares with the store. A point
+        :func:`~ingestd.daemon.sync.healing.repair.check_store` compares with the store. A point
         that versions of a document share is given for one of them (a pending one
         first).
         """

@@ -123,7 +123,7 @@ class EngineSpec(ABC):
             a database transaction). ``False`` for an engine whose write-ahead log, cut
             by a crash or a disk fault, can lose acknowledged payload updates while the
             points stay: its store is checked point by point
-            (:func:`ingestd.daemon.sync.repair.check_store`), not only counted, by the
+            (:func:`ingestd.daemon.sync.healing.repair.check_store`), not only counted, by the
             first process that uses it after an unclean end, i.e. unless its files
             still match the :meth:`proof` taken at its last clean close.
         embedded: the engine runs in-process on files of the state dir: one state dir
@@ -281,7 +281,7 @@ class EngineSpec(ABC):
         """What the files of ``physical`` say right after a clean close, to compare later.
 
         A small JSON-ready record, taken after the store was closed and kept in the
-        state dir's clean-close record (:mod:`ingestd.daemon.sync.clean_close`). While
+        state dir's clean-close record (:mod:`ingestd.daemon.sync.state.clean_close`). While
         the files still match it (:meth:`proof_change`), nothing wrote to the
         collection and nothing of it was lost: its points are counted from the record,
         and an engine without :attr:`durable_updates` needs no point-by-point check.

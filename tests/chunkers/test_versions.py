@@ -1,7 +1,7 @@
 """A chunker whose output changes must change its ``version``.
 
 A document is re-chunked when its rule's fingerprint changes, and the fingerprint
-holds the chunker's name and ``version`` (``daemon/sync/rules.py``). A change of a
+holds the chunker's name and ``version`` (``daemon/sync/preparing/rules.py``). A change of a
 chunker's output under the same version would leave every existing store with chunks
 that ``verify`` (which re-chunks) calls wrong, until each file happens to change. This
 test records a digest of each chunker's output, with its defaults, on real documents of

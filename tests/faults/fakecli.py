@@ -32,7 +32,7 @@ def main(argv: Sequence[str]) -> None:
     """Run the command line with the fake embedder."""
     from ingestd.daemon.cli.main import main as cli_main
     from ingestd.daemon.sync import engine as engine_mod
-    from ingestd.daemon.sync import writer as writer_mod
+    from ingestd.daemon.sync.writing import writer as writer_mod
     from tests.helpers import fake_vectors
 
     delay = float(os.environ.get("INGESTD_TEST_EMBED_DELAY", "0"))

@@ -21,7 +21,7 @@ import pytest
 from ingestd.daemon.sources.base import display_path, name_problem
 from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.sources.walk import scan
-from ingestd.daemon.sync import documents
+from ingestd.daemon.sync.preparing import documents
 from tests.daemon.harness import Harness
 from tests.faults.conftest import BAD_DIR, BAD_FILE, write_bytes_name
 from tests.helpers import (

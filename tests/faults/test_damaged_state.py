@@ -188,7 +188,7 @@ def test_damaged_embedding_cache_is_moved_aside(
 
 
 def test_cache_damaged_while_in_use_is_replaced() -> None:
-    from ingestd.daemon.sync.healing_cache import HealingCache
+    from ingestd.daemon.sync.state.healing_cache import HealingCache
 
     class Flaky:
         def __init__(self) -> None:

@@ -33,8 +33,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ingestd.daemon.sync import applier as applier_module
 from ingestd.daemon.sync.memory import release_free_memory
+from ingestd.daemon.sync.writing import applier as applier_module
 from ingestd.store.vectors import qdrant as qdrant_store
 from ingestd.store.vectors.base import Point
 from ingestd.store.vectors.qdrant import QdrantStore
@@ -90,7 +90,7 @@ def test_the_embedded_store_gives_deleted_points_back(
 def test_piece_and_word_tables_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     from ingestd.chunkers.sizing import pieces
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.rules import RuleSet, build_context
+    from ingestd.daemon.sync.preparing.rules import RuleSet, build_context
     from ingestd.store.embedding.embedder import model_info
 
     monkeypatch.setattr(pieces, "_CACHE_MAX", 2000)

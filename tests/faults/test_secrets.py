@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.sync.secret_files import SecretPolicy, find_secret
+from ingestd.daemon.sync.preparing.secret_files import SecretPolicy, find_secret
 from tests.daemon.harness import Harness
 from tests.helpers import (
     CORPORA,

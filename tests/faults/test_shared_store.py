@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ingestd.daemon.sync.ownership import OWNER_FILE, StoreOwnedError
+from ingestd.daemon.sync.state.ownership import OWNER_FILE, StoreOwnedError
 from tests.helpers import copy_tree, fake_vectors, make_engine, run_cli, store_folder
 
 ENGINE_KEY = {"edge": "edge_path", "local": "path"}

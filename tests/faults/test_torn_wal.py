@@ -8,8 +8,9 @@ before, 32 points of 9 documents stayed hidden from search and an appended file'
 unchanged chunks kept their old ``doc_hash``, through restarts and every ``resync``.
 
 Now the first check of a collection by a process compares every point's pending marker
-and written payload fields with the manifest (:func:`~ingestd.daemon.sync.repair.check_store`,
-``deep``) and repairs what differs; the kill matrix over a real ``ingestd run`` with the
+and written payload fields with the manifest
+(:func:`~ingestd.daemon.sync.healing.repair.check_store`, ``deep``) and repairs what
+differs; the kill matrix over a real ``ingestd run`` with the
 log cut after the kill ends, after the documented recovery, equal to a from-scratch
 ingest.
 """

@@ -1,6 +1,6 @@
 """After an unclean end the store is still checked point by point; after a clean stop, not.
 
-A clean close is recorded (:mod:`ingestd.daemon.sync.clean_close`), so the check that
+A clean close is recorded (:mod:`ingestd.daemon.sync.state.clean_close`), so the check that
 reads every point runs only when something may be torn. These pin both sides with a
 real ``ingestd run`` (the fake embedder of :mod:`tests.faults.fakecli`): stopped with
 SIGTERM, the next process counts; killed with SIGKILL after writing, with its

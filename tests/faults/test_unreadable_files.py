@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.sync import documents
 from ingestd.daemon.sync.backoff import Backoff
+from ingestd.daemon.sync.preparing import documents
 from ingestd.daemon.sync.types import UnreadableFile
 from tests.daemon.harness import Harness
 from tests.helpers import CountingEmbedder, wait_for

@@ -191,7 +191,7 @@ def test_status_text_renders_the_daemon_keys() -> None:
 
 def test_rule_warnings_only_for_rules_the_user_wrote(tmp_path: Path) -> None:
     from ingestd.daemon.config import default_rules, load_config
-    from ingestd.daemon.sync.rules import RuleSet, build_context
+    from ingestd.daemon.sync.preparing.rules import RuleSet, build_context
 
     cfg_file = tmp_path / "c.yaml"
     cfg_file.write_text(
@@ -211,7 +211,7 @@ def test_rule_warnings_only_for_rules_the_user_wrote(tmp_path: Path) -> None:
 
 def test_rule_fingerprints_need_no_tokenizer_and_equal_the_built_ones() -> None:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.rules import RuleSet, build_context
+    from ingestd.daemon.sync.preparing.rules import RuleSet, build_context
 
     for tokenizer in ("cl100k_base", "model"):
         cfg = load_config(None, overrides={"tokenizer": tokenizer})

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.sync.writer import SLICE_CHUNKS
+from ingestd.daemon.sync.writing.writer import SLICE_CHUNKS
 from ingestd.store.search.query import Filters
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import (

@@ -272,10 +272,10 @@ def test_a_store_from_before_shared_points_is_written_again_without_embedding(
     state = tmp_path / "state"
     both = ("v1", "v2")
     with monkeypatch.context() as m:  # the writer as it was: one point per version
-        import ingestd.daemon.sync.applier as applier
         import ingestd.daemon.sync.engine as engine
-        import ingestd.daemon.sync.preparer as preparer
-        import ingestd.daemon.sync.writer as writer
+        import ingestd.daemon.sync.preparing.preparer as preparer
+        import ingestd.daemon.sync.writing.applier as applier
+        import ingestd.daemon.sync.writing.writer as writer
 
         prepare = preparer.prepare_document
 

@@ -4,7 +4,7 @@ Before, the first store check of every process compared every point's payload wi
 the manifest (an engine whose write-ahead log can lose acknowledged updates, Qdrant
 Edge, cannot be trusted by a count), so a no-op ``resync`` read the whole collection:
 7,808 payloads at 7.8k points, a million at a million. Now a writer records what proves
-its clean close (:mod:`ingestd.daemon.sync.clean_close`), and the point-by-point check
+its clean close (:mod:`ingestd.daemon.sync.state.clean_close`), and the point-by-point check
 runs only after an unclean end, a change of the store's or the manifest's files since
 that close, or pending rows.
 
@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.sync.clean_close import RECORD_FILE, check_record, read_record
+from ingestd.daemon.sync.state.clean_close import RECORD_FILE, check_record, read_record
 from tests.faults.test_torn_wal import cut_wal
 from tests.helpers import (
     assert_matches_oracle,
@@ -199,7 +199,7 @@ def test_the_record_names_each_shards_log_end_and_points(tmp_path: Path) -> None
 def test_status_after_a_clean_close_counts_nothing(tmp_path: Path, reads: PayloadReads) -> None:
     """Its counts come from the record: not one query over the chunk or document rows."""
     from ingestd.daemon.commands.status import local_status
-    from ingestd.daemon.sync.holdings import check_state
+    from ingestd.daemon.sync.healing.holdings import check_state
     from ingestd.store.manifest.view import ManifestView
 
     _root, state = ingested_tree(tmp_path)

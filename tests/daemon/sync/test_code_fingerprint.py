@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import ingestd.chunkers as pkg
-from ingestd.daemon.sync.rules import chunkers_code_fingerprint, source_tree_fingerprint
+from ingestd.daemon.sync.preparing.rules import chunkers_code_fingerprint, source_tree_fingerprint
 
 PACKAGE = Path(pkg.__file__).parent
 

@@ -39,7 +39,7 @@ CHILD = textwrap.dedent(
 
     root, state, target, when = sys.argv[1:5]
     nth = int(sys.argv[5])
-    import ingestd.daemon.sync.applier as applier_module
+    import ingestd.daemon.sync.writing.applier as applier_module
 
     applier_module.GROUP_CHUNKS = 20  # several write batches, so some crashes land mid-way
     store_cls = EdgeStore if os.environ.get("INGESTD_QDRANT_ENGINE") == "edge" else QdrantStore

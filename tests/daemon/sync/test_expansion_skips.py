@@ -13,8 +13,8 @@ import pytest
 
 from ingestd.daemon.config import load_config
 from ingestd.daemon.sources.local import LocalFolder
-from ingestd.daemon.sync.documents import prepare_document
-from ingestd.daemon.sync.rules import RuleSet, build_context
+from ingestd.daemon.sync.preparing.documents import prepare_document
+from ingestd.daemon.sync.preparing.rules import RuleSet, build_context
 from tests import expansion_inputs as bombs
 
 

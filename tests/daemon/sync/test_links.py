@@ -20,7 +20,7 @@ import pytest
 from ingestd.daemon.config import SourceConfig
 from ingestd.daemon.sources.local import LocalFolder
 from ingestd.daemon.sources.walk import stat_file
-from ingestd.daemon.sync.links import HardLinks
+from ingestd.daemon.sync.planning.links import HardLinks
 from tests.helpers import assert_matches_oracle, fake_vectors, ingestd_cmd, run_cli, wait_for
 
 

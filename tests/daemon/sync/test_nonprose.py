@@ -11,7 +11,7 @@ import random
 from pathlib import Path
 
 from ingestd.chunkers.base import Chunk
-from ingestd.daemon.sync.nonprose import is_prose, nonprose_error
+from ingestd.daemon.sync.preparing.nonprose import is_prose, nonprose_error
 from tests.helpers import CountingEmbedder, make_engine
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from ingestd.daemon.commands.search import search as search_cmd
-from ingestd.daemon.sync.profile import differences
+from ingestd.daemon.sync.profiles.profile import differences
 from tests.helpers import CountingEmbedder, copy_tree, fake_vectors, make_engine
 
 

@@ -105,7 +105,7 @@ def test_a_bf16_cpu_without_openvino_embeds_with_onnx_and_says_so_once(
     import importlib.util
 
     from ingestd.daemon.commands.search import search as search_cmd
-    from ingestd.daemon.sync import profiles
+    from ingestd.daemon.sync.profiles import profiles
     from tests.helpers import copy_tree, make_engine
 
     real = importlib.util.find_spec

@@ -12,7 +12,7 @@ import pytest
 
 from ingestd.daemon.client.query import QueryBuilder
 from ingestd.daemon.config import ConfigError, load_config
-from ingestd.daemon.sync.profile import Profile
+from ingestd.daemon.sync.profiles.profile import Profile
 from ingestd.store.embedding.backends import backend_spec
 from ingestd.store.embedding.cache import EmbedStats
 from ingestd.store.embedding.embedder import BUNDLED_MODEL, load_embedder, model_info

@@ -112,7 +112,7 @@ def test_changing_the_contract_changes_every_rule_fingerprint(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.rules import RuleSet, build_context
+    from ingestd.daemon.sync.preparing.rules import RuleSet, build_context
 
     cfg = load_config(None, roots=[Path(".")])
     ctx, tok = build_context(cfg)

@@ -180,7 +180,7 @@ def test_an_engine_not_installed_says_how_to_install_it(
 def test_rebuild_moves_a_damaged_store_of_any_engine_aside(
     tmp_path: Path, memory_engine: str
 ) -> None:
-    from ingestd.daemon.sync.damage import set_aside_damaged
+    from ingestd.daemon.sync.state.damage import set_aside_damaged
 
     cfg = load_config(None, overrides={"qdrant": {"engine": "memory"}})
     store = open_embedded("memory", cfg.paths(tmp_path).engine_folders())

@@ -23,7 +23,7 @@ from click.testing import CliRunner
 
 from ingestd.daemon.cli.main import cli
 from ingestd.daemon.config import ConfigError, load_config
-from ingestd.daemon.sync.resources import Resources
+from ingestd.daemon.sync.state.resources import Resources
 from ingestd.store.vectors.engines import (
     ENGINES,
     SERVER,

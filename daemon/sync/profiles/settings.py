@@ -1,6 +1,6 @@
 """A profile's recorded settings as plain data: its key, its name, old records.
 
-A *profile* (:mod:`ingestd.daemon.sync.profile`) is recorded with each collection as a
+A *profile* (:mod:`ingestd.daemon.sync.profiles.profile`) is recorded with each collection as a
 JSON-ready dict (``model``, ``embedding``, ``model_fingerprint``, ``dim``,
 ``tokenizer``, ``fit_model``). These helpers read such a dict and import nothing
 heavy, so ``ingestd status`` can name profiles without SQLAlchemy, torch or

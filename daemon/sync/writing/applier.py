@@ -1,7 +1,7 @@
 """Applying a plan: documents prepared and written in groups, deletions, stat updates.
 
-Documents are prepared by :class:`~ingestd.daemon.sync.preparer.Preparer` and written
-by :class:`~ingestd.daemon.sync.writer.Writer` in the crash-safe write order, in groups
+Documents are prepared by :class:`~ingestd.daemon.sync.preparing.preparer.Preparer` and written
+by :class:`~ingestd.daemon.sync.writing.writer.Writer` in the crash-safe write order, in groups
 that span documents (embedding batches fill up across small files), slice by slice
 with a checkpoint after each.
 
@@ -12,7 +12,7 @@ one has yet to reach (it skips them), so each is processed once and no later cha
 waits for the running sync to end.
 
 A sync of the daemon (``background=True``) hands long documents to
-:class:`~ingestd.daemon.sync.long_writes.LongWrites` instead of writing them itself
+:class:`~ingestd.daemon.sync.writing.long_writes.LongWrites` instead of writing them itself
 (``SyncResult.background``): a change that shares a batch or a scan with a long
 document never waits for it. A sync that finds a document such a unit owns leaves it
 to the unit when it is unchanged, and supersedes the unit otherwise.
@@ -25,11 +25,9 @@ from collections.abc import Callable
 
 from ingestd.daemon.sources.versions import is_versioned
 from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext
-from ingestd.daemon.sync.documents import PreparedDocument
-from ingestd.daemon.sync.long_writes import LONG_CHUNKS, LongWrite, LongWrites
 from ingestd.daemon.sync.memory import release_free_memory
-from ingestd.daemon.sync.preparer import THREADED_PREPARE_BYTES, Preparer
-from ingestd.daemon.sync.shared_writes import SharedWriter
+from ingestd.daemon.sync.preparing.documents import PreparedDocument
+from ingestd.daemon.sync.preparing.preparer import THREADED_PREPARE_BYTES, Preparer
 from ingestd.daemon.sync.types import (
     Plan,
     ProgressFn,
@@ -38,8 +36,10 @@ from ingestd.daemon.sync.types import (
     SyncResult,
     UnreadableFile,
 )
-from ingestd.daemon.sync.write_parts import InFlight, embedded_texts
-from ingestd.daemon.sync.writer import GROUP_CHUNKS, GROUP_DOCS, Writer
+from ingestd.daemon.sync.writing.long_writes import LONG_CHUNKS, LongWrite, LongWrites
+from ingestd.daemon.sync.writing.shared_writes import SharedWriter
+from ingestd.daemon.sync.writing.write_parts import InFlight, embedded_texts
+from ingestd.daemon.sync.writing.writer import GROUP_CHUNKS, GROUP_DOCS, Writer
 
 __all__ = ["Applier"]
 
@@ -92,7 +92,7 @@ class Applier:
         checkpoint) are left out and listed in ``deferred``.
 
         Args:
-            plan: from :meth:`~ingestd.daemon.sync.planner.Planner.plan` (or built by
+            plan: from :meth:`~ingestd.daemon.sync.planning.planner.Planner.plan` (or built by
                 hand, e.g. for a repair).
             progress: called with a :class:`SyncProgress` after every write slice.
             force: re-upsert every point of the indexed documents (repair).
@@ -435,6 +435,6 @@ def _full(group: list[PreparedDocument]) -> bool:
 
     A whole group is written once the documents after it are prepared, up to one model
     call's texts (or another whole group): their texts fill the group's last model call
-    (see :mod:`~ingestd.daemon.sync.writer`), and they begin the next group.
+    (see :mod:`~ingestd.daemon.sync.writing.writer`), and they begin the next group.
     """
     return len(group) >= GROUP_DOCS or sum(len(p.ids) for p in group) >= GROUP_CHUNKS

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable
 from ingestd.daemon.sources.base import FileStat, Scan, display_path, name_problem
 from ingestd.daemon.sources.versions import commit_of, commits_off, is_versioned, split_document
 from ingestd.daemon.sync.context import SyncContext
-from ingestd.daemon.sync.rules import Rule
+from ingestd.daemon.sync.preparing.rules import Rule
 from ingestd.daemon.sync.types import Plan
 from ingestd.store.manifest.manifest import DocRow
 from ingestd.store.vectors.ids import content_hash
@@ -41,7 +41,7 @@ class Planner:
         ctx: the engine's context (sources, filters, manifest, profiles, failures).
         check_store: compares the store with the manifest before a scan, repairs what
             differs, and returns the repairs' counts (see
-            :func:`ingestd.daemon.sync.repair.check_store`).
+            :func:`ingestd.daemon.sync.healing.repair.check_store`).
 
     Attributes:
         roots_missing: sources whose root was missing at the last look.

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ingestd.daemon.sync.damage import set_aside
+from ingestd.daemon.sync.state.damage import set_aside
 from ingestd.store.common.damage import is_sqlite_damage
 
 __all__ = ["HealingCache"]

@@ -3,7 +3,7 @@
 A change that shares a batch, a scan or a queue position with a long document must
 not wait for it (DESIGN.md, "Long work is sliced"). So when the daemon syncs (a scan,
 a change batch, a rule change), a document that is big on disk
-(:data:`~ingestd.daemon.sync.preparer.THREADED_PREPARE_BYTES`) or makes more than
+(:data:`~ingestd.daemon.sync.preparing.preparer.THREADED_PREPARE_BYTES`) or makes more than
 :data:`LONG_CHUNKS` chunks is not written by that sync: it becomes a
 :class:`LongWrite`, a resumable unit of work the sync hands to :class:`LongWrites` (and
 lists in ``SyncResult.background``). The daemon then runs one :meth:`LongWrites.step`
@@ -38,17 +38,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext
-from ingestd.daemon.sync.documents import PreparedDocument
-from ingestd.daemon.sync.preparer import Preparer
+from ingestd.daemon.sync.preparing.documents import PreparedDocument
+from ingestd.daemon.sync.preparing.preparer import Preparer
 from ingestd.daemon.sync.types import SyncResult, UnreadableFile
-from ingestd.daemon.sync.write_parts import (
+from ingestd.daemon.sync.writing.write_parts import (
     DocWork,
     InFlight,
     embedded,
     embedded_texts,
     fails_whole_batch,
 )
-from ingestd.daemon.sync.writer import Writer
+from ingestd.daemon.sync.writing.writer import Writer
 
 __all__ = ["LONG_CHUNKS", "POLL_S", "STEP_CHUNKS", "LongWrite", "LongWrites", "wait_all"]
 
@@ -287,7 +287,7 @@ class LongWrites:
         flying.chunks_total = len(u.work.fresh)
 
     def _slice(self, u: LongWrite) -> None:
-        from ingestd.daemon.sync import writer as writer_mod
+        from ingestd.daemon.sync.writing import writer as writer_mod
 
         assert u.work is not None
         collection = self.ctx.collection_of(u.source)

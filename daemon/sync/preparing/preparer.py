@@ -1,6 +1,6 @@
 """Preparing documents of a source: its rule, its git commit, and big files off-thread.
 
-:func:`~ingestd.daemon.sync.documents.prepare_document` turns one file into point ids
+:func:`~ingestd.daemon.sync.preparing.documents.prepare_document` turns one file into point ids
 and payloads; :class:`Preparer` calls it with what the engine knows (the rule of the
 profile that made the source's collection, the file policy), chunks a big file in a
 worker thread while the engine thread keeps reaching checkpoints, and derives what a
@@ -13,7 +13,7 @@ from typing import Any
 
 from ingestd.daemon.sources.versions import merge_versions, split_document
 from ingestd.daemon.sync.context import SyncContext
-from ingestd.daemon.sync.documents import (
+from ingestd.daemon.sync.preparing.documents import (
     PreparedDocument,
     prepare_document,
     sparse_vector,
@@ -85,7 +85,7 @@ class Preparer:
         Args:
             source: a configured source name.
             sparse: filled, when given, with each point's expected sparse vector
-                (:func:`~ingestd.daemon.sync.documents.sparse_vector`) by point id.
+                (:func:`~ingestd.daemon.sync.preparing.documents.sparse_vector`) by point id.
 
         Returns:
             ``(points, docs)``: point id -> payload (provenance keys removed), and

@@ -8,7 +8,7 @@ and the from-scratch oracle compare against it, so both apply the same file poli
 File policy (a document that breaks it is *failed*: no chunks, its error in ``status``):
 
 * a secret-bearing name (``.env``, ``id_rsa``, ``.ssh/``, ``*.pem``, ...: see
-  :mod:`~ingestd.daemon.sync.secret_files`): skipped unread;
+  :mod:`~ingestd.daemon.sync.preparing.secret_files`): skipped unread;
 * over ``files.max_bytes`` bytes: skipped unread;
 * binary or not UTF-8 (see :func:`ingestd.chunkers.text.decode`), or a file its rule's
   reader cannot read (a malformed notebook, an encrypted PDF or one without a text
@@ -23,7 +23,7 @@ File policy (a document that breaks it is *failed*: no chunks, its error in ``st
   embedder for many minutes);
 * text that is not prose (base64, minified code, long runs without whitespace) in more
   than ``files.max_nonprose_chunks`` chunks and a tenth of them (see
-  :mod:`~ingestd.daemon.sync.nonprose`).
+  :mod:`~ingestd.daemon.sync.preparing.nonprose`).
 
 Paths whose name is not valid UTF-8 never get here: the scanner skips them
 (:func:`~ingestd.daemon.sources.walk.name_problem`), since the manifest, the point ids and
@@ -54,9 +54,9 @@ from ingestd.daemon.sources.versions import (
     split_document,
     strip_keys,
 )
-from ingestd.daemon.sync.nonprose import nonprose_error
-from ingestd.daemon.sync.rules import Rule
-from ingestd.daemon.sync.secret_files import SecretPolicy
+from ingestd.daemon.sync.preparing.nonprose import nonprose_error
+from ingestd.daemon.sync.preparing.rules import Rule
+from ingestd.daemon.sync.preparing.secret_files import SecretPolicy
 from ingestd.daemon.sync.types import SyncInterrupted, UnreadableFile
 from ingestd.store.search.query import PATH_KEY, path_prefixes
 from ingestd.store.search.sparse import SparseVec, document_vector

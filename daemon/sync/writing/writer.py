@@ -44,10 +44,14 @@ from typing import Any
 
 from ingestd.daemon.sources.versions import is_versioned
 from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext
-from ingestd.daemon.sync.documents import PreparedDocument, sparse_vector, strip_provenance
-from ingestd.daemon.sync.shared_writes import SharedWriter
+from ingestd.daemon.sync.preparing.documents import (
+    PreparedDocument,
+    sparse_vector,
+    strip_provenance,
+)
 from ingestd.daemon.sync.types import SyncResult
-from ingestd.daemon.sync.write_parts import (
+from ingestd.daemon.sync.writing.shared_writes import SharedWriter
+from ingestd.daemon.sync.writing.write_parts import (
     DocWork,
     InFlight,
     embedded,

@@ -1,6 +1,6 @@
 """Which profile made each collection, and the models and rules those profiles load.
 
-A collection is written and searched with the profile (:mod:`~ingestd.daemon.sync.profile`)
+A collection is written and searched with the profile (:mod:`~ingestd.daemon.sync.profiles.profile`)
 that made its current version: the configured one, unless the manifest records another
 (a migration to the configured one is due, running, or was aborted: see
 :mod:`ingestd.daemon.migration.migrate`). :class:`Profiles` loads each profile once,
@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.config import Config
 from ingestd.daemon.sync.checkpoints import Checkpoints
-from ingestd.daemon.sync.profile import Profile, ProfileUnavailableError, config_for
-from ingestd.daemon.sync.settings import describe, profile_key, recorded_settings
+from ingestd.daemon.sync.profiles.profile import Profile, ProfileUnavailableError, config_for
+from ingestd.daemon.sync.profiles.settings import describe, profile_key, recorded_settings
 from ingestd.store.manifest.manifest import Manifest
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@ embedding cache open on first use, so a no-op ``resync`` never imports qdrant-cl
 touches the cache. One thread owns these handles (embedded Qdrant is not thread-safe).
 
 A writer's resources keep the state dir's clean-close record
-(:mod:`~ingestd.daemon.sync.clean_close`): it is read and removed before anything is
+(:mod:`~ingestd.daemon.sync.state.clean_close`): it is read and removed before anything is
 written, tells which collections are as the last clean close left them (counted from
 the record, with no point-by-point check), and is written again when they close
 cleanly. A reader's resources (``read_only``) open the manifest and the store to read
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from ingestd.daemon.config import Config
 from ingestd.daemon.statedir import StatePaths, secure_state_dir
-from ingestd.daemon.sync.clean_close import (
+from ingestd.daemon.sync.state.clean_close import (
     Proven,
     Sealed,
     check_record,
@@ -31,7 +31,7 @@ from ingestd.daemon.sync.clean_close import (
     remove_record,
     write_record,
 )
-from ingestd.daemon.sync.healing_cache import HealingCache
+from ingestd.daemon.sync.state.healing_cache import HealingCache
 from ingestd.store.manifest.manifest import Manifest, sqlite_url
 from ingestd.store.vectors.base import VectorStore
 from ingestd.store.vectors.spec import EngineSpec
@@ -113,7 +113,7 @@ class Resources:
         Raises:
             ingestd.store.vectors.base.StoreUnavailableError: locked by another process.
             ingestd.store.common.damage.StateDamagedError: the embedded store's files are damaged.
-            ingestd.daemon.sync.ownership.StoreOwnedError: another state dir owns the
+            ingestd.daemon.sync.state.ownership.StoreOwnedError: another state dir owns the
                 embedded store.
         """
         if self._store is None:
@@ -123,7 +123,7 @@ class Resources:
             folders = self.paths.engine_folders()
             in_state_dir = embedded(q)
             if in_state_dir:
-                from ingestd.daemon.sync.ownership import owner_problem
+                from ingestd.daemon.sync.state.ownership import owner_problem
 
                 for folder in folders.values():  # before anything in it is touched
                     problem = owner_problem(folder, self.paths.root)
@@ -133,7 +133,7 @@ class Resources:
                     self._check_record()  # before the store's files change
             self._store = open_store(q, folders, read_only=self.read_only)
             if in_state_dir and not self.read_only:
-                from ingestd.daemon.sync.ownership import claim_store
+                from ingestd.daemon.sync.state.ownership import claim_store
 
                 for folder in folders.values():
                     claim_store(folder, self.paths.root)
@@ -355,7 +355,7 @@ class Resources:
         """The embedding cache (:attr:`cache_path`), opened on first use.
 
         A damaged file is moved aside and replaced by an empty cache, with a warning
-        (:class:`~ingestd.daemon.sync.healing_cache.HealingCache`): never a fatal error.
+        (:class:`~ingestd.daemon.sync.state.healing_cache.HealingCache`): never a fatal error.
         """
         if self._cache is None:
             self._cache = HealingCache(self.cache_path, self.cfg.embedding.cache_max_entries)

@@ -1,8 +1,8 @@
 """``verify``: compare the files, the manifest and the store, and repair drift.
 
 The expected state is what a from-scratch ingest of the current files would store
-(:meth:`~ingestd.daemon.sync.preparer.Preparer.expected_points`): the same point ids, the same
-payloads, provenance keys aside, and the same sparse vectors, recomputed from the
+(:meth:`~ingestd.daemon.sync.preparing.preparer.Preparer.expected_points`): the same point
+ids, the same payloads, provenance keys aside, and the same sparse vectors, recomputed from the
 embedded text. Dense vectors are checked too: one with NaN, infinity or no length,
 in the store or in the embedding cache, is never ranked by a cosine index
 (:mod:`ingestd.store.embedding.finite`). Repair deletes orphans by id, drops bad
@@ -20,8 +20,8 @@ from typing import Any
 
 from ingestd.daemon.sources.versions import document_keys
 from ingestd.daemon.sync.context import CollectionLifecycle, SyncContext, Syncer
-from ingestd.daemon.sync.documents import strip_provenance
-from ingestd.daemon.sync.preparer import Preparer
+from ingestd.daemon.sync.preparing.documents import strip_provenance
+from ingestd.daemon.sync.preparing.preparer import Preparer
 from ingestd.daemon.sync.types import Plan
 
 __all__ = ["Verifier", "VerifyReport", "same_sparse"]

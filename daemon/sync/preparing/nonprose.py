@@ -4,7 +4,7 @@ Such text costs the embedding model as much as prose, or more (its chunks fill t
 model's 256 word pieces; measured about 2.4 times the time per character of prose), and
 no question is ever answered by it: a 2 MB base64 line makes over 10,000 chunks, about an
 hour of embedding on two busy cores. Part of the file policy
-(:mod:`~ingestd.daemon.sync.documents`), so a from-scratch ingest applies it too.
+(:mod:`~ingestd.daemon.sync.preparing.documents`), so a from-scratch ingest applies it too.
 
 A chunk is *not prose* when less than :data:`MIN_WHITESPACE_SHARE` of its embedded text
 is whitespace, its embedded text is at least :data:`MIN_CHARS` characters long and mostly

@@ -13,7 +13,7 @@ manifest (``PRAGMA quick_check``) that changed since the last clean close: a dam
 page that no count reads is found there.
 
 A running daemon does not need this: it checks its store at start-up
-(:func:`~ingestd.daemon.sync.repair.check_store`), and mid-write the store may hold
+(:func:`~ingestd.daemon.sync.healing.repair.check_store`), and mid-write the store may hold
 fewer points than the manifest's committed rows for a moment (a document's stale
 points deleted, its new rows not yet committed).
 """
@@ -29,7 +29,7 @@ from ingestd.store.common.damage import StateDamagedError, StoreLostError
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
-    from ingestd.daemon.sync.clean_close import Proven
+    from ingestd.daemon.sync.state.clean_close import Proven
     from ingestd.store.manifest.reader import ManifestReader
     from ingestd.store.vectors.base import VectorStore
 
@@ -75,7 +75,7 @@ def check_state(cfg: Config | None, state_dir: Path, manifest: ManifestReader) -
     writes nothing, so a ``status`` poll never keeps a writer out (it fails fast and
     skips these checks while a writer holds the state dir: that writer checks the store
     itself). The points of a collection come from the clean-close record when the
-    store's files still match it (:mod:`~ingestd.daemon.sync.clean_close`), else from
+    store's files still match it (:mod:`~ingestd.daemon.sync.state.clean_close`), else from
     the files where the engine can count them (local mode); a collection of Qdrant Edge
     that no clean close recorded (the last writer was killed) is not counted, and a note
     says so. The manifest's pages are read (``PRAGMA quick_check``) unless the record
@@ -90,7 +90,7 @@ def check_state(cfg: Config | None, state_dir: Path, manifest: ManifestReader) -
             last clean close (see the module docstring).
     """
     from ingestd.daemon.statedir import StatePaths
-    from ingestd.daemon.sync.clean_close import check_record, read_record
+    from ingestd.daemon.sync.state.clean_close import check_record, read_record
     from ingestd.daemon.wire.statelock import ReadLock, StateLockedError
     from ingestd.store.vectors.engines import embedded
 

@@ -12,7 +12,7 @@ it holds and held, in the light of the other documents holding them:
   payload: the point is upserted again with its stored vectors (never embedded);
 * a point no version holds any more is deleted.
 
-The write order of :mod:`~ingestd.daemon.sync.writer` holds: (a) new rows pending in the
+The write order of :mod:`~ingestd.daemon.sync.writing.writer` holds: (a) new rows pending in the
 manifest, (b) new points upserted with the pending marker, (c) points no version holds
 deleted, (d) shared points' payloads re-written, new points unmarked, then the commit.
 A crash anywhere leaves rows the manifest knows (pending or committed): a replay
@@ -36,9 +36,9 @@ from ingestd.daemon.sources.versions import (
     version_view,
 )
 from ingestd.daemon.sync.context import SyncContext
-from ingestd.daemon.sync.documents import PreparedDocument, sparse_vector
+from ingestd.daemon.sync.preparing.documents import PreparedDocument, sparse_vector
 from ingestd.daemon.sync.types import SyncResult
-from ingestd.daemon.sync.write_parts import DocWork, InFlight, embedded, vectors_from_store
+from ingestd.daemon.sync.writing.write_parts import DocWork, InFlight, embedded, vectors_from_store
 from ingestd.store.manifest.manifest import ChunkRow
 from ingestd.store.search.query import PENDING_KEY
 
@@ -46,7 +46,8 @@ __all__ = ["SharedPlan", "SharedWriter", "plan_shared"]
 
 logger = logging.getLogger(__name__)
 
-#: Points upserted between two checkpoints (as :data:`~ingestd.daemon.sync.writer.SLICE_CHUNKS`).
+#: Points upserted between two checkpoints
+#: (as :data:`~ingestd.daemon.sync.writing.writer.SLICE_CHUNKS`).
 SLICE_POINTS = 32
 #: Shared points re-written per call.
 REWRITE_SLICE = 256
@@ -138,7 +139,7 @@ class SharedWriter:
         """Steps (a)-(d) but the commit for ``group``; returns the work to commit.
 
         ``ahead``: ``(chunk_hash, embedded text)`` of the chunks written next, which fill
-        a part-empty model call (see :mod:`~ingestd.daemon.sync.writer`).
+        a part-empty model call (see :mod:`~ingestd.daemon.sync.writing.writer`).
 
         Raises:
             SyncInterrupted: from ``checkpoint``; nothing of the group is committed.

@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.config import Config
-from ingestd.daemon.sync.rules import RuleSet, build_context
-from ingestd.daemon.sync.settings import describe, profile_key
+from ingestd.daemon.sync.preparing.rules import RuleSet, build_context
+from ingestd.daemon.sync.profiles.settings import describe, profile_key
 from ingestd.store.manifest.manifest import ModelMismatchError
 
 if TYPE_CHECKING:
@@ -149,7 +149,7 @@ class Profile:
     Attributes:
         model: the model's description (fingerprint, dimension, tokenizer).
         settings: the profile as recorded in the manifest (:func:`settings_of`).
-        key: :func:`~ingestd.daemon.sync.settings.profile_key` of ``settings``.
+        key: :func:`~ingestd.daemon.sync.profiles.settings.profile_key` of ``settings``.
         embedder: vectors of chunk texts, through the embedding cache.
         sentence_embedder: vectors of sentences (the semantic chunker), cached apart.
         run_model: the embedding callable on texts as they are (no prompt), with the
@@ -246,5 +246,8 @@ class Profile:
         return bool(unload()) if unload is not None else False
 
     def describe(self) -> str:
-        """One line naming the profile (see :func:`~ingestd.daemon.sync.settings.describe`)."""
+        """One line naming the profile.
+
+        See :func:`~ingestd.daemon.sync.profiles.settings.describe`.
+        """
         return describe(self.settings)

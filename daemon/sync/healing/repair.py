@@ -15,8 +15,8 @@ with the files by an ordinary sync.
   through the writer, with vectors from the embedding cache (re-embedded when the
   cache evicted them).
 
-Damaged files are handled apart: :mod:`~ingestd.daemon.sync.healing_cache` (the
-embedding cache) and :mod:`~ingestd.daemon.sync.damage` (the manifest and the store).
+Damaged files are handled apart: :mod:`~ingestd.daemon.sync.state.healing_cache` (the
+embedding cache) and :mod:`~ingestd.daemon.sync.state.damage` (the manifest and the store).
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def count_points(ctx: SyncContext, collection: str, sources: list[str]) -> int:
 
     An embedded store that is not open yet is counted from the state dir's clean-close
     record when its files still match it
-    (:meth:`~ingestd.daemon.sync.resources.Resources.held_points`: a no-op ``resync``
+    (:meth:`~ingestd.daemon.sync.state.resources.Resources.held_points`: a no-op ``resync``
     never opens a Qdrant Edge store), else from its files when its engine can (its
     spec's :meth:`~ingestd.store.vectors.spec.EngineSpec.point_count`: a local-mode
     store, which opening loads whole); a server counts the points of the manifest's
@@ -120,7 +120,7 @@ def count_points(ctx: SyncContext, collection: str, sources: list[str]) -> int:
             return held
         engine, previous = ctx.resources.engine()
         if engine_spec(engine).embedded and previous is None:
-            from ingestd.daemon.sync.ownership import owner_problem
+            from ingestd.daemon.sync.state.ownership import owner_problem
 
             folder = ctx.resources.paths.engine_folder(engine)
             problem = owner_problem(folder, ctx.resources.paths.root)
@@ -157,7 +157,7 @@ def check_store(
       every point stays. Run whenever the manifest holds pending rows (a write that
       did not finish), and at the first check of a collection in a process when
       nothing proves it whole: no clean close recorded its files, or they changed
-      since (see :mod:`~ingestd.daemon.sync.clean_close`).
+      since (see :mod:`~ingestd.daemon.sync.state.clean_close`).
 
     Repairs: points the manifest lost are adopted from their payload; documents whose
     points the store lost, or whose payload fields are stale, are written again (their

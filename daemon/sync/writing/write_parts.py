@@ -1,8 +1,8 @@
 """The records of a write, and the helpers the writers share.
 
 :class:`InFlight` is what ``status`` shows of a document being written, :class:`DocWork`
-one document's part of a write (:mod:`~ingestd.daemon.sync.writer`,
-:mod:`~ingestd.daemon.sync.long_writes`); :func:`fails_whole_batch` tells a document's
+one document's part of a write (:mod:`~ingestd.daemon.sync.writing.writer`,
+:mod:`~ingestd.daemon.sync.writing.long_writes`); :func:`fails_whole_batch` tells a document's
 own error from one of the store or the machine, :func:`vectors_from_store` finds
 vectors the embedding cache evicted, :func:`embedded` and :func:`embedded_texts` give
 the ``(chunk_hash, text)`` pairs the embedder reads.
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ingestd.daemon.sync.context import SyncContext
-from ingestd.daemon.sync.documents import PreparedDocument
+from ingestd.daemon.sync.preparing.documents import PreparedDocument
 from ingestd.daemon.sync.types import SyncInterrupted
 from ingestd.store.manifest.manifest import ChunkRow
 

@@ -3,8 +3,9 @@
 A broad include (``**/*``) over a checkout or a home folder reaches files that hold
 credentials: ``.env``, ``id_rsa``, ``.ssh/*``, ``*.pem``, ``credentials.json``. Chunked
 and embedded, their text would be searchable by anyone who can query the collection.
-Two checks keep them out by default (:func:`~ingestd.daemon.sync.documents.prepare_document`
-applies both, so the daemon, ``resync``, ``verify`` and the from-scratch oracle agree):
+Two checks keep them out by default
+(:func:`~ingestd.daemon.sync.preparing.documents.prepare_document` applies both, so the
+daemon, ``resync``, ``verify`` and the from-scratch oracle agree):
 
 * **Names** (:data:`SECRET_NAMES`): gitignore-style globs of files that hold secrets by
   convention. Such a file is not read; it is recorded as a *failed* document whose
