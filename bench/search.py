@@ -56,7 +56,7 @@ def build(state: Path) -> None:
     from ingestd.daemon.sync.engine import Engine
     from ingestd.daemon.sync.preparing.documents import sparse_vector
     from ingestd.store.vectors.base import Point
-    from ingestd.store.vectors.qdrant import QdrantStore
+    from ingestd.store.vectors.client.qdrant import QdrantStore
 
     cfg = load_config(None, roots=[MD_DOCS])
     eng = Engine(cfg, state / "engine", embed_model=lambda t: None)
@@ -91,7 +91,7 @@ def main() -> None:
     args = ap.parse_args()
     from ingestd.store.search.query import Filters
     from ingestd.store.search.sparse import query_vector
-    from ingestd.store.vectors.qdrant import QdrantStore
+    from ingestd.store.vectors.client.qdrant import QdrantStore
 
     if not (args.state / "built.json").exists():
         build(args.state)

@@ -123,7 +123,7 @@ def build(state: Path, total: int) -> None:
     from ingestd.daemon.sync.engine import Engine
     from ingestd.store.manifest.documents import AdoptedDocument
     from ingestd.store.manifest.manifest import Manifest, sqlite_url
-    from ingestd.store.vectors.edge import EdgeStore
+    from ingestd.store.vectors.edge.edge import EdgeStore
 
     work = state.with_name(state.name + ".building")
     shutil.rmtree(work, ignore_errors=True)

@@ -2,8 +2,8 @@
 
 Every (engine, size) runs in a child process of its own, so its peak RSS is its own:
 the child builds a store through ingestd's own ``VectorStore`` classes
-(:class:`~ingestd.store.vectors.edge.EdgeStore`,
-:class:`~ingestd.store.vectors.qdrant.QdrantStore` on qdrant-client's local mode), fills
+(:class:`~ingestd.store.vectors.edge.edge.EdgeStore`,
+:class:`~ingestd.store.vectors.client.qdrant.QdrantStore` on qdrant-client's local mode), fills
 it with synthetic points as ingestd writes them, and times what the daemon does:
 
 * upsert, in calls of 256 points (points/s);
@@ -127,10 +127,10 @@ def _status_mb(key: str = "VmRSS") -> float:
 
 def _open(engine: str, folder: Path) -> Any:
     if engine == "edge":
-        from ingestd.store.vectors.edge import EdgeStore
+        from ingestd.store.vectors.edge.edge import EdgeStore
 
         return EdgeStore(folder)
-    from ingestd.store.vectors.qdrant import QdrantStore
+    from ingestd.store.vectors.client.qdrant import QdrantStore
 
     return QdrantStore(path=str(folder))
 

@@ -160,10 +160,10 @@ def store_folder(state: Path) -> Path:
 def store_class() -> Any:
     """The store class of the running test's embedded engine (``edge`` or ``local``)."""
     if engine_under_test() == "edge":
-        from ingestd.store.vectors.edge import EdgeStore
+        from ingestd.store.vectors.edge.edge import EdgeStore
 
         return EdgeStore
-    from ingestd.store.vectors.qdrant import QdrantStore
+    from ingestd.store.vectors.client.qdrant import QdrantStore
 
     return QdrantStore
 
@@ -214,7 +214,7 @@ def local_mode_copy(state: Path, dest: Path) -> Path:
     order); the aliases point as they did. ``ingestd`` opens the copy with the
     ``local`` engine (the only store there). Returns ``dest``.
     """
-    from ingestd.store.vectors.qdrant import QdrantStore
+    from ingestd.store.vectors.client.qdrant import QdrantStore
 
     shutil.copytree(state, dest, ignore=shutil.ignore_patterns("edge", "qdrant"))
     src = open_state_store(state)

@@ -24,7 +24,7 @@ none of them.
 Native memory that no trim gives back is bounded where it is made: torch's oneDNN
 kernels are not cached per input shape (``ONEDNN_PRIMITIVE_CACHE_CAPACITY`` in
 :mod:`ingestd.store.embedding.embedder`), and the embedded store is reopened once it holds many
-deleted points (``COMPACT_MIN_DELETED`` in :mod:`ingestd.store.vectors.qdrant`).
+deleted points (``COMPACT_MIN_DELETED`` in :mod:`ingestd.store.vectors.client.qdrant`).
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ Everything the daemon asks of a vector store is a method of :class:`VectorStore`
 every filter, delete and count is an operation of the store itself, never a scan in
 Python (DESIGN.md point 9). Implementations:
 
-* :class:`~ingestd.store.vectors.qdrant.QdrantStore`, on qdrant-client: a Qdrant server or
+* :class:`~ingestd.store.vectors.client.qdrant.QdrantStore`, on qdrant-client: a Qdrant server or
   cluster (``qdrant.url``), or qdrant-client's embedded local mode (``qdrant.path``);
-* :class:`~ingestd.store.vectors.edge.EdgeStore`, on Qdrant Edge (embedded).
+* :class:`~ingestd.store.vectors.edge.edge.EdgeStore`, on Qdrant Edge (embedded).
 
 What an embedded engine is besides its points (its folder, opening it, damage, cost) is
 its spec, in the table :data:`ingestd.store.vectors.engines.ENGINES`.

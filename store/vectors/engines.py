@@ -59,9 +59,9 @@ __all__ = [
 
 #: Engine name -> ``module:attribute`` of its :class:`EngineSpec` (light modules).
 ENGINES: dict[str, str] = {
-    "edge": "ingestd.store.vectors.edge_engine:SPEC",
-    "local": "ingestd.store.vectors.local_engine:SPEC",
-    "server": "ingestd.store.vectors.server_engine:SPEC",
+    "edge": "ingestd.store.vectors.edge.edge_engine:SPEC",
+    "local": "ingestd.store.vectors.client.local_engine:SPEC",
+    "server": "ingestd.store.vectors.client.server_engine:SPEC",
 }
 
 #: The engine reported by the stores of a Qdrant server or cluster (``qdrant.url``).

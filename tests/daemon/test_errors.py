@@ -31,7 +31,7 @@ NOT_IN_TREE = {
     "ingestd.daemon.migration.migrate.MigrationAborted": "ends a migration build",
     "ingestd.chunkers.sizing.pieces._LongWord": "a signal inside the word counter",
     "ingestd.chunkers.markup.jsx.NotMdx": "bad MDX inside the scanner: read as markdown",
-    "ingestd.store.vectors.edge_guard.EngineError": "an engine panic: unexpected",
+    "ingestd.store.vectors.edge.edge_guard.EngineError": "an engine panic: unexpected",
     "ingestd.store.vectors.base.StoreReadOnlyError": "a reader's code path that writes: a bug",
     "ingestd.daemon.cli.errors.Fatal": "the CLI's rendering of a known failure",
     "ingestd.daemon.sources.beneath.OutsideRootError": "a link on the way: no document there",

@@ -61,7 +61,7 @@ def _kill_after(spec: str) -> None:
     import signal
 
     from ingestd.store.manifest.manifest import Manifest
-    from ingestd.store.vectors.qdrant import QdrantStore
+    from ingestd.store.vectors.client.qdrant import QdrantStore
 
     target, nth = spec.rsplit(":", 1)
     cls_name, method = target.split(".")

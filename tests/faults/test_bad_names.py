@@ -122,7 +122,7 @@ def test_a_document_that_cannot_be_written_fails_alone(
 ) -> None:
     from ingestd.daemon.config import load_config
     from ingestd.daemon.sync.engine import Engine
-    from ingestd.store.vectors.qdrant import QdrantStore
+    from ingestd.store.vectors.client.qdrant import QdrantStore
 
     state = tmp_path / "state"
     state.mkdir()

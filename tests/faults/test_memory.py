@@ -35,9 +35,9 @@ import pytest
 
 from ingestd.daemon.sync.memory import release_free_memory
 from ingestd.daemon.sync.writing import applier as applier_module
-from ingestd.store.vectors import qdrant as qdrant_store
 from ingestd.store.vectors.base import Point
-from ingestd.store.vectors.qdrant import QdrantStore
+from ingestd.store.vectors.client import qdrant as qdrant_store
+from ingestd.store.vectors.client.qdrant import QdrantStore
 from tests.helpers import fake_vectors, make_engine
 
 GLIBC = platform.libc_ver()[0] == "glibc"

@@ -123,7 +123,7 @@ def test_the_cut_helper_cuts_inside_the_records(tmp_path: Path) -> None:
 def test_a_torn_log_is_found_from_the_files_and_its_shard_rebuilt(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from ingestd.store.vectors.edge_wal import wal_behind
+    from ingestd.store.vectors.edge.edge_wal import wal_behind
 
     root, state = ingested_tree(tmp_path)
     (shard,) = (store_folder(state) / "collections").iterdir()
@@ -147,7 +147,7 @@ def test_a_torn_log_is_found_from_the_files_and_its_shard_rebuilt(
 
 def test_a_healthy_shard_is_never_taken_for_torn(tmp_path: Path) -> None:
     """Edits, moves, deletions and restarts: the log always reaches the segments."""
-    from ingestd.store.vectors.edge_wal import wal_behind
+    from ingestd.store.vectors.edge.edge_wal import wal_behind
 
     root, state = ingested_tree(tmp_path)
     pages = sorted(p for p in root.rglob("*.md"))

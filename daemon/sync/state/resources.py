@@ -37,7 +37,7 @@ from ingestd.store.vectors.base import VectorStore
 from ingestd.store.vectors.spec import EngineSpec
 
 if TYPE_CHECKING:
-    from ingestd.store.vectors.edge_guard import MappedFiles
+    from ingestd.store.vectors.edge.edge_guard import MappedFiles
 
 __all__ = ["Resources"]
 
@@ -335,7 +335,7 @@ class Resources:
         if self._store is None:
             return
         if self._mapped is None:
-            from ingestd.store.vectors.edge_guard import MappedFiles
+            from ingestd.store.vectors.edge.edge_guard import MappedFiles
 
             folder = self.paths.engine_folders().get("edge")
             if folder is None or not folder.is_dir():

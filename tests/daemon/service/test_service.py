@@ -267,7 +267,7 @@ def test_failed_batch_is_queued_again_with_backoff(
     monkeypatch: pytest.MonkeyPatch,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    from ingestd.store.vectors.qdrant import QdrantStore
+    from ingestd.store.vectors.client.qdrant import QdrantStore
 
     monkeypatch.setattr(jobs_mod, "RETRY_MIN_S", 0.05)
     stores: list[_FlakyStore] = []

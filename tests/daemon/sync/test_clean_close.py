@@ -225,7 +225,7 @@ def test_status_after_a_clean_close_counts_nothing(tmp_path: Path, reads: Payloa
 def test_a_store_that_fails_to_close_is_not_recorded_as_closed_cleanly(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from ingestd.store.vectors.edge_guard import Guarded
+    from ingestd.store.vectors.edge.edge_guard import Guarded
 
     root, state = ingested_tree(tmp_path)
     eng = make_engine(root, state, fake_vectors)

@@ -34,8 +34,8 @@ CHILD = textwrap.dedent(
     sys.path.insert(0, {repo!r})
     from tests.helpers import fake_vectors, make_engine
     from ingestd.store.manifest.manifest import Manifest
-    from ingestd.store.vectors.edge import EdgeStore
-    from ingestd.store.vectors.qdrant import QdrantStore
+    from ingestd.store.vectors.edge.edge import EdgeStore
+    from ingestd.store.vectors.client.qdrant import QdrantStore
 
     root, state, target, when = sys.argv[1:5]
     nth = int(sys.argv[5])

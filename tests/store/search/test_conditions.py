@@ -75,7 +75,7 @@ def test_qdrant_client_translation_keeps_the_filter_it_always_had() -> None:
 
 def test_edge_translation_excludes_flags_with_is_empty() -> None:
     pytest.importorskip("qdrant_edge")
-    from ingestd.store.vectors.edge import edge_filter
+    from ingestd.store.vectors.edge.edge import edge_filter
 
     flt = edge_filter(Filters(source="s").conditions())
     kinds = [type(c).__name__ for c in flt.must]

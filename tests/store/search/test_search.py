@@ -18,7 +18,7 @@ import pytest
 from ingestd.store.search.query import PATH_KEY, Filters, path_prefixes
 from ingestd.store.search.sparse import document_vector, query_vector
 from ingestd.store.vectors.base import Point
-from ingestd.store.vectors.qdrant import QdrantStore
+from ingestd.store.vectors.client.qdrant import QdrantStore
 from tests.helpers import open_store
 
 DIM = 8

@@ -18,9 +18,9 @@ import pytest
 
 from ingestd.store.search.query import INDEXED_KEYS
 from ingestd.store.search.sparse import SparseVec
-from ingestd.store.vectors import edge_shards as edge_collections
 from ingestd.store.vectors.base import Point
-from ingestd.store.vectors.edge import EdgeStore, _vector
+from ingestd.store.vectors.edge import edge_shards as edge_collections
+from ingestd.store.vectors.edge.edge import EdgeStore, _vector
 
 pytestmark = pytest.mark.engine("edge")
 
@@ -110,7 +110,7 @@ def test_upsert_optimizes_every_so_many_points_and_stays_exact(
 ) -> None:
     """Upserts optimise the shard every OPTIMIZE_EVERY points; searches stay exact."""
     monkeypatch.setattr(edge_collections, "INDEXING_THRESHOLD_KB", 100)
-    monkeypatch.setattr("ingestd.store.vectors.edge.OPTIMIZE_EVERY", 1000)
+    monkeypatch.setattr("ingestd.store.vectors.edge.edge.OPTIMIZE_EVERY", 1000)
     vecs = _vectors()
     store = EdgeStore(tmp_path / "edge")
     store.ensure_collection("ingestd", DIM)

@@ -77,8 +77,8 @@ def test_a_local_store_moves_to_edge_with_searches_answered_meanwhile(
 def test_an_interrupted_move_is_finished_by_the_next_start(
     tree: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, crash_at: str
 ) -> None:
-    from ingestd.store.vectors.edge import EdgeStore
-    from ingestd.store.vectors.qdrant import QdrantStore
+    from ingestd.store.vectors.client.qdrant import QdrantStore
+    from ingestd.store.vectors.edge.edge import EdgeStore
 
     state = tmp_path / "state"
     before = _local_store(tree, state)

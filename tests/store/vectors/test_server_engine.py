@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from ingestd.daemon.cli.main import cli
 from ingestd.daemon.config import ConfigError, load_config
 from ingestd.daemon.sync.state.resources import Resources
+from ingestd.store.vectors.client.qdrant import QdrantStore
 from ingestd.store.vectors.engines import (
     ENGINES,
     SERVER,
@@ -33,7 +34,6 @@ from ingestd.store.vectors.engines import (
     open_store,
     placed_engine,
 )
-from ingestd.store.vectors.qdrant import QdrantStore
 
 pytestmark = pytest.mark.engine("edge")  # the table itself: once
 

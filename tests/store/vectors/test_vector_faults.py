@@ -22,7 +22,7 @@ from qdrant_client import QdrantClient
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from ingestd.daemon.service import jobs as jobs_mod
-from ingestd.store.vectors.qdrant import QdrantStore
+from ingestd.store.vectors.client.qdrant import QdrantStore
 from tests.daemon.harness import Harness
 from tests.helpers import (
     CountingEmbedder,

@@ -2,7 +2,7 @@
 
 :class:`QdrantCollections` opens a ``QdrantClient`` (embedded ``path`` or server
 ``url``) and manages what stands behind a collection name; its subclass
-:class:`~ingestd.store.vectors.qdrant.QdrantStore` adds the point operations and search.
+:class:`~ingestd.store.vectors.client.qdrant.QdrantStore` adds the point operations and search.
 
 Transient server errors (connection errors, 5xx, 429) are retried with exponential
 backoff (tenacity) up to ``retry_seconds``; past that the error propagates and the

@@ -33,7 +33,7 @@ from ingestd.store.search.query import (
 )
 from ingestd.store.search.sparse import SPARSE_VECTOR, SparseVec
 from ingestd.store.vectors.base import DenseVector, Point, StoreUnavailableError
-from ingestd.store.vectors.qdrant_collections import QdrantCollections
+from ingestd.store.vectors.client.qdrant_collections import QdrantCollections
 
 __all__ = ["COMPACT_MIN_DELETED", "QdrantStore"]
 
@@ -50,7 +50,7 @@ COMPACT_MIN_DELETED = 200
 class QdrantStore(QdrantCollections):
     """:class:`~ingestd.store.vectors.base.VectorStore` on qdrant-client.
 
-    Args: see :class:`~ingestd.store.vectors.qdrant_collections.QdrantCollections`.
+    Args: see :class:`~ingestd.store.vectors.client.qdrant_collections.QdrantCollections`.
     """
 
     def __init__(

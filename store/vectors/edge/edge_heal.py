@@ -1,6 +1,6 @@
 """Healing a Qdrant Edge shard whose write-ahead log ends before its segments.
 
-Such a shard (see :mod:`~ingestd.store.vectors.edge_wal`) loads and answers, but drops
+Such a shard (see :mod:`~ingestd.store.vectors.edge.edge_wal`) loads and answers, but drops
 every later update of a point written after the log's end: no error, no warning. It is
 healed in place before it is used: its points (ids, dense and sparse vectors,
 payloads) are copied into a new shard with the same configuration and indexes, whose
@@ -17,11 +17,11 @@ import shutil
 import time
 from typing import TYPE_CHECKING, Any
 
-from ingestd.store.vectors.edge_shards import add_indexes
-from ingestd.store.vectors.edge_wal import wal_behind
+from ingestd.store.vectors.edge.edge_shards import add_indexes
+from ingestd.store.vectors.edge.edge_wal import wal_behind
 
 if TYPE_CHECKING:
-    from ingestd.store.vectors.edge_shards import EdgeCollections
+    from ingestd.store.vectors.edge.edge_shards import EdgeCollections
 
 __all__ = ["DAMAGED_DIR", "REBUILD_DIR", "heal_torn_log"]
 

@@ -7,10 +7,10 @@ its dense and sparse rankings, each carrying the filter, which
 fusion, as for every engine.
 
 Every point is scored (no HNSW graph). New points are scored on their float32
-vectors; after every :data:`~ingestd.store.vectors.edge_shards.OPTIMIZE_EVERY` points an
+vectors; after every :data:`~ingestd.store.vectors.edge.edge_shards.OPTIMIZE_EVERY` points an
 upsert writes, it optimises the shard (:meth:`EdgeCollections.optimize`): the older
 points are then scanned on an int8 copy and the best candidates rescored from float32
-(see :mod:`ingestd.store.vectors.edge_shards`). Writes are durable when the call returns:
+(see :mod:`ingestd.store.vectors.edge.edge_shards`). Writes are durable when the call returns:
 the engine appends each update to its write-ahead log before applying it.
 """
 
@@ -35,8 +35,8 @@ from ingestd.store.search.query import (
 )
 from ingestd.store.search.sparse import SPARSE_VECTOR, SparseVec
 from ingestd.store.vectors.base import DenseVector, Point
-from ingestd.store.vectors.edge_heal import heal_torn_log
-from ingestd.store.vectors.edge_shards import OPTIMIZE_EVERY, OVERSAMPLING, EdgeCollections
+from ingestd.store.vectors.edge.edge_heal import heal_torn_log
+from ingestd.store.vectors.edge.edge_shards import OPTIMIZE_EVERY, OVERSAMPLING, EdgeCollections
 
 __all__ = ["BATCH", "EdgeStore", "edge_filter", "edge_request"]
 
@@ -93,7 +93,7 @@ def edge_request(
     """The Qdrant Edge ``QueryRequest`` of one ranking of a search, best ``limit`` points.
 
     ``dense`` scans the int8 copy of immutable segments and rescores ``limit x``
-    :data:`~ingestd.store.vectors.edge_shards.OVERSAMPLING` candidates from float32.
+    :data:`~ingestd.store.vectors.edge.edge_shards.OVERSAMPLING` candidates from float32.
 
     Raises:
         ValueError: the ranking's vector is missing.
@@ -139,7 +139,7 @@ def _dense_of(vector: Any) -> DenseVector | None:
 class EdgeStore(EdgeCollections):
     """:class:`~ingestd.store.vectors.base.VectorStore` on Qdrant Edge (embedded, in-process).
 
-    Args: see :class:`~ingestd.store.vectors.edge_shards.EdgeCollections`.
+    Args: see :class:`~ingestd.store.vectors.edge.edge_shards.EdgeCollections`.
 
     Raises:
         ingestd.store.vectors.base.StoreReadOnlyError: a write to a reader's store.
@@ -148,9 +148,9 @@ class EdgeStore(EdgeCollections):
     def shard(self, physical: str) -> Any:
         """The open shard of ``physical``, healed first if its log ends too early.
 
-        See :func:`~ingestd.store.vectors.edge_heal.heal_torn_log` (a reader's store never
+        See :func:`~ingestd.store.vectors.edge.edge_heal.heal_torn_log` (a reader's store never
         heals: it reads what is there); otherwise as
-        :meth:`EdgeCollections.shard <ingestd.store.vectors.edge_shards.EdgeCollections.shard>`.
+        :meth:`~ingestd.store.vectors.edge.edge_shards.EdgeCollections.shard`.
         """
         if (
             not self.read_only
@@ -178,7 +178,7 @@ class EdgeStore(EdgeCollections):
         """Upsert ``points`` in calls of :data:`BATCH`; durable when it returns.
 
         The call that brings the points written since the last optimisation to
-        :data:`~ingestd.store.vectors.edge_shards.OPTIMIZE_EVERY` also optimises the
+        :data:`~ingestd.store.vectors.edge.edge_shards.OPTIMIZE_EVERY` also optimises the
         shard (blocking, ~20 s per 100,000 points).
         """
         from qdrant_edge import Point as EdgePoint
@@ -375,7 +375,7 @@ class EdgeStore(EdgeCollections):
     ) -> list[Hit]:
         """Best ``limit`` points for a query, best first, ties by id, in one batch call.
 
-        See :meth:`ingestd.store.vectors.qdrant.QdrantStore.search` for the arguments and
+        See :meth:`ingestd.store.vectors.client.qdrant.QdrantStore.search` for the arguments and
         :func:`ingestd.store.search.fusion.rank_and_fuse` for the rankings asked for (a tie at
         a ranking's cut takes another call).
 

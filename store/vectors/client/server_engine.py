@@ -1,7 +1,7 @@
 """The ``server`` engine: a Qdrant server or cluster, reached over the network.
 
 Selected by a URL (``qdrant.url``) rather than chosen from the state dir's files: its
-store is :class:`~ingestd.store.vectors.qdrant.QdrantStore` with a ``url`` (imported
+store is :class:`~ingestd.store.vectors.client.qdrant.QdrantStore` with a ``url`` (imported
 when opened). It is no embedded engine (:attr:`~ingestd.store.vectors.spec.EngineSpec.embedded`
 is ``False``): the server keeps its own files and write-ahead log, so nothing of it is in
 the state dir (no folder, no owner, no damage read from files, no clean-close proof),
@@ -40,12 +40,12 @@ class ServerEngine(EngineSpec):
         return bool(settings.url)
 
     def connect(self, settings: StoreSettings, *, read_only: bool = False) -> VectorStore:
-        """The :class:`~ingestd.store.vectors.qdrant.QdrantStore` of the server ``settings`` name.
+        """The server ``settings`` name (a ``QdrantStore``).
 
         The API key is read from the environment variable ``settings.api_key_env``
         (none when it is unset); nothing is sent before the first call.
         """
-        from ingestd.store.vectors.qdrant import QdrantStore
+        from ingestd.store.vectors.client.qdrant import QdrantStore
 
         return QdrantStore(
             url=settings.url,

@@ -10,7 +10,7 @@ seen, and every update of a point written since is *silently dropped*: a changed
 document keeps its old ``doc_hash``, a committed point its pending marker.
 
 :func:`wal_behind` tells, from the files alone, whether a shard is in that state; the
-store then rebuilds the shard from its points (:mod:`~ingestd.store.vectors.edge_heal`).
+store then rebuilds the shard from its points (:mod:`~ingestd.store.vectors.edge.edge_heal`).
 
 The log's format is that of Qdrant's ``wal`` crate (``src/segment.rs``, ``src/lib.rs``
 of github.com/qdrant/wal): files ``open-<id>`` and ``closed-<first index>``, each an

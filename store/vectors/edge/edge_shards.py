@@ -15,7 +15,7 @@ gives it both, with the guarantees of Qdrant's aliases:
 * one process opens a store: each shard takes a lock on its write-ahead log, and the
   state dir's locks keep a second writer, or a writer and a reader, apart before that;
 * a reader's store (``read_only``) creates, converts and indexes nothing; its writes
-  raise (what the engine writes when it loads: :mod:`~ingestd.store.vectors.edge_engine`).
+  raise (what the engine writes when it loads: :mod:`~ingestd.store.vectors.edge.edge_engine`).
 
 Shards open on first use and stay open until :meth:`EdgeCollections.close`.
 
@@ -55,7 +55,7 @@ from ingestd.store.vectors.base import (
     ensure_collection,
     version_of,
 )
-from ingestd.store.vectors.edge_guard import Guarded, mapped_damage
+from ingestd.store.vectors.edge.edge_guard import Guarded, mapped_damage
 from ingestd.store.vectors.routing import RoutedWrites
 
 __all__ = [

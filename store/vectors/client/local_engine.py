@@ -1,7 +1,7 @@
 """The ``local`` engine: qdrant-client's local mode, a pure-Python engine in-process.
 
 The fallback where the Qdrant Edge wheel cannot be installed, and the engine of stores
-made before Edge. Its store is :class:`~ingestd.store.vectors.qdrant.QdrantStore` with a
+made before Edge. Its store is :class:`~ingestd.store.vectors.client.qdrant.QdrantStore` with a
 ``path`` (imported when opened); its folder (``<state dir>/qdrant``, ``qdrant.path``)
 holds qdrant-client's layout (``qdrant_client/local/qdrant_local.py`` and
 ``persistence.py``): ``meta.json`` naming the collections and aliases, and
@@ -63,7 +63,7 @@ class LocalEngine(EngineSpec):
             return False
 
     def open(self, path: Path, *, read_only: bool = False) -> VectorStore:
-        """The :class:`~ingestd.store.vectors.qdrant.QdrantStore` of local-mode store ``path``.
+        """The local-mode store ``path`` (a ``QdrantStore``).
 
         ``read_only``: a reader's store. Local mode loads every point from its SQLite
         files and writes nothing when it opens and closes a store (it locks ``.lock``
@@ -74,7 +74,7 @@ class LocalEngine(EngineSpec):
             Exception: whatever qdrant-client raises for damaged files (see
                 :meth:`open_damage`).
         """
-        from ingestd.store.vectors.qdrant import QdrantStore
+        from ingestd.store.vectors.client.qdrant import QdrantStore
 
         return QdrantStore(path=str(path), read_only=read_only)
 

@@ -1,9 +1,9 @@
 """The ``edge`` engine: Qdrant Edge (``qdrant-edge-py``), Qdrant's own engine in-process.
 
-The default for a new store. Its store is :class:`~ingestd.store.vectors.edge.EdgeStore`
+The default for a new store. Its store is :class:`~ingestd.store.vectors.edge.edge.EdgeStore`
 (imported when opened); its folder (``<state dir>/edge``, ``qdrant.edge_path``) holds
 the aliases file and one shard folder per physical collection
-(:mod:`ingestd.store.vectors.edge_shards`). Its shards' files are sparse: the disk they
+(:mod:`ingestd.store.vectors.edge.edge_shards`). Its shards' files are sparse: the disk they
 take is their allocated blocks, a small part of their apparent size.
 
 Damage read from the files (:meth:`EdgeEngine.files_damage`): the aliases file is JSON
@@ -11,7 +11,7 @@ of the known format; in each shard, ``edge_config.json``, ``wal/first-index`` an
 ``segments/*/segment.json`` are JSON, and every write-ahead-log segment (``wal/open-*``,
 ``wal/closed-*``) starts with its ``wal`` header (the engine refuses "Illegal segment
 header" and empty segments); every file the engine maps whole has the size its
-``config.json`` says (:func:`~ingestd.store.vectors.edge_guard.mapped_damage`: a
+``config.json`` says (:func:`~ingestd.store.vectors.edge.edge_guard.mapped_damage`: a
 Gridstore ``page_*.dat`` its ``page_size_bytes``, a dense vector ``chunk_*.mmap`` its
 ``chunk_size_bytes``). A mapped file cut shorter than its mapping kills the process that
 reads past its end with SIGBUS, before any error can be raised: a daemon checks these
@@ -44,14 +44,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingestd.store.common.damage import StateDamagedError
-from ingestd.store.vectors.edge_guard import mapped_damage
-from ingestd.store.vectors.edge_shards import (
+from ingestd.store.vectors.edge.edge_guard import mapped_damage
+from ingestd.store.vectors.edge.edge_shards import (
     ALIASES_FILE,
     COLLECTIONS_DIR,
     FORMAT,
     is_edge_store,
 )
-from ingestd.store.vectors.edge_wal import segments_version, wal_end
+from ingestd.store.vectors.edge.edge_wal import segments_version, wal_end
 from ingestd.store.vectors.spec import STORE_PART, EngineSpec, json_damage
 
 if TYPE_CHECKING:
@@ -84,7 +84,7 @@ class EdgeEngine(EngineSpec):
         return is_edge_store(path) and any((path / COLLECTIONS_DIR).glob("*"))
 
     def open(self, path: Path, *, read_only: bool = False) -> VectorStore:
-        """The :class:`~ingestd.store.vectors.edge.EdgeStore` of ``path``.
+        """The :class:`~ingestd.store.vectors.edge.edge.EdgeStore` of ``path``.
 
         ``read_only``: a reader's store (see the module docstring).
 
@@ -92,7 +92,7 @@ class EdgeEngine(EngineSpec):
             ingestd.store.vectors.base.StoreUnavailableError: ``qdrant-edge-py`` is not installed.
             ingestd.store.common.damage.StateDamagedError: the aliases file is damaged.
         """
-        from ingestd.store.vectors.edge import EdgeStore
+        from ingestd.store.vectors.edge.edge import EdgeStore
 
         return EdgeStore(path, read_only=read_only)
 
@@ -167,7 +167,7 @@ class EdgeEngine(EngineSpec):
         --rebuild``, which moves a damaged store aside; a few seconds per 100,000
         points).
         """
-        from ingestd.store.vectors.edge import EdgeStore
+        from ingestd.store.vectors.edge.edge import EdgeStore
 
         try:
             store = EdgeStore(path)
@@ -191,8 +191,8 @@ class EdgeEngine(EngineSpec):
         return None
 
     def filter(self, conditions: Conditions | None) -> Any:
-        """Qdrant Edge's ``Filter`` (:func:`ingestd.store.vectors.edge.edge_filter`)."""
-        from ingestd.store.vectors.edge import edge_filter
+        """Qdrant Edge's ``Filter`` (:func:`ingestd.store.vectors.edge.edge.edge_filter`)."""
+        from ingestd.store.vectors.edge.edge import edge_filter
 
         return edge_filter(conditions)
 
