@@ -1,7 +1,7 @@
 """The bundled model's ONNX graph: built from its weights vs exported through torch.
 
 ``build``: the time and the peak memory of making the float32 graph, each in a process
-of its own as ingestd makes it (``python -m ingestd.store.embedding.onnx_export``, into
+of its own as ingestd makes it (``python -m ingestd.store.embedding.graphs.onnx_export``, into
 an empty cache): the graph builder (onnx + numpy, checked against the float64
 reference) beside the export through torch (the recipe every ONNX backend had before,
 ``TORCH_EXPORT``), in interleaved rounds; peak memory is the child's ``ru_maxrss``.
@@ -61,7 +61,14 @@ def _load() -> str:
 def make_once(how: str) -> tuple[float, float]:
     """Seconds and peak MB of one child making the float32 graph into an empty cache."""
     cache = Path(tempfile.mkdtemp(prefix="bench-graph-"))
-    cmd = [sys.executable, "-m", "ingestd.store.embedding.onnx_export", MODEL, "onnx", str(cache)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "ingestd.store.embedding.graphs.onnx_export",
+        MODEL,
+        "onnx",
+        str(cache),
+    ]
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}  # as ingestd starts it
     try:
         t0 = time.perf_counter()
@@ -121,12 +128,12 @@ def sample_chunks(per_corpus: int, seed: int) -> dict[str, list[str]]:
 
 def embedders(cache: Path) -> dict[str, Any]:
     """Each runtime of the comparison: label -> ``texts -> (n, 384)`` unit vectors."""
-    from ingestd.store.embedding import openvino
-    from ingestd.store.embedding.cpu import native_bf16
     from ingestd.store.embedding.embedder import SentenceTransformerEmbedder, model_info
-    from ingestd.store.embedding.onnx_export import ensure_exported
-    from ingestd.store.embedding.onnx_runtime import OnnxRunner
-    from ingestd.store.embedding.recipes import RECIPES, TORCH_EXPORT
+    from ingestd.store.embedding.graphs.onnx_export import ensure_exported
+    from ingestd.store.embedding.graphs.recipes import RECIPES, TORCH_EXPORT
+    from ingestd.store.embedding.runtimes import openvino
+    from ingestd.store.embedding.runtimes.cpu import native_bf16
+    from ingestd.store.embedding.runtimes.onnx_runtime import OnnxRunner
 
     info = model_info(MODEL, "onnx")
     built, _ = ensure_exported(info, cache, RECIPES["onnx"])

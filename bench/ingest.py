@@ -71,7 +71,7 @@ from typing import Any
 
 import numpy as np
 
-from ingestd.store.embedding.cpu import BF16_ENV
+from ingestd.store.embedding.runtimes.cpu import BF16_ENV
 
 HERE = Path(__file__).resolve().parent
 CORPORA = HERE.parent.parent / "shared" / "corpora"
@@ -631,7 +631,7 @@ def cold_variants(args: argparse.Namespace) -> list[Variant]:
     from dataclasses import replace
 
     from ingestd.store.embedding.backends import BackendUnavailableError, check_backend
-    from ingestd.store.embedding.cpu import native_bf16
+    from ingestd.store.embedding.runtimes.cpu import native_bf16
 
     known = {v.label: v for v in variants(False)}
     if args.backends:

@@ -102,10 +102,10 @@ if TYPE_CHECKING:
     from ingestd.daemon.wire.statelock import StateLockedError
     from ingestd.store.common.damage import StateDamagedError, StoreLostError
     from ingestd.store.embedding.backends import BackendUnavailableError
-    from ingestd.store.embedding.bert import UnsupportedModelError
     from ingestd.store.embedding.finite import NonFiniteVectorError
     from ingestd.store.embedding.folders import ModelNotFoundError
-    from ingestd.store.embedding.onnx_cache import ExportError
+    from ingestd.store.embedding.graphs.bert import UnsupportedModelError
+    from ingestd.store.embedding.graphs.onnx_cache import ExportError
     from ingestd.store.embedding.remote_backend import EndpointDimensionError, EndpointError
     from ingestd.store.manifest.collections import ModelMismatchError
     from ingestd.store.vectors.base import StoreUnavailableError
@@ -163,8 +163,8 @@ HOMES: dict[str, str] = {
     "TokenizerError": "ingestd.chunkers.sizing.tokenizers",
     "ModelNotFoundError": "ingestd.store.embedding.folders",
     "BackendUnavailableError": "ingestd.store.embedding.backends",
-    "UnsupportedModelError": "ingestd.store.embedding.bert",
-    "ExportError": "ingestd.store.embedding.onnx_cache",
+    "UnsupportedModelError": "ingestd.store.embedding.graphs.bert",
+    "ExportError": "ingestd.store.embedding.graphs.onnx_cache",
     "EndpointDimensionError": "ingestd.store.embedding.remote_backend",
     "NonFiniteVectorError": "ingestd.store.embedding.finite",
     "ModelMismatchError": "ingestd.store.manifest.collections",

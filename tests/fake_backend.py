@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ingestd.store.embedding.graphs.recipes import OnnxRecipe
 from ingestd.store.embedding.model import ModelInfo
-from ingestd.store.embedding.recipes import OnnxRecipe
 from ingestd.store.embedding.spec import BackendSpec, Embedder
 from tests.helpers import fake_vectors
 

@@ -27,7 +27,6 @@ LONG_MODULES: dict[str, str] = {}
 MAX_FOLDER_MODULES = 12
 #: Folders allowed over :data:`MAX_FOLDER_MODULES`, each with the reason.
 CROWDED_FOLDERS: dict[str, str] = {
-    "store/embedding": "the backends and the ONNX graph builder: to split into subpackages",
     "daemon/cli": "one module per kind of command: to split by audience",
     "daemon/commands": "one module per shared command: to split by audience",
 }

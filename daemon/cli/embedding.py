@@ -155,8 +155,8 @@ def export_model(
     """
     from ingestd.store.embedding.backends import check_backend, default_cache_dir
     from ingestd.store.embedding.embedder import model_info
-    from ingestd.store.embedding.onnx import make_graph
-    from ingestd.store.embedding.onnx_export import ExportError
+    from ingestd.store.embedding.graphs.onnx_export import ExportError
+    from ingestd.store.embedding.runtimes.onnx import make_graph
 
     cfg, _ = load(config_path, (), state_dir, log_level)
     e = cfg.embedding
@@ -179,7 +179,7 @@ def export_model(
         f"texts: mean {cos.get('mean', float('nan')):.4f}, min {cos.get('min', float('nan')):.4f})"
     )
     if info.backend == "openvino":  # compiled and checked as the daemon will
-        from ingestd.store.embedding.openvino import OpenVinoEmbedder
+        from ingestd.store.embedding.runtimes.openvino import OpenVinoEmbedder
 
         ov = cast(OpenVinoEmbedder, OpenVinoEmbedder.from_file(info, path, threads=e.threads))
         ov.load()

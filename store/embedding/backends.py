@@ -11,7 +11,7 @@ its implementation. The backends today:
 * ``openvino``: that graph run by OpenVINO, in bfloat16 where the CPU has it natively
   (:mod:`~ingestd.store.embedding.openvino_backend`);
 * ``onnx-int8``: that graph with dynamic int8 quantisation
-  (:data:`~ingestd.store.embedding.recipes.INT8_SETTINGS`);
+  (:data:`~ingestd.store.embedding.graphs.recipes.INT8_SETTINGS`);
 * ``openai``: an OpenAI-compatible ``/v1/embeddings`` endpoint (OpenAI, Azure OpenAI,
   Ollama, text-embeddings-inference, infinity): :mod:`~ingestd.store.embedding.remote_backend`.
 
@@ -30,7 +30,7 @@ import os
 from pathlib import Path
 
 from ingestd.chunkers.errors import ModelError
-from ingestd.store.embedding.recipes import INT8_SETTINGS, RECIPES, OnnxRecipe, QuantSettings
+from ingestd.store.embedding.graphs.recipes import INT8_SETTINGS, RECIPES, OnnxRecipe, QuantSettings
 from ingestd.store.embedding.spec import BackendSpec
 
 __all__ = [

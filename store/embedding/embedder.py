@@ -16,10 +16,10 @@ from pathlib import Path
 
 from ingestd.store.embedding.backends import DEFAULT_BACKEND, backend_spec
 from ingestd.store.embedding.folders import BUNDLED_MODEL, ModelNotFoundError
+from ingestd.store.embedding.graphs.recipes import OnnxRecipe
 from ingestd.store.embedding.model import Endpoint, ModelInfo
 from ingestd.store.embedding.prompts import Prompts, with_prompts
-from ingestd.store.embedding.recipes import OnnxRecipe
-from ingestd.store.embedding.sentence_transformer import (
+from ingestd.store.embedding.runtimes.sentence_transformer import (
     ONEDNN_PRIMITIVE_CACHE_CAPACITY,
     SentenceTransformerEmbedder,
 )

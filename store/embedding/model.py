@@ -2,8 +2,9 @@
 
 A leaf of the embedding modules: each backend's spec builds a :class:`ModelInfo` (from a
 model's files, :mod:`ingestd.store.embedding.folders`), and the ONNX modules
-(:mod:`ingestd.store.embedding.onnx_runtime`, :mod:`ingestd.store.embedding.onnx_export`,
-:mod:`ingestd.store.embedding.onnx`) take one. It imports nothing heavy.
+(:mod:`ingestd.store.embedding.runtimes.onnx_runtime`,
+:mod:`ingestd.store.embedding.graphs.onnx_export`,
+:mod:`ingestd.store.embedding.runtimes.onnx`) take one. It imports nothing heavy.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ingestd.store.embedding.recipes import OnnxRecipe
+from ingestd.store.embedding.graphs.recipes import OnnxRecipe
 
 __all__ = ["Endpoint", "ModelInfo", "Vectors"]
 

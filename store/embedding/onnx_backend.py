@@ -1,17 +1,17 @@
 """The ONNX backends: ``onnx`` (float32) and ``onnx-int8`` (dynamic int8, lossy).
 
 Both run the model's ONNX graph (made once, offline, cached:
-:mod:`ingestd.store.embedding.onnx_export`): for a BERT model, the bundled one among
+:mod:`ingestd.store.embedding.graphs.onnx_export`): for a BERT model, the bundled one among
 them, built by ingestd from the model's weights without torch; for any other, exported
 through torch (the ``torch`` extra). The graph is fused by onnxruntime's transformer
 optimizer and run on the CPU with onnxruntime; ``onnx-int8`` quantises it with the
-settings of :data:`~ingestd.store.embedding.recipes.INT8_SETTINGS`. Their embedder,
-:class:`~ingestd.store.embedding.onnx.OnnxEmbedder`, is imported when loaded.
+settings of :data:`~ingestd.store.embedding.graphs.recipes.INT8_SETTINGS`. Their embedder,
+:class:`~ingestd.store.embedding.runtimes.onnx.OnnxEmbedder`, is imported when loaded.
 
 Fingerprints: the float32 graph is checked against a reference when it is made (an
 independent float64 forward pass of the weights, or torch for a graph exported through
-it: cosine at least :data:`~ingestd.store.embedding.onnx_export.MIN_BUILT_COSINE`, resp.
-:data:`~ingestd.store.embedding.onnx_export.MIN_FLOAT32_COSINE` on every probe text; the
+it: cosine at least :data:`~ingestd.store.embedding.graphs.onnx_export.MIN_BUILT_COSINE`, resp.
+:data:`~ingestd.store.embedding.graphs.onnx_export.MIN_FLOAT32_COSINE` on every probe text; the
 built graph measured 0.9999 or more to sentence-transformers' vectors on 2,000 chunks of
 four corpora, ``bench/graph_equivalence.py``), so its vectors are torch's vectors:
 ``onnx`` has the model files' fingerprint, as ``torch`` has, whichever way its graph was
@@ -29,8 +29,13 @@ import importlib
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar
 
-from ingestd.store.embedding.bert import unsupported
-from ingestd.store.embedding.recipes import RECIPES, TORCH_EXPORT, OnnxRecipe, derived_fingerprint
+from ingestd.store.embedding.graphs.bert import unsupported
+from ingestd.store.embedding.graphs.recipes import (
+    RECIPES,
+    TORCH_EXPORT,
+    OnnxRecipe,
+    derived_fingerprint,
+)
 from ingestd.store.embedding.spec import Embedder, FolderBackend
 
 if TYPE_CHECKING:
@@ -48,7 +53,7 @@ class OnnxBackend(FolderBackend):
     cpu_only = True
     recipe = RECIPES["onnx"]
     #: ``module:class`` of the embedder :meth:`load` makes (imported then).
-    embedder: ClassVar[str] = "ingestd.store.embedding.onnx:OnnxEmbedder"
+    embedder: ClassVar[str] = "ingestd.store.embedding.runtimes.onnx:OnnxEmbedder"
 
     def fingerprint(self, source: str, recipe: OnnxRecipe | None = None) -> str:
         """The model files' fingerprint itself: the checked float32 graph makes torch's vectors.
@@ -75,10 +80,11 @@ class OnnxBackend(FolderBackend):
     ) -> ModelInfo:
         """``model``'s folder read; its recipe the backend's, through torch if the builder lacks it.
 
-        A model the graph builder does not know (:func:`ingestd.store.embedding.bert.unsupported`:
-        reads the folder's JSON files only) gets the backend's recipe with the graph
-        exported through torch (:attr:`~ingestd.store.embedding.recipes.OnnxRecipe.through_torch`);
-        a ``recipe`` given is kept as it is.
+        A model the graph builder does not know
+        (:func:`ingestd.store.embedding.graphs.bert.unsupported`: reads the folder's JSON
+        files only) gets the backend's recipe with the graph exported through torch
+        (:attr:`~ingestd.store.embedding.graphs.recipes.OnnxRecipe.through_torch`); a
+        ``recipe`` given is kept as it is.
 
         Raises:
             ingestd.store.embedding.folders.ModelNotFoundError: no such local or bundled model.

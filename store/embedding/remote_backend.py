@@ -56,8 +56,8 @@ from ingestd.store.embedding.spec import BackendSpec, Embedder
 if TYPE_CHECKING:
     import httpx
 
+    from ingestd.store.embedding.graphs.recipes import OnnxRecipe
     from ingestd.store.embedding.model import Vectors
-    from ingestd.store.embedding.recipes import OnnxRecipe
 
 __all__ = [
     "MAX_RETRY_WAIT_S",

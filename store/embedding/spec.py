@@ -30,8 +30,8 @@ from ingestd.store.embedding.folders import read_model_folder
 from ingestd.store.embedding.model import Endpoint, ModelInfo
 
 if TYPE_CHECKING:
+    from ingestd.store.embedding.graphs.recipes import OnnxRecipe
     from ingestd.store.embedding.model import Vectors
-    from ingestd.store.embedding.recipes import OnnxRecipe
 
 __all__ = ["BackendSpec", "Embedder", "FolderBackend"]
 

@@ -4,7 +4,7 @@ The reference every other backend's vectors are checked against. It needs the ``
 extra (``pip install 'ingestd[torch]'``: torch, transformers, sentence-transformers),
 which the default install leaves out. Its fingerprint is the model files' fingerprint
 alone, as it was before backends existed, so stores made then stay valid. Its embedder,
-:class:`~ingestd.store.embedding.sentence_transformer.SentenceTransformerEmbedder`, is
+:class:`~ingestd.store.embedding.runtimes.sentence_transformer.SentenceTransformerEmbedder`, is
 imported when loaded; torch itself on the first text.
 """
 
@@ -13,12 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ingestd.store.embedding.bert import TORCH_EXTRA
+from ingestd.store.embedding.graphs.bert import TORCH_EXTRA
 from ingestd.store.embedding.spec import Embedder, FolderBackend
 
 if TYPE_CHECKING:
+    from ingestd.store.embedding.graphs.recipes import OnnxRecipe
     from ingestd.store.embedding.model import ModelInfo
-    from ingestd.store.embedding.recipes import OnnxRecipe
 
 __all__ = ["TORCH", "TorchBackend"]
 
@@ -44,11 +44,15 @@ class TorchBackend(FolderBackend):
         threads: int | None = None,
         cache_dir: Path | None = None,
     ) -> Embedder:
-        """A :class:`~ingestd.store.embedding.sentence_transformer.SentenceTransformerEmbedder`.
+        """A sentence-transformers embedder (``SentenceTransformerEmbedder``).
+
+        Its class: :mod:`ingestd.store.embedding.runtimes.sentence_transformer`.
 
         ``cache_dir`` is unused (torch runs the model folder as it is).
         """
-        from ingestd.store.embedding.sentence_transformer import SentenceTransformerEmbedder
+        from ingestd.store.embedding.runtimes.sentence_transformer import (
+            SentenceTransformerEmbedder,
+        )
 
         return SentenceTransformerEmbedder(
             info, device=device, batch_size=batch_size, threads=threads

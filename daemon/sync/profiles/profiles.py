@@ -348,7 +348,7 @@ def _say_fallback(e: Any) -> None:
     ``torch`` where onnxruntime is missing; ``onnx`` on a CPU with native bfloat16 where
     OpenVINO is missing.
     """
-    from ingestd.store.embedding.cpu import native_bf16
+    from ingestd.store.embedding.runtimes.cpu import native_bf16
 
     global _fallback_said
     if _fallback_said or "backend" in e.model_fields_set or e.device != "cpu":

@@ -24,8 +24,8 @@ import pytest
 
 from ingestd.daemon.config.models import default_backend
 from ingestd.store.embedding.embedder import BUNDLED_MODEL, model_info
-from ingestd.store.embedding.onnx_export import cached_export
-from ingestd.store.embedding.recipes import RECIPES, TORCH_EXPORT
+from ingestd.store.embedding.graphs.onnx_export import cached_export
+from ingestd.store.embedding.graphs.recipes import RECIPES, TORCH_EXPORT
 from tests.daemon.harness import FAST_WATCH
 from tests.helpers import copy_tree, run_cli, start_ingestd_run, wait_for
 
@@ -61,7 +61,7 @@ def _phase(state: Path, config: Path) -> str:
 #: through torch (the recipes' dict is shared by every module that reads it).
 BEFORE_THE_BUILDER = (
     "import sys\n"
-    "from ingestd.store.embedding.recipes import RECIPES, TORCH_EXPORT\n"
+    "from ingestd.store.embedding.graphs.recipes import RECIPES, TORCH_EXPORT\n"
     "RECIPES['onnx'] = RECIPES['openvino'] = TORCH_EXPORT\n"
     "from ingestd.daemon.cli import main\n"
     "sys.exit(main())\n"

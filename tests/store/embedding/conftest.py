@@ -11,7 +11,7 @@ import pytest
 
 from ingestd.daemon.config import load_config
 from ingestd.store.embedding.embedder import BUNDLED_MODEL, model_info
-from ingestd.store.embedding.onnx_export import ensure_exported
+from ingestd.store.embedding.graphs.onnx_export import ensure_exported
 from tests.helpers import CORPORA, MD_DOCS
 
 

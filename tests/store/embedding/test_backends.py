@@ -22,18 +22,22 @@ import pytest
 
 from ingestd.daemon.config import ConfigError, load_config
 from ingestd.daemon.config.models import default_backend
-from ingestd.store.embedding import onnx_cache, onnx_export
 from ingestd.store.embedding.backends import INT8_SETTINGS, RECIPES, backend_fingerprint
-from ingestd.store.embedding.cpu import native_bf16
 from ingestd.store.embedding.embedder import (
     BUNDLED_MODEL,
     SentenceTransformerEmbedder,
     load_embedder,
     model_info,
 )
-from ingestd.store.embedding.onnx import OnnxEmbedder
-from ingestd.store.embedding.onnx_export import cached_export, ensure_artifact, ensure_exported
-from ingestd.store.embedding.onnx_runtime import load_tokenizer
+from ingestd.store.embedding.graphs import onnx_cache, onnx_export
+from ingestd.store.embedding.graphs.onnx_export import (
+    cached_export,
+    ensure_artifact,
+    ensure_exported,
+)
+from ingestd.store.embedding.runtimes.cpu import native_bf16
+from ingestd.store.embedding.runtimes.onnx import OnnxEmbedder
+from ingestd.store.embedding.runtimes.onnx_runtime import load_tokenizer
 from tests.helpers import MD_DOCS, REPO, wait_for
 
 #: The fingerprint of the bundled model's files, as stores made before backends
@@ -243,7 +247,7 @@ def test_two_processes_building_at_once_build_once(tmp_path: Path) -> None:
         """
         import os, sys, time
         from pathlib import Path
-        from ingestd.store.embedding.onnx_export import ensure_artifact
+        from ingestd.store.embedding.graphs.onnx_export import ensure_artifact
 
         path, log = Path(sys.argv[1]), Path(sys.argv[2])
         go = Path(sys.argv[3])
@@ -305,7 +309,7 @@ def test_the_built_graphs_vectors_equal_sentence_transformers_vectors(
     sentence-transformers' vectors of real chunks of the four corpora (and of whole pages,
     truncated) to cosine 0.9999; OpenVINO in bfloat16 to the invariant's 0.999.
     (``bench/graph_equivalence.py``: 500 chunks of each corpus.)"""
-    from ingestd.store.embedding import openvino
+    from ingestd.store.embedding.runtimes import openvino
 
     if precision == "bf16" and not native_bf16():
         pytest.skip("this CPU has no native bfloat16")
@@ -469,7 +473,7 @@ def test_a_model_the_builder_does_not_know_is_exported_through_torch(tmp_path: P
     from click.testing import CliRunner
 
     from ingestd.daemon.cli.main import cli
-    from ingestd.store.embedding.sentence_transformer import SentenceTransformerEmbedder
+    from ingestd.store.embedding.runtimes.sentence_transformer import SentenceTransformerEmbedder
     from tests.helpers import model_the_builder_lacks
 
     model = model_the_builder_lacks(tmp_path / "model")

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ingestd.store.embedding.bert import (
+from ingestd.store.embedding.embedder import BUNDLED_MODEL, model_info
+from ingestd.store.embedding.graphs.bert import (
     ACTIVATIONS,
     TORCH_EXTRA,
     UnsupportedModelError,
@@ -29,10 +30,9 @@ from ingestd.store.embedding.bert import (
     read_architecture,
     unsupported,
 )
-from ingestd.store.embedding.bert_graph import INPUTS, OUTPUT, build_graph
-from ingestd.store.embedding.bert_reference import _act, reference_vectors
-from ingestd.store.embedding.embedder import BUNDLED_MODEL, model_info
-from ingestd.store.embedding.recipes import RECIPES
+from ingestd.store.embedding.graphs.bert_graph import INPUTS, OUTPUT, build_graph
+from ingestd.store.embedding.graphs.bert_reference import _act, reference_vectors
+from ingestd.store.embedding.graphs.recipes import RECIPES
 from tests.helpers import model_the_builder_lacks
 
 pytestmark = pytest.mark.engine("edge")  # no store involved
@@ -119,7 +119,7 @@ def _run(graph: Any, encodings: Any) -> Any:
     """The graph's vectors of the texts: one padded batch, and each text alone."""
     import onnxruntime as ort
 
-    from ingestd.store.embedding.onnx_runtime import pad_batch
+    from ingestd.store.embedding.runtimes.onnx_runtime import pad_batch
 
     session = ort.InferenceSession(graph.SerializeToString(), providers=["CPUExecutionProvider"])
     batch = session.run(None, pad_batch(encodings, INPUTS))[0]
@@ -234,7 +234,7 @@ def test_each_activation_is_the_function_transformers_names(act: str) -> None:
 
 def _one_layer(arch: Any) -> dict[str, Any]:
     """Weights of a one-layer model of the bundled model's sizes (zeros: shapes only)."""
-    from ingestd.store.embedding.bert import _expected
+    from ingestd.store.embedding.graphs.bert import _expected
 
     return {
         k: np.zeros(shape, dtype=np.float32)

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from ingestd.daemon.config.embedding import EmbeddingConfig, default_backend
-from ingestd.store.embedding.cpu import BF16_ENV, cpu_flags, native_bf16
 from ingestd.store.embedding.embedder import BUNDLED_MODEL, load_embedder, model_info
-from ingestd.store.embedding.onnx import OnnxEmbedder
-from ingestd.store.embedding.onnx_runtime import longest_first
-from ingestd.store.embedding.openvino import OpenVinoEmbedder, OpenVinoSession
+from ingestd.store.embedding.runtimes.cpu import BF16_ENV, cpu_flags, native_bf16
+from ingestd.store.embedding.runtimes.onnx import OnnxEmbedder
+from ingestd.store.embedding.runtimes.onnx_runtime import longest_first
+from ingestd.store.embedding.runtimes.openvino import OpenVinoEmbedder, OpenVinoSession
 
 pytestmark = pytest.mark.engine("edge")  # no store involved
 

@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from ingestd.store.embedding import onnx_export
-from ingestd.store.embedding.cpu import BF16_ENV, native_bf16
 from ingestd.store.embedding.embedder import BUNDLED_MODEL, load_embedder, model_info
-from ingestd.store.embedding.onnx_export import cached_export
-from ingestd.store.embedding.openvino import OpenVinoEmbedder
+from ingestd.store.embedding.graphs import onnx_export
+from ingestd.store.embedding.graphs.onnx_export import cached_export
+from ingestd.store.embedding.runtimes.cpu import BF16_ENV, native_bf16
+from ingestd.store.embedding.runtimes.openvino import OpenVinoEmbedder
 
 pytestmark = pytest.mark.engine("edge")  # no store involved
 
@@ -137,7 +137,7 @@ def test_a_bf16_cpu_without_openvino_embeds_with_onnx_and_says_so_once(
 
 
 def test_inputs_are_padded_to_a_bucket_of_word_pieces() -> None:
-    from ingestd.store.embedding.openvino import BUCKET_TOKENS, bucketed
+    from ingestd.store.embedding.runtimes.openvino import BUCKET_TOKENS, bucketed
 
     ids = np.arange(1, 38, dtype=np.int64)[None, :]  # 37 word pieces
     feed = {"input_ids": ids, "attention_mask": np.ones_like(ids)}

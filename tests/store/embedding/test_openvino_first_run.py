@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from ingestd.store.embedding.embedder import BUNDLED_MODEL, model_info
-from ingestd.store.embedding.onnx_export import cached_export
+from ingestd.store.embedding.graphs.onnx_export import cached_export
 
 pytestmark = [pytest.mark.slow, pytest.mark.engine("edge")]  # no store involved
 
@@ -25,7 +25,7 @@ FIRST_RUN_AT_ONCE = """
 import sys, threading
 import numpy as np
 import openvino as ov
-from ingestd.store.embedding.openvino import OpenVinoSession
+from ingestd.store.embedding.runtimes.openvino import OpenVinoSession
 
 streams = 8
 compiled = ov.Core().compile_model(

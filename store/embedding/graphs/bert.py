@@ -1,7 +1,7 @@
 """A BERT sentence-transformers model read from its own files: its architecture and weights.
 
-What ingestd's graph builder (:mod:`~ingestd.store.embedding.bert_graph`) and its float64
-reference (:mod:`~ingestd.store.embedding.bert_reference`) know of a model folder comes
+What ingestd's graph builder (:mod:`~ingestd.store.embedding.graphs.bert_graph`) and its float64
+reference (:mod:`~ingestd.store.embedding.graphs.bert_reference`) know of a model folder comes
 from the files sentence-transformers itself reads, never from code of the model's:
 
 * ``modules.json``: the module chain, a ``Transformer``, a ``Pooling`` and optionally a

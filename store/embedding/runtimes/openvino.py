@@ -1,10 +1,10 @@
 """The ``openvino`` backend's embedder: the checked float32 ONNX graph compiled by OpenVINO.
 
 :class:`OpenVinoEmbedder` is the ``onnx`` backend's embedder
-(:class:`~ingestd.store.embedding.onnx.OnnxEmbedder`: the same graph file, exported
+(:class:`~ingestd.store.embedding.runtimes.onnx.OnnxEmbedder`: the same graph file, exported
 once in the background, each text run alone and unpadded) with OpenVINO in place of
 onnxruntime as the runtime. On a CPU that multiplies bfloat16 natively (AMX or
-AVX512-BF16, :func:`~ingestd.store.embedding.cpu.native_bf16`) OpenVINO runs
+AVX512-BF16, :func:`~ingestd.store.embedding.runtimes.cpu.native_bf16`) OpenVINO runs
 the matrix products in bfloat16 with float32 accumulation
 (``INFERENCE_PRECISION_HINT=bf16``, OpenVINO's documented default on such CPUs);
 elsewhere in float32.
@@ -12,7 +12,7 @@ elsewhere in float32.
 Its vectors must still be torch's: when the session opens, the graph's vectors of the
 export's probe texts are compared with torch's vectors of them, kept in the export's
 record. Every cosine must reach
-:data:`~ingestd.store.embedding.onnx_export.MIN_FLOAT32_COSINE` (0.999, the bound the
+:data:`~ingestd.store.embedding.graphs.onnx_export.MIN_FLOAT32_COSINE` (0.999, the bound the
 ``onnx`` graph is held to; measured 0.99996 minimum in bfloat16 with the bundled model).
 Where one does not, the log says so once and onnxruntime runs the graph instead (the
 ``onnx`` backend: the same fingerprint, nothing in the store changes).
@@ -30,9 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ingestd.store.embedding.cpu import native_bf16
-from ingestd.store.embedding.onnx import OnnxEmbedder
-from ingestd.store.embedding.onnx_runtime import pad_batch
+from ingestd.store.embedding.runtimes.cpu import native_bf16
+from ingestd.store.embedding.runtimes.onnx import OnnxEmbedder
+from ingestd.store.embedding.runtimes.onnx_runtime import pad_batch
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -75,7 +75,7 @@ class OpenVinoSession:
 
     Each :meth:`run` takes an idle infer request (made when none is idle) and runs it
     synchronously, the GIL let go meanwhile: threads that run at once each keep one
-    stream busy (:meth:`~ingestd.store.embedding.onnx_runtime.OnnxRunner.run_feeds`).
+    stream busy (:meth:`~ingestd.store.embedding.runtimes.onnx_runtime.OnnxRunner.run_feeds`).
     No Python callback runs on OpenVINO's threads (``AsyncInferQueue``'s does): a
     stream thread that needs the GIL while another thread holding it lets the compiled
     model go deadlocks both.
@@ -133,7 +133,7 @@ class OpenVinoSession:
 class OpenVinoEmbedder(OnnxEmbedder):
     """The ``onnx`` embedder with OpenVINO as the runtime (see the module docstring).
 
-    Takes :class:`~ingestd.store.embedding.onnx.OnnxEmbedder`'s arguments; ``threads`` is
+    Takes :class:`~ingestd.store.embedding.runtimes.onnx.OnnxEmbedder`'s arguments; ``threads`` is
     the number of OpenVINO streams of one thread each, texts embedded at once (``None``:
     one per core this process may use). Returns ``(n, dim)`` float32 unit vectors.
 
@@ -147,7 +147,7 @@ class OpenVinoEmbedder(OnnxEmbedder):
     precision: str | None = None
     probe_cosine: float | None = None
     #: Compute in bfloat16 (``True``) or float32 (``False``); ``None``: in bfloat16 where
-    #: the CPU multiplies it natively (:func:`~ingestd.store.embedding.cpu.native_bf16`).
+    #: the CPU multiplies it natively (:func:`~ingestd.store.embedding.runtimes.cpu.native_bf16`).
     #: Read when the session opens.
     bf16: bool | None = None
 
@@ -167,7 +167,7 @@ class OpenVinoEmbedder(OnnxEmbedder):
             return super().open_session(path, tokenizer)
         import openvino as ov
 
-        from ingestd.store.embedding.onnx_export import (
+        from ingestd.store.embedding.graphs.onnx_export import (
             MIN_FLOAT32_COSINE,
             PROBE_TEXTS,
             export_record,

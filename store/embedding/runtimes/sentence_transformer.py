@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ingestd.store.embedding.backends import BackendUnavailableError
-from ingestd.store.embedding.bert import TORCH_EXTRA
+from ingestd.store.embedding.graphs.bert import TORCH_EXTRA
 from ingestd.store.embedding.model import ModelInfo, Vectors
 
 __all__ = ["ONEDNN_PRIMITIVE_CACHE_CAPACITY", "SentenceTransformerEmbedder"]

@@ -3,8 +3,8 @@
 :func:`reference_vectors` is the forward pass of transformers' ``BertModel`` followed by
 sentence-transformers' ``Pooling`` and ``Normalize``, written out plainly for one text at
 a time (no padding, so no mask), in float64, from the same weights
-(:func:`ingestd.store.embedding.bert.load_weights`). It shares no code with the graph
-builder (:mod:`~ingestd.store.embedding.bert_graph`): a graph built wrong disagrees with
+(:func:`ingestd.store.embedding.graphs.bert.load_weights`). It shares no code with the graph
+builder (:mod:`~ingestd.store.embedding.graphs.bert_graph`): a graph built wrong disagrees with
 it. It is what a new graph is checked against when it is built, and what OpenVINO checks
 its own vectors against each time it opens the graph (the probe vectors of the artifact's
 record), so neither check needs torch. The tests check it against sentence-transformers.
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from ingestd.store.embedding.bert import BertArchitecture
+    from ingestd.store.embedding.graphs.bert import BertArchitecture
 
 __all__ = ["reference_vectors"]
 
@@ -100,8 +100,9 @@ def reference_vectors(
     """The model's sentence vectors of already tokenised texts, in float64.
 
     Args:
-        arch: the model's architecture (:func:`ingestd.store.embedding.bert.read_architecture`).
-        weights: its tensors (:func:`ingestd.store.embedding.bert.load_weights`), any
+        arch: the model's architecture
+            (:func:`ingestd.store.embedding.graphs.bert.read_architecture`).
+        weights: its tensors (:func:`ingestd.store.embedding.graphs.bert.load_weights`), any
             float type; each is widened to float64 where it is used (the word embeddings:
             the rows of the text's word pieces), so no float64 copy of them all is kept.
         encodings: per text, its word piece ids and token type ids (truncated already,

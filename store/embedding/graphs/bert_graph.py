@@ -2,7 +2,7 @@
 
 :func:`build_graph` writes, with the ``onnx`` package's helper API and numpy alone, the
 computation transformers' ``BertModel`` and sentence-transformers' ``Pooling`` and
-``Normalize`` modules run (the architecture read by :mod:`~ingestd.store.embedding.bert`):
+``Normalize`` modules run (the architecture read by :mod:`~ingestd.store.embedding.graphs.bert`):
 
 * embeddings: word + position (``0 .. n-1``) + token type, then a layer norm;
 * each encoder layer: multi-head self-attention (scaled dot product, the attention mask
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 if TYPE_CHECKING:
-    from ingestd.store.embedding.bert import BertArchitecture
+    from ingestd.store.embedding.graphs.bert import BertArchitecture
 
 __all__ = ["INPUTS", "OPSET", "OUTPUT", "build_graph"]
 
@@ -201,8 +201,9 @@ def build_graph(arch: BertArchitecture, weights: dict[str, Any]) -> Any:
     """The model's ONNX graph (see the module docstring).
 
     Args:
-        arch: the model's architecture (:func:`ingestd.store.embedding.bert.read_architecture`).
-        weights: its tensors (:func:`ingestd.store.embedding.bert.load_weights`).
+        arch: the model's architecture
+            (:func:`ingestd.store.embedding.graphs.bert.read_architecture`).
+        weights: its tensors (:func:`ingestd.store.embedding.graphs.bert.load_weights`).
 
     Returns:
         An ``onnx.ModelProto`` (opset :data:`OPSET`). It is not run through

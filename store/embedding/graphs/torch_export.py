@@ -4,8 +4,8 @@ The graph is the model's own module chain as sentence-transformers loads it
 (``modules.json``: the transformer, its pooling, its normalisation), traced by
 ``torch.onnx.export``; its output is the sentence embedding. It needs the ``torch``
 extra (torch, transformers, sentence-transformers). BERT models are built without it
-(:mod:`ingestd.store.embedding.bert_graph`); this export made the bundled model's graph
-before (the recipe :data:`~ingestd.store.embedding.recipes.TORCH_EXPORT`, which the
+(:mod:`ingestd.store.embedding.graphs.bert_graph`); this export made the bundled model's graph
+before (the recipe :data:`~ingestd.store.embedding.graphs.recipes.TORCH_EXPORT`, which the
 benchmarks still compare with). Nothing is downloaded. Importing this module imports
 neither torch nor sentence-transformers.
 """
@@ -20,12 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ingestd.store.embedding.bert import TORCH_EXTRA, unsupported
-from ingestd.store.embedding.onnx_cache import PROBE_TEXTS, ExportError
+from ingestd.store.embedding.graphs.bert import TORCH_EXTRA, unsupported
+from ingestd.store.embedding.graphs.onnx_cache import PROBE_TEXTS, ExportError
 
 if TYPE_CHECKING:
+    from ingestd.store.embedding.graphs.recipes import OnnxRecipe
     from ingestd.store.embedding.model import ModelInfo
-    from ingestd.store.embedding.recipes import OnnxRecipe
 
 __all__ = ["export_through_torch", "load_sentence_transformer", "torch_missing"]
 
@@ -100,7 +100,7 @@ def export_through_torch(
 
     Returns:
         The graph's input names, and sentence-transformers' unit vectors of
-        :data:`~ingestd.store.embedding.onnx_cache.PROBE_TEXTS` (float32, the reference
+        :data:`~ingestd.store.embedding.graphs.onnx_cache.PROBE_TEXTS` (float32, the reference
         the caller checks the graph against).
 
     Raises:
@@ -109,7 +109,7 @@ def export_through_torch(
     st = load_sentence_transformer(info, recipe.attention)
     import torch
 
-    from ingestd.store.embedding.onnx_runtime import load_tokenizer, pad_batch
+    from ingestd.store.embedding.runtimes.onnx_runtime import load_tokenizer, pad_batch
 
     names = _input_names(st)
 

@@ -1,7 +1,7 @@
 """How the ONNX backends' graphs are made: :class:`OnnxRecipe`, and the int8 settings.
 
 Every field of a recipe changes the graph: a recipe names the graph's file in the cache
-(:func:`ingestd.store.embedding.onnx_cache.artifact_path`) and is part of the model
+(:func:`ingestd.store.embedding.graphs.onnx_cache.artifact_path`) and is part of the model
 fingerprint of ``onnx-int8``, whose vectors are its own. The float32 graphs make the
 reference's vectors whatever their recipe, so ``onnx`` and ``openvino`` have the model
 files' fingerprint (:mod:`ingestd.store.embedding.onnx_backend`). This module imports
@@ -68,7 +68,7 @@ class OnnxRecipe:
     Attributes:
         opset: ONNX opset of the graph.
         exporter: ``builder`` (ingestd's own graph of a BERT model, written from its
-            weights with the ``onnx`` package: :mod:`ingestd.store.embedding.bert_graph`,
+            weights with the ``onnx`` package: :mod:`ingestd.store.embedding.graphs.bert_graph`,
             no torch), ``torchscript`` (``torch.onnx.export(..., dynamo=False)`` of the
             model's own code, whose graph onnxruntime's optimizer fuses fully; the ``torch``
             extra) or ``dynamo``.

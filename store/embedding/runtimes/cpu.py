@@ -1,7 +1,7 @@
 """What the CPU can do for the embedding backends, from ``/proc/cpuinfo`` (nothing imported).
 
 :func:`native_bf16` decides the precision the ``openvino`` backend computes in
-(:mod:`ingestd.store.embedding.openvino`), and whether a daemon without OpenVINO says
+(:mod:`ingestd.store.embedding.runtimes.openvino`), and whether a daemon without OpenVINO says
 once that the ``openvino`` extra would embed about three times as fast
 (:mod:`ingestd.daemon.sync.profiles.profiles`). ``$INGESTD_CPU_BF16`` (:data:`BF16_ENV`)
 overrides what the flags say: ``0`` makes this CPU act as one without native bfloat16

@@ -2,8 +2,8 @@
 
 Importing this module imports neither torch nor onnxruntime; the session is opened on
 the first text that needs a vector. Running a graph is
-:class:`ingestd.store.embedding.onnx_runtime.OnnxRunner`'s part; making it is
-:mod:`ingestd.store.embedding.onnx_export`'s.
+:class:`ingestd.store.embedding.runtimes.onnx_runtime.OnnxRunner`'s part; making it is
+:mod:`ingestd.store.embedding.graphs.onnx_export`'s.
 
 The first use on a machine makes the graph, once (the file is cached), in a process of
 its own, so that its memory goes back to the system when it ends:
@@ -35,9 +35,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingestd.store.embedding.backends import default_cache_dir
-from ingestd.store.embedding.onnx_runtime import OnnxRunner
-from ingestd.store.embedding.recipes import RECIPES
-from ingestd.store.embedding.torch_export import torch_missing
+from ingestd.store.embedding.graphs.recipes import RECIPES
+from ingestd.store.embedding.graphs.torch_export import torch_missing
+from ingestd.store.embedding.runtimes.onnx_runtime import OnnxRunner
 
 if TYPE_CHECKING:
     from ingestd.store.embedding.model import ModelInfo, Vectors
@@ -69,7 +69,7 @@ def graph_process(info: ModelInfo, cache_dir: Path, stderr: Any) -> subprocess.P
     # numpy's BLAS threads spin while they wait: on a busy machine one thread ran the
     # float64 reference four times as fast as two
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
-    cmd = [sys.executable, "-m", "ingestd.store.embedding.onnx_export"]
+    cmd = [sys.executable, "-m", "ingestd.store.embedding.graphs.onnx_export"]
     # the model's name: model_info resolves it again, to the same file name
     how = ["torch"] if info.recipe is not None and info.recipe.exporter != "builder" else []
     return subprocess.Popen(
@@ -90,10 +90,14 @@ def make_graph(info: ModelInfo, cache_dir: Path) -> tuple[Path, dict[str, Any]]:
     (benchmarks) is made in this process.
 
     Raises:
-        ingestd.store.embedding.onnx_export.ExportError: the graph cannot be made (the
+        ingestd.store.embedding.graphs.onnx_export.ExportError: the graph cannot be made (the
             process's last line says why).
     """
-    from ingestd.store.embedding.onnx_export import ExportError, cached_export, ensure_exported
+    from ingestd.store.embedding.graphs.onnx_export import (
+        ExportError,
+        cached_export,
+        ensure_exported,
+    )
 
     if info.recipe is not None and info.recipe.exporter != "builder":
         why = torch_missing(info)
@@ -128,7 +132,7 @@ class OnnxEmbedder(OnnxRunner):
             text waits for the export. A built graph is always waited for.
 
     Returns ``(n, dim)`` float32 L2-normalised vectors, like
-    :class:`ingestd.store.embedding.sentence_transformer.SentenceTransformerEmbedder`.
+    :class:`ingestd.store.embedding.runtimes.sentence_transformer.SentenceTransformerEmbedder`.
 
     Each text runs alone, unpadded. An int8 graph needs it: its activations are
     quantised with one scale per tensor, so in a batch a text's vector would depend on
@@ -181,7 +185,7 @@ class OnnxEmbedder(OnnxRunner):
         Called once, when the session is opened (:func:`make_graph`).
 
         Raises:
-            ingestd.store.embedding.onnx_export.ExportError: the graph cannot be made.
+            ingestd.store.embedding.graphs.onnx_export.ExportError: the graph cannot be made.
         """
         return make_graph(self.info, self.cache_dir)[0]
 
@@ -191,7 +195,7 @@ class OnnxEmbedder(OnnxRunner):
         """Whether the session can open now without exporting (opens nothing)."""
         if self._session is not None or self.path is not None:
             return True
-        from ingestd.store.embedding.onnx_export import cached_export
+        from ingestd.store.embedding.graphs.onnx_export import cached_export
 
         found = cached_export(self.info, self.cache_dir)
         if found is not None:
@@ -250,7 +254,7 @@ class OnnxEmbedder(OnnxRunner):
         if self._fallback is None:
             from dataclasses import replace
 
-            from ingestd.store.embedding.sentence_transformer import (
+            from ingestd.store.embedding.runtimes.sentence_transformer import (
                 SentenceTransformerEmbedder,
             )
 

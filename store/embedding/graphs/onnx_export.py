@@ -1,17 +1,17 @@
 """The ONNX graph of a sentence-transformers model, made offline once, checked, cached.
 
 A BERT model's graph is built by ingestd from the model's own files
-(:mod:`~ingestd.store.embedding.bert`, :mod:`~ingestd.store.embedding.bert_graph`: the
+(:mod:`~ingestd.store.embedding.graphs.bert`, :mod:`~ingestd.store.embedding.graphs.bert_graph`: the
 ``onnx`` package and numpy, no torch) and checked against an independent float64 numpy
-forward pass of the same weights (:mod:`~ingestd.store.embedding.bert_reference`); the
+forward pass of the same weights (:mod:`~ingestd.store.embedding.graphs.bert_reference`); the
 graph of any other model is exported through torch
-(:mod:`~ingestd.store.embedding.torch_export`, the ``torch`` extra) and checked against
+(:mod:`~ingestd.store.embedding.graphs.torch_export`, the ``torch`` extra) and checked against
 sentence-transformers. Either graph is then fused by onnxruntime's transformer optimizer
 (part of onnxruntime) and, for ``onnx-int8``, quantised by ``onnxruntime.quantization``.
 Nothing is downloaded.
 
 The reference's vectors of the probe texts are kept in the artifact's record
-(:mod:`~ingestd.store.embedding.onnx_cache`), so that OpenVINO checks its own vectors of
+(:mod:`~ingestd.store.embedding.graphs.onnx_cache`), so that OpenVINO checks its own vectors of
 the graph against them each time it opens it, torch or not.
 """
 
@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ingestd.store.embedding.onnx_cache import (
+from ingestd.store.embedding.graphs.onnx_cache import (
     MIN_FLOAT32_COSINE,
     PROBE_TEXTS,
     ExportError,
@@ -37,10 +37,10 @@ from ingestd.store.embedding.onnx_cache import (
     ensure_artifact,
     export_record,
 )
-from ingestd.store.embedding.recipes import RECIPES, OnnxRecipe
+from ingestd.store.embedding.graphs.recipes import RECIPES, OnnxRecipe
 
 if TYPE_CHECKING:
-    from ingestd.store.embedding.bert import BertArchitecture
+    from ingestd.store.embedding.graphs.bert import BertArchitecture
     from ingestd.store.embedding.model import ModelInfo
 
 __all__ = [
@@ -121,10 +121,14 @@ def _build(info: ModelInfo, recipe: OnnxRecipe) -> tuple[Any, BertArchitecture, 
     Raises:
         ExportError: the builder does not know the model, or its weights do not fit.
     """
-    from ingestd.store.embedding.bert import UnsupportedModelError, load_weights, read_architecture
-    from ingestd.store.embedding.bert_graph import OPSET, build_graph
-    from ingestd.store.embedding.bert_reference import reference_vectors
-    from ingestd.store.embedding.onnx_runtime import load_tokenizer
+    from ingestd.store.embedding.graphs.bert import (
+        UnsupportedModelError,
+        load_weights,
+        read_architecture,
+    )
+    from ingestd.store.embedding.graphs.bert_graph import OPSET, build_graph
+    from ingestd.store.embedding.graphs.bert_reference import reference_vectors
+    from ingestd.store.embedding.runtimes.onnx_runtime import load_tokenizer
 
     if recipe.opset != OPSET:
         raise ExportError(f"the graph builder writes opset {OPSET}, not {recipe.opset}")
@@ -156,7 +160,7 @@ def _make_float32(info: ModelInfo, recipe: OnnxRecipe, out: Path) -> dict[str, A
             heads, hidden = arch.heads, arch.hidden
             names: tuple[str, ...] = tuple(i.name for i in graph.graph.input)
         else:
-            from ingestd.store.embedding.torch_export import export_through_torch
+            from ingestd.store.embedding.graphs.torch_export import export_through_torch
 
             names, want = export_through_torch(info, recipe, raw)
             graph, (heads, hidden) = raw, _sizes(info)
@@ -324,7 +328,7 @@ def _probe(info: ModelInfo, path: Path, names: tuple[str, ...], want: Any) -> An
     """
     import onnxruntime as ort
 
-    from ingestd.store.embedding.onnx_runtime import OnnxRunner, load_tokenizer, pad_batch
+    from ingestd.store.embedding.runtimes.onnx_runtime import OnnxRunner, load_tokenizer, pad_batch
 
     want = np.asarray(want, dtype=np.float64)
     want /= np.linalg.norm(want, axis=1, keepdims=True)
@@ -342,7 +346,7 @@ def _probe(info: ModelInfo, path: Path, names: tuple[str, ...], want: Any) -> An
 def main(argv: list[str] | None = None) -> int:
     """Make one model's graph in a cache folder: the process the embedders start for it.
 
-    ``python -m ingestd.store.embedding.onnx_export MODEL BACKEND CACHE_DIR [torch]``
+    ``python -m ingestd.store.embedding.graphs.onnx_export MODEL BACKEND CACHE_DIR [torch]``
     makes the backend's own recipe of ``MODEL`` (a bundled name or a model folder), with
     the graph exported through torch if ``torch`` is given or the builder does not know
     the model (:meth:`~ingestd.store.embedding.onnx_backend.OnnxBackend.model_info`). Run in a

@@ -8,7 +8,7 @@ partial or corrupt file is rebuilt. Builds write to a temporary file and rename 
 place under an exclusive ``flock``, so two processes building at once neither corrupt
 the cache nor both do the work.
 
-How a graph is made is :mod:`ingestd.store.embedding.onnx_export`'s part. This module
+How a graph is made is :mod:`ingestd.store.embedding.graphs.onnx_export`'s part. This module
 imports nothing heavy.
 """
 
@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingestd.chunkers.errors import ModelError
-from ingestd.store.embedding.recipes import RECIPES, OnnxRecipe, derived_fingerprint
+from ingestd.store.embedding.graphs.recipes import RECIPES, OnnxRecipe, derived_fingerprint
 
 if TYPE_CHECKING:
     from ingestd.store.embedding.model import ModelInfo
@@ -45,7 +45,7 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 #: Texts a new graph embeds to be checked against the reference (the float64 forward pass
-#: of :mod:`~ingestd.store.embedding.bert_reference`, or torch for a graph exported through
+#: of :mod:`~ingestd.store.embedding.graphs.bert_reference`, or torch for a graph exported through
 #: it), and OpenVINO each time it opens one; the last is longer than max_seq_length, so
 #: truncation is compared too.
 PROBE_TEXTS: tuple[str, ...] = (

@@ -2,8 +2,8 @@
 
 Importing this module imports neither torch nor onnxruntime; the session is opened on
 the first text that needs a vector. :class:`OnnxRunner` runs a graph file it is given
-(the export checks a new graph with it, :mod:`ingestd.store.embedding.onnx_export`);
-:class:`ingestd.store.embedding.onnx.OnnxEmbedder` exports the graph first when the
+(the export checks a new graph with it, :mod:`ingestd.store.embedding.graphs.onnx_export`);
+:class:`ingestd.store.embedding.runtimes.onnx.OnnxEmbedder` exports the graph first when the
 cache lacks it.
 """
 
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ingestd.store.embedding.cpu import usable_cores
+from ingestd.store.embedding.runtimes.cpu import usable_cores
 
 if TYPE_CHECKING:
     from tokenizers import Encoding, Tokenizer
@@ -81,7 +81,7 @@ class OnnxRunner:
         locate: called once, on first use, when ``path`` is ``None``: returns the
             ``.onnx`` file (e.g. exporting it first).
         batch_size: accepted for the torch embedder's interface; each text runs
-            alone (see :class:`ingestd.store.embedding.onnx.OnnxEmbedder`).
+            alone (see :class:`ingestd.store.embedding.runtimes.onnx.OnnxEmbedder`).
         threads: how many texts run at once, one thread each (``None``: one per core
             this process may use).
         quiet: log the opening of the session at debug level, not info (a probe).
@@ -91,7 +91,7 @@ class OnnxRunner:
 
     Each run has one thread (onnxruntime's ``intra_op_num_threads=1``), and ``threads``
     runs go at once on one session (its ``run`` is thread-safe and lets the GIL go), as
-    OpenVINO's streams do (:mod:`ingestd.store.embedding.openvino`): no thread waits for
+    OpenVINO's streams do (:mod:`ingestd.store.embedding.runtimes.openvino`): no thread waits for
     another inside a text, where threads that share one text meet at every operator.
     """
 
