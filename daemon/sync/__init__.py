@@ -5,4 +5,9 @@ crash-safe order, healing drift between the manifest and the store, and verifyin
 against a from-scratch ingest. :class:`~ingestd.daemon.sync.engine.Engine` composes
 the parts; everything here is an optimisation of "ingest everything from scratch"
 that must not change its result.
+
+One subpackage per step of the write path, each saying what it owns: ``planning``,
+``preparing``, ``writing``; the state the engine owns (``state``), checks and repairs
+(``healing``) and the profiles that decide a collection's points (``profiles``). The
+engine, the context its parts share and the data they pass stay here.
 """
