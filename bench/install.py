@@ -8,7 +8,8 @@ backend), ``openvino``, the same and then ``pip install '.[openvino]'`` (the
 
 * a clean ``git clone`` of this repository's committed HEAD, a fresh virtualenv;
 * **install**: wall seconds of the pip commands (the package registries as configured;
-  a warm pip cache, as on a machine that installed before), the packages pulled, the
+  a warm pip cache, as on a machine that installed before) and their CPU seconds (user
+  + system, which a busy machine does not stretch), the packages pulled, the
   venv's size on disk (and the bytecode pip compiled into it) and its largest packages;
 * **--help**: median wall seconds of ``ingestd --help`` over ``--runs`` runs, beside
   ``python -c pass`` in the same rounds (the import cost);
@@ -53,6 +54,14 @@ TARGETS = {"venv MB": 600, "install s": 60, "first answer s": 60, "loaded MB": 3
 
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg()) + f" on {os.cpu_count()} cores"
+
+
+def _children_cpu() -> float:
+    """User + system CPU seconds of the finished child processes (and theirs) so far."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def _run(cmd: list[str], **kw: Any) -> subprocess.CompletedProcess[str]:
@@ -216,11 +225,12 @@ def variant(name: str, work: Path, runs: int, cold: bool = False) -> dict[str, A
         "openvino": [*readme_pips(), ["pip", "install", ".[openvino]"]],
         "torch": [["pip", "install", ".[torch]"]],
     }[name]
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _children_cpu()
     for pip in pips:
         cache = ["--no-cache-dir"] if cold else []
         _run([str(venv / "bin" / "pip"), pip[1], *cache, *pip[2:]], cwd=clone, env=env)
     out: dict[str, Any] = {"commit": head, "install s": time.perf_counter() - t0}
+    out["install CPU s"] = _children_cpu() - cpu0
     out["pip cache"] = "cold (--no-cache-dir)" if cold else "warm"
     out["commands"] = " && ".join(" ".join(p) for p in pips)
     listed = json.loads(_run([str(venv / "bin" / "pip"), "list", "--format=json"], env=env).stdout)
@@ -242,6 +252,8 @@ def report(results: dict[str, dict[str, Any]]) -> None:
         print(f"\n{name}: {r['commands']}  (clone of {r['commit']})")
         print(f"  install        {r['install s']:7.1f} s   (target <= {TARGETS['install s']} s; "
               f"pip cache {r['pip cache']})")  # fmt: skip
+        print(f"  install CPU    {r['install CPU s']:7.1f} s   (user + system of the pip "
+              "processes: what the load does not change)")  # fmt: skip
         print(f"  packages       {r['packages']:7d}     torch installed: {r['torch installed']}")
         print(f"  venv           {r['venv MB']:7.0f} MB  (target <= {TARGETS['venv MB']} MB)")
         print(f"  of which       {r['bytecode MB']:7.0f} MB  the bytecode pip compiled "
