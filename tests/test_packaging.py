@@ -232,11 +232,12 @@ def test_without_the_qdrant_client_extra_a_server_and_the_local_engine_name_it(
     light_env: dict[str, str], tmp_path: Path
 ) -> None:
     extra = "pip install 'ingestd[qdrant-client]'"
+    tree = copy_tree(tmp_path / "docs", ["docs/concepts/glossary.md"])
     for name, qdrant in (("server", "url: http://127.0.0.1:9"), ("local", "engine: local")):
         cfg = tmp_path / f"{name}.yaml"
         cfg.write_text(f"qdrant:\n  {qdrant}\n")
-        res = _light(light_env, "ingestd", "search", "--config", str(cfg), "--state-dir",
-                     str(tmp_path / name), "anything", cwd=tmp_path)  # fmt: skip
-        assert res.returncode != 0, res.stdout
+        res = _light(light_env, "ingestd", "resync", "--config", str(cfg), "--state-dir",
+                     str(tmp_path / name), str(tree), cwd=tmp_path)  # fmt: skip
+        assert res.returncode == 1, res.stdout
         lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
         assert len(lines) == 1 and extra in lines[0], res.stderr
