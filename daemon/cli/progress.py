@@ -1,6 +1,6 @@
 """Progress bars on a terminal for the long commands: ``resync``, ``migrate``, ``eval``.
 
-Bars are drawn (by rich, imported only then) when a person watches: stderr is a
+Bars are drawn (by tqdm, imported only then) when a person watches: stderr is a
 terminal and the process does not run under systemd's journal. Each bar shows what a
 sync has done: documents, chunks embedded and the time left at the rate so far.
 
@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable, Hashable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ingestd.daemon.sync.types import SyncProgress
@@ -65,32 +65,34 @@ def progress_bars() -> Iterator[ShowBar]:
     Yields:
         ``show(key, description, done, total, detail)``: creates the bar of ``key``
         or updates it; ``done`` and ``total`` are in one unit (bytes, searches), a
-        ``total`` below 1 counts as 1.
+        ``total`` below 1 counts as 1 and a ``done`` past it as ``total``.
     """
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TaskID, TextColumn
+    from tqdm import tqdm
 
-    tasks: dict[Hashable, TaskID] = {}
-    with Progress(
-        TextColumn("[progress.description]{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[detail]}"),
-        transient=True,
-        console=Console(stderr=True),
-    ) as prog:
+    bars: dict[Hashable, Any] = {}
 
-        def show(key: Hashable, description: str, done: int, total: int, detail: str) -> None:
-            if key not in tasks:
-                tasks[key] = prog.add_task(description, total=max(1, total), detail="")
-            prog.update(
-                tasks[key],
-                description=description,
-                completed=done,
+    def show(key: Hashable, description: str, done: int, total: int, detail: str) -> None:
+        bar = bars.get(key)
+        if bar is None:
+            bar = bars[key] = tqdm(
                 total=max(1, total),
-                detail=detail,
+                desc=description,
+                position=len(bars),
+                leave=False,
+                file=sys.stderr,
+                dynamic_ncols=True,
+                bar_format="{desc} {bar} {percentage:3.0f}%{postfix}",
             )
+        bar.total = max(1, total)
+        bar.n = min(done, bar.total)  # past the total is a full bar, as tqdm draws none
+        bar.set_description_str(description, refresh=False)
+        bar.set_postfix_str(detail)  # redraws the bar: it always shows the last call
 
+    try:
         yield show
+    finally:
+        for bar in reversed(bars.values()):
+            bar.close()
 
 
 @contextlib.contextmanager

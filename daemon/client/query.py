@@ -9,7 +9,8 @@ equal scores ordered by point id, reciprocal rank fusion with ``search.rrf_k``:
 :mod:`ingestd.store.search.fusion`). :class:`QueryBuilder` makes them; ``qdrant_client``
 sends them, so the store must be one qdrant-client opens: a Qdrant server, or a
 local-mode store (``qdrant.engine: local``), never the default embedded Qdrant Edge
-store (``Client.search`` ranks the same on any store)::
+store (``Client.search`` ranks the same on any store). qdrant-client is the
+``qdrant-client`` extra (``pip install 'ingestd[qdrant-client]'``)::
 
     from qdrant_client import QdrantClient
     from ingestd.daemon.client import QueryBuilder

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "LAYOUT",
+    "QDRANT_CLIENT_EXTRA",
     "AliasedCollections",
     "DenseVector",
     "Layout",
@@ -74,6 +75,11 @@ def version_of(physical: str, name: str) -> int | None:
     head, sep, tail = physical.rpartition(_VERSION_SEP)
     number = tail.split("-", 1)[0]
     return int(number) if sep and head == name and number.isdigit() else None
+
+
+#: How to install qdrant-client, which a Qdrant server (``qdrant.url``) and the ``local``
+#: engine need: an extra, since the default engine (Qdrant Edge) does without it.
+QDRANT_CLIENT_EXTRA = "pip install 'ingestd[qdrant-client]'"
 
 
 class StoreUnavailableError(UnavailableError, RuntimeError):

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingestd.store.common.damage import StateDamagedError, is_sqlite_damage
+from ingestd.store.vectors.base import QDRANT_CLIENT_EXTRA
 from ingestd.store.vectors.spec import STORE_PART, EngineSpec, json_damage
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ class LocalEngine(EngineSpec):
     config_key = "path"
     collections_dir = "collection"
     package = "qdrant_client"
-    install_hint = "`pip install qdrant-client`"
+    install_hint = f"`{QDRANT_CLIENT_EXTRA}`"
     durable_updates = True  # each write is a SQLite transaction
 
     def holds_store(self, path: Path) -> bool:

@@ -18,6 +18,7 @@ from typing import Any
 from ingestd.store.search.query import HIDDEN_KEYS, INDEXED_KEYS
 from ingestd.store.search.sparse import SPARSE_VECTOR
 from ingestd.store.vectors.base import (
+    QDRANT_CLIENT_EXTRA,
     Layout,
     StoreReadOnlyError,
     StoreUnavailableError,
@@ -56,7 +57,8 @@ class QdrantCollections(RoutedWrites):
             missing embedded store is read as an empty one, never created.
 
     Raises:
-        StoreUnavailableError: the embedded store is locked by another process.
+        StoreUnavailableError: the embedded store is locked by another process, or
+            qdrant-client is not installed (the message names its extra).
     """
 
     def __init__(
@@ -75,8 +77,13 @@ class QdrantCollections(RoutedWrites):
         self.local = client is None and url is None
         self.engine = "server" if url else "local"
         if client is None:
-            from qdrant_client import QdrantClient
-
+            try:
+                from qdrant_client import QdrantClient
+            except ImportError as exc:
+                where = f"a Qdrant server ({url})" if url else "the local engine"
+                raise StoreUnavailableError(
+                    f"{where} needs qdrant-client, which is not installed: `{QDRANT_CLIENT_EXTRA}`"
+                ) from exc
             if read_only and not url and not (Path(str(path)) / "meta.json").is_file():
                 path = ":memory:"  # nothing stored yet: read as empty, create nothing
             try:

@@ -177,6 +177,21 @@ def test_an_engine_not_installed_says_how_to_install_it(
         open_embedded("memory", StatePaths(tmp_path).engine_folders())
 
 
+@pytest.mark.parametrize("where", ["url", "path"])
+def test_without_qdrant_client_a_server_and_the_local_engine_name_its_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    from ingestd.store.vectors.base import QDRANT_CLIENT_EXTRA, StoreUnavailableError
+    from ingestd.store.vectors.qdrant import QdrantStore
+
+    monkeypatch.setitem(sys.modules, "qdrant_client", None)  # import fails: not installed
+    where_to = {"url": "http://127.0.0.1:9"} if where == "url" else {"path": str(tmp_path)}
+    with pytest.raises(StoreUnavailableError) as err:
+        QdrantStore(**where_to)
+    assert QDRANT_CLIENT_EXTRA in str(err.value) and "\n" not in str(err.value)
+    assert "'ingestd[qdrant-client]'" in engine_spec("local").install_hint
+
+
 def test_rebuild_moves_a_damaged_store_of_any_engine_aside(
     tmp_path: Path, memory_engine: str
 ) -> None:
