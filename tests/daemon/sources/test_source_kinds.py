@@ -10,7 +10,8 @@ speak only to the :class:`~ingestd.daemon.sources.base.Source` interface.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator, Mapping
+import sys
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -18,7 +19,15 @@ import pytest
 
 from ingestd.daemon.config import ConfigError, SourceConfig, load_config
 from ingestd.daemon.sources import kinds
-from ingestd.daemon.sources.base import ChangeMode, FileStat, Scan, is_watched, open_source
+from ingestd.daemon.sources.base import (
+    ChangeMode,
+    FileStat,
+    Scan,
+    Versioned,
+    is_watched,
+    open_source,
+    reader_class,
+)
 from ingestd.daemon.sources.local import LocalFolder, LocalSourceConfig
 from ingestd.daemon.sources.shown import FolderStatus, When
 from ingestd.daemon.sync.engine import Engine
@@ -309,3 +318,76 @@ def test_status_and_sources_ask_the_kind_for_its_lines(
         "mem\tmemory:/mem/docs\tingestd\t1 documents",
         "mem\t1 file(s) in memory",
     ]
+
+
+class VersionedMemory(MemorySource, Versioned):
+    """A ``memory`` source whose documents are ``<version>:<path>`` (a version per prefix)."""
+
+    def versions(self) -> dict[str, str]:
+        return {
+            rel.partition(":")[0]: self.commit_of(rel.partition(":")[0]) or "" for rel in self.docs
+        }
+
+    def commit_of(self, version: str) -> str | None:
+        texts = sorted((r, d) for r, d in self.docs.items() if r.startswith(version + ":"))
+        return hashlib.sha1(repr(texts).encode()).hexdigest() if texts else None
+
+    def commits_off(self, version: str, commits: Iterable[str]) -> set[str]:
+        return set(commits) - {self.commit_of(version)}
+
+
+def test_a_versioned_kind_declares_its_power_and_shares_a_point_between_versions(
+    memory_kind: dict[str, dict[str, bytes]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(
+        kinds.SOURCE_KINDS,
+        "memory",
+        kinds.SourceKind(
+            reader=f"{__name__}:VersionedMemory",
+            config=f"{__name__}:MemorySourceConfig",
+            shown=f"{__name__}:MEMORY_STATUS",
+        ),
+    )
+    page = (MD_DOCS / SMALL_MD[0]).read_bytes()
+    memory_kind["/mem/docs"] = {
+        f"v1:{SMALL_MD[0]}": page,
+        f"v2:{SMALL_MD[0]}": page,
+        "v2:new.md": b"# Only in v2\n\nA page the second version adds.\n",
+    }
+    state = tmp_path / "state"
+    assert _sync(state).indexed == 3
+    points = store_snapshot(state).values()
+    by_path: dict[str, list[Any]] = {}
+    for p in points:
+        by_path.setdefault(p["path"], []).append(p["version"])
+    # the page both versions hold is one set of points, each naming both versions
+    assert {tuple(v) for v in by_path[SMALL_MD[0]]} == {("v1", "v2")}
+    assert {tuple(v) for v in by_path["new.md"]} == {("v2",)}
+    assert all(p["git_commit"] for p in points)
+
+
+def test_a_power_had_but_not_declared_is_refused_when_the_kind_loads(
+    memory_kind: dict[str, dict[str, bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Undeclared(MemorySource):
+        versions = VersionedMemory.versions
+        commit_of = VersionedMemory.commit_of
+        commits_off = VersionedMemory.commits_off
+
+    class Lacking(MemorySource, Versioned):
+        def versions(self) -> dict[str, str]:
+            return {}
+
+    for cls, why in ((Undeclared, "declare it among its bases"), (Lacking, "lacks commit_of")):
+        monkeypatch.setattr(sys.modules[__name__], cls.__name__, cls, raising=False)
+        monkeypatch.setitem(
+            kinds.SOURCE_KINDS,
+            "memory",
+            kinds.SourceKind(
+                reader=f"{__name__}:{cls.__name__}",
+                config=f"{__name__}:MemorySourceConfig",
+                shown=f"{__name__}:MEMORY_STATUS",
+            ),
+        )
+        with pytest.raises(TypeError, match=why):
+            reader_class("memory")
