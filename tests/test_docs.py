@@ -129,12 +129,16 @@ def test_every_command_and_option_is_in_the_commands_reference() -> None:
 
 
 def _config_keys() -> Iterator[tuple[str, str]]:
-    """(section of the reference, key) for every field of the config models."""
+    """(section of the reference, key) for every field of the config models.
+
+    A ``sources[]`` entry is validated by the model its ``kind`` names: every kind's.
+    """
     import typing
 
     from pydantic import BaseModel
 
     from ingestd.daemon.config.models import Config
+    from ingestd.daemon.sources.kinds import SOURCE_KINDS, config_model
 
     def walk(model: type[BaseModel], prefix: str, where: str) -> Iterator[tuple[str, str]]:
         for name, field in model.model_fields.items():
@@ -143,7 +147,11 @@ def _config_keys() -> Iterator[tuple[str, str]]:
                 for a in (field.annotation, *typing.get_args(field.annotation))
                 if isinstance(a, type) and issubclass(a, BaseModel)
             ]
-            if sub and typing.get_origin(field.annotation) is tuple or name in ("sources", "rules"):
+            if name == "sources":
+                yield "Top level", name
+                for kind in SOURCE_KINDS:
+                    yield from walk(config_model(kind), "", f"`{name}[]`")
+            elif sub and typing.get_origin(field.annotation) is tuple or name == "rules":
                 yield "Top level", name
                 yield from walk(sub[0], "", f"`{name}[]`")
             elif sub:

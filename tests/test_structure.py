@@ -252,17 +252,20 @@ def test_each_table_entry_names_one_module_of_its_own(table: str, kind: str) -> 
 
     Each entry names a ``module:attribute`` of the package whose module exists (the
     test-only fakes registered through the same tables are in ``tests/``: a fake
-    engine, backend and source kind pass the store and sync suites).
+    engine, backend and source kind pass the store and sync suites). A source kind's
+    entry names three: its reader, its config model and its status part.
     """
     import importlib
 
     module, _, attr = table.partition(":")
     entries = getattr(importlib.import_module(module), attr)
     known = modules()
-    for name, target in entries.items():
-        where, _, what = target.partition(":")
-        assert where in known, f"{kind} {name!r}: {where} is not a module of ingestd"
-        assert what, f"{kind} {name!r}: {target} names no attribute"
+    for name, entry in entries.items():
+        targets = [entry] if isinstance(entry, str) else [entry.reader, entry.config, entry.shown]
+        for target in targets:
+            where, _, what = target.partition(":")
+            assert where in known, f"{kind} {name!r}: {where} is not a module of ingestd"
+            assert what, f"{kind} {name!r}: {target} names no attribute"
 
 
 def _server_url_reads(tree: ast.Module) -> list[int]:
@@ -316,3 +319,89 @@ def test_server_url_reads_are_found_directly_and_through_a_name() -> None:
         "def g(self):\n    q = self.cfg.qdrant\n    return q.url, q.engine, cfg.manifest.url\n"
     )
     assert _server_url_reads(tree) == [2, 6]
+
+
+def test_each_source_kind_declares_its_config_and_powers_in_modules_of_its_own() -> None:
+    """A source kind's config model and powers are its own modules', found through the table.
+
+    For each entry of ``SOURCE_KINDS``: its config model subclasses ``SourceConfig``
+    in a module that no other kind's entry names (not the shared config module), and
+    its ``kind`` defaults to the kind's name; its reader's powers are declared among its
+    bases and each power's methods are defined in the reader's module (the table's load
+    check refuses a power had but not declared); its status part has every method of
+    ``KindStatus``.
+    """
+    from ingestd.daemon.config.models import SourceConfig
+    from ingestd.daemon.sources import kinds
+    from ingestd.daemon.sources.base import POWERS, reader_class
+    from ingestd.daemon.sources.shown import KindStatus
+
+    def module(target: str) -> str:
+        return target.partition(":")[0]
+
+    status_methods = [n for n, v in vars(KindStatus).items() if callable(v) and n[0] != "_"]
+    assert set(kinds.SOURCE_KINDS) >= {"local", "git"}
+    for name, entry in kinds.SOURCE_KINDS.items():
+        others = {
+            module(t)
+            for k, e in kinds.SOURCE_KINDS.items()
+            if k != name
+            for t in (e.reader, e.config)
+        }
+        model = kinds.config_model(name)
+        assert issubclass(model, SourceConfig) and model is not SourceConfig, name
+        assert model.__module__ == module(entry.config) not in others, name
+        assert model.model_fields["kind"].default == name
+        reader = reader_class(name)  # its powers checked against its declaration
+        assert reader.__module__ == module(entry.reader) not in others, name
+        for power in POWERS:
+            if power in reader.__mro__:
+                methods = [n for n, v in vars(power).items() if callable(v) and n[0] != "_"]
+                where = {
+                    n: next(k for k in reader.__mro__ if n in vars(k)).__module__ for n in methods
+                }
+                assert set(where.values()) == {reader.__module__}, (name, power, where)
+        shown = kinds.load(entry.shown)
+        assert all(callable(getattr(shown, n, None)) for n in status_methods), name
+    powers = {
+        name: {p.__name__ for p in POWERS if p in reader_class(name).__mro__}
+        for name in ("local", "git")
+    }
+    assert powers == {"local": set(), "git": {"Fetched", "Versioned"}}
+
+
+def test_status_parts_of_source_kinds_import_no_pydantic() -> None:
+    """``status`` and ``sources`` ask each kind's status part without the config's machinery."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from ingestd.daemon.sources.kinds import SOURCE_KINDS, load\n"
+        "for kind in SOURCE_KINDS.values(): load(kind.shown)\n"
+        "print(sorted(m for m in ('pydantic', 'yaml', 'ingestd.daemon.sources.gitcmd')"
+        " if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_no_source_power_is_probed_with_getattr() -> None:
+    """A source's powers are asked with ``isinstance`` of their Protocol, not ``getattr``."""
+    from ingestd.daemon.sources.base import POWERS
+
+    names = {n for p in POWERS for n, v in vars(p).items() if callable(v) and n[0] != "_"}
+    names |= {"versioned"}
+    found = []
+    for mod in modules().values():
+        for node in ast.walk(mod.tree()):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr")
+                and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and node.args[1].value in names
+            ):
+                found.append(f"{mod.name}:{node.lineno} {node.args[1].value}")
+    assert found == []

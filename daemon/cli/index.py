@@ -34,7 +34,7 @@ from ingestd.daemon.cli.state import (
     with_manifest_sources,
 )
 from ingestd.daemon.cli.status_text import format_when
-from ingestd.daemon.sources.mirror import mirror_status
+from ingestd.daemon.sources.shown import recorded_status, shown_by
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
@@ -362,20 +362,23 @@ def sources(
                 seed_counts(m, m.path, sd)
             recorded = m.sources() if m is not None else []
             rows = [
-                {"source": s["name"], **s, **m.counts(s["name"])} for s in recorded if m is not None
+                {
+                    "source": s["name"],
+                    **s,
+                    **m.counts(s["name"]),
+                    **recorded_status(Path(s["root"])),
+                }
+                for s in recorded
+                if m is not None
             ]
     if not rows:
         click.echo("no sources")
+    now = time.time()
     for r in rows:
-        repo = r if "refs" in r else mirror_status(Path(r["root"]))
-        where = (repo or {}).get("url") or r["root"]  # a git source: its repository
-        click.echo(f"{r['source']}\t{where}\t{r['collection']}\t{r['documents']} documents")
-        for ref in (repo or {}).get("refs") or []:  # a git source: one line per version
-            fetched = (repo or {}).get("fetched_at")
-            click.echo(
-                f"{r['source']}\tversion {ref['version']}\t{ref['ref']}\t{ref['commit']}"
-                f"\tfetched {format_when(fetched, time.time())}"
-            )
+        kind = shown_by(r)
+        click.echo(f"{r['source']}\t{kind.where(r)}\t{r['collection']}\t{r['documents']} documents")
+        for line in kind.sources_lines(r, lambda t: format_when(t, now)):
+            click.echo(line)
 
 
 @click.command()

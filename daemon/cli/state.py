@@ -180,12 +180,12 @@ def with_manifest_sources(cfg: Config, state_dir: Path, config_given: bool) -> C
     """
     if cfg.sources or config_given:
         return cfg
-    from ingestd.daemon.config import SourceConfig
+    from ingestd.daemon.sources.local import LocalSourceConfig
 
     with manifest_reader(cfg, state_dir) as m:
         recorded = m.sources() if m is not None else []
     sources = tuple(
-        SourceConfig(name=s["name"], root=Path(s["root"]), collection=s["collection"])
+        LocalSourceConfig(name=s["name"], root=Path(s["root"]), collection=s["collection"])
         for s in recorded
     )
     return cfg.model_copy(update={"sources": sources})

@@ -16,6 +16,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from ingestd.daemon.sources.shown import shown_by
+
 __all__ = ["format_age", "format_duration", "format_when", "migration_lines", "status_lines"]
 
 
@@ -156,21 +158,6 @@ def _daemon_lines(d: dict[str, Any], st: dict[str, Any], now: float) -> Iterator
         )
 
 
-def _repo_lines(s: dict[str, Any], now: float) -> Iterator[str]:
-    """A git source's lines: its fetches, then each version and its commit."""
-    if s.get("root_missing"):
-        why = s.get("fetch_error") or "no fetch yet"
-        yield f"  NOT FETCHED: {why}; nothing is synced or deleted"
-    yield f"  last fetch: {format_when(s.get('fetched_at'), now)}"
-    if s.get("failing_since"):
-        yield (
-            f"  FETCH FAILING since {format_when(s['failing_since'], now)}: "
-            f"{s.get('fetch_error')}; nothing is deleted, retried with back-off"
-        )
-    for r in s["refs"]:
-        yield f"  version {r['version']} ({r['ref']}) at {str(r['commit'])[:12]}"
-
-
 def command_line(st: dict[str, Any], command: str, *args: str) -> str:
     """An ``ingestd`` command that works as printed for the state dir of status ``st``.
 
@@ -187,29 +174,14 @@ def command_line(st: dict[str, Any], command: str, *args: str) -> str:
     return shlex.join(["ingestd", command, *flags, "--state-dir", str(st["state_dir"]), *args])
 
 
-def _where_lines(s: dict[str, Any]) -> Iterator[str]:
-    """Where a source's documents come from: its root, or a git source's repository."""
-    name, root = s["source"], s.get("root")
-    if "refs" in s:  # a git source: its root is a mirror in the state dir
-        yield f"  repository: {s.get('url') or '(recorded at its first fetch)'}"
-        return
-    if root and root != name:
-        yield f"  root: {root}"
-    if s.get("root_missing"):
-        yield (
-            f"  ROOT MISSING: {root} is not a folder (unmounted, moved or deleted?); "
-            "nothing is synced or deleted until it is back"
-        )
-
-
 def _source_lines(s: dict[str, Any], now: float, st: dict[str, Any]) -> Iterator[str]:
     name = s["source"]
+    kind = shown_by(s)
     yield f"{name} -> collection {s.get('collection')}"
-    yield from _where_lines(s)
+    yield from kind.where_lines(s)
     for w in s.get("warnings") or []:
         yield f"  warning: {w}"
-    if "refs" in s:  # a git source
-        yield from _repo_lines(s, now)
+    yield from kind.lines(s, lambda t: format_when(t, now))
     yield f"  last sync: {format_when(s.get('last_sync'), now)}"
     if "last_change_synced" in s:
         yield f"  last change synced: {format_when(s['last_change_synced'], now)}"

@@ -137,7 +137,8 @@ class LocalState:
         Raises:
             ingestd.daemon.config.ConfigError: the config file is invalid.
         """
-        from ingestd.daemon.config import SourceConfig, load_config
+        from ingestd.daemon.config import load_config
+        from ingestd.daemon.sources.local import LocalSourceConfig
 
         cfg = load_config(self.config_path)
         if cfg.sources or self.config_path is not None:
@@ -145,7 +146,7 @@ class LocalState:
         with self.manifest() as m:
             recorded = m.sources() if m is not None else []
         sources = tuple(
-            SourceConfig(name=s["name"], root=Path(s["root"]), collection=s["collection"])
+            LocalSourceConfig(name=s["name"], root=Path(s["root"]), collection=s["collection"])
             for s in recorded
         )
         return cfg.model_copy(update={"sources": sources})

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from ingestd.daemon.commands.selection import selected_sources
 from ingestd.daemon.commands.sync import fetch
+from ingestd.daemon.sources.base import Fetched
 from ingestd.daemon.sources.gitcmd import GitError, redact_url
 
 if TYPE_CHECKING:
+    from ingestd.daemon.sources.git import GitSource
     from ingestd.daemon.sync.engine import Engine
     from ingestd.daemon.sync.types import SyncProgress
 
@@ -72,7 +74,7 @@ def resync(
     return result
 
 
-def _remote_check(src: Any) -> dict[str, Any]:
+def _remote_check(source: Any) -> dict[str, Any]:
     """What a dry run says of a git source: it fetches nothing, and checks the remote.
 
     Returns:
@@ -80,9 +82,9 @@ def _remote_check(src: Any) -> dict[str, Any]:
         plan was made from), and ``remote_ok`` with ``remote_versions`` (version ->
         commit, from ``git ls-remote``) when the repository answers with refs to index.
     """
-    list_remote = getattr(src, "list_remote", None)
-    if list_remote is None:
+    if not isinstance(source, Fetched):
         return {}
+    src: GitSource = cast("GitSource", source)  # the one kind fetched: its url and refs
     state = src.fetch_state()
     if state.get("refused"):
         return {"dry_run_note": str(state["refused"])}
@@ -92,7 +94,7 @@ def _remote_check(src: Any) -> dict[str, Any]:
         return {"dry_run_note": f"planned from the last fetch ({when}); a dry run fetches nothing"}
     url = redact_url(src.url)
     try:
-        versions = list_remote()
+        versions = src.list_remote()
     except GitError as exc:
         return {"dry_run_note": f"repository {url} cannot be listed: {exc}"}
     if not versions:

@@ -10,7 +10,7 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ingestd.daemon.sources.mirror import mirror_status
+from ingestd.daemon.sources.shown import recorded_status
 from ingestd.daemon.statedir import StatePaths, state_dir_bytes
 
 if TYPE_CHECKING:
@@ -34,10 +34,11 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
         deleted a document, a watched edit's included), ``held_deletes``,
         ``failed_documents`` (at most 50) and ``warnings`` (likely mistakes: include
         globs that match no file; files indexed by another source too, a source left
-        in the state by an older config or ``resync PATH``). A git source adds
+        in the state by an older config or ``resync PATH``). Its kind adds its own
+        keys (:func:`~ingestd.daemon.sources.shown.recorded_status`): a git source
         ``refs`` (its versions: ``version``, ``ref``, ``commit``), ``fetched_at``,
         ``failing_since`` and ``fetch_error`` (see
-        :func:`~ingestd.daemon.sources.git.mirror_status`).
+        :func:`~ingestd.daemon.sources.mirror.mirror_status`).
     """
     sources = []
     for s in manifest.sources():
@@ -55,12 +56,7 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
                 {"path": p, "error": e} for p, e in manifest.failed(s["name"])[:50]
             ],
         }
-        repo = mirror_status(Path(s["root"]))
-        if repo is not None:  # a git source: its versions, and its fetches
-            entry.update(repo)
-            entry["root_missing"] = not repo["fetched_at"] or bool(
-                repo["fetch_error"] and not repo["refs"]
-            )
+        entry.update(recorded_status(Path(s["root"])))  # its kind's keys (a git source's refs)
         if engine is not None and s["name"] in engine.sources:
             entry["retrying"] = engine.retrying(s["name"])
             entry["skipped"] = engine.skipped_entries(s["name"])

@@ -25,6 +25,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ingestd.chunkers.errors import IngestdError
+from ingestd.daemon.sources.base import Fetched
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
@@ -177,11 +178,11 @@ def fetch(engine: Engine, name: str) -> str | None:
         ``None`` when fetched (or nothing to fetch), else why the fetch failed (the
         source keeps what it had: nothing is deleted).
     """
-    refresh = getattr(engine.source(name), "refresh", None)
-    if refresh is None:
+    source = engine.source(name)
+    if not isinstance(source, Fetched):
         return None
     try:
-        refresh()
+        source.refresh()
     except IngestdError as exc:
         return str(exc)
     return None

@@ -21,6 +21,7 @@ import yaml
 from pydantic import ValidationError
 
 from ingestd.daemon.config.models import Config, ConfigError, RuleConfig, SourceConfig
+from ingestd.daemon.sources.kinds import DEFAULT_KIND, config_model
 
 __all__ = [
     "SYSTEM_ROOTS",
@@ -254,21 +255,15 @@ def load_config(
 
 
 def _local_indexes(cfg: Config) -> list[int]:
-    return [i for i, s in enumerate(cfg.sources) if s.kind != "git"]
+    """Indexes of the configured sources whose documents are a folder on this machine."""
+    return [i for i, s in enumerate(cfg.sources) if s.has_root]
 
 
 def _finish(cfg: Config, base: Path, roots: Sequence[str | Path]) -> Config:
-    sources = []
-    repos = []  # git sources: no root on this machine
+    sources: list[SourceConfig] = []
+    repos: list[SourceConfig] = []  # sources with no root on this machine (git repositories)
     for s in cfg.sources:
-        if s.kind == "git":
-            url = str(s.url)
-            if "://" not in url and not os.path.isabs(os.path.expanduser(url)):
-                url = str(base / url)  # a local path, relative to the config file
-            repos.append(s.model_copy(update={"url": url}))
-            continue
-        root = _canonical(s.root if s.root.is_absolute() else base / s.root)
-        sources.append(s.model_copy(update={"root": root, "name": s.name or str(root)}))
+        (sources if s.has_root else repos).append(s.resolved(base))
     # configured roots -> their index in the config's list
     index = {s.root: i for i, s in zip(_local_indexes(cfg), sources, strict=True)}
     labelled: list[tuple[str | None, SourceConfig]] = [
@@ -280,7 +275,7 @@ def _finish(cfg: Config, base: Path, roots: Sequence[str | Path]) -> Config:
         chosen = [s for s in sources if s.root in wanted]
         for r in wanted:
             if not any(s.root == r for s in chosen):
-                chosen.append(SourceConfig(name=str(r), root=r))
+                chosen.append(config_model(DEFAULT_KIND)(name=str(r), root=r))
                 labelled.append((None, chosen[-1]))
         sources = chosen
     problems: list[str] = []  # a root's own problem first: overlaps are judged among the valid ones

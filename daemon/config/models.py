@@ -10,12 +10,19 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    ValidatorFunctionWrapHandler,
+    WrapValidator,
+    field_validator,
+    model_validator,
+)
 
 from ingestd.daemon.config.base import ConfigError, ConfigModel, not_one_of, spelled
 from ingestd.daemon.config.embedding import REMOTE_BACKENDS, EmbeddingConfig, default_backend
+from ingestd.daemon.sources.kinds import DEFAULT_KIND, SOURCE_KINDS, config_model
 from ingestd.daemon.statedir import StatePaths
 
 __all__ = [
@@ -25,7 +32,7 @@ __all__ = [
     "ConfigError",
     "EmbeddingConfig",
     "FilesConfig",
-    "GitCredentialsConfig",
+    "KindedSource",
     "ManifestConfig",
     "MassDeleteConfig",
     "MetricsConfig",
@@ -48,24 +55,14 @@ DEFAULT_INCLUDE: tuple[str, ...] = (
 DEFAULT_EXCLUDE: tuple[str, ...] = ()
 
 
-class GitCredentialsConfig(ConfigModel):
-    """Where a git source's credential is found: names of environment variables.
-
-    The values are read when a fetch starts, sent as an HTTP ``Authorization`` header
-    through git's environment, and never logged, shown or stored.
-
-    Attributes:
-        token_env: the variable holding the token (or the password).
-        username_env: the variable holding the user name (HTTP Basic); ``None``: the
-            token is sent as a bearer token.
-    """
-
-    token_env: str = Field(min_length=1)
-    username_env: str | None = None
-
-
 class SourceConfig(ConfigModel):
-    """One watched tree, or one git repository.
+    """What every kind of source's configuration has; each kind's model adds its own keys.
+
+    A source's entry in ``sources`` is validated by the model its ``kind`` names in
+    :data:`~ingestd.daemon.sources.kinds.SOURCE_KINDS` (a union tagged by ``kind``:
+    ``local``, :class:`~ingestd.daemon.sources.local.LocalSourceConfig`; ``git``,
+    :class:`~ingestd.daemon.sources.gitconfig.GitSourceConfig`), so a key of another
+    kind is an error that names it.
 
     Attributes:
         kind: what reads its documents: an entry of
@@ -76,49 +73,25 @@ class SourceConfig(ConfigModel):
         include: gitignore-style globs of files to index.
         exclude: gitignore-style globs of files to skip (after ``include``).
         gitignore: honour ``.gitignore`` files in the tree.
-        git: the tree is a git checkout (HEAD's commit goes into ``git_commit``);
-            ``None``: detect a ``.git`` folder at the root.
         collection: the Qdrant collection of its points.
-        url: (``kind: git``) the repository: a local path, ``file://``, ``https://``,
-            ``ssh://`` or ``git://`` URL.
-        refs: (``kind: git``) the refs indexed, each a version: branch names, and tag
-            names or globs (``v*``).
-        max_tags: (``kind: git``) index only this many tags matched by globs, newest
-            (by creation date) first; ``None``: all.
-        poll_s: (``kind: git``) seconds between two fetches (``ingestd sync SOURCE``
-            fetches at once).
-        credentials: (``kind: git``) environment variables holding a credential.
-        max_repo_bytes: (``kind: git``) a repository whose objects take more bytes is
-            refused.
+        has_root: (class) whether the kind's documents are a folder on this machine:
+            ``root`` is then required, made absolute and checked against the other
+            sources' roots.
     """
 
-    kind: str = "local"
+    has_root: ClassVar[bool] = True
+
+    kind: str = DEFAULT_KIND
     name: str = ""
     root: Path = Path()
     include: tuple[str, ...] = DEFAULT_INCLUDE
     exclude: tuple[str, ...] = DEFAULT_EXCLUDE
     gitignore: bool = True
-    git: bool | None = None
     collection: str = "ingestd"
-    url: str | None = None
-    refs: tuple[str, ...] = ()
-    max_tags: int | None = Field(None, ge=1)
-    poll_s: float = Field(300.0, gt=0)
-    credentials: GitCredentialsConfig | None = None
-    max_repo_bytes: int = Field(2 * 1024**3, ge=1)
 
     @model_validator(mode="after")
-    def _by_kind(self) -> SourceConfig:
-        if self.kind == "git":
-            missing = [k for k in ("url", "name") if not getattr(self, k)]
-            if missing:
-                raise ValueError(f"a git source needs {' and '.join(missing)}")
-            if not self.refs:
-                raise ValueError("a git source needs refs (branch names, tag globs like 'v*')")
-            bad = [r for r in self.refs if ":" in r or not r.strip()]
-            if bad:
-                raise ValueError(f"refs: not a ref name: {', '.join(map(repr, bad))}")
-        elif "root" not in self.model_fields_set:
+    def _root_given(self) -> SourceConfig:
+        if self.has_root and "root" not in self.model_fields_set:
             raise ValueError("root: Field required")
         return self
 
@@ -132,13 +105,45 @@ class SourceConfig(ConfigModel):
     @field_validator("kind")
     @classmethod
     def _kind(cls, v: str) -> str:
-        from ingestd.daemon.sources.kinds import SOURCE_KINDS
-
         if v not in SOURCE_KINDS:
             raise ValueError(
                 f"unknown source kind; expected one of: {', '.join(sorted(SOURCE_KINDS))}"
             )
         return v
+
+    def resolved(self, base: Path) -> Self:
+        """This source with its paths resolved against ``base`` (the config file's folder).
+
+        The root is made canonical and absolute, and names the source when it has no
+        name. A kind with no root on this machine overrides it.
+        """
+        root = Path(
+            os.path.realpath(
+                (self.root if self.root.is_absolute() else base / self.root).expanduser()
+            )
+        )
+        return self.model_copy(update={"root": root, "name": self.name or str(root)})
+
+
+def _of_kind(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
+    """One ``sources`` entry, validated by the model of its ``kind`` (the tagged union).
+
+    The union is resolved through the table when a config is read, so a kind added to
+    :data:`~ingestd.daemon.sources.kinds.SOURCE_KINDS` is known at once, and an entry
+    without ``kind`` is a :data:`~ingestd.daemon.sources.kinds.DEFAULT_KIND` source
+    (both beyond pydantic's ``Field(discriminator=...)``). An entry that is no mapping,
+    or names an unknown kind, gets the base model's error.
+    """
+    if isinstance(value, SourceConfig):
+        return value
+    kind = value.get("kind", DEFAULT_KIND) if isinstance(value, Mapping) else None
+    if isinstance(kind, str) and kind in SOURCE_KINDS:
+        return config_model(kind).model_validate(value)
+    return handler(value)
+
+
+#: A ``sources`` entry: a :class:`SourceConfig` of the model its ``kind`` names.
+KindedSource = Annotated[SourceConfig, WrapValidator(_of_kind)]
 
 
 class RuleConfig(ConfigModel):
@@ -348,7 +353,7 @@ class Config(ConfigModel):
     """The whole configuration (see ``config.example.yaml`` for every key)."""
 
     state_dir: Path | None = None
-    sources: tuple[SourceConfig, ...] = ()
+    sources: tuple[KindedSource, ...] = ()
     rules: tuple[RuleConfig, ...] = Field(default_factory=default_rules)
     tokenizer: str = "cl100k_base"
     embedding: EmbeddingConfig = EmbeddingConfig()

@@ -40,6 +40,7 @@ from ingestd.daemon.evaluation.pages import PAGE_DEPTH, pages_of
 from ingestd.daemon.evaluation.questions import Question
 from ingestd.daemon.evaluation.rulesets import LabeledRules
 from ingestd.daemon.evaluation.scoring import DEPTH, rank_hits
+from ingestd.daemon.sources.local import LocalSourceConfig
 from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncProgress
 from ingestd.store.search.pages import page_scores
@@ -253,7 +254,7 @@ class Evaluation:
 
     def _engine(self, rs: LabeledRules, collection: str, i: int) -> Engine:
         name = f"eval:{rs.label}"
-        source = SourceConfig(name=name, root=self.corpus, collection=collection)
+        source: SourceConfig = LocalSourceConfig(name=name, root=self.corpus, collection=collection)
         for s in self.host.cfg.sources:
             if Path(os.path.realpath(s.root)) == self.corpus:  # the user's globs for this tree
                 source = s.model_copy(update={"name": name, "collection": collection})

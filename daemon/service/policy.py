@@ -34,6 +34,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ingestd.daemon.service.jobs import Backoff, Job, JobQueue, Priority
+from ingestd.daemon.sources.base import Fetched
 from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncInterrupted, SyncProgress, SyncResult
 
@@ -151,12 +152,11 @@ class SyncPolicy:
         for name, source in engine.handles.items():
             if source.changes != "polled" or source.poll_s <= 0:
                 continue
-            refresh = getattr(source, "refresh", None)
-            if refresh is not None:  # fetched at start-up, then at its interval
+            if isinstance(source, Fetched):  # fetched at start-up, then at its interval
                 last = self._last_poll.setdefault(name, now - source.poll_s)
                 if now - last >= source.poll_s and name not in self._fetching:
                     self._last_poll[name] = now
-                    self._fetch(name, refresh)
+                    self._fetch(name, source.refresh)
                 continue
             last = self._last_poll.setdefault(name, now)
             if now - last >= source.poll_s:

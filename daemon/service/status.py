@@ -26,6 +26,7 @@ from typing import Any
 from ingestd.daemon.commands.status import status_of
 from ingestd.daemon.service.policy import SyncPolicy
 from ingestd.daemon.service.watches import Watches
+from ingestd.daemon.sources.base import Fetched
 from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.writing.write_parts import InFlight
 
@@ -106,8 +107,7 @@ def failing_fetches(engine: Engine) -> dict[str, float]:
     """
     out: dict[str, float] = {}
     for name, source in list(engine.handles.items()):
-        state = getattr(source, "fetch_state", None)
-        since = state().get("failing_since") if callable(state) else None
+        since = source.fetch_state().get("failing_since") if isinstance(source, Fetched) else None
         if isinstance(since, int | float):
             out[name] = float(since)
     return out

@@ -8,6 +8,11 @@ planner, the preparer, ``verify`` and ``read`` speak only to this interface; the
 watcher is given the sources whose changes are watched.
 
 Kinds of source are listed in one table, :data:`ingestd.daemon.sources.kinds.SOURCE_KINDS`.
+A kind's optional powers are Protocols a reader class declares by naming them among its
+bases: :class:`Fetched` (its documents are fetched from an origin: a git server) and
+:class:`Versioned` (it holds several versions of each file). The table checks each
+declaration once, when the kind is loaded; the rest of ingestd asks
+``isinstance(source, Versioned)``.
 Paths are POSIX, relative to the source, and valid UTF-8 (the manifest, the point
 ids and the payload store them as text).
 """
@@ -15,24 +20,29 @@ ids and the payload store them as text).
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, Protocol, TypeGuard
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeGuard, runtime_checkable
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import SourceConfig
     from ingestd.daemon.sources.filter import SourceFilter
 
 __all__ = [
+    "POWERS",
     "ChangeMode",
+    "Fetched",
     "FileStat",
     "Scan",
     "Source",
+    "Versioned",
     "WatchedSource",
     "display_path",
     "is_watched",
     "name_problem",
     "open_source",
+    "reader_class",
 ]
 
 #: How a source's changes reach the daemon: ``watched`` (the kernel reports them, a
@@ -179,9 +189,112 @@ class WatchedSource(Source, Protocol):
     filter: SourceFilter
 
 
+@runtime_checkable
+class Fetched(Protocol):
+    """The power of a source fetched from an origin (a git server) before it is listed.
+
+    The daemon fetches it in a thread of its own at its ``poll_s`` interval, and
+    ``ingestd sync`` first; ``status`` reports its fetches.
+    """
+
+    def refresh(self) -> bool:
+        """Fetch from the origin; whether anything moved, came or went.
+
+        Raises:
+            ingestd.daemon.errors.IngestdError: the fetch failed (nothing is deleted).
+        """
+        ...
+
+    def fetch_state(self) -> dict[str, Any]:
+        """The last fetches: ``fetched_at``, ``failing_since`` (epoch seconds), ``error``."""
+        ...
+
+    def first_fetch_pending(self) -> bool:
+        """Whether nothing was fetched yet and no fetch has failed (a source on its way)."""
+        ...
+
+    def list_remote(self) -> dict[str, str]:
+        """What the origin holds now, version -> commit, fetching nothing (a dry run).
+
+        Raises:
+            ingestd.daemon.errors.IngestdError: the origin cannot be listed.
+        """
+        ...
+
+
+@runtime_checkable
+class Versioned(Protocol):
+    """The power of a source holding versions of its files (a git source's refs).
+
+    Its document keys are ``<version>:<path>``
+    (:func:`~ingestd.daemon.sources.versions.split_document`).
+    """
+
+    def versions(self) -> Mapping[str, Any]:
+        """The versions it holds now, by name."""
+        ...
+
+    def commit_of(self, version: str) -> str | None:
+        """The commit ``version`` is at, or ``None`` when it is not held."""
+        ...
+
+    def commits_off(self, version: str, commits: Iterable[str]) -> set[str]:
+        """Those of ``commits`` no longer on the history of ``version``."""
+        ...
+
+
+#: The optional powers a kind's reader class may declare (among its bases).
+POWERS: tuple[type, ...] = (Fetched, Versioned)
+
+
 def is_watched(source: Source) -> TypeGuard[WatchedSource]:
     """Whether ``source``'s changes are watched (it has a filter for the watcher)."""
     return source.changes == "watched" and hasattr(source, "filter")
+
+
+#: Reader classes whose powers were checked: ``"module:Class"`` -> the class.
+_CHECKED: dict[str, type] = {}
+
+
+def reader_class(kind: str) -> type:
+    """The class that reads sources of ``kind``, its declared powers checked once.
+
+    A power (:data:`POWERS`) is declared by naming its Protocol among the class's
+    bases. A class defining every method of a power it does not declare, or lacking one
+    of a power it declares, is refused.
+
+    Raises:
+        ingestd.daemon.sources.kinds.UnknownSourceKindError: ``kind`` is not in the table.
+        TypeError: the class's powers do not match its declaration.
+    """
+    from ingestd.daemon.sources.kinds import load, reader_target
+
+    target = reader_target(kind)
+    cls = _CHECKED.get(target)
+    if cls is None:
+        cls = load(target)
+        _check_powers(kind, cls)
+        _CHECKED[target] = cls
+    return cls
+
+
+def _check_powers(kind: str, cls: type) -> None:
+    for power in POWERS:
+        members = sorted(n for n, v in vars(power).items() if callable(v) and n[0] != "_")
+        # a method counts where the class (or a base other than the power) defines it
+        present = [n for n in members if any(n in vars(k) for k in cls.__mro__ if k is not power)]
+        declared = power in cls.__mro__
+        if declared and present != members:
+            lacking = ", ".join(sorted(set(members) - set(present)))
+            raise TypeError(
+                f"source kind {kind!r}: {cls.__name__} declares {power.__name__} "
+                f"but lacks {lacking}"
+            )
+        if not declared and present == members:
+            raise TypeError(
+                f"source kind {kind!r}: {cls.__name__} has every method of {power.__name__} "
+                f"({', '.join(members)}): declare it among its bases"
+            )
 
 
 def open_source(config: SourceConfig, state_dir: Path | None = None) -> Source:
@@ -193,8 +306,7 @@ def open_source(config: SourceConfig, state_dir: Path | None = None) -> Source:
 
     Raises:
         ingestd.daemon.sources.kinds.UnknownSourceKindError: unknown kind.
+        TypeError: the kind's reader declares powers it lacks, or lacks a declaration.
     """
-    from ingestd.daemon.sources.kinds import source_class
-
-    source: Source = source_class(config.kind)(config, state_dir)
+    source: Source = reader_class(config.kind)(config, state_dir)
     return source

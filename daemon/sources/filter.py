@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pathspec
 
-from ingestd.daemon.config import SourceConfig
+from ingestd.daemon.config.models import SourceConfig
 
 __all__ = ["SourceFilter"]
 

@@ -42,8 +42,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ingestd.daemon.config import SourceConfig
-from ingestd.daemon.sources.base import ChangeMode, FileStat, Scan, display_path, name_problem
+from ingestd.daemon.sources.base import (
+    ChangeMode,
+    Fetched,
+    FileStat,
+    Scan,
+    Versioned,
+    display_path,
+    name_problem,
+)
 from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.sources.gitcmd import (
     GitError,
@@ -58,6 +65,7 @@ from ingestd.daemon.sources.gitcmd import (
     split_login,
     tree_entries,
 )
+from ingestd.daemon.sources.gitconfig import GitSourceConfig
 from ingestd.daemon.sources.mirror import (
     STATE_FILE,
     adopt_legacy_mirror,
@@ -95,8 +103,11 @@ class RefState:
     commit: str
 
 
-class GitSource:
+class GitSource(Fetched, Versioned):
     """The versions of a git repository, read from a bare mirror (a polled ``Source``).
+
+    Its powers: it is :class:`~ingestd.daemon.sources.base.Fetched` (from its
+    repository) and :class:`~ingestd.daemon.sources.base.Versioned` (each ref a version).
 
     Args:
         config: the source's configuration (``url``, ``refs``, ``max_tags``, ``poll_s``,
@@ -109,9 +120,8 @@ class GitSource:
 
     kind: ClassVar[str] = "git"
     changes: ChangeMode = "polled"
-    versioned: ClassVar[bool] = True
 
-    def __init__(self, config: SourceConfig, state_dir: Path | None = None) -> None:
+    def __init__(self, config: GitSourceConfig, state_dir: Path | None = None) -> None:
         if state_dir is None:
             raise ValueError("a git source needs a state dir for its mirror")
         self.name = config.name

@@ -1,12 +1,24 @@
-"""The kinds of source, in one table: a kind's name -> the class that reads it.
+"""The kinds of source, in one table: a kind's name -> the modules that make it.
 
-A source's ``kind`` in the config (default ``local``) names an entry of
-:data:`SOURCE_KINDS`. An entry is the dotted path of a class (``module:Class``)
-imported only when a source of its kind is opened, so reading the table costs
-nothing (the config reads it to validate ``kind``). A new kind of source is one
-module with its class plus one entry here; the class is constructed as
-``cls(config, state_dir)`` and must satisfy :class:`~ingestd.daemon.sources.base.Source`
-(:func:`~ingestd.daemon.sources.base.open_source` builds it).
+A source's ``kind`` in the config (default :data:`DEFAULT_KIND`) names an entry of
+:data:`SOURCE_KINDS`. An entry (:class:`SourceKind`) names three parts of the kind by
+dotted path (``module:attribute``), each imported only when needed, so reading the
+table costs nothing:
+
+* ``reader``: the class that reads a source of the kind, constructed as
+  ``cls(config, state_dir)``; it satisfies :class:`~ingestd.daemon.sources.base.Source`
+  and declares its optional powers (:data:`~ingestd.daemon.sources.base.POWERS`) among
+  its bases;
+* ``config``: its configuration model, a subclass of
+  :class:`~ingestd.daemon.config.models.SourceConfig` (the config validates each
+  source with the model its ``kind`` names: a union tagged by ``kind``);
+* ``shown``: what ``status`` and ``sources`` show of it
+  (:class:`~ingestd.daemon.sources.shown.KindStatus`), in a module that imports
+  neither pydantic nor git's machinery (those commands start in tenths of a second).
+
+A new kind of source is its modules plus one entry here.
+:func:`~ingestd.daemon.sources.base.reader_class` checks the reader's declared powers
+once, when the kind is first loaded.
 
 This module imports nothing of ingestd but the error root, so that every part may
 read the table.
@@ -15,16 +27,52 @@ read the table.
 from __future__ import annotations
 
 import importlib
+from dataclasses import dataclass
 from typing import Any
 
 from ingestd.chunkers.errors import InputError
 
-__all__ = ["SOURCE_KINDS", "UnknownSourceKindError", "source_class"]
+__all__ = [
+    "DEFAULT_KIND",
+    "SOURCE_KINDS",
+    "SourceKind",
+    "UnknownSourceKindError",
+    "config_model",
+    "load",
+    "reader_target",
+]
 
-#: Kind name -> ``"module:Class"`` of the class that reads a source of that kind.
-SOURCE_KINDS: dict[str, str] = {
-    "local": "ingestd.daemon.sources.local:LocalFolder",
-    "git": "ingestd.daemon.sources.git:GitSource",
+#: The kind of a source whose config names none: a folder on this machine.
+DEFAULT_KIND = "local"
+
+
+@dataclass(frozen=True, slots=True)
+class SourceKind:
+    """One entry of :data:`SOURCE_KINDS`: a kind's parts, each as ``"module:attribute"``.
+
+    Attributes:
+        reader: the class reading a source of the kind.
+        config: its configuration model.
+        shown: its :class:`~ingestd.daemon.sources.shown.KindStatus` (import-light).
+    """
+
+    reader: str
+    config: str
+    shown: str
+
+
+#: Kind name -> its parts.
+SOURCE_KINDS: dict[str, SourceKind] = {
+    "local": SourceKind(
+        reader="ingestd.daemon.sources.local:LocalFolder",
+        config="ingestd.daemon.sources.local:LocalSourceConfig",
+        shown="ingestd.daemon.sources.shown:FOLDER",
+    ),
+    "git": SourceKind(
+        reader="ingestd.daemon.sources.git:GitSource",
+        config="ingestd.daemon.sources.gitconfig:GitSourceConfig",
+        shown="ingestd.daemon.sources.mirror:GIT_STATUS",
+    ),
 }
 
 
@@ -32,18 +80,36 @@ class UnknownSourceKindError(InputError, ValueError):
     """A source's ``kind`` names no entry of :data:`SOURCE_KINDS`."""
 
 
-def source_class(kind: str) -> Any:
-    """The class that reads sources of ``kind`` (its module imported now).
-
-    Raises:
-        UnknownSourceKindError: ``kind`` is not in :data:`SOURCE_KINDS` (the message
-            lists the kinds).
-    """
+def _entry(kind: str) -> SourceKind:
     try:
-        target = SOURCE_KINDS[kind]
+        return SOURCE_KINDS[kind]
     except KeyError:
         raise UnknownSourceKindError(
             f"unknown source kind {kind!r}; expected one of: {', '.join(sorted(SOURCE_KINDS))}"
         ) from None
+
+
+def load(target: str) -> Any:
+    """The attribute ``"module:attribute"`` names (its module imported now)."""
     module, _, name = target.partition(":")
     return getattr(importlib.import_module(module), name)
+
+
+def reader_target(kind: str) -> str:
+    """The ``"module:Class"`` of the class reading sources of ``kind``.
+
+    :func:`~ingestd.daemon.sources.base.reader_class` loads it and checks its powers.
+
+    Raises:
+        UnknownSourceKindError: ``kind`` is not in :data:`SOURCE_KINDS`.
+    """
+    return _entry(kind).reader
+
+
+def config_model(kind: str) -> Any:
+    """The configuration model of ``kind`` (a ``SourceConfig`` subclass).
+
+    Raises:
+        UnknownSourceKindError: ``kind`` is not in :data:`SOURCE_KINDS`.
+    """
+    return load(_entry(kind).config)

@@ -5,22 +5,37 @@ Its documents are the regular files under its root that its filter accepts
 follows a symlink (:mod:`~ingestd.daemon.sources.walk`), identified by their stat
 (size, mtime, ctime, inode); its changes are watched (inotify, or watchdog's
 observers where there is none). A git checkout records HEAD's commit in every
-payload (``git_commit``).
+payload (``git_commit``). Its configuration is :class:`LocalSourceConfig`.
 """
 
 from __future__ import annotations
 
 import stat as stat_mod
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, Literal
 
-from ingestd.daemon.config import SourceConfig
+from ingestd.daemon.config.models import SourceConfig
 from ingestd.daemon.sources.base import ChangeMode, FileStat, Scan
 from ingestd.daemon.sources.beneath import read_beneath, stat_beneath
 from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.sources.walk import scan
 
-__all__ = ["LocalFolder", "git_head"]
+__all__ = ["LocalFolder", "LocalSourceConfig", "git_head"]
+
+
+class LocalSourceConfig(SourceConfig):
+    """A ``kind: local`` source (the default): a folder, or a git checkout's working tree.
+
+    Attributes:
+        git: the tree is a git checkout (HEAD's commit goes into ``git_commit``);
+            ``None``: detect a ``.git`` folder at the root.
+
+    The keys every kind has (``root``, required here; ``include``, ``exclude``, ...)
+    are :class:`~ingestd.daemon.config.models.SourceConfig`'s.
+    """
+
+    kind: Literal["local"] = "local"
+    git: bool | None = None
 
 
 class LocalFolder:
@@ -38,7 +53,7 @@ class LocalFolder:
     changes: ChangeMode = "watched"
     poll_s: float = 0.0  # watched: the periodic safety rescan is ``watch.rescan_interval_s``
 
-    def __init__(self, config: SourceConfig, state_dir: Path | None = None) -> None:
+    def __init__(self, config: LocalSourceConfig, state_dir: Path | None = None) -> None:
         self.name = config.name
         self.config = config
         self.root = Path(config.root)

@@ -1,10 +1,12 @@
-"""Where a git source keeps its mirror, and what ``status`` reads of it (no imports).
+"""Where a git source keeps its mirror, and what ``status`` shows of it (no imports).
 
 ``status`` and ``sources`` must answer without the config's or git's machinery
 (DESIGN.md: commands that need no embedding start within a few tenths of a second),
 so what they show of a git source is read here from the mirror's
 ``ingestd-fetch.json``, written by :class:`~ingestd.daemon.sources.git.GitSource`
-after every fetch. It holds no credential.
+after every fetch. It holds no credential. :data:`GIT_STATUS` is the git kind's
+:class:`~ingestd.daemon.sources.shown.KindStatus`: its lines in ``status`` and
+``sources``.
 
 A mirror's folder is named after its source, unique per name and the same for the
 same name (:func:`mirror_dir`): the name's characters that a folder name cannot hold
@@ -20,10 +22,22 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["STATE_FILE", "adopt_legacy_mirror", "legacy_mirror_dir", "mirror_dir", "mirror_status"]
+if TYPE_CHECKING:
+    from ingestd.daemon.sources.shown import When
+
+__all__ = [
+    "GIT_STATUS",
+    "STATE_FILE",
+    "GitStatus",
+    "adopt_legacy_mirror",
+    "legacy_mirror_dir",
+    "mirror_dir",
+    "mirror_status",
+]
 
 #: The file in a mirror that records its fetches.
 STATE_FILE = "ingestd-fetch.json"
@@ -103,3 +117,53 @@ def mirror_status(root: Path) -> dict[str, Any] | None:
         "failing_since": st.get("failing_since"),
         "fetch_error": st.get("refused") or st.get("error"),
     }
+
+
+class GitStatus:
+    """What ``status`` and ``sources`` show of a git source: its repository, fetches, versions."""
+
+    def recorded(self, root: Path) -> dict[str, Any] | None:
+        """:func:`mirror_status` of ``root`` and ``root_missing`` (not fetched: no refs)."""
+        repo = mirror_status(root)
+        if repo is None:
+            return None
+        missing = not repo["fetched_at"] or bool(repo["fetch_error"] and not repo["refs"])
+        return {**repo, "root_missing": missing}
+
+    def shows(self, s: Mapping[str, Any]) -> bool:
+        """Whether ``s`` holds a git source's versions (``refs``)."""
+        return "refs" in s
+
+    def where_lines(self, s: Mapping[str, Any]) -> Iterator[str]:
+        """The repository (its root is a mirror in the state dir)."""
+        yield f"  repository: {s.get('url') or '(recorded at its first fetch)'}"
+
+    def lines(self, s: Mapping[str, Any], when: When) -> Iterator[str]:
+        """Its fetches, then each version and its commit."""
+        if s.get("root_missing"):
+            why = s.get("fetch_error") or "no fetch yet"
+            yield f"  NOT FETCHED: {why}; nothing is synced or deleted"
+        yield f"  last fetch: {when(s.get('fetched_at'))}"
+        if s.get("failing_since"):
+            yield (
+                f"  FETCH FAILING since {when(s['failing_since'])}: "
+                f"{s.get('fetch_error')}; nothing is deleted, retried with back-off"
+            )
+        for r in s["refs"]:
+            yield f"  version {r['version']} ({r['ref']}) at {str(r['commit'])[:12]}"
+
+    def where(self, row: Mapping[str, Any]) -> str:
+        """The repository's URL (redacted), else the mirror's folder."""
+        return str(row.get("url") or row["root"])
+
+    def sources_lines(self, row: Mapping[str, Any], when: When) -> Iterator[str]:
+        """One line per version: its ref, commit and when it was fetched."""
+        for ref in row.get("refs") or []:
+            yield (
+                f"{row['source']}\tversion {ref['version']}\t{ref['ref']}\t{ref['commit']}"
+                f"\tfetched {when(row.get('fetched_at'))}"
+            )
+
+
+#: The git kind's status part.
+GIT_STATUS = GitStatus()

@@ -26,8 +26,9 @@ payloads hold one ``version`` at most (never a list).
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, TypeGuard
 
+from ingestd.daemon.sources.base import Versioned
 from ingestd.store.search.query import PENDING_KEY
 
 __all__ = [
@@ -63,9 +64,9 @@ ABSENT_KEY = "-"
 POINT_KEYS = frozenset({"indexed_at", PENDING_KEY})
 
 
-def is_versioned(source: Any) -> bool:
-    """Whether ``source`` (a ``Source``) holds versions of its files."""
-    return bool(getattr(source, "versioned", False))
+def is_versioned(source: Any) -> TypeGuard[Versioned]:
+    """Whether ``source`` (a ``Source``) holds versions of its files (is :class:`Versioned`)."""
+    return isinstance(source, Versioned)
 
 
 def split_document(source: Any, rel: str) -> tuple[str | None, str]:
@@ -95,8 +96,7 @@ def document_key(payload: Mapping[str, Any]) -> str:
 
 def commit_of(source: Any, version: str) -> str | None:
     """The commit ``version`` of versioned ``source`` is at (its ``commit_of``), else ``None``."""
-    fn = getattr(source, "commit_of", None)
-    return fn(version) if callable(fn) else None
+    return source.commit_of(version) if isinstance(source, Versioned) else None
 
 
 def commits_off(source: Any, version: str, commits: Iterable[str]) -> set[str]:
@@ -107,8 +107,7 @@ def commits_off(source: Any, version: str, commits: Iterable[str]) -> set[str]:
     its documents whose files did not change may be on it no more. Asks the source's
     ``commits_off``; a source without one (not versioned) has none.
     """
-    fn = getattr(source, "commits_off", None)
-    return set(fn(version, commits)) if callable(fn) else set()
+    return set(source.commits_off(version, commits)) if isinstance(source, Versioned) else set()
 
 
 def document_keys(payload: Mapping[str, Any]) -> list[str]:

@@ -122,12 +122,12 @@ class FrontDoor:
         if cfg is not None:
             found = next((s for s in cfg.sources if s.name == name), None)
         if found is None:
-            from ingestd.daemon.config import SourceConfig
+            from ingestd.daemon.sources.local import LocalSourceConfig
 
             entry = next((s for s in status["sources"] if s["source"] == name), None)
             if entry is None or "refs" in entry:
                 return None
-            found = SourceConfig(name=name, root=Path(entry["root"]))
+            found = LocalSourceConfig(name=name, root=Path(entry["root"]))
         return SourceFilter(found, self.state_dir)
 
     def _config(self, status: dict[str, Any] | None) -> Config | None:

@@ -16,7 +16,7 @@ import logging
 import shlex
 from collections.abc import Callable, Iterable
 
-from ingestd.daemon.sources.base import FileStat, Scan, display_path, name_problem
+from ingestd.daemon.sources.base import Fetched, FileStat, Scan, display_path, name_problem
 from ingestd.daemon.sources.versions import commit_of, commits_off, is_versioned, split_document
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.preparing.rules import Rule
@@ -91,8 +91,8 @@ class Planner:
             # an unmounted volume is not a deletion of every document: do nothing
             if source not in self.roots_missing:
                 # a repository before its first fetch is no error: it is on its way
-                pending = getattr(src, "first_fetch_pending", None)
-                level = logging.INFO if pending is not None and pending() else logging.ERROR
+                on_its_way = isinstance(src, Fetched) and src.first_fetch_pending()
+                level = logging.INFO if on_its_way else logging.ERROR
                 logger.log(level, "source %s: %s; nothing synced or deleted", source, missing)
             self.roots_missing.add(source)
             plan.root_missing = True
@@ -379,8 +379,7 @@ class Planner:
 
 def _live_versions(src: object) -> set[str]:
     """The versions a versioned source holds now (its refs), else an empty set."""
-    versions = getattr(src, "versions", None)
-    return set(versions()) if callable(versions) and is_versioned(src) else set()
+    return set(src.versions()) if is_versioned(src) else set()
 
 
 def _needs_work(doc: DocRow | None, st: FileStat, rule: Rule, pending: set[int]) -> bool:

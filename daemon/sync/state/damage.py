@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 
 from ingestd.daemon.config import Config, SourceConfig
+from ingestd.daemon.sources.local import LocalSourceConfig
 from ingestd.daemon.statedir import StatePaths
 from ingestd.store.common.damage import StateDamagedError
 from ingestd.store.manifest.manifest import Manifest, sqlite_url
@@ -113,7 +114,7 @@ def sources_in_store(cfg: Config, state_dir: Path) -> tuple[SourceConfig, ...]:
     finally:
         store.close()
     return tuple(
-        SourceConfig(name=s, root=Path(s), collection=c)
+        LocalSourceConfig(name=s, root=Path(s), collection=c)
         for s, c in sorted(found.items())
         if os.path.isabs(s) and Path(s).is_dir()
     )

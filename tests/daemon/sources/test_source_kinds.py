@@ -10,6 +10,8 @@ speak only to the :class:`~ingestd.daemon.sources.base.Source` interface.
 from __future__ import annotations
 
 import hashlib
+import sys
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -17,13 +19,59 @@ import pytest
 
 from ingestd.daemon.config import ConfigError, SourceConfig, load_config
 from ingestd.daemon.sources import kinds
-from ingestd.daemon.sources.base import ChangeMode, FileStat, Scan, is_watched, open_source
-from ingestd.daemon.sources.local import LocalFolder
+from ingestd.daemon.sources.base import (
+    ChangeMode,
+    FileStat,
+    Scan,
+    Versioned,
+    is_watched,
+    open_source,
+    reader_class,
+)
+from ingestd.daemon.sources.local import LocalFolder, LocalSourceConfig
+from ingestd.daemon.sources.shown import FolderStatus, When
 from ingestd.daemon.sync.engine import Engine
 from tests.helpers import MD_DOCS, SMALL_MD, fake_vectors, store_snapshot, without_provenance
 
 #: The documents of each ``memory`` source, by its ``root``: path -> bytes.
 TREES: dict[str, dict[str, bytes]] = {}
+
+
+class MemorySourceConfig(SourceConfig):
+    """A ``kind: memory`` source: its ``root`` names a tree of :data:`TREES`.
+
+    Attributes:
+        suffix: the documents' file name ending (a key of this kind alone).
+    """
+
+    kind: str = "memory"
+    suffix: str = ".md"
+
+
+class MemoryStatus(FolderStatus):
+    """What ``status`` and ``sources`` show of a ``memory`` source: its tree's size."""
+
+    def recorded(self, root: Path) -> dict[str, Any] | None:
+        tree = TREES.get(str(root))
+        return None if tree is None else {"in_memory": len(tree)}
+
+    def shows(self, s: Mapping[str, Any]) -> bool:
+        return "in_memory" in s
+
+    def where_lines(self, s: Mapping[str, Any]) -> Iterator[str]:
+        yield f"  tree in memory: {s['root']}"
+
+    def lines(self, s: Mapping[str, Any], when: When) -> Iterator[str]:
+        yield f"  {s['in_memory']} file(s) in memory"
+
+    def where(self, row: Mapping[str, Any]) -> str:
+        return f"memory:{row['root']}"
+
+    def sources_lines(self, row: Mapping[str, Any], when: When) -> Iterator[str]:
+        yield f"{row['source']}\t{row['in_memory']} file(s) in memory"
+
+
+MEMORY_STATUS = MemoryStatus()
 
 
 class MemorySource:
@@ -33,7 +81,7 @@ class MemorySource:
     changes: ChangeMode = "polled"
     poll_s = 60.0
 
-    def __init__(self, config: SourceConfig, state_dir: Path | None = None) -> None:
+    def __init__(self, config: MemorySourceConfig, state_dir: Path | None = None) -> None:
         self.name = config.name
         self.config = config
         self.root = Path(config.root)
@@ -65,7 +113,7 @@ class MemorySource:
         return self._stat(rel) if rel in self.docs else None
 
     def accepts(self, rel: str) -> bool:
-        return rel.endswith(".md")
+        return rel.endswith(self.config.suffix)
 
     def ignores_folder(self, rel: str) -> bool:
         return False
@@ -83,7 +131,15 @@ class MemorySource:
 @pytest.fixture
 def memory_kind(monkeypatch: pytest.MonkeyPatch) -> dict[str, dict[str, bytes]]:
     """The ``memory`` kind registered through the table (one entry), and its trees."""
-    monkeypatch.setitem(kinds.SOURCE_KINDS, "memory", f"{__name__}:MemorySource")
+    monkeypatch.setitem(
+        kinds.SOURCE_KINDS,
+        "memory",
+        kinds.SourceKind(
+            reader=f"{__name__}:MemorySource",
+            config=f"{__name__}:MemorySourceConfig",
+            shown=f"{__name__}:MEMORY_STATUS",
+        ),
+    )
     TREES.clear()
     yield TREES
     TREES.clear()
@@ -124,10 +180,10 @@ def test_an_unknown_kind_is_a_config_error_that_lists_the_kinds(tmp_path: Path) 
 
 
 def test_the_local_folder_is_the_default_kind_and_is_watched(tmp_path: Path) -> None:
-    source = open_source(SourceConfig(name="docs", root=tmp_path))
+    source = open_source(LocalSourceConfig(name="docs", root=tmp_path))
     assert isinstance(source, LocalFolder) and is_watched(source)
     assert source.missing() is None
-    assert open_source(SourceConfig(name="x", root=tmp_path / "gone")).missing() == (
+    assert open_source(LocalSourceConfig(name="x", root=tmp_path / "gone")).missing() == (
         f"ROOT MISSING: {tmp_path / 'gone'} is not a folder (unmounted, moved or deleted?)"
     )
 
@@ -200,3 +256,138 @@ def test_the_daemon_polls_a_polled_source_at_its_interval(
             "the polled change to be indexed",
         )
         assert h.settle().clean
+
+
+def test_a_kind_is_configured_by_its_own_model_and_a_key_of_another_kind_is_named(
+    memory_kind: dict[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    def load(source: dict[str, Any]) -> Any:
+        return load_config(None, overrides={"state_dir": str(tmp_path), "sources": [source]})
+
+    cfg = load({"kind": "memory", "name": "mem", "root": "/mem/docs", "suffix": ".txt"})
+    (src,) = cfg.sources
+    assert isinstance(src, MemorySourceConfig) and src.suffix == ".txt"
+    memory = open_source(src)
+    assert memory.accepts("a.txt") and not memory.accepts("b.md")
+    (local,) = load({"root": str(tmp_path)}).sources
+    assert isinstance(local, LocalSourceConfig) and local.kind == "local"
+    unknown = r"sources\[0\]\.{key}: unknown key; check its spelling"
+    with pytest.raises(ConfigError, match=unknown.format(key="refs")):
+        load({"root": str(tmp_path), "refs": ["main"]})  # a git key on a folder
+    with pytest.raises(ConfigError, match=unknown.format(key="suffix")):
+        load({"root": str(tmp_path), "suffix": ".txt"})  # the memory kind's key
+    with pytest.raises(ConfigError, match=unknown.format(key="git")):
+        load(
+            {
+                "kind": "git",
+                "name": "b",
+                "url": "https://git.example.com/b.git",
+                "refs": ["main"],
+                "git": True,
+            }
+        )  # a folder's key on a repository
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.suffix: Input should be a valid"):
+        load({"kind": "memory", "name": "mem", "root": "/mem/docs", "suffix": ["x"]})
+
+
+def test_status_and_sources_ask_the_kind_for_its_lines(
+    memory_kind: dict[str, dict[str, bytes]], tmp_path: Path
+) -> None:
+    import time
+
+    from click.testing import CliRunner
+
+    from ingestd.daemon.cli.index import sources
+    from ingestd.daemon.cli.state import manifest_reader
+    from ingestd.daemon.cli.status_text import status_lines
+    from ingestd.daemon.commands.status import local_status
+
+    memory_kind["/mem/docs"] = {SMALL_MD[0]: (MD_DOCS / SMALL_MD[0]).read_bytes()}
+    state = tmp_path / "state"
+    assert _sync(state).indexed == 1
+    with manifest_reader(None, state) as m:
+        st = local_status(m, state)
+    (entry,) = st["sources"]
+    assert entry["in_memory"] == 1 and entry["documents"] == 1
+    text = "\n".join(status_lines(st, time.time()))
+    assert "mem -> collection ingestd\n  tree in memory: /mem/docs\n" in text
+    assert "\n  1 file(s) in memory\n  last sync: " in text
+    out = CliRunner().invoke(sources, ["--state-dir", str(state)])
+    assert out.exit_code == 0, out.output
+    assert out.output.splitlines() == [
+        "mem\tmemory:/mem/docs\tingestd\t1 documents",
+        "mem\t1 file(s) in memory",
+    ]
+
+
+class VersionedMemory(MemorySource, Versioned):
+    """A ``memory`` source whose documents are ``<version>:<path>`` (a version per prefix)."""
+
+    def versions(self) -> dict[str, str]:
+        return {
+            rel.partition(":")[0]: self.commit_of(rel.partition(":")[0]) or "" for rel in self.docs
+        }
+
+    def commit_of(self, version: str) -> str | None:
+        texts = sorted((r, d) for r, d in self.docs.items() if r.startswith(version + ":"))
+        return hashlib.sha1(repr(texts).encode()).hexdigest() if texts else None
+
+    def commits_off(self, version: str, commits: Iterable[str]) -> set[str]:
+        return set(commits) - {self.commit_of(version)}
+
+
+def test_a_versioned_kind_declares_its_power_and_shares_a_point_between_versions(
+    memory_kind: dict[str, dict[str, bytes]], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(
+        kinds.SOURCE_KINDS,
+        "memory",
+        kinds.SourceKind(
+            reader=f"{__name__}:VersionedMemory",
+            config=f"{__name__}:MemorySourceConfig",
+            shown=f"{__name__}:MEMORY_STATUS",
+        ),
+    )
+    page = (MD_DOCS / SMALL_MD[0]).read_bytes()
+    memory_kind["/mem/docs"] = {
+        f"v1:{SMALL_MD[0]}": page,
+        f"v2:{SMALL_MD[0]}": page,
+        "v2:new.md": b"# Only in v2\n\nA page the second version adds.\n",
+    }
+    state = tmp_path / "state"
+    assert _sync(state).indexed == 3
+    points = store_snapshot(state).values()
+    by_path: dict[str, list[Any]] = {}
+    for p in points:
+        by_path.setdefault(p["path"], []).append(p["version"])
+    # the page both versions hold is one set of points, each naming both versions
+    assert {tuple(v) for v in by_path[SMALL_MD[0]]} == {("v1", "v2")}
+    assert {tuple(v) for v in by_path["new.md"]} == {("v2",)}
+    assert all(p["git_commit"] for p in points)
+
+
+def test_a_power_had_but_not_declared_is_refused_when_the_kind_loads(
+    memory_kind: dict[str, dict[str, bytes]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    class Undeclared(MemorySource):
+        versions = VersionedMemory.versions
+        commit_of = VersionedMemory.commit_of
+        commits_off = VersionedMemory.commits_off
+
+    class Lacking(MemorySource, Versioned):
+        def versions(self) -> dict[str, str]:
+            return {}
+
+    for cls, why in ((Undeclared, "declare it among its bases"), (Lacking, "lacks commit_of")):
+        monkeypatch.setattr(sys.modules[__name__], cls.__name__, cls, raising=False)
+        monkeypatch.setitem(
+            kinds.SOURCE_KINDS,
+            "memory",
+            kinds.SourceKind(
+                reader=f"{__name__}:{cls.__name__}",
+                config=f"{__name__}:MemorySourceConfig",
+                shown=f"{__name__}:MEMORY_STATUS",
+            ),
+        )
+        with pytest.raises(TypeError, match=why):
+            reader_class("memory")

@@ -17,15 +17,14 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.config import SourceConfig
-from ingestd.daemon.sources.local import LocalFolder
+from ingestd.daemon.sources.local import LocalFolder, LocalSourceConfig
 from ingestd.daemon.sources.walk import stat_file
 from ingestd.daemon.sync.planning.links import HardLinks
 from tests.helpers import assert_matches_oracle, fake_vectors, ingestd_cmd, run_cli, wait_for
 
 
 def _folder(source: str, root: Path) -> LocalFolder:
-    return LocalFolder(SourceConfig(name=source, root=root))
+    return LocalFolder(LocalSourceConfig(name=source, root=root))
 
 
 def _seen(links: HardLinks, source: str, root: Path, *rels: str) -> None:
