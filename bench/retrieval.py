@@ -61,6 +61,17 @@ Printed:
 Embeddings are cached by text hash in ``--cache`` (``EmbeddingCache``), so only new
 texts are embedded (~25-35 chunks/s on these machines).
 
+``--embedding-config FILE`` embeds with the ``embedding`` section of an ingestd config
+file instead of the bundled model (any backend: a local model folder, or an
+OpenAI-compatible server with ``backend: openai``), its prompts or input types as
+ingestd sends them: chunks with the document prompt (or input type), questions with
+the query one. The chunks stay the default config's (fitted to the bundled model), so
+that a run against a ``--json`` file of the bundled model's run (``--baseline``) pairs
+the same chunks and questions: the difference is the model's alone. Vectors are cached
+per side: a chunk's by the model and its document prompt or input type only, so
+configs that differ in the query side alone (with and without a query prompt) embed
+the corpora once.
+
 Usage::
 
     python bench/retrieval.py                                # all sets and strategies
@@ -69,6 +80,8 @@ Usage::
     python bench/retrieval.py --only default --variant min_tokens=100 --mode hybrid
     python bench/retrieval.py --only default --save-chunks /tmp/chunks.json
     python bench/retrieval.py --only default --variant min_tokens=100 --distractors /tmp/chunks.json
+    python bench/retrieval.py --only default --json /tmp/minilm.json
+    python bench/retrieval.py --only default --embedding-config e5.yaml --baseline /tmp/minilm.json
 
 ``--add FILE`` indexes FILE in every set beside the corpus, for every strategy: a page
 that no question is about, to see how often it outranks the pages questions are
@@ -732,6 +745,12 @@ def parse_args() -> argparse.Namespace:
         "as ingestd eval and passages order pages; default) or by first chunk",
     )
     ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument(
+        "--embedding-config",
+        type=Path,
+        help="embed with this ingestd config file's embedding section (its model, "
+        "backend, prompts or input types) instead of the bundled model",
+    )
     ap.add_argument("--json", type=Path, help="also write per-question results here")
     ap.add_argument(
         "--baseline",
@@ -757,9 +776,8 @@ def main() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
     from ingestd.chunkers.sizing.tokenizers import ModelSizer, TiktokenSizer
-    from ingestd.store.embedding.cache import CachedEmbedder, EmbeddingCache
-    from ingestd.store.embedding.embedder import load_embedder, model_info
-    from ingestd.store.vectors.ids import chunk_hash
+    from ingestd.store.embedding.cache import EmbeddingCache
+    from ingestd.store.embedding.embedder import model_info
 
     code = provenance()  # at chunking time: chunkers/ may change while a long run goes on
     print(f"code (when chunked): {code}")
@@ -775,25 +793,25 @@ def main() -> None:
                 }
             )
         )
-    info = model_info("all-MiniLM-L6-v2")
-    model = load_embedder(info, batch_size=args.batch_size)  # the default backend
+    info, model = bench_model(args)
     args.cache.mkdir(parents=True, exist_ok=True)
     cache = EmbeddingCache(args.cache / "embeddings.db", max_entries=10_000_000)
-    embedder = CachedEmbedder(model, info.fingerprint, cache, chunk_hash)
+    embedder, asker = side_embedders(info, model, cache)
     queries = {}
     pages: dict[str, tuple[list[_context.PageQuestion], list[int]]] = {}
     added: dict[str, Queries] = {}  # the questions bench/qrels adds (comparisons)
     for name in sets:
         texts = [q.question for q in questions[name]]
-        queries[name] = Queries(texts, embed(texts, embedder, f"{name} questions"))
+        queries[name] = Queries(texts, embed(texts, asker, f"{name} questions"))
         pages[name] = _context.load_page_questions(name, questions[name])
-        added[name] = embed_added(name, pages[name], embedder)
+        added[name] = embed_added(name, pages[name], asker)
         for idx in indexes[name]:
             idx.vecs = embed(idx.texts, embedder, f"{name}, {idx.label}")
     cache.close()
 
-    assert info.tokenizer_json is not None
-    sizes = (TiktokenSizer("cl100k_base"), ModelSizer(info.tokenizer_json))
+    bundled = model_info("all-MiniLM-L6-v2")  # the chunks' word pieces: the chunker's model
+    assert bundled.tokenizer_json is not None
+    sizes = (TiktokenSizer("cl100k_base"), ModelSizer(bundled.tokenizer_json))
     from ingestd.store.search.sparse import query_vector
 
     modes = [m for m in args.mode.split(",") if m]
@@ -802,7 +820,10 @@ def main() -> None:
     results: dict[str, dict[str, list[Result]]] = {}
     dump: dict[str, Any] = {}
     fills: dict[str, dict[str, float]] = {}  # set -> label -> fill %
-    print(f"\nmodel {info.name}; modes {', '.join(modes)}; span = a chunk covers the whole answer")
+    print(
+        f"\nmodel {info.label}{prompts_of(info)}; modes {', '.join(modes)}; "
+        "span = a chunk covers the whole answer"
+    )
     for name in sets:
         queries[name].sparse = [query_vector(t) for t in queries[name].texts]
         results[name] = {
@@ -856,6 +877,89 @@ def main() -> None:
     if DEFAULT in labels:
         show_targets(sets, results, modes, ANCHORS)
     summary(sets, results, fills, labels, modes)
+
+
+def bench_model(args: argparse.Namespace) -> tuple[Any, Any]:
+    """The model to embed with (``--embedding-config``, else the bundled one) and its embedder.
+
+    Returns:
+        ``(ModelInfo, embedder)``: the embedder takes texts as they are (no prompt).
+    """
+    from ingestd.store.embedding.embedder import load_embedder, model_info
+
+    if args.embedding_config is None:
+        info = model_info("all-MiniLM-L6-v2")
+        return info, load_embedder(info, batch_size=args.batch_size)  # the default backend
+    from ingestd.daemon.config import load_config
+
+    e = load_config(args.embedding_config).embedding
+    info = model_info(e.model, e.backend, endpoint=e.endpoint, prompts=e.prompts)
+    embedder = load_embedder(
+        info, device=e.device, batch_size=e.batch_size, threads=e.threads, cache_dir=e.cache_dir
+    )
+    return info, embedder
+
+
+def prompts_of(info: Any) -> str:
+    """`` (query 'q', document 'd')``: how queries and chunks are told apart, if they are."""
+    ep = info.endpoint
+    if ep is not None and ep.input_types:
+        return f" (input_type query {ep.query_input_type!r}, document {ep.document_input_type!r})"
+    if info.query_prompt or info.document_prompt:
+        return f" (prompts query {info.query_prompt!r}, document {info.document_prompt!r})"
+    return " (no prompts)"
+
+
+def side_embedders(info: Any, model: Any, cache: Any) -> tuple[Any, Any]:
+    """Cached embedders of chunks and of questions, each with its side's prompt or input type.
+
+    Each side's vectors are cached under the model and that side's prompt or input type
+    alone; a model that embeds both sides alike keeps its own fingerprint for both.
+    """
+    import hashlib
+
+    from ingestd.store.embedding.cache import CachedEmbedder
+    from ingestd.store.embedding.prompts import embed_queries, prompted
+    from ingestd.store.vectors.ids import chunk_hash
+
+    ep = info.endpoint
+    if not (info.query_prompt or info.document_prompt or (ep is not None and ep.input_types)):
+        return (CachedEmbedder(model, info.fingerprint, cache, chunk_hash),) * 2
+    base = model_base_fingerprint(info)
+
+    def key(side: str, prompt: str, input_type: str | None) -> str:
+        blob = json.dumps({"model": base, side: prompt, "input_type": input_type})
+        return hashlib.sha256(blob.encode()).hexdigest()
+
+    doc_type = ep.document_input_type if ep is not None else None
+    query_type = ep.query_input_type if ep is not None else None
+    documents = CachedEmbedder(
+        lambda texts: model(prompted(info.document_prompt, texts)),
+        key("document", info.document_prompt, doc_type),
+        cache,
+        chunk_hash,
+    )
+    questions = CachedEmbedder(
+        lambda texts: embed_queries(model, info, texts),
+        key("query", info.query_prompt, query_type),
+        cache,
+        chunk_hash,
+    )
+    return documents, questions
+
+
+def model_base_fingerprint(info: Any) -> str:
+    """The fingerprint of ``info``'s model with no prompt and no input type."""
+    import dataclasses
+
+    from ingestd.store.embedding.embedder import model_info
+    from ingestd.store.embedding.prompts import Prompts
+
+    ep = info.endpoint
+    if ep is not None:
+        ep = dataclasses.replace(ep, query_input_type=None, document_input_type=None)
+    plain = model_info(info.name, info.backend, endpoint=ep, prompts=Prompts("", ""))
+    return str(plain.fingerprint)
 
 
 def save(args: argparse.Namespace, dump: dict[str, Any]) -> None:

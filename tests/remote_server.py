@@ -93,13 +93,14 @@ class EmbeddingServer:
             self.proc.wait(30)
         self.proc = None
 
-    def embed(self, texts: list[str]) -> Any:
-        """The server's raw vectors of ``texts``, asked directly."""
+    def embed(self, texts: list[str], input_type: str | None = None) -> Any:
+        """The server's raw vectors of ``texts``, asked directly (with ``input_type``, if any)."""
         import numpy as np
 
-        resp = httpx.post(
-            f"{self.url}/embeddings", json={"model": SERVER_MODEL, "input": texts}, timeout=120
-        )
+        body: dict[str, Any] = {"model": SERVER_MODEL, "input": texts}
+        if input_type is not None:
+            body["input_type"] = input_type
+        resp = httpx.post(f"{self.url}/embeddings", json=body, timeout=120)
         resp.raise_for_status()
         return np.asarray([d["embedding"] for d in resp.json()["data"]], dtype=np.float32)
 
@@ -118,6 +119,7 @@ class Gateway:
             any more (0: none waits).
         log: ``(monotonic time, status, texts)`` of each request.
         inputs: the texts of each request answered 200, in the order of ``log``.
+        input_types: the ``input_type`` of each of those requests (``None``: none said).
         most_in_flight: the most requests it held at once.
         held: requests waiting now for :meth:`release`.
         poison: the next answers of the server (counted down) are passed on with one
@@ -134,6 +136,7 @@ class Gateway:
         self.meet = 0
         self.log: list[tuple[float, int, int]] = []
         self.inputs: list[list[str]] = []
+        self.input_types: list[str | None] = []
         self.most_in_flight = 0
         self.held = 0
         self.poison = 0
@@ -183,7 +186,8 @@ class Gateway:
 
     def _answer(self, path: str, headers: Any, body: bytes) -> tuple[int, dict[str, str], bytes]:
         start = time.monotonic()
-        given_texts = list(json.loads(body or b"{}").get("input") or [])
+        request = json.loads(body or b"{}")
+        given_texts = list(request.get("input") or [])
         texts = len(given_texts)
         json_type = {"Content-Type": "application/json"}
         status, extra, out = 200, {}, b""
@@ -231,6 +235,7 @@ class Gateway:
             self.log.append((time.monotonic(), status, texts))
             if status == 200:
                 self.inputs.append(given_texts)
+                self.input_types.append(request.get("input_type"))
         return status, {**json_type, **extra}, out
 
     def _poisoned(self, status: int, out: bytes) -> bytes:

@@ -177,6 +177,8 @@ class QueryBuilder:
         emb = dict(settings.get("embedding") or {})
         for key in ("query_prompt", "document_prompt"):  # not recorded: the model got none
             emb.setdefault(key, "")
+        for key in ("query_input_type", "document_input_type"):  # not recorded: none said
+            emb.setdefault(key, None)
         base = cls.from_config(config, collection=collection)
         embedding = base._embedding
         if embedding is not None:  # a remote model: where it answers is recorded too
@@ -215,7 +217,9 @@ class QueryBuilder:
 
     def dense(self, query: str) -> list[float]:
         """The query's embedding by the collection's model, its query prompt first."""
-        return [float(x) for x in self._model()([self.model.query_prompt + query])[0]]
+        from ingestd.store.embedding.prompts import embed_queries
+
+        return [float(x) for x in embed_queries(self._model(), self.model, [query])[0]]
 
     def sparse(self, query: str) -> Any:
         """The query's BM25 vector as a ``qdrant_client.models.SparseVector``."""

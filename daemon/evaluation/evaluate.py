@@ -332,16 +332,17 @@ class Evaluation:
     def _embed_questions(self, engine: Engine) -> tuple[list[Any], int]:
         """Question vectors, through the embedding cache; and how many the model made.
 
-        A model whose query prompt is not its document prompt embeds the questions with
-        its query prompt, past the cache (which holds documents' vectors).
+        A model that embeds a query otherwise than a chunk (its query prompt, or its
+        query input type) embeds the questions so, past the cache (which holds
+        documents' vectors).
         """
-        from ingestd.store.embedding.prompts import prompted
+        from ingestd.store.embedding.prompts import embed_queries
         from ingestd.store.vectors.ids import chunk_hash
 
         model = engine.model
-        if model.query_prompt != model.document_prompt:
-            texts = prompted(model.query_prompt, [q.question for q in self.questions])
-            vecs = engine.profile.embed_model()(texts) if texts else []
+        if model.asymmetric:
+            texts = [q.question for q in self.questions]
+            vecs = embed_queries(engine.profile.embed_model(), model, texts) if texts else []
             return list(vecs), len(texts)
         _ = engine.cache  # open it: questions asked before are not embedded again
         pairs = [(chunk_hash(q.question), q.question) for q in self.questions]

@@ -37,6 +37,9 @@ class Endpoint:
         retries: attempts after the first for a transient failure (429, 5xx, no answer).
         max_tokens: the model's input limit in tiktoken ``cl100k_base`` tokens: with
             ``fit_model`` every chunk is held to it.
+        query_input_type: the ``input_type`` a request for search queries carries
+            (``None``: no such field; see :class:`ModelInfo`).
+        document_input_type: the ``input_type`` a request for chunks carries.
     """
 
     url: str
@@ -47,6 +50,13 @@ class Endpoint:
     timeout_s: float = 60.0
     retries: int = 4
     max_tokens: int = 512
+    query_input_type: str | None = None
+    document_input_type: str | None = None
+
+    @property
+    def input_types(self) -> bool:
+        """Whether requests say their input type (the server puts the prompt itself)."""
+        return self.query_input_type is not None
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +98,18 @@ class ModelInfo:
     endpoint: Endpoint | None = None
     query_prompt: str = ""
     document_prompt: str = ""
+
+    @property
+    def asymmetric(self) -> bool:
+        """Whether a search query is embedded otherwise than a chunk of the same text.
+
+        By its prompt, or by the input type its request says (an endpoint with
+        ``query_input_type``): then a query's vector is not a cached chunk's.
+        """
+        by_type = self.endpoint is not None and (
+            self.endpoint.query_input_type != self.endpoint.document_input_type
+        )
+        return self.query_prompt != self.document_prompt or by_type
 
     @property
     def label(self) -> str:

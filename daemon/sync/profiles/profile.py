@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from ingestd.store.embedding.model import ModelInfo
 
 __all__ = [
+    "INPUT_TYPE_KEYS",
     "PROMPT_KEYS",
     "REMOTE_KEYS",
     "VECTOR_KEYS",
@@ -57,6 +58,9 @@ REMOTE_KEYS = ("url", "dimensions", "api_key_env", "api_key_header", "max_tokens
 #: Keys recorded besides when not empty: the prompts the model got
 #: (:mod:`ingestd.store.embedding.prompts`).
 PROMPT_KEYS = ("query_prompt", "document_prompt")
+#: Keys recorded besides for a remote backend when set: the input types its requests
+#: say (:mod:`ingestd.store.embedding.remote_backend`).
+INPUT_TYPE_KEYS = ("query_input_type", "document_input_type")
 
 
 class ProfileUnavailableError(ModelMismatchError):
@@ -81,13 +85,15 @@ def settings_of(cfg: Config, info: ModelInfo) -> dict[str, Any]:
     Keys: ``model`` (the configured name), ``embedding`` (:data:`VECTOR_KEYS` of the
     ``embedding`` section, :data:`REMOTE_KEYS` for a remote backend, and the prompts
     the model got, :data:`PROMPT_KEYS`, those not empty: a model without prompts is
-    recorded as before they existed), ``model_fingerprint``, ``dim``, ``tokenizer``,
-    ``fit_model``.
+    recorded as before they existed; and :data:`INPUT_TYPE_KEYS` when set),
+    ``model_fingerprint``, ``dim``, ``tokenizer``, ``fit_model``.
     """
     emb = cfg.embedding
     fields = type(emb).model_fields
     keys = VECTOR_KEYS + (REMOTE_KEYS if info.endpoint is not None else ())
     prompts = {"query_prompt": info.query_prompt, "document_prompt": info.document_prompt}
+    if info.endpoint is not None:
+        prompts |= {k: getattr(info.endpoint, k) for k in INPUT_TYPE_KEYS}
     return {
         "model": info.name,
         "embedding": {k: getattr(emb, k) for k in keys if k in fields}
@@ -106,6 +112,9 @@ def config_for(cfg: Config, settings: Mapping[str, Any]) -> Config:
     emb.setdefault("model", settings["model"])
     for key in PROMPT_KEYS:  # not recorded: the model got none
         emb.setdefault(key, "")
+    if "query_input_type" in fields:
+        for key in INPUT_TYPE_KEYS:  # not recorded: none was said
+            emb.setdefault(key, None)
     emb["fit_model"] = bool(settings["fit_model"])
     return cfg.model_copy(
         update={
@@ -126,8 +135,8 @@ def differences(old: Mapping[str, Any], new: Mapping[str, Any]) -> list[str]:
     for key in ("tokenizer", "fit_model"):
         if old[key] != new[key]:
             out.append(f"{key}: {old[key]} -> {new[key]}")
-    for key in PROMPT_KEYS:
-        was, now = (str(dict(s.get("embedding") or {}).get(key, "")) for s in (old, new))
+    for key in PROMPT_KEYS + INPUT_TYPE_KEYS:
+        was, now = (dict(s.get("embedding") or {}).get(key) or "" for s in (old, new))
         if was != now:
             out.append(f"embedding.{key}: {was!r} -> {now!r}")
     return out
