@@ -16,7 +16,7 @@ import pytest
 from ingestd.daemon.client.query import QueryBuilder
 from ingestd.daemon.commands.search import search as search_cmd
 from ingestd.daemon.config import ConfigError, load_config
-from ingestd.daemon.sync.profile import Profile, config_for, differences
+from ingestd.daemon.sync.profiles.profile import Profile, config_for, differences
 from ingestd.store.embedding.cache import EmbedStats
 from ingestd.store.embedding.embedder import load_embedder, model_info
 from ingestd.store.embedding.prompts import embed_queries

@@ -182,7 +182,7 @@ def test_without_qdrant_client_a_server_and_the_local_engine_name_its_extra(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
 ) -> None:
     from ingestd.store.vectors.base import QDRANT_CLIENT_EXTRA, StoreUnavailableError
-    from ingestd.store.vectors.qdrant import QdrantStore
+    from ingestd.store.vectors.client.qdrant import QdrantStore
 
     monkeypatch.setitem(sys.modules, "qdrant_client", None)  # import fails: not installed
     where_to = {"url": "http://127.0.0.1:9"} if where == "url" else {"path": str(tmp_path)}
