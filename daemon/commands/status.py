@@ -32,9 +32,11 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
         ``failed``, ``last_sync`` (the end of the last complete sync, seconds since
         the epoch, or ``None``), ``last_change_synced`` (when a sync last wrote or
         deleted a document, a watched edit's included), ``held_deletes``,
-        ``failed_documents`` (at most 50) and ``warnings`` (likely mistakes: include
-        globs that match no file; files indexed by another source too, a source left
-        in the state by an older config or ``resync PATH``). A git source adds
+        ``failed_documents`` (at most 50), ``partly_skipped`` (indexed documents whose
+        chunks that are not prose were left out), ``partly_skipped_documents`` (at most
+        50: ``path`` and ``note``, the count of chunks left out) and ``warnings`` (likely
+        mistakes: include globs that match no file; files indexed by another source
+        too, a source left in the state by an older config or ``resync PATH``). A git source adds
         ``refs`` (its versions: ``version``, ``ref``, ``commit``), ``fetched_at``,
         ``failing_since`` and ``fetch_error`` (see
         :func:`~ingestd.daemon.sources.git.mirror_status`).
@@ -55,6 +57,8 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
                 {"path": p, "error": e} for p, e in manifest.failed(s["name"])[:50]
             ],
         }
+        partial = manifest.partly_skipped(s["name"]) if counts.get("partly_skipped") else []
+        entry["partly_skipped_documents"] = [{"path": p, "note": n} for p, n in partial[:50]]
         repo = mirror_status(Path(s["root"]))
         if repo is not None:  # a git source: its versions, and its fetches
             entry.update(repo)
