@@ -102,6 +102,10 @@ def mcp_cmd(
     """
     import logging
 
+    from ingestd.daemon.mcpserver.stop import exit_on_stop_signals
+
+    if http_address is None:  # first of all: a Ctrl-C during the start exits 0 too
+        exit_on_stop_signals(0)
     from ingestd.daemon.mcpserver import transport
 
     address = None

@@ -350,7 +350,7 @@ def status(
         from ingestd.daemon.sync.healing.holdings import check_state
 
         with manifest_reader(cfg, sd) as m:
-            st = local_status(m, sd)
+            st = local_status(m, sd, [s.name for s in cfg.sources] if cfg else None)
             _check_store_files(cfg, sd)
             if m is not None:
                 notes = check_state(cfg, sd, m)

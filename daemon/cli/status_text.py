@@ -194,6 +194,10 @@ def _source_lines(s: dict[str, Any], now: float, st: dict[str, Any]) -> Iterator
         yield f"  failed {f['path']}: {f['error']}"
     if s.get("failed", 0) > len(s.get("failed_documents") or []):
         yield f"  (more failed documents: see `{command_line(st, 'status', '--json')}`)"
+    for f in s.get("partly_skipped_documents") or []:
+        yield f"  partly skipped {f['path']}: {f['note']}"
+    if s.get("partly_skipped", 0) > len(s.get("partly_skipped_documents") or []):
+        yield f"  (more partly skipped documents: see `{command_line(st, 'status', '--json')}`)"
     for r in s.get("refused") or []:
         yield f"  refused by the store {r['path']}: {r['error']}"
     for k in s.get("skipped") or []:

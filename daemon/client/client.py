@@ -339,8 +339,9 @@ class Client:
         from ingestd.daemon.commands.status import local_status
 
         cfg = self._state.config() if self._state.config_path is not None else None
+        configured = [s.name for s in cfg.sources] if cfg is not None else None
         with self._state.manifest(cfg) as m:
-            return local_status(m, self.state_dir)
+            return local_status(m, self.state_dir, configured)
 
 
 def _as_answer(got: Any) -> dict[str, Any]:

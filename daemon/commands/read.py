@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingestd.chunkers.readers.document import citation
 from ingestd.daemon.commands.chunks import document_chunks, physical_of
+from ingestd.daemon.commands.extracted import extracted_cache
 from ingestd.daemon.sources.versions import (
     VERSION_SEP,
     commit_of,
@@ -398,14 +399,20 @@ def _read_path(
 def _file_text(
     engine: Engine, source: str, rel: str, doc_hash: str
 ) -> tuple[Extracted | None, bool]:
-    """The document now, read by its rule's reader (``None``: unreadable), and if it changed."""
+    """The document now, read by its rule's reader (``None``: unreadable), and if it changed.
+
+    The extracted text is kept while the bytes are the same
+    (:data:`~ingestd.daemon.commands.extracted.extracted_cache`): a PDF is not read
+    through again per call.
+    """
     try:
         data = engine.source(source).read(rel)
-        reader = engine.context.rule_of(source, rel).reader
-        doc = reader.read(data)
+        rule = engine.context.rule_of(source, rel)
+        digest = hashlib.sha256(data).hexdigest()
+        doc = extracted_cache.get((rule.fingerprint, digest), lambda: rule.reader.read(data))
     except (OSError, ValueError):
         return None, True
-    return doc, bool(doc_hash) and hashlib.sha256(data).hexdigest() != doc_hash
+    return doc, bool(doc_hash) and digest != doc_hash
 
 
 def _split(text: str) -> list[str]:

@@ -206,6 +206,7 @@ def answer_request(engine: Engine, request: SearchRequest) -> dict[str, Any]:
     if budget_tokens is not None:
         limit = min(MAX_PASSAGE_HITS, max(k, math.ceil(budget_tokens / _TOKENS_PER_HIT)))
     hits, used = _ranked(engine, names, query, limit, filters, mode, request.ranks, notes)
+    notes.extend(mark_unconfigured(engine, hits))
     if not hits and (path or version):
         notes.extend(filter_notes(engine, names, path, version))
     if request.expand:
@@ -238,6 +239,30 @@ def answer_request(engine: Engine, request: SearchRequest) -> dict[str, Any]:
             "indexed: results come from what is indexed so far"
         )
     return out
+
+
+def mark_unconfigured(engine: Engine, hits: list[dict[str, Any]]) -> list[str]:
+    """Mark the hits of sources the config no longer has; the note that says so.
+
+    A source removed from the config keeps its points until ``ingestd forget`` (DESIGN.md
+    point 1: removing a source is an explicit command), and a collection it shares
+    with configured sources still answers with them. Nothing watches or syncs it any
+    more, so its hits may be out of date: each gets ``"configured": false``.
+
+    Returns:
+        One note naming those sources, or none.
+    """
+    stray = sorted({str(h.get("source")) for h in hits if h.get("source") not in engine.sources})
+    for h in hits:
+        if h.get("source") not in engine.sources:
+            h["configured"] = False
+    if not stray:
+        return []
+    return [
+        f"hits from source(s) {', '.join(stray)}, which the config no longer has: not "
+        "watched or synced, they may be out of date (marked configured: false); "
+        "`ingestd forget SOURCE` deletes them"
+    ]
 
 
 def _ranked(

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Collection
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -20,8 +21,16 @@ if TYPE_CHECKING:
 __all__ = ["local_status", "status_of"]
 
 
-def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) -> dict[str, Any]:
+def status_of(
+    manifest: ManifestReader,
+    engine: Engine | None,
+    state_dir: Path,
+    configured: Collection[str] | None = None,
+) -> dict[str, Any]:
     """Per-source documents, chunks, failures, last sync; counters when ``engine`` runs.
+
+    ``configured``: the names of the sources the config has, when there is no engine
+    (the engine's are its sources); ``None``: not known.
 
     Returns:
         ``{"state_dir", "sources": [...], "disk": {...}}`` and, with an engine,
@@ -32,10 +41,15 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
         ``failed``, ``last_sync`` (the end of the last complete sync, seconds since
         the epoch, or ``None``), ``last_change_synced`` (when a sync last wrote or
         deleted a document, a watched edit's included), ``held_deletes``,
-        ``failed_documents`` (at most 50) and ``warnings`` (likely mistakes: include
-        globs that match no file; files indexed by another source too, a source left
-        in the state by an older config or ``resync PATH``). Its kind adds its own
-        keys (:func:`~ingestd.daemon.sources.shown.recorded_status`): a git source
+        ``configured`` (when known: ``false`` for a source the config no longer has,
+        whose points still answer searches until ``ingestd forget``),
+        ``failed_documents`` (at most 50), ``partly_skipped`` (indexed documents whose
+        chunks that are not prose were left out), ``partly_skipped_documents`` (at most
+        50: ``path`` and ``note``, the count of chunks left out) and ``warnings`` (likely
+        mistakes: include globs that match no file; files indexed by another source
+        too, a source left in the state by an older config or ``resync PATH``). Its kind
+        adds its own keys (:func:`~ingestd.daemon.sources.shown.recorded_status`): a git
+        source adds
         ``refs`` (its versions: ``version``, ``ref``, ``commit``), ``fetched_at``,
         ``failing_since`` and ``fetch_error`` (see
         :func:`~ingestd.daemon.sources.mirror.mirror_status`).
@@ -56,10 +70,15 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
                 {"path": p, "error": e} for p, e in manifest.failed(s["name"])[:50]
             ],
         }
+        partial = manifest.partly_skipped(s["name"]) if counts.get("partly_skipped") else []
+        entry["partly_skipped_documents"] = [{"path": p, "note": n} for p, n in partial[:50]]
         entry.update(recorded_status(Path(s["root"])))  # its kind's keys (a git source's refs)
         if engine is not None and s["name"] in engine.sources:
             entry["retrying"] = engine.retrying(s["name"])
             entry["skipped"] = engine.skipped_entries(s["name"])
+        names = set(engine.sources) if engine is not None else configured
+        if names is not None:
+            entry["configured"] = s["name"] in names
         entry["warnings"] = _source_warnings(entry, engine)
         sources.append(entry)
     _overlap_warnings(manifest, sources)
@@ -95,7 +114,9 @@ def status_of(manifest: ManifestReader, engine: Engine | None, state_dir: Path) 
     return out
 
 
-def local_status(manifest: ManifestReader | None, state_dir: Path) -> dict[str, Any]:
+def local_status(
+    manifest: ManifestReader | None, state_dir: Path, configured: Collection[str] | None = None
+) -> dict[str, Any]:
     """``status`` with no daemon running: :func:`status_of` the manifest, ``daemon`` null.
 
     The counts are those of the last clean close when the manifest's file is unchanged
@@ -104,6 +125,7 @@ def local_status(manifest: ManifestReader | None, state_dir: Path) -> dict[str, 
     Args:
         manifest: the manifest, or ``None`` when nothing was indexed yet.
         state_dir: the state dir.
+        configured: the names of the sources the config has (``None``: not known).
 
     Returns:
         :func:`status_of`'s answer (only ``state_dir`` and empty ``sources`` without a
@@ -117,7 +139,7 @@ def local_status(manifest: ManifestReader | None, state_dir: Path) -> dict[str, 
         st: dict[str, Any] = {"state_dir": str(state_dir), "sources": []}
     else:
         seed_counts(manifest, manifest.path, state_dir)  # a clean close's: nothing counted
-        st = status_of(manifest, None, state_dir)
+        st = status_of(manifest, None, state_dir, configured)
     st["daemon"] = None
     holder = lock_holder(state_dir)
     if holder is not None:
@@ -132,6 +154,12 @@ def _source_warnings(entry: dict[str, Any], engine: Engine | None) -> list[str]:
     scan; otherwise a source synced with no document at all is one.
     """
     name = entry["source"]
+    if entry.get("configured") is False:
+        return [
+            f"not in the config: not watched or synced, its {entry['chunks']} chunk(s) still "
+            "answer searches, marked configured: false (add it back, or `ingestd forget "
+            f"{name}` deletes them)"
+        ]
     if engine is not None and name in engine.sources:
         if name not in engine.planner.matching_nothing:
             return []

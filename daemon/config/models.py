@@ -305,9 +305,10 @@ class FilesConfig(ConfigModel):
         max_bytes: files over this many bytes are skipped unread.
         max_chunks: files that would make more chunks than this are skipped (20,000
             chunks take about 10-15 minutes of embedding on two CPU cores).
-        max_nonprose_chunks: files with more chunks that are not prose (base64,
-            minified code: under 2.5 % whitespace) than this, and over a tenth of their
-            chunks, are skipped (see :mod:`ingestd.daemon.sync.preparing.nonprose`).
+        max_nonprose_chunks: no longer used, accepted so that configs setting it still
+            load: chunks that are not prose (base64, minified code: under 2.5 %
+            whitespace) are always left out, and a file with no prose is skipped (see
+            :mod:`ingestd.daemon.sync.preparing.nonprose`).
         allow_secret_names: gitignore-style globs of paths exempt from the built-in
             deny-list of secret-bearing file names (``.env``, ``id_rsa``, ``.ssh/``,
             ``*.pem``, ``credentials.json``, ...: see

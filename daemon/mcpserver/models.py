@@ -93,6 +93,11 @@ class HitOut(Cited):
     end_line: int = Field(description="Last line of the chunk (inclusive).")
     heading_path: list[str] = Field(description="Headings above the chunk, outermost first.")
     text: str = Field(description="The chunk, verbatim from the file.")
+    configured: bool = Field(
+        True,
+        description="False for a source the config no longer has: not watched or synced, "
+        "so the hit may be out of date (the notes say so).",
+    )
 
 
 class PassageOut(Cited):

@@ -4,8 +4,10 @@
 stderr, and the SDK points file descriptor 1 at stderr while it serves). The server
 ends when its client closes stdin, exit status 0; a tool call still running then is
 asked to stop and abandoned after a grace period (the sync engine's write order
-makes an interrupted write harmless). SIGINT and SIGTERM exit at once, status 0: the
-SDK's stdin reader sits in a blocking read that an event loop cannot cancel.
+makes an interrupted write harmless). SIGINT and SIGTERM exit at once, status 0, from
+the start of the command on, whenever they land (see
+:mod:`~ingestd.daemon.mcpserver.stop`): the SDK's stdin reader sits in a blocking read
+that an event loop cannot cancel.
 
 **HTTP.** ``--http HOST:PORT`` serves streamable HTTP at ``/mcp``, stateless, with
 JSON answers. The address must be a loopback one (DNS-rebinding protection checks
@@ -31,6 +33,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
+from ingestd.daemon.mcpserver.stop import exit_on_stop_signals
 from ingestd.daemon.mcpserver.tools import IngestdServer
 
 if TYPE_CHECKING:
@@ -62,14 +65,14 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
 def serve_stdio(server: IngestdServer) -> int:
-    """Serve on stdin/stdout until the client closes stdin; returns the exit status (0)."""
+    """Serve on stdin/stdout until the client closes stdin; returns the exit status (0).
 
-    def leave(_sig: int, _frame: FrameType | None) -> None:
-        sys.stderr.flush()
-        os._exit(0)
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, leave)
+    SIGINT and SIGTERM end the process with status 0
+    (:func:`~ingestd.daemon.mcpserver.stop.exit_on_stop_signals`, which ``ingestd mcp``
+    installs first of all; again here for a caller that did not).
+    """
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        exit_on_stop_signals(0)
     server.run("stdio")
     if server.busy:  # a call in flight (a long sync): stop it, wait a little, then go
         server.client.interrupt()

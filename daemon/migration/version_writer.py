@@ -422,7 +422,7 @@ def _build_doc(prep: PreparedDocument, now: float) -> BuildDoc:
         content_hash=prep.content_hash,
         rule_fingerprint=prep.rule.fingerprint,
         state="failed" if prep.error else "ok",
-        error=prep.error,
+        error=prep.error or prep.note,
         git_commit=prep.payloads[0].get("git_commit") if prep.payloads else None,
         indexed_at=now,
         chunks=[

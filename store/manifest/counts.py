@@ -22,8 +22,9 @@ from collections.abc import Callable, Iterable, Mapping
 
 __all__ = ["COUNT_KEYS", "CountCache"]
 
-#: The counts of a source: documents, committed and pending point ids, failed documents.
-COUNT_KEYS = ("documents", "chunks", "pending", "failed")
+#: The counts of a source: documents, committed and pending point ids, failed documents,
+#: and indexed documents that lost chunks that are not prose (``partly_skipped``).
+COUNT_KEYS = ("documents", "chunks", "pending", "failed", "partly_skipped")
 
 
 class CountCache:

@@ -65,6 +65,10 @@ class ManifestReader(Protocol):
         """``(path, error)`` of failed documents."""
         ...
 
+    def partly_skipped(self, source: str) -> list[tuple[str, str]]:
+        """``(path, note)`` of indexed documents that lost chunks (not prose)."""
+        ...
+
     def collection_record(self, name: str) -> dict[str, Any] | None:
         """What is recorded of a collection (its profile, an aborted migration)."""
         ...

@@ -175,7 +175,7 @@ class SourceRecords(ManifestDatabase):
         return int(n)
 
     def counts(self, source: str) -> dict[str, int]:
-        """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source.
+        """``documents``, ``chunks``, ``pending``, ``failed``, ``partly_skipped`` of a source.
 
         ``chunks`` and ``pending`` count points
         (:data:`~ingestd.store.manifest.reader.SOURCE_POINTS_SQL`: versions share points).
@@ -195,12 +195,18 @@ class SourceRecords(ManifestDatabase):
                 .select_from(D)
                 .where(D.c.source == source, D.c.state == "failed")
             ).scalar_one()
+            partial = conn.execute(
+                select(func.count())
+                .select_from(D)
+                .where(D.c.source == source, D.c.state == "ok", D.c.error.is_not(None))
+            ).scalar_one()
             committed, pending = _points(conn, source)
         return {
             "documents": int(docs),
             "chunks": committed,
             "pending": pending,
             "failed": int(failed),
+            "partly_skipped": int(partial),
         }
 
     def failed(self, source: str) -> list[tuple[str, str]]:
@@ -212,6 +218,21 @@ class SourceRecords(ManifestDatabase):
                 .order_by(D.c.path)
             )
             return [(p, e or "") for p, e in rows]
+
+    def partly_skipped(self, source: str) -> list[tuple[str, str]]:
+        """``(path, note)`` of the indexed documents of ``source`` that lost chunks, by path.
+
+        The note (chunks that were not prose, left out; see
+        :func:`~ingestd.daemon.sync.preparing.nonprose.partly_skipped_note`) is kept in the
+        ``error`` column of a document whose state is ``ok``.
+        """
+        with self.engine.connect() as conn:
+            rows = conn.execute(
+                select(D.c.path, D.c.error)
+                .where(D.c.source == source, D.c.state == "ok", D.c.error.is_not(None))
+                .order_by(D.c.path)
+            )
+            return [(p, e) for p, e in rows]
 
     def has_pending(self, source: str) -> bool:
         """Whether a document of ``source`` has pending (uncommitted) point ids."""

@@ -139,7 +139,7 @@ class ManifestView(ManifestReader):
                 self._seeded[source] = {k: int(c[k]) for k in COUNT_KEYS}
 
     def counts(self, source: str) -> dict[str, int]:
-        """``documents``, ``chunks``, ``pending`` and ``failed`` counts of a source.
+        """``documents``, ``chunks``, ``pending``, ``failed``, ``partly_skipped`` of a source.
 
         ``chunks`` and ``pending`` count points
         (:data:`~ingestd.store.manifest.reader.SOURCE_POINTS_SQL`). The seeded ones when
@@ -148,9 +148,10 @@ class ManifestView(ManifestReader):
         if source in self._seeded:
             return dict(self._seeded[source])
         if "documents" not in self._tables:
-            return {"documents": 0, "chunks": 0, "pending": 0, "failed": 0}
-        docs, failed = self._execute(
-            "SELECT count(*), coalesce(sum(state = 'failed'), 0) FROM documents WHERE source = ?",
+            return {"documents": 0, "chunks": 0, "pending": 0, "failed": 0, "partly_skipped": 0}
+        docs, failed, partial = self._execute(
+            "SELECT count(*), coalesce(sum(state = 'failed'), 0), "
+            "coalesce(sum(state = 'ok' AND error IS NOT NULL), 0) FROM documents WHERE source = ?",
             (source,),
         ).fetchone()
         by = {bool(p): int(n) for p, n in self._execute(SOURCE_POINTS_SQL, {"source": source})}
@@ -159,6 +160,7 @@ class ManifestView(ManifestReader):
             "chunks": by.get(False, 0),
             "pending": by.get(True, 0),
             "failed": int(failed),
+            "partly_skipped": int(partial),
         }
 
     def integrity_problem(self) -> str | None:
@@ -193,6 +195,23 @@ class ManifestView(ManifestReader):
             (source,),
         )
         return [(p, e or "") for p, e in rows]
+
+    def partly_skipped(self, source: str) -> list[tuple[str, str]]:
+        """As :meth:`ingestd.store.manifest.manifest.Manifest.partly_skipped`.
+
+        None read when the seeded counts know of no such document.
+        """
+        if (
+            "documents" not in self._tables
+            or self._seeded.get(source, {}).get("partly_skipped") == 0
+        ):
+            return []
+        rows = self._execute(
+            "SELECT path, error FROM documents WHERE source = ? AND state = 'ok' "
+            "AND error IS NOT NULL ORDER BY path",
+            (source,),
+        )
+        return [(p, e) for p, e in rows]
 
     def collection_record(self, name: str) -> dict[str, Any] | None:
         """As :meth:`ingestd.store.manifest.manifest.Manifest.collection_record`."""

@@ -169,3 +169,54 @@ def test_a_store_whose_owner_is_away_is_refused_until_taken_over(
     (tmp_path / "a-away").rename(tmp_path / "a")
     res = run_cli("status", "--config", str(tmp_path / "a.yaml"))
     assert res.returncode == 1 and "belongs to state dir" in res.stderr, res.stderr
+
+
+def test_a_copied_state_dir_is_refused_the_originals_store_until_taken_over(
+    tmp_path: Path, qdrant_engine: str
+) -> None:
+    """A copy holds the original's id: started against the original's store (outside
+    both), it was taken for the owner and the two manifests wrote one store in turn."""
+    from click.testing import CliRunner
+
+    from ingestd.daemon.cli.main import cli
+    from ingestd.daemon.config import load_config
+    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.sync.state.ownership import state_id
+
+    store = tmp_path / "shared-store"
+    root = copy_tree(tmp_path / "one")
+    cfg_one = load_config(_config(tmp_path, "a", root, store, qdrant_engine))
+    eng = Engine(cfg_one, tmp_path / "a", embed_model=fake_vectors)
+    try:
+        eng.sync("a")
+    finally:
+        eng.close()
+    held = _points_of(store, qdrant_engine, "a")
+    shutil.copytree(tmp_path / "a", tmp_path / "a-copy")  # a backup, started elsewhere
+    assert state_id(tmp_path / "a-copy") == state_id(tmp_path / "a")
+    eng = Engine(cfg_one, tmp_path / "a-copy", embed_model=fake_vectors)
+    try:
+        with pytest.raises(StoreOwnedError, match="a copy of that state dir"):
+            eng.sync("a")
+    finally:
+        eng.close()
+    assert _points_of(store, qdrant_engine, "a") == held
+    eng = Engine(cfg_one, tmp_path / "a", embed_model=fake_vectors)  # the original keeps it
+    try:
+        assert eng.verify("a").clean
+    finally:
+        eng.close()
+    copy_cfg = tmp_path / "a-copy.yaml"
+    copy_cfg.write_text(
+        (tmp_path / "a.yaml").read_text().replace(str(tmp_path / "a"), str(tmp_path / "a-copy"))
+    )
+    done = CliRunner().invoke(cli, ["takeover", "--yes", "--config", str(copy_cfg)])
+    assert done.exit_code == 0, done.output
+    assert state_id(tmp_path / "a-copy") != state_id(tmp_path / "a")  # an id of its own
+    eng = Engine(cfg_one, tmp_path / "a-copy", embed_model=fake_vectors)
+    try:
+        assert eng.verify("a").clean
+    finally:
+        eng.close()
+    res = run_cli("status", "--config", str(tmp_path / "a.yaml"))
+    assert res.returncode == 1 and "belongs to state dir" in res.stderr, res.stderr

@@ -21,9 +21,9 @@ File policy (a document that breaks it is *failed*: no chunks, its error in ``st
 * a chunker error, or any other error while preparing this one document;
 * more than ``files.max_chunks`` chunks (a pathological file would otherwise hold the
   embedder for many minutes);
-* text that is not prose (base64, minified code, long runs without whitespace) in more
-  than ``files.max_nonprose_chunks`` chunks and a tenth of them (see
-  :mod:`~ingestd.daemon.sync.preparing.nonprose`).
+* text that is not prose (base64, minified code, long runs without whitespace) in all
+  its chunks; a document with prose loses only the chunks that are not prose, and keeps
+  a note of how many in the manifest (see :mod:`~ingestd.daemon.sync.preparing.nonprose`).
 
 Paths whose name is not valid UTF-8 never get here: the scanner skips them
 (:func:`~ingestd.daemon.sources.walk.name_problem`), since the manifest, the point ids and
@@ -54,7 +54,11 @@ from ingestd.daemon.sources.versions import (
     split_document,
     strip_keys,
 )
-from ingestd.daemon.sync.preparing.nonprose import nonprose_error
+from ingestd.daemon.sync.preparing.nonprose import (
+    leave_out_nonprose,
+    nonprose_error,
+    partly_skipped_note,
+)
 from ingestd.daemon.sync.preparing.rules import Rule
 from ingestd.daemon.sync.preparing.secret_files import SecretPolicy
 from ingestd.daemon.sync.types import SyncInterrupted, UnreadableFile
@@ -92,6 +96,8 @@ class PreparedDocument:
         hashes: chunk hash of each chunk (of its embedded text).
         payloads: payload of each chunk (provenance keys included).
         error: why the document failed, or ``None``.
+        note: what of an indexed document was left out (chunks that are not prose),
+            or ``None``; the manifest keeps it in the ``error`` column of an ``ok`` row.
     """
 
     path: str
@@ -103,6 +109,7 @@ class PreparedDocument:
     hashes: list[str] = field(default_factory=list)
     payloads: list[dict[str, Any]] = field(default_factory=list)
     error: str | None = None
+    note: str | None = None
 
     @property
     def size(self) -> int:
@@ -123,8 +130,7 @@ def prepare_document(
         src: the source (its name is payload ``source`` and part of the point ids).
         rel: POSIX path relative to the source.
         rule: the rule matching ``rel``.
-        files: the file policy (``max_bytes``, ``max_chunks``, ``max_nonprose_chunks``,
-            the secret checks).
+        files: the file policy (``max_bytes``, ``max_chunks``, the secret checks).
         git_commit: HEAD's commit of a git source (payload ``git_commit``).
 
     Raises:
@@ -155,6 +161,7 @@ def prepare_document(
         prep.error = f"cannot be prepared: {type(exc).__name__}: {exc}"
     if prep.error is not None:
         prep.chunks, prep.ids, prep.hashes, prep.payloads = [], [], [], []
+        prep.note = None
     return prep
 
 
@@ -216,9 +223,13 @@ def _chunk(
             f"would make {len(chunks)} chunks (> files.max_chunks {files.max_chunks}); skipped"
         )
         return
-    prep.error = nonprose_error(chunks, files.max_nonprose_chunks)
+    prep.error = nonprose_error(chunks)
     if prep.error is not None:
         return
+    kept, left_out = leave_out_nonprose(chunks)
+    if left_out:
+        prep.note = partly_skipped_note(left_out, sum(1 for c in chunks if not c.is_parent))
+        chunks = kept
     prep.chunks = chunks
     prep.hashes = [chunk_hash(c.embed_text) for c in chunks]
     # a versioned source's ids leave the version out: versions share points

@@ -12,8 +12,18 @@ store records its owner's id in a small file in its folder (:data:`OWNER_FILE`, 
 the owner's last path, for the messages). A store that records another id is refused,
 in one line, whatever this state dir can see: the owner may be renamed, on an
 unmounted disk or on another machine. Only an explicit ``ingestd takeover``
-(:func:`take_over`) makes it another state dir's. A state dir that is renamed, moved or
-copied keeps its id, so it keeps its store.
+(:func:`take_over`) makes it another state dir's. A state dir that is renamed or moved
+keeps its id, so it keeps its store.
+
+A *copy* of a state dir holds the same id. Started elsewhere against the original's
+store, it was taken for the owner: two manifests then wrote one store in turn, each
+adopting or deleting the other's points, the harm ownership exists to prevent. A copy
+is told from a move by the original still being there: the store's record names the
+owner's last path, and when that folder still holds this id under another path, this
+state dir is a copy (:func:`copy_of`) and is refused like any other state dir. A copy
+keeps a store that lies inside it (it was copied with it, and the original's is its
+own). ``ingestd takeover`` by a copy gives it an id of its own first, so the original
+is refused from then on, not the two of them taken for one.
 
 A store that records no owner (made before ownership was recorded) is claimed by the
 first state dir that opens it. A store recorded by path only (by an earlier version) is
@@ -35,6 +45,7 @@ __all__ = [
     "OWNER_FILE",
     "StoreOwnedError",
     "claim_store",
+    "copy_of",
     "owner_problem",
     "owner_record",
     "state_id",
@@ -114,6 +125,21 @@ def _describe(record: dict[str, Any]) -> str:
     return who
 
 
+def copy_of(record: dict[str, Any] | None, state_dir: Path) -> Path | None:
+    """The state dir ``state_dir`` is a copy of, by a store's owner ``record``, or ``None``.
+
+    It is one when the record names another folder as the owner's last path and that
+    folder is still there holding the same id (a moved state dir leaves nothing behind).
+    """
+    if record is None or record["owner"] is None or not record["state_dir"]:
+        return None
+    other = Path(record["state_dir"])
+    if str(other) == os.path.realpath(state_dir) or not other.is_dir():
+        return None
+    mine = state_id(state_dir)
+    return other if mine is not None and state_id(other) == mine else None
+
+
 def owner_problem(folder: Path, state_dir: Path) -> StoreOwnedError | None:
     """Why ``state_dir`` may not use the store in ``folder``, or ``None`` (reads files only).
 
@@ -125,13 +151,17 @@ def owner_problem(folder: Path, state_dir: Path) -> StoreOwnedError | None:
     if record is None:
         return None
     mine = Path(os.path.realpath(state_dir))
+    inside = Path(os.path.realpath(folder)).is_relative_to(mine)
+    original = copy_of(record, state_dir)
     if record["owner"] is not None:
-        if record["owner"] == state_id(state_dir):
+        if record["owner"] == state_id(state_dir) and (original is None or inside):
             return None
-    elif record["state_dir"] == str(mine) or Path(os.path.realpath(folder)).is_relative_to(mine):
+    elif record["state_dir"] == str(mine) or inside:
         return None  # recorded by path by an earlier version: this one's, or moved with it
+    copied = f" (a copy of that state dir: same id {state_id(state_dir)!s:.8})" if original else ""
     return StoreOwnedError(
-        f"the vector store {folder} belongs to {_describe(record)}; state dir {mine} may not "
+        f"the vector store {folder} belongs to {_describe(record)}{copied}; state dir {mine} "
+        "may not "
         "use it (two state dirs never share a store): give this one its own store "
         "(qdrant.edge_path or qdrant.path), use the state dir that owns it, or make it "
         f"this one's with `ingestd takeover --state-dir {mine}`"
@@ -164,10 +194,12 @@ def take_over(folder: Path, state_dir: Path) -> dict[str, Any] | None:
     """Make the store in ``folder`` ``state_dir``'s, whoever owned it; the earlier record.
 
     Its points become this state dir's; the state dir that owned it is refused from
-    then on. The caller has said so to the user and has the store's lock (no process
-    uses the store).
+    then on. A copy of the owner (:func:`copy_of`) first gets an id of its own. The
+    caller has said so to the user and has the store's lock (no process uses the store).
     """
     before = owner_record(folder)
+    if copy_of(before, state_dir) is not None:  # a copy: its own id, or both would own it
+        _write_private(Path(state_dir) / ID_FILE, (secrets.token_hex(16) + "\n").encode())
     me = state_id(state_dir, create=True)
     mine = str(Path(os.path.realpath(state_dir)))
     _write_private(folder / OWNER_FILE, json.dumps({"owner": me, "state_dir": mine}).encode())

@@ -62,7 +62,13 @@ def test_pending_then_commit(manifest: Manifest) -> None:
     manifest.commit_document(doc, rows, content_hash="c", state="ok")
     assert manifest.pending_doc_ids("s") == set()
     assert [c.point_id for c in manifest.chunks(doc)] == ["id0", "id1", "id2"]
-    assert manifest.counts("s") == {"documents": 1, "chunks": 3, "pending": 0, "failed": 0}
+    assert manifest.counts("s") == {
+        "documents": 1,
+        "chunks": 3,
+        "pending": 0,
+        "failed": 0,
+        "partly_skipped": 0,
+    }
     assert manifest.point_ids_for_hashes(["h1", "nope"]) == {"h1": "id1"}
 
 

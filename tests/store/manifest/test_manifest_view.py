@@ -44,7 +44,13 @@ def test_view_equals_the_manifest(tmp_path: Path) -> None:
             for s in ("a", "b", "nope"):
                 assert view.counts(s) == m.counts(s)
                 assert view.failed(s) == m.failed(s)
-        assert m.counts("a") == {"documents": 3, "chunks": 3, "pending": 1, "failed": 2}
+        assert m.counts("a") == {
+            "documents": 3,
+            "chunks": 3,
+            "pending": 1,
+            "failed": 2,
+            "partly_skipped": 0,
+        }
         # what the store should hold: one point per distinct id, as the writer counts
         assert m.counts("b")["chunks"] == 4
         assert m.collection_counts("coll") == (4, 0)
@@ -60,7 +66,13 @@ def test_view_never_creates_a_database(tmp_path: Path) -> None:
     sqlite3.connect(empty).close()  # a database without the tables
     with ManifestView(empty) as view:
         assert view.sources() == [] and view.failed("a") == []
-        assert view.counts("a") == {"documents": 0, "chunks": 0, "pending": 0, "failed": 0}
+        assert view.counts("a") == {
+            "documents": 0,
+            "chunks": 0,
+            "pending": 0,
+            "failed": 0,
+            "partly_skipped": 0,
+        }
 
 
 def test_view_reads_collections_and_migration_builds_as_the_manifest(tmp_path: Path) -> None:
