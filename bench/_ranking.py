@@ -313,7 +313,13 @@ def _page_values(
     out: dict[str, list[float]] = {}
     for q, order in zip(pqs, orders, strict=True):
         ranked = paths[np.asarray(order)]
-        passages = fill(make(order[:MAX_HITS]), PASSAGE_BUDGET, make.count, per_page=per_page)
+        passages = fill(
+            make(order[:MAX_HITS]),
+            PASSAGE_BUDGET,
+            make.count,
+            per_page=per_page,
+            between=make.between,
+        )
         tags = [("", pages_of(page_order(order, idx.paths))), ("top5 ", pages_of(ranked[:5]))]
         tags.append((f"passages@{PASSAGE_BUDGET} ", pages_of(p.path for p in passages)))
         for tag, pages in tags:

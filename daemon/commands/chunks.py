@@ -56,7 +56,12 @@ def physical_of(engine: Engine, source: str) -> str | None:
 
 
 def document_chunks(
-    engine: Engine, physical: str, source: str, path: str, around: int | None = None
+    engine: Engine,
+    physical: str,
+    source: str,
+    path: str,
+    around: int | None = None,
+    ordinals: tuple[int, int] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """``(id, payload)`` of a document's searchable chunks, by ordinal.
 
@@ -66,6 +71,7 @@ def document_chunks(
         source: the source name.
         path: the document's manifest key (``VERSION<sep>path`` for a versioned source).
         around: only the chunks within 64 ordinals of this one.
+        ordinals: only the chunks of ordinals in ``[first, last]``.
     """
     doc = engine.manifest.document(source, path)
     if doc is None:
@@ -73,6 +79,10 @@ def document_chunks(
     rows = [r for r in engine.manifest.chunks(doc.id) if not r.pending]
     if around is not None:
         rows = [r for r in rows if abs(r.ordinal - around) <= SECTION_WINDOW]
+    if ordinals is not None:
+        rows = [r for r in rows if ordinals[0] <= r.ordinal <= ordinals[1]]
+    if not rows:
+        return []
     found = engine.store.retrieve(physical, [r.point_id for r in rows])
     version = split_document_key(path)[0] if is_versioned(engine.source(source)) else None
     views = [(pid, version_view(p, version)) for pid, p, _ in found]
