@@ -100,6 +100,8 @@ VARIANTS = (
     Variant("page score: decayed sum 0.5", "pages", 0.5),
     Variant("page score: decayed sum 1 (sum)", "pages", 1.0),
     Variant("page score: decayed sum 0.5, union fusion", "pages", 0.5, 1.0),
+    Variant("page score: decayed sum 0.25, union fusion", "pages", 0.25, 1.0),
+    Variant("page score: decayed sum 0.1, union fusion", "pages", 0.1, 1.0),
 )
 
 
