@@ -103,13 +103,13 @@ class Passage(Citation, Versioned, total=False):
 
     ``rank`` and ``score`` are its best hit's; ``ids`` its chunks' ids in document order
     (its hits', and those of a few lines between two of them that joined them);
-    ``page_rank`` its document's place among the answer's pages (1-based) and
-    ``page_score`` that page's score; ``n_tokens`` the tokens of ``text`` by the index's budget tokenizer
-    (cl100k_base by default); ``truncated``: cut to fit a budget smaller than its best
-    hit. Offsets in characters of the decoded file (or of the text extracted from it),
-    lines 1-based and inclusive. Its citation runs from its first hit's to its last's
-    (``page`` of the first, ``end_page`` of the last), with the version and commit of a
-    versioned source, as in :class:`Hit`.
+    ``page_rank`` its document's place among the answer's pages (1-based) and ``page_score``
+    that page's score; ``n_tokens`` the tokens of ``text`` by the index's budget tokenizer
+    (cl100k_base by default); ``truncated``: cut to fit a budget smaller than its best hit.
+    Offsets in characters of the decoded file (or of the text extracted from it), lines
+    1-based and inclusive. Its citation runs from its first hit's to its last's (``page`` of
+    the first, ``end_page`` of the last), with the version and commit of a versioned source,
+    as in :class:`Hit`.
     """
 
     rank: Required[int]

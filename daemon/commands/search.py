@@ -27,21 +27,14 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ingestd.daemon.commands.chunks import document_chunks
+from ingestd.daemon.commands.chunks import chunks_between
 from ingestd.daemon.commands.selection import selected_sources
-from ingestd.daemon.sources.versions import (
-    VERSION_KEY,
-    VERSION_SEP,
-    document_key,
-    is_versioned,
-    version_view,
-)
+from ingestd.daemon.sources.versions import VERSION_SEP, is_versioned, version_view
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
     from ingestd.chunkers.sizing.tokenizers import ModelSizer
     from ingestd.daemon.sync.engine import Engine
-    from ingestd.store.search.passages import Passage
     from ingestd.store.search.query import Filters, Mode
     from ingestd.store.search.request import SearchRequest
 
@@ -239,7 +232,7 @@ def answer_request(engine: Engine, request: SearchRequest) -> dict[str, Any]:
             count,
             max_passages=k,
             per_page=request.per_page,
-            between=functools.partial(_between, engine, homes),
+            between=functools.partial(chunks_between, engine, homes),
         )
         kept = {i for p in passages for i in p.ids}
         out["hits"] = [h for h in hits if h["id"] in kept]
@@ -315,23 +308,6 @@ def _ranked(
         h["score"] = round(h["score"], 6)
     used_mode = mode if not modes or modes == {mode} else "+".join(sorted(modes))
     return hits, used_mode
-
-
-def _between(
-    engine: Engine, homes: dict[str, str | None], a: Passage, b: Passage
-) -> list[dict[str, Any]]:
-    """The chunks of ``a``'s document between ``a`` and ``b`` (passages' ``between``).
-
-    Read as ``read`` reads a document's chunks: its manifest rows of those ordinals,
-    their points by id from the collection ``a``'s first hit came from.
-    """
-    physical = homes.get(a.ids[0])
-    first, last = a.ordinals[1] + 1, b.ordinals[0] - 1
-    if physical is None or a.ordinals[1] < 0 or last < first:
-        return []
-    key = document_key({"path": a.path, VERSION_KEY: a.cite.get(VERSION_KEY)})
-    found = document_chunks(engine, physical, a.source, key, ordinals=(first, last))
-    return [{**payload, "id": pid} for pid, payload in found]
 
 
 def _expand(engine: Engine, hits: list[dict[str, Any]]) -> None:
