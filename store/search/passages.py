@@ -82,7 +82,8 @@ class Passage:
         heading_path: the headings every hit of it is under, outermost first.
         rank: the best rank of its hits (1-based).
         score: the best score of its hits (the mode's: higher is better).
-        ids: its hits' chunk ids, in document order.
+        ids: its chunks' ids, in document order (its hits', and the chunks between
+            near spans it joined).
         text: the verbatim text of ``[start_char, end_char)``.
         n_tokens: tokens of ``text`` by the counter :func:`fill` was given.
         truncated: the text was cut to fit a budget smaller than its best hit.
