@@ -108,7 +108,7 @@ def chunks_between(
 
     The ``between`` of :func:`ingestd.store.search.passages.fill`: the document's
     manifest rows of the ordinals between, their points read by id (as
-    :func:`document_chunks`) from the collection ``a``'s first hit came from.
+    :func:`document_chunks`) from the collection ``a``'s hits came from.
 
     Args:
         engine: the engine (its manifest and store).
@@ -119,7 +119,7 @@ def chunks_between(
     Returns:
         Payloads with ``id``, by ordinal; ``[]`` when the index holds none of them.
     """
-    physical = homes.get(a.ids[0])
+    physical = next((homes[i] for i in a.ids if homes.get(i)), None)
     first, last = a.ordinals[1] + 1, b.ordinals[0] - 1
     if physical is None or a.ordinals[1] < 0 or last < first:
         return []
