@@ -140,27 +140,43 @@ class Hits:
         self.texts = _Texts(corpus)
         self.ordinals = _ordinals(idx.paths)
         self.tokens: dict[int, int] = {}
+        self.files: dict[str, list[int]] = {}  # path -> its chunk positions, by ordinal
 
     def __call__(self, order: Any) -> list[dict[str, Any]]:
         """The hits of ``order`` (chunk positions, best first), chunks not located left out."""
-        idx, hits = self.idx, []
+        hits: list[dict[str, Any]] = []
         for c in order:
-            c = int(c)
-            a, b, rel = idx.starts[c], idx.ends[c], idx.paths[c]
-            if a < 0 or rel.startswith("+"):
-                continue
-            text, lines = self.texts.get(rel)
-            if c not in self.tokens:
-                self.tokens[c] = self.count(text[a:b])
-            hits.append(
-                {
-                    "id": str(c), "source": "s", "path": rel, "start_char": a, "end_char": b,
-                    "start_line": bisect.bisect_right(lines, a),
-                    "end_line": bisect.bisect_right(lines, max(a, b - 1)),
-                    "score": -len(hits), "text": text[a:b], "ordinal": self.ordinals[c],
-                }
-            )  # fmt: skip
+            hit = self.hit(int(c), -len(hits))
+            if hit is not None:
+                hits.append(hit)
         return hits
+
+    def hit(self, c: int, score: float) -> dict[str, Any] | None:
+        """Chunk ``c`` as a hit of ``score`` (``None``: not located in its file)."""
+        idx = self.idx
+        a, b, rel = idx.starts[c], idx.ends[c], idx.paths[c]
+        if a < 0 or rel.startswith("+"):
+            return None
+        text, lines = self.texts.get(rel)
+        if c not in self.tokens:
+            self.tokens[c] = self.count(text[a:b])
+        return {
+            "id": str(c), "source": "s", "path": rel, "start_char": a, "end_char": b,
+            "start_line": bisect.bisect_right(lines, a),
+            "end_line": bisect.bisect_right(lines, max(a, b - 1)),
+            "score": score, "text": text[a:b], "ordinal": self.ordinals[c],
+        }  # fmt: skip
+
+    def between(self, a: Any, b: Any) -> list[dict[str, Any]]:
+        """The chunks of ``a``'s file between passages ``a`` and ``b`` (``fill``'s ``between``).
+
+        What the search reads from the index to join spans within ``JOIN_LINES`` lines.
+        """
+        if not self.files:
+            for c, rel in enumerate(self.idx.paths):
+                self.files.setdefault(rel, []).append(c)
+        chunks = self.files.get(a.path, [])[a.ordinals[1] + 1 : max(0, b.ordinals[0])]
+        return [h for h in (self.hit(c, 0.0) for c in chunks) if h is not None]
 
 
 def _ordinals(paths: Sequence[str]) -> list[int]:
@@ -215,11 +231,21 @@ def context_rows(
                 got = got or _covers(h["path"], h["start_char"], h["end_char"], q)
             out.setdefault(f"chunks@{budget}", []).append(float(got))
             out.setdefault(f"items chunks@{budget}", []).append(float(n))
-            passages = fill(hits, budget, count, per_page=per_page)
+            passages = fill(hits, budget, count, per_page=per_page, between=make.between)
             got = any(_covers(p.path, p.start_char, p.end_char, q) for p in passages)
             out.setdefault(f"passages@{budget}", []).append(float(got))
             out.setdefault(f"items passages@{budget}", []).append(float(len(passages)))
+            out.setdefault(f"pages passages@{budget}", []).append(
+                float(len(distinct_pages(passages)))
+            )
+            apart = fill(hits, budget, count, per_page=per_page)  # only touching spans joined
+            out.setdefault(f"apart passages@{budget}", []).append(float(len(apart)))
     return out
+
+
+def distinct_pages(passages: Sequence[Any]) -> set[tuple[str, str]]:
+    """The distinct pages (source, path) of ``passages``."""
+    return {(p.source, p.path) for p in passages}
 
 
 def _covers(path: str, start: int, end: int, q: Any) -> bool:
@@ -278,6 +304,12 @@ def show(
             f"  passages - chunks at {b}: {100 * (np.mean(a) - np.mean(c)):+.1f} points, "
             f"95% interval [{lo:+.1f}, {hi:+.1f}] ({per})"
         )
+        if f"pages passages@{b}" in pooled:
+            print(
+                f"  passages at {b}: {np.mean(pooled[f'items passages@{b}']):.2f} per answer over "
+                f"{np.mean(pooled[f'pages passages@{b}']):.2f} pages "
+                f"({np.mean(pooled[f'apart passages@{b}']):.2f} with only touching spans joined)"
+            )
     print(f"\n== page level ({mode}; default rules): graded judgements, gold file at grade 3 "
           "plus bench/qrels/<set>.jsonl")  # fmt: skip
     names = ("nDCG@5", "Hit@5", "nDCG@10", "R@5", "MRR@10")

@@ -100,6 +100,8 @@ VARIANTS = (
     Variant("page score: decayed sum 0.5", "pages", 0.5),
     Variant("page score: decayed sum 1 (sum)", "pages", 1.0),
     Variant("page score: decayed sum 0.5, union fusion", "pages", 0.5, 1.0),
+    Variant("page score: decayed sum 0.25, union fusion", "pages", 0.25, 1.0),
+    Variant("page score: decayed sum 0.1, union fusion", "pages", 0.1, 1.0),
 )
 
 
@@ -313,7 +315,13 @@ def _page_values(
     out: dict[str, list[float]] = {}
     for q, order in zip(pqs, orders, strict=True):
         ranked = paths[np.asarray(order)]
-        passages = fill(make(order[:MAX_HITS]), PASSAGE_BUDGET, make.count, per_page=per_page)
+        passages = fill(
+            make(order[:MAX_HITS]),
+            PASSAGE_BUDGET,
+            make.count,
+            per_page=per_page,
+            between=make.between,
+        )
         tags = [("", pages_of(page_order(order, idx.paths))), ("top5 ", pages_of(ranked[:5]))]
         tags.append((f"passages@{PASSAGE_BUDGET} ", pages_of(p.path for p in passages)))
         for tag, pages in tags:

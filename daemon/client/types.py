@@ -101,13 +101,15 @@ class Hit(Citation, Versioned, total=False):
 class Passage(Citation, Versioned, total=False):
     """Hits of one document that overlap or touch, merged: a verbatim span of it.
 
-    ``rank`` and ``score`` are its best hit's; ``ids`` its hits' chunk ids in document
-    order; ``n_tokens`` the tokens of ``text`` by the index's budget tokenizer
-    (cl100k_base by default); ``truncated``: cut to fit a budget smaller than its best
-    hit. Offsets in characters of the decoded file (or of the text extracted from it),
-    lines 1-based and inclusive. Its citation runs from its first hit's to its last's
-    (``page`` of the first, ``end_page`` of the last), with the version and commit of a
-    versioned source, as in :class:`Hit`.
+    ``rank`` and ``score`` are its best hit's; ``ids`` its chunks' ids in document order
+    (its hits', and those of a few lines between two of them that joined them);
+    ``page_rank`` its document's place among the answer's pages (1-based) and ``page_score``
+    that page's score; ``n_tokens`` the tokens of ``text`` by the index's budget tokenizer
+    (cl100k_base by default); ``truncated``: cut to fit a budget smaller than its best hit.
+    Offsets in characters of the decoded file (or of the text extracted from it), lines
+    1-based and inclusive. Its citation runs from its first hit's to its last's (``page`` of
+    the first, ``end_page`` of the last), with the version and commit of a versioned source,
+    as in :class:`Hit`.
     """
 
     rank: Required[int]
@@ -123,6 +125,8 @@ class Passage(Citation, Versioned, total=False):
     n_tokens: Required[int]
     truncated: Required[bool]
     text: Required[str]
+    page_rank: Required[int]
+    page_score: Required[float]
 
 
 class Answer(list[Any]):
@@ -151,6 +155,17 @@ class Answer(list[Any]):
         self.tokens: int | None = answer.get("tokens")
         self.notes: list[str] = list(answer.get("notes") or [])
         self.indexing: dict[str, Any] | None = answer.get("indexing")
+
+    def pages(self) -> list[list[Passage]]:
+        """The passages page by page: a list per page, in page order, its spans in rank order.
+
+        Each page is listed once (passages come page by page already); ``[]`` without a
+        budget.
+        """
+        out: dict[int, list[Passage]] = {}
+        for p in self.passages or []:
+            out.setdefault(p["page_rank"], []).append(p)
+        return [out[n] for n in sorted(out)]
 
 
 class Chunk(Citation, Versioned, total=False):

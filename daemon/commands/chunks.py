@@ -11,10 +11,13 @@ source, or left out of it, is ever read.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.sources.versions import (
+    VERSION_KEY,
     VERSION_SEP,
+    document_key,
     is_versioned,
     split_document_key,
     version_view,
@@ -24,8 +27,16 @@ from ingestd.store.search.citation import cite
 
 if TYPE_CHECKING:
     from ingestd.daemon.sync.engine import Engine
+    from ingestd.store.search.passages import Passage
 
-__all__ = ["CHUNK_KEYS", "MAX_CHUNKS", "chunks", "document_chunks", "physical_of"]
+__all__ = [
+    "CHUNK_KEYS",
+    "MAX_CHUNKS",
+    "chunks",
+    "chunks_between",
+    "document_chunks",
+    "physical_of",
+]
 
 #: Most chunks one ``chunks`` call returns (``files.max_chunks``' default is 20,000).
 MAX_CHUNKS = 5_000
@@ -56,7 +67,12 @@ def physical_of(engine: Engine, source: str) -> str | None:
 
 
 def document_chunks(
-    engine: Engine, physical: str, source: str, path: str, around: int | None = None
+    engine: Engine,
+    physical: str,
+    source: str,
+    path: str,
+    around: int | None = None,
+    ordinals: tuple[int, int] | None = None,
 ) -> list[tuple[str, dict[str, Any]]]:
     """``(id, payload)`` of a document's searchable chunks, by ordinal.
 
@@ -66,6 +82,7 @@ def document_chunks(
         source: the source name.
         path: the document's manifest key (``VERSION<sep>path`` for a versioned source).
         around: only the chunks within 64 ordinals of this one.
+        ordinals: only the chunks of ordinals in ``[first, last]``.
     """
     doc = engine.manifest.document(source, path)
     if doc is None:
@@ -73,11 +90,42 @@ def document_chunks(
     rows = [r for r in engine.manifest.chunks(doc.id) if not r.pending]
     if around is not None:
         rows = [r for r in rows if abs(r.ordinal - around) <= SECTION_WINDOW]
+    if ordinals is not None:
+        rows = [r for r in rows if ordinals[0] <= r.ordinal <= ordinals[1]]
+    if not rows:
+        return []
     found = engine.store.retrieve(physical, [r.point_id for r in rows])
     version = split_document_key(path)[0] if is_versioned(engine.source(source)) else None
     views = [(pid, version_view(p, version)) for pid, p, _ in found]
     out = [(pid, p) for pid, p in views if not p.get("is_parent")]
     return sorted(out, key=lambda c: int(c[1].get("ordinal", 0)))
+
+
+def chunks_between(
+    engine: Engine, homes: Mapping[str, str | None], a: Passage, b: Passage
+) -> list[dict[str, Any]]:
+    """The chunks of ``a``'s document between its passages ``a`` and ``b`` (``b`` later).
+
+    The ``between`` of :func:`ingestd.store.search.passages.fill`: the document's
+    manifest rows of the ordinals between, their points read by id (as
+    :func:`document_chunks`) from the collection ``a``'s hits came from.
+
+    Args:
+        engine: the engine (its manifest and store).
+        homes: each hit's physical collection, by chunk id.
+        a: the earlier passage.
+        b: the later passage of the same document.
+
+    Returns:
+        Payloads with ``id``, by ordinal; ``[]`` when the index holds none of them.
+    """
+    physical = next((homes[i] for i in a.ids if homes.get(i)), None)
+    first, last = a.ordinals[1] + 1, b.ordinals[0] - 1
+    if physical is None or a.ordinals[1] < 0 or last < first:
+        return []
+    key = document_key({"path": a.path, VERSION_KEY: a.cite.get(VERSION_KEY)})
+    found = document_chunks(engine, physical, a.source, key, ordinals=(first, last))
+    return [{**payload, "id": pid} for pid, payload in found]
 
 
 def chunks(engine: Engine, source: str, path: str, version: str | None = None) -> dict[str, Any]:

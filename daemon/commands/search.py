@@ -27,6 +27,7 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
+from ingestd.daemon.commands.chunks import chunks_between
 from ingestd.daemon.commands.selection import selected_sources
 from ingestd.daemon.sources.versions import VERSION_SEP, is_versioned, version_view
 from ingestd.daemon.wire.errors import DaemonError
@@ -211,8 +212,7 @@ def answer_request(engine: Engine, request: SearchRequest) -> dict[str, Any]:
         notes.extend(filter_notes(engine, names, path, version))
     if request.expand:
         _expand(engine, hits)
-    for h in hits:
-        h.pop("_collection", None)
+    homes = {h["id"]: h.pop("_collection", None) for h in hits}
     out: dict[str, Any] = {
         "query": query,
         "mode": used,
@@ -227,7 +227,14 @@ def answer_request(engine: Engine, request: SearchRequest) -> dict[str, Any]:
         from ingestd.store.search.passages import fill
 
         count = engine.rules.context.sizer.count
-        passages = fill(hits, budget_tokens, count, max_passages=k, per_page=request.per_page)
+        passages = fill(
+            hits,
+            budget_tokens,
+            count,
+            max_passages=k,
+            per_page=request.per_page,
+            between=functools.partial(chunks_between, engine, homes),
+        )
         kept = {i for p in passages for i in p.ids}
         out["hits"] = [h for h in hits if h["id"] in kept]
         out["passages"] = [p.as_dict() for p in passages]

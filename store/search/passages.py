@@ -16,6 +16,12 @@ The passages keep the rank and score of their best hit and come out best first, 
 for a budget they hold what the ranking's best chunks hold, without a chunk given
 twice and with an answer that spans two adjacent chunks in one piece.
 
+**Near spans join.** Two spans of one page with at most :data:`JOIN_LINES` whole lines
+between them become one span when ``fill`` is given ``between`` (the chunks of a
+document between two of its spans, read from the index): the lines between are read,
+not guessed, and cost their tokens from the budget like any other text. Without
+``between``, or when the chunks it gives do not fill the gap, the spans stay apart.
+
 **A page once.** The passages come out page by page: the pages in order of their
 page score (:func:`ingestd.store.search.pages.page_scores` over every hit ranked: the
 score of the page's best hit), each page's passages together, in rank order. Each
@@ -42,12 +48,23 @@ from typing import Any
 from ingestd.store.search.citation import cite, span_cite
 from ingestd.store.search.pages import page_scores
 
-__all__ = ["MAX_GAP", "Passage", "by_page", "fill", "merge_hits"]
+__all__ = ["JOIN_LINES", "MAX_GAP", "Between", "Passage", "by_page", "fill", "merge_hits"]
 
 #: Most characters of whitespace between two chunks of consecutive ordinals that are
 #: still taken to touch (chunks that tile a document leave only the blank lines
 #: between two blocks; a longer gap means text that no chunk holds).
 MAX_GAP = 64
+
+#: Most whole lines between two spans of one page that still join them into one span
+#: (lines of the decoded document). Three lines cost a reader less than a second
+#: excerpt of the same page, whose place in it he has to find again; with the default
+#: rules' chunks of up to 200 tokens (10 to 20 lines of prose) they are at most a short
+#: chunk, such as a heading and its first sentence, between two hits.
+JOIN_LINES = 3
+
+#: The chunks of a document between two of its spans (``a`` before ``b``): payloads with
+#: ``id``, any order; empty when the index cannot tell (the spans then stay apart).
+Between = Callable[["Passage", "Passage"], Sequence[Mapping[str, Any]]]
 
 
 @dataclass
@@ -65,7 +82,8 @@ class Passage:
         heading_path: the headings every hit of it is under, outermost first.
         rank: the best rank of its hits (1-based).
         score: the best score of its hits (the mode's: higher is better).
-        ids: its hits' chunk ids, in document order.
+        ids: its chunks' ids, in document order (its hits', and the chunks between
+            near spans it joined).
         text: the verbatim text of ``[start_char, end_char)``.
         n_tokens: tokens of ``text`` by the counter :func:`fill` was given.
         truncated: the text was cut to fit a budget smaller than its best hit.
@@ -99,8 +117,8 @@ class Passage:
     _headings: list[list[str]] = field(default_factory=list, repr=False)
 
     @classmethod
-    def of_hit(cls, hit: Mapping[str, Any], rank: int) -> Passage:
-        """The passage of one hit (its payload keys, ``id`` and ``score``)."""
+    def of_hit(cls, hit: Mapping[str, Any], rank: int, score: float | None = None) -> Passage:
+        """The passage of one hit (its payload keys, ``id`` and ``score``, or ``score``)."""
         ordinal = int(hit.get("ordinal", -1))
         heading = list(hit.get("heading_path") or [])
         return cls(
@@ -113,7 +131,7 @@ class Passage:
             end_line=int(hit["end_line"]),
             heading_path=heading,
             rank=rank,
-            score=float(hit["score"]),
+            score=float(hit["score"] if score is None else score),
             ids=[str(hit["id"])],
             text=str(hit.get("text", "")),
             ordinals=(ordinal, ordinal),
@@ -135,6 +153,13 @@ class Passage:
             return True
         gap = b.start_char - a.end_char
         return a.ordinals[1] >= 0 and b.ordinals[0] == a.ordinals[1] + 1 and gap <= MAX_GAP
+
+    def near(self, other: Passage) -> bool:
+        """Whether ``other`` (of the same document) lies within :data:`JOIN_LINES` lines."""
+        if self.document != other.document:
+            return False
+        a, b = (self, other) if self.start_char <= other.start_char else (other, self)
+        return b.start_line - a.end_line - 1 <= JOIN_LINES
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready fields (payload key names, as hits have them), with :attr:`cite`."""
@@ -216,6 +241,7 @@ def fill(
     *,
     max_passages: int | None = None,
     per_page: int | None = None,
+    between: Between | None = None,
 ) -> list[Passage]:
     """The best passages of ``hits`` within ``budget_tokens`` (see the module docstring).
 
@@ -225,6 +251,8 @@ def fill(
         count: tokens of a text (the index's budget tokenizer: cl100k_base by default).
         max_passages: most passages (``None``: as many as the budget holds).
         per_page: most passages of one document (``None``: no cap).
+        between: the chunks between two spans of a document, to join spans within
+            :data:`JOIN_LINES` lines (``None``: only touching spans join).
 
     Returns:
         Passages page by page (pages by page score, a page's passages by their best
@@ -241,13 +269,13 @@ def fill(
     used = 0
     for rank, hit in enumerate(hits, 1):
         new = Passage.of_hit(hit, rank)
-        near = [p for p in taken if p.touches(new)]
+        near, fillers = _joins(taken, new, between)
         if not near:
             full = max_passages is not None and len(taken) >= max_passages
             page = sum(p.document == new.document for p in taken)
             if full or (per_page is not None and page >= per_page):
                 continue
-        merged = merge_hits([*near, new])
+        merged = merge_hits([*near, *fillers, new])
         merged.n_tokens = count(merged.text)
         cost = merged.n_tokens - sum(p.n_tokens for p in near)
         if used + cost > budget_tokens:
@@ -259,6 +287,32 @@ def fill(
         best = Passage.of_hit(hits[0], 1)
         taken = [_cut(best, budget_tokens, count)]
     return by_page(taken, hits)
+
+
+def _joins(
+    taken: Sequence[Passage], new: Passage, between: Between | None
+) -> tuple[list[Passage], list[Passage]]:
+    """The passages ``new`` joins, and the chunks that fill the gaps to the near ones.
+
+    The passages it touches, then those within :data:`JOIN_LINES` lines of that span
+    whose gap ``between`` fills with chunks that touch end to end (their passages are
+    the second list, ranked and scored as ``new``: no better than any passage taken).
+    """
+    near = [p for p in taken if p.touches(new)]
+    if between is None:
+        return near, []
+    span = merge_hits([*near, new])
+    fillers: list[Passage] = []
+    for p in taken:
+        if any(p is q for q in near) or not p.near(span):
+            continue
+        a, b = (p, span) if p.start_char <= span.start_char else (span, p)
+        parts = [Passage.of_hit(c, new.rank, new.score) for c in between(a, b)]
+        chain = sorted([a, *parts, b], key=lambda q: (q.start_char, q.end_char))
+        if all(x.touches(y) for x, y in zip(chain, chain[1:], strict=False)):
+            near.append(p)
+            fillers += parts
+    return near, fillers
 
 
 def by_page(passages: Sequence[Passage], hits: Sequence[Mapping[str, Any]]) -> list[Passage]:

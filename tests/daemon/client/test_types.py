@@ -61,3 +61,26 @@ def test_the_mcp_models_keep_every_citation_key_they_are_given(cited: dict[str, 
     for model, data in ((models.HitOut, hit), (models.PassageOut, passage)):
         dumped = model.model_validate(data).model_dump(exclude_none=True)
         assert {k: dumped[k] for k in cited} == cited, model.__name__
+
+
+def test_a_passage_declares_every_key_the_search_gives_it_in_both_apis() -> None:
+    from ingestd.store.search.passages import Passage as Span
+
+    given = Span.of_hit(
+        {"id": "x", "score": 1.0, "source": "s", "path": "a.md", "start_char": 0,
+         "end_char": 4, "start_line": 1, "end_line": 1, "text": "text"},
+        1,
+    ).as_dict()  # fmt: skip
+    keys = set(given) - set(CITE_KEYS)  # a citation key only when the format has it
+    assert keys <= set(Passage.__annotations__)
+    assert keys <= set(models.PassageOut.model_fields)
+
+
+def test_answer_pages_lists_each_page_once_with_its_spans_in_rank_order() -> None:
+    from ingestd.daemon.client.types import Answer
+
+    rows = [("a.md", 1, 1), ("a.md", 2, 1), ("b.md", 3, 2), ("c.md", 4, 3)]
+    passages = [{"path": p, "rank": r, "page_rank": n} for p, r, n in rows]
+    got = Answer({"hits": [], "passages": passages}).pages()
+    assert [[p["rank"] for p in page] for page in got] == [[1, 2], [3], [4]]
+    assert Answer({"hits": [{"id": "h"}], "passages": None}).pages() == []

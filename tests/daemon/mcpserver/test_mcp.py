@@ -30,6 +30,7 @@ from ingestd.daemon.cli import cli
 from ingestd.daemon.client import Client
 from ingestd.daemon.mcpserver.tools import build_server
 from ingestd.daemon.mcpserver.transport import Address, is_loopback
+from ingestd.store.search.passages import JOIN_LINES
 from tests.helpers import copy_tree, fake_vectors, ingestd_cmd, make_engine, run_cli, wait_for
 
 PAGES = (
@@ -162,7 +163,8 @@ async def test_search_read_status_and_sync_in_process(indexed: Path, tree: Path)
 
 
 def _check_passages(root: Path, out: dict[str, Any], budget: int) -> None:
-    """Passages are verbatim spans within the budget, merged: none overlaps or touches another."""
+    """Passages are verbatim spans within the budget, merged: none overlaps, touches or
+    lies within JOIN_LINES lines of another of its page."""
     from ingestd.chunkers.sizing.tokenizers import TiktokenSizer
     from ingestd.chunkers.text import decode
 
@@ -191,6 +193,7 @@ def _check_passages(root: Path, out: dict[str, Any], budget: int) -> None:
         for a, b in zip(same, same[1:], strict=False):
             gap = root.joinpath(a["path"]).read_text()[a["end_char"] : b["start_char"]]
             assert b["start_char"] > a["end_char"] and gap.strip(), "touching passages merge"
+            assert b["start_line"] - a["end_line"] - 1 > JOIN_LINES, "near passages join"
 
 
 @pytest.mark.anyio

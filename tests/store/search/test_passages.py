@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from ingestd.store.search.pages import page_scores
-from ingestd.store.search.passages import fill
+from ingestd.store.search.passages import JOIN_LINES, Passage, fill
 
 DOC = "".join(f"line {i:02d} of the page\n" for i in range(40))  # 40 lines of 20 chars
 
@@ -87,6 +87,57 @@ def test_chunks_not_next_to_each_other_stay_apart() -> None:
     # ordinals 2 and 4: a chunk lies between them, so do its words
     got = fill([hit(5, 8, 2), hit(13, 16, 4)], 1000, words)
     assert len(got) == 2
+
+
+class Between:
+    """``fill``'s ``between`` over :data:`DOC`'s chunks, counting the gaps it is asked."""
+
+    def __init__(self, *chunks: dict[str, Any]) -> None:
+        self.chunks, self.asked = chunks, 0
+
+    def __call__(self, a: Passage, b: Passage) -> list[dict[str, Any]]:
+        self.asked += 1
+        first, last = a.ordinals[1], b.ordinals[0]
+        return [c for c in self.chunks if c["path"] == a.path and first < c["ordinal"] < last]
+
+
+def test_spans_of_a_page_within_join_lines_are_one_span_with_the_lines_between_read() -> None:
+    assert JOIN_LINES == 3
+    between = Between(hit(9, 11, 3))  # the chunk between: three lines
+    hits = [hit(5, 8, 2), hit(1, 2, 0, path="b.md"), hit(12, 14, 4)]
+    for i, h in enumerate(hits):
+        h["score"] = 1.0 - i / 10
+    got = fill(hits, 1000, words, between=between)
+    assert [(p.path, p.ids) for p in got] == [
+        ("a.md", ["a.md#2", "a.md#3", "a.md#4"]),
+        ("b.md", ["b.md#0"]),
+    ]
+    joined = got[0]
+    assert joined.text == DOC[4 * 20 : 14 * 20 - 1]  # lines 5 to 14, verbatim
+    assert (joined.start_line, joined.end_line, joined.rank, joined.page_rank) == (5, 14, 1, 1)
+    assert joined.score == hits[0]["score"]  # its best hit's; the chunk between adds no score
+    assert joined.n_tokens == words(joined.text) and between.asked == 1
+
+
+def test_spans_further_apart_or_with_a_gap_the_index_cannot_fill_stay_apart() -> None:
+    far = Between(hit(9, 12, 3))  # four lines between: one more than JOIN_LINES
+    got = fill([hit(5, 8, 2), hit(13, 16, 4)], 1000, words, between=far)
+    assert len(got) == 2 and far.asked == 0
+    unknown = Between()  # the index holds no chunk between (a stale read)
+    got = fill([hit(5, 8, 2), hit(12, 14, 4)], 1000, words, between=unknown)
+    assert [p.ids for p in got] == [["a.md#2"], ["a.md#4"]] and unknown.asked == 1
+    assert len(fill([hit(5, 8, 2), hit(12, 14, 4)], 1000, words)) == 2  # no between given
+
+
+def test_a_join_pays_for_the_lines_between_and_the_budget_holds_exactly() -> None:
+    hits = [hit(5, 8, 2), hit(12, 14, 4), hit(9, 11, 3)]  # the chunk between ranks third
+    whole = words(DOC[4 * 20 : 14 * 20 - 1])
+    got = fill(hits, whole, words, between=Between(hits[2]))
+    assert len(got) == 1 and got[0].n_tokens == whole  # the third hit costs nothing more
+    assert got[0].ids == ["a.md#2", "a.md#3", "a.md#4"]
+    short = fill(hits[:2], whole - 1, words, between=Between(hits[2]))
+    assert [p.ids for p in short] == [["a.md#2"]]  # the join does not fit: passed over
+    assert short[0].n_tokens == words(DOC[4 * 20 : 8 * 20 - 1]) <= whole - 1
 
 
 def test_the_budget_takes_the_best_hits_that_fit_and_skips_the_rest() -> None:
