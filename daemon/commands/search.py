@@ -13,9 +13,8 @@ collection searched dense only) and how many documents are still being indexed (
 first reconcile answers from what is written so far). :func:`search` returns the hits
 alone.
 
-Arguments are checked before anything is searched: a ``path`` filter is relative to a
-source's root (an absolute path under a root is turned into one); one that leaves every
-root (``../..``, ``/etc``) is an error that names it, never "no results".
+Arguments are checked before anything is searched
+(:mod:`~ingestd.daemon.commands.search_filters`).
 """
 
 from __future__ import annotations
@@ -23,13 +22,12 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import os
-from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.commands.chunks import chunks_between
+from ingestd.daemon.commands.search_filters import check_path, filter_notes
 from ingestd.daemon.commands.selection import selected_sources
-from ingestd.daemon.sources.versions import VERSION_SEP, is_versioned, version_view
+from ingestd.daemon.sources.versions import version_view
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
@@ -43,9 +41,7 @@ __all__ = [
     "MAX_PASSAGE_HITS",
     "answer",
     "answer_request",
-    "check_path",
     "cut_query",
-    "filter_notes",
     "search",
     "wire_answer",
 ]
@@ -345,50 +341,6 @@ def _expand(engine: Engine, hits: list[dict[str, Any]]) -> None:
                 h["parent"] = version_view(recs[0][1], h.get("version"))
 
 
-def check_path(engine: Engine, names: list[str], path: str | None) -> tuple[str | None, str | None]:
-    """A ``path`` filter as the store matches it, and the source it names, if absolute.
-
-    A relative path is relative to each source's root (as hits give paths); an
-    absolute one must lie under a selected source's root and is turned into a path
-    relative to it (that source is then the only one searched).
-
-    Args:
-        engine: the engine (its sources and their roots).
-        names: the selected sources.
-        path: the filter as given (``None``: no filter).
-
-    Returns:
-        ``(relative path or None, source or None)``.
-
-    Raises:
-        DaemonError: exit code 2: an absolute path under no selected source's root, or
-            a relative path that leaves the root (``..``), naming the path.
-    """
-    if path is None:
-        return None, None
-    raw = path.strip()
-    if os.path.isabs(raw):
-        real = Path(os.path.realpath(raw))
-        for name in names:
-            root = Path(os.path.realpath(engine.sources[name].root))
-            if real.is_relative_to(root):
-                rel = real.relative_to(root).as_posix()
-                return ("" if rel == "." else rel), name
-        raise DaemonError(
-            f"path filter {path} is outside every source's root (roots: "
-            f"{', '.join(str(engine.sources[n].root) for n in names) or 'none'}); paths are "
-            "relative to a source's root, as hits give them",
-            2,
-        )
-    if ".." in PurePosixPath(raw.replace("\\", "/")).parts:
-        raise DaemonError(
-            f"path filter {path} leaves the source's root (..): paths are relative to a "
-            "source's root, as hits give them",
-            2,
-        )
-    return path, None
-
-
 def cut_query(engine: Engine, query: str) -> tuple[str, str | None]:
     """``query`` cut to the embedding model's window, and a note when it was cut.
 
@@ -449,57 +401,3 @@ def _dense_query(
 
         queries[profile.key] = embed_queries(profile.embed_model(), profile.model, [query])[0]
     return physical, queries[profile.key]
-
-
-def filter_notes(
-    engine: Engine, names: list[str], path: str | None, version: str | None
-) -> list[str]:
-    """Why a filtered search found nothing, when its filter matches no indexed document.
-
-    An unknown ``version`` (no selected source holds it) or a ``path`` under which no
-    document of the selected sources is indexed makes "no results" a typo to fix, not
-    an answer; a filter that matches documents says nothing (the query found nothing).
-    Reads the manifest (a prefix query per source and version).
-    """
-    notes: list[str] = []
-    versioned: dict[str, set[str]] = {}
-    for n in names:
-        held = versions_of(engine.source(n))
-        if held is not None:
-            versioned[n] = held
-    if version is not None:
-        holders = [n for n, vs in versioned.items() if version in vs]
-        if not holders:
-            known = "; ".join(
-                f"{n}: {', '.join(sorted(vs)) or 'none yet'}" for n, vs in versioned.items()
-            )
-            notes.append(
-                f"nothing matches --version {version}: "
-                + (
-                    f"no source holds it (versions of {known})"
-                    if known
-                    else "no source has versions"
-                )
-            )
-            return notes
-    if path:
-        prefixes = []
-        for n in names:
-            if n in versioned:
-                vs = [version] if version is not None else sorted(versioned[n])
-                prefixes += [(n, f"{v}{VERSION_SEP}{path}") for v in vs]
-            elif version is None:
-                prefixes.append((n, path))
-        if not any(engine.manifest.documents(n, p) for n, p in prefixes):
-            notes.append(
-                f"nothing matches --path {path}: no document of {', '.join(names)} is indexed "
-                "there (a path is relative to the source's root, as `ingestd sources` shows it)"
-            )
-    return notes
-
-
-def versions_of(src: Any) -> set[str] | None:
-    """The versions a versioned source holds now, else ``None``."""
-    if not is_versioned(src):
-        return None
-    return set(src.versions())

@@ -1,0 +1,119 @@
+"""A search's filters checked against the sources, and the notes when one matches nothing.
+
+A ``path`` filter is relative to a source's root (an absolute path under a root is
+turned into one); one that leaves every root (``../..``, ``/etc``) is an error that
+names it, never "no results". A filter that matches no indexed document (a path, a
+version no source holds) gets a note saying so beside the empty answer.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path, PurePosixPath
+from typing import TYPE_CHECKING, Any
+
+from ingestd.daemon.sources.versions import VERSION_SEP, is_versioned
+from ingestd.daemon.wire.errors import DaemonError
+
+if TYPE_CHECKING:
+    from ingestd.daemon.sync.engine import Engine
+
+__all__ = ["check_path", "filter_notes", "versions_of"]
+
+
+def check_path(engine: Engine, names: list[str], path: str | None) -> tuple[str | None, str | None]:
+    """A ``path`` filter as the store matches it, and the source it names, if absolute.
+
+    A relative path is relative to each source's root (as hits give paths); an
+    absolute one must lie under a selected source's root and is turned into a path
+    relative to it (that source is then the only one searched).
+
+    Args:
+        engine: the engine (its sources and their roots).
+        names: the selected sources.
+        path: the filter as given (``None``: no filter).
+
+    Returns:
+        ``(relative path or None, source or None)``.
+
+    Raises:
+        DaemonError: exit code 2: an absolute path under no selected source's root, or
+            a relative path that leaves the root (``..``), naming the path.
+    """
+    if path is None:
+        return None, None
+    raw = path.strip()
+    if os.path.isabs(raw):
+        real = Path(os.path.realpath(raw))
+        for name in names:
+            root = Path(os.path.realpath(engine.sources[name].root))
+            if real.is_relative_to(root):
+                rel = real.relative_to(root).as_posix()
+                return ("" if rel == "." else rel), name
+        raise DaemonError(
+            f"path filter {path} is outside every source's root (roots: "
+            f"{', '.join(str(engine.sources[n].root) for n in names) or 'none'}); paths are "
+            "relative to a source's root, as hits give them",
+            2,
+        )
+    if ".." in PurePosixPath(raw.replace("\\", "/")).parts:
+        raise DaemonError(
+            f"path filter {path} leaves the source's root (..): paths are relative to a "
+            "source's root, as hits give them",
+            2,
+        )
+    return path, None
+
+
+def filter_notes(
+    engine: Engine, names: list[str], path: str | None, version: str | None
+) -> list[str]:
+    """Why a filtered search found nothing, when its filter matches no indexed document.
+
+    An unknown ``version`` (no selected source holds it) or a ``path`` under which no
+    document of the selected sources is indexed makes "no results" a typo to fix, not
+    an answer; a filter that matches documents says nothing (the query found nothing).
+    Reads the manifest (a prefix query per source and version).
+    """
+    notes: list[str] = []
+    versioned: dict[str, set[str]] = {}
+    for n in names:
+        held = versions_of(engine.source(n))
+        if held is not None:
+            versioned[n] = held
+    if version is not None:
+        holders = [n for n, vs in versioned.items() if version in vs]
+        if not holders:
+            known = "; ".join(
+                f"{n}: {', '.join(sorted(vs)) or 'none yet'}" for n, vs in versioned.items()
+            )
+            notes.append(
+                f"nothing matches --version {version}: "
+                + (
+                    f"no source holds it (versions of {known})"
+                    if known
+                    else "no source has versions"
+                )
+            )
+            return notes
+    if path:
+        prefixes = []
+        for n in names:
+            if n in versioned:
+                vs = [version] if version is not None else sorted(versioned[n])
+                prefixes += [(n, f"{v}{VERSION_SEP}{path}") for v in vs]
+            elif version is None:
+                prefixes.append((n, path))
+        if not any(engine.manifest.documents(n, p) for n, p in prefixes):
+            notes.append(
+                f"nothing matches --path {path}: no document of {', '.join(names)} is indexed "
+                "there (a path is relative to the source's root, as `ingestd sources` shows it)"
+            )
+    return notes
+
+
+def versions_of(src: Any) -> set[str] | None:
+    """The versions a versioned source holds now, else ``None``."""
+    if not is_versioned(src):
+        return None
+    return set(src.versions())
