@@ -31,16 +31,16 @@ The tree (builtin bases kept beside each family, so older ``except ValueError`` 
     │   ├── TokenizerError              ValueError          chunkers.sizing.tokenizers
     │   ├── ModelNotFoundError          ValueError          store.embedding.folders
     │   ├── BackendUnavailableError     ValueError          store.embedding.backends
-    │   ├── UnsupportedModelError       ValueError          store.embedding.bert
-    │   ├── ExportError                 RuntimeError        store.embedding.onnx_cache
+    │   ├── UnsupportedModelError       ValueError          store.embedding.graphs.bert
+    │   ├── ExportError                 RuntimeError        store.embedding.graphs.onnx_cache
     │   ├── EndpointDimensionError      ValueError          store.embedding.remote_backend
     │   ├── NonFiniteVectorError        ValueError          store.embedding.finite
     │   └── ModelMismatchError          RuntimeError        store.manifest.collections
-    │       └── ProfileUnavailableError                     daemon.sync.profile
+    │       └── ProfileUnavailableError                     daemon.sync.profiles.profile
     ├── StateError                                          chunkers.errors
     │   ├── StateDamagedError           RuntimeError        store.common.damage
     │   ├── StoreLostError              RuntimeError        store.common.damage
-    │   ├── StoreOwnedError             RuntimeError        daemon.sync.ownership
+    │   ├── StoreOwnedError             RuntimeError        daemon.sync.state.ownership
     │   ├── StateLockedError            RuntimeError        daemon.wire.statelock
     │   └── InsecureDirError            OSError             daemon.statedir
     ├── UnavailableError                                    chunkers.errors
