@@ -9,8 +9,10 @@ dir it belongs to, and every other state dir is refused in one line naming both.
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,11 +32,17 @@ def _config(tmp: Path, name: str, root: Path, store: Path, engine: str) -> Path:
     return cfg
 
 
+def _engine(cfg: Any, state: Path) -> contextlib.closing[Any]:
+    """An engine on ``state`` with :func:`fake_vectors`, closed when the block ends."""
+    from ingestd.daemon.sync.engine import Engine
+
+    return contextlib.closing(Engine(cfg, state, embed_model=fake_vectors))
+
+
 def test_a_second_state_dir_is_refused_the_first_ones_store(
     tmp_path: Path, qdrant_engine: str
 ) -> None:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
 
     store = tmp_path / "shared-store"
     one, two = (
@@ -42,20 +50,14 @@ def test_a_second_state_dir_is_refused_the_first_ones_store(
         copy_tree(tmp_path / "two", ("docs/concepts/glossary.md",)),
     )
     cfg_one = load_config(_config(tmp_path, "a", one, store, qdrant_engine))
-    eng = Engine(cfg_one, tmp_path / "a", embed_model=fake_vectors)
-    try:
+    with _engine(cfg_one, tmp_path / "a") as eng:
         eng.sync("a")
-    finally:
-        eng.close()
     assert (store / OWNER_FILE).is_file()
     cfg_two = load_config(_config(tmp_path, "b", two, store, qdrant_engine))
-    eng = Engine(cfg_two, tmp_path / "b", embed_model=fake_vectors)
-    try:
+    with _engine(cfg_two, tmp_path / "b") as eng:
         with pytest.raises(StoreOwnedError) as err:
             eng.sync("b")
         assert str(tmp_path / "a") in str(err.value) and str(tmp_path / "b") in str(err.value)
-    finally:
-        eng.close()
     # the command line: one line, exit 1, for status, search, resync and forget
     cfg = str(tmp_path / "b.yaml")
     for args in (
@@ -69,27 +71,18 @@ def test_a_second_state_dir_is_refused_the_first_ones_store(
         assert "belongs to state dir" in res.stderr or "unknown source" in res.stderr, res.stderr
         assert "Traceback" not in res.stderr
     # the first state dir is whole
-    eng = Engine(cfg_one, tmp_path / "a", embed_model=fake_vectors)
-    try:
+    with _engine(cfg_one, tmp_path / "a") as eng:
         assert eng.verify("a").clean
         assert {p["source"] for _, p in eng.store.scroll("ingestd")} == {"a"}
-    finally:
-        eng.close()
 
 
 def test_a_state_dir_moved_with_its_store_inside_keeps_it(tmp_path: Path) -> None:
     root = copy_tree(tmp_path / "docs")
-    eng = make_engine(root, tmp_path / "state", fake_vectors)
-    try:
+    with contextlib.closing(make_engine(root, tmp_path / "state", fake_vectors)) as eng:
         eng.sync(next(iter(eng.sources)))
-    finally:
-        eng.close()
     shutil.copytree(tmp_path / "state", tmp_path / "copy")
-    eng = make_engine(root, tmp_path / "copy", fake_vectors)
-    try:
+    with contextlib.closing(make_engine(root, tmp_path / "copy", fake_vectors)) as eng:
         assert eng.verify(next(iter(eng.sources))).clean
-    finally:
-        eng.close()
     owner = (store_folder(tmp_path / "copy") / OWNER_FILE).read_text()
     assert str(tmp_path / "copy") in owner
 
@@ -113,7 +106,6 @@ def test_a_store_whose_owner_is_away_is_refused_until_taken_over(
 
     from ingestd.daemon.cli.main import cli
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
 
     store = tmp_path / "shared-store"
     one, two = (
@@ -121,20 +113,14 @@ def test_a_store_whose_owner_is_away_is_refused_until_taken_over(
         copy_tree(tmp_path / "two", ("docs/concepts/glossary.md",)),
     )
     cfg_one = load_config(_config(tmp_path, "a", one, store, qdrant_engine))
-    eng = Engine(cfg_one, tmp_path / "a", embed_model=fake_vectors)
-    try:
+    with _engine(cfg_one, tmp_path / "a") as eng:
         eng.sync("a")
-    finally:
-        eng.close()
     held = _points_of(store, qdrant_engine, "a")
     (tmp_path / "a").rename(tmp_path / "a-away")  # renamed, or its disk unmounted
     cfg_two = load_config(_config(tmp_path, "b", two, store, qdrant_engine))
-    eng = Engine(cfg_two, tmp_path / "b", embed_model=fake_vectors)
-    try:
+    with _engine(cfg_two, tmp_path / "b") as eng:
         with pytest.raises(StoreOwnedError, match="not there now"):
             eng.sync("b")
-    finally:
-        eng.close()
     cfg = str(tmp_path / "b.yaml")
     for args in (("status",), ("search", "--mode", "sparse", "span"), ("resync",), ("forget", "a")):
         res = run_cli(*args, "--config", cfg)
@@ -145,26 +131,21 @@ def test_a_store_whose_owner_is_away_is_refused_until_taken_over(
             assert "belongs to state dir" in lines[0] and "ingestd takeover" in lines[0]
     assert _points_of(store, qdrant_engine, "a") == held, "nothing of the owner's was touched"
     # the owner under its new name keeps its store (its id moved with it)
-    eng = Engine(cfg_one, tmp_path / "a-away", embed_model=fake_vectors)
-    try:
+    with _engine(cfg_one, tmp_path / "a-away") as eng:
         assert eng.verify("a").clean
-    finally:
-        eng.close()
     # the explicit takeover: says what it will do, asks, and does nothing when refused
     asked = CliRunner().invoke(cli, ["takeover", "--config", cfg], input="n\n")
     assert asked.exit_code == 1 and "Take it over?" in asked.output, asked.output
     assert "refused from then on" in asked.output and str(store) in asked.output
     with pytest.raises(StoreOwnedError):
-        Engine(cfg_two, tmp_path / "b", embed_model=fake_vectors).sync("b")
+        with _engine(cfg_two, tmp_path / "b") as eng:
+            eng.sync("b")
     done = CliRunner().invoke(cli, ["takeover", "--yes", "--config", cfg])
     assert done.exit_code == 0, done.output
     assert f"is now state dir {tmp_path / 'b'}'s" in done.output
-    eng = Engine(cfg_two, tmp_path / "b", embed_model=fake_vectors)
-    try:
+    with _engine(cfg_two, tmp_path / "b") as eng:
         eng.sync("b")
         assert {p["source"] for _, p in eng.store.scroll("ingestd")} == {"a", "b"}
-    finally:
-        eng.close()
     # the first owner is refused now, wherever it is
     (tmp_path / "a-away").rename(tmp_path / "a")
     res = run_cli("status", "--config", str(tmp_path / "a.yaml"))
@@ -180,32 +161,22 @@ def test_a_copied_state_dir_is_refused_the_originals_store_until_taken_over(
 
     from ingestd.daemon.cli.main import cli
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
     from ingestd.daemon.sync.state.ownership import state_id
 
     store = tmp_path / "shared-store"
     root = copy_tree(tmp_path / "one")
     cfg_one = load_config(_config(tmp_path, "a", root, store, qdrant_engine))
-    eng = Engine(cfg_one, tmp_path / "a", embed_model=fake_vectors)
-    try:
+    with _engine(cfg_one, tmp_path / "a") as eng:
         eng.sync("a")
-    finally:
-        eng.close()
     held = _points_of(store, qdrant_engine, "a")
     shutil.copytree(tmp_path / "a", tmp_path / "a-copy")  # a backup, started elsewhere
     assert state_id(tmp_path / "a-copy") == state_id(tmp_path / "a")
-    eng = Engine(cfg_one, tmp_path / "a-copy", embed_model=fake_vectors)
-    try:
+    with _engine(cfg_one, tmp_path / "a-copy") as eng:
         with pytest.raises(StoreOwnedError, match="a copy of that state dir"):
             eng.sync("a")
-    finally:
-        eng.close()
     assert _points_of(store, qdrant_engine, "a") == held
-    eng = Engine(cfg_one, tmp_path / "a", embed_model=fake_vectors)  # the original keeps it
-    try:
+    with _engine(cfg_one, tmp_path / "a") as eng:  # the original keeps it
         assert eng.verify("a").clean
-    finally:
-        eng.close()
     copy_cfg = tmp_path / "a-copy.yaml"
     copy_cfg.write_text(
         (tmp_path / "a.yaml").read_text().replace(str(tmp_path / "a"), str(tmp_path / "a-copy"))
@@ -213,10 +184,7 @@ def test_a_copied_state_dir_is_refused_the_originals_store_until_taken_over(
     done = CliRunner().invoke(cli, ["takeover", "--yes", "--config", str(copy_cfg)])
     assert done.exit_code == 0, done.output
     assert state_id(tmp_path / "a-copy") != state_id(tmp_path / "a")  # an id of its own
-    eng = Engine(cfg_one, tmp_path / "a-copy", embed_model=fake_vectors)
-    try:
+    with _engine(cfg_one, tmp_path / "a-copy") as eng:
         assert eng.verify("a").clean
-    finally:
-        eng.close()
     res = run_cli("status", "--config", str(tmp_path / "a.yaml"))
     assert res.returncode == 1 and "belongs to state dir" in res.stderr, res.stderr
