@@ -62,17 +62,22 @@ def test_status_exits_1_with_one_line_on_a_cut_mapped_file(tmp_path: Path, patte
     assert_matches_oracle(root, state, tmp_path, fake_vectors)
 
 
+def _daemon(root: Path, state: Path, log: Path) -> subprocess.Popen[bytes]:
+    """``ingestd run`` (with fake vectors) on ``root``, its output appended to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "tests.faults.fakecli", "run"]
+            + ["--state-dir", str(state), str(root)],
+            cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+
 def test_a_payload_page_cut_under_a_running_daemon_stops_it_with_its_line(
     tmp_path: Path,
 ) -> None:
     root, state = ingested_tree(tmp_path)
     log = tmp_path / "run.log"
-    with log.open("wb") as out:
-        run = subprocess.Popen(
-            [sys.executable, "-m", "tests.faults.fakecli", "run"]
-            + ["--state-dir", str(state), str(root)],
-            cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+    run = _daemon(root, state, log)
     try:
         wait_for(lambda: "in sync" in log.read_text(errors="replace"), 120, "the start-up scan")
         _cut(state, "segments/*/payload_storage/page_*.dat")
@@ -94,12 +99,7 @@ def test_a_fatal_signal_in_the_daemon_leaves_a_line(tmp_path: Path) -> None:
     """The floor for a cut landing mid-job: faulthandler says the signal and the stacks."""
     root, state = ingested_tree(tmp_path)
     log = tmp_path / "run.log"
-    with log.open("wb") as out:
-        run = subprocess.Popen(
-            [sys.executable, "-m", "tests.faults.fakecli", "run"]
-            + ["--state-dir", str(state), str(root)],
-            cwd=REPO, stdout=out, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+    run = _daemon(root, state, log)
     try:
         wait_for(lambda: "in sync" in log.read_text(errors="replace"), 120, "the start-up scan")
         run.send_signal(signal.SIGBUS)
