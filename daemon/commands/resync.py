@@ -4,15 +4,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.commands.selection import selected_sources
 from ingestd.daemon.commands.sync import fetch
 from ingestd.daemon.sources.base import Fetched
-from ingestd.daemon.sources.gitcmd import GitError, redact_url
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sources.git import GitSource
     from ingestd.daemon.sync.engine import Engine
     from ingestd.daemon.sync.types import SyncProgress
 
@@ -75,37 +73,17 @@ def resync(
 
 
 def _remote_check(source: Any) -> dict[str, Any]:
-    """What a dry run says of a git source: it fetches nothing, and checks the remote.
+    """What a dry run says of a fetched source (a git repository, a site): it fetches nothing.
 
     Returns:
-        ``{}`` for a source that is not a git repository; else ``dry_run_note`` (what the
-        plan was made from), and ``remote_ok`` with ``remote_versions`` (version ->
-        commit, from ``git ls-remote``) when the repository answers with refs to index.
+        ``{}`` for a source that is not fetched; ``dry_run_note`` (what the plan was
+        made from) when the last fetch can be planned from; else what the source's
+        :meth:`~ingestd.daemon.sources.base.Fetched.dry_run` says of its origin.
     """
     if not isinstance(source, Fetched):
         return {}
-    src: GitSource = cast("GitSource", source)  # the one kind fetched: its url and refs
-    state = src.fetch_state()
-    if state.get("refused"):
-        return {"dry_run_note": str(state["refused"])}
-    fetched = state.get("fetched_at")
-    if fetched and src.missing() is None:
+    fetched = source.fetch_state().get("fetched_at")
+    if fetched and source.missing() is None:
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(fetched))
         return {"dry_run_note": f"planned from the last fetch ({when}); a dry run fetches nothing"}
-    url = redact_url(src.url)
-    try:
-        versions = src.list_remote()
-    except GitError as exc:
-        return {"dry_run_note": f"repository {url} cannot be listed: {exc}"}
-    if not versions:
-        refs = ", ".join(src.config.refs)
-        return {"dry_run_note": f"repository {url} has no branch or tag that refs [{refs}] selects"}
-    names = ", ".join(sorted(versions))
-    return {
-        "remote_ok": True,
-        "remote_versions": versions,
-        "dry_run_note": (
-            f"repository {url} answers; {len(versions)} version(s) to index: {names}. "
-            "A dry run fetches nothing: the first fetch (ingestd sync, or the daemon) indexes them"
-        ),
-    }
+    return source.dry_run()

@@ -9,7 +9,8 @@ watcher is given the sources whose changes are watched.
 
 Kinds of source are listed in one table, :data:`ingestd.daemon.sources.kinds.SOURCE_KINDS`.
 A kind's optional powers are Protocols a reader class declares by naming them among its
-bases: :class:`Fetched` (its documents are fetched from an origin: a git server) and
+bases: :class:`Fetched` (its documents are fetched from an origin: a git server, a
+site) and
 :class:`Versioned` (it holds several versions of each file). The table checks each
 declaration once, when the kind is loaded; the rest of ingestd asks
 ``isinstance(source, Versioned)``.
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
     from ingestd.daemon.sources.filter import SourceFilter
 
 __all__ = [
+    "DRY_RUN_FIRST_FETCH",
     "POWERS",
     "ChangeMode",
     "Fetched",
@@ -189,9 +191,15 @@ class WatchedSource(Source, Protocol):
     filter: SourceFilter
 
 
+#: The end of a dry run's note on a source that answers but was never fetched.
+DRY_RUN_FIRST_FETCH = (
+    "A dry run fetches nothing: the first fetch (ingestd sync, or the daemon) indexes them"
+)
+
+
 @runtime_checkable
 class Fetched(Protocol):
-    """The power of a source fetched from an origin (a git server) before it is listed.
+    """The power of a source fetched from an origin (a git server, a site) before it is listed.
 
     The daemon fetches it in a thread of its own at its ``poll_s`` interval, and
     ``ingestd sync`` first; ``status`` reports its fetches.
@@ -213,11 +221,15 @@ class Fetched(Protocol):
         """Whether nothing was fetched yet and no fetch has failed (a source on its way)."""
         ...
 
-    def list_remote(self) -> dict[str, str]:
-        """What the origin holds now, version -> commit, fetching nothing (a dry run).
+    def dry_run(self) -> dict[str, Any]:
+        """What ``resync --dry-run`` says of the origin when no good fetch can be planned from.
 
-        Raises:
-            ingestd.daemon.errors.IngestdError: the origin cannot be listed.
+        It keeps nothing (a look at the origin: ``git ls-remote``, a sitemap).
+
+        Returns:
+            ``dry_run_note`` (why the origin cannot be read, or what it holds);
+            ``remote_ok`` when it answers with something to index, with the kind's own
+            keys of what it holds.
         """
         ...
 

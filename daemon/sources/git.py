@@ -30,7 +30,6 @@ when fetches fail, and the next try comes after a back-off (5 s doubling, at mos
 
 from __future__ import annotations
 
-import fnmatch
 import json
 import logging
 import os
@@ -43,6 +42,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ingestd.daemon.sources.base import (
+    DRY_RUN_FIRST_FETCH,
     ChangeMode,
     Fetched,
     FileStat,
@@ -62,6 +62,7 @@ from ingestd.daemon.sources.gitcmd import (
     output_lines,
     redact_url,
     repo_bytes,
+    selected_refs,
     split_login,
     tree_entries,
 )
@@ -84,7 +85,6 @@ LFS_POINTER_MAX = 1024
 BLOB_CACHE_BYTES = 8 * 1024 * 1024
 #: First delay after a failed fetch, seconds; doubled at every further failure.
 RETRY_FIRST_S = 5.0
-_GLOB = frozenset("*?[")
 _HEADS_TAGS = ("refs/heads/*", "refs/tags/*")
 
 
@@ -272,22 +272,7 @@ class GitSource(Fetched, Versioned):
 
     def _selected(self, listing: bytes) -> dict[str, str]:
         """The remote refs the config selects: full ref name -> commit (``ls-remote`` output)."""
-        remote: dict[str, str] = {}
-        for line in output_lines(listing):
-            oid, _, ref = line.partition("\t")
-            remote[ref] = oid
-        out: dict[str, str] = {}
-        for pattern in self.config.refs:
-            if _GLOB & set(pattern):
-                for ref, oid in remote.items():
-                    if ref.startswith("refs/tags/") and fnmatch.fnmatchcase(ref[10:], pattern):
-                        out[ref] = oid
-                continue
-            for ref in (f"refs/heads/{pattern}", f"refs/tags/{pattern}"):
-                if ref in remote:
-                    out[ref] = remote[ref]
-                    break
-        return out
+        return selected_refs(listing, self.config.refs)
 
     # -- the versions -----------------------------------------------------------------------
 
@@ -399,16 +384,30 @@ class GitSource(Fetched, Versioned):
         st = self.fetch_state()
         return not st.get("fetched_at") and not st.get("error") and not st.get("refused")
 
-    def list_remote(self) -> dict[str, str]:
-        """The refs the config selects now, version -> commit (``max_tags`` not applied).
+    def dry_run(self) -> dict[str, Any]:
+        """What a dry run says of the repository before a fetch: what ``git ls-remote`` lists.
 
-        Runs ``git ls-remote`` only, fetching and writing nothing (``resync --dry-run``).
-
-        Raises:
-            GitError: the repository cannot be listed (unreachable, refused, no access).
+        Returns ``remote_ok`` and ``remote_versions`` (version -> commit) when refs are
+        selected; fetches and writes nothing.
         """
-        listing = self._runner().run("ls-remote", "--refs", "--", self._remote, *_HEADS_TAGS)
-        return {ref.split("/", 2)[2]: oid for ref, oid in self._selected(listing).items()}
+        url = redact_url(self.url)
+        if self.fetch_state().get("refused"):
+            return {"dry_run_note": str(self.fetch_state()["refused"])}
+        try:
+            listing = self._runner().run("ls-remote", "--refs", "--", self._remote, *_HEADS_TAGS)
+        except GitError as exc:
+            return {"dry_run_note": f"repository {url} cannot be listed: {exc}"}
+        versions = {ref.split("/", 2)[2]: oid for ref, oid in self._selected(listing).items()}
+        if not versions:
+            refs = ", ".join(self.config.refs)
+            why = f"has no branch or tag that refs [{refs}] selects"
+            return {"dry_run_note": f"repository {url} {why}"}
+        note = f"repository {url} answers; {len(versions)} version(s) to index: "
+        return {
+            "remote_ok": True,
+            "remote_versions": versions,
+            "dry_run_note": note + ", ".join(sorted(versions)) + ". " + DRY_RUN_FIRST_FETCH,
+        }
 
     def scan(self, under: str = "") -> Scan:
         """Every document of every version (or of ``under``: a version, or a document prefix)."""
@@ -485,10 +484,6 @@ class GitSource(Fetched, Versioned):
     def revision(self) -> str | None:
         """``None``: each version has its own commit (:meth:`commit_of`)."""
         return None
-
-    def describe(self) -> dict[str, Any]:
-        """What ``status`` shows of it (:func:`mirror_status`)."""
-        return mirror_status(self.root) or {}
 
 
 def _stat(e: _Entry) -> FileStat:

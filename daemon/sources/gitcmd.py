@@ -29,6 +29,7 @@ outside ingestd's reaches:
 from __future__ import annotations
 
 import base64
+import fnmatch
 import os
 import re
 import subprocess
@@ -53,6 +54,7 @@ __all__ = [
     "redact",
     "redact_url",
     "repo_bytes",
+    "selected_refs",
     "split_login",
     "tree_entries",
 ]
@@ -269,6 +271,30 @@ class GitRunner:
 def output_lines(raw: bytes) -> list[str]:
     """The non-empty lines of a command's output (UTF-8, undecodable bytes replaced)."""
     return [line for line in raw.decode("utf-8", "replace").splitlines() if line]
+
+
+def selected_refs(listing: bytes, patterns: Iterable[str]) -> dict[str, str]:
+    """The refs of ``git ls-remote`` output ``listing`` that ``patterns`` select: ref -> commit.
+
+    A pattern is a branch or tag name (the branch first when both exist), or a glob
+    (``*?[``) matched against tag names only.
+    """
+    remote: dict[str, str] = {}
+    for line in output_lines(listing):
+        oid, _, ref = line.partition("\t")
+        remote[ref] = oid
+    out: dict[str, str] = {}
+    for pattern in patterns:
+        if set("*?[") & set(pattern):
+            for ref, oid in remote.items():
+                if ref.startswith("refs/tags/") and fnmatch.fnmatchcase(ref[10:], pattern):
+                    out[ref] = oid
+            continue
+        for ref in (f"refs/heads/{pattern}", f"refs/tags/{pattern}"):
+            if ref in remote:
+                out[ref] = remote[ref]
+                break
+    return out
 
 
 def blob_sizes(git: GitRunner, oids: list[str]) -> dict[str, int]:
