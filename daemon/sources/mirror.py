@@ -34,6 +34,7 @@ __all__ = [
     "STATE_FILE",
     "GitStatus",
     "adopt_legacy_mirror",
+    "folder_name",
     "legacy_mirror_dir",
     "mirror_dir",
     "mirror_status",
@@ -53,14 +54,24 @@ DIGEST_CHARS = 16
 def mirror_dir(state_dir: Path, name: str) -> Path:
     """The bare mirror of git source ``name`` in ``state_dir``: ``git/<readable>-<digest>.git``.
 
+    The folder is named by :func:`folder_name`: a folder of its own for every name, the
+    same one for the same name.
+    """
+    return state_dir / "git" / f"{folder_name(name)}.git"
+
+
+def folder_name(name: str) -> str:
+    """A folder name of its own for source ``name``: ``<readable>-<digest>``.
+
     ``readable`` is ``name`` with every run of characters other than ``A-Za-z0-9._-``
     made ``_`` (at most :data:`READABLE_CHARS` of them, no leading dot), ``digest`` the
-    first :data:`DIGEST_CHARS` hex digits of the SHA-256 of the name's UTF-8 bytes: a
-    folder of its own for every name, the same one for the same name.
+    first :data:`DIGEST_CHARS` hex digits of the SHA-256 of the name's UTF-8 bytes: the
+    same name gives the same folder, two names never share one. Every kind that keeps a
+    copy of its source in the state dir names its folder so.
     """
     readable = _SAFE.sub("_", name)[:READABLE_CHARS].lstrip(".")
     digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:DIGEST_CHARS]
-    return state_dir / "git" / f"{readable}-{digest}.git"
+    return f"{readable}-{digest}"
 
 
 def legacy_mirror_dir(state_dir: Path, name: str) -> Path:
