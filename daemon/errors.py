@@ -45,6 +45,7 @@ The tree (builtin bases kept beside each family, so older ``except ValueError`` 
     │   └── InsecureDirError            OSError             daemon.statedir
     ├── UnavailableError                                    chunkers.errors
     │   ├── GitError                    OSError             daemon.sources.gitcmd
+    │   ├── SiteError                   OSError             daemon.sources.sitemap.client
     │   ├── StoreUnavailableError       RuntimeError        store.vectors.base
     │   ├── EndpointError               ConnectionError     store.embedding.remote_backend
     │   └── NoDaemon                                        daemon.wire.errors
@@ -58,7 +59,7 @@ a cancelled ``eval``); a command that expects one of them where it runs may stil
 answer with its own code (``ingestd chunk`` exits 2 on a bad ``--param``). Not in the
 tree, because they never reach a user: the signals between ingestd's own parts
 (``SyncInterrupted``, ``UnreadableFile``, ``OutsideRootError``, ``EvalCancelled``,
-``MigrationAborted``),
+``MigrationAborted``, ``SitemapFormatError``, which becomes a ``SiteError``),
 ``EngineError``, a panic of the Qdrant Edge engine, which is unexpected (its traceback
 goes to the log), and ``StoreReadOnlyError``, a write asked of a store opened by a
 reader (a bug of the reader's code path). Nothing inside ingestd imports this module:
@@ -95,6 +96,7 @@ if TYPE_CHECKING:
     from ingestd.daemon.evaluation.questions import QuestionError
     from ingestd.daemon.sources.gitcmd import GitError
     from ingestd.daemon.sources.kinds import UnknownSourceKindError
+    from ingestd.daemon.sources.sitemap.client import SiteError
     from ingestd.daemon.statedir import InsecureDirError
     from ingestd.daemon.sync.profiles.profile import ProfileUnavailableError
     from ingestd.daemon.sync.state.ownership import StoreOwnedError
@@ -134,6 +136,7 @@ __all__ = [
     "NotUTF8Error",
     "ProfileUnavailableError",
     "QuestionError",
+    "SiteError",
     "StateDamagedError",
     "StateError",
     "StateLockedError",
@@ -177,6 +180,7 @@ HOMES: dict[str, str] = {
     "StoreUnavailableError": "ingestd.store.vectors.base",
     "EndpointError": "ingestd.store.embedding.remote_backend",
     "GitError": "ingestd.daemon.sources.gitcmd",
+    "SiteError": "ingestd.daemon.sources.sitemap.client",
     "NoDaemon": "ingestd.daemon.wire.errors",
     "EvalError": "ingestd.daemon.evaluation.evaluate",
     "DaemonError": "ingestd.daemon.wire.errors",

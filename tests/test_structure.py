@@ -340,7 +340,7 @@ def test_each_source_kind_declares_its_config_and_powers_in_modules_of_its_own()
         return target.partition(":")[0]
 
     status_methods = [n for n, v in vars(KindStatus).items() if callable(v) and n[0] != "_"]
-    assert set(kinds.SOURCE_KINDS) >= {"local", "git"}
+    assert set(kinds.SOURCE_KINDS) >= {"local", "git", "sitemap"}
     for name, entry in kinds.SOURCE_KINDS.items():
         others = {
             module(t)
@@ -365,9 +365,9 @@ def test_each_source_kind_declares_its_config_and_powers_in_modules_of_its_own()
         assert all(callable(getattr(shown, n, None)) for n in status_methods), name
     powers = {
         name: {p.__name__ for p in POWERS if p in reader_class(name).__mro__}
-        for name in ("local", "git")
+        for name in ("local", "git", "sitemap")
     }
-    assert powers == {"local": set(), "git": {"Fetched", "Versioned"}}
+    assert powers == {"local": set(), "git": {"Fetched", "Versioned"}, "sitemap": {"Fetched"}}
 
 
 def test_status_parts_of_source_kinds_import_no_pydantic() -> None:

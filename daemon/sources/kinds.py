@@ -73,6 +73,11 @@ SOURCE_KINDS: dict[str, SourceKind] = {
         config="ingestd.daemon.sources.gitconfig:GitSourceConfig",
         shown="ingestd.daemon.sources.mirror:GIT_STATUS",
     ),
+    "sitemap": SourceKind(
+        reader="ingestd.daemon.sources.sitemap.reader:SitemapSource",
+        config="ingestd.daemon.sources.sitemap.config:SitemapSourceConfig",
+        shown="ingestd.daemon.sources.sitemap.shown:SITEMAP_STATUS",
+    ),
 }
 
 

@@ -36,6 +36,8 @@ NOT_IN_TREE = {
     "ingestd.daemon.cli.errors.Fatal": "the CLI's rendering of a known failure",
     "ingestd.daemon.sources.beneath.OutsideRootError": "a link on the way: no document there",
     "ingestd.store.embedding.remote_backend._Transient": "a retry signal inside the embedder",
+    "ingestd.daemon.sources.sitemap.client._Transient": "a retry signal inside a site's client",
+    "ingestd.daemon.sources.sitemap.parse.SitemapFormatError": "becomes SiteError",
 }
 
 _LINE = re.compile(r"^    (?P<indent>(?:[│ ]   )*)(?:[├└]── )?(?P<name>[A-Z]\w+)(?P<rest>.*)$")

@@ -1,0 +1,449 @@
+"""The sitemap source: the pages of a documentation site, listed by its sitemap.
+
+A ``kind: sitemap`` source names a sitemap (``url``; a sitemap index, nested indexes
+and gzip-compressed sitemaps are followed). :meth:`SitemapSource.refresh` fetches the
+sitemap, then each page it lists on the same site (scheme and host), up to
+``max_pages``, into a folder of the state dir
+(:func:`~ingestd.daemon.sources.sitemap.shown.site_dir`), each page at its path
+(:mod:`~ingestd.daemon.sources.sitemap.paths`). The folder is then read like a folder
+source's: a page's identity is its file's stat, and the manifest's content hashes, the
+chunking rules and the readers (HTML, Markdown, ...) apply unchanged.
+
+A page is not downloaded again when the sitemap's ``<lastmod>`` for it is the one
+recorded, and is asked for conditionally otherwise (``If-None-Match`` with its
+``ETag``, ``If-Modified-Since`` with its ``Last-Modified``): a 304 keeps it. A page
+whose body is the one kept is not rewritten, so its stat, and the index, stay as they
+are.
+
+What is deleted, and what is kept:
+
+* a page that left the sitemap, or answers 404 or 410, is deleted (its points with it;
+  the mass-deletion guard applies);
+* a page that cannot be fetched (no connection, a timeout, a 5xx after the retries, a
+  401 or 403) keeps its last copy, and ``status`` lists it as failing;
+* a sitemap that cannot be fetched or read fails the whole fetch: nothing is deleted,
+  ``status`` says since when fetches fail, and the next try comes after a back-off
+  (5 s doubling, at most ``poll_s``);
+* a page of a content type that is not a document (an image), on another site (by its
+  URL or its redirect), over ``max_page_bytes`` or past ``max_pages`` is skipped with a
+  note in ``status``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from ingestd.daemon.sources.base import DRY_RUN_FIRST_FETCH, ChangeMode, Fetched, FileStat, Scan
+from ingestd.daemon.sources.beneath import read_beneath, stat_beneath
+from ingestd.daemon.sources.filter import SourceFilter
+from ingestd.daemon.sources.sitemap.client import Page, SiteClient, SiteError, redact
+from ingestd.daemon.sources.sitemap.config import SitemapSourceConfig
+from ingestd.daemon.sources.sitemap.parse import (
+    MAX_SITEMAP_BYTES,
+    Sitemap,
+    SitemapEntry,
+    SitemapFormatError,
+    parse_sitemap,
+)
+from ingestd.daemon.sources.sitemap.paths import named_suffix, page_path, same_site, suffix_for
+from ingestd.daemon.sources.sitemap.shown import PAGES, STATE_FILE, read_state, site_dir
+
+__all__ = ["MAX_SITEMAPS", "RETRY_FIRST_S", "SitemapSource"]
+
+logger = logging.getLogger(__name__)
+
+#: First delay after a failed fetch, seconds; doubled at every further failure.
+RETRY_FIRST_S = 5.0
+#: Most sitemaps read in one fetch (an index and the sitemaps it names, nested).
+MAX_SITEMAPS = 1000
+
+
+@dataclass
+class _Fetch:
+    """What one fetch found: the pages kept (path -> record), and what it noted."""
+
+    pages: dict[str, dict[str, Any]] = field(default_factory=dict)
+    errors: dict[str, str] = field(default_factory=dict)
+    skipped: dict[str, str] = field(default_factory=dict)
+    written: int = 0
+    downloaded: int = 0
+
+
+class SitemapSource(Fetched):
+    """The pages of a site's sitemap, kept in the state dir (a polled ``Source``).
+
+    Its power: it is :class:`~ingestd.daemon.sources.base.Fetched` (from its site).
+
+    Args:
+        config: the source's configuration (``url``, ``poll_s``, ``max_pages``,
+            ``max_page_bytes``, ``timeout_s``, ``retries``, ``headers``,
+            ``headers_env``, ``include``/``exclude``).
+        state_dir: ingestd's state dir (the pages are kept in it).
+
+    Attributes:
+        downloaded: page bodies downloaded so far (a 304 or a ``<lastmod>`` as
+            recorded downloads none).
+
+    Raises:
+        ValueError: no state dir was given.
+    """
+
+    kind: ClassVar[str] = "sitemap"
+    changes: ChangeMode = "polled"
+
+    def __init__(self, config: SitemapSourceConfig, state_dir: Path | None = None) -> None:
+        if state_dir is None:
+            raise ValueError("a sitemap source needs a state dir for its pages")
+        self.name = config.name
+        self.config = config
+        self.url = config.url
+        self.root = site_dir(Path(state_dir), config.name)
+        self.pages_dir = self.root / PAGES
+        self.filter = SourceFilter(config.model_copy(update={"gitignore": False}))
+        self._lock = threading.Lock()  # one fetch at a time
+        self._record: tuple[tuple[int, int], dict[str, Any]] | None = None
+        self._failures = int(self.fetch_state().get("failures") or 0)  # in a row
+        self.downloaded = 0
+
+    def __repr__(self) -> str:
+        return f"SitemapSource(name={self.name!r}, url={redact(self.url)!r})"
+
+    # -- the record -------------------------------------------------------------------------
+
+    def fetch_state(self) -> dict[str, Any]:
+        """The record of the fetches: ``fetched_at``, ``failing_since``, ``error``, ``pages``..."""
+        try:
+            st = (self.root / STATE_FILE).stat()
+        except OSError:
+            return {}
+        key = (st.st_mtime_ns, st.st_size)
+        if self._record is None or self._record[0] != key:
+            self._record = (key, read_state(self.root) or {})
+        return self._record[1]
+
+    def _pages(self) -> dict[str, dict[str, Any]]:
+        return dict(self.fetch_state().get("pages") or {})
+
+    def _write_state(self, **update: Any) -> None:
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        state = {**self.fetch_state(), **update, "url": redact(self.url)}
+        tmp = self.root / (STATE_FILE + ".tmp")
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            json.dump(state, f)
+        os.replace(tmp, self.root / STATE_FILE)
+
+    @property
+    def poll_s(self) -> float:
+        """Seconds until the next fetch: ``poll_s``, or the back-off while fetches fail."""
+        if not self._failures:
+            return float(self.config.poll_s)
+        return float(min(self.config.poll_s, RETRY_FIRST_S * 2 ** (self._failures - 1)))
+
+    # -- fetching ---------------------------------------------------------------------------
+
+    def refresh(self) -> bool:
+        """Fetch the sitemap and its pages; whether a page was written, came or went.
+
+        Raises:
+            SiteError: the sitemap could not be fetched or read (recorded: ``status``
+                shows it and since when); every page kept stays as it is.
+        """
+        with self._lock:
+            before = self._pages()
+            try:
+                with SiteClient(self.config) as client:
+                    entries, skipped = self._walk(client)
+                    got = self._fetch_pages(client, entries, before)
+            except SiteError as exc:
+                st = self.fetch_state()
+                self._failures += 1
+                self._write_state(
+                    failing_since=st.get("failing_since") or time.time(),
+                    error=str(exc),
+                    failures=self._failures,
+                )
+                logger.warning("source %s: cannot fetch %s: %s", self.name, redact(self.url), exc)
+                raise
+            self._failures = 0
+            self._write_state(
+                fetched_at=time.time(),
+                failing_since=None,
+                error=None,
+                failures=0,
+                pages=got.pages,
+                page_errors=got.errors,
+                skipped={**skipped, **got.skipped},
+            )
+            gone = [p for p in before if p not in got.pages]
+            for rel in gone:
+                self._remove(rel)
+            logger.info(
+                "source %s: %d page(s) in the sitemap, %d downloaded, %d written, %d gone, "
+                "%d failing",
+                self.name,
+                len(got.pages),
+                got.downloaded,
+                got.written,
+                len(gone),
+                len(got.errors),
+            )
+            return bool(got.written or gone or set(got.pages) != set(before))
+
+    def _sitemap(self, client: SiteClient, url: str) -> Sitemap:
+        page = client.get(url, max_bytes=MAX_SITEMAP_BYTES)
+        if page.status != 200 or page.too_large:
+            why = "over the size limit" if page.too_large else f"the site answered {page.status}"
+            error = SiteError(f"sitemap {redact(url)}: {why}")
+            error.transient = False
+            raise error
+        try:
+            sitemap = parse_sitemap(page.body)
+        except SitemapFormatError as exc:
+            error = SiteError(f"sitemap {redact(url)} cannot be read: {exc}")
+            error.transient = False
+            raise error from None
+        return sitemap
+
+    def _walk(self, client: SiteClient) -> tuple[list[SitemapEntry], dict[str, str]]:
+        """The pages the sitemap (and the sitemaps it names) lists, and the entries skipped."""
+        queue = deque([self.url])
+        seen = {self.url}
+        pages: list[SitemapEntry] = []
+        skipped: dict[str, str] = {}
+        while queue:
+            sitemap = self._sitemap(client, queue.popleft())
+            if sitemap.kind == "urlset":
+                pages.extend(sitemap.entries)
+                continue
+            for e in sitemap.entries:
+                if not same_site(e.loc, self.url):
+                    skipped[e.loc] = "a sitemap on another site; not followed"
+                elif len(seen) >= MAX_SITEMAPS:
+                    skipped[e.loc] = f"past the {MAX_SITEMAPS} sitemaps read in one fetch"
+                elif e.loc not in seen:
+                    seen.add(e.loc)
+                    queue.append(e.loc)
+        return self._selected(pages, skipped), skipped
+
+    def _selected(self, pages: list[SitemapEntry], skipped: dict[str, str]) -> list[SitemapEntry]:
+        """The pages to fetch: on the site, at a path that can be kept, not excluded.
+
+        At most ``max_pages`` of them, in the sitemap's order; the others are noted in
+        ``skipped``.
+        """
+        out: list[SitemapEntry] = []
+        seen: set[str] = set()
+        limit = self.config.max_pages
+        for e in pages:
+            if e.loc in seen:
+                continue
+            seen.add(e.loc)
+            if not same_site(e.loc, self.url):
+                skipped[e.loc] = "a page on another site"
+                continue
+            try:
+                guess = page_path(e.loc)
+            except ValueError as exc:
+                skipped[e.loc] = str(exc)
+                continue
+            if named_suffix(e.loc) and not self.filter.accepts(guess):
+                continue  # include/exclude leave it out, like a file of a folder
+            if len(out) >= limit:
+                skipped[e.loc] = f"past max_pages ({limit})"
+                continue
+            out.append(e)
+        return out
+
+    def _fetch_pages(
+        self, client: SiteClient, entries: list[SitemapEntry], before: dict[str, dict[str, Any]]
+    ) -> _Fetch:
+        got = _Fetch()
+        known = {info["url"]: (rel, info) for rel, info in before.items()}
+        for e in entries:
+            rel, info = known.get(e.loc, (None, None))
+            have = rel is not None and (self.pages_dir / rel).is_file()
+            if have and info is not None and e.lastmod and info.get("lastmod") == e.lastmod:
+                got.pages[str(rel)] = info  # the sitemap says it did not change
+                continue
+            try:
+                page = client.get(
+                    e.loc,
+                    etag=info.get("etag") if have and info else None,
+                    last_modified=info.get("last_modified") if have and info else None,
+                    max_bytes=self.config.max_page_bytes,
+                )
+            except SiteError as exc:
+                got.errors[e.loc] = str(exc)
+                if have and info is not None:
+                    got.pages[str(rel)] = info  # the last good copy is kept
+                continue
+            if page.status == 304 and have and info is not None:
+                got.pages[str(rel)] = {**info, "lastmod": e.lastmod}
+                continue
+            if page.status in (404, 410):
+                continue  # gone from the site: deleted
+            if page.status != 200:
+                got.errors[e.loc] = f"the site answered {page.status}"
+                if have and info is not None:
+                    got.pages[str(rel)] = info
+                continue
+            self._keep(e, page, got)
+        return got
+
+    def _keep(self, e: SitemapEntry, page: Page, got: _Fetch) -> None:
+        """Keep a page that answered 200 (or note why not)."""
+        got.downloaded += 1
+        self.downloaded += 1
+        suffix = suffix_for(page.content_type)
+        if not same_site(page.url, self.url):
+            got.skipped[e.loc] = f"redirected to another site ({redact(page.url)})"
+            return
+        if page.too_large:
+            got.skipped[e.loc] = f"over max_page_bytes ({self.config.max_page_bytes} bytes)"
+            return
+        if suffix is None:
+            got.skipped[e.loc] = f"content type {page.content_type or '(none)'} is not a document"
+            return
+        rel = page_path(e.loc, suffix)
+        if not self.filter.accepts(rel):
+            return
+        if rel in got.pages:
+            got.skipped[e.loc] = f"kept at the same path ({rel}) as {got.pages[rel]['url']}"
+            return
+        try:
+            got.written += self._write(rel, page.body)
+        except OSError as exc:
+            got.errors[e.loc] = f"cannot be kept at {rel}: {exc.strerror or exc}"
+            return
+        got.pages[rel] = {
+            "url": e.loc,
+            "lastmod": e.lastmod,
+            "etag": page.etag,
+            "last_modified": page.last_modified,
+            "content_type": page.content_type,
+        }
+
+    def _write(self, rel: str, body: bytes) -> int:
+        """Write page ``rel`` unless it holds ``body`` already; 1 when written, else 0."""
+        target = self.pages_dir / rel
+        try:
+            if target.stat().st_size == len(body) and target.read_bytes() == body:
+                return 0
+        except OSError:
+            pass
+        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".ingestd-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(body)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return 1
+
+    def _remove(self, rel: str) -> None:
+        """Delete page ``rel``, and the folders it leaves empty."""
+        target = self.pages_dir / rel
+        target.unlink(missing_ok=True)
+        for folder in target.parents:
+            if folder == self.pages_dir or self.pages_dir not in folder.parents:
+                break
+            try:
+                folder.rmdir()
+            except OSError:
+                break
+
+    def first_fetch_pending(self) -> bool:
+        """Whether the site was never fetched and no fetch has failed yet."""
+        st = self.fetch_state()
+        return not st.get("fetched_at") and not st.get("error")
+
+    def dry_run(self) -> dict[str, Any]:
+        """What a dry run says of the site before a fetch: how many pages its sitemap lists.
+
+        Reads the sitemap (and those it names) only, fetching no page and keeping nothing.
+
+        Returns:
+            ``dry_run_note``; when the sitemap answers, ``remote_ok`` and
+            ``remote_pages`` (the pages it would fetch).
+        """
+        url = redact(self.url)
+        try:
+            with SiteClient(self.config) as client:
+                entries, _ = self._walk(client)
+        except SiteError as exc:
+            return {"dry_run_note": f"sitemap {url} cannot be read: {exc}"}
+        return {
+            "remote_ok": True,
+            "remote_pages": len(entries),
+            "dry_run_note": f"sitemap {url} answers; {len(entries)} page(s) to fetch. "
+            + DRY_RUN_FIRST_FETCH,
+        }
+
+    # -- the Source interface ---------------------------------------------------------------
+
+    def missing(self) -> str | None:
+        """Why nothing can be listed now (never fetched), else ``None``."""
+        st = self.fetch_state()
+        if st.get("fetched_at"):
+            return None
+        why = st.get("error") or "not fetched yet"
+        return f"sitemap {redact(self.url)} is not fetched ({why})"
+
+    def scan(self, under: str = "") -> Scan:
+        """Every page kept (or those under folder ``under``), with its file's stat."""
+        out = Scan()
+        prefix = under.rstrip("/") + "/" if under else ""
+        for rel in self._pages():
+            if prefix and not (rel.startswith(prefix) or rel == under):
+                continue
+            stat = self.stat(rel)
+            if stat is not None:
+                out[rel] = stat
+        return out
+
+    def is_folder(self, rel: str) -> bool:
+        """Whether ``rel`` is a folder of pages."""
+        prefix = rel.rstrip("/") + "/"
+        return any(p.startswith(prefix) for p in self._pages())
+
+    def stat(self, rel: str) -> FileStat | None:
+        """The stat of page ``rel``'s file, or ``None`` when it is not a page kept."""
+        if rel not in self._pages():
+            return None
+        st = stat_beneath(self.pages_dir, rel)
+        return FileStat.of(st) if st is not None else None
+
+    def accepts(self, rel: str) -> bool:
+        """Whether a page at ``rel`` would be a document (``include``/``exclude``)."""
+        return self.filter.accepts(rel)
+
+    def ignores_folder(self, rel: str) -> bool:
+        """Whether folder ``rel`` is left out by ``exclude``."""
+        return self.filter.ignores_dir(rel)
+
+    def read(self, rel: str) -> bytes:
+        """The bytes of page ``rel`` as last fetched.
+
+        Raises:
+            FileNotFoundError: no such page is kept.
+            OSError: its file cannot be read.
+        """
+        if rel not in self._pages():
+            raise FileNotFoundError(rel)
+        return read_beneath(self.pages_dir, rel)
+
+    def revision(self) -> str | None:
+        """``None``: a site has no commit."""
+        return None

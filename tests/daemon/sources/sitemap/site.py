@@ -1,0 +1,174 @@
+"""A documentation site on loopback for the sitemap tests: ``http.server`` in a thread.
+
+:class:`Site` serves the pages of a dict (URL path -> :class:`Served`), answers
+conditional requests (``If-None-Match`` with the body's ETag, ``If-Modified-Since``)
+with 304, counts the bodies it sent per path, and can be made to fail (every answer a
+status, or stopped: connection refused).
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import threading
+from collections import Counter
+from dataclasses import dataclass
+from email.utils import formatdate
+from html import escape
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from tests.helpers import MD_DOCS, SMALL_MD
+
+
+@dataclass
+class Served:
+    """One resource: its body, content type, and the status it answers with."""
+
+    body: bytes
+    content_type: str = "text/html; charset=utf-8"
+    status: int = 200
+
+
+def urlset(base: str, paths: list[str], lastmod: dict[str, str] | None = None) -> bytes:
+    """A ``<urlset>`` listing ``paths`` of ``base`` (with ``<lastmod>`` where given)."""
+    rows = []
+    for p in paths:
+        mod = f"<lastmod>{lastmod[p]}</lastmod>" if lastmod and p in lastmod else ""
+        rows.append(f"<url><loc>{base}{p}</loc>{mod}</url>")
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        '<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+        + "".join(rows)
+        + "</urlset>\n"
+    ).encode()
+
+
+def sitemapindex(base: str, paths: list[str]) -> bytes:
+    """A ``<sitemapindex>`` naming the sitemaps at ``paths`` of ``base``."""
+    rows = "".join(f"<sitemap><loc>{base}{p}</loc></sitemap>" for p in paths)
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>\n'
+        f'<sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{rows}</sitemapindex>'
+    ).encode()
+
+
+def gzipped(data: bytes) -> bytes:
+    """``data`` gzip-compressed (a ``sitemap.xml.gz``)."""
+    return gzip.compress(data)
+
+
+class Site:
+    """The site: start it, fill :attr:`pages`, read :attr:`sent`; a context manager.
+
+    Attributes:
+        pages: URL path -> what it serves (a path not here answers 404).
+        sent: URL path -> bodies sent (a 304 sends none).
+        requests: URL path -> requests received.
+        failing: when set, every request answers this status (500: a broken server).
+        headers_seen: the last request's headers.
+    """
+
+    def __init__(self) -> None:
+        self.pages: dict[str, Served] = {}
+        self.sent: Counter[str] = Counter()
+        self.requests: Counter[str] = Counter()
+        self.failing: int | None = None
+        self.headers_seen: dict[str, str] = {}
+        self.modified = formatdate(1_700_000_000, usegmt=True)
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                path = self.path.split("?", 1)[0]
+                site.requests[path] += 1
+                site.headers_seen = dict(self.headers.items())
+                if site.failing is not None:
+                    self._answer(site.failing, b"broken", "text/plain")
+                    return
+                page = site.pages.get(path)
+                if page is None:
+                    self._answer(404, b"not found", "text/plain")
+                    return
+                etag = '"' + hashlib.sha256(page.body).hexdigest()[:16] + '"'
+                if page.status == 200 and self.headers.get("If-None-Match") == etag:
+                    self.send_response(304)
+                    self.send_header("ETag", etag)
+                    self.end_headers()
+                    return
+                site.sent[path] += 1
+                self._answer(page.status, page.body, page.content_type, etag)
+
+            def _answer(self, status: int, body: bytes, ctype: str, etag: str = "") -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                if etag:
+                    self.send_header("ETag", etag)
+                    self.send_header("Last-Modified", site.modified)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.port = self._server.server_address[1]
+        self.base = f"http://127.0.0.1:{self.port}"
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> Site:
+        """Serve in a thread of its own."""
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the port (a connection is refused after)."""
+        self._server.shutdown()
+        self._server.server_close()
+
+    def __enter__(self) -> Site:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def publish(self, docs: dict[str, Served], lastmod: dict[str, str] | None = None) -> None:
+        """Serve ``docs`` and a ``/sitemap.xml`` that lists them (in their order)."""
+        self.pages = {p: s for p, s in self.pages.items() if not p.startswith("/docs/")}
+        self.pages.update(docs)
+        self.pages["/sitemap.xml"] = Served(
+            urlset(self.base, list(docs), lastmod), "application/xml"
+        )
+
+
+def as_html(markdown: str, title: str) -> bytes:
+    """A page of ``markdown``'s text as a site would serve it: headings and paragraphs."""
+    body, para = [], []
+    for line in markdown.splitlines() + [""]:
+        if line.startswith("#") or not line.strip():
+            if para:
+                body.append(f"<p>{escape(' '.join(para))}</p>")
+                para = []
+            if line.startswith("#"):
+                level = min(len(line) - len(line.lstrip("#")), 6)
+                body.append(f"<h{level}>{escape(line.lstrip('#').strip())}</h{level}>")
+        elif not line.startswith(("---", "title:", "description:", "weight:")):
+            para.append(line.strip())
+    return (
+        f"<!doctype html><html><head><title>{escape(title)}</title></head>"
+        f"<body><nav><a href='/'>Home</a></nav><main>{''.join(body)}</main></body></html>\n"
+    ).encode()
+
+
+def small_pages() -> dict[str, Served]:
+    """Four real pages: HTML at a file's and a folder's URL, and Markdown served as such."""
+    texts = [(MD_DOCS / rel).read_text() for rel in SMALL_MD[:4]]
+    return {
+        "/docs/install.html": Served(as_html(texts[0], "Install")),
+        "/docs/usage.html": Served(as_html(texts[1], "Usage")),
+        "/docs/guide/": Served(as_html(texts[2], "Guide")),
+        "/docs/notes": Served(texts[3].encode(), "text/markdown; charset=utf-8"),
+    }
