@@ -379,7 +379,7 @@ def test_status_parts_of_source_kinds_import_no_pydantic() -> None:
         "import sys\n"
         "from ingestd.daemon.sources.kinds import SOURCE_KINDS, load\n"
         "for kind in SOURCE_KINDS.values(): load(kind.shown)\n"
-        "print(sorted(m for m in ('pydantic', 'yaml', 'ingestd.daemon.sources.gitcmd')"
+        "print(sorted(m for m in ('pydantic', 'yaml', 'httpx', 'ingestd.daemon.sources.gitcmd')"
         " if m in sys.modules))\n"
     )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
