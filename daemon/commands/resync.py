@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.commands.selection import selected_sources
 from ingestd.daemon.commands.sync import fetch
-from ingestd.daemon.sources.base import Fetched
+from ingestd.daemon.sources.base import Fetched, Source
 
 if TYPE_CHECKING:
     from ingestd.daemon.sync.engine import Engine
@@ -72,7 +72,7 @@ def resync(
     return result
 
 
-def _remote_check(source: Any) -> dict[str, Any]:
+def _remote_check(source: Source) -> dict[str, Any]:
     """What a dry run says of a fetched source (a git repository, a site): it fetches nothing.
 
     Returns:
