@@ -7,6 +7,7 @@ The reader is :class:`~ingestd.daemon.sources.sitemap.reader.SitemapSource`; wha
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import ClassVar, Literal, Self
@@ -73,8 +74,6 @@ class SitemapSourceConfig(SourceConfig):
     @field_validator("headers", "headers_env")
     @classmethod
     def _header_names(cls, v: Mapping[str, str]) -> Mapping[str, str]:
-        import re
-
         bad = [k for k in v if not re.match(_HEADER, k)]
         if bad:
             raise ValueError(f"not a header name: {', '.join(map(repr, bad))}")
@@ -83,8 +82,6 @@ class SitemapSourceConfig(SourceConfig):
     @field_validator("headers_env")
     @classmethod
     def _env_names(cls, v: Mapping[str, str]) -> Mapping[str, str]:
-        import re
-
         bad = [e for e in v.values() if not re.match(_ENV, e)]
         if bad:
             raise ValueError(f"not an environment variable's name: {', '.join(map(repr, bad))}")

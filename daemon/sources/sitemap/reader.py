@@ -131,7 +131,9 @@ class SitemapSource(Fetched):
         return self._record[1]
 
     def _pages(self) -> dict[str, dict[str, Any]]:
-        return dict(self.fetch_state().get("pages") or {})
+        """The pages of the last good fetch: path -> record (the cached record: read only)."""
+        pages: dict[str, dict[str, Any]] = self.fetch_state().get("pages") or {}
+        return pages
 
     def _write_state(self, **update: Any) -> None:
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -159,7 +161,7 @@ class SitemapSource(Fetched):
                 shows it and since when); every page kept stays as it is.
         """
         with self._lock:
-            before = self._pages()
+            before = dict(self._pages())
             try:
                 with SiteClient(self.config) as client:
                     entries, skipped = self._walk(client)
@@ -408,9 +410,9 @@ class SitemapSource(Fetched):
         for rel in self._pages():
             if prefix and not (rel.startswith(prefix) or rel == under):
                 continue
-            stat = self.stat(rel)
-            if stat is not None:
-                out[rel] = stat
+            st = stat_beneath(self.pages_dir, rel)
+            if st is not None:
+                out[rel] = FileStat.of(st)
         return out
 
     def is_folder(self, rel: str) -> bool:
