@@ -26,6 +26,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ingestd.daemon.sources.shown import fetch_lines
+
 if TYPE_CHECKING:
     from ingestd.daemon.sources.shown import When
 
@@ -151,15 +153,7 @@ class GitStatus:
 
     def lines(self, s: Mapping[str, Any], when: When) -> Iterator[str]:
         """Its fetches, then each version and its commit."""
-        if s.get("root_missing"):
-            why = s.get("fetch_error") or "no fetch yet"
-            yield f"  NOT FETCHED: {why}; nothing is synced or deleted"
-        yield f"  last fetch: {when(s.get('fetched_at'))}"
-        if s.get("failing_since"):
-            yield (
-                f"  FETCH FAILING since {when(s['failing_since'])}: "
-                f"{s.get('fetch_error')}; nothing is deleted, retried with back-off"
-            )
+        yield from fetch_lines(s, when)
         for r in s["refs"]:
             yield f"  version {r['version']} ({r['ref']}) at {str(r['commit'])[:12]}"
 

@@ -22,7 +22,15 @@ from typing import Any, Protocol
 
 from ingestd.daemon.sources.kinds import DEFAULT_KIND, SOURCE_KINDS, load
 
-__all__ = ["FOLDER", "FolderStatus", "KindStatus", "When", "recorded_status", "shown_by"]
+__all__ = [
+    "FOLDER",
+    "FolderStatus",
+    "KindStatus",
+    "When",
+    "fetch_lines",
+    "recorded_status",
+    "shown_by",
+]
 
 #: Formats a time (seconds since the epoch, or ``None``: never) as ``status`` shows it.
 When = Callable[[Any], str]
@@ -103,6 +111,23 @@ class FolderStatus:
 
 #: The folder kind's status part.
 FOLDER = FolderStatus()
+
+
+def fetch_lines(s: Mapping[str, Any], when: When) -> Iterator[str]:
+    """``status``'s lines of a fetched source's fetches (a git repository, a site).
+
+    Read from its entry's ``root_missing``, ``fetch_error``, ``fetched_at`` and
+    ``failing_since``: whether it was ever fetched, when last, and since when fetches fail.
+    """
+    if s.get("root_missing"):
+        why = s.get("fetch_error") or "no fetch yet"
+        yield f"  NOT FETCHED: {why}; nothing is synced or deleted"
+    yield f"  last fetch: {when(s.get('fetched_at'))}"
+    if s.get("failing_since"):
+        yield (
+            f"  FETCH FAILING since {when(s['failing_since'])}: "
+            f"{s.get('fetch_error')}; nothing is deleted, retried with back-off"
+        )
 
 
 def _parts() -> list[KindStatus]:

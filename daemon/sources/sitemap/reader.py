@@ -142,7 +142,12 @@ class SitemapSource(Fetched):
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as f:
             json.dump(state, f)
+            f.flush()
+            st = os.fstat(f.fileno())
         os.replace(tmp, self.root / STATE_FILE)
+        # what was written is the record (two writes within the file system's clock
+        # granularity, of one size, would otherwise look unchanged)
+        self._record = ((st.st_mtime_ns, st.st_size), state)
 
     @property
     def poll_s(self) -> float:

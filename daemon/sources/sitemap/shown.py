@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.sources.mirror import folder_name
+from ingestd.daemon.sources.shown import fetch_lines
 
 if TYPE_CHECKING:
     from ingestd.daemon.sources.shown import When
@@ -106,15 +107,7 @@ class SitemapStatus:
 
     def lines(self, s: Mapping[str, Any], when: When) -> Iterator[str]:
         """Its fetches, its pages, and the pages that failed or were skipped."""
-        if s.get("root_missing"):
-            why = s.get("fetch_error") or "no fetch yet"
-            yield f"  NOT FETCHED: {why}; nothing is synced or deleted"
-        yield f"  last fetch: {when(s.get('fetched_at'))}"
-        if s.get("failing_since"):
-            yield (
-                f"  FETCH FAILING since {when(s['failing_since'])}: "
-                f"{s.get('fetch_error')}; nothing is deleted, retried with back-off"
-            )
+        yield from fetch_lines(s, when)
         yield (
             f"  {s.get('pages', 0)} page(s) kept, {s.get('pages_skipped_count', 0)} skipped, "
             f"{s.get('page_errors_count', 0)} failing"
