@@ -274,37 +274,37 @@ class SitemapSource(Fetched):
     def _fetch_pages(
         self, client: SiteClient, entries: list[SitemapEntry], before: dict[str, dict[str, Any]]
     ) -> _Fetch:
+        """Fetch the pages of ``entries`` that may have changed since ``before`` (path -> info)."""
         got = _Fetch()
         known = {info["url"]: (rel, info) for rel, info in before.items()}
         for e in entries:
-            rel, info = known.get(e.loc, (None, None))
-            have = rel is not None and (self.pages_dir / rel).is_file()
-            if have and info is not None and e.lastmod and info.get("lastmod") == e.lastmod:
-                got.pages[str(rel)] = info  # the sitemap says it did not change
+            rel, info = known.get(e.loc, ("", {}))
+            if not (rel and self.filter.accepts(rel) and (self.pages_dir / rel).is_file()):
+                rel, info = "", {}  # no copy kept (or one the filter now leaves out)
+            if rel and e.lastmod and info.get("lastmod") == e.lastmod:
+                got.pages[rel] = info  # the sitemap says it did not change
                 continue
             try:
                 page = client.get(
                     e.loc,
-                    etag=info.get("etag") if have and info else None,
-                    last_modified=info.get("last_modified") if have and info else None,
+                    etag=info.get("etag"),
+                    last_modified=info.get("last_modified"),
                     max_bytes=self.config.max_page_bytes,
                 )
             except SiteError as exc:
-                got.errors[e.loc] = str(exc)
-                if have and info is not None:
-                    got.pages[str(rel)] = info  # the last good copy is kept
-                continue
-            if page.status == 304 and have and info is not None:
-                got.pages[str(rel)] = {**info, "lastmod": e.lastmod}
-                continue
-            if page.status in (404, 410):
-                continue  # gone from the site: deleted
-            if page.status != 200:
-                got.errors[e.loc] = f"the site answered {page.status}"
-                if have and info is not None:
-                    got.pages[str(rel)] = info
-                continue
-            self._keep(e, page, got)
+                page, why = None, str(exc)
+            else:
+                why = f"the site answered {page.status}"
+            if page is not None and page.status == 200:
+                self._keep(e, page, got)
+            elif page is not None and page.status in (404, 410):
+                pass  # gone from the site: deleted
+            elif page is not None and page.status == 304 and rel:
+                got.pages[rel] = {**info, "lastmod": e.lastmod}
+            else:  # no answer, or a 401, 403, ...: the last good copy is kept
+                got.errors[e.loc] = why
+                if rel:
+                    got.pages[rel] = info
         return got
 
     def _keep(self, e: SitemapEntry, page: Page, got: _Fetch) -> None:

@@ -273,3 +273,17 @@ def test_headers_are_sent_and_a_secret_one_is_stored_nowhere(
         if f.is_file():
             assert secret.encode() not in f.read_bytes(), f
     assert secret not in caplog.text
+
+
+def test_a_page_the_filter_now_excludes_leaves_even_when_its_lastmod_holds(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    with Site() as site:
+        pages = small_pages()
+        site.publish(pages, {p: "2026-01-01" for p in pages})
+        _fetch_sync(state, site)
+        # /docs/notes names no suffix: only its content type makes it docs/notes.md
+        res, _, _ = _fetch_sync(state, site, exclude=["*.md"])
+    assert (res.indexed, res.deleted) == (0, 1)
+    assert _paths(state) == PATHS - {"docs/notes.md"}
