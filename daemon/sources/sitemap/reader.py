@@ -284,6 +284,7 @@ class SitemapSource(Fetched):
             if rel and e.lastmod and info.get("lastmod") == e.lastmod:
                 got.pages[rel] = info  # the sitemap says it did not change
                 continue
+            page: Page | None = None
             try:
                 page = client.get(
                     e.loc,
@@ -291,15 +292,15 @@ class SitemapSource(Fetched):
                     last_modified=info.get("last_modified"),
                     max_bytes=self.config.max_page_bytes,
                 )
-            except SiteError as exc:
-                page, why = None, str(exc)
-            else:
                 why = f"the site answered {page.status}"
-            if page is not None and page.status == 200:
+            except SiteError as exc:
+                why = str(exc)
+            status = page.status if page is not None else None
+            if page is not None and status == 200:
                 self._keep(e, page, got)
-            elif page is not None and page.status in (404, 410):
+            elif status in (404, 410):
                 pass  # gone from the site: deleted
-            elif page is not None and page.status == 304 and rel:
+            elif status == 304 and rel:
                 got.pages[rel] = {**info, "lastmod": e.lastmod}
             else:  # no answer, or a 401, 403, ...: the last good copy is kept
                 got.errors[e.loc] = why
