@@ -1,7 +1,8 @@
 """The ``sitemap`` source kind: a documentation site read through its sitemap.
 
-Owns the kind's parts, each a module: its configuration (:mod:`.config`), the sitemap
-reader (:mod:`.parse`), HTTP with retries and conditional requests (:mod:`.client`),
-pages' paths (:mod:`.paths`), the source itself (:mod:`.reader`) and what ``status``
-and ``sources`` show of it (:mod:`.shown`). Importing this package imports none of them.
+Owns the kind's parts, each a module: its configuration (:mod:`.config`), the
+sitemap's XML (:mod:`.parse`), HTTP with retries and conditional requests
+(:mod:`.client`), pages' paths (:mod:`.paths`), one fetch of its pages (:mod:`.fetch`),
+the source itself (:mod:`.reader`), and what ``status`` and ``sources`` show of it
+(:mod:`.shown`). Importing this package imports none of them.
 """

@@ -34,48 +34,25 @@ from __future__ import annotations
 import json
 import logging
 import os
-import tempfile
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
 from ingestd.daemon.sources.base import DRY_RUN_FIRST_FETCH, ChangeMode, Fetched, FileStat, Scan
 from ingestd.daemon.sources.beneath import read_beneath, stat_beneath
 from ingestd.daemon.sources.filter import SourceFilter
-from ingestd.daemon.sources.sitemap.client import Page, SiteClient, SiteError, redact
+from ingestd.daemon.sources.sitemap.client import SiteClient, SiteError, redact
 from ingestd.daemon.sources.sitemap.config import SitemapSourceConfig
-from ingestd.daemon.sources.sitemap.parse import (
-    MAX_SITEMAP_BYTES,
-    Sitemap,
-    SitemapEntry,
-    SitemapFormatError,
-    parse_sitemap,
-)
-from ingestd.daemon.sources.sitemap.paths import named_suffix, page_path, same_site, suffix_for
+from ingestd.daemon.sources.sitemap.fetch import SiteFetch
 from ingestd.daemon.sources.sitemap.shown import PAGES, STATE_FILE, read_state, site_dir
 
-__all__ = ["MAX_SITEMAPS", "RETRY_FIRST_S", "SitemapSource"]
+__all__ = ["RETRY_FIRST_S", "SitemapSource"]
 
 logger = logging.getLogger(__name__)
 
 #: First delay after a failed fetch, seconds; doubled at every further failure.
 RETRY_FIRST_S = 5.0
-#: Most sitemaps read in one fetch (an index and the sitemaps it names, nested).
-MAX_SITEMAPS = 1000
-
-
-@dataclass
-class _Fetch:
-    """What one fetch found: the pages kept (path -> record), and what it noted."""
-
-    pages: dict[str, dict[str, Any]] = field(default_factory=dict)
-    errors: dict[str, str] = field(default_factory=dict)
-    skipped: dict[str, str] = field(default_factory=dict)
-    written: int = 0
-    downloaded: int = 0
 
 
 class SitemapSource(Fetched):
@@ -109,6 +86,7 @@ class SitemapSource(Fetched):
         self.root = site_dir(Path(state_dir), config.name)
         self.pages_dir = self.root / PAGES
         self.filter = SourceFilter(config.model_copy(update={"gitignore": False}))
+        self._fetch = SiteFetch(config, self.pages_dir, self.filter)
         self._lock = threading.Lock()  # one fetch at a time
         self._record: tuple[tuple[int, int], dict[str, Any]] | None = None
         self._failures = int(self.fetch_state().get("failures") or 0)  # in a row
@@ -169,8 +147,8 @@ class SitemapSource(Fetched):
             before = dict(self._pages())
             try:
                 with SiteClient(self.config) as client:
-                    entries, skipped = self._walk(client)
-                    got = self._fetch_pages(client, entries, before)
+                    entries, skipped = self._fetch.walk(client)
+                    got = self._fetch.pages(client, entries, before)
             except SiteError as exc:
                 st = self.fetch_state()
                 self._failures += 1
@@ -193,7 +171,8 @@ class SitemapSource(Fetched):
             )
             gone = [p for p in before if p not in got.pages]
             for rel in gone:
-                self._remove(rel)
+                self._fetch.remove(rel)
+            self.downloaded += got.downloaded
             logger.info(
                 "source %s: %d page(s) in the sitemap, %d downloaded, %d written, %d gone, "
                 "%d failing",
@@ -205,172 +184,6 @@ class SitemapSource(Fetched):
                 len(got.errors),
             )
             return bool(got.written or gone or set(got.pages) != set(before))
-
-    def _sitemap(self, client: SiteClient, url: str) -> Sitemap:
-        page = client.get(url, max_bytes=MAX_SITEMAP_BYTES)
-        if page.status != 200 or page.too_large:
-            why = "over the size limit" if page.too_large else f"the site answered {page.status}"
-            error = SiteError(f"sitemap {redact(url)}: {why}")
-            error.transient = False
-            raise error
-        try:
-            sitemap = parse_sitemap(page.body)
-        except SitemapFormatError as exc:
-            error = SiteError(f"sitemap {redact(url)} cannot be read: {exc}")
-            error.transient = False
-            raise error from None
-        return sitemap
-
-    def _walk(self, client: SiteClient) -> tuple[list[SitemapEntry], dict[str, str]]:
-        """The pages the sitemap (and the sitemaps it names) lists, and the entries skipped."""
-        queue = deque([self.url])
-        seen = {self.url}
-        pages: list[SitemapEntry] = []
-        skipped: dict[str, str] = {}
-        while queue:
-            sitemap = self._sitemap(client, queue.popleft())
-            if sitemap.kind == "urlset":
-                pages.extend(sitemap.entries)
-                continue
-            for e in sitemap.entries:
-                if not same_site(e.loc, self.url):
-                    skipped[e.loc] = "a sitemap on another site; not followed"
-                elif len(seen) >= MAX_SITEMAPS:
-                    skipped[e.loc] = f"past the {MAX_SITEMAPS} sitemaps read in one fetch"
-                elif e.loc not in seen:
-                    seen.add(e.loc)
-                    queue.append(e.loc)
-        return self._selected(pages, skipped), skipped
-
-    def _selected(self, pages: list[SitemapEntry], skipped: dict[str, str]) -> list[SitemapEntry]:
-        """The pages to fetch: on the site, at a path that can be kept, not excluded.
-
-        At most ``max_pages`` of them, in the sitemap's order; the others are noted in
-        ``skipped``.
-        """
-        out: list[SitemapEntry] = []
-        seen: set[str] = set()
-        limit = self.config.max_pages
-        for e in pages:
-            if e.loc in seen:
-                continue
-            seen.add(e.loc)
-            if not same_site(e.loc, self.url):
-                skipped[e.loc] = "a page on another site"
-                continue
-            try:
-                guess = page_path(e.loc)
-            except ValueError as exc:
-                skipped[e.loc] = str(exc)
-                continue
-            if named_suffix(e.loc) and not self.filter.accepts(guess):
-                continue  # include/exclude leave it out, like a file of a folder
-            if len(out) >= limit:
-                skipped[e.loc] = f"past max_pages ({limit})"
-                continue
-            out.append(e)
-        return out
-
-    def _fetch_pages(
-        self, client: SiteClient, entries: list[SitemapEntry], before: dict[str, dict[str, Any]]
-    ) -> _Fetch:
-        """Fetch the pages of ``entries`` that may have changed since ``before`` (path -> info)."""
-        got = _Fetch()
-        known = {info["url"]: (rel, info) for rel, info in before.items()}
-        for e in entries:
-            rel, info = known.get(e.loc, ("", {}))
-            if not (rel and self.filter.accepts(rel) and (self.pages_dir / rel).is_file()):
-                rel, info = "", {}  # no copy kept (or one the filter now leaves out)
-            if rel and e.lastmod and info.get("lastmod") == e.lastmod:
-                got.pages[rel] = info  # the sitemap says it did not change
-                continue
-            page: Page | None = None
-            try:
-                page = client.get(
-                    e.loc,
-                    etag=info.get("etag"),
-                    last_modified=info.get("last_modified"),
-                    max_bytes=self.config.max_page_bytes,
-                )
-                why = f"the site answered {page.status}"
-            except SiteError as exc:
-                why = str(exc)
-            status = page.status if page is not None else None
-            if page is not None and status == 200:
-                self._keep(e, page, got)
-            elif status in (404, 410):
-                pass  # gone from the site: deleted
-            elif status == 304 and rel:
-                got.pages[rel] = {**info, "lastmod": e.lastmod}
-            else:  # no answer, or a 401, 403, ...: the last good copy is kept
-                got.errors[e.loc] = why
-                if rel:
-                    got.pages[rel] = info
-        return got
-
-    def _keep(self, e: SitemapEntry, page: Page, got: _Fetch) -> None:
-        """Keep a page that answered 200 (or note why not)."""
-        got.downloaded += 1
-        self.downloaded += 1
-        suffix = suffix_for(page.content_type)
-        if not same_site(page.url, self.url):
-            got.skipped[e.loc] = f"redirected to another site ({redact(page.url)})"
-            return
-        if page.too_large:
-            got.skipped[e.loc] = f"over max_page_bytes ({self.config.max_page_bytes} bytes)"
-            return
-        if suffix is None:
-            got.skipped[e.loc] = f"content type {page.content_type or '(none)'} is not a document"
-            return
-        rel = page_path(e.loc, suffix)
-        if not self.filter.accepts(rel):
-            return
-        if rel in got.pages:
-            got.skipped[e.loc] = f"kept at the same path ({rel}) as {got.pages[rel]['url']}"
-            return
-        try:
-            got.written += self._write(rel, page.body)
-        except OSError as exc:
-            got.errors[e.loc] = f"cannot be kept at {rel}: {exc.strerror or exc}"
-            return
-        got.pages[rel] = {
-            "url": e.loc,
-            "lastmod": e.lastmod,
-            "etag": page.etag,
-            "last_modified": page.last_modified,
-            "content_type": page.content_type,
-        }
-
-    def _write(self, rel: str, body: bytes) -> int:
-        """Write page ``rel`` unless it holds ``body`` already; 1 when written, else 0."""
-        target = self.pages_dir / rel
-        try:
-            if target.stat().st_size == len(body) and target.read_bytes() == body:
-                return 0
-        except OSError:
-            pass
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".ingestd-")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(body)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
-        return 1
-
-    def _remove(self, rel: str) -> None:
-        """Delete page ``rel``, and the folders it leaves empty."""
-        target = self.pages_dir / rel
-        target.unlink(missing_ok=True)
-        for folder in target.parents:
-            if folder == self.pages_dir or self.pages_dir not in folder.parents:
-                break
-            try:
-                folder.rmdir()
-            except OSError:
-                break
 
     def first_fetch_pending(self) -> bool:
         """Whether the site was never fetched and no fetch has failed yet."""
@@ -389,7 +202,7 @@ class SitemapSource(Fetched):
         url = redact(self.url)
         try:
             with SiteClient(self.config) as client:
-                entries, _ = self._walk(client)
+                entries, _ = self._fetch.walk(client)
         except SiteError as exc:
             return {"dry_run_note": f"sitemap {url} cannot be read: {exc}"}
         return {
