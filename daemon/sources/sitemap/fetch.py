@@ -28,6 +28,7 @@ from ingestd.daemon.sources.sitemap.parse import (
     parse_sitemap,
 )
 from ingestd.daemon.sources.sitemap.paths import named_suffix, page_path, same_site, suffix_for
+from ingestd.daemon.statedir import make_private_dir
 
 __all__ = ["MAX_SITEMAPS", "FetchResult", "SiteFetch"]
 
@@ -212,7 +213,7 @@ class SiteFetch:
                 return 0
         except OSError:
             pass
-        target.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dir(target.parent)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".ingestd-")
         try:
             with os.fdopen(fd, "wb") as f:

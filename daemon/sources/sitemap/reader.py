@@ -46,6 +46,7 @@ from ingestd.daemon.sources.sitemap.client import SiteClient, SiteError, redact
 from ingestd.daemon.sources.sitemap.config import SitemapSourceConfig
 from ingestd.daemon.sources.sitemap.fetch import SiteFetch
 from ingestd.daemon.sources.sitemap.shown import PAGES, STATE_FILE, read_state, site_dir
+from ingestd.daemon.statedir import make_private_dir
 
 __all__ = ["RETRY_FIRST_S", "SitemapSource"]
 
@@ -114,7 +115,7 @@ class SitemapSource(Fetched):
         return pages
 
     def _write_state(self, **update: Any) -> None:
-        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        make_private_dir(self.root)
         state = {**self.fetch_state(), **update, "url": redact(self.url)}
         tmp = self.root / (STATE_FILE + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -8,6 +8,7 @@ folder holding the same pages at the same paths (the oracle), and ``verify`` is 
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -102,16 +103,21 @@ def _paths(state: Path) -> set[str]:
 def test_a_first_fetch_indexes_each_page_at_its_url_path_as_a_folder_would(
     tmp_path: Path,
 ) -> None:
+    old = os.umask(0o022)  # a umask that leaves folders readable by all
     with Site() as site:
         site.publish(small_pages())
-        res, source, error = _fetch_sync(tmp_path / "state", site)
+        try:
+            res, source, error = _fetch_sync(tmp_path / "state", site)
+        finally:
+            os.umask(old)
     assert error is None and res.indexed == 4
     assert _paths(tmp_path / "state") == PATHS
     snapshot = without_provenance(store_snapshot(tmp_path / "state"))
     assert snapshot == _scratch(tmp_path, _kept(site))
     assert {p["chunker"] for p in snapshot.values()} == {"html", "markdown"}
-    # the pages live in the state dir, private
-    assert (source.pages_dir / "docs" / "guide" / "index.html").stat().st_mode & 0o077 == 0
+    # the pages live in the state dir, private whatever the umask
+    made = [source.root.parent, *source.root.parent.rglob("*")]
+    assert len(made) == 10 and all(p.stat().st_mode & 0o077 == 0 for p in made)
 
 
 def test_a_changed_page_alone_is_downloaded_and_chunked_again(tmp_path: Path) -> None:
