@@ -109,15 +109,17 @@ class PageIndex:
     @classmethod
     def build(cls, idx: Any, outline_vecs: Any) -> PageIndex:
         """The page index of ``idx`` (an ``Index`` with ``heads``), outlines embedded."""
-        from ingestd.store.search.sparse import term_id, terms
-
         from _ranking import path_terms
+
+        from ingestd.store.search.sparse import term_id, terms
 
         pages, texts = outlines(idx)
         chunks: dict[str, list[int]] = {}
         for j, p in enumerate(idx.paths):
             chunks.setdefault(p, []).append(j)
-        bodies = [Counter(term_id(t) for j in chunks[p] for t in terms(idx.texts[j])) for p in pages]
+        bodies = [
+            Counter(term_id(t) for j in chunks[p] for t in terms(idx.texts[j])) for p in pages
+        ]
         lens = np.array([sum(c.values()) for c in bodies], dtype=float)
         avg = float(lens.mean()) if len(lens) else 1.0
         fields = []
@@ -226,10 +228,10 @@ def compare(
     Returns:
         mode -> variant -> set -> metric -> per-question values (MaxP under ``MaxP``).
     """
+    import _context
+
     from ingestd.daemon.evaluation.pages import page_values, pages_of
     from ingestd.store.search.pages import page_scores
-
-    import _context
 
     out: dict[str, Any] = {}
     for mode in modes:
@@ -285,7 +287,8 @@ def _show(mode: str, sets: Sequence[str], vals: Any, interval: Any) -> None:
         f"{m} {100 * np.mean(np.concatenate([base[s][m] for s in sets])):.1f}" for m in METRICS
     )
     print(f"  MaxP: {cells}")
-    print("    per set nDCG@5: " + ", ".join(f"{s} {100 * np.mean(base[s]['nDCG@5']):.1f}" for s in sets))
+    per = ", ".join(f"{s} {100 * np.mean(base[s]['nDCG@5']):.1f}" for s in sets)
+    print(f"    per set nDCG@5: {per}")
     for v in VARIANTS:
         var = vals[v]
         print(f"\n  {v}:")
@@ -294,9 +297,7 @@ def _show(mode: str, sets: Sequence[str], vals: Any, interval: Any) -> None:
             a = np.concatenate([var[s][m] for s in sets])
             b = np.concatenate([base[s][m] for s in sets])
             lo, hi = interval(a, b)
-            per = ", ".join(
-                f"{s} {np.sum(np.subtract(var[s][m], base[s][m])):+.1f}" for s in sets
-            )
+            per = ", ".join(f"{s} {np.sum(np.subtract(var[s][m], base[s][m])):+.1f}" for s in sets)
             if m in ("Hit@5", "R@5"):
                 worst = min(worst, *(np.sum(np.subtract(var[s][m], base[s][m])) for s in sets))
             print(f"    {m:<7}{100 * a.mean():6.1f} ({100 * (a.mean() - b.mean()):+5.1f}, "

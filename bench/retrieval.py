@@ -822,14 +822,7 @@ def main() -> None:
         added[name] = embed_added(name, pages[name], asker)
         for idx in indexes[name]:
             idx.vecs = embed(idx.texts, embedder, f"{name}, {idx.label}")
-    outline_vecs = {}  # set -> each page's title and heading outline, embedded (_page_evidence)
-    if args.page_evidence:
-        import _page_evidence
-
-        for name in sets:
-            idx = next(i for i in indexes[name] if i.label == DEFAULT)
-            _, texts = _page_evidence.outlines(idx)
-            outline_vecs[name] = embed(texts, embedder, f"{name} page outlines")
+    outline_vecs = embed_outlines(sets, indexes, embedder) if args.page_evidence else {}
     cache.close()
 
     bundled = model_info("all-MiniLM-L6-v2")  # the chunks' word pieces: the chunker's model
@@ -1034,6 +1027,18 @@ def ranking_variants(
         data[name] = (idx, questions[name], queries[name], pqs, added[name], CORPUS[name])
     names = None if spec == "all" else [n.strip() for n in spec.split(",") if n.strip()]
     _ranking.compare(sets, data, evaluate, sizer.count, names)
+
+
+def embed_outlines(sets: list[str], indexes: dict[str, list[Index]], embedder: Any) -> Any:
+    """Set -> each page's title and heading outline, embedded (bench/_page_evidence.py)."""
+    import _page_evidence
+
+    out = {}
+    for name in sets:
+        idx = next(i for i in indexes[name] if i.label == DEFAULT)
+        _, texts = _page_evidence.outlines(idx)
+        out[name] = embed(texts, embedder, f"{name} page outlines")
+    return out
 
 
 def page_evidence(
