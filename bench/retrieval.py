@@ -167,16 +167,20 @@ class Index:
     ends: list[int] = field(default_factory=list)
     texts: list[str] = field(default_factory=list)  # what is embedded
     titles: list[str] = field(default_factory=list)  # the document's title ("": unknown)
+    heads: list[tuple[str, ...]] = field(default_factory=list)  # each chunk's heading path
     vecs: Any = None
     bm25: Any = None  # (n_chunks, n_terms) BM25 document-side values, built on first use
     terms: dict[int, int] = field(default_factory=dict)  # term id -> column of bm25
 
-    def add(self, rel: str, start: int, end: int, text: str, title: str = "") -> None:
+    def add(
+        self, rel: str, start: int, end: int, text: str, title: str = "", heads: Any = ()
+    ) -> None:
         self.paths.append(rel)
         self.starts.append(start)
         self.ends.append(end)
         self.texts.append(text)
         self.titles.append(title)
+        self.heads.append(tuple(heads))
 
 
 @dataclass
@@ -492,7 +496,11 @@ def make_splitters(
             if saved is not None and rel not in gold:
                 return kept[rel]
             chunks = ruleset.match(rel).chunker.chunk_document(doc)
-            return [(c.start, c.end, c.embed_text, title_of(c)) for c in chunks if not c.is_parent]
+            return [
+                (c.start, c.end, c.embed_text, title_of(c), c.heading_path)
+                for c in chunks
+                if not c.is_parent
+            ]
 
         return split
 
@@ -732,6 +740,13 @@ def parse_args() -> argparse.Namespace:
         "(hybrid, default rules): all, or comma-separated name prefixes",
     )
     ap.add_argument(
+        "--page-evidence",
+        action="store_true",
+        help="also re-rank pages with page-level evidence (page BM25/BM25F, the page "
+        "outline embedded, its chunks' mean cosine) fused with MaxP by RRF "
+        "(bench/_page_evidence.py), against MaxP, in each mode",
+    )
+    ap.add_argument(
         "--fusion",
         default="union",
         choices=("union", "rrf"),
@@ -807,6 +822,7 @@ def main() -> None:
         added[name] = embed_added(name, pages[name], asker)
         for idx in indexes[name]:
             idx.vecs = embed(idx.texts, embedder, f"{name}, {idx.label}")
+    outline_vecs = embed_outlines(sets, indexes, embedder) if args.page_evidence else {}
     cache.close()
 
     bundled = model_info("all-MiniLM-L6-v2")  # the chunks' word pieces: the chunker's model
@@ -872,6 +888,8 @@ def main() -> None:
         paged = context_tables(modes, sets, questions, indexes, queries, pages, added, count)
         add_pages(dump, paged, pages)
     save(args, dump)
+    if DEFAULT in labels and args.page_evidence:
+        page_evidence(modes, sets, indexes, queries, pages, added, outline_vecs, args.misses)
     if DEFAULT in labels and args.ranking:
         ranking_variants(args.ranking, sets, questions, indexes, queries, pages, added, sizes[0])
     if DEFAULT in labels:
@@ -1009,6 +1027,46 @@ def ranking_variants(
         data[name] = (idx, questions[name], queries[name], pqs, added[name], CORPUS[name])
     names = None if spec == "all" else [n.strip() for n in spec.split(",") if n.strip()]
     _ranking.compare(sets, data, evaluate, sizer.count, names)
+
+
+def embed_outlines(sets: list[str], indexes: dict[str, list[Index]], embedder: Any) -> Any:
+    """Set -> each page's title and heading outline, embedded (bench/_page_evidence.py)."""
+    import _page_evidence
+
+    out = {}
+    for name in sets:
+        idx = next(i for i in indexes[name] if i.label == DEFAULT)
+        _, texts = _page_evidence.outlines(idx)
+        out[name] = embed(texts, embedder, f"{name} page outlines")
+    return out
+
+
+def page_evidence(
+    modes: list[str],
+    sets: list[str],
+    indexes: dict[str, list[Index]],
+    queries: dict[str, Queries],
+    pages: dict[str, tuple[list[_context.PageQuestion], list[int]]],
+    added: dict[str, Queries],
+    outline_vecs: dict[str, Any],
+    misses: int,
+) -> None:
+    """Page rankings with page-level evidence against MaxP (bench/_page_evidence.py)."""
+    import _page_evidence
+
+    from ingestd.store.search.sparse import query_vector
+
+    data = {}
+    for name in sets:
+        idx = next(i for i in indexes[name] if i.label == DEFAULT)
+        pqs, extra = pages[name]
+        queries[name].sparse = [query_vector(t) for t in queries[name].texts]
+        added[name].sparse = [query_vector(t) for t in added[name].texts]
+        own = [q for i, q in enumerate(pqs) if i not in set(extra)]
+        groups = [(queries[name], own), (added[name], [pqs[i] for i in extra])]
+        pi = _page_evidence.PageIndex.build(idx, outline_vecs[name])
+        data[name] = (idx, pi, groups)
+    _page_evidence.compare(modes, sets, data, scored, misses)
 
 
 def embed_added(

@@ -18,7 +18,11 @@ settled before measuring, lost on the five dev sets (``bench/retrieval.py
 --ranking``, 336 page-level questions): a decay of 0.5 cost 6.3 points of pooled
 page nDCG@5 in hybrid mode (90.8 to 84.5, interval -8.9 to -3.7) and pushed the gold
 page out of the first 5 for 12 questions; a long page's many middling chunks
-outweigh the one chunk that answers (docs/benchmarks.md).
+outweigh the one chunk that answers (docs/benchmarks.md). Evidence at the level of
+the page fused with MaxP by RRF lost or tied too (``bench/retrieval.py
+--page-evidence``): BM25 and BM25F over whole pages, the page's title and heading
+outline embedded, the mean of its three best chunks (docs/benchmarks.md, "Page-level
+evidence").
 """
 
 from __future__ import annotations
