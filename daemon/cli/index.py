@@ -97,6 +97,12 @@ def resync(
     require_known_roots(cfg, sd, paths)
     args = {"full": full, "dry_run": dry_run, "allow_mass_delete": allow_mass_delete}
     selected = names or source_names(cfg, paths)
+    if dry_run:  # what the real run would refuse before writing anything, said first
+        from ingestd.daemon.config.installed import install_problems
+
+        missing = install_problems(cfg, sd)
+        if missing:
+            raise Fatal("; ".join(missing))
 
     def local() -> Any:
         c = with_manifest_sources(cfg, sd, config_path is not None)
