@@ -403,3 +403,15 @@ def _check_words(words: list[str], where: str, cli: Any, common: set[str]) -> No
     for w in words[2:]:
         if w.startswith("-") and not w.lstrip("-").isdigit():
             assert w.split("=")[0] in known, f"{where}: {w}"
+
+
+def test_the_commands_reference_gives_the_cli_bounds_of_search_and_read() -> None:
+    """The CLI's ranges (click's IntRange) are stated beside the MCP tools' own."""
+    from ingestd.daemon.cli.main import cli
+
+    text = " ".join(page("reference/commands.md").split())
+    for command, name in (("search", "k"), ("search", "budget_tokens"), ("read", "budget_tokens")):
+        (param,) = [p for p in cli.commands[command].params if p.name == name]
+        assert f"{param.type.min} to {param.type.max}" in text, (command, name)  # type: ignore[attr-defined]
+    assert "the MCP tool's `k` is at most 50" in text
+    assert "the MCP tool's `budget_tokens` is 64 to 32768" in text

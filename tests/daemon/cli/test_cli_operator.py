@@ -77,6 +77,8 @@ def test_search_with_an_unknown_source_exits_2_and_lists_the_known_ones(tmp_path
     )
     assert res.exit_code == 2, res.output
     assert "unknown source(s): nope" in res.output and str(root.resolve()) in res.output
+    # no config: the sources are the state dir's, "known" (as forget says), not configured
+    assert f"; known sources: {root.resolve()}" in res.output and "configured" not in res.output
 
 
 def test_verify_of_a_folder_that_is_no_source_exits_2_and_creates_none(tmp_path: Path) -> None:

@@ -322,6 +322,31 @@ async def test_a_filter_that_matches_nothing_is_named_as_the_tool_names_it(index
 
 
 @pytest.mark.anyio
+async def test_the_state_dir_reaches_a_stdio_server_through_the_client_env(
+    indexed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's stdio client passes the server only a few variables of its own
+    environment (``HOME``, ``PATH``...): docs/getting-started/agents.md says to give the
+    state dir in ``args`` or in the entry's ``env``; ``env`` works."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    from tests.helpers import ingestd_cmd
+
+    monkeypatch.setenv("INGESTD_STATE_DIR", str(tmp_path / "elsewhere"))  # not passed on
+    exe, *first = ingestd_cmd()
+    params = StdioServerParameters(
+        command=exe, args=[*first, "mcp"], env={**ENV, "INGESTD_STATE_DIR": str(indexed)}
+    )
+    with (tmp_path / "err.log").open("w") as err:
+        async with stdio_client(params, errlog=err) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            res = await s.call_tool("status", {})
+    assert not res.is_error, res.content
+    assert res.structured_content["state_dir"] == str(indexed)
+
+
+@pytest.mark.anyio
 async def test_a_state_dir_without_sources_says_so(tmp_path: Path) -> None:
     async with _in_process(tmp_path / "empty") as c:
         res = await c.call_tool("search", {"query": "anything", "mode": "sparse"})
