@@ -228,11 +228,14 @@ def test_every_mcp_tool_and_argument_is_in_the_mcp_reference(tmp_path: Path) -> 
 def test_the_exit_codes_page_says_what_run_does_on_ctrl_c() -> None:
     text = " ".join(page("reference/exit-codes.md").split())
     assert "| 130 | a one-shot command was interrupted with Ctrl-C |" in text
-    assert "Ctrl-C (SIGINT) and SIGTERM itself. Both ask it to stop" in text
+    assert "Ctrl-C (SIGINT) and SIGTERM itself, from its start on. Both ask it to stop" in text
     assert "exits **0**" in text
-    # the test that pins it: tests/daemon/service/test_run_e2e.py
+    # the tests that pin it: tests/daemon/service/test_run_e2e.py, and for the start
+    # tests/daemon/cli/test_run_stop_at_start.py
     e2e = (REPO / "tests/daemon/service/test_run_e2e.py").read_text()
     assert "def test_ctrl_c_stops_run_cleanly_with_exit_0_and_a_one_shot_command_with_130" in e2e
+    start = (REPO / "tests/daemon/cli/test_run_stop_at_start.py").read_text()
+    assert "def test_a_signal_at_any_moment_of_the_start_stops_run_with_exit_0" in start
 
 
 def test_the_development_page_maps_every_package() -> None:
@@ -400,3 +403,15 @@ def _check_words(words: list[str], where: str, cli: Any, common: set[str]) -> No
     for w in words[2:]:
         if w.startswith("-") and not w.lstrip("-").isdigit():
             assert w.split("=")[0] in known, f"{where}: {w}"
+
+
+def test_the_commands_reference_gives_the_cli_bounds_of_search_and_read() -> None:
+    """The CLI's ranges (click's IntRange) are stated beside the MCP tools' own."""
+    from ingestd.daemon.cli.main import cli
+
+    text = " ".join(page("reference/commands.md").split())
+    for command, name in (("search", "k"), ("search", "budget_tokens"), ("read", "budget_tokens")):
+        (param,) = [p for p in cli.commands[command].params if p.name == name]
+        assert f"{param.type.min} to {param.type.max}" in text, (command, name)  # type: ignore[attr-defined]
+    assert "the MCP tool's `k` is at most 50" in text
+    assert "the MCP tool's `budget_tokens` is 64 to 32768" in text

@@ -203,7 +203,9 @@ def ui_cmd(
         from ingestd.daemon.ui import serve
         from ingestd.daemon.ui.frontdoor import FrontDoor
     except ImportError as exc:  # the ui extra is missing
-        raise Fatal(f"ingestd ui needs its extra (pip install 'ingestd[ui]'): {exc}") from None
+        from ingestd.store.common.extras import extra_hint
+
+        raise Fatal(f"ingestd ui needs {extra_hint('ui')}: {exc}") from None
     door = FrontDoor(sd, config=config_path, socket=socket_path)
     try:
         code = serve(door, address, token)

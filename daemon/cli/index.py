@@ -97,6 +97,12 @@ def resync(
     require_known_roots(cfg, sd, paths)
     args = {"full": full, "dry_run": dry_run, "allow_mass_delete": allow_mass_delete}
     selected = names or source_names(cfg, paths)
+    if dry_run:  # what the real run would refuse before writing anything, said first
+        from ingestd.daemon.config.installed import install_problems
+
+        missing = install_problems(cfg, sd)
+        if missing:
+            raise Fatal("; ".join(missing))
 
     def local() -> Any:
         c = with_manifest_sources(cfg, sd, config_path is not None)
@@ -172,13 +178,15 @@ def _rebuild(
 
 
 def _print_plan(s: dict[str, Any]) -> None:
-    """One source's plan (``resync --dry-run``)."""
+    """One source's plan (``resync --dry-run``); its first line is the summary (``| head -1``)."""
     if s.get("root_missing"):  # nothing listed: what the source and the check say
-        click.echo(f"{s['source']}: nothing planned")
-        if s.get("dry_run_note"):
-            click.echo(f"  {s['dry_run_note']}")
-        if not s.get("remote_ok"):
-            click.echo(f"  {why_missing(s)}")
+        note, why = s.get("dry_run_note"), why_missing(s)
+        if s.get("remote_ok"):  # a repository not fetched yet that answers: its versions
+            click.echo(f"{s['source']}: {note}")
+            return
+        click.echo(f"{s['source']}: nothing planned: {note or why}")
+        if note:
+            click.echo(f"  {why}")
         return
     click.echo(
         f"{s['source']}: {len(s['add'])} to add, {len(s['update'])} to update, "

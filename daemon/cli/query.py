@@ -362,6 +362,11 @@ def status(
     if config_path is not None:  # for the commands the text suggests
         st.setdefault("config", str(config_path.resolve()))
     healthy = st.get("daemon") is None or st["daemon"].get("healthy", True)
+    if cfg is not None:  # what a resync or run of this config would fail on here
+        from ingestd.daemon.config.installed import install_problems
+
+        st["not_installed"] = install_problems(cfg, sd)
+        healthy = healthy and not st["not_installed"]
     if as_json:
         echo_json(st)
     else:

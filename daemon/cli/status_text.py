@@ -257,6 +257,8 @@ def status_lines(st: dict[str, Any], now: float) -> Iterator[str]:
         yield "daemon: not running"
     if st.get("locked_by"):
         yield f"state dir in use by {st['locked_by']}"
+    for problem in st.get("not_installed") or []:
+        yield f"not installed: {problem}"
     for note in st.get("store_notes") or []:
         yield f"note: {note}"
     yield f"state dir: {st['state_dir']}"

@@ -25,7 +25,7 @@ import math
 from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.commands.chunks import chunks_between
-from ingestd.daemon.commands.search_filters import check_path, filter_notes
+from ingestd.daemon.commands.search_filters import check_path, check_version, filter_notes
 from ingestd.daemon.commands.selection import selected_sources
 from ingestd.daemon.sources.versions import version_view
 from ingestd.daemon.wire.errors import DaemonError
@@ -194,6 +194,7 @@ def answer_request(engine: Engine, request: SearchRequest) -> dict[str, Any]:
     path, owner = check_path(engine, names, filters.path)
     if owner is not None:
         names, source = [owner], owner
+    check_version(engine, names, version)
     filters = dataclasses.replace(filters, source=source, path=path)
     notes: list[str] = []
     query, cut = cut_query(engine, request.query)

@@ -2,8 +2,11 @@
 
 A ``path`` filter is relative to a source's root (an absolute path under a root is
 turned into one); one that leaves every root (``../..``, ``/etc``) is an error that
-names it, never "no results". A filter that matches no indexed document (a path, a
-version no source holds) gets a note saying so beside the empty answer.
+names it, never "no results"; so is a version that no source holds while every
+versioned source has been fetched (the error lists the versions). A filter that matches
+no indexed document (a path; a version while a source has no versions yet) gets a note
+saying so beside the empty answer. The messages name the filters, not the flags of one
+front end: the CLI's ``--version`` is the MCP tool's and the API's ``version``.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ from ingestd.daemon.wire.errors import DaemonError
 if TYPE_CHECKING:
     from ingestd.daemon.sync.engine import Engine
 
-__all__ = ["check_path", "filter_notes", "versions_of"]
+__all__ = ["check_path", "check_version", "filter_notes", "versions_of"]
 
 
 def check_path(engine: Engine, names: list[str], path: str | None) -> tuple[str | None, str | None]:
@@ -65,6 +68,26 @@ def check_path(engine: Engine, names: list[str], path: str | None) -> tuple[str 
     return path, None
 
 
+def check_version(engine: Engine, names: list[str], version: str | None) -> None:
+    """Refuse a ``version`` filter that none of the selected sources can hold.
+
+    Raises:
+        DaemonError: exit code 2, as an unknown source is: every versioned source
+            selected has fetched its versions and none is ``version`` (the message
+            lists them). A source not fetched yet may still hold it, and sources read
+            from the state dir alone (no config) are not known as versioned: then the
+            search runs, and an empty answer gets a note.
+    """
+    if version is None:
+        return
+    versioned = {n: vs for n in names if (vs := versions_of(engine.source(n))) is not None}
+    if any(version in vs for vs in versioned.values()):
+        return
+    if versioned and all(versioned.values()):
+        known = "; ".join(f"{n}: {', '.join(sorted(vs))}" for n, vs in versioned.items())
+        raise DaemonError(f"unknown version {version}; known versions: {known}", 2)
+
+
 def filter_notes(
     engine: Engine, names: list[str], path: str | None, version: str | None
 ) -> list[str]:
@@ -88,7 +111,7 @@ def filter_notes(
                 f"{n}: {', '.join(sorted(vs)) or 'none yet'}" for n, vs in versioned.items()
             )
             notes.append(
-                f"nothing matches --version {version}: "
+                f"nothing matches version {version}: "
                 + (
                     f"no source holds it (versions of {known})"
                     if known
@@ -106,7 +129,7 @@ def filter_notes(
                 prefixes.append((n, path))
         if not any(engine.manifest.documents(n, p) for n, p in prefixes):
             notes.append(
-                f"nothing matches --path {path}: no document of {', '.join(names)} is indexed "
+                f"nothing matches path {path}: no document of {', '.join(names)} is indexed "
                 "there (a path is relative to the source's root, as `ingestd sources` shows it)"
             )
     return notes

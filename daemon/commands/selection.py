@@ -17,14 +17,15 @@ def selected_sources(engine: Engine, sources: Sequence[str] | None) -> list[str]
     """The names of ``sources``, all the engine's when ``None`` or empty.
 
     Raises:
-        DaemonError: exit code 2, a source is not configured (the message lists those
-            that are).
+        DaemonError: exit code 2, a source the engine does not know, of the config or
+            (without one) of the state dir (the message lists those it knows).
     """
     if not sources:
         return list(engine.sources)
     unknown = [s for s in sources if s not in engine.sources]
     if unknown:
         raise DaemonError(
-            f"unknown source(s): {', '.join(unknown)}; configured: {', '.join(engine.sources)}", 2
+            f"unknown source(s): {', '.join(unknown)}; known sources: {', '.join(engine.sources)}",
+            2,
         )
     return list(sources)

@@ -72,6 +72,10 @@ def _format_loc(loc: Sequence[int | str], prefix: str = "") -> str:
     return out or "(top level)"
 
 
+#: Errors whose message needs no ``(got ...)``: the value is not the fault, or is named.
+_NO_VALUE_SHOWN = ("missing", "extra_forbidden", "foreign_key", "unknown_kind")
+
+
 def format_errors(exc: ValidationError, prefix: str = "") -> list[str]:
     """One ``key.path: problem`` line per error of ``exc``, keys under ``prefix``."""
     lines = []
@@ -83,7 +87,7 @@ def format_errors(exc: ValidationError, prefix: str = "") -> list[str]:
         elif err["type"] == "missing":
             msg = "required key is missing"
         got = err.get("input")
-        if err["type"] not in ("missing", "extra_forbidden") and not isinstance(got, dict | list):
+        if err["type"] not in _NO_VALUE_SHOWN and not isinstance(got, dict | list):
             msg += f" (got {got!r})"
         lines.append(f"{_format_loc(loc, prefix)}: {msg}")
     return lines

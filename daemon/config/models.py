@@ -7,6 +7,7 @@ the error and its wording are :mod:`ingestd.daemon.config.base`'s (all re-export
 
 from __future__ import annotations
 
+import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -14,11 +15,13 @@ from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import (
     Field,
+    ValidationError,
     ValidatorFunctionWrapHandler,
     WrapValidator,
     field_validator,
     model_validator,
 )
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from ingestd.daemon.config.base import ConfigError, ConfigModel, not_one_of, spelled
 from ingestd.daemon.config.embedding import REMOTE_BACKENDS, EmbeddingConfig, default_backend
@@ -77,9 +80,13 @@ class SourceConfig(ConfigModel):
         has_root: (class) whether the kind's documents are a folder on this machine:
             ``root`` is then required, made absolute and checked against the other
             sources' roots.
+        not_read: (class) the keys of this common model that the kind does not read
+            (a git source has no ``root``, and no ``.gitignore`` file of its own
+            applies): refused by name, as a key of another kind's model is.
     """
 
     has_root: ClassVar[bool] = True
+    not_read: ClassVar[frozenset[str]] = frozenset()
 
     kind: str = DEFAULT_KIND
     name: str = ""
@@ -94,6 +101,16 @@ class SourceConfig(ConfigModel):
         if self.has_root and "root" not in self.model_fields_set:
             raise ValueError("root: Field required")
         return self
+
+    @classmethod
+    def keys(cls) -> frozenset[str]:
+        """The keys a ``sources`` entry of this kind may have.
+
+        A kind without a folder on this machine (``has_root`` false) never reads
+        ``root``, whether or not its ``not_read`` names it.
+        """
+        unread = cls.not_read if cls.has_root else cls.not_read | {"root"}
+        return frozenset(cls.model_fields) - unread
 
     @field_validator("collection")
     @classmethod
@@ -131,15 +148,65 @@ def _of_kind(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
     The union is resolved through the table when a config is read, so a kind added to
     :data:`~ingestd.daemon.sources.kinds.SOURCE_KINDS` is known at once, and an entry
     without ``kind`` is a :data:`~ingestd.daemon.sources.kinds.DEFAULT_KIND` source
-    (both beyond pydantic's ``Field(discriminator=...)``). An entry that is no mapping,
-    or names an unknown kind, gets the base model's error.
+    (both beyond pydantic's ``Field(discriminator=...)``). A key that another kind's
+    model has (or that this kind's model inherits but does not read) is refused with
+    the kind it belongs to; an unknown ``kind`` is the entry's one error, with the
+    nearest kind's name (its other keys cannot be judged). An entry that is no mapping
+    gets the base model's error.
     """
     if isinstance(value, SourceConfig):
         return value
     kind = value.get("kind", DEFAULT_KIND) if isinstance(value, Mapping) else None
-    if isinstance(kind, str) and kind in SOURCE_KINDS:
-        return config_model(kind).model_validate(value)
-    return handler(value)
+    if not isinstance(value, Mapping) or not isinstance(kind, str):
+        return handler(value)
+    if kind not in SOURCE_KINDS:
+        raise ValidationError.from_exception_data(
+            "SourceConfig", [{"type": _unknown_kind(kind), "loc": ("kind",), "input": kind}]
+        )
+    model = config_model(kind)
+    foreign = {key: _kinds_with(key) for key in value if key not in model.keys()}
+    foreign = {key: kinds for key, kinds in foreign.items() if kinds}
+    if not foreign:
+        return model.model_validate(value)
+    errors: list[InitErrorDetails] = [
+        {
+            "type": PydanticCustomError(
+                "foreign_key",
+                "{key} is a key of {kinds} sources (this source is kind: {kind})",
+                {"key": key, "kinds": spelled([f"kind: {k}" for k in kinds]), "kind": kind},
+            ),
+            "loc": (key,),
+            "input": value[key],
+        }
+        for key, kinds in foreign.items()
+    ]
+    try:
+        model.model_validate({k: v for k, v in value.items() if k not in foreign})
+    except ValidationError as exc:  # the entry's other errors, as they were
+        errors += [
+            {
+                "type": PydanticCustomError(err["type"], err["msg"]),
+                "loc": err["loc"],
+                "input": err["input"],
+            }
+            for err in exc.errors()
+        ]
+    raise ValidationError.from_exception_data("SourceConfig", errors)
+
+
+def _kinds_with(key: str) -> list[str]:
+    """The kinds whose ``sources`` entries take ``key`` (sorted)."""
+    return sorted(k for k in SOURCE_KINDS if key in config_model(k).keys())
+
+
+def _unknown_kind(kind: str) -> PydanticCustomError:
+    near = difflib.get_close_matches(kind, list(SOURCE_KINDS), n=1, cutoff=0.5)
+    hint = f"did you mean {near[0]}? " if near else ""
+    return PydanticCustomError(
+        "unknown_kind",
+        "unknown source kind '{kind}'; {hint}expected one of: {expected}",
+        {"kind": kind, "hint": hint, "expected": ", ".join(sorted(SOURCE_KINDS))},
+    )
 
 
 #: A ``sources`` entry: a :class:`SourceConfig` of the model its ``kind`` names.

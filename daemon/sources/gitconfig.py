@@ -54,6 +54,7 @@ class GitSourceConfig(SourceConfig):
     """
 
     has_root: ClassVar[bool] = False
+    not_read: ClassVar[frozenset[str]] = frozenset({"root", "gitignore"})
 
     kind: Literal["git"] = "git"
     url: str | None = None

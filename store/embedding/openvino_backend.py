@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ingestd.store.common.extras import extra_hint
 from ingestd.store.embedding.graphs.recipes import RECIPES
 from ingestd.store.embedding.onnx_backend import OnnxBackend
 
@@ -37,7 +38,7 @@ class OpenVinoBackend(OnnxBackend):
 
     name = "openvino"
     requires = ("openvino", "onnxruntime", "onnx", "safetensors")
-    install_hint = "pip install 'ingestd[openvino]'"
+    install_hint = extra_hint("openvino")
     recipe = RECIPES["openvino"]
     embedder = "ingestd.store.embedding.runtimes.openvino:OpenVinoEmbedder"
 

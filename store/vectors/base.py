@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeAlias
 
 from ingestd.chunkers.errors import UnavailableError
+from ingestd.store.common.extras import extra_hint
 from ingestd.store.search.fusion import Fusion
 from ingestd.store.search.query import PATH_KEY, Filters, Hit, Mode
 from ingestd.store.search.sparse import SPARSE_VECTOR, SparseVec
@@ -79,7 +80,7 @@ def version_of(physical: str, name: str) -> int | None:
 
 #: How to install qdrant-client, which a Qdrant server (``qdrant.url``) and the ``local``
 #: engine need: an extra, since the default engine (Qdrant Edge) does without it.
-QDRANT_CLIENT_EXTRA = "pip install 'ingestd[qdrant-client]'"
+QDRANT_CLIENT_EXTRA = extra_hint("qdrant-client")
 
 
 class StoreUnavailableError(UnavailableError, RuntimeError):

@@ -52,6 +52,7 @@ __all__ = [
     "embedded",
     "engine_specs",
     "files_damage",
+    "missing_library",
     "open_embedded",
     "open_store",
     "placed_engine",
@@ -150,6 +151,26 @@ def open_store(
     if spec is not None:
         return spec.connect(settings, read_only=read_only)
     return open_embedded(settings.engine, folders, read_only=read_only)
+
+
+def missing_library(settings: StoreSettings, folders: Mapping[str, Path]) -> str | None:
+    """Why the store ``settings`` configure cannot be opened here: its library is missing.
+
+    What opening would refuse first (:func:`open_store`), found without importing or
+    opening anything: a dry run and ``status`` say it before a real run fails on it.
+
+    Returns:
+        One line naming the engine, the library and how to install it, or ``None``.
+
+    Raises:
+        ValueError: ``settings.engine`` names no engine.
+    """
+    name, _previous = placed_engine(settings, folders)
+    spec = engine_spec(name)
+    if spec.installed():
+        return None
+    where = f"a Qdrant server ({settings.url})" if not spec.embedded else f"qdrant.engine {name}"
+    return f"{where} needs {spec.package}, which is not installed ({spec.install_hint})"
 
 
 def choose_engine(configured: str | None, folders: Mapping[str, Path]) -> tuple[str, str | None]:

@@ -52,6 +52,7 @@ class SitemapSourceConfig(SourceConfig):
     """
 
     has_root: ClassVar[bool] = False
+    not_read: ClassVar[frozenset[str]] = frozenset({"gitignore"})
 
     kind: Literal["sitemap"] = "sitemap"
     url: str = ""

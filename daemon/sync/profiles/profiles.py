@@ -18,6 +18,7 @@ from ingestd.daemon.config import Config
 from ingestd.daemon.sync.checkpoints import Checkpoints
 from ingestd.daemon.sync.profiles.profile import Profile, ProfileUnavailableError, config_for
 from ingestd.daemon.sync.profiles.settings import describe, profile_key, recorded_settings
+from ingestd.store.common.extras import extra_hint
 from ingestd.store.manifest.manifest import Manifest
 
 if TYPE_CHECKING:
@@ -362,9 +363,9 @@ def _say_fallback(e: Any) -> None:
     elif e.backend == "onnx" and native_bf16():
         _fallback_said = True
         logger.info(
-            "embedding with onnxruntime: OpenVINO is not installed here (`pip install "
-            "'ingestd[openvino]'` embeds about 3 times as fast on this CPU, which has "
-            "bfloat16)"
+            "embedding with onnxruntime: OpenVINO, which embeds about 3 times as fast on "
+            "this CPU (it has bfloat16), is not installed here; it comes with %s",
+            extra_hint("openvino"),
         )
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ingestd.chunkers.errors import ModelError
+from ingestd.store.common.extras import extra_hint
 
 __all__ = [
     "ACTIVATIONS",
@@ -40,7 +41,7 @@ __all__ = [
 ]
 
 #: The command that installs the ``torch`` extra (the export through torch, the torch backend).
-TORCH_EXTRA = "pip install 'ingestd[torch]'"
+TORCH_EXTRA = extra_hint("torch")
 
 #: ``hidden_act`` of a transformers config -> the function it names (transformers'
 #: ``activations.ACT2FN``): ``gelu`` is the exact GELU, ``x * Phi(x)`` with the normal
@@ -217,7 +218,7 @@ def read_architecture(folder: Path) -> BertArchitecture:
         raise UnsupportedModelError(
             f"ingestd builds the ONNX graph of BERT sentence-transformers models only, and "
             f"{Path(folder).name}: {exc}; its graph is exported through torch, which needs "
-            f"the torch extra: {TORCH_EXTRA}"
+            f"{TORCH_EXTRA}"
         ) from None
 
 

@@ -39,7 +39,7 @@ def torch_missing(info: ModelInfo) -> str | None:
     if all(importlib.util.find_spec(m) for m in ("torch", "sentence_transformers")):
         return None
     return (unsupported(info.path) if info.path else None) or (
-        f"{info.name}'s graph is exported through torch, which needs the torch extra: {TORCH_EXTRA}"
+        f"{info.name}'s graph is exported through torch, which needs {TORCH_EXTRA}"
     )
 
 

@@ -101,8 +101,7 @@ class SentenceTransformerEmbedder:
                     from sentence_transformers import SentenceTransformer
                 except ImportError as exc:
                     raise BackendUnavailableError(
-                        f"embedding with torch needs the torch extra ({exc.name} is not "
-                        f"installed): {TORCH_EXTRA}"
+                        f"embedding with torch needs {TORCH_EXTRA} ({exc.name} is not installed)"
                     ) from None
 
                 transformers.utils.logging.disable_progress_bar()  # type: ignore[no-untyped-call]

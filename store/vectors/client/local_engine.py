@@ -44,7 +44,7 @@ class LocalEngine(EngineSpec):
     config_key = "path"
     collections_dir = "collection"
     package = "qdrant_client"
-    install_hint = f"`{QDRANT_CLIENT_EXTRA}`"
+    install_hint = QDRANT_CLIENT_EXTRA
     durable_updates = True  # each write is a SQLite transaction
 
     def holds_store(self, path: Path) -> bool:

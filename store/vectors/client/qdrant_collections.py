@@ -82,7 +82,8 @@ class QdrantCollections(RoutedWrites):
             except ImportError as exc:
                 where = f"a Qdrant server ({url})" if url else "the local engine"
                 raise StoreUnavailableError(
-                    f"{where} needs qdrant-client, which is not installed: `{QDRANT_CLIENT_EXTRA}`"
+                    f"{where} needs qdrant-client, which is not installed; it comes with "
+                    f"{QDRANT_CLIENT_EXTRA}"
                 ) from exc
             if read_only and not url and not (Path(str(path)) / "meta.json").is_file():
                 path = ":memory:"  # nothing stored yet: read as empty, create nothing

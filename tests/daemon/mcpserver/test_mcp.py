@@ -301,8 +301,49 @@ async def test_a_bad_call_is_a_one_line_tool_error(
         assert res.is_error
         text = res.content[0].text
         assert message in text and "\n" not in text and "Traceback" not in text, text
+        assert " --" not in text  # no flag of the CLI: the tool's arguments are named
         # the server still answers
         assert not (await c.call_tool("status", {})).is_error
+
+
+@pytest.mark.anyio
+async def test_a_filter_that_matches_nothing_is_named_as_the_tool_names_it(indexed: Path) -> None:
+    """The note names the tool's arguments (``version``, ``path``), never the CLI's flags."""
+    async with _in_process(indexed) as c:
+        for args, said in (
+            ({"version": "v9"}, "nothing matches version v9: no source has versions"),
+            ({"path": "nowhere/x.md"}, "nothing matches path nowhere/x.md: no document"),
+        ):
+            res = await c.call_tool("search", {"query": "span", "mode": "sparse", **args})
+            assert not res.is_error, res.content
+            notes = res.structured_content["notes"]
+            assert any(n.startswith(said) for n in notes), notes
+            assert not [n for n in notes if " --" in n], notes
+
+
+@pytest.mark.anyio
+async def test_the_state_dir_reaches_a_stdio_server_through_the_client_env(
+    indexed: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The SDK's stdio client passes the server only a few variables of its own
+    environment (``HOME``, ``PATH``...): docs/getting-started/agents.md says to give the
+    state dir in ``args`` or in the entry's ``env``; ``env`` works."""
+    from mcp import ClientSession, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+
+    from tests.helpers import ingestd_cmd
+
+    monkeypatch.setenv("INGESTD_STATE_DIR", str(tmp_path / "elsewhere"))  # not passed on
+    exe, *first = ingestd_cmd()
+    params = StdioServerParameters(
+        command=exe, args=[*first, "mcp"], env={**ENV, "INGESTD_STATE_DIR": str(indexed)}
+    )
+    with (tmp_path / "err.log").open("w") as err:
+        async with stdio_client(params, errlog=err) as (r, w), ClientSession(r, w) as s:
+            await s.initialize()
+            res = await s.call_tool("status", {})
+    assert not res.is_error, res.content
+    assert res.structured_content["state_dir"] == str(indexed)
 
 
 @pytest.mark.anyio

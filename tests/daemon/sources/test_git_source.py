@@ -399,8 +399,14 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
     assert cfg.sources[0].url == str(Path.cwd() / "relative" / "repo.git")
 
 
-def test_a_version_no_source_holds_says_so_and_names_the_versions(tmp_path: Path) -> None:
+def test_a_version_no_source_holds_is_a_usage_error_that_names_the_versions(
+    tmp_path: Path,
+) -> None:
+    """Exit 2 as an unknown source, from the CLI as from the engine; the message names the
+    filter, not a flag of one front end (the MCP tool's argument is ``version``)."""
     from ingestd.daemon.commands.search import answer
+    from ingestd.daemon.wire.errors import DaemonError
+    from tests.helpers import run_cli
 
     repo = HistoryRepo(tmp_path / "repos" / "book")
     repo.tag("v1")
@@ -409,14 +415,21 @@ def test_a_version_no_source_holds_says_so_and_names_the_versions(tmp_path: Path
     _sync(state, str(repo.origin))
     eng = Engine(_config(state, str(repo.origin)), state, embed_model=fake_vectors)
     try:
-        got = answer(eng, "ownership", version="v9", mode="sparse")
-        assert got["hits"] == []
-        assert (
-            "nothing matches --version v9: no source holds it (versions of book: main, v1)"
-            in (got["notes"])
-        )
+        with pytest.raises(DaemonError) as err:
+            answer(eng, "ownership", version="v9", mode="sparse")
+        assert err.value.exit_code == 2
+        assert str(err.value) == "unknown version v9; known versions: book: main, v1"
         assert answer(eng, "ownership", version="v1", mode="sparse")["hits"]
         got = answer(eng, "ownership", version="v1", path="src/nope", mode="sparse")
-        assert any(n.startswith("nothing matches --path src/nope") for n in got["notes"])
+        assert any(n.startswith("nothing matches path src/nope") for n in got["notes"])
     finally:
         eng.close()
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"sources:\n  - {{kind: git, name: book, url: '{repo.origin}', refs: [main, 'v*']}}\n"
+    )
+    common = ("--config", str(config), "--state-dir", str(state), "--mode", "sparse", "ownership")
+    res = run_cli("search", "--version", "v9", *common)
+    assert res.returncode == 2, res.stderr
+    assert res.stderr == "Error: unknown version v9; known versions: book: main, v1\n"
+    assert run_cli("search", "--source", "nope", *common).returncode == 2  # alike

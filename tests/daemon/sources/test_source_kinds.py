@@ -273,12 +273,14 @@ def test_a_kind_is_configured_by_its_own_model_and_a_key_of_another_kind_is_name
     assert memory.accepts("a.txt") and not memory.accepts("b.md")
     (local,) = load({"root": str(tmp_path)}).sources
     assert isinstance(local, LocalSourceConfig) and local.kind == "local"
-    unknown = r"sources\[0\]\.{key}: unknown key; check its spelling"
-    with pytest.raises(ConfigError, match=unknown.format(key="refs")):
+    foreign = (
+        r"sources\[0\]\.{key}: {key} is a key of kind: {of} sources \(this source is kind: {kind}\)"
+    )
+    with pytest.raises(ConfigError, match=foreign.format(key="refs", of="git", kind="local")):
         load({"root": str(tmp_path), "refs": ["main"]})  # a git key on a folder
-    with pytest.raises(ConfigError, match=unknown.format(key="suffix")):
+    with pytest.raises(ConfigError, match=foreign.format(key="suffix", of="memory", kind="local")):
         load({"root": str(tmp_path), "suffix": ".txt"})  # the memory kind's key
-    with pytest.raises(ConfigError, match=unknown.format(key="git")):
+    with pytest.raises(ConfigError, match=foreign.format(key="git", of="local", kind="git")):
         load(
             {
                 "kind": "git",
@@ -290,6 +292,23 @@ def test_a_kind_is_configured_by_its_own_model_and_a_key_of_another_kind_is_name
         )  # a folder's key on a repository
     with pytest.raises(ConfigError, match=r"sources\[0\]\.suffix: Input should be a valid"):
         load({"kind": "memory", "name": "mem", "root": "/mem/docs", "suffix": ["x"]})
+    # a key of the model every kind shares that a kind does not read: refused by name
+    with pytest.raises(
+        ConfigError, match=foreign.format(key="root", of="local or kind: memory", kind="git")
+    ):
+        load({"kind": "git", "name": "b", "url": "/b.git", "refs": ["main"], "root": "/x"})
+    with pytest.raises(ConfigError, match=r"sources\[0\]\.inclde: unknown key; check its spelling"):
+        load({"kind": "memory", "name": "mem", "root": "/mem/docs", "inclde": ["*"]})
+    for kind in kinds.SOURCE_KINDS:  # every kind takes its own keys and refuses the others'
+        model = kinds.config_model(kind)
+        others = (
+            set().union(*(kinds.config_model(k).keys() for k in kinds.SOURCE_KINDS)) - model.keys()
+        )
+        assert others, kind
+        for key in others:
+            with pytest.raises(ConfigError, match=rf"sources\[0\]\.{key}: {key} is a key of kind"):
+                load({"kind": kind, "name": "n", "root": "/mem/docs", "url": "/b.git",
+                      "refs": ["main"], key: None})  # fmt: skip
 
 
 def test_status_and_sources_ask_the_kind_for_its_lines(

@@ -51,7 +51,10 @@ def test_each_entry_is_the_spec_of_its_name() -> None:
     assert backend_spec("onnx").requires == ("onnxruntime", "onnx", "safetensors")
     assert backend_spec("openvino").requires == ("openvino", "onnxruntime", "onnx", "safetensors")
     assert backend_spec("torch").requires == ("torch", "transformers", "sentence_transformers")
-    assert backend_spec("torch").install_hint == "pip install 'ingestd[torch]'"
+    assert backend_spec("torch").install_hint == (  # both installs: the index's and a clone's
+        "the torch extra: `pip install 'ingestd[torch]'` "
+        "(in a clone of the repository: `pip install '.[torch]'`)"
+    )
     with pytest.raises(ValueError, match=r"unknown embedding backend 'nope'; expected one of \("):
         backend_spec("nope")
 
