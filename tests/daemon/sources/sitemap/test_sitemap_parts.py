@@ -47,10 +47,12 @@ def test_a_sitemap_source_is_read_by_its_own_model_with_its_defaults(tmp_path: P
 @pytest.mark.parametrize(
     ("source", "error"),
     [
-        ({**SITE, "refs": ["main"]}, r"sources\[0\]\.refs: unknown key; check its spelling"),
-        ({**SITE, "git": True}, r"sources\[0\]\.git: unknown key; check its spelling"),
+        ({**SITE, "refs": ["main"]}, r"sources\[0\]\.refs: refs is a key of kind: git sources"),
+        ({**SITE, "git": True}, r"sources\[0\]\.git: git is a key of kind: local sources"),
+        ({**SITE, "root": "/srv/docs"}, r"sources\[0\]\.root: root is a key of kind: local"),
+        ({**SITE, "gitignore": False}, r"sources\[0\]\.gitignore: gitignore is a key of"),
         ({**SITE, "max_pagez": 3}, r"sources\[0\]\.max_pagez: unknown key; check its spelling"),
-        ({"root": "/tmp", "max_pages": 3}, r"sources\[0\]\.max_pages: unknown key"),
+        ({"root": "/tmp", "max_pages": 3}, r"sources\[0\]\.max_pages: max_pages is a key of"),
         (
             {
                 "kind": "git",
@@ -59,7 +61,7 @@ def test_a_sitemap_source_is_read_by_its_own_model_with_its_defaults(tmp_path: P
                 "refs": ["main"],
                 "max_pages": 3,
             },
-            r"sources\[0\]\.max_pages: unknown key",
+            r"sources\[0\]\.max_pages: max_pages is a key of kind: sitemap sources",
         ),
         ({**SITE, "url": "ftp://docs.example.com/sitemap.xml"}, r"sources\[0\]\.url: .*http://"),
         ({"kind": "sitemap", "name": "docs"}, r"a sitemap source needs url"),
