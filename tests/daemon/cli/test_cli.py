@@ -108,9 +108,11 @@ def test_a_key_of_another_kind_is_named_with_its_kind_and_an_unknown_kind_is_one
         "sources[1].gitignore: gitignore is a key of kind: local sources "
         "(this source is kind: git)",
         "sources[2].refs: refs is a key of kind: git sources (this source is kind: local)",
-        "sources[2].poll_s: poll_s is a key of kind: git sources (this source is kind: local)",
+        "sources[2].poll_s: poll_s is a key of kind: git or kind: sitemap sources "
+        "(this source is kind: local)",
         "sources[2].inclde: unknown key; check its spelling against config.example.yaml",
-        "sources[3].kind: unknown source kind 'gti'; did you mean git? expected one of: git, local",
+        "sources[3].kind: unknown source kind 'gti'; did you mean git? expected one of: git, local, "
+        "sitemap",
     ]
 
 
