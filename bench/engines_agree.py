@@ -4,7 +4,7 @@ Each dev set (md-docs, rst-docs, rust-book, mkdocs-docs) is indexed with the def
 rules into a Qdrant Edge store and into a local-mode store (the second from a copy of the
 first's embedding cache: nothing is embedded twice), and every question of
 ``../shared/corpora/qa/<set>.jsonl`` is asked through ``ingestd search``'s own code
-(:func:`ingestd.daemon.commands.search.search`, ``k`` = 10) in hybrid, dense and
+(:func:`ingestd.daemon.commands.query.search.search`, ``k`` = 10) in hybrid, dense and
 sparse mode. Printed per set and mode: questions whose top 10 are identical, identical
 up to ties (the same scores rank by rank; equal scores may come in either order), and
 path recall@5 (the gold file among the first five hits) with each engine.
@@ -48,7 +48,7 @@ def _engine(root: Path, state: Path, engine: str, model: Any) -> Any:
 
 def run_set(name: str, work: Path, cache: Path | None, model: Any) -> dict[str, Any]:
     """Index ``name`` into both engines and compare every question's rankings."""
-    from ingestd.daemon.commands.search import search
+    from ingestd.daemon.commands.query.search import search
 
     root = SETS[name]
     questions = [

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import click
 
-from ingestd.daemon.cli.errors import Fatal, handle_errors
-from ingestd.daemon.cli.options import common_options, echo_json
-from ingestd.daemon.cli.state import load, manifest_reader, runner
+from ingestd.daemon.cli.shared.errors import Fatal, handle_errors
+from ingestd.daemon.cli.shared.options import common_options, echo_json
+from ingestd.daemon.cli.shared.state import load, manifest_reader, runner
 
 __all__ = ["chunk_cmd", "eval_cmd"]
 

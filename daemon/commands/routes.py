@@ -7,7 +7,7 @@ through the daemon is added there, and nowhere else.
   a job: ``fn(engine, **args)``. ``search``, ``read`` and ``migrate`` (abort, restart:
   quick) are urgent: they are also served at the checkpoints of long work, a
   migration's included. The others wait for the running job, ahead of queued scans:
-  ``sync`` is a barrier because of that (see :mod:`~ingestd.daemon.commands.sync`).
+  ``sync`` is a barrier because of that (see :mod:`~ingestd.daemon.commands.index.sync`).
 * A few are answered at once on the control thread, even while a long job (a resync,
   an ``eval``) holds the engine thread: ``fn(daemon, **args)``. They read the
   manifest at most, never the store: ``status``, and the progress and cancelling of
@@ -22,14 +22,15 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from ingestd.daemon.commands import read, sync
-from ingestd.daemon.commands.chunks import chunks
 from ingestd.daemon.commands.evaluate import evaluate
-from ingestd.daemon.commands.forget import forget
-from ingestd.daemon.commands.migrate import migrate
-from ingestd.daemon.commands.resync import resync
-from ingestd.daemon.commands.search import wire_answer
-from ingestd.daemon.commands.verify import verify
+from ingestd.daemon.commands.index import sync
+from ingestd.daemon.commands.index.forget import forget
+from ingestd.daemon.commands.index.migrate import migrate
+from ingestd.daemon.commands.index.resync import resync
+from ingestd.daemon.commands.index.verify import verify
+from ingestd.daemon.commands.query import read
+from ingestd.daemon.commands.query.chunks import chunks
+from ingestd.daemon.commands.query.search import wire_answer
 from ingestd.daemon.evaluation.runs import eval_cancel, eval_progress
 from ingestd.daemon.service.jobs import Priority
 

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ingestd.daemon.cli.progress import interactive, progress_bars, sync_detail
+from ingestd.daemon.cli.shared.progress import interactive, progress_bars, sync_detail
 from ingestd.daemon.client.runner import Runner
 from ingestd.daemon.config import Config
 from ingestd.daemon.evaluation.evaluate import EvalPlan, EvalProgress

@@ -21,7 +21,7 @@ from click.testing import CliRunner
 import ingestd.daemon.service.jobs as jobs_mod
 from ingestd.chunkers.errors import UnavailableError
 from ingestd.daemon.cli.main import cli
-from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.config import load_config
 from ingestd.daemon.sync.engine import Engine
 from ingestd.store.embedding.embedder import load_embedder, model_info

@@ -501,7 +501,7 @@ def test_status_live_answers_whether_a_daemon_runs(tmp_path: Path) -> None:
 def test_a_busy_daemon_is_said_on_a_terminal(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ingestd.daemon.cli.state import busy_note
+    from ingestd.daemon.cli.shared.state import busy_note
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     with busy_note("verify", delay=0.05):

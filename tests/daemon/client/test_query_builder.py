@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.client import QueryBuilder
-from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.query.search import search as search_cmd
 from tests.helpers import CORPORA, copy_tree, fake_vectors, local_mode_copy, make_engine, run_cli
 
 #: md-docs pages whose questions the test asks (small ones: the real model embeds them).

@@ -17,7 +17,7 @@ import pytest
 
 from ingestd.daemon.client import Client
 from ingestd.daemon.client.runner import Runner
-from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.service.control import ControlServer
 from ingestd.daemon.wire.errors import DaemonError, NoDaemon
 from ingestd.daemon.wire.statelock import StateLock, StateLockedError

@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 from ingestd.chunkers.readers.document import Extracted
-from ingestd.daemon.commands.extracted import ExtractedCache, extracted_cache
-from ingestd.daemon.commands.read import read
+from ingestd.daemon.commands.query.extracted import ExtractedCache, extracted_cache
+from ingestd.daemon.commands.query.read import read
 from tests.helpers import CountingEmbedder, make_engine
 
 

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.commands.read import read
-from ingestd.daemon.commands.search import search as search_cmd
-from ingestd.daemon.commands.sync import scopes, sync
+from ingestd.daemon.commands.index.sync import scopes, sync
+from ingestd.daemon.commands.query.read import read
+from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.wire.errors import DaemonError
 from tests.helpers import fake_vectors, make_engine
 
@@ -129,7 +129,7 @@ def test_sync_of_an_edited_path_makes_it_searchable(
 ) -> None:
     page = tree / "docs/concepts/glossary.md"
     page.write_text(page.read_text() + "\n\n## Zebras\n\nZebrafication of telemetry.\n")
-    with caplog.at_level(logging.INFO, logger="ingestd.daemon.commands.sync"):
+    with caplog.at_level(logging.INFO, logger="ingestd.daemon.commands.index.sync"):
         got = sync(engine, ["docs/concepts/glossary.md"])
         (name,) = engine.sources
         assert caplog.messages == [

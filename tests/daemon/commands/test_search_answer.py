@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from ingestd.daemon.cli.main import cli
-from ingestd.daemon.commands.search import answer, search
+from ingestd.daemon.commands.query.search import answer, search
 from ingestd.daemon.wire.errors import DaemonError
 from tests.helpers import fake_vectors, make_engine
 

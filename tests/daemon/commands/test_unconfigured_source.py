@@ -31,7 +31,7 @@ def test_a_source_dropped_from_the_config_is_marked_in_search_and_status(
     tmp_path: Path, real_embedder: CountingEmbedder
 ) -> None:
     from ingestd.daemon.cli.status_text import status_lines
-    from ingestd.daemon.commands.search import answer
+    from ingestd.daemon.commands.query.search import answer
     from ingestd.daemon.commands.status import status_of
     from ingestd.daemon.config import load_config
     from ingestd.daemon.sync.engine import Engine

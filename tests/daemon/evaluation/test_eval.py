@@ -357,7 +357,7 @@ def test_ranks_are_those_of_ingestd_search_over_the_same_tree(
     tmp_path: Path,
 ) -> None:
     """The eval asks what `ingestd search` would answer for a resync of the tree."""
-    from ingestd.daemon.commands.search import search as search_cmd
+    from ingestd.daemon.commands.query.search import search as search_cmd
     from ingestd.store.search.pages import page_scores
 
     raw, state, qs = first_run

@@ -22,8 +22,8 @@ import pytest
 from click.testing import CliRunner
 
 from ingestd.daemon.cli.main import cli
-from ingestd.daemon.commands.migrate import migrate as migrate_cmd
-from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.index.migrate import migrate as migrate_cmd
+from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.commands.status import status_of
 from ingestd.daemon.config import load_config
 from ingestd.daemon.migration import version_writer

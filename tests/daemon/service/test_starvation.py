@@ -31,7 +31,7 @@ from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
 from ingestd.daemon.cli import cli
-from ingestd.daemon.commands.search import search
+from ingestd.daemon.commands.query.search import search
 from tests.daemon.harness import Harness
 from tests.daemon.service.test_long_work import FakeSystemd, huge_markdown
 from tests.helpers import CountingEmbedder, wait_for

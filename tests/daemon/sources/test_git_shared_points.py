@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 import yaml
 
-from ingestd.daemon.commands.read import read
-from ingestd.daemon.commands.search import search
+from ingestd.daemon.commands.query.read import read
+from ingestd.daemon.commands.query.search import search
 from ingestd.daemon.config import load_config
 from ingestd.daemon.sources.versions import BY_VERSION_KEY, payload_versions, version_view
 from ingestd.daemon.sync.engine import Engine

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.commands.search import search
+from ingestd.daemon.commands.query.search import search
 from ingestd.daemon.commands.status import status_of
 from ingestd.daemon.config import load_config
 from ingestd.daemon.sources.git import GitSource
@@ -400,7 +400,7 @@ def test_config_errors_name_the_key(tmp_path: Path) -> None:
 
 
 def test_a_version_no_source_holds_says_so_and_names_the_versions(tmp_path: Path) -> None:
-    from ingestd.daemon.commands.search import answer
+    from ingestd.daemon.commands.query.search import answer
 
     repo = HistoryRepo(tmp_path / "repos" / "book")
     repo.tag("v1")

@@ -298,7 +298,7 @@ def test_status_and_sources_ask_the_kind_for_its_lines(
     from click.testing import CliRunner
 
     from ingestd.daemon.cli.index import sources
-    from ingestd.daemon.cli.state import manifest_reader
+    from ingestd.daemon.cli.shared.state import manifest_reader
     from ingestd.daemon.cli.status_text import status_lines
     from ingestd.daemon.commands.status import local_status
 

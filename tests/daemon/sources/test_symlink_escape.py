@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.commands import read
+from ingestd.daemon.commands.query import read
 from ingestd.daemon.sources.beneath import (
     OutsideRootError,
     open_beneath,

@@ -135,7 +135,7 @@ def test_every_format_matches_the_oracle_across_edits(
 def test_read_widens_a_hit_with_the_extracted_text_and_its_citation(
     tmp_path: Path, format_tree: Path, fake_embedder: CountingEmbedder
 ) -> None:
-    from ingestd.daemon.commands.read import read
+    from ingestd.daemon.commands.query.read import read
 
     root = tmp_path / "docs"
     for sub in ("notebooks", "pdf", "adoc"):

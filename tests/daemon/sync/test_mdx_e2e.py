@@ -102,7 +102,7 @@ def test_mdx_pages_match_the_oracle_and_an_import_line_embeds_nothing(
 def test_a_question_answered_inside_component_data_finds_its_page(
     tmp_path: Path, mdx_tree: Path, real_embedder: CountingEmbedder
 ) -> None:
-    from ingestd.daemon.commands.search import search
+    from ingestd.daemon.commands.query.search import search
 
     root = _tree(mdx_tree, tmp_path / "docs")
     eng = make_engine(root, tmp_path / "state", real_embedder)

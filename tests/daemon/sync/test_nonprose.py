@@ -131,7 +131,7 @@ def test_a_manual_with_a_blob_listing_is_searchable_and_status_says_partly_skipp
     tmp_path: Path, real_embedder: CountingEmbedder
 ) -> None:
     from ingestd.daemon.cli.status_text import status_lines
-    from ingestd.daemon.commands.search import search
+    from ingestd.daemon.commands.query.search import search
     from ingestd.daemon.commands.status import status_of
 
     root = tmp_path / "docs"

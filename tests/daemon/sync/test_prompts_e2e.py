@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.sync.profiles.profile import differences
 from tests.helpers import CountingEmbedder, copy_tree, fake_vectors, make_engine
 

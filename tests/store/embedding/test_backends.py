@@ -496,7 +496,7 @@ def test_int8_backend_end_to_end_incremental_equals_from_scratch(
     onnx_export_dir: Path, tmp_path: Path
 ) -> None:
     """Configured backend, real export, engine, store: kept vectors equal fresh ones bit for bit."""
-    from ingestd.daemon.commands.search import search as search_cmd
+    from ingestd.daemon.commands.query.search import search as search_cmd
     from tests.helpers import copy_tree, make_engine, state_dense_vectors, store_snapshot
 
     tree = copy_tree(

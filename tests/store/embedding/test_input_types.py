@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from ingestd.daemon.client.query import QueryBuilder
-from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.config import ConfigError, load_config
 from ingestd.daemon.sync.profiles.profile import Profile, config_for, differences
 from ingestd.store.embedding.cache import EmbedStats

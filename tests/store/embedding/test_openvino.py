@@ -104,7 +104,7 @@ def test_a_bf16_cpu_without_openvino_embeds_with_onnx_and_says_so_once(
 ) -> None:
     import importlib.util
 
-    from ingestd.daemon.commands.search import search as search_cmd
+    from ingestd.daemon.commands.query.search import search as search_cmd
     from ingestd.daemon.sync.profiles import profiles
     from tests.helpers import copy_tree, make_engine
 

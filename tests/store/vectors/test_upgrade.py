@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.store.search.query import PATH_KEY
 from ingestd.store.search.sparse import SparseVec, terms
 from tests.helpers import (

@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ingestd.chunkers.readers.document import citation
-from ingestd.daemon.commands.chunks import document_chunks, physical_of
-from ingestd.daemon.commands.extracted import extracted_cache
+from ingestd.daemon.commands.query.chunks import document_chunks, physical_of
+from ingestd.daemon.commands.query.extracted import extracted_cache
 from ingestd.daemon.sources.versions import (
     VERSION_SEP,
     commit_of,
@@ -73,7 +73,7 @@ def read(
     With ``budget_tokens``, the lines returned fit that many tokens (the index's budget
     tokenizer, cl100k_base by default): a hit is widened to its section first, then
     past it, a chunk at a time on each side, as far as the budget allows
-    (:mod:`~ingestd.daemon.commands.widen`); the chunks listed carry no text (the lines
+    (:mod:`~ingestd.daemon.commands.query.widen`); the chunks listed carry no text (the lines
     hold it).
 
     Args:
@@ -285,7 +285,7 @@ def _read_hit(
             last = first + max_lines - 1
     doc, stale = _file_text(engine, source, key, str(hit.get("doc_hash", "")))
     if budget is not None:
-        from ingestd.daemon.commands.widen import widen
+        from ingestd.daemon.commands.query.widen import widen
 
         count = engine.rules.context.sizer.count
         if doc is not None:
@@ -360,7 +360,7 @@ def _read_path(
     extracted, stale = _file_text(engine, name, rel, doc.content_hash if doc else "")
     lines = _lines(extracted, first, end_line, max_lines)
     if lines is not None and budget is not None and extracted is not None:
-        from ingestd.daemon.commands.widen import lines_within
+        from ingestd.daemon.commands.query.widen import lines_within
 
         last = lines_within(
             _split(extracted.text),
@@ -402,7 +402,7 @@ def _file_text(
     """The document now, read by its rule's reader (``None``: unreadable), and if it changed.
 
     The extracted text is kept while the bytes are the same
-    (:data:`~ingestd.daemon.commands.extracted.extracted_cache`): a PDF is not read
+    (:data:`~ingestd.daemon.commands.query.extracted.extracted_cache`): a PDF is not read
     through again per call.
     """
     try:

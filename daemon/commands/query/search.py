@@ -14,7 +14,7 @@ first reconcile answers from what is written so far). :func:`search` returns the
 alone.
 
 Arguments are checked before anything is searched
-(:mod:`~ingestd.daemon.commands.search_filters`).
+(:mod:`~ingestd.daemon.commands.query.search_filters`).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ import functools
 import math
 from typing import TYPE_CHECKING, Any
 
-from ingestd.daemon.commands.chunks import chunks_between
-from ingestd.daemon.commands.search_filters import check_path, filter_notes
+from ingestd.daemon.commands.query.chunks import chunks_between
+from ingestd.daemon.commands.query.search_filters import check_path, filter_notes
 from ingestd.daemon.commands.selection import selected_sources
 from ingestd.daemon.sources.versions import version_view
 from ingestd.daemon.wire.errors import DaemonError

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ingestd.daemon.cli.errors import Fatal
+from ingestd.daemon.cli.shared.errors import Fatal
 
 if TYPE_CHECKING:
     from ingestd.daemon.client.runner import Runner

@@ -6,8 +6,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from ingestd.daemon.commands.index.sync import fetch
 from ingestd.daemon.commands.selection import selected_sources
-from ingestd.daemon.commands.sync import fetch
 from ingestd.daemon.sources.base import Fetched
 from ingestd.daemon.sources.gitcmd import GitError, redact_url
 
