@@ -63,7 +63,7 @@ def run_set(name: str, work: Path, cache: Path | None, model: Any) -> dict[str, 
                 src.backup(dst)
         eng = _engine(root, state, engine, model)
         try:
-            for source in eng.sources:
+            for source in eng.context.sources:
                 eng.sync(source)
             results[engine] = {
                 mode: [search(eng, q["question"], k=10, mode=mode) for q in questions]

@@ -131,8 +131,8 @@ def build(state: Path, total: int) -> None:
     cfg = load_config(None, roots=[CORPUS])
     eng = Engine(cfg, work, embed_model=synthetic_vectors)
     try:
-        res = eng.sync(next(iter(eng.sources)))
-        docs_points = eng.manifest.collection_counts(COLLECTION)[0]
+        res = eng.sync(next(iter(eng.context.sources)))
+        docs_points = eng.resources.manifest.collection_counts(COLLECTION)[0]
     finally:
         eng.close()
     print(f"md-docs: {res.indexed} documents, {docs_points:,} points", flush=True)

@@ -66,7 +66,7 @@ def _sync(state: Path, url: str, refs: list[str], embed: Any) -> tuple[Any, floa
     """
     eng = _engine(state, url, refs, embed)
     try:
-        src = eng.source("book")
+        src = eng.context.source("book")
         src.refresh()
         t0 = time.perf_counter()
         res = eng.sync("book")

@@ -102,7 +102,7 @@ def ingested_tree(tmp: Path, **overrides: Any) -> tuple[Path, Path]:
     state = tmp / "state"
     eng = make_engine(root, state, fake_vectors, **overrides)
     try:
-        eng.sync(next(iter(eng.sources)))
+        eng.sync(next(iter(eng.context.sources)))
     finally:
         eng.close()
     return root, state
@@ -247,7 +247,7 @@ def oracle(root: Path, tmp: Path, embed: Any, **overrides: Any) -> dict[str, dic
     state = tmp / f"oracle-{time.monotonic_ns()}"
     eng = make_engine(root, state, embed, **overrides)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
     finally:
         eng.close()

@@ -138,7 +138,7 @@ def test_the_python_snippets_run_on_a_state_dir_of_the_users_own(
     state = tmp_path / "state"
     eng = make_engine(root, state, fake_vectors)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
     finally:
         eng.close()

@@ -181,7 +181,7 @@ class LocalState:
         """Ask the engine of the call running now, if any, to stop at its next checkpoint."""
         engine = self._running
         if engine is not None:
-            engine.stop.set()
+            engine.checkpoints.stop.set()
 
     def run(
         self,
@@ -221,7 +221,7 @@ class LocalState:
                 self._running = engine
                 timer = None
                 if stop_after is not None:
-                    timer = threading.Timer(stop_after, engine.stop.set)
+                    timer = threading.Timer(stop_after, engine.checkpoints.stop.set)
                     timer.daemon = True
                     timer.start()
                 try:

@@ -21,10 +21,12 @@ def selected_sources(engine: Engine, sources: Sequence[str] | None) -> list[str]
             that are).
     """
     if not sources:
-        return list(engine.sources)
-    unknown = [s for s in sources if s not in engine.sources]
+        return list(engine.context.sources)
+    unknown = [s for s in sources if s not in engine.context.sources]
     if unknown:
         raise DaemonError(
-            f"unknown source(s): {', '.join(unknown)}; configured: {', '.join(engine.sources)}", 2
+            f"unknown source(s): {', '.join(unknown)}; "
+            f"configured: {', '.join(engine.context.sources)}",
+            2,
         )
     return list(sources)

@@ -162,7 +162,7 @@ class Service:
         """Ask the service to stop after the batch in flight (thread-safe)."""
         self.should_exit.set()
         if self.engine is not None:
-            self.engine.stop.set()
+            self.engine.checkpoints.stop.set()
         self.jobs.wake()
 
     def idle(self) -> bool:
@@ -257,7 +257,9 @@ class Service:
             self.preload.start(self.engine)
         self.started.set()
         logger.info(
-            "ready: %d source(s), control socket %s", len(self.engine.sources), self._control.path
+            "ready: %d source(s), control socket %s",
+            len(self.engine.context.sources),
+            self._control.path,
         )
 
     def main_loop(self) -> None:
@@ -348,7 +350,7 @@ class Service:
 
     def _start_watching(self, engine: Engine) -> None:
         self.policy.reset_retries()
-        watched = {n: s.filter for n, s in engine.handles.items() if is_watched(s)}
+        watched = {n: s.filter for n, s in engine.context.handles.items() if is_watched(s)}
         self.watches.start(watched, self.cfg.watch)
 
     def _do_reload(self) -> None:
@@ -380,19 +382,19 @@ class Service:
         old = self._running_engine()
         self.watches.stop(forget=True)
         if self.metrics is not None:
-            self.metrics.embedded_before += old.embedder.stats.embedded
-            self.metrics.reused_before += old.embedder.stats.reused
+            self.metrics.embedded_before += old.profiles.profile.embedder.stats.embedded
+            self.metrics.reused_before += old.profiles.profile.embedder.stats.reused
         engine.take_over(old)  # what the old engine proved; its close records nothing
         old.close(record=False)
         self.cfg = new
         self.engine = engine
-        _ = engine.store
+        _ = engine.resources.store
         self._instrument(engine)
         self._start_watching(engine)
         self.policy.scan_all("reload")
         self.reloads += 1
         systemd.notify("READY=1")
-        logger.info("configuration reloaded: %d source(s)", len(engine.sources))
+        logger.info("configuration reloaded: %d source(s)", len(engine.context.sources))
 
     def _running_engine(self) -> Engine:
         assert self.engine is not None, "the service has not started"
@@ -413,7 +415,7 @@ class Service:
             raise SystemExit(1)
         self.should_exit.set()
         if self.engine is not None:
-            self.engine.stop.set()
+            self.engine.checkpoints.stop.set()
 
     def _on_hup(self, _sig: int, _frame: FrameType | None) -> None:
         self._reload.set()

@@ -160,7 +160,7 @@ class Harness:
     @property
     def source(self) -> str:
         """The (single) source name."""
-        (name,) = self.service.engine.sources
+        (name,) = self.service.engine.context.sources
         return str(name)
 
     def verify(self) -> Any:
@@ -171,8 +171,8 @@ class Harness:
         """The store's points of the source (provenance removed)."""
 
         def read(e: Any) -> dict[str, dict[str, Any]]:
-            points = dict(e.store.scroll("ingestd"))
-            for pid, vec in e.store.sparse_vectors("ingestd", list(points)).items():
+            points = dict(e.resources.store.scroll("ingestd"))
+            for pid, vec in e.resources.store.sparse_vectors("ingestd", list(points)).items():
                 points[pid][SPARSE_KEY] = (
                     (tuple(vec.indices), tuple(vec.values)) if vec is not None else None
                 )  # as store_snapshot gives it, to compare with the oracle

@@ -210,7 +210,7 @@ def test_a_migration_to_the_endpoints_model_says_its_cost_serves_searches_and_co
         assert hits
         answered.append(step)
 
-    e.migration_hook = hook
+    e.context.hook = hook
     try:
         e.sync("docs")
         after_hits = search_cmd(e, QUERY, k=3, mode="dense")

@@ -46,13 +46,13 @@ def check_path(engine: Engine, names: list[str], path: str | None) -> tuple[str 
     if os.path.isabs(raw):
         real = Path(os.path.realpath(raw))
         for name in names:
-            root = Path(os.path.realpath(engine.sources[name].root))
+            root = Path(os.path.realpath(engine.context.sources[name].root))
             if real.is_relative_to(root):
                 rel = real.relative_to(root).as_posix()
                 return ("" if rel == "." else rel), name
+        roots = ", ".join(str(engine.context.sources[n].root) for n in names) or "none"
         raise DaemonError(
-            f"path filter {path} is outside every source's root (roots: "
-            f"{', '.join(str(engine.sources[n].root) for n in names) or 'none'}); paths are "
+            f"path filter {path} is outside every source's root (roots: {roots}); paths are "
             "relative to a source's root, as hits give them",
             2,
         )
@@ -78,7 +78,7 @@ def filter_notes(
     notes: list[str] = []
     versioned: dict[str, set[str]] = {}
     for n in names:
-        held = versions_of(engine.source(n))
+        held = versions_of(engine.context.source(n))
         if held is not None:
             versioned[n] = held
     if version is not None:
@@ -104,7 +104,7 @@ def filter_notes(
                 prefixes += [(n, f"{v}{VERSION_SEP}{path}") for v in vs]
             elif version is None:
                 prefixes.append((n, path))
-        if not any(engine.manifest.documents(n, p) for n, p in prefixes):
+        if not any(engine.resources.manifest.documents(n, p) for n, p in prefixes):
             notes.append(
                 f"nothing matches --path {path}: no document of {', '.join(names)} is indexed "
                 "there (a path is relative to the source's root, as `ingestd sources` shows it)"

@@ -132,7 +132,7 @@ def test_status_help_and_noop_resync_never_import_the_model_stack(tmp_path: Path
     root = copy_tree(tmp_path / "docs", ("docs/collector/quick-start.md",))
     state = tmp_path / "state"
     eng = make_engine(root, state, fake_vectors)
-    eng.sync(next(iter(eng.sources)))
+    eng.sync(next(iter(eng.context.sources)))
     eng.close()
     for args in (
         ["--help"],

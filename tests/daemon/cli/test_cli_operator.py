@@ -31,7 +31,7 @@ def _indexed(tmp_path: Path, name: str = "docs") -> tuple[Path, Path]:
     state = tmp_path / "state"
     eng = make_engine(root, state, fake_vectors)
     try:
-        for s in eng.sources:
+        for s in eng.context.sources:
             eng.sync(s)
     finally:
         eng.close()
@@ -276,9 +276,9 @@ def test_chunk_of_an_unknown_file_uses_the_current_directory(
     # resync of the current directory records the same ids
     eng = make_engine(tmp_path / "site", tmp_path / "s2", fake_vectors)
     try:
-        (name,) = eng.sources
+        (name,) = eng.context.sources
         assert name == site
-        assert eng.prepare(name, "guide/page.md").ids == [obj["id"]]
+        assert eng.preparer.prepare(name, "guide/page.md").ids == [obj["id"]]
     finally:
         eng.close()
     cfg = load_config(None)

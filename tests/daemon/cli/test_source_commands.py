@@ -166,7 +166,7 @@ def test_a_git_source_shows_its_repository_not_its_mirror(tmp_path: Path) -> Non
     state = tmp_path / "state"
     eng = Engine(load_config(cfg), state, embed_model=fake_vectors)
     try:
-        eng.source("book").refresh()  # type: ignore[attr-defined]
+        eng.context.source("book").refresh()  # type: ignore[attr-defined]
         eng.sync("book")
     finally:
         eng.close()

@@ -30,7 +30,7 @@ def indexed(tree: Path, tmp_path: Path) -> Iterator[Path]:
     state = tmp_path / "state"
     eng = make_engine(tree, state, fake_vectors)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
     finally:
         eng.close()

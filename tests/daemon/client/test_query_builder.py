@@ -76,9 +76,9 @@ def test_from_state_dir_reads_the_recorded_profile_and_refuses_another_model(
     state = tmp_path / "state"
     eng = make_engine(tree, state, fake_vectors)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
-        fingerprint = eng.model.fingerprint
+        fingerprint = eng.profiles.profile.model.fingerprint
     finally:
         eng.close()
     qb = QueryBuilder.from_state_dir(state)
@@ -114,7 +114,7 @@ def rankings(
     # rankings compared must come from the same query vectors
     eng = make_engine(root, state, None, qdrant={"engine": "edge"})
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
     finally:
         eng.close()
@@ -240,7 +240,7 @@ def test_the_version_filter_ranks_as_ingestd_search_version_on_both_engines(
     state = tmp_path / "state"
     eng = engine(state, "edge")
     try:
-        eng.source("book").refresh()  # type: ignore[attr-defined]
+        eng.context.source("book").refresh()  # type: ignore[attr-defined]
         eng.sync("book")
     finally:
         eng.close()

@@ -154,7 +154,7 @@ def test_through_a_daemon_and_here_the_answer_is_the_same(
     state = tmp_path / "state"
     engine = make_engine(tree, state, fake_vectors)
     try:
-        for name in engine.sources:
+        for name in engine.context.sources:
             engine.sync(name)
     finally:
         engine.close()

@@ -58,7 +58,7 @@ def _assert_matches_oracle(cfg: Path, state: Path, tmp: Path) -> None:
     fresh = tmp / "oracle"
     eng = Engine(load_config(cfg), fresh, embed_model=fake_vectors)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
     finally:
         eng.close()

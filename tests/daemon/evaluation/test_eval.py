@@ -365,7 +365,7 @@ def test_ranks_are_those_of_ingestd_search_over_the_same_tree(
     shutil.copyfile(state / "embeddings.db", tmp_path / "embeddings.db")
     engine = make_engine(corpus, tmp_path, embed)
     try:
-        engine.sync(next(iter(engine.sources)))
+        engine.sync(next(iter(engine.context.sources)))
         assert not embed.texts  # the eval filled the cache: the same chunks
         for mode in MODES:
             want = raw["rule_sets"][0]["ranks"][mode]
@@ -565,7 +565,7 @@ def harness(
 
 
 def _collections(h: Any) -> list[str]:
-    return h.call(lambda e: sorted(e.store.collections()))
+    return h.call(lambda e: sorted(e.resources.store.collections()))
 
 
 @pytest.mark.slow
@@ -609,7 +609,7 @@ def test_ctrl_c_through_the_daemon_cancels_and_drops_the_collections(
     assert _collections(h) == before
     assert not (h.state / LEDGER).read_text().strip()
     # the daemon goes on: its own source still answers
-    hits = h.call(lambda e: e.store.point_count("ingestd"))
+    hits = h.call(lambda e: e.resources.store.point_count("ingestd"))
     assert hits > 0
 
 
@@ -625,7 +625,7 @@ def test_a_failing_run_in_the_daemon_drops_its_collections_and_those_left_by_a_k
     h = harness
     before = _collections(h)
     # a run killed with the daemon left a collection behind, listed in the ledger
-    h.call(lambda e: e.store.ensure_collection("eval-0123abcd-0", 384))
+    h.call(lambda e: e.resources.store.ensure_collection("eval-0123abcd-0", 384))
     (h.state / LEDGER).write_text("eval-0123abcd-0\ningestd\n")
     assert "eval-0123abcd-0__v1" in _collections(h)
     cfg = load_config(None)

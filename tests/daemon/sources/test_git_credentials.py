@@ -89,7 +89,7 @@ def _sync(state: Path, source: dict[str, Any]) -> int:
     cfg = load_config(None, overrides={"state_dir": str(state), "sources": [source]})
     eng = Engine(cfg, state, embed_model=fake_vectors)
     try:
-        src = eng.source("book")
+        src = eng.context.source("book")
         assert isinstance(src, GitSource)
         src.refresh()
         eng.sync("book")

@@ -37,7 +37,7 @@ def _scratch(tmp: Path, url: str) -> dict[str, dict[str, Any]]:
     cfg = load_config(None, overrides={"state_dir": str(state), "sources": [source]})
     eng = Engine(cfg, state, embed_model=fake_vectors)
     try:
-        eng.source("book").refresh()  # type: ignore[attr-defined]
+        eng.context.source("book").refresh()  # type: ignore[attr-defined]
         eng.sync("book")
     finally:
         eng.close()

@@ -55,7 +55,7 @@ def _sync(state: Path, url: str, refs: tuple[str, ...], embed: Any = fake_vector
     """Fetch and sync in a fresh engine; ``verify`` must be clean."""
     eng = _engine(state, url, refs, embed)
     try:
-        eng.source("book").refresh()  # type: ignore[attr-defined]
+        eng.context.source("book").refresh()  # type: ignore[attr-defined]
         res = eng.sync("book")
         report = eng.verify("book")
         assert report.clean, report.as_dict()
@@ -294,7 +294,7 @@ def test_a_store_from_before_shared_points_is_written_again_without_embedding(
         m.setattr(engine, "rekey_versions", lambda *_a: 0)
         eng = _engine(state, url, both)
         try:
-            eng.source("book").refresh()  # type: ignore[attr-defined]
+            eng.context.source("book").refresh()  # type: ignore[attr-defined]
             eng.sync("book")
         finally:
             eng.close()

@@ -192,7 +192,7 @@ def _sync(state: Path, paths: list[str] | None = None) -> Any:
     """One sync of the ``mem`` source in a fresh engine, closed after (the store is free)."""
     eng = Engine(_config(state), state, embed_model=fake_vectors)
     try:
-        source = eng.source("mem")
+        source = eng.context.source("mem")
         assert isinstance(source, MemorySource) and not is_watched(source)
         res = eng.sync("mem", paths)
         assert eng.verify("mem").clean

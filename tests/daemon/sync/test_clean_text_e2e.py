@@ -63,7 +63,7 @@ def test_real_model_and_bm25_read_clean_text_payload_stays_verbatim(
     state = tmp_path / "state"
     eng = make_engine(root, state, real_embedder)
     try:
-        (name,) = eng.sources
+        (name,) = eng.context.sources
         assert eng.sync(name).indexed == 2
     finally:
         eng.close()

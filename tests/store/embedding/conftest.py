@@ -49,7 +49,10 @@ def _real_chunks(tmp: Path) -> list[str]:
         eng = Engine(load_config(None, roots=[root]), tmp / root.name, embed_model=_no)
         try:
             for rel in rels:
-                chunks = [c.embed_text for c in eng.prepare(next(iter(eng.sources)), rel).chunks]
+                chunks = [
+                    c.embed_text
+                    for c in eng.preparer.prepare(next(iter(eng.context.sources)), rel).chunks
+                ]
                 texts.extend(chunks[:12])
         finally:
             eng.close()
