@@ -256,11 +256,8 @@ class Service:
         if self.cfg.embedding.preload:  # load the embedding model in the background
             self.preload.start(self.engine)
         self.started.set()
-        logger.info(
-            "ready: %d source(s), control socket %s",
-            len(self.engine.context.sources),
-            self._control.path,
-        )
+        n = len(self.engine.context.sources)
+        logger.info("ready: %d source(s), control socket %s", n, self._control.path)
 
     def main_loop(self) -> None:
         """Run jobs until :attr:`should_exit`; ping the systemd watchdog.
@@ -382,8 +379,9 @@ class Service:
         old = self._running_engine()
         self.watches.stop(forget=True)
         if self.metrics is not None:
-            self.metrics.embedded_before += old.profiles.profile.embedder.stats.embedded
-            self.metrics.reused_before += old.profiles.profile.embedder.stats.reused
+            stats = old.profiles.profile.embedder.stats
+            self.metrics.embedded_before += stats.embedded
+            self.metrics.reused_before += stats.reused
         engine.take_over(old)  # what the old engine proved; its close records nothing
         old.close(record=False)
         self.cfg = new
