@@ -40,7 +40,7 @@ MODES = ("hybrid", "dense", "sparse")
 
 def _engine(root: Path, state: Path, engine: str, model: Any) -> Any:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     cfg = load_config(None, roots=[root], overrides={"qdrant": {"engine": engine}})
     return Engine(cfg, state, model_factory=lambda _info: model)

@@ -424,7 +424,7 @@ def walk_stat(root: Path) -> int:
 
 def pipeline_main(args: argparse.Namespace) -> None:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     tmp = Path(tempfile.mkdtemp(prefix="ingestd-bench-"))
     corpus = args.corpus.resolve()
@@ -541,7 +541,7 @@ def _subset(corpus: Path, limit: int, dest: Path) -> Path:
 def cold_ingest(backend: str, model: Any, corpus: Path, state: Path, threads: int | None) -> Any:
     """One cold ingest of ``corpus`` into a fresh ``state``; returns (SyncResult, seconds)."""
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     emb = {"backend": backend, "threads": threads}
     cfg = load_config(None, roots=[corpus], overrides={"embedding": emb})

@@ -51,9 +51,9 @@ def fake_vector(text: str) -> list[float]:
 def build(state: Path) -> None:
     """Index md-docs into ``state/qdrant`` as the engine would, with fake dense vectors."""
     from ingestd.daemon.config import load_config
+    from ingestd.daemon.engine import Engine
     from ingestd.daemon.sources.filter import SourceFilter
     from ingestd.daemon.sources.walk import scan
-    from ingestd.daemon.sync.engine import Engine
     from ingestd.daemon.sync.preparing.documents import sparse_vector
     from ingestd.store.vectors.base import Point
     from ingestd.store.vectors.client.qdrant import QdrantStore

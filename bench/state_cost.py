@@ -120,7 +120,7 @@ def _bulk_points(doc: int, rng: np.random.Generator) -> tuple[str, list[Any], li
 def build(state: Path, total: int) -> None:
     """Build a state dir of ``total`` points: md-docs plus the bulk source (see the docstring)."""
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.store.manifest.documents import AdoptedDocument
     from ingestd.store.manifest.manifest import Manifest, sqlite_url
     from ingestd.store.vectors.edge.edge import EdgeStore

@@ -45,7 +45,7 @@ from tests.helpers import fake_vectors, store_snapshot  # noqa: E402
 
 def _engine(state: Path, url: str, refs: list[str], embed: Any) -> Any:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     source = {"kind": "git", "name": "book", "url": url, "refs": refs}
     cfg = load_config(

@@ -1,5 +1,9 @@
 """The sync engine: plan a source's changes from the manifest, then apply them.
 
+The engine stands above the packages whose parts it composes, :mod:`~ingestd.daemon.sync`
+and :mod:`~ingestd.daemon.migration` (collection versions, which themselves use the sync
+parts): neither imports it.
+
 Everything here is an optimisation of "ingest everything from scratch" that must not
 change its result (DESIGN.md, the invariant): the store ends up holding exactly the
 points :meth:`Engine.expected_points` derives from the current files.

@@ -89,7 +89,7 @@ def model_the_builder_lacks(dest: Path) -> Path:
 
 def make_engine(root: Path, state: Path, embed: Any, **overrides: Any) -> Any:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     cfg = load_config(None, roots=[root], overrides=overrides or None)
     return Engine(cfg, state, embed_model=embed)

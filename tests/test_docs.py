@@ -296,7 +296,7 @@ def _payload_page() -> tuple[set[str], set[str], set[str]]:
 def _git_points(tmp: Path) -> dict[str, dict[str, Any]]:
     """The points of a git source with two tags that share text (and moved some)."""
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from tests.gitrepos import HistoryRepo
     from tests.helpers import store_snapshot
 

@@ -7,7 +7,8 @@ the commands live by what they do:
 - :mod:`~ingestd.daemon.cli.index`: ``resync``, ``verify``, ``forget``, ``sources``;
 - :mod:`~ingestd.daemon.cli.query`: ``search``, ``status``;
 - :mod:`~ingestd.daemon.cli.embedding`: ``migrate``, ``export-model``;
-- :mod:`~ingestd.daemon.cli.tuning`: ``chunk``, ``eval``;
+- :mod:`~ingestd.daemon.cli.tuning`: ``chunk``, ``eval`` (where a run goes and its
+  progress display: :mod:`~ingestd.daemon.cli.eval_client`);
 - :mod:`~ingestd.daemon.cli.consumers`: ``mcp``, the index served to agents.
 
 What they share is :mod:`~ingestd.daemon.cli.shared`:

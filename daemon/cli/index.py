@@ -159,7 +159,7 @@ def _rebuild(
             cfg = cfg.model_copy(update={"sources": sources_in_store(cfg, sd)})
         if not cfg.sources:
             raise Fatal("nothing to sync: give PATH arguments or --config", 2)
-        from ingestd.daemon.sync.engine import Engine
+        from ingestd.daemon.engine import Engine
 
         engine = Engine(cfg, sd)
         try:

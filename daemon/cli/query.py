@@ -29,7 +29,7 @@ from ingestd.store.search.citation import version_text
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
 __all__ = ["read", "search", "status"]
 

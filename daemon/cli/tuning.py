@@ -165,8 +165,8 @@ def eval_cmd(
         ingestd eval qa.jsonl --corpus ./docs
         ingestd eval qa.jsonl --corpus ./docs --rules small.yaml --rules big.yaml --mode hybrid
     """
+    from ingestd.daemon.cli import eval_client as eval_cli
     from ingestd.daemon.config import ConfigError
-    from ingestd.daemon.evaluation import cli as eval_cli
     from ingestd.daemon.evaluation import report as eval_report
     from ingestd.daemon.evaluation.evaluate import MODES, EvalError, EvalPlan
     from ingestd.daemon.evaluation.questions import (

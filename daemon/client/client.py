@@ -31,7 +31,7 @@ from ingestd.daemon.client.types import Answer, ReadResult, SyncReport
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
 __all__ = ["Client"]
 

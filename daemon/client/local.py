@@ -2,7 +2,7 @@
 
 :func:`locked_engine` is how the CLI and the :class:`LocalState` of a ``Client`` open
 it: take the state-dir lock (naming the holder), open an
-:class:`~ingestd.daemon.sync.engine.Engine` (the manifest, and the store when the
+:class:`~ingestd.daemon.engine.Engine` (the manifest, and the store when the
 command reads it), run, close it and release the lock, so an ``ingestd run`` or another
 command can take the state dir between calls. What a long-lived caller (an
 MCP server, an application) must not pay at every call is kept: the embedding models,
@@ -25,7 +25,7 @@ from ingestd.daemon.wire.statelock import WRITER_WAIT_S, ReadLock, StateLock
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.store.manifest.reader import ManifestReader
 
 __all__ = ["LocalState", "SharedModels", "locked_engine"]
@@ -60,7 +60,7 @@ def locked_engine(
             :class:`~ingestd.daemon.client.runner.Runner` then asks it instead), or
             readers kept it past ``wait_s``.
     """
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     lock: ReadLock | StateLock
     if read_only:

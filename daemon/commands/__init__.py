@@ -1,6 +1,6 @@
 """The commands the CLI (without a daemon), the ``Client`` and the control socket share.
 
-Each takes an :class:`~ingestd.daemon.sync.engine.Engine` and JSON-ready arguments and
+Each takes an :class:`~ingestd.daemon.engine.Engine` and JSON-ready arguments and
 returns JSON-ready results, so a command gives the same answer whether the caller opens
 the store itself or asks the running daemon. One module per command, grouped by what it
 does to the index: :mod:`~ingestd.daemon.commands.query` reads it (``search``, ``read``,

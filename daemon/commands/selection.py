@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
 __all__ = ["selected_sources"]
 

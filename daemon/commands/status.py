@@ -15,7 +15,7 @@ from ingestd.daemon.sources.shown import recorded_status
 from ingestd.daemon.statedir import StatePaths, state_dir_bytes
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.store.manifest.reader import ManifestReader
 
 __all__ = ["local_status", "status_of"]

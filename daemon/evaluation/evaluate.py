@@ -35,13 +35,13 @@ from typing import Any, cast
 
 from ingestd.chunkers.errors import IngestdError
 from ingestd.daemon.config import ManifestConfig, SourceConfig
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.evaluation.collections import EvalCollections, collection_name
 from ingestd.daemon.evaluation.pages import PAGE_DEPTH, pages_of
 from ingestd.daemon.evaluation.questions import Question
 from ingestd.daemon.evaluation.rulesets import LabeledRules
 from ingestd.daemon.evaluation.scoring import DEPTH, rank_hits
 from ingestd.daemon.sources.local import LocalSourceConfig
-from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncProgress
 from ingestd.store.search.pages import page_scores
 from ingestd.store.search.query import Mode

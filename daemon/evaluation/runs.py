@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ingestd.daemon.config import Config, ManifestConfig, QdrantConfig
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.evaluation.collections import LEDGER, EvalCollections
 from ingestd.daemon.evaluation.evaluate import (
     EvalCancelled,
@@ -34,7 +35,6 @@ from ingestd.daemon.evaluation.evaluate import (
 from ingestd.daemon.evaluation.questions import Question
 from ingestd.daemon.evaluation.rulesets import LabeledRules
 from ingestd.daemon.statedir import StatePaths, secure_state_dir
-from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.wire.errors import DaemonError
 
 __all__ = ["eval_cancel", "eval_progress", "run_in_daemon", "run_local"]

@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.service.systemd import WatchdogPinger
-from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.memory import release_free_memory
 
 __all__ = ["MODEL_LOAD_GRACE_S", "ModelPreload", "instrument", "unload_idle_model"]

@@ -34,7 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
 __all__ = ["Metrics"]
 

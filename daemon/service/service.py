@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.commands.routes import ROUTES, Thread
 from ingestd.daemon.config import Config, ConfigError
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.service import systemd
 from ingestd.daemon.service.control import ControlServer
 from ingestd.daemon.service.instrument import ModelPreload, instrument, unload_idle_model
@@ -54,7 +55,6 @@ from ingestd.daemon.service.status import (
 )
 from ingestd.daemon.service.watches import Watches
 from ingestd.daemon.sources.base import is_watched
-from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncResult
 from ingestd.daemon.wire.errors import DaemonError
 from ingestd.daemon.wire.statelock import WRITER_WAIT_S, StateLock

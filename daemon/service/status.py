@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from ingestd.daemon.commands.status import status_of
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.service.policy import SyncPolicy
 from ingestd.daemon.service.watches import Watches
 from ingestd.daemon.sources.base import Fetched
-from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.writing.write_parts import InFlight
 
 __all__ = ["daemon_status", "failing_fetches", "health_problems", "status_line"]

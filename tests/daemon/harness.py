@@ -71,8 +71,8 @@ class Harness:
         **overrides: Any,
     ) -> None:
         from ingestd.daemon.config import load_config
+        from ingestd.daemon.engine import Engine
         from ingestd.daemon.service.service import Service
-        from ingestd.daemon.sync.engine import Engine
 
         self.root = root
         self.state = state
@@ -191,7 +191,7 @@ class Harness:
         """Wait for a new batch (when ``batches_before`` is given), idleness and a clean verify.
 
         Returns:
-            The clean :class:`~ingestd.daemon.sync.engine.VerifyReport`.
+            The clean :class:`~ingestd.daemon.engine.VerifyReport`.
         """
         deadline = time.monotonic() + timeout
         if batches_before is not None:

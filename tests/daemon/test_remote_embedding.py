@@ -23,7 +23,7 @@ from ingestd.chunkers.errors import UnavailableError
 from ingestd.daemon.cli.main import cli
 from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.config import load_config
-from ingestd.daemon.sync.engine import Engine
+from ingestd.daemon.engine import Engine
 from ingestd.store.embedding.embedder import load_embedder, model_info
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import (

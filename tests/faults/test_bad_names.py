@@ -121,7 +121,7 @@ def test_a_document_that_cannot_be_written_fails_alone(
     docs: Path, tmp_path: Path, fake_embedder: CountingEmbedder
 ) -> None:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.store.vectors.client.qdrant import QdrantStore
 
     state = tmp_path / "state"

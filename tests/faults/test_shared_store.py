@@ -34,7 +34,7 @@ def _config(tmp: Path, name: str, root: Path, store: Path, engine: str) -> Path:
 
 def _engine(cfg: Any, state: Path) -> contextlib.closing[Any]:
     """An engine on ``state`` with :func:`fake_vectors`, closed when the block ends."""
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     return contextlib.closing(Engine(cfg, state, embed_model=fake_vectors))
 

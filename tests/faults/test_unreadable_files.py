@@ -62,7 +62,7 @@ def test_an_unreadable_file_backs_off_and_warns_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     caplog.set_level(logging.INFO, "ingestd")
     clock = [1000.0]

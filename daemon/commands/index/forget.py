@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.store.manifest.reader import ManifestReader
 
 __all__ = ["forget", "known_source"]

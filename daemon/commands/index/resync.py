@@ -12,8 +12,8 @@ from ingestd.daemon.sources.base import Fetched
 from ingestd.daemon.sources.gitcmd import GitError, redact_url
 
 if TYPE_CHECKING:
+    from ingestd.daemon.engine import Engine
     from ingestd.daemon.sources.git import GitSource
-    from ingestd.daemon.sync.engine import Engine
     from ingestd.daemon.sync.types import SyncProgress
 
 __all__ = ["EXIT_HELD", "resync"]

@@ -29,7 +29,7 @@ from ingestd.daemon.sources.base import Fetched
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.daemon.sync.types import SyncResult
 
 __all__ = ["fetch", "scopes", "sync", "unknown_paths"]

@@ -26,7 +26,7 @@ from ingestd.daemon.wire.errors import DaemonError
 from ingestd.store.search.citation import cite
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.store.search.passages import Passage
 
 __all__ = [

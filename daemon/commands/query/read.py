@@ -43,7 +43,7 @@ from ingestd.store.search.citation import cite, version_text
 
 if TYPE_CHECKING:
     from ingestd.chunkers.readers.document import Extracted
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
 __all__ = ["MAX_BUDGET", "MAX_CONTEXT", "MAX_LINES", "read", "read_text"]
 

@@ -32,7 +32,7 @@ from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
     from ingestd.chunkers.sizing.tokenizers import ModelSizer
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.store.search.query import Filters, Mode
     from ingestd.store.search.request import SearchRequest
 

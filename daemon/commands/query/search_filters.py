@@ -16,7 +16,7 @@ from ingestd.daemon.sources.versions import VERSION_SEP, is_versioned
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
 __all__ = ["check_path", "filter_notes", "versions_of"]
 

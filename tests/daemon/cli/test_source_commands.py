@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 
 from ingestd.daemon.cli.main import cli
 from ingestd.daemon.config import load_config
-from ingestd.daemon.sync.engine import Engine
+from ingestd.daemon.engine import Engine
 from tests.gitrepos import HistoryRepo
 from tests.gitserver import GitDaemon, free_port
 from tests.helpers import copy_tree, fake_vectors

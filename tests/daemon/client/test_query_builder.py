@@ -221,8 +221,8 @@ def test_the_version_filter_ranks_as_ingestd_search_version_on_both_engines(
     from qdrant_client import QdrantClient
 
     from ingestd.daemon.config import load_config
+    from ingestd.daemon.engine import Engine
     from ingestd.daemon.sources.versions import payload_versions
-    from ingestd.daemon.sync.engine import Engine
     from tests.gitrepos import HistoryRepo
 
     query = "the ownership of a value, a reference and its borrow"

@@ -27,7 +27,7 @@ from click.testing import CliRunner, Result
 
 from ingestd.daemon.cli.main import cli
 from ingestd.daemon.config import load_config
-from ingestd.daemon.sync.engine import Engine
+from ingestd.daemon.engine import Engine
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import (
     REPO,

@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.config import load_config
-from ingestd.daemon.sync.engine import Engine
+from ingestd.daemon.engine import Engine
 from tests.helpers import (
     copy_tree,
     fake_vectors,

@@ -34,7 +34,7 @@ def test_a_source_dropped_from_the_config_is_marked_in_search_and_status(
     from ingestd.daemon.commands.query.search import answer
     from ingestd.daemon.commands.status import status_of
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     kept, dropped = tmp_path / "kept", tmp_path / "dropped"
     kept.mkdir()

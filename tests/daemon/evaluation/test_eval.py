@@ -166,7 +166,7 @@ def test_progress_log_writes_a_line_per_phase_and_then_one_every_interval(
 ) -> None:
     import time
 
-    from ingestd.daemon.evaluation.cli import ProgressLog
+    from ingestd.daemon.cli.eval_client import ProgressLog
     from ingestd.daemon.evaluation.evaluate import EvalProgress
     from ingestd.daemon.sync.types import SyncProgress
 
@@ -182,7 +182,7 @@ def test_progress_log_writes_a_line_per_phase_and_then_one_every_interval(
         started=time.monotonic() - 10,
     )
     indexing = EvalProgress("0123abcd", "tiny", 0, 2, sync=sync)
-    caplog.set_level("INFO", logger="ingestd.daemon.evaluation.cli")
+    caplog.set_level("INFO", logger="ingestd.daemon.cli.eval_client")
     log(EvalProgress("0123abcd", "tiny", 0, 2))  # nothing to show before the first slice
     for t in (1.0, 2.0, 20.0, 31.5, 40.0):  # one line, then one 30 s later
         clock[0] = t
@@ -493,7 +493,7 @@ def test_sigterm_ends_a_local_run_with_143_and_leaves_no_scratch_state(
 ) -> None:
     from contextlib import contextmanager
 
-    from ingestd.daemon.evaluation import cli as eval_cli
+    from ingestd.daemon.cli import eval_client as eval_cli
     from ingestd.daemon.evaluation.rulesets import rule_sets
 
     _, state, qs = first_run
@@ -574,7 +574,7 @@ def test_ctrl_c_through_the_daemon_cancels_and_drops_the_collections(
 ) -> None:
     from contextlib import contextmanager
 
-    from ingestd.daemon.evaluation import cli as eval_cli
+    from ingestd.daemon.cli import eval_client as eval_cli
     from ingestd.daemon.evaluation.collections import LEDGER
     from ingestd.daemon.evaluation.rulesets import rule_sets
     from ingestd.daemon.wire.protocol import request
@@ -617,7 +617,7 @@ def test_ctrl_c_through_the_daemon_cancels_and_drops_the_collections(
 def test_a_failing_run_in_the_daemon_drops_its_collections_and_those_left_by_a_killed_one(
     harness: Any, corpus: Path, qa: Path, tiny: Path
 ) -> None:
-    from ingestd.daemon.evaluation import cli as eval_cli
+    from ingestd.daemon.cli import eval_client as eval_cli
     from ingestd.daemon.evaluation.collections import LEDGER
     from ingestd.daemon.evaluation.rulesets import rule_sets
     from ingestd.daemon.wire.errors import DaemonError

@@ -26,8 +26,8 @@ from ingestd.daemon.commands.index.migrate import migrate as migrate_cmd
 from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.commands.status import status_of
 from ingestd.daemon.config import load_config
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.migration import version_writer
-from ingestd.daemon.sync.engine import Engine
 from ingestd.store.embedding.embedder import BUNDLED_MODEL, model_info
 from ingestd.store.manifest.builds import BuildDocuments
 from tests.helpers import (

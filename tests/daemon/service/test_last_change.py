@@ -29,7 +29,7 @@ class Clock:
 
 def _engine(root: Path, state: Path, clock: Clock) -> Any:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     return Engine(load_config(None, roots=[root]), state, embed_model=fake_vectors, now=clock)
 

@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.config import load_config
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.sources.git import GitSource
 from ingestd.daemon.sources.gitcmd import GitError, GitRunner, Login, split_login
-from ingestd.daemon.sync.engine import Engine
 from tests.gitrepos import HistoryRepo, git
 from tests.gitserver import HttpBackend
 from tests.helpers import fake_vectors, store_snapshot

@@ -15,8 +15,8 @@ import pytest
 
 from ingestd.daemon.client import Client
 from ingestd.daemon.config import load_config
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.sources.versions import payload_versions
-from ingestd.daemon.sync.engine import Engine
 from tests.daemon.harness import Harness
 from tests.gitrepos import HistoryRepo
 from tests.helpers import (

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ingestd.daemon.config import load_config
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.sources.git import GitSource
 from ingestd.daemon.sources.mirror import legacy_mirror_dir, mirror_dir
-from ingestd.daemon.sync.engine import Engine
 from tests.gitrepos import HistoryRepo, git
 from tests.helpers import fake_vectors, store_snapshot, without_provenance
 

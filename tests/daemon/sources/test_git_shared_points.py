@@ -22,8 +22,8 @@ import yaml
 from ingestd.daemon.commands.query.read import read
 from ingestd.daemon.commands.query.search import search
 from ingestd.daemon.config import load_config
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.sources.versions import BY_VERSION_KEY, payload_versions, version_view
-from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncResult
 from ingestd.store.vectors.ids import point_ids
 from tests.gitrepos import HistoryRepo, git
@@ -272,7 +272,7 @@ def test_a_store_from_before_shared_points_is_written_again_without_embedding(
     state = tmp_path / "state"
     both = ("v1", "v2")
     with monkeypatch.context() as m:  # the writer as it was: one point per version
-        import ingestd.daemon.sync.engine as engine
+        import ingestd.daemon.engine as engine
         import ingestd.daemon.sync.preparing.preparer as preparer
         import ingestd.daemon.sync.writing.applier as applier
         import ingestd.daemon.sync.writing.writer as writer

@@ -21,10 +21,10 @@ import pytest
 from ingestd.daemon.commands.query.search import search
 from ingestd.daemon.commands.status import status_of
 from ingestd.daemon.config import load_config
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.sources.git import GitSource
 from ingestd.daemon.sources.gitcmd import GitError
 from ingestd.daemon.sources.versions import payload_versions, version_view
-from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncResult
 from tests.gitrepos import HistoryRepo, git
 from tests.gitserver import GitDaemon, HttpBackend

@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import pytest
 
 from ingestd.daemon.config import ConfigError, SourceConfig, load_config
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.sources import kinds
 from ingestd.daemon.sources.base import (
     ChangeMode,
@@ -30,7 +31,6 @@ from ingestd.daemon.sources.base import (
 )
 from ingestd.daemon.sources.local import LocalFolder, LocalSourceConfig
 from ingestd.daemon.sources.shown import FolderStatus, When
-from ingestd.daemon.sync.engine import Engine
 from tests.helpers import MD_DOCS, SMALL_MD, fake_vectors, store_snapshot, without_provenance
 
 #: The documents of each ``memory`` source, by its ``root``: path -> bytes.

@@ -163,7 +163,7 @@ def test_a_manifest_written_since_the_close_is_checked_point_by_point(
 @pytest.mark.engine("edge")
 def test_a_readers_search_leaves_the_record_proven(tmp_path: Path, reads: PayloadReads) -> None:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     root, state = ingested_tree(tmp_path)
     record = (state / RECORD_FILE).read_bytes()

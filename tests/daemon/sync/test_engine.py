@@ -339,7 +339,7 @@ def test_files_that_become_ignored_or_excluded_are_deleted(
     leaves out is not back, however present it is.
     """
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     root = tmp_path / "docs"
     (root / "drafts").mkdir(parents=True)

@@ -36,7 +36,7 @@ def onnx_export_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def _real_chunks(tmp: Path) -> list[str]:
     """Embedded texts of real chunks from the four corpora, and two over-long texts."""
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     texts: list[str] = []
     picks = [

@@ -54,7 +54,7 @@ INT8_FINGERPRINT_BEFORE = "2279a6e017d0ca808a3e6226e9fca0ed67710b30cdcfdc7ca4482
 
 
 def test_backend_is_chosen_in_the_config(tmp_path: Path) -> None:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     default = load_config(None)
     # the test extra installs the openvino extra: the default wherever it is installed

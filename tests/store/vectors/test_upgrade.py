@@ -121,7 +121,7 @@ def test_a_stopped_upgrade_resumes_on_the_next_start(
 ) -> None:
     """Two sources share the collection; a stop during the second leaves a build to resume."""
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     roots = [copy_tree(tmp_path / "a"), copy_tree(tmp_path / "b")]
     state = tmp_path / "state"

@@ -85,7 +85,7 @@ def tree(tmp_path: Path) -> Path:
 
 def _engine(tree: Path, state: Path, client: FaultyClient, embed: Any, retry: float) -> Any:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     store = QdrantStore(client=client, retry_seconds=retry)
     assert not store.local  # a given client gets server-mode retries
