@@ -25,7 +25,7 @@ from ingestd.chunkers.base import Chunk, Chunker
 from ingestd.chunkers.markup.asciidoc import asciidoc_edits, read_asciidoc
 from ingestd.chunkers.markup.render import Rendering
 from ingestd.chunkers.packing.packer import pack_titled
-from ingestd.chunkers.packing.sections import (
+from ingestd.chunkers.sections import (
     Block,
     Section,
     SectionOptions,

@@ -15,9 +15,10 @@ What they share is :mod:`~ingestd.daemon.cli.shared`:
 :mod:`~ingestd.daemon.cli.shared.options` (options, ``--json`` output),
 :mod:`~ingestd.daemon.cli.shared.errors` (known failures, exit codes),
 :mod:`~ingestd.daemon.cli.shared.state` (the running daemon or the state dir) and
-:mod:`~ingestd.daemon.cli.shared.progress` (progress bars). The output helpers of one
-command stay beside it: :mod:`~ingestd.daemon.cli.status_text` (``status``) and
-:mod:`~ingestd.daemon.cli.preview` (``chunk``).
+:mod:`~ingestd.daemon.cli.shared.progress` (progress bars). The output helper of one
+command stays beside it: :mod:`~ingestd.daemon.cli.preview` (``chunk``); ``status`` as
+text is :mod:`~ingestd.daemon.commands.status_text`, beside the status JSON it renders
+(``ingestd ui`` shows it too).
 
 A new command goes in the module of its kind, as a ``@click.command()`` with
 ``@common_options`` and ``@handle_errors``, importing anything beyond click and the

@@ -108,7 +108,7 @@ def migration_costs(cfg: Config, sd: Path) -> list[dict[str, Any]]:
 
 
 def _print_migrate(result: dict[str, Any], as_json: bool) -> None:
-    from ingestd.daemon.cli.status_text import migration_lines
+    from ingestd.daemon.commands.status_text import migration_lines
 
     if as_json:
         echo_json(result)

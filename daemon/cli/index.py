@@ -33,7 +33,7 @@ from ingestd.daemon.cli.shared.state import (
     split_targets,
     with_manifest_sources,
 )
-from ingestd.daemon.cli.status_text import format_when
+from ingestd.daemon.commands.status_text import format_when
 from ingestd.daemon.sources.shown import recorded_status, shown_by
 
 if TYPE_CHECKING:

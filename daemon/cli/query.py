@@ -339,7 +339,7 @@ def status(
         ingestd status --state-dir ./state
         ingestd status --state-dir ./state --json | jq '.sources[].chunks'
     """
-    from ingestd.daemon.cli.status_text import status_lines
+    from ingestd.daemon.commands.status_text import status_lines
 
     cfg, sd = load_light(config_path, state_dir, log_level)
     if live:

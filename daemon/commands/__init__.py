@@ -5,7 +5,8 @@ returns JSON-ready results, so a command gives the same answer whether the calle
 the store itself or asks the running daemon. One module per command, grouped by what it
 does to the index: :mod:`~ingestd.daemon.commands.query` reads it (``search``, ``read``,
 ``chunks``), :mod:`~ingestd.daemon.commands.index` changes or checks it (``resync``,
-``sync``, ``verify``, ``forget``, ``migrate``). Beside them: ``status``, ``evaluate``
+``sync``, ``verify``, ``forget``, ``migrate``). Beside them: ``status`` (and
+``status_text``, its JSON as text for a person, the CLI's and the UI's), ``evaluate``
 (``eval`` in the daemon), ``selection`` (the source check every command shares) and
 :mod:`~ingestd.daemon.commands.routes`, the one table that routes them through the
 control socket: a command the daemon answers is registered there, and nowhere else.

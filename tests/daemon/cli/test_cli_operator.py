@@ -123,7 +123,7 @@ def test_status_names_a_missing_root_without_a_daemon(tmp_path: Path) -> None:
 
 
 def test_status_text_renders_the_daemon_keys() -> None:
-    from ingestd.daemon.cli.status_text import format_age, status_lines
+    from ingestd.daemon.commands.status_text import format_age, status_lines
 
     now = 1_700_000_000.0
     st: dict[str, Any] = {

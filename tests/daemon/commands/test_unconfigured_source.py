@@ -30,9 +30,9 @@ def _config(path: Path, *roots: Path) -> Path:
 def test_a_source_dropped_from_the_config_is_marked_in_search_and_status(
     tmp_path: Path, real_embedder: CountingEmbedder
 ) -> None:
-    from ingestd.daemon.cli.status_text import status_lines
     from ingestd.daemon.commands.query.search import answer
     from ingestd.daemon.commands.status import status_of
+    from ingestd.daemon.commands.status_text import status_lines
     from ingestd.daemon.config import load_config
     from ingestd.daemon.engine import Engine
 

@@ -329,7 +329,7 @@ def test_periodic_safety_rescan_finds_missed_changes(
 def test_status_shows_the_folders_watched_and_ignored_and_the_watch_budget(
     tree: Path, scratch: Path, fake_embedder: CountingEmbedder
 ) -> None:
-    from ingestd.daemon.cli.status_text import status_lines
+    from ingestd.daemon.commands.status_text import status_lines
     from ingestd.daemon.watch.inotify import max_user_watches
 
     (tree / "node_modules/pkg/lib").mkdir(parents=True)

@@ -299,8 +299,8 @@ def test_status_and_sources_ask_the_kind_for_its_lines(
 
     from ingestd.daemon.cli.index import sources
     from ingestd.daemon.cli.shared.state import manifest_reader
-    from ingestd.daemon.cli.status_text import status_lines
     from ingestd.daemon.commands.status import local_status
+    from ingestd.daemon.commands.status_text import status_lines
 
     memory_kind["/mem/docs"] = {SMALL_MD[0]: (MD_DOCS / SMALL_MD[0]).read_bytes()}
     state = tmp_path / "state"

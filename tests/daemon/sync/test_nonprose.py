@@ -130,9 +130,9 @@ def test_base64_and_one_character_files_are_skipped_blob_pages_lose_only_blobs(
 def test_a_manual_with_a_blob_listing_is_searchable_and_status_says_partly_skipped(
     tmp_path: Path, real_embedder: CountingEmbedder
 ) -> None:
-    from ingestd.daemon.cli.status_text import status_lines
     from ingestd.daemon.commands.query.search import search
     from ingestd.daemon.commands.status import status_of
+    from ingestd.daemon.commands.status_text import status_lines
 
     root = tmp_path / "docs"
     root.mkdir()
