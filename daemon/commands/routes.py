@@ -32,9 +32,23 @@ from ingestd.daemon.commands.query import read
 from ingestd.daemon.commands.query.chunks import chunks
 from ingestd.daemon.commands.query.search import wire_answer
 from ingestd.daemon.evaluation.runs import eval_cancel, eval_progress
-from ingestd.daemon.service.jobs import Priority
 
-__all__ = ["ROUTES", "Daemon", "Route", "Thread"]
+__all__ = ["ROUTES", "Daemon", "Priority", "Route", "Thread"]
+
+
+class Priority(enum.IntEnum):
+    """How urgently a command runs: the order of jobs in the service's queue.
+
+    Lower first, then first come first served (the queue,
+    :class:`~ingestd.daemon.service.jobs.JobQueue`, orders every job by it).
+    """
+
+    URGENT = 0
+    """Searches, quick commands, wake-ups: also run at the checkpoints of long work."""
+    CHANGES = 1
+    """Change batches of files and most commands."""
+    SCAN = 2
+    """Scans of whole sources (start-up, reload, rescans)."""
 
 
 class Thread(enum.Enum):
@@ -64,7 +78,7 @@ class Route:
     """Where it runs."""
     priority: Priority = Priority.CHANGES
     """Its job's priority on the engine thread (:attr:`Priority.URGENT
-    <ingestd.daemon.service.jobs.Priority.URGENT>`: also at checkpoints of long work)."""
+    <ingestd.daemon.commands.routes.Priority.URGENT>`: also at checkpoints of long work)."""
     rescans: bool = False
     """The sources its result names under ``rescan`` are scanned afterwards."""
 

@@ -33,8 +33,9 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from ingestd.daemon.commands.routes import Priority
 from ingestd.daemon.engine import Engine
-from ingestd.daemon.service.jobs import Backoff, Job, JobQueue, Priority
+from ingestd.daemon.service.jobs import Backoff, Job, JobQueue
 from ingestd.daemon.sources.base import Fetched
 from ingestd.daemon.sync.types import SyncInterrupted, SyncProgress, SyncResult
 

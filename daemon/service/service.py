@@ -39,13 +39,13 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from ingestd.daemon.commands.routes import ROUTES, Thread
+from ingestd.daemon.commands.routes import ROUTES, Priority, Thread
 from ingestd.daemon.config import Config, ConfigError
 from ingestd.daemon.engine import Engine
 from ingestd.daemon.service import systemd
 from ingestd.daemon.service.control import ControlServer
 from ingestd.daemon.service.instrument import ModelPreload, instrument, unload_idle_model
-from ingestd.daemon.service.jobs import Backoff, JobQueue, Priority
+from ingestd.daemon.service.jobs import Backoff, JobQueue
 from ingestd.daemon.service.policy import SyncPolicy
 from ingestd.daemon.service.status import (
     daemon_status,
