@@ -320,7 +320,7 @@ def _sqlite_full(*_a: Any, **_k: Any) -> Any:
 def test_disk_full_gives_one_line_and_exit_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, owner: str, method: str, fault: Any
 ) -> None:
-    from ingestd.daemon.sync import engine as engine_mod
+    from ingestd.daemon import engine as engine_mod
     from ingestd.store.manifest.manifest import Manifest
 
     root = copy_tree(tmp_path / "docs")
