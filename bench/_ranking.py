@@ -64,7 +64,7 @@ RRF_K, CANDIDATES, DEPTH = 60, 50, 100
 MMR_PICKS = 20  # ranks MMR chooses; the rest follow in fused order
 _STATS = ("R@1", "R@5", "MRR@10")
 PASSAGE_BUDGET = 2048  # tokens of passages scored at page level
-MAX_HITS = 52  # hits a search fills 2,048 tokens from (daemon/commands/search.py: budget / 40)
+MAX_HITS = 52  # hits a search fills 2,048 tokens from (commands/query/search.py: budget / 40)
 PAGE_HITS = 50  # hits ingestd eval ranks pages from (daemon/evaluation/evaluate.py)
 
 

@@ -4,7 +4,7 @@ Each dev set (md-docs, rst-docs, rust-book, mkdocs-docs) is indexed with the def
 rules into a Qdrant Edge store and into a local-mode store (the second from a copy of the
 first's embedding cache: nothing is embedded twice), and every question of
 ``../shared/corpora/qa/<set>.jsonl`` is asked through ``ingestd search``'s own code
-(:func:`ingestd.daemon.commands.search.search`, ``k`` = 10) in hybrid, dense and
+(:func:`ingestd.daemon.commands.query.search.search`, ``k`` = 10) in hybrid, dense and
 sparse mode. Printed per set and mode: questions whose top 10 are identical, identical
 up to ties (the same scores rank by rank; equal scores may come in either order), and
 path recall@5 (the gold file among the first five hits) with each engine.
@@ -40,7 +40,7 @@ MODES = ("hybrid", "dense", "sparse")
 
 def _engine(root: Path, state: Path, engine: str, model: Any) -> Any:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     cfg = load_config(None, roots=[root], overrides={"qdrant": {"engine": engine}})
     return Engine(cfg, state, model_factory=lambda _info: model)
@@ -48,7 +48,7 @@ def _engine(root: Path, state: Path, engine: str, model: Any) -> Any:
 
 def run_set(name: str, work: Path, cache: Path | None, model: Any) -> dict[str, Any]:
     """Index ``name`` into both engines and compare every question's rankings."""
-    from ingestd.daemon.commands.search import search
+    from ingestd.daemon.commands.query.search import search
 
     root = SETS[name]
     questions = [
@@ -63,7 +63,7 @@ def run_set(name: str, work: Path, cache: Path | None, model: Any) -> dict[str, 
                 src.backup(dst)
         eng = _engine(root, state, engine, model)
         try:
-            for source in eng.sources:
+            for source in eng.context.sources:
                 eng.sync(source)
             results[engine] = {
                 mode: [search(eng, q["question"], k=10, mode=mode) for q in questions]

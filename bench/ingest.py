@@ -424,7 +424,7 @@ def walk_stat(root: Path) -> int:
 
 def pipeline_main(args: argparse.Namespace) -> None:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     tmp = Path(tempfile.mkdtemp(prefix="ingestd-bench-"))
     corpus = args.corpus.resolve()
@@ -442,13 +442,13 @@ def pipeline_main(args: argparse.Namespace) -> None:
     cfg = load_config(None, roots=[corpus], overrides={"embedding": {"backend": args.backend}})
     state = tmp / "state"
     eng = Engine(cfg, state, embed_model=model)
-    name = next(iter(eng.sources))
+    name = next(iter(eng.context.sources))
     t0 = time.perf_counter()
     res = eng.sync(name)
     pipeline_s = time.perf_counter() - t0
     texts: list[str] = []
-    for rel in sorted(eng.manifest.documents(name)):
-        prep = eng.prepare(name, rel)
+    for rel in sorted(eng.resources.manifest.documents(name)):
+        prep = eng.preparer.prepare(name, rel)
         texts.extend(c.embed_text for c in prep.chunks)
     eng.close()
     # the pipeline embeds each distinct text once: compare on the distinct texts
@@ -541,13 +541,13 @@ def _subset(corpus: Path, limit: int, dest: Path) -> Path:
 def cold_ingest(backend: str, model: Any, corpus: Path, state: Path, threads: int | None) -> Any:
     """One cold ingest of ``corpus`` into a fresh ``state``; returns (SyncResult, seconds)."""
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     emb = {"backend": backend, "threads": threads}
     cfg = load_config(None, roots=[corpus], overrides={"embedding": emb})
     eng = Engine(cfg, state, embed_model=model)
     try:
-        name = next(iter(eng.sources))
+        name = next(iter(eng.context.sources))
         t0 = time.perf_counter()
         res = eng.sync(name)
         return res, time.perf_counter() - t0

@@ -66,7 +66,7 @@ def build_tree(dest: Path, cfg_path: Path, target: int) -> int:
         The chunks of the tree under the config's rules (nothing is embedded).
     """
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     state = Path(tempfile.mkdtemp(prefix="bench-remote-count-"))
     engine = Engine(load_config(cfg_path), state)

@@ -1,7 +1,7 @@
 """Search latency in embedded mode at md-docs scale: dense vs sparse vs hybrid, filters, ranks.
 
 Builds (once, kept in ``--state``) an embedded Qdrant collection of md-docs exactly as
-ingestd stores it: every chunk of the default rules (``Engine.prepare``), its payload
+ingestd stores it: every chunk of the default rules (``Preparer.prepare``), its payload
 with ``path_prefixes``, its BM25 sparse vector, and a deterministic fake dense vector
 (latency does not depend on what the dense vectors mean; no model is loaded). Then
 times :meth:`QdrantStore.search` for the first ``--questions`` md-docs questions,
@@ -51,23 +51,23 @@ def fake_vector(text: str) -> list[float]:
 def build(state: Path) -> None:
     """Index md-docs into ``state/qdrant`` as the engine would, with fake dense vectors."""
     from ingestd.daemon.config import load_config
+    from ingestd.daemon.engine import Engine
     from ingestd.daemon.sources.filter import SourceFilter
     from ingestd.daemon.sources.walk import scan
-    from ingestd.daemon.sync.engine import Engine
     from ingestd.daemon.sync.preparing.documents import sparse_vector
     from ingestd.store.vectors.base import Point
     from ingestd.store.vectors.client.qdrant import QdrantStore
 
     cfg = load_config(None, roots=[MD_DOCS])
     eng = Engine(cfg, state / "engine", embed_model=lambda t: None)
-    source = next(iter(eng.sources))
+    source = next(iter(eng.context.sources))
     store = QdrantStore(path=str(state / "qdrant"))
     store.ensure_collection(COLLECTION, DIM)
     t0 = time.perf_counter()
     n = 0
     points: list[Any] = []
     for rel in sorted(scan(SourceFilter(cfg.sources[0], state / "engine"))):
-        prep = eng.prepare(source, rel)
+        prep = eng.preparer.prepare(source, rel)
         for c, pid, payload in zip(prep.chunks, prep.ids, prep.payloads, strict=True):
             points.append(Point(pid, fake_vector(c.embed_text), payload, sparse_vector(c)))
         if len(points) >= 1024:

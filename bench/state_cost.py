@@ -120,7 +120,7 @@ def _bulk_points(doc: int, rng: np.random.Generator) -> tuple[str, list[Any], li
 def build(state: Path, total: int) -> None:
     """Build a state dir of ``total`` points: md-docs plus the bulk source (see the docstring)."""
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.store.manifest.documents import AdoptedDocument
     from ingestd.store.manifest.manifest import Manifest, sqlite_url
     from ingestd.store.vectors.edge.edge import EdgeStore
@@ -131,8 +131,8 @@ def build(state: Path, total: int) -> None:
     cfg = load_config(None, roots=[CORPUS])
     eng = Engine(cfg, work, embed_model=synthetic_vectors)
     try:
-        res = eng.sync(next(iter(eng.sources)))
-        docs_points = eng.manifest.collection_counts(COLLECTION)[0]
+        res = eng.sync(next(iter(eng.context.sources)))
+        docs_points = eng.resources.manifest.collection_counts(COLLECTION)[0]
     finally:
         eng.close()
     print(f"md-docs: {res.indexed} documents, {docs_points:,} points", flush=True)

@@ -66,7 +66,7 @@ def build(base: Path, files: int) -> Path:
     if (base / "built").is_file():
         return config
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     write_tree(base / "docs", files)
     rule = {"match": ["*.md"], "chunker": "token", "params": {"max_tokens": 40, "overlap": 0}}
@@ -80,7 +80,7 @@ def build(base: Path, files: int) -> Path:
     eng = Engine(load_config(config), base / "state", embed_model=fake_vectors)
     try:
         eng.sync("bench")
-        chunks = eng.manifest.counts("bench")["chunks"]
+        chunks = eng.resources.manifest.counts("bench")["chunks"]
     finally:
         eng.close()
     print(f"built {files} files, {chunks} points in {time.perf_counter() - t:.0f} s")

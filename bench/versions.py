@@ -45,7 +45,7 @@ from tests.helpers import fake_vectors, store_snapshot  # noqa: E402
 
 def _engine(state: Path, url: str, refs: list[str], embed: Any) -> Any:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     source = {"kind": "git", "name": "book", "url": url, "refs": refs}
     cfg = load_config(
@@ -66,7 +66,7 @@ def _sync(state: Path, url: str, refs: list[str], embed: Any) -> tuple[Any, floa
     """
     eng = _engine(state, url, refs, embed)
     try:
-        src = eng.source("book")
+        src = eng.context.source("book")
         src.refresh()
         t0 = time.perf_counter()
         res = eng.sync("book")

@@ -89,7 +89,7 @@ def model_the_builder_lacks(dest: Path) -> Path:
 
 def make_engine(root: Path, state: Path, embed: Any, **overrides: Any) -> Any:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     cfg = load_config(None, roots=[root], overrides=overrides or None)
     return Engine(cfg, state, embed_model=embed)
@@ -102,7 +102,7 @@ def ingested_tree(tmp: Path, **overrides: Any) -> tuple[Path, Path]:
     state = tmp / "state"
     eng = make_engine(root, state, fake_vectors, **overrides)
     try:
-        eng.sync(next(iter(eng.sources)))
+        eng.sync(next(iter(eng.context.sources)))
     finally:
         eng.close()
     return root, state
@@ -247,7 +247,7 @@ def oracle(root: Path, tmp: Path, embed: Any, **overrides: Any) -> dict[str, dic
     state = tmp / f"oracle-{time.monotonic_ns()}"
     eng = make_engine(root, state, embed, **overrides)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
     finally:
         eng.close()

@@ -299,7 +299,7 @@ def _payload_page() -> tuple[set[str], set[str], set[str]]:
 def _git_points(tmp: Path) -> dict[str, dict[str, Any]]:
     """The points of a git source with two tags that share text (and moved some)."""
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from tests.gitrepos import HistoryRepo
     from tests.helpers import store_snapshot
 
@@ -314,7 +314,7 @@ def _git_points(tmp: Path) -> dict[str, dict[str, Any]]:
     cfg = load_config(None, overrides={"state_dir": str(state), "sources": [source]})
     eng = Engine(cfg, state, embed_model=fake_vectors)
     try:
-        eng.source("book").refresh()  # type: ignore[attr-defined]
+        eng.context.source("book").refresh()  # type: ignore[attr-defined]
         eng.sync("book")
     finally:
         eng.close()
@@ -333,7 +333,7 @@ def test_payload_page_names_every_key_the_store_holds(tmp_path: Path) -> None:
     (root / ".git" / "HEAD").write_text("0123456789abcdef0123456789abcdef01234567\n")
     eng = make_engine(root, tmp_path / "state", fake_vectors, rules=_RULES)
     try:
-        (name,) = eng.sources
+        (name,) = eng.context.sources
         eng.sync(name)
     finally:
         eng.close()

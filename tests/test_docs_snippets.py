@@ -138,7 +138,7 @@ def test_the_python_snippets_run_on_a_state_dir_of_the_users_own(
     state = tmp_path / "state"
     eng = make_engine(root, state, fake_vectors)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
     finally:
         eng.close()
@@ -170,7 +170,7 @@ def test_the_python_snippets_run_on_a_state_dir_of_the_users_own(
         out["client"].close()
     # the same hits as `ingestd search` on that store (the builder embeds the query with
     # the configured model, the real one)
-    from ingestd.daemon.commands.search import search as search_cmd
+    from ingestd.daemon.commands.query.search import search as search_cmd
 
     eng = make_engine(root, server, real_model, qdrant={"engine": "local"})
     try:

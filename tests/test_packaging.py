@@ -198,7 +198,7 @@ def test_the_readme_install_pulls_no_torch_and_indexes_and_searches_with_the_ref
     reference = tmp_path / "reference"
     eng = make_engine(tree, reference, real_model)  # the same tree, embedded by torch here
     try:
-        eng.sync(next(iter(eng.sources)))
+        eng.sync(next(iter(eng.context.sources)))
     finally:
         eng.close()
     got, want = state_dense_vectors(state), state_dense_vectors(reference)

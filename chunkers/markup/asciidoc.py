@@ -40,8 +40,8 @@ from __future__ import annotations
 import re
 
 from ingestd.chunkers.markup.noise import Edit
-from ingestd.chunkers.packing.sections import Block, Section
 from ingestd.chunkers.readers.expansion import OutputBudget
+from ingestd.chunkers.sections import Block, Section
 
 __all__ = ["BUILTIN_ATTRIBUTES", "asciidoc_edits", "read_asciidoc"]
 

@@ -29,7 +29,7 @@ from itertools import accumulate
 from ingestd.chunkers.base import LineIndex
 from ingestd.chunkers.markup.extensions import CONTAINER_INDENT, container_marker
 from ingestd.chunkers.markup.noise import ATX_HEADING, clean_markdown
-from ingestd.chunkers.packing.sections import Block, Section
+from ingestd.chunkers.sections import Block, Section
 
 __all__ = ["closing_fence", "read_blocks"]
 

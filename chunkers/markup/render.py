@@ -28,8 +28,8 @@ from itertools import accumulate
 from operator import add, sub
 
 from ingestd.chunkers.markup.noise import Edit
-from ingestd.chunkers.packing.sections import Block, Section
 from ingestd.chunkers.readers.expansion import OutputBudget
+from ingestd.chunkers.sections import Block, Section
 
 __all__ = ["Rendering"]
 

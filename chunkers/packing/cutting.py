@@ -19,9 +19,9 @@ import bisect
 import re
 from collections.abc import Callable
 
-from ingestd.chunkers.packing.sections import Block, Section
 from ingestd.chunkers.packing.units import SECTION, WINDOW, Unit
 from ingestd.chunkers.packing.windows import WindowCutter
+from ingestd.chunkers.sections import Block, Section
 from ingestd.chunkers.sizing.meter import Meter
 
 __all__ = ["Cutter"]

@@ -1,8 +1,8 @@
 """Packing parsed sections into chunks that fit a budget (shared by the structured strategies).
 
 A parser (``markdown``, ``rst``) turns the decoded text into
-:class:`~ingestd.chunkers.packing.sections.Section` objects, each a list of
-:class:`~ingestd.chunkers.packing.sections.Block` spans. :class:`Packer` counts every block
+:class:`~ingestd.chunkers.sections.Section` objects, each a list of
+:class:`~ingestd.chunkers.sections.Block` spans. :class:`Packer` counts every block
 once (:mod:`~ingestd.chunkers.sizing.meter`), makes units of whole sections or blocks, cut
 further when they do not fit (:mod:`~ingestd.chunkers.packing.cutting`), and packs runs of
 units into chunks:
@@ -55,8 +55,8 @@ from typing import Any
 from ingestd.chunkers.base import Budget, Chunk, LineIndex
 from ingestd.chunkers.markup.render import Rendering
 from ingestd.chunkers.packing.cutting import Cutter
-from ingestd.chunkers.packing.sections import Block, Section, SectionOptions, Span, heading_prefix
 from ingestd.chunkers.packing.units import WINDOW, Unit
+from ingestd.chunkers.sections import Block, Section, SectionOptions, Span, heading_prefix
 from ingestd.chunkers.sizing.meter import Meter
 
 __all__ = ["Packer", "pack_titled"]

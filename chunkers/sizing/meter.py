@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable
 
 from ingestd.chunkers.base import Budget
-from ingestd.chunkers.packing.sections import Section
+from ingestd.chunkers.sections import Section
 from ingestd.chunkers.sizing.pieces import MASK, MODEL_SHIFT
 from ingestd.chunkers.sizing.spans import PUNCT_RUN_MAX, SpanIndex, trailing_run
 from ingestd.chunkers.sizing.tokenizers import LONG_RUN, MAX_RUN

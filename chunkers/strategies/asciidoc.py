@@ -25,10 +25,11 @@ from ingestd.chunkers.base import Chunk, Chunker
 from ingestd.chunkers.markup.asciidoc import asciidoc_edits, read_asciidoc
 from ingestd.chunkers.markup.render import Rendering
 from ingestd.chunkers.packing.packer import pack_titled
-from ingestd.chunkers.packing.sections import (
+from ingestd.chunkers.sections import (
     Block,
     Section,
     SectionOptions,
+    first_line,
     introducer,
 )
 
@@ -73,8 +74,7 @@ def _carry(text: str, blk: Block) -> str:
     """Context for a chunk that continues a listing or table: its first line."""
     if blk.kind not in ("fence", "table"):
         return ""
-    eol = text.find("\n", blk.body, blk.end)
-    return " ".join(text[blk.body : eol if eol != -1 else blk.end].split())
+    return first_line(text, blk)
 
 
 _intro = introducer(_INTRODUCED)

@@ -26,8 +26,8 @@ from pydantic import model_validator
 
 from ingestd.chunkers.base import Chunk, Chunker, LineIndex
 from ingestd.chunkers.markup.frontmatter import parse_front_matter
-from ingestd.chunkers.packing.sections import Section, Span
 from ingestd.chunkers.packing.units import Unit
+from ingestd.chunkers.sections import Section, Span
 from ingestd.chunkers.strategies.markdown import MarkdownChunker, MarkdownOptions
 
 __all__ = ["HierarchicalChunker", "HierarchicalOptions"]

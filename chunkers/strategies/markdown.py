@@ -68,7 +68,7 @@ from ingestd.chunkers.markup.mdblocks import read_blocks
 from ingestd.chunkers.markup.noise import Edit, markdown_inline, markdown_line_edits
 from ingestd.chunkers.markup.render import Rendering
 from ingestd.chunkers.packing.packer import Packer
-from ingestd.chunkers.packing.sections import (
+from ingestd.chunkers.sections import (
     Block,
     Section,
     SectionOptions,

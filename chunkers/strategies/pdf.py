@@ -27,9 +27,9 @@ from pydantic import Field
 
 from ingestd.chunkers.base import Chunk, Chunker, ChunkerOptions, LineIndex, cite_chunks
 from ingestd.chunkers.packing.packer import Packer
-from ingestd.chunkers.packing.sections import Block, Section, SectionOptions, heading_prefix
 from ingestd.chunkers.readers.document import Extracted, Heading, PageBreaks, Reader
 from ingestd.chunkers.readers.pdf import PdfReader
+from ingestd.chunkers.sections import Block, Section, SectionOptions, heading_prefix
 
 __all__ = ["PdfChunker", "PdfOptions", "parse_pdf_text"]
 

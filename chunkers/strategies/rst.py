@@ -32,7 +32,7 @@ from ingestd.chunkers.base import Chunk, Chunker
 from ingestd.chunkers.markup.noise import clean_rst, rst_edits
 from ingestd.chunkers.markup.render import Rendering
 from ingestd.chunkers.packing.packer import pack_titled
-from ingestd.chunkers.packing.sections import (
+from ingestd.chunkers.sections import (
     Block,
     Section,
     SectionOptions,

@@ -7,14 +7,18 @@ the commands live by what they do:
 - :mod:`~ingestd.daemon.cli.index`: ``resync``, ``verify``, ``forget``, ``sources``;
 - :mod:`~ingestd.daemon.cli.query`: ``search``, ``status``;
 - :mod:`~ingestd.daemon.cli.embedding`: ``migrate``, ``export-model``;
-- :mod:`~ingestd.daemon.cli.tuning`: ``chunk``, ``eval``;
+- :mod:`~ingestd.daemon.cli.tuning`: ``chunk``, ``eval`` (where a run goes and its
+  progress display: :mod:`~ingestd.daemon.cli.eval_client`);
 - :mod:`~ingestd.daemon.cli.consumers`: ``mcp``, the index served to agents.
 
-What they share: :mod:`~ingestd.daemon.cli.options` (options, ``--json`` output),
-:mod:`~ingestd.daemon.cli.errors` (known failures, exit codes) and
-:mod:`~ingestd.daemon.cli.state` (the running daemon or the state dir). Their output
-helpers: :mod:`~ingestd.daemon.cli.status_text`, :mod:`~ingestd.daemon.cli.progress`,
-:mod:`~ingestd.daemon.cli.preview`.
+What they share is :mod:`~ingestd.daemon.cli.shared`:
+:mod:`~ingestd.daemon.cli.shared.options` (options, ``--json`` output),
+:mod:`~ingestd.daemon.cli.shared.errors` (known failures, exit codes),
+:mod:`~ingestd.daemon.cli.shared.state` (the running daemon or the state dir) and
+:mod:`~ingestd.daemon.cli.shared.progress` (progress bars). The output helper of one
+command stays beside it: :mod:`~ingestd.daemon.cli.preview` (``chunk``); ``status`` as
+text is :mod:`~ingestd.daemon.commands.status_text`, beside the status JSON it renders
+(``ingestd ui`` shows it too).
 
 A new command goes in the module of its kind, as a ``@click.command()`` with
 ``@common_options`` and ``@handle_errors``, importing anything beyond click and the

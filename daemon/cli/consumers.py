@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ingestd.daemon.cli.errors import Fatal, handle_errors
-from ingestd.daemon.cli.options import common_options, socket_option
-from ingestd.daemon.cli.state import load_light
+from ingestd.daemon.cli.shared.errors import Fatal, handle_errors
+from ingestd.daemon.cli.shared.options import common_options, socket_option
+from ingestd.daemon.cli.shared.state import load_light
 
 if TYPE_CHECKING:
     from ingestd.daemon.mcpserver.tools import IngestdServer

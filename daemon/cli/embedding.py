@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from ingestd.daemon.cli.errors import Fatal, handle_errors
-from ingestd.daemon.cli.options import common_options, echo_json, socket_option
-from ingestd.daemon.cli.progress import sync_progress
-from ingestd.daemon.cli.state import load, manifest_reader, runner, with_manifest_sources
+from ingestd.daemon.cli.shared.errors import Fatal, handle_errors
+from ingestd.daemon.cli.shared.options import common_options, echo_json, socket_option
+from ingestd.daemon.cli.shared.progress import sync_progress
+from ingestd.daemon.cli.shared.state import load, manifest_reader, runner, with_manifest_sources
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
@@ -65,8 +65,8 @@ def migrate(
         ingestd migrate                         # start it (again)
     """
     from ingestd.daemon.client.local import locked_engine
-    from ingestd.daemon.commands.migrate import migrate as migrate_cmd
-    from ingestd.daemon.commands.resync import resync as resync_cmd
+    from ingestd.daemon.commands.index.migrate import migrate as migrate_cmd
+    from ingestd.daemon.commands.index.resync import resync as resync_cmd
     from ingestd.daemon.migration import status as migration_status
 
     cfg, sd = load(config_path, (), state_dir, log_level)
@@ -108,7 +108,7 @@ def migration_costs(cfg: Config, sd: Path) -> list[dict[str, Any]]:
 
 
 def _print_migrate(result: dict[str, Any], as_json: bool) -> None:
-    from ingestd.daemon.cli.status_text import migration_lines
+    from ingestd.daemon.commands.status_text import migration_lines
 
     if as_json:
         echo_json(result)

@@ -3,7 +3,7 @@
 ... and ``sources``. ``sync`` fetches git sources first (a push made searchable).
 
 ``resync``, ``verify`` and ``forget`` go through the running daemon when there is one,
-else open the state dir under its lock (:func:`~ingestd.daemon.cli.state.runner`);
+else open the state dir under its lock (:func:`~ingestd.daemon.cli.shared.state.runner`);
 ``sources`` reads the manifest, or asks the daemon given ``--socket``.
 """
 
@@ -20,10 +20,10 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ingestd.daemon.cli.embedding import migration_costs
-from ingestd.daemon.cli.errors import Fatal, handle_errors
-from ingestd.daemon.cli.options import common_options, echo_json, socket_option
-from ingestd.daemon.cli.progress import sync_progress
-from ingestd.daemon.cli.state import (
+from ingestd.daemon.cli.shared.errors import Fatal, handle_errors
+from ingestd.daemon.cli.shared.options import common_options, echo_json, socket_option
+from ingestd.daemon.cli.shared.progress import sync_progress
+from ingestd.daemon.cli.shared.state import (
     busy_note,
     load,
     load_light,
@@ -33,7 +33,7 @@ from ingestd.daemon.cli.state import (
     split_targets,
     with_manifest_sources,
 )
-from ingestd.daemon.cli.status_text import format_when
+from ingestd.daemon.commands.status_text import format_when
 from ingestd.daemon.sources.shown import recorded_status, shown_by
 
 if TYPE_CHECKING:
@@ -88,7 +88,7 @@ def resync(
         ingestd resync --dry-run --json ./docs | jq '.sources[0].add'
     """
     from ingestd.daemon.client.local import locked_engine
-    from ingestd.daemon.commands.resync import resync as resync_cmd
+    from ingestd.daemon.commands.index.resync import resync as resync_cmd
 
     cfg, sd = load(config_path, (), state_dir, log_level)
     names, paths = split_targets(cfg, sd, targets)
@@ -148,7 +148,7 @@ def _rebuild(
     cfg: Config, sd: Path, config_given: bool, args: dict[str, Any], quiet: bool
 ) -> dict[str, Any]:
     """``resync --rebuild``: set damaged parts aside under the lock, then resync."""
-    from ingestd.daemon.commands.resync import resync as resync_cmd
+    from ingestd.daemon.commands.index.resync import resync as resync_cmd
     from ingestd.daemon.sync.state.damage import set_aside_damaged, sources_in_store
     from ingestd.daemon.wire.statelock import WRITER_WAIT_S, StateLock, StateLockedError
 
@@ -165,7 +165,7 @@ def _rebuild(
             cfg = cfg.model_copy(update={"sources": sources_in_store(cfg, sd)})
         if not cfg.sources:
             raise Fatal("nothing to sync: give PATH arguments or --config", 2)
-        from ingestd.daemon.sync.engine import Engine
+        from ingestd.daemon.engine import Engine
 
         engine = Engine(cfg, sd)
         try:
@@ -282,7 +282,7 @@ def verify(
         ingestd verify --state-dir ./state ./docs
     """
     from ingestd.daemon.client.local import locked_engine
-    from ingestd.daemon.commands.verify import verify as verify_cmd
+    from ingestd.daemon.commands.index.verify import verify as verify_cmd
 
     cfg, sd = load(config_path, paths, state_dir, log_level)
     require_known_roots(cfg, sd, paths)
@@ -414,8 +414,8 @@ def forget(
         ingestd forget --state-dir ./state /srv/docs/old-tree
     """
     from ingestd.daemon.client.local import locked_engine
-    from ingestd.daemon.commands.forget import forget as forget_cmd
-    from ingestd.daemon.commands.forget import known_source
+    from ingestd.daemon.commands.index.forget import forget as forget_cmd
+    from ingestd.daemon.commands.index.forget import known_source
 
     cfg, sd = load_light(config_path, state_dir, log_level)
     root = os.path.realpath(source) if os.path.isdir(source) else None

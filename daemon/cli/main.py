@@ -1,6 +1,6 @@
 """The ``ingestd`` command line (click): the group, its commands, the entry point.
 
-Exit codes (after pre-commit's ``error_handler.py``; :mod:`~ingestd.daemon.cli.errors`
+Exit codes (after pre-commit's ``error_handler.py``; :mod:`~ingestd.daemon.cli.shared.errors`
 maps errors to them): 0 success, 1 a known failure (``verify`` found differences, a
 locked state dir, files left to retry), 2 a usage or config error (an unknown source
 name included), 3 deletions held by the mass-deletion guard (``resync``) or an
@@ -13,7 +13,7 @@ standard library and each other only, and each command imports what it needs.
 ``--help``, ``status``, ``sources`` and a ``search`` answered by a running daemon build
 no pydantic model and import neither SQLAlchemy, tiktoken, qdrant-client nor torch
 (``bench/cli.py`` times them; ``tests/daemon/cli/test_cli_operator.py`` checks the imports).
-How a command reaches the daemon or the state dir is :mod:`~ingestd.daemon.cli.state`.
+How a command reaches the daemon or the state dir is :mod:`~ingestd.daemon.cli.shared.state`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The commands that read the index: ``search``, ``read`` and ``status``.
 
 They answer through a running daemon without building the config's pydantic models
-(:func:`~ingestd.daemon.cli.state.load_light`); without a daemon, ``search`` and
+(:func:`~ingestd.daemon.cli.shared.state.load_light`); without a daemon, ``search`` and
 ``read`` open the state dir and ``status`` reads the manifest.
 """
 
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from ingestd.chunkers.readers.document import cite_text
-from ingestd.daemon.cli.errors import Fatal, handle_errors
-from ingestd.daemon.cli.options import common_options, echo_json, socket_option
-from ingestd.daemon.cli.state import (
+from ingestd.daemon.cli.shared.errors import Fatal, handle_errors
+from ingestd.daemon.cli.shared.options import common_options, echo_json, socket_option
+from ingestd.daemon.cli.shared.state import (
     load,
     load_light,
     manifest_reader,
@@ -29,7 +29,7 @@ from ingestd.store.search.citation import version_text
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
 __all__ = ["read", "search", "status"]
 
@@ -110,7 +110,7 @@ def search(
         ingestd search --json "sampling" | jq '.[0] | {path, rank, dense_rank, sparse_rank}'
         ingestd search --budget-tokens 2048 "how do I configure the collector exporter"
     """
-    from ingestd.daemon.commands.search import answer_request
+    from ingestd.daemon.commands.query.search import answer_request
     from ingestd.store.search.query import Filters
     from ingestd.store.search.request import SearchRequest
 
@@ -252,8 +252,8 @@ def read(
         ingestd read --path docs/install.md --start-line 40 --end-line 80
         ingestd read --source book --version v2.0 --path src/ch10-03-lifetime-syntax.md
     """
-    from ingestd.daemon.commands.read import read as read_cmd
-    from ingestd.daemon.commands.read import read_text
+    from ingestd.daemon.commands.query.read import read as read_cmd
+    from ingestd.daemon.commands.query.read import read_text
 
     cfg, sd = load_light(config_path, state_dir, log_level)
     args: dict[str, Any] = {
@@ -339,7 +339,7 @@ def status(
         ingestd status --state-dir ./state
         ingestd status --state-dir ./state --json | jq '.sources[].chunks'
     """
-    from ingestd.daemon.cli.status_text import status_lines
+    from ingestd.daemon.commands.status_text import status_lines
 
     cfg, sd = load_light(config_path, state_dir, log_level)
     if live:

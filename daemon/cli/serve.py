@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ingestd.daemon.cli.errors import Fatal, handle_errors
-from ingestd.daemon.cli.options import common_options
-from ingestd.daemon.cli.state import load
+from ingestd.daemon.cli.shared.errors import Fatal, handle_errors
+from ingestd.daemon.cli.shared.options import common_options
+from ingestd.daemon.cli.shared.state import load
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
-from ingestd.daemon.cli.errors import Fatal, handle_errors
-from ingestd.daemon.cli.options import common_options
-from ingestd.daemon.cli.state import load
+from ingestd.daemon.cli.shared.errors import Fatal, handle_errors
+from ingestd.daemon.cli.shared.options import common_options
+from ingestd.daemon.cli.shared.state import load
 
 __all__ = ["takeover"]
 

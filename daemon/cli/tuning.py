@@ -13,9 +13,9 @@ from pathlib import Path
 
 import click
 
-from ingestd.daemon.cli.errors import Fatal, handle_errors
-from ingestd.daemon.cli.options import common_options, echo_json
-from ingestd.daemon.cli.state import load, manifest_reader, runner
+from ingestd.daemon.cli.shared.errors import Fatal, handle_errors
+from ingestd.daemon.cli.shared.options import common_options, echo_json
+from ingestd.daemon.cli.shared.state import load, manifest_reader, runner
 
 __all__ = ["chunk_cmd", "eval_cmd"]
 
@@ -165,8 +165,8 @@ def eval_cmd(
         ingestd eval qa.jsonl --corpus ./docs
         ingestd eval qa.jsonl --corpus ./docs --rules small.yaml --rules big.yaml --mode hybrid
     """
+    from ingestd.daemon.cli import eval_client as eval_cli
     from ingestd.daemon.config import ConfigError
-    from ingestd.daemon.evaluation import cli as eval_cli
     from ingestd.daemon.evaluation import report as eval_report
     from ingestd.daemon.evaluation.evaluate import MODES, EvalError, EvalPlan
     from ingestd.daemon.evaluation.questions import (

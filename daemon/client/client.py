@@ -31,7 +31,7 @@ from ingestd.daemon.client.types import Answer, ReadResult, SyncReport
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
 __all__ = ["Client"]
 
@@ -191,7 +191,7 @@ class Client:
             The hits (or passages), a list with the answer's ``mode``, ``notes``,
             ``indexing`` and ``hits`` as attributes (:class:`Answer`).
         """
-        from ingestd.daemon.commands.search import answer_request
+        from ingestd.daemon.commands.query.search import answer_request
         from ingestd.store.search.query import Filters
         from ingestd.store.search.request import SearchRequest
 
@@ -229,9 +229,9 @@ class Client:
 
         With ``budget_tokens``, the lines fit that many tokens (cl100k_base by
         default): the hit is widened to its section first, then past it. See
-        :func:`ingestd.daemon.commands.read.read` for the arguments and the answer.
+        :func:`ingestd.daemon.commands.query.read.read` for the arguments and the answer.
         """
-        from ingestd.daemon.commands import read
+        from ingestd.daemon.commands.query import read
 
         args: dict[str, Any] = {
             "id": id,
@@ -252,13 +252,13 @@ class Client:
     def chunks(self, source: str, path: str, *, version: str | None = None) -> dict[str, Any]:
         """The chunks of an indexed document as the index holds them (``ingestd ui``'s view).
 
-        See :func:`ingestd.daemon.commands.chunks.chunks` for the answer: per chunk its
+        See :func:`ingestd.daemon.commands.query.chunks.chunks` for the answer: per chunk its
         id, rule, chunker, tokens, lines, heading path and the format's own citation.
 
         Raises:
             DaemonError: an unknown source (exit code 2), a document not in the index.
         """
-        from ingestd.daemon.commands.chunks import chunks
+        from ingestd.daemon.commands.query.chunks import chunks
 
         args: dict[str, Any] = {"source": source, "path": path, "version": version}
         return cast(dict[str, Any], self._call("chunks", args, lambda e: chunks(e, **args)))
@@ -282,12 +282,12 @@ class Client:
         Returns:
             What was done per source, ``complete`` (everything is searchable, else
             ``summary`` says why not), ``seconds`` (see
-            :func:`ingestd.daemon.commands.sync.sync`) and ``through_daemon``.
+            :func:`ingestd.daemon.commands.index.sync.sync`) and ``through_daemon``.
 
         Raises:
             SyncTimeout: not done within ``timeout_s`` seconds.
         """
-        from ingestd.daemon.commands import sync
+        from ingestd.daemon.commands.index import sync
 
         args: dict[str, Any] = {
             "paths": list(paths) if paths else None,
@@ -316,7 +316,7 @@ class Client:
         ``exit_code`` in the answer is the CLI's: 0 in sync, 3 deletions held, 1 files
         left to retry.
         """
-        from ingestd.daemon.commands.resync import resync as resync_cmd
+        from ingestd.daemon.commands.index.resync import resync as resync_cmd
 
         args: dict[str, Any] = {
             "sources": list(sources) if sources else None,

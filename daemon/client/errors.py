@@ -1,6 +1,6 @@
 """What a failure says to a program: the one line the CLI prints.
 
-The CLI (:mod:`~ingestd.daemon.cli.errors`), the :class:`~ingestd.daemon.client.Client`
+The CLI (:mod:`~ingestd.daemon.cli.shared.errors`), the :class:`~ingestd.daemon.client.Client`
 and the MCP server classify errors alike, by class: a *known* failure is an
 :class:`~ingestd.chunkers.errors.IngestdError` (the tree is drawn in
 :mod:`ingestd.daemon.errors`: a :class:`~ingestd.daemon.wire.errors.DaemonError` from

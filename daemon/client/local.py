@@ -2,7 +2,7 @@
 
 :func:`locked_engine` is how the CLI and the :class:`LocalState` of a ``Client`` open
 it: take the state-dir lock (naming the holder), open an
-:class:`~ingestd.daemon.sync.engine.Engine` (the manifest, and the store when the
+:class:`~ingestd.daemon.engine.Engine` (the manifest, and the store when the
 command reads it), run, close it and release the lock, so an ``ingestd run`` or another
 command can take the state dir between calls. What a long-lived caller (an
 MCP server, an application) must not pay at every call is kept: the embedding models,
@@ -25,12 +25,71 @@ from ingestd.daemon.wire.statelock import WRITER_WAIT_S, ReadLock, StateLock
 
 if TYPE_CHECKING:
     from ingestd.daemon.config import Config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.store.manifest.reader import ManifestReader
 
-__all__ = ["LocalState", "SharedModels", "locked_engine"]
+__all__ = [
+    "LocalState",
+    "SharedModels",
+    "locked_engine",
+    "manifest_for_reading",
+    "with_recorded_sources",
+]
 
 T = TypeVar("T")
+
+
+@contextlib.contextmanager
+def manifest_for_reading(cfg: Config | None, state_dir: Path) -> Iterator[ManifestReader | None]:
+    """The manifest for reading, or ``None`` when nothing was indexed yet.
+
+    A SQLite manifest is read with :class:`~ingestd.store.manifest.view.ManifestView`
+    (no SQLAlchemy; nothing is created); a ``manifest.url`` database with the full
+    manifest. The CLI (:func:`~ingestd.daemon.cli.shared.state.manifest_reader`, which
+    words its errors for a person) and a ``Client`` with no daemon read it here.
+
+    Raises:
+        PermissionError: the manifest's file cannot be read.
+        sqlite3.Error: the file is not a manifest (damaged, or another file).
+    """
+    if cfg is not None and cfg.manifest.url:
+        from ingestd.store.manifest.manifest import Manifest
+
+        full = Manifest(cfg.manifest.url)
+        try:
+            yield full
+        finally:
+            full.close()
+        return
+    from ingestd.daemon.statedir import StatePaths
+    from ingestd.store.manifest.view import ManifestView
+
+    path = StatePaths(state_dir).manifest
+    try:
+        exists = path.is_file()
+    except PermissionError:
+        exists = True  # let the open below say so
+    if not exists:
+        yield None
+        return
+    with ManifestView(path) as view:
+        yield view
+
+
+def with_recorded_sources(cfg: Config, manifest: ManifestReader | None) -> Config:
+    """``cfg`` with the sources ``manifest`` records (as local folders) instead of its own.
+
+    What a command or a ``Client`` works on when no config names a source: every source
+    the state dir knows (none when nothing was indexed: ``manifest`` is ``None``).
+    """
+    from ingestd.daemon.sources.local import LocalSourceConfig
+
+    recorded = manifest.sources() if manifest is not None else []
+    sources = tuple(
+        LocalSourceConfig(name=s["name"], root=Path(s["root"]), collection=s["collection"])
+        for s in recorded
+    )
+    return cfg.model_copy(update={"sources": sources})
 
 
 @contextlib.contextmanager
@@ -60,7 +119,7 @@ def locked_engine(
             :class:`~ingestd.daemon.client.runner.Runner` then asks it instead), or
             readers kept it past ``wait_s``.
     """
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     lock: ReadLock | StateLock
     if read_only:
@@ -138,50 +197,24 @@ class LocalState:
             ingestd.daemon.config.ConfigError: the config file is invalid.
         """
         from ingestd.daemon.config import load_config
-        from ingestd.daemon.sources.local import LocalSourceConfig
 
         cfg = load_config(self.config_path)
         if cfg.sources or self.config_path is not None:
             return cfg
         with self.manifest() as m:
-            recorded = m.sources() if m is not None else []
-        sources = tuple(
-            LocalSourceConfig(name=s["name"], root=Path(s["root"]), collection=s["collection"])
-            for s in recorded
-        )
-        return cfg.model_copy(update={"sources": sources})
+            return with_recorded_sources(cfg, m)
 
-    @contextlib.contextmanager
-    def manifest(self, cfg: Config | None = None) -> Iterator[ManifestReader | None]:
-        """The manifest for reading, or ``None`` when nothing was indexed yet.
-
-        A SQLite manifest is read without SQLAlchemy (nothing is created); a
-        ``manifest.url`` database with the full manifest.
-        """
-        if cfg is not None and cfg.manifest.url:
-            from ingestd.store.manifest.manifest import Manifest
-
-            full = Manifest(cfg.manifest.url)
-            try:
-                yield full
-            finally:
-                full.close()
-            return
-        from ingestd.daemon.statedir import StatePaths
-        from ingestd.store.manifest.view import ManifestView
-
-        path = StatePaths(self.state_dir).manifest
-        if not path.is_file():
-            yield None
-            return
-        with ManifestView(path) as view:
-            yield view
+    def manifest(
+        self, cfg: Config | None = None
+    ) -> contextlib.AbstractContextManager[ManifestReader | None]:
+        """The manifest for reading, or ``None`` (see :func:`manifest_for_reading`)."""
+        return manifest_for_reading(cfg, self.state_dir)
 
     def interrupt(self) -> None:
         """Ask the engine of the call running now, if any, to stop at its next checkpoint."""
         engine = self._running
         if engine is not None:
-            engine.stop.set()
+            engine.checkpoints.stop.set()
 
     def run(
         self,
@@ -221,7 +254,7 @@ class LocalState:
                 self._running = engine
                 timer = None
                 if stop_after is not None:
-                    timer = threading.Timer(stop_after, engine.stop.set)
+                    timer = threading.Timer(stop_after, engine.checkpoints.stop.set)
                     timer.daemon = True
                     timer.start()
                 try:

@@ -205,7 +205,7 @@ class Lines(Citation, total=False):
 
 
 class ReadResult(Versioned, total=False):
-    """What ``read`` returns (see :func:`ingestd.daemon.commands.read.read`).
+    """What ``read`` returns (see :func:`ingestd.daemon.commands.query.read.read`).
 
     ``budget_tokens`` and ``tokens`` (of the lines' text) come with a budget;
     ``version`` and ``commit`` (the commit that version is at) for a document of a
@@ -224,7 +224,7 @@ class ReadResult(Versioned, total=False):
 
 
 class SyncReport(TypedDict):
-    """What ``sync`` returns (see :func:`ingestd.daemon.commands.sync.sync`)."""
+    """What ``sync`` returns (see :func:`ingestd.daemon.commands.index.sync.sync`)."""
 
     sources: list[dict[str, Any]]
     complete: bool

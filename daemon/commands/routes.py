@@ -7,7 +7,7 @@ through the daemon is added there, and nowhere else.
   a job: ``fn(engine, **args)``. ``search``, ``read`` and ``migrate`` (abort, restart:
   quick) are urgent: they are also served at the checkpoints of long work, a
   migration's included. The others wait for the running job, ahead of queued scans:
-  ``sync`` is a barrier because of that (see :mod:`~ingestd.daemon.commands.sync`).
+  ``sync`` is a barrier because of that (see :mod:`~ingestd.daemon.commands.index.sync`).
 * A few are answered at once on the control thread, even while a long job (a resync,
   an ``eval``) holds the engine thread: ``fn(daemon, **args)``. They read the
   manifest at most, never the store: ``status``, and the progress and cancelling of
@@ -22,18 +22,33 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from ingestd.daemon.commands import read, sync
-from ingestd.daemon.commands.chunks import chunks
 from ingestd.daemon.commands.evaluate import evaluate
-from ingestd.daemon.commands.forget import forget
-from ingestd.daemon.commands.migrate import migrate
-from ingestd.daemon.commands.resync import resync
-from ingestd.daemon.commands.search import wire_answer
-from ingestd.daemon.commands.verify import verify
+from ingestd.daemon.commands.index import sync
+from ingestd.daemon.commands.index.forget import forget
+from ingestd.daemon.commands.index.migrate import migrate
+from ingestd.daemon.commands.index.resync import resync
+from ingestd.daemon.commands.index.verify import verify
+from ingestd.daemon.commands.query import read
+from ingestd.daemon.commands.query.chunks import chunks
+from ingestd.daemon.commands.query.search import wire_answer
 from ingestd.daemon.evaluation.runs import eval_cancel, eval_progress
-from ingestd.daemon.service.jobs import Priority
 
-__all__ = ["ROUTES", "Daemon", "Route", "Thread"]
+__all__ = ["ROUTES", "Daemon", "Priority", "Route", "Thread"]
+
+
+class Priority(enum.IntEnum):
+    """How urgently a command runs: the order of jobs in the service's queue.
+
+    Lower first, then first come first served (the queue,
+    :class:`~ingestd.daemon.service.jobs.JobQueue`, orders every job by it).
+    """
+
+    URGENT = 0
+    """Searches, quick commands, wake-ups: also run at the checkpoints of long work."""
+    CHANGES = 1
+    """Change batches of files and most commands."""
+    SCAN = 2
+    """Scans of whole sources (start-up, reload, rescans)."""
 
 
 class Thread(enum.Enum):
@@ -63,7 +78,7 @@ class Route:
     """Where it runs."""
     priority: Priority = Priority.CHANGES
     """Its job's priority on the engine thread (:attr:`Priority.URGENT
-    <ingestd.daemon.service.jobs.Priority.URGENT>`: also at checkpoints of long work)."""
+    <ingestd.daemon.commands.routes.Priority.URGENT>`: also at checkpoints of long work)."""
     rescans: bool = False
     """The sources its result names under ``rescan`` are scanned afterwards."""
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
 __all__ = ["selected_sources"]
 
@@ -21,11 +21,12 @@ def selected_sources(engine: Engine, sources: Sequence[str] | None) -> list[str]
             (without one) of the state dir (the message lists those it knows).
     """
     if not sources:
-        return list(engine.sources)
-    unknown = [s for s in sources if s not in engine.sources]
+        return list(engine.context.sources)
+    unknown = [s for s in sources if s not in engine.context.sources]
     if unknown:
         raise DaemonError(
-            f"unknown source(s): {', '.join(unknown)}; known sources: {', '.join(engine.sources)}",
+            f"unknown source(s): {', '.join(unknown)}; "
+            f"known sources: {', '.join(engine.context.sources)}",
             2,
         )
     return list(sources)

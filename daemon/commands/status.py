@@ -15,7 +15,7 @@ from ingestd.daemon.sources.shown import recorded_status
 from ingestd.daemon.statedir import StatePaths, state_dir_bytes
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.store.manifest.reader import ManifestReader
 
 __all__ = ["local_status", "status_of"]
@@ -73,10 +73,10 @@ def status_of(
         partial = manifest.partly_skipped(s["name"]) if counts.get("partly_skipped") else []
         entry["partly_skipped_documents"] = [{"path": p, "note": n} for p, n in partial[:50]]
         entry.update(recorded_status(Path(s["root"])))  # its kind's keys (a git source's refs)
-        if engine is not None and s["name"] in engine.sources:
-            entry["retrying"] = engine.retrying(s["name"])
-            entry["skipped"] = engine.skipped_entries(s["name"])
-        names = set(engine.sources) if engine is not None else configured
+        if engine is not None and s["name"] in engine.context.sources:
+            entry["retrying"] = engine.failures.retrying(s["name"])
+            entry["skipped"] = engine.failures.skipped_entries(s["name"])
+        names = set(engine.context.sources) if engine is not None else configured
         if names is not None:
             entry["configured"] = s["name"] in names
         entry["warnings"] = _source_warnings(entry, engine)
@@ -95,18 +95,20 @@ def status_of(
         },
     }
     if engine is not None:
-        out["rule_warnings"] = list(engine.rule_warnings)
-        paths = [p for s in engine.sources for p in engine.manifest.documents(s)]
-        out["unused_rules"] = engine.rules.unmatched(paths) if paths else []
-        out["embedded_since_start"] = engine.embedder.stats.embedded
-        out["reused_since_start"] = engine.embedder.stats.reused
+        out["rule_warnings"] = list(engine.profiles.profile.rule_warnings)
+        paths = [p for s in engine.context.sources for p in engine.resources.manifest.documents(s)]
+        out["unused_rules"] = engine.profiles.profile.rules.unmatched(paths) if paths else []
+        out["embedded_since_start"] = engine.profiles.profile.embedder.stats.embedded
+        out["reused_since_start"] = engine.profiles.profile.embedder.stats.reused
         out["model"] = {
-            "name": engine.model.name,
-            "backend": engine.model.backend,
-            "fingerprint": engine.model.fingerprint[:16],
+            "name": engine.profiles.profile.model.name,
+            "backend": engine.profiles.profile.model.backend,
+            "fingerprint": engine.profiles.profile.model.fingerprint[:16],
         }
-        if engine.model.endpoint is not None:  # where it answers (never the API key)
-            out["model"]["url"] = engine.model.endpoint.url
+        if (
+            engine.profiles.profile.model.endpoint is not None
+        ):  # where it answers (never the API key)
+            out["model"]["url"] = engine.profiles.profile.model.endpoint.url
     from ingestd.daemon.migration import status as migration_status
 
     running = engine.collections.running() if engine is not None else None
@@ -160,10 +162,10 @@ def _source_warnings(entry: dict[str, Any], engine: Engine | None) -> list[str]:
             "answer searches, marked configured: false (add it back, or `ingestd forget "
             f"{name}` deletes them)"
         ]
-    if engine is not None and name in engine.sources:
+    if engine is not None and name in engine.context.sources:
         if name not in engine.planner.matching_nothing:
             return []
-        globs = ", ".join(engine.sources[name].include)
+        globs = ", ".join(engine.context.sources[name].include)
         return [f"no file under {entry['root']} matches its include globs ({globs})"]
     if entry["root_missing"] or entry["documents"] or entry["last_sync"] is None:
         return []

@@ -35,13 +35,13 @@ from typing import Any, cast
 
 from ingestd.chunkers.errors import IngestdError
 from ingestd.daemon.config import ManifestConfig, SourceConfig
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.evaluation.collections import EvalCollections, collection_name
 from ingestd.daemon.evaluation.pages import PAGE_DEPTH, pages_of
 from ingestd.daemon.evaluation.questions import Question
 from ingestd.daemon.evaluation.rulesets import LabeledRules
 from ingestd.daemon.evaluation.scoring import DEPTH, rank_hits
 from ingestd.daemon.sources.local import LocalSourceConfig
-from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncProgress
 from ingestd.store.search.pages import page_scores
 from ingestd.store.search.query import Mode
@@ -193,7 +193,7 @@ class Evaluation:
         self.modes = cast("list[Mode]", list(plan.modes))  # checked below
         self.cache_path = Path(cache_path)
         self.scratch = Path(scratch)
-        self.collections = collections or EvalCollections(host.store, None)
+        self.collections = collections or EvalCollections(host.resources.store, None)
         self.id = run_id or secrets.token_hex(4)
         self.cancel = threading.Event()
         self.state = EvalProgress(self.id, rule_sets=len(self.rule_sets))
@@ -269,19 +269,20 @@ class Evaluation:
         engine = Engine(
             cfg,
             self.scratch / f"rules-{i}",
-            embed_model=self.host.profile.run_model,  # its prompts are added by each engine
-            store=_Lent(self.host.store),
+            # its prompts are added by each engine
+            embed_model=self.host.profiles.profile.run_model,
+            store=_Lent(self.host.resources.store),
             cache_path=self.cache_path,
         )
-        engine.stop = self.cancel
-        engine.on_checkpoint = self._checkpoint
+        engine.checkpoints.stop = self.cancel
+        engine.checkpoints.on_checkpoint = self._checkpoint
         return engine
 
     def _checkpoint(self, serve_changes: bool) -> None:
         """The eval engines' checkpoint: the host's (pings, searches), then a stop check."""
-        if self.host.on_checkpoint is not None:
-            self.host.on_checkpoint(serve_changes)
-        if self.host.stop.is_set():
+        if self.host.checkpoints.on_checkpoint is not None:
+            self.host.checkpoints.on_checkpoint(serve_changes)
+        if self.host.checkpoints.stop.is_set():
             self.cancel.set()
 
     def _report(self) -> None:
@@ -289,14 +290,14 @@ class Evaluation:
             self._progress(self.state)
 
     def _raise_if_cancelled(self) -> None:
-        if self.cancel.is_set() or self.host.stop.is_set():
-            why = "the daemon is stopping" if self.host.stop.is_set() else "cancelled"
+        if self.cancel.is_set() or self.host.checkpoints.stop.is_set():
+            why = "the daemon is stopping" if self.host.checkpoints.stop.is_set() else "cancelled"
             raise EvalCancelled(f"evaluation {why}; its collections were dropped")
 
     def _index(self, engine: Engine, rs: LabeledRules) -> dict[str, Any]:
         from ingestd.daemon.sync.types import SyncInterrupted
 
-        source = next(iter(engine.sources))
+        source = next(iter(engine.context.sources))
 
         def progress(p: SyncProgress) -> None:
             self.state.sync = p
@@ -311,8 +312,8 @@ class Evaluation:
             raise EvalCancelled("evaluation interrupted")
         if res.root_missing:
             raise EvalError(f"the corpus {self.corpus} is not a folder this process can read")
-        counts = engine.manifest.counts(source)
-        failed = dict(engine.manifest.failed(source))
+        counts = engine.resources.manifest.counts(source)
+        failed = dict(engine.resources.manifest.failed(source))
         if failed and counts["documents"] == len(failed):
             path, error = next(iter(failed.items()))
             raise EvalError(
@@ -339,21 +340,23 @@ class Evaluation:
         from ingestd.store.embedding.prompts import embed_queries
         from ingestd.store.vectors.ids import chunk_hash
 
-        model = engine.model
+        model = engine.profiles.profile.model
         if model.asymmetric:
             texts = [q.question for q in self.questions]
-            vecs = embed_queries(engine.profile.embed_model(), model, texts) if texts else []
+            vecs = (
+                embed_queries(engine.profiles.profile.embed_model(), model, texts) if texts else []
+            )
             return list(vecs), len(texts)
-        _ = engine.cache  # open it: questions asked before are not embedded again
+        _ = engine.resources.cache  # open it: questions asked before are not embedded again
         pairs = [(chunk_hash(q.question), q.question) for q in self.questions]
-        before = engine.embedder.stats.embedded
-        vecs = engine.embedder.vectors(pairs)
-        return [vecs[h] for h, _ in pairs], engine.embedder.stats.embedded - before
+        before = engine.profiles.profile.embedder.stats.embedded
+        vecs = engine.profiles.profile.embedder.vectors(pairs)
+        return [vecs[h] for h, _ in pairs], engine.profiles.profile.embedder.stats.embedded - before
 
     def _coverage(self, engine: Engine, collection: str, entry: dict[str, Any]) -> None:
         """Questions whose file has no chunks, and answers no searchable chunk covers."""
-        source = next(iter(engine.sources))
-        docs = engine.manifest.documents(source)
+        source = next(iter(engine.context.sources))
+        docs = engine.resources.manifest.documents(source)
         unindexed, split = [], []
         for q in self.questions:
             if not q.has_answer:
@@ -364,10 +367,10 @@ class Evaluation:
                 continue
             covering = [
                 r.point_id
-                for r in engine.manifest.chunks(doc.id)
+                for r in engine.resources.manifest.chunks(doc.id)
                 if r.start_char <= q.start and r.end_char >= q.end
             ]
-            found = engine.store.retrieve(collection, covering) if covering else []
+            found = engine.resources.store.retrieve(collection, covering) if covering else []
             if not any(not payload.get("is_parent") for _, payload, _ in found):
                 split.append(q.id)
         entry["unindexed"], entry["split"] = unindexed, split
@@ -393,7 +396,7 @@ class Evaluation:
                 except SyncInterrupted:
                     self._raise_if_cancelled()
                     raise
-                hits = engine.store.search(
+                hits = engine.resources.store.search(
                     collection,
                     dense=qvecs[i] if qvecs is not None and mode != "sparse" else None,
                     sparse=sparse[i] if mode != "dense" else None,

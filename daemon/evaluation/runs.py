@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ingestd.daemon.config import Config, ManifestConfig, QdrantConfig
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.evaluation.collections import LEDGER, EvalCollections
 from ingestd.daemon.evaluation.evaluate import (
     EvalCancelled,
@@ -34,7 +35,6 @@ from ingestd.daemon.evaluation.evaluate import (
 from ingestd.daemon.evaluation.questions import Question
 from ingestd.daemon.evaluation.rulesets import LabeledRules
 from ingestd.daemon.statedir import StatePaths, secure_state_dir
-from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.wire.errors import DaemonError
 
 __all__ = ["eval_cancel", "eval_progress", "run_in_daemon", "run_local"]
@@ -134,13 +134,13 @@ def run_in_daemon(
         sets = [LabeledRules.from_dict(r) for r in rule_sets]
     except (TypeError, ValueError) as exc:
         raise DaemonError(f"invalid eval request: {exc}", 2) from None
-    collections = EvalCollections(engine.store, engine.state_dir / LEDGER)
+    collections = EvalCollections(engine.resources.store, engine.resources.paths.root / LEDGER)
     scratch = Path(tempfile.mkdtemp(prefix="ingestd-eval-"))
     try:
         ev = Evaluation(
             engine,
             EvalPlan(Path(corpus), qs, sets, modes),
-            cache_path=engine.cache_path,
+            cache_path=engine.resources.cache_path,
             scratch=scratch,
             collections=collections,
             run_id=run,
@@ -154,7 +154,7 @@ def run_in_daemon(
         raise DaemonError(f"invalid eval request: {exc}", 2) from None
     try:
         used = {s.collection for s in engine.cfg.sources}
-        used |= {str(s["collection"]) for s in engine.manifest.sources()}
+        used |= {str(s["collection"]) for s in engine.resources.manifest.sources()}
         with _RUNNING_LOCK:
             running = set(_RUNNING)
         collections.drop_leftovers(used=used, running=running)

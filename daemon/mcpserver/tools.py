@@ -36,7 +36,7 @@ from pydantic import BaseModel, Field, ValidationError
 
 from ingestd.daemon.client import Client
 from ingestd.daemon.client.errors import one_line
-from ingestd.daemon.commands.read import read_text
+from ingestd.daemon.commands.query.read import read_text
 from ingestd.daemon.mcpserver.models import (
     HitOut,
     PassageOut,

@@ -19,8 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.service.systemd import WatchdogPinger
-from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.memory import release_free_memory
 
 __all__ = ["MODEL_LOAD_GRACE_S", "ModelPreload", "instrument", "unload_idle_model"]
@@ -46,7 +46,7 @@ class ModelPreload:
 
         def load() -> None:
             try:
-                if engine.load_model():
+                if engine.profiles.load():
                     logger.debug("embedding model preloaded")
             except Exception:  # the engine thread reports it when it needs the model
                 logger.debug("preloading the embedding model failed", exc_info=True)
@@ -84,9 +84,9 @@ def unload_idle_model(engine: Engine | None, keep_alive_s: float | None, busy: b
     Returns:
         Whether the model was unloaded now.
     """
-    if keep_alive_s is None or engine is None or busy or not engine.model_loaded:
+    if keep_alive_s is None or engine is None or busy or not engine.profiles.model_loaded:
         return False
-    if not engine.unload_model(keep_alive_s):
+    if not engine.profiles.unload_idle(keep_alive_s):
         return False
     gc.collect()  # torch's modules hold reference cycles: their weights go with them
     release_free_memory()
@@ -115,7 +115,7 @@ def instrument(
             preload).
         ping: pings the systemd watchdog; called before and after each model call.
     """
-    engine.on_checkpoint = checkpoint
+    engine.checkpoints.on_checkpoint = checkpoint
 
     def wrap(model: Callable[..., Any]) -> Callable[..., Any]:
         def counted(texts: Any) -> Any:
@@ -127,4 +127,4 @@ def instrument(
 
         return counted
 
-    engine.instrument_models(wrap)
+    engine.profiles.instrument(wrap)

@@ -19,7 +19,6 @@ consecutive failure of its source (:class:`Backoff`).
 
 from __future__ import annotations
 
-import enum
 import heapq
 import itertools
 import logging
@@ -32,23 +31,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ingestd.chunkers.errors import UnavailableError
+from ingestd.daemon.commands.routes import Priority
 
-__all__ = ["is_outage", "RETRY_MAX_S", "RETRY_MIN_S", "Backoff", "Job", "JobQueue", "Priority"]
+__all__ = ["is_outage", "RETRY_MAX_S", "RETRY_MIN_S", "Backoff", "Job", "JobQueue"]
 
 logger = logging.getLogger(__name__)
 
 RETRY_MIN_S, RETRY_MAX_S = 1.0, 60.0  # back-off of a failed batch or scan
-
-
-class Priority(enum.IntEnum):
-    """Order of jobs in the queue: lower first, then first come first served."""
-
-    URGENT = 0
-    """Searches, quick commands, wake-ups: also run at the checkpoints of long work."""
-    CHANGES = 1
-    """Change batches of files and most commands."""
-    SCAN = 2
-    """Scans of whole sources (start-up, reload, rescans)."""
 
 
 @dataclass(order=True)

@@ -34,7 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
 __all__ = ["Metrics"]
 
@@ -70,9 +70,9 @@ class _Live(Collector):
         )
         engine = self.engine()
         if engine is not None:
-            for name in list(engine.sources):
+            for name in list(engine.context.sources):
                 try:
-                    c = engine.manifest.counts(name)
+                    c = engine.resources.manifest.counts(name)
                 except Exception:  # the manifest may be closed during a reload
                     logger.debug("metrics: counts of %s failed", name, exc_info=True)
                     continue
@@ -90,8 +90,8 @@ class _Live(Collector):
             "Age of the oldest change not yet written (status lag_seconds)",
             value=self.lag(),
         )
-        emb = engine.embedder.stats.embedded if engine else 0
-        reused = engine.embedder.stats.reused if engine else 0
+        emb = engine.profiles.profile.embedder.stats.embedded if engine else 0
+        reused = engine.profiles.profile.embedder.stats.reused if engine else 0
         emb += self.metrics.embedded_before
         reused += self.metrics.reused_before
         yield GaugeMetricFamily(

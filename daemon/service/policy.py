@@ -33,9 +33,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ingestd.daemon.service.jobs import Backoff, Job, JobQueue, Priority
+from ingestd.daemon.commands.routes import Priority
+from ingestd.daemon.engine import Engine
+from ingestd.daemon.service.jobs import Backoff, Job, JobQueue
 from ingestd.daemon.sources.base import Fetched
-from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncInterrupted, SyncProgress, SyncResult
 
 __all__ = ["SyncPolicy"]
@@ -126,12 +127,12 @@ class SyncPolicy:
 
     def scan_all(self, why: str) -> None:
         """Queue a scan of every source."""
-        for name in self.engine().sources:
+        for name in self.engine().context.sources:
             self.queue_scan(name, why)
 
     def rescan_after_error(self) -> None:
         """Queue a scan of every source, each after its back-off."""
-        for name in self.engine().sources:
+        for name in self.engine().context.sources:
             self.queue_scan(name, "after an error", self.backoff.delay(name))
 
     def periodic_rescan(self, now: float, interval: float) -> None:
@@ -149,7 +150,7 @@ class SyncPolicy:
         (its first scan is the start-up reconcile).
         """
         engine = self.engine()
-        for name, source in engine.handles.items():
+        for name, source in engine.context.handles.items():
             if source.changes != "polled" or source.poll_s <= 0:
                 continue
             if isinstance(source, Fetched):  # fetched at start-up, then at its interval
@@ -195,7 +196,7 @@ class SyncPolicy:
         if not interval or now - self._last_link_check < interval:
             return
         self._last_link_check = now
-        for source, rels in self.engine().links.changed().items():
+        for source, rels in self.engine().context.links.changed().items():
             self.on_batch(source, rels)
 
     def on_lost(self, source: str, why: str) -> None:
@@ -218,7 +219,7 @@ class SyncPolicy:
             with self._scan_lock:  # from now on a lost event needs another scan
                 self._scan_queued.discard(source)
             engine = self.engine()
-            if source not in engine.sources:
+            if source not in engine.context.sources:
                 return None  # removed by a reload
             logger.info("scanning source %s (%s)", source, why)
             self.current = f"scanning {source}"
@@ -297,7 +298,7 @@ class SyncPolicy:
             engine = self.engine()
             if retry:
                 self._retrying.difference_update((source, p) for p in paths)
-            if source not in engine.sources:
+            if source not in engine.context.sources:
                 self._waiting.pop(seq, None)
                 return None  # removed by a reload
             self._add_links(engine, source, paths, first)
@@ -346,10 +347,10 @@ class SyncPolicy:
 
     def _add_links(self, engine: Engine, source: str, paths: set[str], first: float) -> None:
         """Add to ``paths`` the other hard links of their files; queue those of other sources."""
-        for other, rels in engine.links.siblings(source, paths).items():
+        for other, rels in engine.context.links.siblings(source, paths).items():
             if other == source:
                 paths.update(rels)
-            elif other in engine.sources:
+            elif other in engine.context.sources:
                 self.on_batch(other, rels, first)
 
     def queue_deferred(self) -> None:
@@ -361,7 +362,7 @@ class SyncPolicy:
         engine = self.engine()
         for source in list(self._after_in_flight):
             later = self._after_in_flight[source]
-            busy = engine.busy(source) if source in engine.sources else set()
+            busy = engine.applier.busy(source) if source in engine.context.sources else set()
             ready = {p: t for p, t in later.items() if p not in busy}
             if not ready:
                 continue
@@ -422,7 +423,7 @@ class SyncPolicy:
         """Queue a try of each file whose read failed and whose back-off is due."""
         engine = self.engine()
         due: dict[str, set[str]] = {}
-        for source, rel in engine.retry.due(engine.now()):
+        for source, rel in engine.failures.retry.due(engine.context.now()):
             if (source, rel) not in self._retrying:
                 due.setdefault(source, set()).add(rel)
         for source, rels in due.items():

@@ -39,12 +39,13 @@ from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
-from ingestd.daemon.commands.routes import ROUTES, Thread
+from ingestd.daemon.commands.routes import ROUTES, Priority, Thread
 from ingestd.daemon.config import Config, ConfigError
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.service import systemd
 from ingestd.daemon.service.control import ControlServer
 from ingestd.daemon.service.instrument import ModelPreload, instrument, unload_idle_model
-from ingestd.daemon.service.jobs import Backoff, JobQueue, Priority
+from ingestd.daemon.service.jobs import Backoff, JobQueue
 from ingestd.daemon.service.policy import SyncPolicy
 from ingestd.daemon.service.status import (
     daemon_status,
@@ -54,7 +55,6 @@ from ingestd.daemon.service.status import (
 )
 from ingestd.daemon.service.watches import Watches
 from ingestd.daemon.sources.base import is_watched
-from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncResult
 from ingestd.daemon.wire.errors import DaemonError
 from ingestd.daemon.wire.statelock import WRITER_WAIT_S, StateLock
@@ -162,7 +162,7 @@ class Service:
         """Ask the service to stop after the batch in flight (thread-safe)."""
         self.should_exit.set()
         if self.engine is not None:
-            self.engine.stop.set()
+            self.engine.checkpoints.stop.set()
         self.jobs.wake()
 
     def idle(self) -> bool:
@@ -256,9 +256,8 @@ class Service:
         if self.cfg.embedding.preload:  # load the embedding model in the background
             self.preload.start(self.engine)
         self.started.set()
-        logger.info(
-            "ready: %d source(s), control socket %s", len(self.engine.sources), self._control.path
-        )
+        n = len(self.engine.context.sources)
+        logger.info("ready: %d source(s), control socket %s", n, self._control.path)
 
     def main_loop(self) -> None:
         """Run jobs until :attr:`should_exit`; ping the systemd watchdog.
@@ -348,7 +347,7 @@ class Service:
 
     def _start_watching(self, engine: Engine) -> None:
         self.policy.reset_retries()
-        watched = {n: s.filter for n, s in engine.handles.items() if is_watched(s)}
+        watched = {n: s.filter for n, s in engine.context.handles.items() if is_watched(s)}
         self.watches.start(watched, self.cfg.watch)
 
     def _do_reload(self) -> None:
@@ -380,19 +379,20 @@ class Service:
         old = self._running_engine()
         self.watches.stop(forget=True)
         if self.metrics is not None:
-            self.metrics.embedded_before += old.embedder.stats.embedded
-            self.metrics.reused_before += old.embedder.stats.reused
+            stats = old.profiles.profile.embedder.stats
+            self.metrics.embedded_before += stats.embedded
+            self.metrics.reused_before += stats.reused
         engine.take_over(old)  # what the old engine proved; its close records nothing
         old.close(record=False)
         self.cfg = new
         self.engine = engine
-        _ = engine.store
+        _ = engine.resources.store
         self._instrument(engine)
         self._start_watching(engine)
         self.policy.scan_all("reload")
         self.reloads += 1
         systemd.notify("READY=1")
-        logger.info("configuration reloaded: %d source(s)", len(engine.sources))
+        logger.info("configuration reloaded: %d source(s)", len(engine.context.sources))
 
     def _running_engine(self) -> Engine:
         assert self.engine is not None, "the service has not started"
@@ -413,7 +413,7 @@ class Service:
             raise SystemExit(1)
         self.should_exit.set()
         if self.engine is not None:
-            self.engine.stop.set()
+            self.engine.checkpoints.stop.set()
 
     def _on_hup(self, _sig: int, _frame: FrameType | None) -> None:
         self._reload.set()

@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from ingestd.daemon.commands.status import status_of
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.service.policy import SyncPolicy
 from ingestd.daemon.service.watches import Watches
 from ingestd.daemon.sources.base import Fetched
-from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.writing.write_parts import InFlight
 
 __all__ = ["daemon_status", "failing_fetches", "health_problems", "status_line"]
@@ -106,7 +106,7 @@ def failing_fetches(engine: Engine) -> dict[str, float]:
     ``failing_since``); sources without one are left out.
     """
     out: dict[str, float] = {}
-    for name, source in list(engine.handles.items()):
+    for name, source in list(engine.context.handles.items()):
         since = source.fetch_state().get("failing_since") if isinstance(source, Fetched) else None
         if isinstance(since, int | float):
             out[name] = float(since)
@@ -122,8 +122,8 @@ def status_line(engine: Engine, policy: SyncPolicy) -> str:
     (``chunking docs: blob.md (2.0 MB)``, ``writing docs: big.md 16/126 chunks``),
     else the policy's phase.
     """
-    running = engine.progress
-    flying = engine.in_flight
+    running = engine.checkpoints.running
+    flying = list(engine.writer.in_flight.values())
     if running:
         p = running[-1]
         doc = next(
@@ -136,9 +136,9 @@ def status_line(engine: Engine, policy: SyncPolicy) -> str:
         return f"{f.phase} {f.source}: {_doc(f)}"
     if policy.current:
         return policy.current
-    n = len(engine.sources)
+    n = len(engine.context.sources)
     if policy.phase == "watching":
-        embedded = engine.embedder.stats.embedded
+        embedded = engine.profiles.profile.embedder.stats.embedded
         return f"watching {n} source(s); {embedded} chunks embedded since start"
     return f"{policy.phase} {n} source(s)"
 
@@ -195,7 +195,7 @@ def daemon_status(
         ``failing_since`` (source -> seconds since the epoch), ``healthy`` and
         ``problems`` (why it is not healthy, one line each).
     """
-    st = status_of(engine.manifest, engine, state_dir)
+    st = status_of(engine.resources.manifest, engine, state_dir)
     missing = dict(watches.missing_roots)
     for s in st["sources"]:
         s["root_missing"] = s["source"] in missing
@@ -215,7 +215,7 @@ def daemon_status(
         "pid": os.getpid(),
         "phase": policy.phase,
         "progress": progress,
-        "in_flight": [f.as_dict() for f in engine.in_flight],
+        "in_flight": [f.as_dict() for f in list(engine.writer.in_flight.values())],
         "queue_depth": watches.depth() + queued,
         # documents a running scan still has to write (the first ingest, rescans)
         "scan_documents_left": sum(p["docs_total"] - p["docs_done"] for p in progress.values()),
@@ -233,7 +233,7 @@ def daemon_status(
         "batches_done": policy.batches_done,
         "watches": watches.budget(),
         "overflows": sum(watches.overflows.values()),
-        "model_loaded": engine.model_loaded,
+        "model_loaded": engine.profiles.model_loaded,
         "started_at": started_at,
         "last_error": dict(last_error),
         "failing_since": dict(failing_since or {}),

@@ -10,7 +10,7 @@ building collection versions:
   collection, run a due upgrade or migration, keep a version being built in step);
   implemented by :class:`ingestd.daemon.migration.lifecycle.Collections`.
 * :class:`Syncer`: what a build, a repair or ``verify`` asks of the sync engine (plan
-  and apply a sync); implemented by :class:`ingestd.daemon.sync.engine.Engine`.
+  and apply a sync); implemented by :class:`ingestd.daemon.engine.Engine`.
 """
 
 from __future__ import annotations

@@ -33,8 +33,8 @@ from starlette.templating import Jinja2Templates
 
 from ingestd.chunkers.errors import IngestdError
 from ingestd.chunkers.readers.document import cite_text
-from ingestd.daemon.cli.status_text import format_when, migration_lines, status_lines
 from ingestd.daemon.client import DaemonError, NoDaemon
+from ingestd.daemon.commands.status_text import format_when, migration_lines, status_lines
 from ingestd.daemon.ui.files import MAX_ROWS, folder_entries, manifest_prefix
 from ingestd.daemon.ui.guard import Csrf
 from ingestd.store.search.citation import version_text

@@ -3,7 +3,7 @@
 A search is asked at five edges (the CLI, the MCP tool, :class:`ingestd.daemon.client.Client`,
 :class:`ingestd.daemon.client.QueryBuilder`, and the control socket's wire); each builds
 one :class:`SearchRequest` and passes it whole to the one search path
-(:func:`ingestd.daemon.commands.search.answer_request`, or the builder's own Qdrant
+(:func:`ingestd.daemon.commands.query.search.answer_request`, or the builder's own Qdrant
 query). What a filter means is said once, by the filter record
 (:meth:`ingestd.store.search.query.Filters.conditions`, the one translator to the
 engine-neutral conditions every engine maps to its own filter).

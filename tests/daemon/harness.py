@@ -71,8 +71,8 @@ class Harness:
         **overrides: Any,
     ) -> None:
         from ingestd.daemon.config import load_config
+        from ingestd.daemon.engine import Engine
         from ingestd.daemon.service.service import Service
-        from ingestd.daemon.sync.engine import Engine
 
         self.root = root
         self.state = state
@@ -160,7 +160,7 @@ class Harness:
     @property
     def source(self) -> str:
         """The (single) source name."""
-        (name,) = self.service.engine.sources
+        (name,) = self.service.engine.context.sources
         return str(name)
 
     def verify(self) -> Any:
@@ -171,8 +171,8 @@ class Harness:
         """The store's points of the source (provenance removed)."""
 
         def read(e: Any) -> dict[str, dict[str, Any]]:
-            points = dict(e.store.scroll("ingestd"))
-            for pid, vec in e.store.sparse_vectors("ingestd", list(points)).items():
+            points = dict(e.resources.store.scroll("ingestd"))
+            for pid, vec in e.resources.store.sparse_vectors("ingestd", list(points)).items():
                 points[pid][SPARSE_KEY] = (
                     (tuple(vec.indices), tuple(vec.values)) if vec is not None else None
                 )  # as store_snapshot gives it, to compare with the oracle
@@ -191,7 +191,7 @@ class Harness:
         """Wait for a new batch (when ``batches_before`` is given), idleness and a clean verify.
 
         Returns:
-            The clean :class:`~ingestd.daemon.sync.engine.VerifyReport`.
+            The clean :class:`~ingestd.daemon.engine.VerifyReport`.
         """
         deadline = time.monotonic() + timeout
         if batches_before is not None:

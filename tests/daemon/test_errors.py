@@ -19,7 +19,7 @@ from click.testing import CliRunner
 
 from ingestd.chunkers.errors import IngestdError
 from ingestd.daemon import errors
-from ingestd.daemon.cli.errors import handle_errors
+from ingestd.daemon.cli.shared.errors import handle_errors
 from ingestd.daemon.client.errors import one_line
 from tests.test_structure import PACKAGES, ROOT
 
@@ -33,7 +33,7 @@ NOT_IN_TREE = {
     "ingestd.chunkers.markup.jsx.NotMdx": "bad MDX inside the scanner: read as markdown",
     "ingestd.store.vectors.edge.edge_guard.EngineError": "an engine panic: unexpected",
     "ingestd.store.vectors.base.StoreReadOnlyError": "a reader's code path that writes: a bug",
-    "ingestd.daemon.cli.errors.Fatal": "the CLI's rendering of a known failure",
+    "ingestd.daemon.cli.shared.errors.Fatal": "the CLI's rendering of a known failure",
     "ingestd.daemon.sources.beneath.OutsideRootError": "a link on the way: no document there",
     "ingestd.store.embedding.remote_backend._Transient": "a retry signal inside the embedder",
     "ingestd.daemon.sources.sitemap.client._Transient": "a retry signal inside a site's client",

@@ -21,9 +21,9 @@ from click.testing import CliRunner
 import ingestd.daemon.service.jobs as jobs_mod
 from ingestd.chunkers.errors import UnavailableError
 from ingestd.daemon.cli.main import cli
-from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.config import load_config
-from ingestd.daemon.sync.engine import Engine
+from ingestd.daemon.engine import Engine
 from ingestd.store.embedding.embedder import load_embedder, model_info
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import (
@@ -210,7 +210,7 @@ def test_a_migration_to_the_endpoints_model_says_its_cost_serves_searches_and_co
         assert hits
         answered.append(step)
 
-    e.migration_hook = hook
+    e.context.hook = hook
     try:
         e.sync("docs")
         after_hits = search_cmd(e, QUERY, k=3, mode="dense")

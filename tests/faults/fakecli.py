@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 def main(argv: Sequence[str]) -> None:
     """Run the command line with the fake embedder."""
+    from ingestd.daemon import engine as engine_mod
     from ingestd.daemon.cli.main import main as cli_main
-    from ingestd.daemon.sync import engine as engine_mod
     from ingestd.daemon.sync.writing import writer as writer_mod
     from tests.helpers import fake_vectors
 

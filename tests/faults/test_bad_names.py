@@ -62,10 +62,10 @@ def test_bad_names_never_fail_the_good_files(
     _bad_tree(docs)
     caplog.set_level(logging.WARNING, "ingestd")
     eng = make_engine(docs, tmp_path / "state", fake_embedder)
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     res = eng.sync(name)
     assert (res.indexed, res.failed, res.retry) == (3, 0, [])
-    assert [e["path"] for e in eng.skipped_entries(name)] == [BAD_DISPLAY, "dir\\xfe/"]
+    assert [e["path"] for e in eng.failures.skipped_entries(name)] == [BAD_DISPLAY, "dir\\xfe/"]
     assert eng.sync(name).indexed == 0  # a rescan: no new warning, nothing written
     assert eng.verify(name).clean
     eng.close()
@@ -121,21 +121,21 @@ def test_a_document_that_cannot_be_written_fails_alone(
     docs: Path, tmp_path: Path, fake_embedder: CountingEmbedder
 ) -> None:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.store.vectors.client.qdrant import QdrantStore
 
     state = tmp_path / "state"
     state.mkdir()
     store = _Failing(QdrantStore(path=str(state / "qdrant")), "good.md")
     eng = Engine(load_config(None, roots=[docs]), state, embed_model=fake_embedder, store=store)
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     res = eng.sync(name)  # one group of three documents
     assert (res.indexed, res.failed) == (2, 1)
-    failed = dict(eng.manifest.failed(name))
+    failed = dict(eng.resources.manifest.failed(name))
     assert failed["good.md"].startswith("cannot be written: ValueError: payload of good.md")
-    paths = {p["path"] for _, p in eng.store.scroll("ingestd", name)}
+    paths = {p["path"] for _, p in eng.resources.store.scroll("ingestd", name)}
     assert paths == {"docs/concepts/glossary.md", "docs/collector/deploy/gateway.md"}
-    assert not eng.manifest.has_pending(name)  # nothing of good.md is left pending
+    assert not eng.resources.manifest.has_pending(name)  # nothing of good.md is left pending
     eng.close()
 
 
@@ -151,10 +151,10 @@ def test_an_error_preparing_one_document_is_its_own(
 
     monkeypatch.setattr(documents, "point_ids", point_ids)
     eng = make_engine(docs, tmp_path / "state", fake_embedder)
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     res = eng.sync(name)
     assert (res.indexed, res.failed) == (2, 1)
-    assert dict(eng.manifest.failed(name))["good.md"].startswith(
+    assert dict(eng.resources.manifest.failed(name))["good.md"].startswith(
         "cannot be prepared: UnicodeEncodeError"
     )
     assert eng.verify(name).clean  # the oracle fails it the same way

@@ -43,7 +43,7 @@ def _sync_and_verify(root: Path, state: Path, embed: Any, **overrides: Any) -> A
     """One plain scan, then verify: returns ``(result, report)``."""
     eng = make_engine(root, state, embed, **overrides)
     try:
-        name = next(iter(eng.sources))
+        name = next(iter(eng.context.sources))
         res = eng.sync(name)
         rep = eng.verify(name)
     finally:
@@ -119,11 +119,11 @@ def test_payload_update_of_a_missing_point_is_an_upsert(tmp_path: Path) -> None:
     rel = "docs/concepts/glossary.md"
     eng = make_engine(root, state, fake_vectors)
     try:
-        name = next(iter(eng.sources))
-        doc = eng.manifest.document(name, rel)
+        name = next(iter(eng.context.sources))
+        doc = eng.resources.manifest.document(name, rel)
         assert doc is not None
-        ids = [c.point_id for c in eng.manifest.chunks(doc.id)]
-        eng.store.delete("ingestd", ids[5:])  # kept points of the edit below
+        ids = [c.point_id for c in eng.resources.manifest.chunks(doc.id)]
+        eng.resources.store.delete("ingestd", ids[5:])  # kept points of the edit below
         p = root / rel
         p.write_text("# Preface\n\nA new first section moves every ordinal.\n\n" + p.read_text())
         res = eng.sync(name, [rel])
@@ -163,9 +163,9 @@ def test_agreeing_counts_open_no_store(tmp_path: Path) -> None:
     root, state = ingested_tree(tmp_path)
     eng = make_engine(root, state, fake_vectors)
     try:
-        plan = eng.plan(next(iter(eng.sources)))
+        plan = eng.plan(next(iter(eng.context.sources)))
         assert plan.empty and not plan.repaired
-        assert not eng.store_open
+        assert not eng.resources.store_open
     finally:
         eng.close()
 
@@ -320,7 +320,7 @@ def _sqlite_full(*_a: Any, **_k: Any) -> Any:
 def test_disk_full_gives_one_line_and_exit_1(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, owner: str, method: str, fault: Any
 ) -> None:
-    from ingestd.daemon.sync import engine as engine_mod
+    from ingestd.daemon import engine as engine_mod
     from ingestd.store.manifest.manifest import Manifest
 
     root = copy_tree(tmp_path / "docs")

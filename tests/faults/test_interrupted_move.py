@@ -28,7 +28,7 @@ def _ingested(tmp: Path) -> tuple[Path, Path, str]:
     root, state = tmp / "docs", tmp / "state"
     _tree(root)
     eng = make_engine(root, state, fake_vectors)
-    name = next(iter(eng.sources))
+    name = next(iter(eng.context.sources))
     eng.sync(name)
     eng.close()
     return root, state, name
@@ -66,8 +66,12 @@ def test_interrupted_move_of_uncommitted_documents_is_finished(tmp_path: Path) -
     os.rename(root / "guides", root / "handbook")
     eng = make_engine(root, state, fake_vectors)
     try:
-        docs = eng.manifest.upsert_documents(name, [f"handbook/g{i:02d}.md" for i in range(14)])
-        assert all(d.state == "new" for d in eng.manifest.documents(name, "handbook").values())
+        docs = eng.resources.manifest.upsert_documents(
+            name, [f"handbook/g{i:02d}.md" for i in range(14)]
+        )
+        assert all(
+            d.state == "new" for d in eng.resources.manifest.documents(name, "handbook").values()
+        )
         assert len(docs) == FOLDER_FILES
     finally:
         eng.close()
@@ -102,7 +106,7 @@ def test_deleted_copy_of_a_kept_document_is_no_mass_deletion(tmp_path: Path) -> 
         (root / "copies" / f"g{i:02d}.md").write_bytes((root / f"guides/g{i:02d}.md").read_bytes())
     eng = make_engine(root, state, fake_vectors)
     try:
-        name = next(iter(eng.sources))
+        name = next(iter(eng.context.sources))
         eng.sync(name)
         for p in (root / "guides").iterdir():
             p.unlink()

@@ -129,7 +129,7 @@ def _trial(seed: int, tmp: Path, work: Path, *, cut: bool = False) -> str:
     root, state = work / "docs", work / "state"
     _tree(root)
     eng = make_engine(root, state, fake_vectors)
-    eng.sync(next(iter(eng.sources)))
+    eng.sync(next(iter(eng.context.sources)))
     eng.close()
     cfg = _config(work / "ingestd.yaml", root)
     kind = rng.choice(["SIGKILL", "SIGTERM", "step", "step"])
@@ -194,7 +194,7 @@ def _trial(seed: int, tmp: Path, work: Path, *, cut: bool = False) -> str:
     assert resync.returncode == 0, f"{what}: resync exited {resync.returncode}\n{out}{errs}"
     eng = make_engine(root, state, fake_vectors)
     try:
-        rep = eng.verify(next(iter(eng.sources)))
+        rep = eng.verify(next(iter(eng.context.sources)))
     finally:
         eng.close()
     assert rep.clean, f"{what}: {rep.as_dict()}"

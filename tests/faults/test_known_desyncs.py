@@ -52,7 +52,7 @@ def _verify(
     """``verify`` (or ``verify --repair``) by a fresh engine, as the command runs it."""
     eng = make_engine(root, state, embed, **overrides)
     try:
-        return eng.verify(next(iter(eng.sources)), repair=repair)
+        return eng.verify(next(iter(eng.context.sources)), repair=repair)
     finally:
         eng.close()
 
@@ -61,7 +61,7 @@ def _next_start(root: Path, state: Path, embed: Any = fake_vectors) -> Any:
     """A plain sync by a fresh engine: what the next start (or ``resync``) does."""
     eng = make_engine(root, state, embed)
     try:
-        name = next(iter(eng.sources))
+        name = next(iter(eng.context.sources))
         eng.sync(name)
         return eng.verify(name)
     finally:
@@ -149,7 +149,7 @@ def test_a_document_written_in_slices_with_one_failing_is_found_and_rewritten(
     eng = make_engine(root, state, fake_vectors)
     try:
         with pytest.raises(StoreUnavailableError):
-            eng.sync(next(iter(eng.sources)))
+            eng.sync(next(iter(eng.context.sources)))
     finally:
         eng.close()
     monkeypatch.setattr(cls, "upsert", upsert)
@@ -196,7 +196,7 @@ def test_a_file_deleted_during_the_first_ingest_is_found_and_its_points_removed(
 
     eng = make_engine(root, state, delete_while_embedding)
     try:
-        eng.sync(next(iter(eng.sources)))
+        eng.sync(next(iter(eng.context.sources)))
     finally:
         eng.close()
     assert not victim.exists()

@@ -147,7 +147,7 @@ def test_a_sync_that_wrote_gives_free_memory_back(
     doc.write_text("# A\n\nFirst words about collectors.\n", encoding="utf-8")
     eng: Any = make_engine(root, tmp_path / "state", fake_vectors)
     try:
-        source = next(iter(eng.sources))
+        source = next(iter(eng.context.sources))
         assert eng.sync(source).indexed == 1
         assert len(calls) == 1
         assert eng.sync(source).indexed == 0  # nothing written: nothing to give back
@@ -194,9 +194,9 @@ def test_word_tables_live_for_one_sync(tmp_path: Path) -> None:
     (root / "a.md").write_text(f"# A\n\nFirst words: {words}.\n", encoding="utf-8")
     eng: Any = make_engine(root, tmp_path / "state", fake_vectors)
     try:
-        source = next(iter(eng.sources))
+        source = next(iter(eng.context.sources))
         pieces.piece_table.cache_clear()  # tables of earlier tests
-        eng.rules.match("a.md").chunker.chunk("# B\n\nSome words to count.\n")
+        eng.profiles.profile.rules.match("a.md").chunker.chunk("# B\n\nSome words to count.\n")
         before = sparse.document_vector(f"First words: {words}.")
         assert all(remembered().values()), remembered()  # the tables are in use...
         assert eng.sync(source).indexed == 1

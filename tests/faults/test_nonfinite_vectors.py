@@ -186,10 +186,10 @@ def test_a_local_models_bad_vector_is_asked_again_and_never_written(
     state = tmp_path / "state"
     eng = make_engine(root, state, model)
     try:
-        res = eng.sync("docs" if "docs" in eng.sources else next(iter(eng.sources)))
+        res = eng.sync("docs" if "docs" in eng.context.sources else next(iter(eng.context.sources)))
         asked_beta = sum("beta page" in t for t in model.asked)
-        assert eng.embedder.stats.rejected == min(times, asked_beta)
-        docs = eng.manifest.documents(next(iter(eng.sources)))
+        assert eng.profiles.profile.embedder.stats.rejected == min(times, asked_beta)
+        docs = eng.resources.manifest.documents(next(iter(eng.context.sources)))
     finally:
         eng.close()
     stored = state_dense_vectors(state)

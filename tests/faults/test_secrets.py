@@ -66,10 +66,10 @@ def test_secret_bearing_names_and_texts_are_not_indexed(
     _write(docs, SECRET_FILES | SECRET_TEXT)
     state = tmp_path / "state"
     eng = make_engine(docs, state, fake_embedder, **_broad(docs))
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     res = eng.sync(name)
     assert (res.indexed, res.failed) == (3, 7)
-    failed = dict(eng.manifest.failed(name))
+    failed = dict(eng.resources.manifest.failed(name))
     for rel in SECRET_FILES:
         assert failed[rel].startswith("secret-bearing file name (built-in deny-list); not read")
     assert failed["runbook.md"].startswith("holds a secret (private key block, line 6); skipped")
@@ -97,9 +97,9 @@ def test_documented_examples_and_placeholders_are_indexed(
         },
     )
     eng = make_engine(docs, tmp_path / "state", fake_embedder, **_broad(docs))
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     res = eng.sync(name)
-    assert (res.indexed, res.failed) == (7, 0), eng.manifest.failed(name)
+    assert (res.indexed, res.failed) == (7, 0), eng.resources.manifest.failed(name)
     eng.close()
 
 
@@ -110,7 +110,7 @@ def test_the_checks_are_lifted_only_explicitly(
     files = {"allow_secret_names": [".env"], "allow_secret_content": ["notes.md"]}
     state = tmp_path / "state"
     eng = make_engine(docs, state, fake_embedder, files=files, **_broad(docs))
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     assert eng.sync(name).failed == 0
     eng.close()
     assert GITHUB_TOKEN in _texts(store_snapshot(state))

@@ -34,7 +34,7 @@ def _config(tmp: Path, name: str, root: Path, store: Path, engine: str) -> Path:
 
 def _engine(cfg: Any, state: Path) -> contextlib.closing[Any]:
     """An engine on ``state`` with :func:`fake_vectors`, closed when the block ends."""
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     return contextlib.closing(Engine(cfg, state, embed_model=fake_vectors))
 
@@ -73,16 +73,16 @@ def test_a_second_state_dir_is_refused_the_first_ones_store(
     # the first state dir is whole
     with _engine(cfg_one, tmp_path / "a") as eng:
         assert eng.verify("a").clean
-        assert {p["source"] for _, p in eng.store.scroll("ingestd")} == {"a"}
+        assert {p["source"] for _, p in eng.resources.store.scroll("ingestd")} == {"a"}
 
 
 def test_a_state_dir_moved_with_its_store_inside_keeps_it(tmp_path: Path) -> None:
     root = copy_tree(tmp_path / "docs")
     with contextlib.closing(make_engine(root, tmp_path / "state", fake_vectors)) as eng:
-        eng.sync(next(iter(eng.sources)))
+        eng.sync(next(iter(eng.context.sources)))
     shutil.copytree(tmp_path / "state", tmp_path / "copy")
     with contextlib.closing(make_engine(root, tmp_path / "copy", fake_vectors)) as eng:
-        assert eng.verify(next(iter(eng.sources))).clean
+        assert eng.verify(next(iter(eng.context.sources))).clean
     owner = (store_folder(tmp_path / "copy") / OWNER_FILE).read_text()
     assert str(tmp_path / "copy") in owner
 
@@ -145,7 +145,7 @@ def test_a_store_whose_owner_is_away_is_refused_until_taken_over(
     assert f"is now state dir {tmp_path / 'b'}'s" in done.output
     with _engine(cfg_two, tmp_path / "b") as eng:
         eng.sync("b")
-        assert {p["source"] for _, p in eng.store.scroll("ingestd")} == {"a", "b"}
+        assert {p["source"] for _, p in eng.resources.store.scroll("ingestd")} == {"a", "b"}
     # the first owner is refused now, wherever it is
     (tmp_path / "a-away").rename(tmp_path / "a")
     res = run_cli("status", "--config", str(tmp_path / "a.yaml"))

@@ -75,7 +75,7 @@ def test_lost_payload_updates_and_pending_markers_are_found_and_repaired(tmp_pat
     hidden, stale = _tamper(state, 5)
     eng = make_engine(root, state, fake_vectors)
     try:
-        name = next(iter(eng.sources))
+        name = next(iter(eng.context.sources))
         assert eng.check_store(name, deep=False).repairs() == {}  # the counts agree
         plan = eng.plan(name)  # the first scan of this process: the deep check
         assert plan.repaired == {"stale": 5, "unhidden": 5}, plan.repaired
@@ -87,7 +87,7 @@ def test_lost_payload_updates_and_pending_markers_are_found_and_repaired(tmp_pat
     assert_matches_oracle(root, state, tmp_path, fake_vectors)
     eng = make_engine(root, state, fake_vectors)
     try:  # the hidden points are found by search again
-        hits = eng.store.search(
+        hits = eng.resources.store.search(
             "ingestd", dense=fake_vectors(["x"])[0], sparse=None, limit=1000, mode="dense"
         )
         assert set(hidden) <= {h.id for h in hits}
@@ -104,7 +104,7 @@ def test_an_append_after_a_log_cut_on_a_closed_shard_ends_right(tmp_path: Path) 
     for _ in range(2):  # the append, then a restart that checks the store again
         eng = make_engine(root, state, fake_vectors)
         try:
-            name = next(iter(eng.sources))
+            name = next(iter(eng.context.sources))
             eng.sync(name)
             assert eng.verify(name).clean
         finally:
@@ -133,7 +133,7 @@ def test_a_torn_log_is_found_from_the_files_and_its_shard_rebuilt(
     assert last < version, "the cut log ends before the segments"
     eng = make_engine(root, state, fake_vectors)
     try:
-        name = next(iter(eng.sources))
+        name = next(iter(eng.context.sources))
         assert eng.plan(name).empty
     finally:
         eng.close()
@@ -160,7 +160,7 @@ def test_a_healthy_shard_is_never_taken_for_torn(tmp_path: Path) -> None:
             page.unlink()
         eng = make_engine(root, state, fake_vectors)
         try:
-            eng.sync(next(iter(eng.sources)))
+            eng.sync(next(iter(eng.context.sources)))
         finally:
             eng.close()
         for shard in (store_folder(state) / "collections").iterdir():

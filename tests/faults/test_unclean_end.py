@@ -66,7 +66,7 @@ def _first_check(root: Path, state: Path) -> bool:
     """Whether the next process's first store check reads every point."""
     eng = make_engine(root, state, fake_vectors)
     try:
-        return bool(eng.check_store(next(iter(eng.sources))).deep)
+        return bool(eng.check_store(next(iter(eng.context.sources))).deep)
     finally:
         eng.close()
 
@@ -89,7 +89,7 @@ def test_a_kill_with_a_torn_log_is_found_and_healed(
     assert cut_wal(store_folder(state)), "the log holds the edit's writes"
     eng = make_engine(root, state, fake_vectors)
     try:
-        name = next(iter(eng.sources))
+        name = next(iter(eng.context.sources))
         chk = eng.check_store(name)
         assert chk.deep, "an unclean end is checked point by point"
         eng.sync(name)

@@ -82,20 +82,20 @@ def test_documents_in_an_unreadable_folder_are_kept_not_deleted(
     docs: Path, tmp_path: Path, fake_embedder: CountingEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     eng = make_engine(docs, tmp_path / "state", fake_embedder)
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     assert eng.sync(name).indexed == 3
     _break(monkeypatch, docs / "docs/collector", good=1)  # fails mid-way
     res = eng.sync(name)
     assert (res.deleted, res.held) == (0, [])
-    assert "docs/collector/deploy/gateway.md" in eng.manifest.documents(name)
-    (entry,) = eng.skipped_entries(name)
+    assert "docs/collector/deploy/gateway.md" in eng.resources.manifest.documents(name)
+    (entry,) = eng.failures.skipped_entries(name)
     assert entry["path"] == "docs/collector/"
     assert entry["reason"].startswith("folder cannot be read (Permission denied)")
     res = eng.sync(name, ["docs/collector"])  # a live batch on that folder: the same
     assert res.deleted == 0
     monkeypatch.undo()
     assert eng.sync(name).deleted == 0
-    assert eng.skipped_entries(name) == []
+    assert eng.failures.skipped_entries(name) == []
     assert eng.verify(name).clean
     eng.close()
 

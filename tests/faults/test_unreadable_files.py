@@ -62,25 +62,25 @@ def test_an_unreadable_file_backs_off_and_warns_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     caplog.set_level(logging.INFO, "ingestd")
     clock = [1000.0]
     cfg = load_config(None, roots=[docs], overrides={"files": {"retry_max_s": 8}})
     eng = Engine(cfg, tmp_path / "state", embed_model=fake_embedder, now=lambda: clock[0])
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     locked = _Locked(monkeypatch, "good.md")
     res = eng.sync(name)
     assert (res.indexed, res.retry) == (2, ["good.md"])
     waits = []
     for _ in range(6):
-        (entry,) = eng.retrying(name)
+        (entry,) = eng.failures.retrying(name)
         assert entry["path"] == "good.md" and entry["error"].endswith("(Permission denied)")
         waits.append(entry["retry_in_seconds"])
         clock[0] += entry["retry_in_seconds"] - 0.01
-        assert eng.retry.due(clock[0]) == []  # not before its time
+        assert eng.failures.retry.due(clock[0]) == []  # not before its time
         clock[0] += 0.01
-        assert eng.retry.due(clock[0]) == [(name, "good.md")]
+        assert eng.failures.retry.due(clock[0]) == [(name, "good.md")]
         assert eng.sync(name, ["good.md"]).retry == ["good.md"]
     assert waits == [1, 2, 4, 8, 8, 8]
     assert caplog.text.count("good.md: cannot be read") == 1
@@ -91,7 +91,7 @@ def test_an_unreadable_file_backs_off_and_warns_once(
     clock[0] += 8
     res = eng.sync(name, ["good.md"])
     assert (res.indexed, res.retry) == (1, [])
-    assert eng.retrying(name) == []
+    assert eng.failures.retrying(name) == []
     assert "good.md can be read again (after 8 failed tries)" in caplog.text
     assert eng.verify(name).clean
     eng.close()
@@ -103,12 +103,12 @@ def test_a_vanished_file_is_no_longer_retried(
     from tests.helpers import make_engine
 
     eng = make_engine(docs, tmp_path / "state", fake_embedder)
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     _Locked(monkeypatch, "good.md")
     assert eng.sync(name).retry == ["good.md"]
     (docs / "good.md").unlink()
     assert eng.sync(name, ["good.md"]).retry == []
-    assert eng.retrying(name) == []
+    assert eng.failures.retrying(name) == []
     eng.close()
 
 

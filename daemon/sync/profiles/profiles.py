@@ -11,6 +11,7 @@ shares the embedding cache and the counters among them, and wraps every model ca
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -338,6 +339,17 @@ class Profiles:
         for p in list(self._profiles.values()):
             unloaded = p.unload() or unloaded
         return unloaded
+
+    def unload_idle(self, idle_s: float) -> bool:
+        """Let the models' weights go once unused for ``idle_s`` seconds (until next use).
+
+        Returns:
+            Whether any weights were let go (``False`` while a model was used within
+            ``idle_s`` seconds).
+        """
+        if time.monotonic() - self.last_use < idle_s:
+            return False
+        return self.unload()
 
 
 _fallback_said = False

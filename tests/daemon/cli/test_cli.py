@@ -111,8 +111,8 @@ def test_a_key_of_another_kind_is_named_with_its_kind_and_an_unknown_kind_is_one
         "sources[2].poll_s: poll_s is a key of kind: git or kind: sitemap sources "
         "(this source is kind: local)",
         "sources[2].inclde: unknown key; check its spelling against config.example.yaml",
-        "sources[3].kind: unknown source kind 'gti'; did you mean git? expected one of: git, local, "
-        "sitemap",
+        "sources[3].kind: unknown source kind 'gti'; did you mean git? "
+        "expected one of: git, local, sitemap",
     ]
 
 
@@ -165,7 +165,7 @@ def test_status_help_and_noop_resync_never_import_the_model_stack(tmp_path: Path
     root = copy_tree(tmp_path / "docs", ("docs/collector/quick-start.md",))
     state = tmp_path / "state"
     eng = make_engine(root, state, fake_vectors)
-    eng.sync(next(iter(eng.sources)))
+    eng.sync(next(iter(eng.context.sources)))
     eng.close()
     for args in (
         ["--help"],

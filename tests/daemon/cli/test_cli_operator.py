@@ -31,7 +31,7 @@ def _indexed(tmp_path: Path, name: str = "docs") -> tuple[Path, Path]:
     state = tmp_path / "state"
     eng = make_engine(root, state, fake_vectors)
     try:
-        for s in eng.sources:
+        for s in eng.context.sources:
             eng.sync(s)
     finally:
         eng.close()
@@ -162,7 +162,7 @@ def test_a_dry_run_and_status_say_what_the_real_run_lacks_here(
 
 
 def test_status_text_renders_the_daemon_keys() -> None:
-    from ingestd.daemon.cli.status_text import format_age, status_lines
+    from ingestd.daemon.commands.status_text import format_age, status_lines
 
     now = 1_700_000_000.0
     st: dict[str, Any] = {
@@ -315,9 +315,9 @@ def test_chunk_of_an_unknown_file_uses_the_current_directory(
     # resync of the current directory records the same ids
     eng = make_engine(tmp_path / "site", tmp_path / "s2", fake_vectors)
     try:
-        (name,) = eng.sources
+        (name,) = eng.context.sources
         assert name == site
-        assert eng.prepare(name, "guide/page.md").ids == [obj["id"]]
+        assert eng.preparer.prepare(name, "guide/page.md").ids == [obj["id"]]
     finally:
         eng.close()
     cfg = load_config(None)
@@ -540,7 +540,7 @@ def test_status_live_answers_whether_a_daemon_runs(tmp_path: Path) -> None:
 def test_a_busy_daemon_is_said_on_a_terminal(
     capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from ingestd.daemon.cli.state import busy_note
+    from ingestd.daemon.cli.shared.state import busy_note
 
     monkeypatch.setattr(sys.stderr, "isatty", lambda: True)
     with busy_note("verify", delay=0.05):

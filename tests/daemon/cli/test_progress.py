@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from ingestd.daemon.cli.progress import duration, sync_detail
+from ingestd.daemon.cli.shared.progress import duration, sync_detail
 from ingestd.daemon.sync.types import SyncProgress
 
 
@@ -38,7 +38,7 @@ def test_sync_detail_gives_the_time_left_while_indexing_and_the_phase_otherwise(
 def test_progress_bars_draw_one_bar_per_key_on_stderr_and_remove_them_at_the_end(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from ingestd.daemon.cli.progress import progress_bars
+    from ingestd.daemon.cli.shared.progress import progress_bars
 
     with progress_bars() as show:
         show("a", "indexing docs", 0, 40, "0/12 documents")

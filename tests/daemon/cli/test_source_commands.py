@@ -20,7 +20,7 @@ from click.testing import CliRunner, Result
 
 from ingestd.daemon.cli.main import cli
 from ingestd.daemon.config import load_config
-from ingestd.daemon.sync.engine import Engine
+from ingestd.daemon.engine import Engine
 from tests.gitrepos import HistoryRepo
 from tests.gitserver import GitDaemon, free_port
 from tests.helpers import copy_tree, fake_vectors
@@ -170,7 +170,7 @@ def test_a_git_source_shows_its_repository_not_its_mirror(tmp_path: Path) -> Non
     state = tmp_path / "state"
     eng = Engine(load_config(cfg), state, embed_model=fake_vectors)
     try:
-        eng.source("book").refresh()  # type: ignore[attr-defined]
+        eng.context.source("book").refresh()  # type: ignore[attr-defined]
         eng.sync("book")
     finally:
         eng.close()

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.client import Client, DaemonError, NoDaemon, StateLockedError, SyncTimeout
-from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.wire.location import find_socket
 from ingestd.daemon.wire.statelock import StateLock
 from tests.daemon.harness import Harness
@@ -30,7 +30,7 @@ def indexed(tree: Path, tmp_path: Path) -> Iterator[Path]:
     state = tmp_path / "state"
     eng = make_engine(tree, state, fake_vectors)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
     finally:
         eng.close()

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.client import QueryBuilder
-from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.query.search import search as search_cmd
 from tests.helpers import CORPORA, copy_tree, fake_vectors, local_mode_copy, make_engine, run_cli
 
 #: md-docs pages whose questions the test asks (small ones: the real model embeds them).
@@ -76,9 +76,9 @@ def test_from_state_dir_reads_the_recorded_profile_and_refuses_another_model(
     state = tmp_path / "state"
     eng = make_engine(tree, state, fake_vectors)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
-        fingerprint = eng.model.fingerprint
+        fingerprint = eng.profiles.profile.model.fingerprint
     finally:
         eng.close()
     qb = QueryBuilder.from_state_dir(state)
@@ -114,7 +114,7 @@ def rankings(
     # rankings compared must come from the same query vectors
     eng = make_engine(root, state, None, qdrant={"engine": "edge"})
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
     finally:
         eng.close()
@@ -221,8 +221,8 @@ def test_the_version_filter_ranks_as_ingestd_search_version_on_both_engines(
     from qdrant_client import QdrantClient
 
     from ingestd.daemon.config import load_config
+    from ingestd.daemon.engine import Engine
     from ingestd.daemon.sources.versions import payload_versions
-    from ingestd.daemon.sync.engine import Engine
     from tests.gitrepos import HistoryRepo
 
     query = "the ownership of a value, a reference and its borrow"
@@ -240,7 +240,7 @@ def test_the_version_filter_ranks_as_ingestd_search_version_on_both_engines(
     state = tmp_path / "state"
     eng = engine(state, "edge")
     try:
-        eng.source("book").refresh()  # type: ignore[attr-defined]
+        eng.context.source("book").refresh()  # type: ignore[attr-defined]
         eng.sync("book")
     finally:
         eng.close()

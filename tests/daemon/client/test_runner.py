@@ -17,7 +17,7 @@ import pytest
 
 from ingestd.daemon.client import Client
 from ingestd.daemon.client.runner import Runner
-from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.service.control import ControlServer
 from ingestd.daemon.wire.errors import DaemonError, NoDaemon
 from ingestd.daemon.wire.statelock import StateLock, StateLockedError
@@ -154,7 +154,7 @@ def test_through_a_daemon_and_here_the_answer_is_the_same(
     state = tmp_path / "state"
     engine = make_engine(tree, state, fake_vectors)
     try:
-        for name in engine.sources:
+        for name in engine.context.sources:
             engine.sync(name)
     finally:
         engine.close()

@@ -27,7 +27,7 @@ from click.testing import CliRunner, Result
 
 from ingestd.daemon.cli.main import cli
 from ingestd.daemon.config import load_config
-from ingestd.daemon.sync.engine import Engine
+from ingestd.daemon.engine import Engine
 from tests.daemon.harness import FAST_WATCH, Harness
 from tests.helpers import (
     REPO,
@@ -54,7 +54,7 @@ def _ingest(cfg_file: Path, state: Path) -> None:
     """Every configured source indexed from scratch (fake vectors)."""
     eng = Engine(load_config(cfg_file), state, embed_model=fake_vectors)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
     finally:
         eng.close()
@@ -66,7 +66,7 @@ def _cli(*args: str) -> Result:
 
 def _daemon_points(h: Harness) -> dict[str, dict[str, Any]]:
     """Every point of the running daemon's store, read on its engine thread."""
-    return dict(h.call(lambda e: dict(e.store.scroll("ingestd"))))
+    return dict(h.call(lambda e: dict(e.resources.store.scroll("ingestd"))))
 
 
 def _documents(state: Path, source: str) -> int:
@@ -113,7 +113,7 @@ def test_a_missing_root_given_as_path_is_reported_and_a_typo_refused(tmp_path: P
     state = tmp_path / "state"
     eng = Engine(load_config(None, roots=[str(root)]), state, embed_model=fake_vectors)
     try:  # the source `ingestd resync PATH` makes
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
     finally:
         eng.close()
@@ -143,7 +143,7 @@ def test_commands_through_the_daemon_report_a_missing_root(tmp_path: Path) -> No
         assert res.exit_code == 1 and "nothing synced or deleted" in res.output, res.output
         res = _cli("verify", *common, "--repair")
         assert res.exit_code == 1 and "ROOT MISSING" in res.output, res.output
-        assert h.call(lambda e: e.manifest.counts("docs"))["documents"] == len(PAGES)
+        assert h.call(lambda e: e.resources.manifest.counts("docs"))["documents"] == len(PAGES)
 
 
 # -- overlapping roots, include globs that match nothing -----------------------------------------

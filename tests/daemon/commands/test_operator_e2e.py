@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.config import load_config
-from ingestd.daemon.sync.engine import Engine
+from ingestd.daemon.engine import Engine
 from tests.helpers import (
     copy_tree,
     fake_vectors,
@@ -58,7 +58,7 @@ def _assert_matches_oracle(cfg: Path, state: Path, tmp: Path) -> None:
     fresh = tmp / "oracle"
     eng = Engine(load_config(cfg), fresh, embed_model=fake_vectors)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
     finally:
         eng.close()

@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 from ingestd.chunkers.readers.document import Extracted
-from ingestd.daemon.commands.extracted import ExtractedCache, extracted_cache
-from ingestd.daemon.commands.read import read
+from ingestd.daemon.commands.query.extracted import ExtractedCache, extracted_cache
+from ingestd.daemon.commands.query.read import read
 from tests.helpers import CountingEmbedder, make_engine
 
 
@@ -25,7 +25,7 @@ def test_a_pdf_read_twice_is_extracted_once_and_again_once_edited(
     shutil.copy(first, root / "book.pdf")
     eng = make_engine(root, tmp_path / "state", fake_embedder)
     try:
-        (name,) = eng.sources
+        (name,) = eng.context.sources
         assert eng.sync(name).indexed == 1
         before = extracted_cache.extractions
         a = read(eng, path="book.pdf", start_line=1, end_line=5)

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.commands.read import read
-from ingestd.daemon.commands.search import search as search_cmd
-from ingestd.daemon.commands.sync import scopes, sync
+from ingestd.daemon.commands.index.sync import scopes, sync
+from ingestd.daemon.commands.query.read import read
+from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.wire.errors import DaemonError
 from tests.helpers import fake_vectors, make_engine
 
@@ -20,7 +20,7 @@ from tests.helpers import fake_vectors, make_engine
 def engine(tree: Path, tmp_path: Path) -> Iterator[Any]:
     eng = make_engine(tree, tmp_path / "state", fake_vectors)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
         yield eng
     finally:
@@ -54,8 +54,8 @@ def test_read_widens_a_hit_to_its_neighbours_section_and_file_lines(
 
 def test_read_gives_the_exact_neighbours_in_document_order(engine: Any) -> None:
     hit = _hit(engine, "glossary", "docs/concepts/glossary.md")
-    doc = engine.manifest.document(hit["source"], hit["path"])
-    ids = [r.point_id for r in engine.manifest.chunks(doc.id)]  # by ordinal
+    doc = engine.resources.manifest.document(hit["source"], hit["path"])
+    ids = [r.point_id for r in engine.resources.manifest.chunks(doc.id)]  # by ordinal
     i = ids.index(hit["id"])
     got = read(engine, id=hit["id"], context=2)
     assert [c["id"] for c in got["chunks"]] == ids[max(0, i - 2) : i + 3]
@@ -129,9 +129,9 @@ def test_sync_of_an_edited_path_makes_it_searchable(
 ) -> None:
     page = tree / "docs/concepts/glossary.md"
     page.write_text(page.read_text() + "\n\n## Zebras\n\nZebrafication of telemetry.\n")
-    with caplog.at_level(logging.INFO, logger="ingestd.daemon.commands.sync"):
+    with caplog.at_level(logging.INFO, logger="ingestd.daemon.commands.index.sync"):
         got = sync(engine, ["docs/concepts/glossary.md"])
-        (name,) = engine.sources
+        (name,) = engine.context.sources
         assert caplog.messages == [
             f"sync of source {name} (1 path(s)): 1 indexed, 0 deleted, 0 failed"
         ]
@@ -153,8 +153,8 @@ def test_sync_without_paths_scans_every_source(engine: Any, tree: Path) -> None:
 
 
 def test_sync_paths_map_to_sources_and_are_checked(engine: Any, tree: Path) -> None:
-    (name,) = engine.sources
-    root = Path(engine.sources[name].root)
+    (name,) = engine.context.sources
+    root = Path(engine.context.sources[name].root)
     (root / "docs").mkdir(exist_ok=True)
     for rel in ("docs/a.md", "docs/b.md"):
         (root / rel).write_text("# A page\n")
@@ -173,7 +173,7 @@ def test_sync_paths_map_to_sources_and_are_checked(engine: Any, tree: Path) -> N
 
 def test_sync_of_a_path_no_source_holds_says_so(engine: Any, tree: Path) -> None:
     # a typo used to be planned, found nothing, and report "complete, all searchable"
-    (name,) = engine.sources
+    (name,) = engine.context.sources
     engine.sync(name)
     with pytest.raises(DaemonError, match="nonexistent.md: not a file or folder of") as err:
         sync(engine, ["nonexistent.md"])
@@ -193,7 +193,7 @@ def test_read_of_a_hierarchical_child_gives_its_parent_section(tree: Path, tmp_p
     rules = [{"name": "h", "match": ["*"], "chunker": "hierarchical"}]
     eng = make_engine(tree, tmp_path / "h-state", fake_vectors, rules=rules)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
         hit = search_cmd(eng, "collector pipeline", k=1, mode="sparse", expand=True)[0]
         parent = hit["parent"]

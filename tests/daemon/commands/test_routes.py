@@ -5,10 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ingestd.daemon.commands.evaluate import evaluate as evaluate_cmd
-from ingestd.daemon.commands.routes import ROUTES, Route, Thread
-from ingestd.daemon.commands.search import wire_answer as search_cmd
+from ingestd.daemon.commands.query.search import wire_answer as search_cmd
+from ingestd.daemon.commands.routes import ROUTES, Priority, Route, Thread
 from ingestd.daemon.evaluation.runs import eval_cancel, eval_progress
-from ingestd.daemon.service.jobs import Priority
 
 
 def test_every_command_the_daemon_answers_has_one_route() -> None:

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner
 
 from ingestd.daemon.cli.main import cli
-from ingestd.daemon.commands.search import answer, search
+from ingestd.daemon.commands.query.search import answer, search
 from ingestd.daemon.wire.errors import DaemonError
 from tests.helpers import fake_vectors, make_engine
 
@@ -27,7 +27,7 @@ from tests.helpers import fake_vectors, make_engine
 def engine(tree: Path, tmp_path: Path) -> Iterator[Any]:
     eng = make_engine(tree, tmp_path / "state", fake_vectors)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
         yield eng
     finally:
@@ -84,11 +84,11 @@ def test_search_during_a_sync_says_how_many_documents_are_left(tree: Path, tmp_p
     seen: list[dict[str, Any] | None] = []
     try:
         # the daemon serves searches at the checkpoints of a long sync; so does this
-        eng.on_checkpoint = lambda _serve: seen.append(
+        eng.checkpoints.on_checkpoint = lambda _serve: seen.append(
             answer(eng, "collector", k=1, mode="sparse")["indexing"]
         )
-        eng.sync(next(iter(eng.sources)))
-        eng.on_checkpoint = None
+        eng.sync(next(iter(eng.context.sources)))
+        eng.checkpoints.on_checkpoint = None
         assert answer(eng, "collector", k=1, mode="sparse")["indexing"] is None
     finally:
         eng.close()

@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from ingestd.daemon.cli.main import cli
-from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.query.search import search as search_cmd
 from tests.helpers import CORPORA, copy_tree, fake_vectors, make_engine, store_snapshot
 
 RST_DOCS = CORPORA / "rst-docs"
@@ -48,7 +48,7 @@ def indexed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     state = tmp / "state"
     eng = make_engine(root, state, fake_vectors)
     try:
-        eng.sync(next(iter(eng.sources)))
+        eng.sync(next(iter(eng.context.sources)))
     finally:
         eng.close()
     return root, state
@@ -103,7 +103,7 @@ def test_a_path_under_which_nothing_is_indexed_says_so(
     indexed: tuple[Path, Path], path: str
 ) -> None:
     """Not a bare "no results" (exit 0), which reads as "the query found nothing"."""
-    from ingestd.daemon.commands.search import answer
+    from ingestd.daemon.commands.query.search import answer
 
     root, state = indexed
     eng = make_engine(root, state, fake_vectors)

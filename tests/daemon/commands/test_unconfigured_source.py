@@ -30,11 +30,11 @@ def _config(path: Path, *roots: Path) -> Path:
 def test_a_source_dropped_from_the_config_is_marked_in_search_and_status(
     tmp_path: Path, real_embedder: CountingEmbedder
 ) -> None:
-    from ingestd.daemon.cli.status_text import status_lines
-    from ingestd.daemon.commands.search import answer
+    from ingestd.daemon.commands.query.search import answer
     from ingestd.daemon.commands.status import status_of
+    from ingestd.daemon.commands.status_text import status_lines
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     kept, dropped = tmp_path / "kept", tmp_path / "dropped"
     kept.mkdir()
@@ -45,7 +45,7 @@ def test_a_source_dropped_from_the_config_is_marked_in_search_and_status(
     both = _config(tmp_path / "both.yaml", kept, dropped)
     eng = Engine(load_config(both), state, embed_model=real_embedder)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             assert eng.sync(name).indexed == 1
         hits = answer(eng, "where do wombats sleep", k=2)["hits"]
         assert hits[0]["source"] == "dropped" and "configured" not in hits[0]
@@ -55,13 +55,13 @@ def test_a_source_dropped_from_the_config_is_marked_in_search_and_status(
     one = _config(tmp_path / "one.yaml", kept)
     eng = Engine(load_config(one), state, embed_model=real_embedder)
     try:
-        assert set(eng.sources) == {"kept"}
+        assert set(eng.context.sources) == {"kept"}
         got = answer(eng, "where do wombats sleep", k=2)
         top = got["hits"][0]
         assert top["source"] == "dropped" and top["configured"] is False
         assert all("configured" not in h for h in got["hits"] if h["source"] == "kept")
         assert any("dropped, which the config no longer has" in n for n in got["notes"])
-        st = status_of(eng.manifest, eng, state)
+        st = status_of(eng.resources.manifest, eng, state)
         by_name = {s["source"]: s for s in st["sources"]}
         assert by_name["kept"]["configured"] is True and by_name["kept"]["warnings"] == []
         assert by_name["dropped"]["configured"] is False

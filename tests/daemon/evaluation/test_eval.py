@@ -166,7 +166,7 @@ def test_progress_log_writes_a_line_per_phase_and_then_one_every_interval(
 ) -> None:
     import time
 
-    from ingestd.daemon.evaluation.cli import ProgressLog
+    from ingestd.daemon.cli.eval_client import ProgressLog
     from ingestd.daemon.evaluation.evaluate import EvalProgress
     from ingestd.daemon.sync.types import SyncProgress
 
@@ -182,7 +182,7 @@ def test_progress_log_writes_a_line_per_phase_and_then_one_every_interval(
         started=time.monotonic() - 10,
     )
     indexing = EvalProgress("0123abcd", "tiny", 0, 2, sync=sync)
-    caplog.set_level("INFO", logger="ingestd.daemon.evaluation.cli")
+    caplog.set_level("INFO", logger="ingestd.daemon.cli.eval_client")
     log(EvalProgress("0123abcd", "tiny", 0, 2))  # nothing to show before the first slice
     for t in (1.0, 2.0, 20.0, 31.5, 40.0):  # one line, then one 30 s later
         clock[0] = t
@@ -357,7 +357,7 @@ def test_ranks_are_those_of_ingestd_search_over_the_same_tree(
     tmp_path: Path,
 ) -> None:
     """The eval asks what `ingestd search` would answer for a resync of the tree."""
-    from ingestd.daemon.commands.search import search as search_cmd
+    from ingestd.daemon.commands.query.search import search as search_cmd
     from ingestd.store.search.pages import page_scores
 
     raw, state, qs = first_run
@@ -365,7 +365,7 @@ def test_ranks_are_those_of_ingestd_search_over_the_same_tree(
     shutil.copyfile(state / "embeddings.db", tmp_path / "embeddings.db")
     engine = make_engine(corpus, tmp_path, embed)
     try:
-        engine.sync(next(iter(engine.sources)))
+        engine.sync(next(iter(engine.context.sources)))
         assert not embed.texts  # the eval filled the cache: the same chunks
         for mode in MODES:
             want = raw["rule_sets"][0]["ranks"][mode]
@@ -493,7 +493,7 @@ def test_sigterm_ends_a_local_run_with_143_and_leaves_no_scratch_state(
 ) -> None:
     from contextlib import contextmanager
 
-    from ingestd.daemon.evaluation import cli as eval_cli
+    from ingestd.daemon.cli import eval_client as eval_cli
     from ingestd.daemon.evaluation.rulesets import rule_sets
 
     _, state, qs = first_run
@@ -565,7 +565,7 @@ def harness(
 
 
 def _collections(h: Any) -> list[str]:
-    return h.call(lambda e: sorted(e.store.collections()))
+    return h.call(lambda e: sorted(e.resources.store.collections()))
 
 
 @pytest.mark.slow
@@ -574,7 +574,7 @@ def test_ctrl_c_through_the_daemon_cancels_and_drops_the_collections(
 ) -> None:
     from contextlib import contextmanager
 
-    from ingestd.daemon.evaluation import cli as eval_cli
+    from ingestd.daemon.cli import eval_client as eval_cli
     from ingestd.daemon.evaluation.collections import LEDGER
     from ingestd.daemon.evaluation.rulesets import rule_sets
     from ingestd.daemon.wire.protocol import request
@@ -609,7 +609,7 @@ def test_ctrl_c_through_the_daemon_cancels_and_drops_the_collections(
     assert _collections(h) == before
     assert not (h.state / LEDGER).read_text().strip()
     # the daemon goes on: its own source still answers
-    hits = h.call(lambda e: e.store.point_count("ingestd"))
+    hits = h.call(lambda e: e.resources.store.point_count("ingestd"))
     assert hits > 0
 
 
@@ -617,7 +617,7 @@ def test_ctrl_c_through_the_daemon_cancels_and_drops_the_collections(
 def test_a_failing_run_in_the_daemon_drops_its_collections_and_those_left_by_a_killed_one(
     harness: Any, corpus: Path, qa: Path, tiny: Path
 ) -> None:
-    from ingestd.daemon.evaluation import cli as eval_cli
+    from ingestd.daemon.cli import eval_client as eval_cli
     from ingestd.daemon.evaluation.collections import LEDGER
     from ingestd.daemon.evaluation.rulesets import rule_sets
     from ingestd.daemon.wire.errors import DaemonError
@@ -625,7 +625,7 @@ def test_a_failing_run_in_the_daemon_drops_its_collections_and_those_left_by_a_k
     h = harness
     before = _collections(h)
     # a run killed with the daemon left a collection behind, listed in the ledger
-    h.call(lambda e: e.store.ensure_collection("eval-0123abcd-0", 384))
+    h.call(lambda e: e.resources.store.ensure_collection("eval-0123abcd-0", 384))
     (h.state / LEDGER).write_text("eval-0123abcd-0\ningestd\n")
     assert "eval-0123abcd-0__v1" in _collections(h)
     cfg = load_config(None)

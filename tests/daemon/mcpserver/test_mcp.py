@@ -90,7 +90,7 @@ def indexed(tree: Path, tmp_path: Path) -> Path:
     state = tmp_path / "state"
     eng = make_engine(tree, state, fake_vectors)
     try:
-        for name in eng.sources:
+        for name in eng.context.sources:
             eng.sync(name)
     finally:
         eng.close()
@@ -388,7 +388,7 @@ def corpus(tmp_path_factory: pytest.TempPathFactory, real_model: Any) -> Path:
     test copies the tree and the state (vectors included) with :func:`_copy`.
     """
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     base = tmp_path_factory.mktemp("mcp")
     root = copy_tree(base / "docs", PAGES)

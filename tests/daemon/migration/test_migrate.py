@@ -3,7 +3,7 @@
 Two real models whose vectors differ: the bundled all-MiniLM-L6-v2 (mean pooling) and
 a copy of it configured with CLS pooling (its weights linked, its pooling config
 changed: another fingerprint, other vectors, the same tokenizer). The migration runs
-inside a sync, as in the daemon; the test hook (``Engine.migration_hook``) stands at
+inside a sync, as in the daemon; the test hook (``engine.context.hook``) stands at
 its checkpoints and at the switch, where the daemon serves searches and changes.
 """
 
@@ -22,12 +22,12 @@ import pytest
 from click.testing import CliRunner
 
 from ingestd.daemon.cli.main import cli
-from ingestd.daemon.commands.migrate import migrate as migrate_cmd
-from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.index.migrate import migrate as migrate_cmd
+from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.commands.status import status_of
 from ingestd.daemon.config import load_config
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.migration import version_writer
-from ingestd.daemon.sync.engine import Engine
 from ingestd.store.embedding.embedder import BUNDLED_MODEL, model_info
 from ingestd.store.manifest.builds import BuildDocuments
 from tests.helpers import (
@@ -113,7 +113,7 @@ def engine(root: Path, state: Path, model: str, factory: Any) -> Engine:
 def ingest(root: Path, state: Path, model: str, factory: Any) -> None:
     e = engine(root, state, model, factory)
     try:
-        res = e.sync(next(iter(e.sources)))
+        res = e.sync(next(iter(e.context.sources)))
         assert not res.interrupted
     finally:
         e.close()
@@ -157,10 +157,12 @@ def check_search(e: Engine, factory: Any, model: str) -> str:
     """
     hits = search_cmd(e, QUERY, k=5, mode="dense")
     assert hits, "no hit"
-    physical = e.store.layout("ingestd").physical
+    physical = e.resources.store.layout("ingestd").physical
     q = np.asarray(factory(model_info(model))([QUERY])[0], dtype=np.float32)
     ids = [h["id"] for h in hits]
-    stored = {pid: vec for pid, _p, vec in e.store.retrieve(physical, ids, with_vectors=True)}
+    stored = {
+        pid: vec for pid, _p, vec in e.resources.store.retrieve(physical, ids, with_vectors=True)
+    }
     assert set(stored) == set(ids)
     for h in hits:
         want = float(np.dot(q, np.asarray(stored[h["id"]], dtype=np.float32)))
@@ -184,7 +186,7 @@ def test_migration_serves_one_version_at_a_time_follows_changes_and_ends_as_from
 ) -> None:
     root, state = migration_state
     e = engine(root, state, str(cls_model), models)
-    source = next(iter(e.sources))
+    source = next(iter(e.context.sources))
     steps: list[tuple[str, str]] = []
     changed = root / FILES[0]
     pending: list[list[str]] = []
@@ -200,19 +202,19 @@ def test_migration_serves_one_version_at_a_time_follows_changes_and_ends_as_from
         steps.append((step, check_search(e, models, model)))
         checkpoints = [s for s, _ in steps if s == "checkpoint"]
         if len(checkpoints) == 2:  # the first document is in the new version
-            midway.update(status_of(e.manifest, e, state)["migrations"][0])
+            midway.update(status_of(e.resources.manifest, e, state)["migrations"][0])
             changed.write_text(changed.read_text() + "\n\n## Added meanwhile\n\nA new paragraph.\n")
             (root / "docs" / "new.md").write_text("# New page\n\nWritten during the migration.\n")
             (root / FILES[3]).unlink()
             pending.append([FILES[0], "docs/new.md", FILES[3]])
         if step == "built":  # the change landed in both versions
             ids = set(e.expected_points(source)[0])
-            assert {p for p, _ in e.store.scroll("ingestd")} == ids
-            record = BuildDocuments(e.manifest).point_ids("ingestd")
+            assert {p for p, _ in e.resources.store.scroll("ingestd")} == ids
+            record = BuildDocuments(e.resources.manifest).point_ids("ingestd")
             assert set(record) == ids
 
-    e.migration_hook = hook
-    e.on_checkpoint = serve
+    e.context.hook = hook
+    e.checkpoints.on_checkpoint = serve
     try:
         res = e.sync(source)
         assert not res.interrupted
@@ -255,11 +257,11 @@ def test_migration_resumes_after_a_crash_and_a_sigterm_without_embedding_twice(
             if step == "checkpoint" and steps.count("checkpoint") == stop_at:
                 if crash:
                     raise Crash
-                e.stop.set()  # SIGTERM
+                e.checkpoints.stop.set()  # SIGTERM
 
-        e.migration_hook = hook
+        e.context.hook = hook
         try:
-            return e.sync(next(iter(e.sources))), steps
+            return e.sync(next(iter(e.context.sources))), steps
         finally:
             e.close()
 
@@ -276,7 +278,7 @@ def test_migration_resumes_after_a_crash_and_a_sigterm_without_embedding_twice(
     assert physical_collections(state) == {new_version(cls_model)}
     e = engine(root, state, str(cls_model), counting)
     try:
-        assert e.verify(next(iter(e.sources))).clean
+        assert e.verify(next(iter(e.context.sources))).clean
     finally:
         e.close()
     assert_from_scratch(root, state, tmp_path, str(cls_model), models)
@@ -291,19 +293,19 @@ def test_abort_drops_the_partial_version_and_leaves_the_current_one_untouched(
     root, state = migration_state
     before, vectors = store_snapshot(state), dense_vectors(state)
     e = engine(root, state, str(cls_model), models)
-    source = next(iter(e.sources))
+    source = next(iter(e.context.sources))
     answers: list[dict[str, Any]] = []
 
     def hook(collection: str, step: str) -> None:
         if step == "checkpoint" and not answers:  # `ingestd migrate --abort`, served here
             answers.append(migrate_cmd(e, abort=True))
 
-    e.migration_hook = hook
+    e.context.hook = hook
     try:
         res = e.sync(source)
         assert not res.interrupted
         assert check_search(e, models, BUNDLED_MODEL) == "ingestd__v1"
-        status = status_of(e.manifest, e, state)["migrations"]
+        status = status_of(e.resources.manifest, e, state)["migrations"]
     finally:
         e.close()
     assert answers[0]["aborted"] == [
@@ -322,7 +324,7 @@ def test_abort_drops_the_partial_version_and_leaves_the_current_one_untouched(
     e = engine(root, state, str(cls_model), models)
     try:
         e.sync(source)
-        assert e.manifest.collection_build("ingestd") is None
+        assert e.resources.manifest.collection_build("ingestd") is None
         assert check_search(e, models, BUNDLED_MODEL) == "ingestd__v1"
         assert e.verify(source).clean
     finally:
@@ -385,7 +387,7 @@ def test_the_cost_is_said_before_and_the_cli_aborts_restarts_and_reports(
     assert store_snapshot(state) == before  # nothing written
     # a migration stopped midway (a crash), then aborted from the command line
     e = Engine(load_config(new), state)
-    e.migration_hook = crash
+    e.context.hook = crash
     with pytest.raises(Crash):
         e.sync("docs")
     e.close()
@@ -432,11 +434,17 @@ def test_the_daemon_migrates_in_the_background_serving_searches_status_and_chang
             reached, release = gates[step]
             reached.set()
             deadline = time.monotonic() + 60
-            while not release.wait(0.01) and not e.stop.is_set() and time.monotonic() < deadline:
-                assert e.on_checkpoint is not None
-                e.on_checkpoint(step == "checkpoint")  # the pause serves searches (and changes)
+            while (
+                not release.wait(0.01)
+                and not e.checkpoints.stop.is_set()
+                and time.monotonic() < deadline
+            ):
+                assert e.checkpoints.on_checkpoint is not None
+                e.checkpoints.on_checkpoint(
+                    step == "checkpoint"
+                )  # the pause serves searches (and changes)
 
-        e.migration_hook = hook
+        e.context.hook = hook
 
     def search() -> list[dict[str, Any]]:
         hits = request(state, "search", {"query": QUERY, "mode": "dense"}, timeout=30)
@@ -445,7 +453,7 @@ def test_the_daemon_migrates_in_the_background_serving_searches_status_and_chang
 
     with fast_tmp() as state:
         e = make_engine(tree, state, embed)
-        e.sync(next(iter(e.sources)))
+        e.sync(next(iter(e.context.sources)))
         e.close()
         h = Harness(tree, state, embed, configure=configure, embedding={"model": str(cls_model)})
         with h.start(wait_idle=False):
@@ -487,18 +495,18 @@ def test_a_crash_at_the_switch_is_finished_at_the_next_start(
             raise Crash
 
     e = eng()
-    e.sync(next(iter(e.sources)))
+    e.sync(next(iter(e.context.sources)))
     e.close()
     e = eng(model=str(cls_model), fit_model=False)  # a new model and fit_model
-    e.migration_hook = crash
+    e.context.hook = crash
     with pytest.raises(Crash):
-        e.sync(next(iter(e.sources)))
+        e.sync(next(iter(e.context.sources)))
     e.close()
     e = eng(model=str(cls_model), fit_model=False)
     try:
-        source = next(iter(e.sources))
+        source = next(iter(e.context.sources))
         e.sync(source)
-        assert e.manifest.collection_build("ingestd") is None
+        assert e.resources.manifest.collection_build("ingestd") is None
         assert e.verify(source).clean
         want = set(e.expected_points(source)[0])
     finally:
@@ -519,7 +527,7 @@ def git_engine(state: Path, url: str, model: str, factory: Any) -> Engine:
 def git_ingest(state: Path, url: str, model: str, factory: Any) -> None:
     e = git_engine(state, url, model, factory)
     try:
-        e.source("book").refresh()  # type: ignore[attr-defined]
+        e.context.source("book").refresh()  # type: ignore[attr-defined]
         assert not e.sync("book").interrupted
         assert e.verify("book").clean
     finally:

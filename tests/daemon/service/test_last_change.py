@@ -29,13 +29,13 @@ class Clock:
 
 def _engine(root: Path, state: Path, clock: Clock) -> Any:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     return Engine(load_config(None, roots=[root]), state, embed_model=fake_vectors, now=clock)
 
 
 def _source(eng: Any) -> dict[str, Any]:
-    (src,) = status_of(eng.manifest, eng, eng.state_dir)["sources"]
+    (src,) = status_of(eng.resources.manifest, eng, eng.resources.paths.root)["sources"]
     return src
 
 
@@ -45,7 +45,7 @@ def test_a_change_batch_records_when_it_was_written_and_a_noop_scan_does_not(
     clock = Clock()
     eng = _engine(tree, tmp_path / "state", clock)
     try:
-        (name,) = eng.sources
+        (name,) = eng.context.sources
         eng.sync(name)
         src = _source(eng)
         assert src["last_sync"] == src["last_change_synced"] == 1_000.0
@@ -79,7 +79,7 @@ def test_a_sync_left_incomplete_still_records_the_changes_it_wrote(
 
     monkeypatch.setattr(eng.preparer, "prepare_watched", locked_out)
     try:
-        (name,) = eng.sources
+        (name,) = eng.context.sources
         eng.sync(name)
         clock.t = 5_000.0
         (tree / "new.md").write_text("# New\n\nA new page about otters.\n")

@@ -131,7 +131,7 @@ class FakeSystemd:
 
 def _in_flight(h: Harness, path: str) -> Any:
     engine = h.service.engine
-    for f in engine.in_flight if engine is not None else ():
+    for f in list(engine.writer.in_flight.values()) if engine is not None else ():
         if f.path == path:
             return f
     return None
@@ -163,13 +163,13 @@ def test_watchdog_is_fed_searches_and_edits_served_while_a_huge_document_is_writ
         assert flying.chunks_total > 10 * SLICE_CHUNKS
 
         # a search is answered mid-document (it runs at a checkpoint)
-        hits = h.call(lambda e: e.store.point_count("ingestd"), timeout=10)
+        hits = h.call(lambda e: e.resources.store.point_count("ingestd"), timeout=10)
         assert hits >= 1
         # an edit of another file becomes searchable while huge.md is still in flight
         (root / "other.md").write_text("# Other\n\nAn edit made during the long write.\n")
 
         def other_written() -> bool:
-            doc = h.service.engine.manifest.document(h.source, "other.md")
+            doc = h.service.engine.resources.manifest.document(h.source, "other.md")
             return doc is not None and doc.state == "ok"
 
         wait_for(other_written, 30, "the edit of other.md to be written")
@@ -303,10 +303,10 @@ def test_file_over_max_chunks_is_skipped_with_a_status_entry(
         root, tmp_path / "state", fake_embedder, rules=SMALL_WINDOWS, files={"max_chunks": 50}
     )
     try:
-        (name,) = eng.sources
+        (name,) = eng.context.sources
         res = eng.sync(name)
         assert (res.indexed, res.failed) == (1, 1)
-        failed = dict(eng.manifest.failed(name))
+        failed = dict(eng.resources.manifest.failed(name))
         assert "files.max_chunks 50" in failed["huge.md"]
         assert all("fine" in t.lower() or "normal" in t.lower() for t in fake_embedder.texts)
         assert eng.verify(name).clean
@@ -400,7 +400,7 @@ def test_verify_while_a_long_document_is_written_leaves_it_out(
             60,
             "huge.md to be under way",
         )
-        (name,) = h.call(lambda e: list(e.sources))
+        (name,) = h.call(lambda e: list(e.context.sources))
         for repair in (False, True):
             rep = h.call(lambda e, repair=repair: e.verify(name, repair=repair))
             assert rep.writing == ["huge.md"]

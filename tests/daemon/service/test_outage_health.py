@@ -105,7 +105,7 @@ def test_documents_a_failed_batch_left_are_counted_until_they_are_written(
     """An embedding server down: status said "0 documents left to scan" while new
     documents waited for their retry; it counts them, and stops once they are written."""
     import ingestd.daemon.service.jobs as jobs_mod
-    from ingestd.daemon.cli.status_text import status_lines
+    from ingestd.daemon.commands.status_text import status_lines
     from tests.daemon.harness import FAST_WATCH, Harness
     from tests.helpers import CountingEmbedder, copy_tree, fake_vectors, wait_for
 

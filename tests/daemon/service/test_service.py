@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from ingestd.daemon.commands.routes import Priority
 from ingestd.daemon.service import jobs as jobs_mod
 from ingestd.daemon.service import watches as watches_mod
 from ingestd.daemon.wire.protocol import request
@@ -204,7 +205,7 @@ def test_lost_events_coalesce_with_a_queued_scan(
         caplog.clear()
         policy = h.service.policy
         gate = threading.Event()
-        h.service.submit(gate.wait, jobs_mod.Priority.URGENT)  # the engine thread is busy
+        h.service.submit(gate.wait, Priority.URGENT)  # the engine thread is busy
         assert policy.queue_scan(h.source, "first")
         for _ in range(5):
             policy.on_lost(h.source, "the inotify event queue overflowed")
@@ -329,7 +330,7 @@ def test_periodic_safety_rescan_finds_missed_changes(
 def test_status_shows_the_folders_watched_and_ignored_and_the_watch_budget(
     tree: Path, scratch: Path, fake_embedder: CountingEmbedder
 ) -> None:
-    from ingestd.daemon.cli.status_text import status_lines
+    from ingestd.daemon.commands.status_text import status_lines
     from ingestd.daemon.watch.inotify import max_user_watches
 
     (tree / "node_modules/pkg/lib").mkdir(parents=True)

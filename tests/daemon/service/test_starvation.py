@@ -31,7 +31,7 @@ from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
 from ingestd.daemon.cli import cli
-from ingestd.daemon.commands.search import search
+from ingestd.daemon.commands.query.search import search
 from tests.daemon.harness import Harness
 from tests.daemon.service.test_long_work import FakeSystemd, huge_markdown
 from tests.helpers import CountingEmbedder, wait_for
@@ -66,7 +66,9 @@ def _look(h: Harness, word: str) -> tuple[bool, list[str]]:
     def look(e: Any) -> tuple[bool, list[str]]:
         hits = search(e, word, k=3, path="ok.md", mode="sparse")
         found = any(word in hit["text"] for hit in hits)
-        committed = {pid for pid, _, pending in e.manifest.point_rows(h.source) if not pending}
+        committed = {
+            pid for pid, _, pending in e.resources.manifest.point_rows(h.source) if not pending
+        }
         out = []
         for mode, path in [("dense", "long.md"), ("sparse", "long.md"), ("sparse", None)]:
             hits = search(e, "collector exporter pipeline", k=50, path=path, mode=mode)

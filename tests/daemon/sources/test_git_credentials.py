@@ -21,9 +21,9 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.config import load_config
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.sources.git import GitSource
 from ingestd.daemon.sources.gitcmd import GitError, GitRunner, Login, split_login
-from ingestd.daemon.sync.engine import Engine
 from tests.gitrepos import HistoryRepo, git
 from tests.gitserver import HttpBackend
 from tests.helpers import fake_vectors, store_snapshot
@@ -89,7 +89,7 @@ def _sync(state: Path, source: dict[str, Any]) -> int:
     cfg = load_config(None, overrides={"state_dir": str(state), "sources": [source]})
     eng = Engine(cfg, state, embed_model=fake_vectors)
     try:
-        src = eng.source("book")
+        src = eng.context.source("book")
         assert isinstance(src, GitSource)
         src.refresh()
         eng.sync("book")

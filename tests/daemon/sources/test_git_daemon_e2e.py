@@ -15,8 +15,8 @@ import pytest
 
 from ingestd.daemon.client import Client
 from ingestd.daemon.config import load_config
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.sources.versions import payload_versions
-from ingestd.daemon.sync.engine import Engine
 from tests.daemon.harness import Harness
 from tests.gitrepos import HistoryRepo
 from tests.helpers import (
@@ -37,7 +37,7 @@ def _scratch(tmp: Path, url: str) -> dict[str, dict[str, Any]]:
     cfg = load_config(None, overrides={"state_dir": str(state), "sources": [source]})
     eng = Engine(cfg, state, embed_model=fake_vectors)
     try:
-        eng.source("book").refresh()  # type: ignore[attr-defined]
+        eng.context.source("book").refresh()  # type: ignore[attr-defined]
         eng.sync("book")
     finally:
         eng.close()

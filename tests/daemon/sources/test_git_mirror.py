@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from ingestd.daemon.config import load_config
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.sources.git import GitSource
 from ingestd.daemon.sources.mirror import legacy_mirror_dir, mirror_dir
-from ingestd.daemon.sync.engine import Engine
 from tests.gitrepos import HistoryRepo, git
 from tests.helpers import fake_vectors, store_snapshot, without_provenance
 
@@ -41,7 +41,7 @@ def _sync(state: Path, sources: dict[str, str]) -> dict[str, Any]:
     try:
         out = {}
         for name in sources:
-            src = eng.source(name)
+            src = eng.context.source(name)
             assert isinstance(src, GitSource)
             src.refresh()
             out[name] = eng.sync(name)
@@ -112,7 +112,7 @@ def test_a_mirror_under_the_former_name_is_moved_with_its_objects(tmp_path: Path
     os.rename(first.origin, hidden)
     eng = Engine(_config(state, sources), state, embed_model=fake_vectors)
     try:
-        src = eng.source("my book")
+        src = eng.context.source("my book")
         assert isinstance(src, GitSource)
         assert src.root == new and not old.exists()
         assert _object_files(new) == objects  # the same files: moved, not fetched again

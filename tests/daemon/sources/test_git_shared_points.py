@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 import yaml
 
-from ingestd.daemon.commands.read import read
-from ingestd.daemon.commands.search import search
+from ingestd.daemon.commands.query.read import read
+from ingestd.daemon.commands.query.search import search
 from ingestd.daemon.config import load_config
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.sources.versions import BY_VERSION_KEY, payload_versions, version_view
-from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncResult
 from ingestd.store.vectors.ids import point_ids
 from tests.gitrepos import HistoryRepo, git
@@ -55,7 +55,7 @@ def _sync(state: Path, url: str, refs: tuple[str, ...], embed: Any = fake_vector
     """Fetch and sync in a fresh engine; ``verify`` must be clean."""
     eng = _engine(state, url, refs, embed)
     try:
-        eng.source("book").refresh()  # type: ignore[attr-defined]
+        eng.context.source("book").refresh()  # type: ignore[attr-defined]
         res = eng.sync("book")
         report = eng.verify("book")
         assert report.clean, report.as_dict()
@@ -272,7 +272,7 @@ def test_a_store_from_before_shared_points_is_written_again_without_embedding(
     state = tmp_path / "state"
     both = ("v1", "v2")
     with monkeypatch.context() as m:  # the writer as it was: one point per version
-        import ingestd.daemon.sync.engine as engine
+        import ingestd.daemon.engine as engine
         import ingestd.daemon.sync.preparing.preparer as preparer
         import ingestd.daemon.sync.writing.applier as applier
         import ingestd.daemon.sync.writing.writer as writer
@@ -294,7 +294,7 @@ def test_a_store_from_before_shared_points_is_written_again_without_embedding(
         m.setattr(engine, "rekey_versions", lambda *_a: 0)
         eng = _engine(state, url, both)
         try:
-            eng.source("book").refresh()  # type: ignore[attr-defined]
+            eng.context.source("book").refresh()  # type: ignore[attr-defined]
             eng.sync("book")
         finally:
             eng.close()

@@ -18,13 +18,13 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.commands.search import search
+from ingestd.daemon.commands.query.search import search
 from ingestd.daemon.commands.status import status_of
 from ingestd.daemon.config import load_config
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.sources.git import GitSource
 from ingestd.daemon.sources.gitcmd import GitError
 from ingestd.daemon.sources.versions import payload_versions, version_view
-from ingestd.daemon.sync.engine import Engine
 from ingestd.daemon.sync.types import SyncResult
 from tests.gitrepos import HistoryRepo, git
 from tests.gitserver import GitDaemon, HttpBackend
@@ -52,7 +52,7 @@ def _sync(
     """
     eng = Engine(_config(state, url, **kw), state, embed_model=fake_vectors)
     try:
-        src = eng.source("book")
+        src = eng.context.source("book")
         assert isinstance(src, GitSource)
         src.refresh()
         if reads is not None:
@@ -234,7 +234,7 @@ def test_an_unreachable_server_deletes_nothing_and_a_return_catches_up(tmp_path:
         cfg = _config(state, url)
         eng = Engine(cfg, state, embed_model=fake_vectors)
         try:
-            src = eng.source("book")
+            src = eng.context.source("book")
             assert isinstance(src, GitSource)
             with pytest.raises(GitError, match="fetch|ls-remote"):
                 src.refresh()
@@ -245,7 +245,7 @@ def test_an_unreachable_server_deletes_nothing_and_a_return_catches_up(tmp_path:
             res = eng.sync("book")
             assert (res.indexed, res.deleted, res.root_missing) == (0, 0, False)
             assert eng.verify("book").clean
-            (st,) = status_of(eng.manifest, eng, state)["sources"]
+            (st,) = status_of(eng.resources.manifest, eng, state)["sources"]
             assert st["failing_since"] and "127.0.0.1" in st["fetch_error"]
             assert {r["version"] for r in st["refs"]} == {"main", "v1"}
         finally:
@@ -258,7 +258,7 @@ def test_an_unreachable_server_deletes_nothing_and_a_return_catches_up(tmp_path:
         _assert_is_versions_text(got, repo, {"main": "main", "v1": "v1"})
         eng = Engine(cfg, state, embed_model=fake_vectors)
         try:
-            (st,) = status_of(eng.manifest, eng, state)["sources"]
+            (st,) = status_of(eng.resources.manifest, eng, state)["sources"]
             assert st["failing_since"] is None and st["fetched_at"]
         finally:
             eng.close()
@@ -284,7 +284,7 @@ def test_a_credential_from_the_environment_is_used_and_appears_nowhere(
         eng = Engine(_config(state, url, **creds), state, embed_model=fake_vectors)
         try:
             with pytest.raises(GitError, match="INGESTD_TEST_GIT_TOKEN"):
-                eng.source("book").refresh()  # type: ignore[attr-defined]
+                eng.context.source("book").refresh()  # type: ignore[attr-defined]
         finally:
             eng.close()
         # a wrong one: refused by the server, the message holds no token
@@ -292,7 +292,7 @@ def test_a_credential_from_the_environment_is_used_and_appears_nowhere(
         eng = Engine(_config(state, url, **creds), state, embed_model=fake_vectors)
         try:
             with pytest.raises(GitError) as err:
-                eng.source("book").refresh()  # type: ignore[attr-defined]
+                eng.context.source("book").refresh()  # type: ignore[attr-defined]
             assert token not in str(err.value)
         finally:
             eng.close()
@@ -301,7 +301,7 @@ def test_a_credential_from_the_environment_is_used_and_appears_nowhere(
         assert f"Bearer {token}" in server.auth_seen  # it was sent
         eng = Engine(_config(state, url, **creds), state, embed_model=fake_vectors)
         try:
-            status = json.dumps(status_of(eng.manifest, eng, state))
+            status = json.dumps(status_of(eng.resources.manifest, eng, state))
         finally:
             eng.close()
     points = store_snapshot(state)
@@ -357,7 +357,7 @@ def test_lfs_pointers_submodules_and_links_are_skipped_and_no_driver_runs(
     eng = Engine(_config(state, str(repo.origin), refs=("main",)), state, embed_model=fake_vectors)
     try:
         eng.sync("book")
-        skipped = {k["path"]: k["reason"] for k in eng.skipped_entries("book")}
+        skipped = {k["path"]: k["reason"] for k in eng.failures.skipped_entries("book")}
     finally:
         eng.close()
     assert "LFS pointer" in skipped["main:src/big.md"]
@@ -376,10 +376,10 @@ def test_a_repository_over_the_size_bound_is_refused(tmp_path: Path) -> None:
     )
     try:
         with pytest.raises(GitError, match="over max_repo_bytes 10000"):
-            eng.source("book").refresh()  # type: ignore[attr-defined]
+            eng.context.source("book").refresh()  # type: ignore[attr-defined]
         res = eng.sync("book")
         assert res.root_missing and res.indexed == 0
-        (st,) = status_of(eng.manifest, eng, state)["sources"]
+        (st,) = status_of(eng.resources.manifest, eng, state)["sources"]
         assert st["root_missing"] and "max_repo_bytes" in st["fetch_error"]
     finally:
         eng.close()
@@ -404,7 +404,7 @@ def test_a_version_no_source_holds_is_a_usage_error_that_names_the_versions(
 ) -> None:
     """Exit 2 as an unknown source, from the CLI as from the engine; the message names the
     filter, not a flag of one front end (the MCP tool's argument is ``version``)."""
-    from ingestd.daemon.commands.search import answer
+    from ingestd.daemon.commands.query.search import answer
     from ingestd.daemon.wire.errors import DaemonError
     from tests.helpers import run_cli
 

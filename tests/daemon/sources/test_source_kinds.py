@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import pytest
 
 from ingestd.daemon.config import ConfigError, SourceConfig, load_config
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.sources import kinds
 from ingestd.daemon.sources.base import (
     ChangeMode,
@@ -30,7 +31,6 @@ from ingestd.daemon.sources.base import (
 )
 from ingestd.daemon.sources.local import LocalFolder, LocalSourceConfig
 from ingestd.daemon.sources.shown import FolderStatus, When
-from ingestd.daemon.sync.engine import Engine
 from tests.helpers import MD_DOCS, SMALL_MD, fake_vectors, store_snapshot, without_provenance
 
 #: The documents of each ``memory`` source, by its ``root``: path -> bytes.
@@ -194,7 +194,7 @@ def _sync(state: Path, paths: list[str] | None = None) -> Any:
     """One sync of the ``mem`` source in a fresh engine, closed after (the store is free)."""
     eng = Engine(_config(state), state, embed_model=fake_vectors)
     try:
-        source = eng.source("mem")
+        source = eng.context.source("mem")
         assert isinstance(source, MemorySource) and not is_watched(source)
         res = eng.sync("mem", paths)
         assert eng.verify("mem").clean
@@ -319,9 +319,9 @@ def test_status_and_sources_ask_the_kind_for_its_lines(
     from click.testing import CliRunner
 
     from ingestd.daemon.cli.index import sources
-    from ingestd.daemon.cli.state import manifest_reader
-    from ingestd.daemon.cli.status_text import status_lines
+    from ingestd.daemon.cli.shared.state import manifest_reader
     from ingestd.daemon.commands.status import local_status
+    from ingestd.daemon.commands.status_text import status_lines
 
     memory_kind["/mem/docs"] = {SMALL_MD[0]: (MD_DOCS / SMALL_MD[0]).read_bytes()}
     state = tmp_path / "state"

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.commands import read
+from ingestd.daemon.commands.query import read
 from ingestd.daemon.sources.beneath import (
     OutsideRootError,
     open_beneath,
@@ -100,11 +100,11 @@ def test_without_a_daemon_a_link_out_of_the_root_is_never_read(tmp_path: Path, s
     state = tmp_path / "state"
     eng = make_engine(root, state, fake_vectors)
     try:
-        (name,) = eng.sources
+        (name,) = eng.context.sources
         eng.sync(name)
         paths = ("index.md",) if swap is _swap_file else ("guide/install.md", "guide/usage.md")
-        hits = {p: eng.manifest.document(name, p) for p in paths}
-        ids = {p: [c.point_id for c in eng.manifest.chunks(hits[p].id)] for p in paths}
+        hits = {p: eng.resources.manifest.document(name, p) for p in paths}
+        ids = {p: [c.point_id for c in eng.resources.manifest.chunks(hits[p].id)] for p in paths}
         swap(root, outside)
         # read by path and by id before any sync: the indexed chunks, never the file outside
         for p in paths:
@@ -116,11 +116,11 @@ def test_without_a_daemon_a_link_out_of_the_root_is_never_read(tmp_path: Path, s
         res = eng.sync(name)
         assert res.deleted == len(paths)
         for p in paths:
-            assert eng.manifest.document(name, p) is None
+            assert eng.resources.manifest.document(name, p) is None
             with pytest.raises(DaemonError, match="not an indexed document"):
                 read.read(eng, path=p)
         assert eng.verify(name).clean
-        assert not any(SECRET in str(p) for _, p in eng.store.scroll("ingestd"))
+        assert not any(SECRET in str(p) for _, p in eng.resources.store.scroll("ingestd"))
     finally:
         eng.close()
 

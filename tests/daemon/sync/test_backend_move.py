@@ -29,10 +29,10 @@ TORCH = {"backend": "torch"}
 def _sync(root: Path, state: Path, embed: Any, **embedding: Any) -> Any:
     eng = make_engine(root, state, embed, **({"embedding": embedding} if embedding else {}))
     try:
-        name = next(iter(eng.sources))
+        name = next(iter(eng.context.sources))
         res = eng.sync(name)
         assert eng.verify(name).clean
-        return res, eng.model
+        return res, eng.profiles.profile.model
     finally:
         eng.close()
 

@@ -73,10 +73,10 @@ def _resync(root: Path, state: Path) -> Any:
     """A no-op ``resync`` in this process: plan and apply, then close."""
     eng = make_engine(root, state, fake_vectors)
     try:
-        name = next(iter(eng.sources))
+        name = next(iter(eng.context.sources))
         plan = eng.plan(name)
         assert plan.empty, plan
-        return eng.check_store(name, deep=None).deep, eng.store_open
+        return eng.check_store(name, deep=None).deep, eng.resources.store_open
     finally:
         eng.close()
 
@@ -105,7 +105,7 @@ def test_a_writer_removes_the_record_first_and_only_a_clean_close_writes_it(
 ) -> None:
     root, state = ingested_tree(tmp_path)
     eng = make_engine(root, state, fake_vectors)
-    name = next(iter(eng.sources))
+    name = next(iter(eng.context.sources))
     assert not (state / RECORD_FILE).exists()  # gone before anything was written
     page = root / "docs/concepts/glossary.md"
     page.write_text(page.read_text() + "\n\nAn edit before the crash.\n")
@@ -134,7 +134,7 @@ def test_a_log_cut_after_the_close_is_seen_and_checked_point_by_point(
     page.write_text(page.read_text() + "\n\nAn edit that the log records.\n")
     eng = make_engine(root, state, fake_vectors)
     try:
-        eng.sync(next(iter(eng.sources)))
+        eng.sync(next(iter(eng.context.sources)))
     finally:
         eng.close()
     assert cut_wal(store_folder(state))
@@ -163,7 +163,7 @@ def test_a_manifest_written_since_the_close_is_checked_point_by_point(
 @pytest.mark.engine("edge")
 def test_a_readers_search_leaves_the_record_proven(tmp_path: Path, reads: PayloadReads) -> None:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     root, state = ingested_tree(tmp_path)
     record = (state / RECORD_FILE).read_bytes()
@@ -171,7 +171,7 @@ def test_a_readers_search_leaves_the_record_proven(tmp_path: Path, reads: Payloa
         load_config(None, roots=[root]), state, embed_model=fake_vectors, read_only=True
     )
     try:
-        hits = reader.store.search(
+        hits = reader.resources.store.search(
             "ingestd", dense=fake_vectors(["x"])[0], sparse=None, limit=5, mode="dense"
         )
         assert len(hits) == 5
@@ -229,7 +229,7 @@ def test_a_store_that_fails_to_close_is_not_recorded_as_closed_cleanly(
 
     root, state = ingested_tree(tmp_path)
     eng = make_engine(root, state, fake_vectors)
-    assert eng.store.point_count("ingestd") == 100  # its shard is open
+    assert eng.resources.store.point_count("ingestd") == 100  # its shard is open
 
     def flush(self: Guarded) -> None:
         raise OSError("No space left on device")
@@ -270,7 +270,7 @@ def test_a_daemon_after_a_clean_stop_loads_no_collection_before_it_is_ready(
         eng = make_engine(root, state, fake_vectors)
         try:
             eng.open_collections()  # what ``ingestd run`` does before READY=1
-            assert eng.store_open
+            assert eng.resources.store_open
             assert counted == (["ingestd"] if unclean else [])
         finally:
             eng.close()

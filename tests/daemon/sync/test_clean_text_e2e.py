@@ -52,7 +52,7 @@ def test_real_model_and_bm25_read_clean_text_payload_stays_verbatim(
     tmp_path: Path, real_embedder: CountingEmbedder
 ) -> None:
     from ingestd.chunkers.text import decode
-    from ingestd.daemon.commands.search import search
+    from ingestd.daemon.commands.query.search import search
     from ingestd.store.search.sparse import document_vector, term_id
     from ingestd.store.vectors.ids import chunk_hash
 
@@ -63,7 +63,7 @@ def test_real_model_and_bm25_read_clean_text_payload_stays_verbatim(
     state = tmp_path / "state"
     eng = make_engine(root, state, real_embedder)
     try:
-        (name,) = eng.sources
+        (name,) = eng.context.sources
         assert eng.sync(name).indexed == 2
     finally:
         eng.close()

@@ -60,7 +60,7 @@ CHILD = textwrap.dedent(
 
     setattr(cls, target, wrapped)
     eng = make_engine(root, state, fake_vectors)
-    eng.sync(next(iter(eng.sources)), allow_mass_delete=True)
+    eng.sync(next(iter(eng.context.sources)), allow_mass_delete=True)
     eng.close()
     print("finished without being killed")
     """
@@ -121,7 +121,7 @@ def test_killed_sync_is_repaired_by_the_next(
     if target in ("delete", "set_payload"):
         # these steps only happen on an update: ingest first, then edit and crash
         eng = make_engine(root, state, fake_vectors)
-        eng.sync(next(iter(eng.sources)))
+        eng.sync(next(iter(eng.context.sources)))
         eng.close()
         _edit(root)
     code = run_killed_sync(root, state, target, when, nth)
@@ -129,7 +129,7 @@ def test_killed_sync_is_repaired_by_the_next(
     if target not in ("delete", "set_payload"):
         _edit(root)  # the tree also moves on while the daemon is down
     eng = make_engine(root, state, fake_vectors)
-    name = next(iter(eng.sources))
+    name = next(iter(eng.context.sources))
     eng.sync(name)
     report = eng.verify(name)
     eng.close()

@@ -22,7 +22,7 @@ EDIT = "Edited: a new sentence is added to this paragraph. "
 def _sync(root: Path, state: Path, embed: Any) -> Any:
     eng = make_engine(root, state, embed)
     try:
-        name = next(iter(eng.sources))
+        name = next(iter(eng.context.sources))
         res = eng.sync(name)
         assert eng.verify(name).clean
         return res

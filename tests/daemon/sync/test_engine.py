@@ -24,7 +24,7 @@ from tests.helpers import (
 
 
 def _sync(eng, paths=None, **kw):
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     return eng.sync(name, paths, **kw)
 
 
@@ -40,7 +40,7 @@ def test_first_ingest_then_noop(
     again = _sync(eng)
     assert (again.indexed, again.deleted, again.chunks_written) == (0, 0, 0)
     assert len(fake_embedder.texts) == n, "a no-op sync embedded something"
-    name = next(iter(eng.sources))
+    name = next(iter(eng.context.sources))
     assert eng.verify(name).clean
     eng.close()
     assert_matches_oracle(tree, state, tmp_path, fake_vectors)
@@ -70,7 +70,7 @@ def test_edit_add_rename_delete_match_oracle(
     new_texts = fake_embedder.texts[first:]
     assert 1 <= len(new_texts) <= 3, f"re-embedded {len(new_texts)} chunks for one edit"
     assert all("A new sentence about sums." in t for t in new_texts)
-    name = next(iter(eng.sources))
+    name = next(iter(eng.context.sources))
     assert eng.verify(name).clean
     eng.close()
     assert_matches_oracle(tree, state, tmp_path, fake_vectors)
@@ -89,7 +89,7 @@ def test_rename_is_rekeyed_without_embedding_even_with_empty_cache(
     eng = make_engine(tree, state, fake_embedder)
     n = len(fake_embedder.texts)
     os.rename(tree / "docs/collector", tree / "docs/otel-collector")
-    plan = eng.plan(next(iter(eng.sources)))
+    plan = eng.plan(next(iter(eng.context.sources)))
     assert len(plan.moves) == 3
     _sync(eng)
     assert len(fake_embedder.texts) == n
@@ -116,10 +116,10 @@ def test_rule_change_rechunks_only_its_documents(
         RuleConfig(name="markdown", match=("*.md",), chunker="markdown"),
     ]
     eng = make_engine(tree, state, fake_embedder, rules=[r.model_dump() for r in rules])
-    plan = eng.plan(next(iter(eng.sources)))
+    plan = eng.plan(next(iter(eng.context.sources)))
     assert plan.index == ["docs/concepts/glossary.md"]
     _sync(eng)
-    assert eng.verify(next(iter(eng.sources))).clean
+    assert eng.verify(next(iter(eng.context.sources))).clean
     eng.close()
 
 
@@ -132,15 +132,15 @@ def test_broken_files_do_not_harm_others(
     eng = make_engine(tree, state, fake_embedder)
     res = _sync(eng)
     assert res.failed == 2 and res.indexed == 6
-    name = next(iter(eng.sources))
-    failed = dict(eng.manifest.failed(name))
+    name = next(iter(eng.context.sources))
+    failed = dict(eng.resources.manifest.failed(name))
     assert "not valid UTF-8 (byte 0xe9 at offset 3)" in failed["latin1.md"]
     assert "binary" in failed["binary.txt"]
     assert eng.verify(name).clean
     # fixing the file indexes it
     (tree / "latin1.md").write_text("café au lait\n")
     res = _sync(eng)
-    assert res.indexed == 1 and not eng.manifest.failed(name)[:-1]
+    assert res.indexed == 1 and not eng.resources.manifest.failed(name)[:-1]
     eng.close()
     assert_matches_oracle(tree, state, tmp_path, fake_vectors)
 
@@ -167,8 +167,8 @@ def test_mass_deletion_guard_holds_scan_deletes(
 
 
 def manifest_paths(eng) -> list[str]:
-    name = next(iter(eng.sources))
-    return [r.path for r in eng.manifest.iter_documents(name)]
+    name = next(iter(eng.context.sources))
+    return [r.path for r in eng.resources.manifest.iter_documents(name)]
 
 
 def test_event_paths_folder_moved_out(tree: Path, tmp_path: Path, fake_embedder) -> None:
@@ -224,13 +224,13 @@ def test_verify_finds_and_repairs_drift(tree: Path, tmp_path: Path, fake_embedde
 
     state = tmp_path / "state"
     eng = make_engine(tree, state, fake_embedder)
-    name = next(iter(eng.sources))
+    name = next(iter(eng.context.sources))
     _sync(eng)
-    ids = sorted(eng.manifest.chunks_of_source(name))
-    eng.store.delete("ingestd", ids[:2])  # missing
-    eng.store.set_payload("ingestd", [(ids[5], {"text": "tampered"})])  # stale
+    ids = sorted(eng.resources.manifest.chunks_of_source(name))
+    eng.resources.store.delete("ingestd", ids[:2])  # missing
+    eng.resources.store.set_payload("ingestd", [(ids[5], {"text": "tampered"})])  # stale
     orphan = "00000000-0000-4000-8000-000000000001"
-    eng.store.upsert("ingestd", [Point(orphan, fake_vectors(["x"])[0], {"source": name})])
+    eng.resources.store.upsert("ingestd", [Point(orphan, fake_vectors(["x"])[0], {"source": name})])
     report = eng.verify(name)
     assert set(report.missing) == set(ids[:2])
     assert report.stale == [ids[5]]
@@ -275,7 +275,7 @@ def test_budget_over_the_model_is_reported(tmp_path: Path, caplog) -> None:
     root.mkdir()
     rules = [{"match": ["*"], "chunker": "token", "params": {"max_tokens": 512, "overlap": 0}}]
     eng = make_engine(root, tmp_path / "s", fake_vectors, rules=rules)
-    assert eng.rule_warnings == [
+    assert eng.profiles.profile.rule_warnings == [
         "rule 'token': max_tokens 512 is about 624 model word pieces; chunks are capped at "
         "the model's 254 instead"
     ]
@@ -283,7 +283,7 @@ def test_budget_over_the_model_is_reported(tmp_path: Path, caplog) -> None:
     eng = make_engine(
         root, tmp_path / "s2", fake_vectors, rules=rules, embedding={"fit_model": False}
     )
-    assert "the model will silently drop the rest" in eng.rule_warnings[0]
+    assert "the model will silently drop the rest" in eng.profiles.profile.rule_warnings[0]
     assert "the model will silently drop the rest" in caplog.text
     eng.close()
 
@@ -293,12 +293,14 @@ def test_missing_root_deletes_nothing(tree: Path, tmp_path: Path, fake_embedder)
     state = tmp_path / "state"
     eng = make_engine(tree, state, fake_embedder)
     _sync(eng)
-    before = store_snapshot_ids = set(eng.manifest.chunks_of_source(next(iter(eng.sources))))
+    before = store_snapshot_ids = set(
+        eng.resources.manifest.chunks_of_source(next(iter(eng.context.sources)))
+    )
     moved = tmp_path / "unmounted"
     tree.rename(moved)
     res = _sync(eng)
     assert res.root_missing and res.deleted == 0
-    assert set(eng.manifest.chunks_of_source(next(iter(eng.sources)))) == before
+    assert set(eng.resources.manifest.chunks_of_source(next(iter(eng.context.sources)))) == before
     moved.rename(tree)
     assert _sync(eng).indexed == 0
     eng.close()
@@ -317,10 +319,13 @@ def test_held_deletions_are_recorded_for_status(tmp_path: Path, fake_embedder) -
     for i in range(12):
         (root / f"p{i}.md").unlink()
     assert len(_sync(eng).held) == 12
-    st = status_of(eng.manifest, None, tmp_path / "state")
+    st = status_of(eng.resources.manifest, None, tmp_path / "state")
     assert st["sources"][0]["held_deletes"] == 12
     _sync(eng, allow_mass_delete=True)
-    assert status_of(eng.manifest, None, tmp_path / "state")["sources"][0]["held_deletes"] == 0
+    assert (
+        status_of(eng.resources.manifest, None, tmp_path / "state")["sources"][0]["held_deletes"]
+        == 0
+    )
     eng.close()
 
 
@@ -334,7 +339,7 @@ def test_files_that_become_ignored_or_excluded_are_deleted(
     leaves out is not back, however present it is.
     """
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     root = tmp_path / "docs"
     (root / "drafts").mkdir(parents=True)
@@ -356,7 +361,7 @@ def test_files_that_become_ignored_or_excluded_are_deleted(
     res = _sync(eng)
     assert len(res.held) == 12 and res.deleted == 0
     assert _sync(eng, allow_mass_delete=True).deleted == 12
-    name = next(iter(eng.sources))
+    name = next(iter(eng.context.sources))
     assert eng.verify(name).clean
     eng.close()
     assert_matches_oracle(root, state, tmp_path, fake_vectors)

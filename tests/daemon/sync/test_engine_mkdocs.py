@@ -40,7 +40,7 @@ def test_mkdocs_markup_edits_match_oracle(tmp_path: Path, fake_embedder: Countin
     root = copy_tree(tmp_path / "docs", FILES, CORPORA)
     state = tmp_path / "state"
     eng = make_engine(root, state, fake_embedder)
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     eng.sync(name)
     first = len(fake_embedder.texts)
     assert not any("8<" in t or "{{#" in t for t in fake_embedder.texts)

@@ -34,7 +34,7 @@ class SyncMachine(RuleBasedStateMachine):
             fake_vectors,
             mass_delete={"max_share": 1.0, "min_count": 0},
         )
-        self.name = next(iter(self.engine.sources))
+        self.name = next(iter(self.engine.context.sources))
         self.touched: set[str] = set()
         self.synced = True
 

@@ -46,7 +46,7 @@ def _replace(path: Path, old: str, new: str) -> None:
 
 def _by_path(eng: Any) -> dict[str, list[dict[str, Any]]]:
     out: dict[str, list[dict[str, Any]]] = {}
-    for _, p in eng.store.scroll("ingestd"):
+    for _, p in eng.resources.store.scroll("ingestd"):
         out.setdefault(p["path"], []).append(p)
     return out
 
@@ -64,10 +64,10 @@ def test_every_format_matches_the_oracle_across_edits(
     shutil.copytree(format_tree, root)
     state = tmp_path / "state"
     eng = make_engine(root, state, embedder)
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     try:
         eng.sync(name)
-        failed = dict(eng.manifest.failed(name))
+        failed = dict(eng.resources.manifest.failed(name))
         assert set(failed) == set(BAD), failed
         for rel, words in BAD.items():
             assert words in failed[rel], failed[rel]
@@ -125,7 +125,9 @@ def test_every_format_matches_the_oracle_across_edits(
         for word in ("remarkable powers", "zqnewcell", "Zqlayout", "zqpdf", "Zqadoc"):
             assert any(word in t for t in new), word
         assert len(new) < 60, f"re-embedded {len(new)} chunks for a handful of edits"
-        assert set(dict(eng.manifest.failed(name))) == set(BAD) - {"pdf/bad/truncated.pdf"}
+        assert set(dict(eng.resources.manifest.failed(name))) == set(BAD) - {
+            "pdf/bad/truncated.pdf"
+        }
         assert eng.verify(name).clean
     finally:
         eng.close()
@@ -135,7 +137,7 @@ def test_every_format_matches_the_oracle_across_edits(
 def test_read_widens_a_hit_with_the_extracted_text_and_its_citation(
     tmp_path: Path, format_tree: Path, fake_embedder: CountingEmbedder
 ) -> None:
-    from ingestd.daemon.commands.read import read
+    from ingestd.daemon.commands.query.read import read
 
     root = tmp_path / "docs"
     for sub in ("notebooks", "pdf", "adoc"):
@@ -143,10 +145,10 @@ def test_read_widens_a_hit_with_the_extracted_text_and_its_citation(
     shutil.copytree(format_tree / "site" / "guide", root / "site" / "guide")
     state = tmp_path / "state"
     eng = make_engine(root, state, fake_embedder)
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     try:
         eng.sync(name)
-        points = dict(eng.store.scroll("ingestd"))
+        points = dict(eng.resources.store.scroll("ingestd"))
         seen = set()
         for pid, p in sorted(points.items(), key=lambda kv: (kv[1]["path"], kv[1]["ordinal"])):
             suffix = Path(p["path"]).suffix
@@ -188,7 +190,7 @@ def test_search_cites_pages_cells_and_html_lines(
     shutil.copytree(format_tree / "site" / "widgets", root / "site" / "widgets")
     state = tmp_path / "state"
     eng = make_engine(root, state, real_embedder)
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     try:
         eng.sync(name)
     finally:

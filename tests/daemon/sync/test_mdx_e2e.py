@@ -52,10 +52,10 @@ def test_mdx_pages_match_the_oracle_and_an_import_line_embeds_nothing(
     root = _tree(mdx_tree, tmp_path / "docs")
     state = tmp_path / "state"
     eng = make_engine(root, state, embedder)
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     try:
         eng.sync(name)
-        points = [p for _, p in eng.store.scroll("ingestd")]
+        points = [p for _, p in eng.resources.store.scroll("ingestd")]
         assert {p["rule"] for p in points} == {"mdx"}
         assert not any("PropertiesTable" in t or "<Note" in t for t in embedder.texts)
         assert any(t.startswith("Settings > ") for t in embedder.texts)  # the title roots them
@@ -70,7 +70,7 @@ def test_mdx_pages_match_the_oracle_and_an_import_line_embeds_nothing(
         eng.sync(name)
         assert embedder.texts[before:] == []  # the ESM is in the payload's text only
         first = min(
-            (p for _, p in eng.store.scroll("ingestd") if p["path"].endswith(page.name)),
+            (p for _, p in eng.resources.store.scroll("ingestd") if p["path"].endswith(page.name)),
             key=lambda p: p["ordinal"],
         )
         assert "import { Extra } from '@/components/extra';" in first["text"]
@@ -102,11 +102,11 @@ def test_mdx_pages_match_the_oracle_and_an_import_line_embeds_nothing(
 def test_a_question_answered_inside_component_data_finds_its_page(
     tmp_path: Path, mdx_tree: Path, real_embedder: CountingEmbedder
 ) -> None:
-    from ingestd.daemon.commands.search import search
+    from ingestd.daemon.commands.query.search import search
 
     root = _tree(mdx_tree, tmp_path / "docs")
     eng = make_engine(root, tmp_path / "state", real_embedder)
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     try:
         eng.sync(name)
         query = "What delay in milliseconds does smoothStream wait between chunks by default?"

@@ -110,13 +110,13 @@ def test_base64_and_one_character_files_are_skipped_blob_pages_lose_only_blobs(
     _manual(root, rng, sections=8, blob_bytes=30_000)
     eng = make_engine(root, tmp_path / "state", fake_embedder)
     try:
-        (name,) = eng.sources
+        (name,) = eng.context.sources
         res = eng.sync(name)
         assert (res.indexed, res.failed) == (1, 2)
-        failed = dict(eng.manifest.failed(name))
+        failed = dict(eng.resources.manifest.failed(name))
         assert set(failed) == {"b64.txt", "caret.txt"}
         assert "not prose: all" in failed["b64.txt"]
-        ((path, note),) = eng.manifest.partly_skipped(name)
+        ((path, note),) = eng.resources.manifest.partly_skipped(name)
         assert path == "manual.md" and "chunks not prose" in note
         assert not any(not is_prose(t) for t in fake_embedder.texts)  # no blob embedded
         for i in range(8):  # every section's prose
@@ -130,24 +130,24 @@ def test_base64_and_one_character_files_are_skipped_blob_pages_lose_only_blobs(
 def test_a_manual_with_a_blob_listing_is_searchable_and_status_says_partly_skipped(
     tmp_path: Path, real_embedder: CountingEmbedder
 ) -> None:
-    from ingestd.daemon.cli.status_text import status_lines
-    from ingestd.daemon.commands.search import search
+    from ingestd.daemon.commands.query.search import search
     from ingestd.daemon.commands.status import status_of
+    from ingestd.daemon.commands.status_text import status_lines
 
     root = tmp_path / "docs"
     root.mkdir()
     _manual(root, random.Random(2), sections=6, blob_bytes=20_000)
     eng = make_engine(root, tmp_path / "state", real_embedder)
     try:
-        (name,) = eng.sources
+        (name,) = eng.context.sources
         res = eng.sync(name)
         assert (res.indexed, res.failed) == (1, 0)
-        (src,) = status_of(eng.manifest, eng, eng.state_dir)["sources"]
+        (src,) = status_of(eng.resources.manifest, eng, eng.resources.paths.root)["sources"]
         assert src["failed"] == 0 and src["partly_skipped"] == 1
         (doc,) = src["partly_skipped_documents"]
         left_out = int(doc["note"].split(" of ")[0])
         assert left_out > 32 and left_out > src["chunks"]  # the old rule skipped it whole
-        st = status_of(eng.manifest, eng, eng.state_dir)
+        st = status_of(eng.resources.manifest, eng, eng.resources.paths.root)
         text = "\n".join(status_lines(st, time.time()))
         assert f"partly skipped manual.md: {left_out} of " in text
         hits = search(eng, "how does compression work in release 4?", k=1, mode="dense")

@@ -44,7 +44,7 @@ def write_tree(root: Path) -> Path:
 def indexed(tmp_path_factory: pytest.TempPathFactory, real_model: Any) -> Path:
     """:data:`TREE` indexed with the real model as source ``docs`` (``base/{docs,state}``)."""
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     base = tmp_path_factory.mktemp("ui")
     root = write_tree(base / "docs")

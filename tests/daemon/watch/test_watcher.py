@@ -368,7 +368,8 @@ def test_git_checkout_between_branches(
 
     with _run(repo, scratch, fake_embedder) as h:
         assert {
-            p.get("git_commit") for p in h.call(lambda e: dict(e.store.scroll("ingestd"))).values()
+            p.get("git_commit")
+            for p in h.call(lambda e: dict(e.resources.store.scroll("ingestd"))).values()
         } == {main_head}
         before_plans, b = len(h.applied), h.service.batches_done
         _git(repo, "checkout", "-q", "topic")
@@ -377,7 +378,8 @@ def test_git_checkout_between_branches(
         assert len(indexed) == len(set(indexed)), f"a file was processed twice: {indexed}"
         h.assert_matches_oracle(scratch)
         commits = {
-            p.get("git_commit") for p in h.call(lambda e: dict(e.store.scroll("ingestd"))).values()
+            p.get("git_commit")
+            for p in h.call(lambda e: dict(e.resources.store.scroll("ingestd"))).values()
         }
         assert topic_head in commits
 

@@ -36,7 +36,7 @@ def onnx_export_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 def _real_chunks(tmp: Path) -> list[str]:
     """Embedded texts of real chunks from the four corpora, and two over-long texts."""
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     texts: list[str] = []
     picks = [
@@ -49,7 +49,10 @@ def _real_chunks(tmp: Path) -> list[str]:
         eng = Engine(load_config(None, roots=[root]), tmp / root.name, embed_model=_no)
         try:
             for rel in rels:
-                chunks = [c.embed_text for c in eng.prepare(next(iter(eng.sources)), rel).chunks]
+                chunks = [
+                    c.embed_text
+                    for c in eng.preparer.prepare(next(iter(eng.context.sources)), rel).chunks
+                ]
                 texts.extend(chunks[:12])
         finally:
             eng.close()

@@ -96,11 +96,11 @@ def test_an_ingest_runs_end_to_end_on_the_new_backend(tmp_path: Path, hash_backe
     embedding = {"backend": "hash", "model": "hash-64"}
     eng = make_engine(tree, state, None, embedding=embedding)
     try:
-        name = next(iter(eng.sources))
-        assert eng.model.fingerprint == HASH.fingerprint("hash-64")
+        name = next(iter(eng.context.sources))
+        assert eng.profiles.profile.model.fingerprint == HASH.fingerprint("hash-64")
         res = eng.sync(name)
         assert res.indexed == 2 and res.failed == 0
-        model = eng.profile.embed_model()
+        model = eng.profiles.profile.embed_model()
         assert isinstance(model, HashEmbedder) and model.loaded
         embedded = list(model.texts)
         assert len(embedded) == res.chunks_written

@@ -54,7 +54,7 @@ INT8_FINGERPRINT_BEFORE = "2279a6e017d0ca808a3e6226e9fca0ed67710b30cdcfdc7ca4482
 
 
 def test_backend_is_chosen_in_the_config(tmp_path: Path) -> None:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     default = load_config(None)
     # the test extra installs the openvino extra: the default wherever it is installed
@@ -69,9 +69,12 @@ def test_backend_is_chosen_in_the_config(tmp_path: Path) -> None:
     assert cfg.embedding.cache_dir == tmp_path / "models"  # relative to the config file
     eng = Engine(cfg, tmp_path / "state")
     try:
-        assert eng.model.backend == "onnx-int8"
-        assert eng.model.fingerprint == model_info(BUNDLED_MODEL, "onnx-int8").fingerprint
-        model = eng.profile.embed_model()
+        assert eng.profiles.profile.model.backend == "onnx-int8"
+        assert (
+            eng.profiles.profile.model.fingerprint
+            == model_info(BUNDLED_MODEL, "onnx-int8").fingerprint
+        )
+        model = eng.profiles.profile.embed_model()
         assert isinstance(model, OnnxEmbedder) and not model.loaded  # nothing loaded yet
         assert model.cache_dir == tmp_path / "models"
     finally:
@@ -79,7 +82,7 @@ def test_backend_is_chosen_in_the_config(tmp_path: Path) -> None:
     torch_cfg = load_config(None, overrides={"embedding": {"backend": "torch"}})
     eng = Engine(torch_cfg, tmp_path / "state2")
     try:
-        assert isinstance(eng.profile.embed_model(), SentenceTransformerEmbedder)
+        assert isinstance(eng.profiles.profile.embed_model(), SentenceTransformerEmbedder)
     finally:
         eng.close()
 
@@ -165,7 +168,7 @@ def test_status_names_the_backend_and_its_fingerprint(tmp_path: Path) -> None:
     int8 = model_info(BUNDLED_MODEL, "onnx-int8")
     eng = make_engine(tree, tmp_path / "state", _no, embedding={"backend": "onnx-int8"})
     try:
-        got = status_of(eng.manifest, eng, tmp_path / "state")["model"]
+        got = status_of(eng.resources.manifest, eng, tmp_path / "state")["model"]
     finally:
         eng.close()
     assert got == {
@@ -496,7 +499,7 @@ def test_int8_backend_end_to_end_incremental_equals_from_scratch(
     onnx_export_dir: Path, tmp_path: Path
 ) -> None:
     """Configured backend, real export, engine, store: kept vectors equal fresh ones bit for bit."""
-    from ingestd.daemon.commands.search import search as search_cmd
+    from ingestd.daemon.commands.query.search import search as search_cmd
     from tests.helpers import copy_tree, make_engine, state_dense_vectors, store_snapshot
 
     tree = copy_tree(
@@ -505,7 +508,7 @@ def test_int8_backend_end_to_end_incremental_equals_from_scratch(
     backend = {"backend": "onnx-int8", "cache_dir": str(onnx_export_dir)}
     state = tmp_path / "state"
     eng = make_engine(tree, state, None, embedding=backend)
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     eng.sync(name)
     p = tree / "docs/collector/quick-start.md"
     p.write_text(p.read_text() + "\n\n## Appendix\n\nThe collector can also run as a sidecar.\n")
@@ -527,8 +530,8 @@ def test_int8_backend_end_to_end_incremental_equals_from_scratch(
     try:
         # searched with the profile that made it until a migration switches it (docs/guides/
         # embedding-model.md); its vectors are never mixed with the default's
-        assert eng.profile.model.backend == default_backend()
-        assert eng.profile_of("ingestd").model.backend == "onnx-int8"
+        assert eng.profiles.profile.model.backend == default_backend()
+        assert eng.profiles.profile_of("ingestd").model.backend == "onnx-int8"
     finally:
         eng.close()
 

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from ingestd.daemon.client.query import QueryBuilder
-from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.config import ConfigError, load_config
 from ingestd.daemon.sync.profiles.profile import Profile, config_for, differences
 from ingestd.store.embedding.cache import EmbedStats
@@ -124,7 +124,7 @@ def test_a_search_of_an_index_made_with_input_types_asks_with_the_query_type(
     state = tmp_path / "state"
     eng = make_engine(tree, state, None, embedding=remote_embedding(gateway.url, **TYPES))
     try:
-        res = eng.sync(next(iter(eng.sources)))
+        res = eng.sync(next(iter(eng.context.sources)))
         assert res.embedded > 0 and not res.interrupted
         assert set(gateway.input_types) == {"passage"}  # every chunk as a passage
         n = len(gateway.input_types)

@@ -104,7 +104,7 @@ def test_a_bf16_cpu_without_openvino_embeds_with_onnx_and_says_so_once(
 ) -> None:
     import importlib.util
 
-    from ingestd.daemon.commands.search import search as search_cmd
+    from ingestd.daemon.commands.query.search import search as search_cmd
     from ingestd.daemon.sync.profiles import profiles
     from tests.helpers import copy_tree, make_engine
 
@@ -123,8 +123,8 @@ def test_a_bf16_cpu_without_openvino_embeds_with_onnx_and_says_so_once(
                 tree, tmp_path / state, None, embedding={"cache_dir": str(onnx_export_dir)}
             )
             try:
-                assert eng.profile.model.backend == "onnx"
-                eng.sync(next(iter(eng.sources)))
+                assert eng.profiles.profile.model.backend == "onnx"
+                eng.sync(next(iter(eng.context.sources)))
                 hits = search_cmd(eng, "what is an attribute in OpenTelemetry", k=3)
                 assert hits and hits[0]["path"] == "docs/concepts/glossary.md"
             finally:

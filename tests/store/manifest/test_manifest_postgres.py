@@ -152,7 +152,7 @@ def test_sync_edit_rename_delete_on_postgres(
 ) -> None:
     state = tmp_path / "state"
     eng = make_engine(tree, state, fake_embedder, manifest={"url": pg_url})
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     try:
         res = eng.sync(name)
         assert res.indexed == len(PAGES)
@@ -188,7 +188,7 @@ def test_interrupted_write_is_finished_on_postgres(
     """Pending ids recorded before the upsert survive in PostgreSQL; the next sync ends clean."""
     state = tmp_path / "state"
     eng = make_engine(tree, state, fake_embedder, manifest={"url": pg_url})
-    (name,) = eng.sources
+    (name,) = eng.context.sources
 
     class Crash(BaseException):
         """The process dies (a store error would only fail the documents, see writer)."""
@@ -196,13 +196,13 @@ def test_interrupted_write_is_finished_on_postgres(
     def boom(*a: Any, **kw: Any) -> None:
         raise Crash("crash after the pending ids were recorded")
 
-    real_upsert = eng.store.upsert
-    eng.store.upsert = boom
+    real_upsert = eng.resources.store.upsert
+    eng.resources.store.upsert = boom
     try:
         with pytest.raises(Crash):
             eng.sync(name)
         assert _rows(pg_url, "SELECT count(*) FROM chunks WHERE pending")[0][0] > 0
-        eng.store.upsert = real_upsert
+        eng.resources.store.upsert = real_upsert
         eng.sync(name)
         assert _rows(pg_url, "SELECT count(*) FROM chunks WHERE pending") == [(0,)]
         assert eng.verify(name).clean

@@ -28,7 +28,7 @@ from tests.helpers import (
 def _local_store(tree: Path, state: Path) -> dict[str, dict[str, Any]]:
     eng = make_engine(tree, state, fake_vectors, qdrant={"engine": "local"})
     try:
-        assert not eng.sync(next(iter(eng.sources))).interrupted
+        assert not eng.sync(next(iter(eng.context.sources))).interrupted
     finally:
         eng.close()
     assert (state / "qdrant/meta.json").is_file() and not (state / "edge").exists()
@@ -47,22 +47,22 @@ def test_a_local_store_moves_to_edge_with_searches_answered_meanwhile(
     seen: list[tuple[str | None, int]] = []
 
     def search_meanwhile(serve_changes: bool) -> None:
-        if eng.manifest.collection_build("ingestd") is None:
+        if eng.resources.manifest.collection_build("ingestd") is None:
             return  # not during the move
         assert not serve_changes, "no change is written while points are copied"
-        lay = eng.store.layout("ingestd")
-        hits = eng.store.search(
+        lay = eng.resources.store.layout("ingestd")
+        hits = eng.resources.store.search(
             "ingestd", dense=fake_vectors(["collector"])[0], sparse=None, limit=3, mode="dense"
         )
         seen.append((lay.engine, len(hits)))
 
-    eng.on_checkpoint = search_meanwhile
+    eng.checkpoints.on_checkpoint = search_meanwhile
     try:
-        res = eng.sync(next(iter(eng.sources)))
+        res = eng.sync(next(iter(eng.context.sources)))
         assert not res.interrupted and res.indexed == 0
-        lay = eng.store.layout("ingestd")
+        lay = eng.resources.store.layout("ingestd")
         assert (lay.engine, lay.physical, lay.current) == ("edge", "ingestd__v2", True)
-        assert eng.verify(next(iter(eng.sources))).clean
+        assert eng.verify(next(iter(eng.context.sources))).clean
     finally:
         eng.close()
     assert emb.texts == [], "nothing is embedded: vectors move with their points"
@@ -100,15 +100,15 @@ def test_an_interrupted_move_is_finished_by_the_next_start(
         eng = make_engine(tree, state, fake_vectors, qdrant={"engine": "edge"})
         try:
             with pytest.raises(Crash):
-                eng.sync(next(iter(eng.sources)))
+                eng.sync(next(iter(eng.context.sources)))
         finally:
             eng.close()
     emb = CountingEmbedder(fake_vectors)
     eng = make_engine(tree, state, emb, qdrant={"engine": "edge"})
     try:
-        assert not eng.sync(next(iter(eng.sources))).interrupted
-        assert eng.store.layout("ingestd").engine == "edge"
-        assert eng.verify(next(iter(eng.sources))).clean
+        assert not eng.sync(next(iter(eng.context.sources))).interrupted
+        assert eng.resources.store.layout("ingestd").engine == "edge"
+        assert eng.verify(next(iter(eng.context.sources))).clean
     finally:
         eng.close()
     assert emb.texts == []
@@ -125,9 +125,9 @@ def test_a_local_store_stays_local_without_a_setting(tree: Path, tmp_path: Path)
     eng = make_engine(tree, state, fake_vectors, qdrant={"engine": None})
     try:
         (tree / "docs/new.md").write_text("# New\n\nA page added later.\n")
-        res = eng.sync(next(iter(eng.sources)))
+        res = eng.sync(next(iter(eng.context.sources)))
         assert res.indexed == 1
-        assert eng.store.layout("ingestd").engine == "local"
+        assert eng.resources.store.layout("ingestd").engine == "local"
     finally:
         eng.close()
     assert not (state / "edge").exists()

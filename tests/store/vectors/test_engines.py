@@ -122,8 +122,11 @@ def test_the_third_engine_is_synced_searched_and_checked_through_the_table(
     state = tmp_path / "state"
     eng = make_engine(tree, state, fake_vectors, qdrant={"engine": "memory"})
     try:
-        assert eng.sync(next(iter(eng.sources))).indexed == 1
-        assert eng.store.engine == "memory" and eng.store.layout("ingestd").engine == "memory"
+        assert eng.sync(next(iter(eng.context.sources))).indexed == 1
+        assert (
+            eng.resources.store.engine == "memory"
+            and eng.resources.store.layout("ingestd").engine == "memory"
+        )
     finally:
         eng.close()
     assert not (state / "edge").exists() and not (state / "qdrant").exists()
@@ -145,7 +148,7 @@ def test_a_sparse_file_costs_its_allocated_blocks(tmp_path: Path) -> None:
     state = tmp_path / "state"
     eng = make_engine(tree, state, fake_vectors)
     try:
-        eng.sync(next(iter(eng.sources)))
+        eng.sync(next(iter(eng.context.sources)))
     finally:
         eng.close()
     before = state_dir_bytes(state)

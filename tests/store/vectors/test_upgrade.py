@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from ingestd.daemon.commands.search import search as search_cmd
+from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.store.search.query import PATH_KEY
 from ingestd.store.search.sparse import SparseVec, terms
 from tests.helpers import (
@@ -31,7 +31,7 @@ from tests.helpers import (
 
 
 def _sync(eng: Any) -> None:
-    for name in eng.sources:
+    for name in eng.context.sources:
         res = eng.sync(name)
         assert not res.interrupted
 
@@ -75,10 +75,10 @@ def test_verify_recomputes_sparse_vectors(tree: Path, tmp_path: Path, fake_embed
     state = tmp_path / "state"
     eng = make_engine(tree, state, fake_embedder)
     _sync(eng)
-    source = next(iter(eng.sources))
+    source = next(iter(eng.context.sources))
     assert eng.verify(source).clean
-    pid = next(pid for pid, p in eng.store.scroll("ingestd") if not p.get("is_parent"))
-    eng.store.set_sparse("ingestd", [(pid, SparseVec([1, 2], [0.5, 0.5]))])
+    pid = next(pid for pid, p in eng.resources.store.scroll("ingestd") if not p.get("is_parent"))
+    eng.resources.store.set_sparse("ingestd", [(pid, SparseVec([1, 2], [0.5, 0.5]))])
     rep = eng.verify(source)
     assert rep.sparse == [pid] and not rep.stale and not rep.clean
     assert rep.as_dict()["n_sparse"] == 1
@@ -102,14 +102,14 @@ def test_legacy_store_upgrades_without_embedding(
     (tree / "docs/collector/quick-start.md").unlink()  # and the files moved on meanwhile
     embedded = CountingEmbedder(fake_vectors)
     eng = make_engine(tree, state, embedded)
-    source = next(iter(eng.sources))
+    source = next(iter(eng.context.sources))
     before = eng.verify(source)
     assert len(before.sparse) == before.expected - len(before.missing) > 0  # none has one
     _sync(eng)
     assert embedded.texts == []
-    assert eng.store.aliases() == {"ingestd": "ingestd__v2"}
-    assert set(eng.store.versions("ingestd")) == {2}
-    assert eng.manifest.collection_build("ingestd") is None
+    assert eng.resources.store.aliases() == {"ingestd": "ingestd__v2"}
+    assert set(eng.resources.store.versions("ingestd")) == {2}
+    assert eng.resources.manifest.collection_build("ingestd") is None
     assert eng.verify(source).clean
     eng.close()
     assert_matches_oracle(tree, state, tmp_path, fake_vectors)
@@ -121,7 +121,7 @@ def test_a_stopped_upgrade_resumes_on_the_next_start(
 ) -> None:
     """Two sources share the collection; a stop during the second leaves a build to resume."""
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     roots = [copy_tree(tmp_path / "a"), copy_tree(tmp_path / "b")]
     state = tmp_path / "state"
@@ -132,28 +132,30 @@ def test_a_stopped_upgrade_resumes_on_the_next_start(
     _make_legacy(state)
 
     eng = Engine(cfg, state, embed_model=fake_embedder)
-    first, second = sorted(eng.sources)
+    first, second = sorted(eng.context.sources)
     seen: list[str] = []
 
     def stop_in_second_source(serve: bool) -> None:
         seen.extend(sorted({s for s, _ in eng.writer.in_flight}))
         if second in seen:
-            eng.stop.set()
+            eng.checkpoints.stop.set()
 
-    eng.on_checkpoint = stop_in_second_source
+    eng.checkpoints.on_checkpoint = stop_in_second_source
     res = eng.sync(first)
     assert res.interrupted
-    build = eng.manifest.collection_build("ingestd")
+    build = eng.resources.manifest.collection_build("ingestd")
     assert build is not None and build["done_sources"] == [first]
-    assert eng.store.aliases() == {}  # still the legacy collection: searches answer from it
+    assert (
+        eng.resources.store.aliases() == {}
+    )  # still the legacy collection: searches answer from it
     hits = search_cmd(eng, "collector architecture", k=3)
     assert hits and all(h["mode"] == "dense" for h in hits)
     eng.close()
 
     eng = Engine(cfg, state, embed_model=fake_embedder)
     _sync(eng)
-    assert eng.store.aliases() == {"ingestd": "ingestd__v2"}
-    assert all(eng.verify(s).clean for s in eng.sources)
+    assert eng.resources.store.aliases() == {"ingestd": "ingestd__v2"}
+    assert all(eng.verify(s).clean for s in eng.context.sources)
     eng.close()
 
 
@@ -176,7 +178,7 @@ def test_path_filter_finds_every_file_and_folder_at_k_1(
     eng = make_engine(root, tmp_path / "state", fake_embedder)
     _sync(eng)
     texts: dict[str, str] = {}
-    for _, p in eng.store.scroll("ingestd"):
+    for _, p in eng.resources.store.scroll("ingestd"):
         if not p.get("is_parent"):
             texts.setdefault(p["path"], p["text"])
     folders = sorted({f.rsplit("/", 1)[0] for f in files} | {"docs", "docs/languages"})

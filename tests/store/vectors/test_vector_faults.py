@@ -85,7 +85,7 @@ def tree(tmp_path: Path) -> Path:
 
 def _engine(tree: Path, state: Path, client: FaultyClient, embed: Any, retry: float) -> Any:
     from ingestd.daemon.config import load_config
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
     store = QdrantStore(client=client, retry_seconds=retry)
     assert not store.local  # a given client gets server-mode retries
@@ -108,7 +108,7 @@ def test_transient_errors_are_retried_and_nothing_is_lost(
     state = scratch / "state"
     client = FaultyClient(QdrantClient(path=str(state / "qdrant")), error)
     eng = _engine(tree, state, client, fake_embedder, retry=30)
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     try:
         client.failures = 2  # the first two writes fail, their retries succeed
         res = eng.sync(name)
@@ -138,7 +138,7 @@ def test_non_transient_errors_are_not_retried(
         lambda: UnexpectedResponse(400, "Bad Request", b"{}", httpx.Headers()),
     )
     eng = _engine(tree, state, client, fake_embedder, retry=30)
-    (name,) = eng.sources
+    (name,) = eng.context.sources
     try:
         client.failures = 1
         with pytest.raises(UnexpectedResponse):

@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 
 from ingestd.daemon.config import load_config
+from ingestd.daemon.engine import Engine
 from ingestd.daemon.sources.sitemap.client import SiteError
 from ingestd.daemon.sources.sitemap.reader import SitemapSource
 from ingestd.daemon.sources.sitemap.shown import STATE_FILE
-from ingestd.daemon.sync.engine import Engine
 from tests.daemon.sources.sitemap.site import (
     Served,
     Site,
@@ -168,9 +168,9 @@ def test_a_page_gone_from_the_sitemap_or_answering_404_is_deleted(tmp_path: Path
 
 
 def test_a_failing_server_keeps_every_point_and_status_says_what_fails(tmp_path: Path) -> None:
-    from ingestd.daemon.cli.state import manifest_reader
-    from ingestd.daemon.cli.status_text import status_lines
+    from ingestd.daemon.cli.shared.state import manifest_reader
     from ingestd.daemon.commands.status import local_status
+    from ingestd.daemon.commands.status_text import status_lines
 
     state = tmp_path / "state"
 

@@ -1,5 +1,9 @@
 """The sync engine: plan a source's changes from the manifest, then apply them.
 
+The engine stands above the packages whose parts it composes, :mod:`~ingestd.daemon.sync`
+and :mod:`~ingestd.daemon.migration` (collection versions, which themselves use the sync
+parts): neither imports it.
+
 Everything here is an optimisation of "ingest everything from scratch" that must not
 change its result (DESIGN.md, the invariant): the store ends up holding exactly the
 points :meth:`Engine.expected_points` derives from the current files.
@@ -30,15 +34,14 @@ A :class:`Engine` and the vector store it opens are owned by one thread.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ingestd.daemon.config import Config, SourceConfig
+from ingestd.daemon.config import Config
 from ingestd.daemon.migration.lifecycle import Collections
-from ingestd.daemon.sources.base import Source, open_source
+from ingestd.daemon.sources.base import open_source
 from ingestd.daemon.sync.checkpoints import Checkpoints
 from ingestd.daemon.sync.context import SyncContext
 from ingestd.daemon.sync.failures import ReadFailures
@@ -46,25 +49,18 @@ from ingestd.daemon.sync.healing.holdings import check_holdings
 from ingestd.daemon.sync.healing.repair import StoreCheck, check_store
 from ingestd.daemon.sync.healing.verify import Verifier, VerifyReport
 from ingestd.daemon.sync.healing.version_keys import rekey_versions
-from ingestd.daemon.sync.planning.links import HardLinks
 from ingestd.daemon.sync.planning.planner import Planner
-from ingestd.daemon.sync.preparing.documents import PreparedDocument
 from ingestd.daemon.sync.preparing.preparer import Preparer
-from ingestd.daemon.sync.preparing.rules import RuleSet
-from ingestd.daemon.sync.profiles.profile import Profile
-from ingestd.daemon.sync.profiles.profiles import EmbedFn, ModelFactory, Profiles, Wrap
-from ingestd.daemon.sync.state.healing_cache import HealingCache
+from ingestd.daemon.sync.profiles.profiles import EmbedFn, ModelFactory, Profiles
 from ingestd.daemon.sync.state.resources import Resources
-from ingestd.daemon.sync.types import Plan, ProgressFn, SyncInterrupted, SyncProgress, SyncResult
+from ingestd.daemon.sync.types import Plan, ProgressFn, SyncInterrupted, SyncResult
 from ingestd.daemon.sync.writing.applier import Applier
 from ingestd.daemon.sync.writing.long_writes import LongWrites
-from ingestd.daemon.sync.writing.writer import InFlight, Writer
-from ingestd.store.manifest.manifest import Manifest
+from ingestd.daemon.sync.writing.writer import Writer
 from ingestd.store.vectors.base import VectorStore
 
 if TYPE_CHECKING:
-    from ingestd.store.embedding.cache import CachedEmbedder
-    from ingestd.store.embedding.model import ModelInfo
+    pass
 
 __all__ = ["Engine"]
 
@@ -91,7 +87,7 @@ class Engine:
         cfg: the config.
         context: what the engine's parts share.
         resources: the manifest, the vector store and the embedding cache.
-        profiles: each collection's profile (the configured one is :attr:`profile`).
+        profiles: each collection's profile (the configured one is ``profiles.profile``).
         checkpoints: where long work pauses; ``stop`` ends it.
         failures: files retried and entries skipped, per source.
         collections: collection versions and migrations.
@@ -99,6 +95,17 @@ class Engine:
             ``status``).
         long_writes: long documents written in the background, one slice per step
             (the daemon enables it).
+        preparer: reads, decodes and chunks one file (``prepare``).
+        planner: compares the files with the manifest (what :meth:`plan` asks).
+        applier: carries out a plan (what :meth:`apply` asks; ``busy`` paths).
+        verifier: what :meth:`verify` asks.
+        serving: the engine of a running daemon (``ingestd run``), not of one command.
+
+    The engine's own behaviour is planning, applying and checking a sync (:meth:`plan`,
+    :meth:`apply`, :meth:`sync`, :meth:`expected_points`, :meth:`check_store`,
+    :meth:`verify`, :meth:`forget`); anything else is asked of the part that does it
+    (``engine.resources.manifest``, ``engine.profiles.profile.embedder``,
+    ``engine.context.sources``, ``engine.checkpoints.stop``...).
 
     Raises:
         ingestd.store.embedding.embedder.ModelNotFoundError: the model is not available locally.
@@ -134,7 +141,7 @@ class Engine:
                 model_factory=model_factory,
             )
             self.resources.on_cache_open = self.profiles.attach_cache
-            for w in self.rule_warnings:
+            for w in self.profiles.profile.rule_warnings:
                 logger.warning("%s", w)
             self.failures = ReadFailures(cfg.files, now)
             self.context = SyncContext(
@@ -166,34 +173,16 @@ class Engine:
                 self.context, self.preparer, self, self.collections, self.long_writes.paths
             )
             for s in cfg.sources if not read_only else ():
-                self.manifest.ensure_source(s.name, str(self.handles[s.name].root), s.collection)
+                self.resources.manifest.ensure_source(
+                    s.name, str(self.context.handles[s.name].root), s.collection
+                )
             for collection in sorted({s.collection for s in cfg.sources}):
                 self.profiles.profile_of(collection, check=not read_only)
         except BaseException:
             self.resources.manifest.close()
             raise
 
-    # -- the parts, as the daemon, the commands and the tests use them -----------------
-
-    @property
-    def state_dir(self) -> Path:
-        """The state dir."""
-        return self.resources.paths.root
-
-    @property
-    def manifest(self) -> Manifest:
-        """The manifest."""
-        return self.resources.manifest
-
-    @property
-    def store(self) -> VectorStore:
-        """The vector store, opened on first use (see :attr:`Resources.store`)."""
-        return self.resources.store
-
-    @property
-    def store_open(self) -> bool:
-        """Whether the vector store has been opened."""
-        return self.resources.store_open
+    # -- the engine's own (its parts are reached as attributes: resources, profiles...) --
 
     def check_holdings(self, collections: Iterable[str]) -> None:
         """Before the first answer of a command: does the store hold what was recorded?
@@ -207,8 +196,12 @@ class Engine:
         if self.serving or self._holdings_checked:
             return
         self._holdings_checked = True
-        recorded = {c: self.manifest.collection_counts(c)[0] for c in collections}
-        check_holdings(self.store, {c: n for c, n in recorded.items() if n}, self.state_dir)
+        recorded = {c: self.resources.manifest.collection_counts(c)[0] for c in collections}
+        check_holdings(
+            self.resources.store,
+            {c: n for c, n in recorded.items() if n},
+            self.resources.paths.root,
+        )
 
     def open_collections(self) -> None:
         """Open the store and, at ``ingestd run``'s start, its collections that may be damaged.
@@ -216,150 +209,6 @@ class Engine:
         See :meth:`Resources.open_collections`.
         """
         self.resources.open_collections(sorted({s.collection for s in self.cfg.sources}))
-
-    @property
-    def cache(self) -> HealingCache:
-        """The embedding cache, opened on first use (see :attr:`Resources.cache`)."""
-        return self.resources.cache
-
-    @property
-    def cache_path(self) -> Path:
-        """The embedding cache file."""
-        return self.resources.cache_path
-
-    @property
-    def now(self) -> Callable[[], float]:
-        """The clock, seconds since the epoch."""
-        return self.context.now
-
-    @property
-    def sources(self) -> dict[str, SourceConfig]:
-        """Configured sources by name."""
-        return self.context.sources
-
-    @property
-    def handles(self) -> dict[str, Source]:
-        """The documents of each configured source, by name."""
-        return self.context.handles
-
-    def source(self, name: str) -> Source:
-        """The documents of configured source ``name``.
-
-        Raises:
-            KeyError: unknown source.
-        """
-        return self.context.source(name)
-
-    @property
-    def profile(self) -> Profile:
-        """The configured profile (``model``, ``rules``, ``embedder`` are its parts)."""
-        return self.profiles.profile
-
-    @property
-    def model(self) -> ModelInfo:
-        """The configured model's description (``ModelInfo``)."""
-        return self.profile.model
-
-    @property
-    def embedder(self) -> CachedEmbedder:
-        """The configured profile's chunk embedder (``CachedEmbedder``; ``stats``)."""
-        return self.profile.embedder
-
-    @property
-    def rules(self) -> RuleSet:
-        """The configured rules (``RuleSet``)."""
-        return self.profile.rules
-
-    @property
-    def rule_warnings(self) -> list[str]:
-        """Rules that cannot fit the model, one line each."""
-        return list(self.profile.rule_warnings)
-
-    @property
-    def stop(self) -> threading.Event:
-        """Set to end long work at its next checkpoint (another engine's may be shared)."""
-        return self.checkpoints.stop
-
-    @stop.setter
-    def stop(self, event: threading.Event) -> None:
-        self.checkpoints.stop = event
-
-    @property
-    def on_checkpoint(self) -> Callable[[bool], None] | None:
-        """Called at every checkpoint with ``serve_changes`` (see ``Checkpoints``)."""
-        return self.checkpoints.on_checkpoint
-
-    @on_checkpoint.setter
-    def on_checkpoint(self, fn: Callable[[bool], None] | None) -> None:
-        self.checkpoints.on_checkpoint = fn
-
-    @property
-    def migration_hook(self) -> Callable[[str, str], None] | None:
-        """Called with ``(collection, step)`` at the steps of a build: a test hook."""
-        return self.context.hook
-
-    @migration_hook.setter
-    def migration_hook(self, fn: Callable[[str, str], None] | None) -> None:
-        self.context.hook = fn
-
-    @property
-    def retry(self) -> Any:
-        """Files that could not be read, by ``(source, path)`` (``Backoff``)."""
-        return self.failures.retry
-
-    @property
-    def links(self) -> HardLinks:
-        """Documents with more than one hard link (re-checked with their other names)."""
-        return self.context.links
-
-    @property
-    def in_flight(self) -> list[InFlight]:
-        """Documents being written right now (pending until their group commits)."""
-        return list(self.writer.in_flight.values())
-
-    @property
-    def progress(self) -> list[SyncProgress]:
-        """The running syncs, outermost first (a nested one serves a change mid-way)."""
-        return self.checkpoints.running
-
-    @property
-    def model_loaded(self) -> bool:
-        """Whether the configured model's weights are loaded."""
-        return self.profiles.model_loaded
-
-    def busy(self, source: str) -> set[str]:
-        """Paths of ``source`` in a group being written now (see ``Applier.busy``)."""
-        return self.applier.busy(source)
-
-    def profile_of(self, collection: str) -> Profile:
-        """The profile that made the current version of ``collection``."""
-        return self.profiles.profile_of(collection)
-
-    def skipped_entries(self, source: str) -> list[dict[str, str]]:
-        """What scans of ``source`` left out: ``{"path", "reason"}`` (display paths)."""
-        return self.failures.skipped_entries(source)
-
-    def retrying(self, source: str) -> list[dict[str, Any]]:
-        """Files of ``source`` that could not be read: ``path``, error, tries, next try."""
-        return self.failures.retrying(source)
-
-    def instrument_models(self, wrap: Wrap) -> None:
-        """Wrap every model call of every profile, present and future, with ``wrap``."""
-        self.profiles.instrument(wrap)
-
-    def load_model(self) -> bool:
-        """Load the models now (see :meth:`Profiles.load`)."""
-        return self.profiles.load()
-
-    def unload_model(self, idle_s: float) -> bool:
-        """Let the models' weights go once unused for ``idle_s`` seconds (until next use)."""
-        if time.monotonic() - self.profiles.last_use < idle_s:
-            return False
-        return self.profiles.unload()
-
-    def query_target(self, collection: str) -> tuple[str | None, Profile]:
-        """Where a search of ``collection`` reads, and the profile that made it."""
-        return self.collections.query_target(collection)
 
     def close(self, *, record: bool = True) -> None:
         """Close the store, the cache and the manifest (see :meth:`Resources.close`)."""
@@ -434,10 +283,6 @@ class Engine:
             return SyncResult(source, interrupted=True)
         return self.apply(plan, progress=progress, background=background)
 
-    def prepare(self, source: str, rel: str, git_commit: str | None = None) -> PreparedDocument:
-        """Read, decode and chunk one file (see :meth:`Preparer.prepare`)."""
-        return self.preparer.prepare(source, rel, git_commit)
-
     def expected_points(
         self, source: str, sparse: dict[str, Any] | None = None
     ) -> tuple[dict[str, dict[str, Any]], dict[str, str | None]]:
@@ -458,7 +303,7 @@ class Engine:
         """
         collection = self.context.collection_of(source)
         self.collections.before_check(collection)
-        crashed = self.manifest.collection_counts(collection)[1] > 0
+        crashed = self.resources.manifest.collection_counts(collection)[1] > 0
         if source not in self._hidden:  # a crash may have left a version half committed
             self._hidden.add(source)
             self.writer.hide_pending(source)
@@ -472,10 +317,6 @@ class Engine:
             self.resources.mark_checked(collection)
         return chk
 
-    def ensure_collection(self, collection: str) -> set[tuple[str, str]]:
-        """Create ``collection`` if new and build what is due (see ``Collections.ensure``)."""
-        return self.collections.ensure(collection)
-
     # -- verify and forget ----------------------------------------------------------------
 
     def verify(self, source: str, *, repair: bool = False) -> VerifyReport:
@@ -484,14 +325,14 @@ class Engine:
 
     def forget(self, source: str) -> int:
         """Delete every point and row of ``source``; returns the number of points deleted."""
-        rows = self.manifest.chunks_of_source(source)
+        rows = self.resources.manifest.chunks_of_source(source)
         collection = None
-        for s in self.manifest.sources():
+        for s in self.resources.manifest.sources():
             if s["name"] == source:
                 collection = s["collection"]
-        if rows and collection and self.store.has_collection(collection):
-            self.store.delete(collection, list(rows))
+        if rows and collection and self.resources.store.has_collection(collection):
+            self.resources.store.delete(collection, list(rows))
         if collection:
             self.collections.forget_source(collection, source)
-        self.manifest.forget_source(source)
+        self.resources.manifest.forget_source(source)
         return len(rows)

@@ -26,7 +26,7 @@ from ingestd.daemon.wire.errors import DaemonError
 from ingestd.store.search.citation import cite
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.store.search.passages import Passage
 
 __all__ = [
@@ -62,7 +62,7 @@ SECTION_WINDOW = 64
 
 def physical_of(engine: Engine, source: str) -> str | None:
     """The physical collection searches of ``source`` read now (``None``: none yet)."""
-    physical, _profile = engine.query_target(engine.sources[source].collection)
+    physical, _profile = engine.collections.query_target(engine.context.sources[source].collection)
     return physical
 
 
@@ -84,18 +84,18 @@ def document_chunks(
         around: only the chunks within 64 ordinals of this one.
         ordinals: only the chunks of ordinals in ``[first, last]``.
     """
-    doc = engine.manifest.document(source, path)
+    doc = engine.resources.manifest.document(source, path)
     if doc is None:
         return []
-    rows = [r for r in engine.manifest.chunks(doc.id) if not r.pending]
+    rows = [r for r in engine.resources.manifest.chunks(doc.id) if not r.pending]
     if around is not None:
         rows = [r for r in rows if abs(r.ordinal - around) <= SECTION_WINDOW]
     if ordinals is not None:
         rows = [r for r in rows if ordinals[0] <= r.ordinal <= ordinals[1]]
     if not rows:
         return []
-    found = engine.store.retrieve(physical, [r.point_id for r in rows])
-    version = split_document_key(path)[0] if is_versioned(engine.source(source)) else None
+    found = engine.resources.store.retrieve(physical, [r.point_id for r in rows])
+    version = split_document_key(path)[0] if is_versioned(engine.context.source(source)) else None
     views = [(pid, version_view(p, version)) for pid, p, _ in found]
     out = [(pid, p) for pid, p in views if not p.get("is_parent")]
     return sorted(out, key=lambda c: int(c[1].get("ordinal", 0)))
@@ -147,12 +147,12 @@ def chunks(engine: Engine, source: str, path: str, version: str | None = None) -
         DaemonError: exit code 2 for an unknown source, exit code 1 when the document
             is not in the index.
     """
-    if source not in engine.sources:
-        known = ", ".join(engine.sources) or "none"
+    if source not in engine.context.sources:
+        known = ", ".join(engine.context.sources) or "none"
         raise DaemonError(f"unknown source: {source}; known sources: {known}", 2)
     rel = path.strip().removeprefix("./").strip("/")
     key = rel if version is None else f"{version}{VERSION_SEP}{rel}"
-    doc = engine.manifest.document(source, key)
+    doc = engine.resources.manifest.document(source, key)
     if doc is None:
         raise DaemonError(f"{rel} is not a document of source {source} in the index")
     physical = physical_of(engine, source)

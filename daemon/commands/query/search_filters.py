@@ -19,7 +19,7 @@ from ingestd.daemon.sources.versions import VERSION_SEP, is_versioned
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
 __all__ = ["check_path", "check_version", "filter_notes", "versions_of"]
 
@@ -49,13 +49,13 @@ def check_path(engine: Engine, names: list[str], path: str | None) -> tuple[str 
     if os.path.isabs(raw):
         real = Path(os.path.realpath(raw))
         for name in names:
-            root = Path(os.path.realpath(engine.sources[name].root))
+            root = Path(os.path.realpath(engine.context.sources[name].root))
             if real.is_relative_to(root):
                 rel = real.relative_to(root).as_posix()
                 return ("" if rel == "." else rel), name
+        roots = ", ".join(str(engine.context.sources[n].root) for n in names) or "none"
         raise DaemonError(
-            f"path filter {path} is outside every source's root (roots: "
-            f"{', '.join(str(engine.sources[n].root) for n in names) or 'none'}); paths are "
+            f"path filter {path} is outside every source's root (roots: {roots}); paths are "
             "relative to a source's root, as hits give them",
             2,
         )
@@ -80,7 +80,7 @@ def check_version(engine: Engine, names: list[str], version: str | None) -> None
     """
     if version is None:
         return
-    versioned = {n: vs for n in names if (vs := versions_of(engine.source(n))) is not None}
+    versioned = {n: vs for n in names if (vs := versions_of(engine.context.source(n))) is not None}
     if any(version in vs for vs in versioned.values()):
         return
     if versioned and all(versioned.values()):
@@ -101,7 +101,7 @@ def filter_notes(
     notes: list[str] = []
     versioned: dict[str, set[str]] = {}
     for n in names:
-        held = versions_of(engine.source(n))
+        held = versions_of(engine.context.source(n))
         if held is not None:
             versioned[n] = held
     if version is not None:
@@ -127,7 +127,7 @@ def filter_notes(
                 prefixes += [(n, f"{v}{VERSION_SEP}{path}") for v in vs]
             elif version is None:
                 prefixes.append((n, path))
-        if not any(engine.manifest.documents(n, p) for n, p in prefixes):
+        if not any(engine.resources.manifest.documents(n, p) for n, p in prefixes):
             notes.append(
                 f"nothing matches path {path}: no document of {', '.join(names)} is indexed "
                 "there (a path is relative to the source's root, as `ingestd sources` shows it)"

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from ingestd.daemon.cli.progress import interactive, progress_bars, sync_detail
+from ingestd.daemon.cli.shared.progress import interactive, progress_bars, sync_detail
 from ingestd.daemon.client.runner import Runner
 from ingestd.daemon.config import Config
 from ingestd.daemon.evaluation.evaluate import EvalPlan, EvalProgress
@@ -144,7 +144,7 @@ def progress_display(quiet: bool) -> Iterator[Callable[[EvalProgress], None] | N
     """Progress on stderr: a bar per rule set in a terminal, else :class:`ProgressLog` lines.
 
     While indexing: documents done, chunks embedded and the time left at the rate so
-    far (:meth:`~ingestd.daemon.sync.engine.SyncProgress.eta_seconds`); then the searches.
+    far (:meth:`~ingestd.daemon.sync.types.SyncProgress.eta_seconds`); then the searches.
 
     Args:
         quiet: show nothing.

@@ -6,12 +6,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from ingestd.daemon.commands.index.sync import fetch
 from ingestd.daemon.commands.selection import selected_sources
-from ingestd.daemon.commands.sync import fetch
 from ingestd.daemon.sources.base import Fetched, Source
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.daemon.sync.types import SyncProgress
 
 __all__ = ["EXIT_HELD", "resync"]
@@ -46,7 +46,7 @@ def resync(
             name, full=full, allow_mass_delete=allow_mass_delete, check_store=not dry_run
         )
         if dry_run:
-            summary = {**plan.summary(), **_remote_check(engine.source(name))}
+            summary = {**plan.summary(), **_remote_check(engine.context.source(name))}
             out.append(summary)
             if plan.held:
                 code = max(code, EXIT_HELD)
@@ -54,7 +54,7 @@ def resync(
                 code = max(code, 1)
             continue
         res = engine.apply(plan, progress=progress)
-        out.append({**res.as_dict(), "skipped": engine.skipped_entries(name)})
+        out.append({**res.as_dict(), "skipped": engine.failures.skipped_entries(name)})
         if res.held:
             code = max(code, EXIT_HELD)
         elif res.retry or res.root_missing or res.interrupted or res.deferred:
@@ -63,10 +63,12 @@ def resync(
     if dry_run:
         from ingestd.daemon.migration import migrate
 
-        wanted = {engine.sources[n].collection for n in selected}
+        wanted = {engine.context.sources[n].collection for n in selected}
         result["migrations"] = [
             c.as_dict()
-            for c in migrate.costs(engine.cfg, engine.state_dir, engine.manifest)
+            for c in migrate.costs(
+                engine.cfg, engine.resources.paths.root, engine.resources.manifest
+            )
             if c.collection in wanted
         ]
     return result

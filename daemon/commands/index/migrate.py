@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
 __all__ = ["migrate"]
 
@@ -30,13 +30,18 @@ def migrate(
     from ingestd.daemon.migration import migrate as mig
     from ingestd.daemon.migration import status as migration_status
 
-    collections = sorted({s.collection for s in engine.sources.values()})
+    collections = sorted({s.collection for s in engine.context.sources.values()})
     out: dict[str, Any] = {}
     if abort:
         out["aborted"] = engine.collections.abort(collections)
     elif start and not dry_run:
         due = engine.collections.restart(collections)
-        out["rescan"] = sorted(n for n, s in engine.sources.items() if s.collection in due)
-    out["migrations"] = migration_status.status(engine.manifest, engine.collections.running())
-    out["costs"] = [c.as_dict() for c in mig.costs(engine.cfg, engine.state_dir, engine.manifest)]
+        out["rescan"] = sorted(n for n, s in engine.context.sources.items() if s.collection in due)
+    out["migrations"] = migration_status.status(
+        engine.resources.manifest, engine.collections.running()
+    )
+    out["costs"] = [
+        c.as_dict()
+        for c in mig.costs(engine.cfg, engine.resources.paths.root, engine.resources.manifest)
+    ]
     return out

@@ -28,8 +28,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from ingestd.chunkers.readers.document import citation
-from ingestd.daemon.commands.chunks import document_chunks, physical_of
-from ingestd.daemon.commands.extracted import extracted_cache
+from ingestd.daemon.commands.query.chunks import document_chunks, physical_of
+from ingestd.daemon.commands.query.extracted import extracted_cache
 from ingestd.daemon.sources.versions import (
     VERSION_SEP,
     commit_of,
@@ -43,7 +43,7 @@ from ingestd.store.search.citation import cite, version_text
 
 if TYPE_CHECKING:
     from ingestd.chunkers.readers.document import Extracted
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
 __all__ = ["MAX_BUDGET", "MAX_CONTEXT", "MAX_LINES", "read", "read_text"]
 
@@ -73,7 +73,7 @@ def read(
     With ``budget_tokens``, the lines returned fit that many tokens (the index's budget
     tokenizer, cl100k_base by default): a hit is widened to its section first, then
     past it, a chunk at a time on each side, as far as the budget allows
-    (:mod:`~ingestd.daemon.commands.widen`); the chunks listed carry no text (the lines
+    (:mod:`~ingestd.daemon.commands.query.widen`); the chunks listed carry no text (the lines
     hold it).
 
     Args:
@@ -118,8 +118,8 @@ def read(
         raise DaemonError(f"max_lines must be between 1 and {MAX_LINES}", 2)
     if budget_tokens is not None and not 1 <= budget_tokens <= MAX_BUDGET:
         raise DaemonError(f"budget_tokens must be between 1 and {MAX_BUDGET}", 2)
-    if source is not None and source not in engine.sources:
-        known = ", ".join(engine.sources) or "none"
+    if source is not None and source not in engine.context.sources:
+        known = ", ".join(engine.context.sources) or "none"
         raise DaemonError(f"unknown source: {source}; known sources: {known}", 2)
     if id is not None:
         out = _read_hit(engine, id, context, max_lines, budget_tokens, version)
@@ -131,7 +131,7 @@ def read(
     if budget_tokens is not None:
         text = out["lines"]["text"] if out["lines"] is not None else ""
         out["budget_tokens"] = budget_tokens
-        out["tokens"] = engine.rules.context.sizer.count(text)
+        out["tokens"] = engine.profiles.profile.rules.context.sizer.count(text)
     return out
 
 
@@ -199,12 +199,12 @@ def _find(engine: Engine, pid: str, version: str | None = None) -> tuple[str, di
             f"not a chunk id: {pid!r} (ids are UUIDs, as search hits give)", 2
         ) from None
     seen: set[str] = set()
-    for name in engine.sources:
+    for name in engine.context.sources:
         physical = physical_of(engine, name)
         if physical is None or physical in seen:
             continue
         seen.add(physical)
-        found = engine.store.retrieve(physical, [pid])
+        found = engine.resources.store.retrieve(physical, [pid])
         if found:
             return physical, version_view(found[0][1], version)
     raise DaemonError(
@@ -223,7 +223,7 @@ def _section(
     hit = chunks[i][1]
     parent_id = hit.get("parent_id")
     if parent_id:
-        found = engine.store.retrieve(physical, [parent_id])
+        found = engine.resources.store.retrieve(physical, [parent_id])
         if found:
             p = version_view(found[0][1], hit.get("version"))
             members = [
@@ -266,7 +266,7 @@ def _read_hit(
 ) -> dict[str, Any]:
     physical, hit = _find(engine, pid, version)
     source, path, key = str(hit["source"]), str(hit["path"]), document_key(hit)
-    if source not in engine.sources:
+    if source not in engine.context.sources:
         raise DaemonError(f"chunk {pid} belongs to source {source}, which is not configured")
     chunks = document_chunks(engine, physical, source, key, around=int(hit.get("ordinal", 0)))
     ids = [c[0] for c in chunks]
@@ -285,9 +285,9 @@ def _read_hit(
             last = first + max_lines - 1
     doc, stale = _file_text(engine, source, key, str(hit.get("doc_hash", "")))
     if budget is not None:
-        from ingestd.daemon.commands.widen import widen
+        from ingestd.daemon.commands.query.widen import widen
 
-        count = engine.rules.context.sizer.count
+        count = engine.profiles.profile.rules.context.sizer.count
         if doc is not None:
             first, last = widen(chunks, i, inside, _split(doc.text), budget, count)
         near = [c for c in chunks if c[1]["start_line"] <= last and c[1]["end_line"] >= first]
@@ -307,7 +307,7 @@ def _read_hit(
 
 def _version_of(engine: Engine, source: str, key: str) -> dict[str, Any]:
     """``version`` and ``commit`` of document ``key`` of a versioned source, else nothing."""
-    src = engine.source(source)
+    src = engine.context.source(source)
     version, _ = split_document(src, key)
     if version is None:
         return {}
@@ -330,13 +330,13 @@ def _read_path(
 ) -> dict[str, Any]:
     shown_path = path.strip().removeprefix("./").strip("/")
     rel = shown_path if version is None else f"{version}{VERSION_SEP}{shown_path}"
-    names = [source] if source is not None else list(engine.sources)
+    names = [source] if source is not None else list(engine.context.sources)
     if version is not None:
-        names = [n for n in names if is_versioned(engine.source(n))]
-    holders = [n for n in names if engine.manifest.document(n, rel) is not None]
+        names = [n for n in names if is_versioned(engine.context.source(n))]
+    holders = [n for n in names if engine.resources.manifest.document(n, rel) is not None]
     if not holders:
         where = f"source {source}" if source is not None else "any source"
-        versioned = [n for n in names if is_versioned(engine.source(n))]
+        versioned = [n for n in names if is_versioned(engine.context.source(n))]
         hint = (
             f"; {', '.join(versioned)} hold(s) versions: give version (a branch or tag name)"
             if versioned and version is None
@@ -356,18 +356,18 @@ def _read_path(
         raise DaemonError(f"bad line range {first}-{end_line}: lines are 1-based, start <= end", 2)
     physical = physical_of(engine, name)
     chunks = document_chunks(engine, physical, name, rel) if physical is not None else []
-    doc = engine.manifest.document(name, rel)
+    doc = engine.resources.manifest.document(name, rel)
     extracted, stale = _file_text(engine, name, rel, doc.content_hash if doc else "")
     lines = _lines(extracted, first, end_line, max_lines)
     if lines is not None and budget is not None and extracted is not None:
-        from ingestd.daemon.commands.widen import lines_within
+        from ingestd.daemon.commands.query.widen import lines_within
 
         last = lines_within(
             _split(extracted.text),
             first,
             lines["end_line"],
             budget,
-            engine.rules.context.sizer.count,
+            engine.profiles.profile.rules.context.sizer.count,
         )
         if last < lines["end_line"]:
             lines = _lines(extracted, first, last, max_lines)
@@ -402,11 +402,11 @@ def _file_text(
     """The document now, read by its rule's reader (``None``: unreadable), and if it changed.
 
     The extracted text is kept while the bytes are the same
-    (:data:`~ingestd.daemon.commands.extracted.extracted_cache`): a PDF is not read
+    (:data:`~ingestd.daemon.commands.query.extracted.extracted_cache`): a PDF is not read
     through again per call.
     """
     try:
-        data = engine.source(source).read(rel)
+        data = engine.context.source(source).read(rel)
         rule = engine.context.rule_of(source, rel)
         digest = hashlib.sha256(data).hexdigest()
         doc = extracted_cache.get((rule.fingerprint, digest), lambda: rule.reader.read(data))

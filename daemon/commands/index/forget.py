@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.store.manifest.reader import ManifestReader
 
 __all__ = ["forget", "known_source"]
@@ -61,8 +61,8 @@ def forget(
     Raises:
         DaemonError: exit code 2, the source is unknown or configured.
     """
-    name = known_source(engine.manifest, source, root)
-    if configured is None and name in engine.sources:
+    name = known_source(engine.resources.manifest, source, root)
+    if configured is None and name in engine.context.sources:
         raise DaemonError(
             f"source {name} is configured in the running daemon, which would go on "
             "watching it with nothing indexed: remove it from the daemon's config and "

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from ingestd.daemon.commands.selection import selected_sources
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
 
 __all__ = ["verify"]
 

@@ -45,7 +45,7 @@ def sync_detail(p: SyncProgress) -> str:
 
     ``"loading embedding model... 0/12 documents, 0 chunks embedded"`` while the
     model loads; else ``"3/12 documents, 40 chunks embedded, 1m05s left"`` (the time
-    left from :meth:`~ingestd.daemon.sync.engine.SyncProgress.eta_seconds`, once known).
+    left from :meth:`~ingestd.daemon.sync.types.SyncProgress.eta_seconds`, once known).
     """
     detail = f"{p.docs_done}/{p.docs_total} documents, {p.chunks_embedded} chunks embedded"
     eta = p.eta_seconds()

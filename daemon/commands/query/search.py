@@ -14,7 +14,7 @@ first reconcile answers from what is written so far). :func:`search` returns the
 alone.
 
 Arguments are checked before anything is searched
-(:mod:`~ingestd.daemon.commands.search_filters`).
+(:mod:`~ingestd.daemon.commands.query.search_filters`).
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ import functools
 import math
 from typing import TYPE_CHECKING, Any
 
-from ingestd.daemon.commands.chunks import chunks_between
-from ingestd.daemon.commands.search_filters import check_path, check_version, filter_notes
+from ingestd.daemon.commands.query.chunks import chunks_between
+from ingestd.daemon.commands.query.search_filters import check_path, check_version, filter_notes
 from ingestd.daemon.commands.selection import selected_sources
 from ingestd.daemon.sources.versions import version_view
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
     from ingestd.chunkers.sizing.tokenizers import ModelSizer
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.store.search.query import Filters, Mode
     from ingestd.store.search.request import SearchRequest
 
@@ -223,7 +223,7 @@ def answer_request(engine: Engine, request: SearchRequest) -> dict[str, Any]:
     if budget_tokens is not None:
         from ingestd.store.search.passages import fill
 
-        count = engine.rules.context.sizer.count
+        count = engine.profiles.profile.rules.context.sizer.count
         passages = fill(
             hits,
             budget_tokens,
@@ -256,9 +256,11 @@ def mark_unconfigured(engine: Engine, hits: list[dict[str, Any]]) -> list[str]:
     Returns:
         One note naming those sources, or none.
     """
-    stray = sorted({str(h.get("source")) for h in hits if h.get("source") not in engine.sources})
+    stray = sorted(
+        {str(h.get("source")) for h in hits if h.get("source") not in engine.context.sources}
+    )
     for h in hits:
-        if h.get("source") not in engine.sources:
+        if h.get("source") not in engine.context.sources:
             h["configured"] = False
     if not stray:
         return []
@@ -283,7 +285,7 @@ def _ranked(
     from ingestd.store.search.sparse import query_vector
 
     conf = engine.cfg.search
-    collections = sorted({engine.sources[n].collection for n in names})
+    collections = sorted({engine.context.sources[n].collection for n in names})
     engine.check_holdings(collections)  # never "no results" from a store that lost them
     sparse = query_vector(query) if mode != "dense" or ranks else None
     hits: list[dict[str, Any]] = []
@@ -294,14 +296,14 @@ def _ranked(
         physical, dense = _dense_query(engine, coll, query, queries, mode != "sparse")
         if physical is None:
             continue
-        used = "dense" if not engine.store.layout(physical).sparse else mode
+        used = "dense" if not engine.resources.store.layout(physical).sparse else mode
         if used != mode:
             notes.append(
                 f"collection {coll} has no BM25 vectors yet (written before hybrid search): "
                 "searched by embeddings only until its next sync"
             )
         modes.add(used)
-        found = engine.store.search(
+        found = engine.resources.store.search(
             physical,
             dense=dense,
             sparse=sparse,
@@ -337,7 +339,7 @@ def _expand(engine: Engine, hits: list[dict[str, Any]]) -> None:
     for h in hits:
         pid = h.get("parent_id")
         if pid:
-            recs = engine.store.retrieve(h["_collection"], [pid])
+            recs = engine.resources.store.retrieve(h["_collection"], [pid])
             if recs:
                 h["parent"] = version_view(recs[0][1], h.get("version"))
 
@@ -352,7 +354,7 @@ def cut_query(engine: Engine, query: str) -> tuple[str, str | None]:
     Returns:
         ``(query, None)`` when it fits, else the cut query and a sentence saying so.
     """
-    info = engine.model
+    info = engine.profiles.profile.model
     window = max(1, info.max_seq_length - 2)
     if len(query) <= window or info.tokenizer_json is None:
         return query, None  # a word piece is at least one character
@@ -377,7 +379,7 @@ def _model_sizer(tokenizer_json: str) -> ModelSizer:
 def _indexing(engine: Engine, names: list[str]) -> dict[str, Any] | None:
     """Documents of ``names`` that running syncs have still to write, or ``None``."""
     left: dict[str, int] = {}
-    for p in engine.progress:
+    for p in engine.checkpoints.running:
         if p.source in names and p.docs_total > p.docs_done:
             left[p.source] = max(left.get(p.source, 0), p.docs_total - p.docs_done)
     if not left:
@@ -394,7 +396,7 @@ def _dense_query(
     versions of two models exist, and a query is never compared with the other's.
     ``queries`` caches the vectors by profile; ``wanted`` false: no vector (sparse).
     """
-    physical, profile = engine.query_target(collection)
+    physical, profile = engine.collections.query_target(collection)
     if physical is None or not wanted:
         return physical, None
     if profile.key not in queries:

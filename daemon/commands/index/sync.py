@@ -29,7 +29,7 @@ from ingestd.daemon.sources.base import Fetched
 from ingestd.daemon.wire.errors import DaemonError
 
 if TYPE_CHECKING:
-    from ingestd.daemon.sync.engine import Engine
+    from ingestd.daemon.engine import Engine
     from ingestd.daemon.sync.types import SyncResult
 
 __all__ = ["fetch", "scopes", "sync", "unknown_paths"]
@@ -55,10 +55,10 @@ def scopes(
             file or folder of a selected source nor indexed (a typo: nothing would be
             synced, :func:`unknown_paths`).
     """
-    names = list(sources) if sources else list(engine.sources)
-    unknown = [n for n in names if n not in engine.sources]
+    names = list(sources) if sources else list(engine.context.sources)
+    unknown = [n for n in names if n not in engine.context.sources]
     if unknown:
-        known = ", ".join(engine.sources) or "none"
+        known = ", ".join(engine.context.sources) or "none"
         raise DaemonError(f"unknown source(s): {', '.join(unknown)}; known sources: {known}", 2)
     if not paths:
         return dict.fromkeys(names)
@@ -75,7 +75,7 @@ def scopes(
     for p in paths:
         if os.path.isabs(p):
             real = Path(os.path.realpath(p))
-            roots = [(n, Path(engine.sources[n].root)) for n in names]
+            roots = [(n, Path(engine.context.sources[n].root)) for n in names]
             held = [(n, real.relative_to(r)) for n, r in roots if real.is_relative_to(r)]
             if not held:
                 raise DaemonError(f"{p} is under no source's root", 2)
@@ -118,13 +118,13 @@ def unknown_paths(engine: Engine, planned: dict[str, list[str] | None]) -> list[
 
 def _holds(engine: Engine, name: str, rel: str) -> bool:
     """Whether source ``name`` has ``rel`` on disk or in its manifest (:func:`unknown_paths`)."""
-    src = engine.source(name)
+    src = engine.context.source(name)
     try:
         if src.missing() is not None or src.stat(rel) is not None or src.is_folder(rel):
             return True
     except OSError:
         return True  # cannot tell: the sync says what it finds
-    m = engine.manifest
+    m = engine.resources.manifest
     return m.document(name, rel) is not None or m.documents_under(name, rel) > 0
 
 
@@ -178,7 +178,7 @@ def fetch(engine: Engine, name: str) -> str | None:
         ``None`` when fetched (or nothing to fetch), else why the fetch failed (the
         source keeps what it had: nothing is deleted).
     """
-    source = engine.source(name)
+    source = engine.context.source(name)
     if not isinstance(source, Fetched):
         return None
     try:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from ingestd.daemon.cli.errors import Fatal
+from ingestd.daemon.cli.shared.errors import Fatal
 
 if TYPE_CHECKING:
     from ingestd.daemon.client.runner import Runner
@@ -134,42 +134,35 @@ def manifest_reader(cfg: Config | None, state_dir: Path) -> Iterator[ManifestRea
     Raises:
         Fatal: the manifest cannot be read (permission denied, not a database).
     """
-    if cfg is not None and cfg.manifest.url:
-        from ingestd.store.manifest.manifest import Manifest
+    from ingestd.daemon.client.local import manifest_for_reading
 
-        m = Manifest(cfg.manifest.url)
-        try:
+    if cfg is not None and cfg.manifest.url:
+        with manifest_for_reading(cfg, state_dir) as m:
             yield m
-        finally:
-            m.close()
         return
+    with contextlib.ExitStack() as opened:
+        try:
+            view = opened.enter_context(manifest_for_reading(cfg, state_dir))
+        except PermissionError:
+            raise Fatal(
+                f"cannot read {_manifest_path(state_dir)} (permission denied); to ask the "
+                "running daemon instead, give its control socket with --socket (under "
+                "systemd: /run/ingestd/ingestd.sock)"
+            ) from None
+        except Exception as exc:  # sqlite3.Error: not a manifest
+            from ingestd.store.common.damage import StateDamagedError, is_sqlite_damage
+
+            path = _manifest_path(state_dir)
+            if is_sqlite_damage(exc):  # the command line names the command that rebuilds it
+                raise StateDamagedError(path, "manifest", str(exc)) from None
+            raise Fatal(f"cannot read the manifest {path}: {exc}") from None
+        yield view
+
+
+def _manifest_path(state_dir: Path) -> Path:
     from ingestd.daemon.statedir import StatePaths
 
-    path = StatePaths(state_dir).manifest
-    try:
-        exists = path.is_file()
-    except PermissionError:
-        exists = True  # let the open below say so
-    if not exists:
-        yield None
-        return
-    from ingestd.store.manifest.view import ManifestView
-
-    try:
-        view = ManifestView(path)
-    except PermissionError:
-        raise Fatal(
-            f"cannot read {path} (permission denied); to ask the running daemon instead, "
-            "give its control socket with --socket (under systemd: /run/ingestd/ingestd.sock)"
-        ) from None
-    except Exception as exc:  # sqlite3.Error: not a manifest
-        from ingestd.store.common.damage import StateDamagedError, is_sqlite_damage
-
-        if is_sqlite_damage(exc):  # the command line names the command that rebuilds it
-            raise StateDamagedError(path, "manifest", str(exc)) from None
-        raise Fatal(f"cannot read the manifest {path}: {exc}") from None
-    with view:
-        yield view
+    return StatePaths(state_dir).manifest
 
 
 def with_manifest_sources(cfg: Config, state_dir: Path, config_given: bool) -> Config:
@@ -180,15 +173,10 @@ def with_manifest_sources(cfg: Config, state_dir: Path, config_given: bool) -> C
     """
     if cfg.sources or config_given:
         return cfg
-    from ingestd.daemon.sources.local import LocalSourceConfig
+    from ingestd.daemon.client.local import with_recorded_sources
 
     with manifest_reader(cfg, state_dir) as m:
-        recorded = m.sources() if m is not None else []
-    sources = tuple(
-        LocalSourceConfig(name=s["name"], root=Path(s["root"]), collection=s["collection"])
-        for s in recorded
-    )
-    return cfg.model_copy(update={"sources": sources})
+        return with_recorded_sources(cfg, m)
 
 
 def split_targets(
