@@ -50,7 +50,7 @@ def _fetch_sync(state: Path, site: Site, **keys: Any) -> tuple[Any, SitemapSourc
     """Fetch the site and sync it in a fresh engine (closed after); the fetch's error, if any."""
     eng = Engine(_config(state, site, **keys), state, embed_model=fake_vectors)
     try:
-        source = eng.source("site")
+        source = eng.context.source("site")
         assert isinstance(source, SitemapSource)
         error = None
         try:
