@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from markdown_it import MarkdownIt
 
@@ -176,6 +176,7 @@ def test_rendering_maps_every_kept_character_both_ways(
 
 @settings(max_examples=200, deadline=None)
 @given(text=st.text(st.sampled_from("ab [](){}<>#!-|\n `"), max_size=80))
+@example(text=" # <")  # an indented heading: its span starts at the line, as documented
 def test_rendered_chunks_tile_the_document(text: str) -> None:
     r = render_markdown(text)
     spans = [m.span() for m in re.finditer(r"\S(?:[^\n]*\S)?", r.text)]  # a chunk per line
@@ -183,7 +184,9 @@ def test_rendered_chunks_tile_the_document(text: str) -> None:
     assert [s for s, _ in placed] == sorted({s for s, _ in placed})
     covered = bytearray(len(text))
     for (s, e), (cs, ce) in zip(placed, spans, strict=True):
-        assert s < e and not text[s].isspace() and not text[e - 1].isspace()
+        # a span starting its rendered line starts its document line, indentation and all
+        at_line = s == 0 or text[s - 1] == "\n"
+        assert s < e and (at_line or not text[s].isspace()) and not text[e - 1].isspace()
         assert s <= r.source_at(cs) and r.source_end(ce) <= e
         covered[s:e] = b"\1" * (e - s)
     if spans:
