@@ -239,6 +239,10 @@ def _print_resync(result: dict[str, Any], as_json: bool, dry_run: bool) -> None:
                 f"{r.get('deleted', 0)} unusable points deleted",
                 err=True,
             )
+        if s.get("fetch_error") and not s.get("root_missing"):
+            click.echo(
+                f"  the fetch failed, synced from the last copy: {s['fetch_error']}", err=True
+            )
         if s.get("root_missing"):
             click.echo(f"  {why_missing(s)}: nothing synced or deleted", err=True)
         for version, n in (s.get("removed_versions") or {}).items():

@@ -32,16 +32,18 @@ def resync(
 
     Returns:
         ``{"sources": [...], "exit_code": N}``: per source the plan (``dry_run``) or the
-        counts of what was done; ``exit_code`` is 0 when the store matches the files, 3
-        when the mass-deletion guard held deletions, 1 when files could not be read or
-        a source's root is missing (nothing of it is synced or deleted).
+        counts of what was done (with ``fetch_error`` when a fetched source's origin
+        could not be fetched: it is synced from its last copy); ``exit_code`` is 0 when
+        the store matches the files, 3 when the mass-deletion guard held deletions, 1
+        when files could not be read, a source's root is missing (nothing of it is
+        synced or deleted) or its origin could not be fetched.
     """
     out = []
     code = 0
     selected = selected_sources(engine, sources)
     for name in selected:
-        if not dry_run:
-            fetch(engine, name)  # a git source: its refs now (a failure keeps the last ones)
+        # a fetched source (git, sitemap): its origin now; a failure keeps the last copy
+        fetch_error = None if dry_run else fetch(engine, name)
         plan = engine.plan(
             name, full=full, allow_mass_delete=allow_mass_delete, check_store=not dry_run
         )
@@ -54,10 +56,13 @@ def resync(
                 code = max(code, 1)
             continue
         res = engine.apply(plan, progress=progress)
-        out.append({**res.as_dict(), "skipped": engine.failures.skipped_entries(name)})
+        done = {**res.as_dict(), "skipped": engine.failures.skipped_entries(name)}
+        if fetch_error:
+            done["fetch_error"] = fetch_error
+        out.append(done)
         if res.held:
             code = max(code, EXIT_HELD)
-        elif res.retry or res.root_missing or res.interrupted or res.deferred:
+        elif res.retry or res.root_missing or res.interrupted or res.deferred or fetch_error:
             code = max(code, 1)
     result: dict[str, Any] = {"sources": out, "exit_code": code}
     if dry_run:

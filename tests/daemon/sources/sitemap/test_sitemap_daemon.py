@@ -81,3 +81,12 @@ def test_resync_fetches_the_site_and_search_finds_its_page_with_the_real_model(
     )  # fmt: skip
     assert hits[0]["path"] == "docs/exporter/index.html" and NEW_TEXT in hits[0]["text"]
     assert hits[0]["source"] == "site" and hits[0]["chunker"] == "html"
+    # the site is gone: resync keeps every page and says so with exit 1 (a cron job sees it)
+    failed = run_cli("resync", "--config", str(config), timeout=400)
+    assert failed.returncode == 1, (failed.stdout, failed.stderr)
+    assert failed.stdout.startswith("site: 0 indexed, 0 deleted, 0 failed;"), failed.stdout
+    assert "the fetch failed, synced from the last copy: " in failed.stderr
+    kept = json.loads(
+        run_cli("search", "--config", str(config), "--json", "-k", "1", NEW_TEXT, check=True).stdout
+    )
+    assert kept[0]["path"] == "docs/exporter/index.html"
