@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
-import select
-import stat as stat_mod
 import statistics
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -17,66 +14,13 @@ from pydantic import ValidationError
 
 from ingestd.chunkers.registry import chunker_class
 from ingestd.daemon.config import Config, RuleConfig, format_errors
+from ingestd.daemon.readfile import read_file
 from ingestd.daemon.sync.preparing.rules import RuleSet, build_context
 from ingestd.store.vectors.ids import chunk_hash, point_ids
 
-__all__ = ["POLL_SLICE_S", "locate", "preview", "read_file"]
+__all__ = ["locate", "preview"]
 
 logger = logging.getLogger(__name__)
-
-#: Longest wait for a pipe's next bytes, in seconds, before signals are looked at again.
-POLL_SLICE_S = 0.2
-#: Largest read in one call, in bytes.
-_READ_SIZE = 1 << 16
-
-
-def read_file(file: Path) -> bytes:
-    """The bytes of ``file``: a regular file, or a pipe, FIFO or terminal read to its end.
-
-    Ctrl-C is seen however the reading waits. Python runs a signal's handler between
-    two bytecodes, so a SIGINT that lands after the last check and before a blocking
-    ``open(2)`` or ``read(2)`` is caught at C level but never acted on: the call is
-    not interrupted (PEP 475 retries only a call that failed with ``EINTR``), and a
-    FIFO whose writer never writes keeps the command waiting forever. So the file is
-    opened with ``O_NONBLOCK`` (a FIFO's open does not wait for a writer), and anything
-    but a regular file is read in waits of :data:`POLL_SLICE_S` seconds with
-    :func:`select.poll`, between which the interpreter raises the pending
-    ``KeyboardInterrupt``. A regular file never waits: it is read at once.
-
-    Args:
-        file: the path to read.
-
-    Returns:
-        Its bytes, up to the end of the file (for a pipe: until every writer closed it).
-
-    Raises:
-        OSError: it cannot be opened or read (a folder: ``IsADirectoryError``).
-        KeyboardInterrupt: Ctrl-C while it waited.
-    """
-    fd = os.open(file, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat_mod.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(file))
-        if stat_mod.S_ISREG(mode):
-            os.set_blocking(fd, True)
-            with os.fdopen(fd, "rb", closefd=False) as f:
-                return f.read()
-        poller = select.poll()
-        poller.register(fd, select.POLLIN)
-        parts: list[bytes] = []
-        while True:
-            if not poller.poll(POLL_SLICE_S * 1000):
-                continue  # back in the interpreter: a pending Ctrl-C is raised here
-            try:
-                part = os.read(fd, _READ_SIZE)
-            except BlockingIOError:
-                continue
-            if not part:
-                return b"".join(parts)
-            parts.append(part)
-    finally:
-        os.close(fd)
 
 
 def _parse_params(params: Sequence[str]) -> dict[str, Any]:

@@ -21,6 +21,7 @@ import yaml
 from pydantic import ValidationError
 
 from ingestd.daemon.config.models import Config, ConfigError, RuleConfig, SourceConfig
+from ingestd.daemon.readfile import read_file
 from ingestd.daemon.sources.kinds import DEFAULT_KIND, config_model
 
 __all__ = [
@@ -202,7 +203,7 @@ def read_yaml(path: Path, what: str) -> Any:
             ``<path>:<line>:<column>: invalid YAML: <problem>`` (counted from 1).
     """
     try:
-        return yaml.safe_load(path.read_text(encoding="utf-8"))
+        return yaml.safe_load(read_file(path).decode("utf-8"))
     except OSError as exc:
         raise ConfigError([f"{path}: cannot read the {what}: {exc.strerror}"]) from None
     except yaml.YAMLError as exc:

@@ -7,7 +7,7 @@ sets one only for :meth:`asyncio.loop.add_signal_handler`). A signal that lands 
 the loop's last look at the pending signals and before that wait is caught at C level,
 then held until the loop wakes for another reason: with a client that sends nothing,
 forever. ``ingestd chunk`` of a FIFO had the same race before its ``read(2)`` (see
-:func:`ingestd.daemon.cli.preview.read_file`); there the wait could be cut into slices,
+:func:`ingestd.daemon.readfile.read_file`); there the wait could be cut into slices,
 here the wait is the SDK's.
 
 So the C-level handler's other duty is used: it writes the signal's number to the

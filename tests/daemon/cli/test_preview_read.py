@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from ingestd.daemon.cli.preview import read_file
+from ingestd.daemon.readfile import read_file
 from tests.helpers import wait_for
 
 #: Seconds after which a reader that missed the signal is released (the test then fails).
