@@ -281,6 +281,18 @@ def wait_for(cond: Callable[[], Any], timeout: float, what: str, interval: float
     raise AssertionError(f"timed out after {timeout} s waiting for {what} (last: {last!r})")
 
 
+def fifo_writer(fifo: Path) -> int | None:
+    """A writer's descriptor once a reader has ``fifo`` open, else ``None``.
+
+    A non-blocking writer's open fails with ENXIO until a reader has the FIFO open, so
+    polling this with :func:`wait_for` waits for the reader (a process held mid-read).
+    """
+    try:
+        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+    except OSError:
+        return None
+
+
 def ingestd_cmd() -> list[str]:
     """The installed console script, or the module fallback."""
     exe = Path(sys.executable).parent / "ingestd"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from ingestd.daemon.readfile import read_file
-from tests.helpers import wait_for
+from tests.helpers import fifo_writer, wait_for
 
 #: Seconds after which a reader that missed the signal is released (the test then fails).
 RESCUE_S = 30.0
@@ -39,15 +39,6 @@ def sigint_raises() -> Iterator[None]:
     signal.signal(signal.SIGINT, previous)
 
 
-def _open_writer(fifo: Path) -> int | None:
-    """A writer's descriptor once a reader has the FIFO open (a non-blocking writer's
-    open fails with ENXIO before that), else ``None``."""
-    try:
-        return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-    except OSError:
-        return None
-
-
 def _sleeps_in_the_kernel(tid: int) -> bool:
     """Whether thread ``tid`` of this process sleeps in a system call other than a lock's."""
     task = Path(f"/proc/self/task/{tid}")
@@ -62,7 +53,7 @@ def test_a_ctrl_c_caught_while_a_fifo_read_waits_is_raised(fifo: Path, sigint_ra
     rescued = threading.Event()
 
     def ctrl_c_then_rescue() -> None:
-        writer = wait_for(lambda: _open_writer(fifo), 60, "read_file to open the FIFO")
+        writer = wait_for(lambda: fifo_writer(fifo), 60, "read_file to open the FIFO")
         try:
             wait_for(lambda: _sleeps_in_the_kernel(reader), 60, "read_file to wait for bytes")
             signal.pthread_kill(threading.get_ident(), signal.SIGINT)  # the handler runs here
@@ -87,7 +78,7 @@ def test_a_fifo_is_read_to_its_end_once_its_writer_closes(fifo: Path) -> None:
     text = b"# Title\n\n" + b"A line of the page.\n" * 10_000  # more than one pipe buffer
 
     def write() -> None:
-        writer = wait_for(lambda: _open_writer(fifo), 60, "read_file to open the FIFO")
+        writer = wait_for(lambda: fifo_writer(fifo), 60, "read_file to open the FIFO")
         try:
             os.set_blocking(writer, True)
             os.write(writer, text)

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import copy_tree, ingestd_cmd, wait_for
+from tests.helpers import copy_tree, fifo_writer, ingestd_cmd, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -70,14 +70,12 @@ def test_a_signal_while_the_config_is_read_stops_run_with_exit_0(
     writer = -1
     try:
 
-        def reader_waits() -> bool:  # a non-blocking writer opens once the reader has
+        def reader_waits() -> bool:
             nonlocal writer
             assert proc.poll() is None, log.read_text()
-            try:
-                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            except OSError:
-                return False
-            return True
+            fd = fifo_writer(fifo)
+            writer = -1 if fd is None else fd
+            return fd is not None
 
         wait_for(reader_waits, 120, "ingestd run to open its config", interval=0.02)
         proc.send_signal(sig)

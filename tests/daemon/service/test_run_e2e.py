@@ -20,6 +20,7 @@ from tests.helpers import (
     assert_matches_oracle,
     copy_tree,
     fake_vectors,
+    fifo_writer,
     ingestd_cmd,
     run_cli,
     start_ingestd_run,
@@ -253,14 +254,12 @@ def test_ctrl_c_stops_run_cleanly_with_exit_0_and_a_one_shot_command_with_130(
     writer = -1
     try:
 
-        def reader_waits() -> bool:  # a non-blocking writer opens once the reader has
+        def reader_waits() -> bool:
             nonlocal writer
             assert chunk.poll() is None, chunk.communicate()
-            try:
-                writer = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
-            except OSError:
-                return False
-            return True
+            fd = fifo_writer(fifo)
+            writer = -1 if fd is None else fd
+            return fd is not None
 
         wait_for(reader_waits, 120, "ingestd chunk to open the file", interval=0.1)
         chunk.send_signal(signal.SIGINT)
