@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.helpers import CountingEmbedder, copy_tree, fake_vectors
+from tests.helpers import CountingEmbedder, QdrantVersionStub, copy_tree, fake_vectors
 
 if TYPE_CHECKING:
     from tests.remote_server import EmbeddingServer, Gateway
@@ -182,6 +182,13 @@ def memory_engine() -> Iterator[str]:
         yield MEMORY
     finally:
         del TABLE[MEMORY]
+
+
+@pytest.fixture(scope="module")
+def qdrant_stub() -> Iterator[QdrantVersionStub]:
+    """A loopback stub of a Qdrant server (``tests.helpers.QdrantVersionStub``)."""
+    with QdrantVersionStub() as stub:
+        yield stub
 
 
 @pytest.fixture(scope="session")

@@ -1,4 +1,5 @@
-"""Test helpers: corpus subsets, a fake embedder, the from-scratch oracle, polling."""
+"""Test helpers: corpus subsets, a fake embedder, the from-scratch oracle, polling, a
+stub Qdrant server, ``ingestd`` processes."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -291,6 +293,61 @@ def fifo_writer(fifo: Path) -> int | None:
         return os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
     except OSError:
         return None
+
+
+class QdrantVersionStub:
+    """A loopback HTTP server that answers qdrant-client's version check, and nothing else.
+
+    ``GET`` (any path) answers as a Qdrant server of the installed client's version
+    does: the only request qdrant-client sends when a client is made. No Qdrant server
+    runs on these machines; a test that opens a server's store without sending it a
+    point uses this one. A context manager: the server runs inside the ``with``.
+
+    Attributes:
+        url: its URL (``http://127.0.0.1:<port>``), once started.
+        answered: version checks answered so far.
+    """
+
+    def __init__(self) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        stub = self
+
+        class Version(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                import importlib.metadata
+                import json
+
+                version = importlib.metadata.version("qdrant-client")
+                body = json.dumps({"title": "stub", "version": version}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                self.wfile.flush()
+                stub.answered += 1
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.answered = 0
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Version)
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    def __enter__(self) -> QdrantVersionStub:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=10)
+
+    def wait_checked(self, before: int, timeout: float = 30) -> None:
+        """Wait until a client made after :attr:`answered` was ``before`` had its check."""
+        wait_for(lambda: self.answered > before, timeout, "qdrant-client's version check")
 
 
 def ingestd_cmd() -> list[str]:

@@ -5,17 +5,12 @@ dir keeps nothing of it, it is not an answer to ``qdrant.engine``, and every dae
 decision about it (owner, damage, clean-close proof, counting by source) is read from
 its spec through :mod:`ingestd.store.vectors.engines`. No Qdrant server runs here:
 the store is opened against a loopback stub that answers qdrant-client's version check
-(its only request when a client is made) and is never called.
+(its only request when a client is made) and is never called
+(:class:`tests.helpers.QdrantVersionStub`).
 """
 
 from __future__ import annotations
 
-import importlib.metadata
-import json
-import threading
-import time
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -27,56 +22,17 @@ from ingestd.daemon.sync.state.resources import Resources
 from ingestd.store.vectors.client.qdrant import QdrantStore
 from ingestd.store.vectors.engines import (
     ENGINES,
-    SERVER,
     embedded,
     engine_names,
     engine_spec,
     open_store,
     placed_engine,
 )
+from tests.helpers import QdrantVersionStub
 
 pytestmark = pytest.mark.engine("edge")  # the table itself: once
 
-
-class _Version(BaseHTTPRequestHandler):
-    """Answers ``GET /`` as a Qdrant server of the client's own version does."""
-
-    answered = 0  # version checks answered
-
-    def do_GET(self) -> None:
-        body = json.dumps({"title": "stub", "version": importlib.metadata.version("qdrant-client")})
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body.encode())
-        self.wfile.flush()
-        type(self).answered += 1
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-
-@pytest.fixture(scope="module")
-def url() -> Iterator[str]:
-    """The URL of the loopback stub."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Version)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-
-
-def _checked(before: int) -> None:
-    """Wait until the client made since ``before`` had its version check answered."""
-    deadline = time.monotonic() + 30
-    while _Version.answered <= before:
-        assert time.monotonic() < deadline, "qdrant-client never checked the server's version"
-        time.sleep(0.01)
+SERVER = "server"
 
 
 def test_the_server_is_a_table_entry_and_no_embedded_engine() -> None:
@@ -88,14 +44,17 @@ def test_the_server_is_a_table_entry_and_no_embedded_engine() -> None:
         load_config(None, overrides={"qdrant": {"engine": SERVER}})
 
 
-def test_a_url_selects_the_server_and_the_state_dir_keeps_nothing(tmp_path: Path, url: str) -> None:
+def test_a_url_selects_the_server_and_the_state_dir_keeps_nothing(
+    tmp_path: Path, qdrant_stub: QdrantVersionStub
+) -> None:
+    url = qdrant_stub.url
     folders = {"edge": tmp_path / "edge", "qdrant": tmp_path / "qdrant"}
     server = load_config(None, overrides={"qdrant": {"url": url}}).qdrant
     assert not embedded(server)
     assert placed_engine(server, folders) == (SERVER, None)
-    before = _Version.answered
+    before = qdrant_stub.answered
     store = open_store(server, folders, read_only=True)
-    _checked(before)
+    qdrant_stub.wait_checked(before)
     try:
         assert isinstance(store, QdrantStore) and store.engine == SERVER
     finally:
@@ -106,24 +65,26 @@ def test_a_url_selects_the_server_and_the_state_dir_keeps_nothing(tmp_path: Path
 
 
 def test_the_sync_resources_treat_a_server_as_durable_and_unsealed(
-    tmp_path: Path, url: str
+    tmp_path: Path, qdrant_stub: QdrantVersionStub
 ) -> None:
+    url = qdrant_stub.url
     cfg = load_config(None, overrides={"qdrant": {"url": url}})
     res = Resources(cfg, tmp_path / "state", now=lambda: 0.0)
     try:
         assert res.engine() == (SERVER, None)
         assert res.durable_updates() and res.proven("docs")
         assert res.held_points("docs") is None and res.physical_of("docs") is None
-        before = _Version.answered
+        before = qdrant_stub.answered
         assert isinstance(res.store, QdrantStore)
-        _checked(before)
+        qdrant_stub.wait_checked(before)
         assert not (tmp_path / "state" / "edge").exists()
     finally:
         res.store.close()
         res.manifest.close()
 
 
-def test_takeover_refuses_a_server(tmp_path: Path, url: str) -> None:
+def test_takeover_refuses_a_server(tmp_path: Path, qdrant_stub: QdrantVersionStub) -> None:
+    url = qdrant_stub.url
     config = tmp_path / "config.yaml"
     config.write_text(f"qdrant:\n  url: {url}\nsources: []\n")
     out = CliRunner().invoke(
