@@ -9,6 +9,9 @@ crash loses what was not saved), so it proves a clean close from its files, as Q
 Edge does (``points.json``'s size and modification time). Nothing else in ingestd knows it:
 the ``memory_engine`` fixture (``tests/conftest.py``) adds ``memory`` to the engines'
 table, ``ENGINES["memory"] = "tests.fake_engine:SPEC"``, and removes it afterwards.
+
+:class:`OtherServer` is a second server engine, proof that a server's name comes from
+its spec (``tests/store/vectors/test_engines.py`` puts it in the table).
 """
 
 from __future__ import annotations
@@ -42,10 +45,11 @@ from ingestd.store.vectors.base import (
     ensure_collection,
     version_of,
 )
+from ingestd.store.vectors.client.server_engine import ServerEngine
 from ingestd.store.vectors.routing import RoutedWrites
-from ingestd.store.vectors.spec import STORE_PART, EngineSpec, json_damage
+from ingestd.store.vectors.spec import STORE_PART, EngineSpec, StoreSettings, json_damage
 
-__all__ = ["SPEC", "MemoryEngine", "MemoryStore"]
+__all__ = ["OTHER_SERVER", "SPEC", "MemoryEngine", "MemoryStore", "OtherServer"]
 
 MARKER = "memory.json"
 COLLECTIONS = "collections"
@@ -439,3 +443,22 @@ class MemoryEngine(EngineSpec):
 
 #: The spec the engines' table names (``tests.fake_engine:SPEC``).
 SPEC = MemoryEngine()
+
+
+class OtherServer(ServerEngine):
+    """A second server engine, for tests only: a Qdrant server reached by a URL ending ``/other``.
+
+    Registered before ``server`` in the engines' table (the first engine whose spec
+    selects the settings is theirs), it shows that a server engine's name comes from its
+    spec alone: its stores report it as their engine.
+    """
+
+    name = "other-server"
+
+    def selected(self, settings: StoreSettings) -> bool:
+        """Whether ``settings`` name a URL whose path ends with ``/other``."""
+        return bool(settings.url) and str(settings.url).rstrip("/").endswith("/other")
+
+
+#: The second server's spec (``tests.fake_engine:OTHER_SERVER``).
+OTHER_SERVER = OtherServer()

@@ -119,8 +119,8 @@ class Layout:
         aliased: ``name`` is an alias (else a legacy physical collection or missing).
         sparse: the physical collection has the sparse BM25 vector.
         dim: its dense vectors' dimension.
-        engine: the engine that holds it: an embedded engine's name (the table
-            :data:`ingestd.store.vectors.engines.ENGINES`) or ``server``.
+        engine: the name of the engine that holds it (its spec's, an entry of the
+            table :data:`ingestd.store.vectors.engines.ENGINES`).
     """
 
     name: str
@@ -165,8 +165,9 @@ class VectorStore(AliasedCollections, Protocol):
     :meth:`write_target` of the name. Ids are UUID strings. One thread owns a store.
 
     Attributes:
-        engine: which engine new collections are made in: an embedded engine's name
-            (the table :data:`ingestd.store.vectors.engines.ENGINES`) or ``server``.
+        engine: which engine new collections are made in: the name of the spec that
+            opened the store (an entry of the table
+            :data:`ingestd.store.vectors.engines.ENGINES`).
     """
 
     engine: str

@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ENGINES",
-    "SERVER",
     "choose_engine",
     "engine_names",
     "engine_spec",
@@ -64,9 +63,6 @@ ENGINES: dict[str, str] = {
     "local": "ingestd.store.vectors.client.local_engine:SPEC",
     "server": "ingestd.store.vectors.client.server_engine:SPEC",
 }
-
-#: The engine reported by the stores of a Qdrant server or cluster (``qdrant.url``).
-SERVER = "server"
 
 
 def engine_names() -> tuple[str, ...]:

@@ -77,7 +77,7 @@ class LocalEngine(EngineSpec):
         """
         from ingestd.store.vectors.client.qdrant import QdrantStore
 
-        return QdrantStore(path=str(path), read_only=read_only)
+        return QdrantStore(path=str(path), engine=self.name, read_only=read_only)
 
     def open_damage(self, path: Path, exc: BaseException) -> StateDamagedError | None:
         """The damaged file of the store at ``path`` that made opening it raise ``exc``.

@@ -61,6 +61,7 @@ class QdrantStore(QdrantCollections):
         api_key: str | None = None,
         retry_seconds: float = 60.0,
         client: Any = None,
+        engine: str | None = None,
         read_only: bool = False,
     ) -> None:
         super().__init__(
@@ -69,6 +70,7 @@ class QdrantStore(QdrantCollections):
             api_key=api_key,
             retry_seconds=retry_seconds,
             client=client,
+            engine=engine,
             read_only=read_only,
         )
         self._deleted = 0  # points deleted since the embedded store was opened

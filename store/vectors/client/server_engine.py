@@ -43,7 +43,8 @@ class ServerEngine(EngineSpec):
         """The server ``settings`` name (a ``QdrantStore``).
 
         The API key is read from the environment variable ``settings.api_key_env``
-        (none when it is unset); nothing is sent before the first call.
+        (none when it is unset); nothing is sent before the first call. The store
+        reports this spec's :attr:`name` as its engine (a subclass's, for another server).
         """
         from ingestd.store.vectors.client.qdrant import QdrantStore
 
@@ -51,6 +52,7 @@ class ServerEngine(EngineSpec):
             url=settings.url,
             api_key=os.environ.get(settings.api_key_env),
             retry_seconds=settings.retry_seconds,
+            engine=self.name,
             read_only=read_only,
         )
 

@@ -94,7 +94,7 @@ class EdgeEngine(EngineSpec):
         """
         from ingestd.store.vectors.edge.edge import EdgeStore
 
-        return EdgeStore(path, read_only=read_only)
+        return EdgeStore(path, read_only=read_only, engine=self.name)
 
     def physical_of(self, path: Path, name: str) -> str | None:
         """The shard behind ``name``: its alias's target in the aliases file, or itself."""

@@ -10,10 +10,12 @@ They also pin the true disk size of a store with sparse files.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -30,7 +32,7 @@ from ingestd.store.vectors.engines import (
     open_embedded,
 )
 from ingestd.store.vectors.spec import EngineSpec, allocated_bytes
-from tests.helpers import copy_tree, fake_vectors, make_engine
+from tests.helpers import QdrantVersionStub, copy_tree, fake_vectors, make_engine
 
 pytestmark = pytest.mark.engine("edge")  # the table itself: once
 
@@ -210,3 +212,50 @@ def test_rebuild_moves_a_damaged_store_of_any_engine_aside(
     assert "points.json is damaged" in note and "moved aside" in note
     assert not (tmp_path / "memory").exists()
     assert len(list(tmp_path.glob("memory.damaged-*"))) == 1
+
+
+@pytest.fixture
+def other_server() -> Iterator[str]:
+    """The second server engine (``tests.fake_engine:OTHER_SERVER``), first in the table."""
+    from ingestd.store.vectors.engines import ENGINES as TABLE
+
+    saved = dict(TABLE)
+    TABLE.clear()
+    TABLE.update({"other-server": "tests.fake_engine:OTHER_SERVER", **saved})
+    try:
+        yield "other-server"
+    finally:
+        TABLE.clear()
+        TABLE.update(saved)
+
+
+def test_a_second_server_engine_is_shown_by_its_own_name(
+    tmp_path: Path, other_server: str, qdrant_stub: QdrantVersionStub
+) -> None:
+    """The server's name was written in its spec and again in the qdrant-client store,
+    whose ``engine`` said ``server`` for any server: now the spec that connects the
+    store names it, and the store, its collections' layout and the sync resources show
+    the second server's own name."""
+    from ingestd.daemon.sync.state.resources import Resources
+    from ingestd.store.vectors.base import Layout
+    from ingestd.store.vectors.engines import open_store, placed_engine
+
+    cfg = load_config(None, overrides={"qdrant": {"url": f"{qdrant_stub.url}/other"}})
+    assert placed_engine(cfg.qdrant, {}) == (other_server, None)
+    res = Resources(cfg, tmp_path / "state", now=lambda: 0.0)
+    try:
+        assert res.engine() == (other_server, None) and res.durable_updates()
+        before = qdrant_stub.answered
+        store = res.store
+        qdrant_stub.wait_checked(before)
+        assert store.engine == other_server
+        layout = Layout("docs", "docs__v1", aliased=True, sparse=True, dim=384, engine=store.engine)
+        assert layout.engine == other_server
+    finally:
+        res.store.close()
+        res.manifest.close()
+    plain = load_config(None, overrides={"qdrant": {"url": qdrant_stub.url}}).qdrant
+    before = qdrant_stub.answered
+    with contextlib.closing(open_store(plain, {})) as server:
+        qdrant_stub.wait_checked(before)
+        assert placed_engine(plain, {}) == ("server", None) and server.engine == "server"
