@@ -25,7 +25,7 @@ minutes for 1M points on 2 busy cores): it is built once, outside the repository
 Usage::
 
     python bench/state_cost.py --build 0,100000,1000000   # once (0: md-docs alone)
-    python bench/state_cost.py [--sizes 0,100000,1000000] [--runs 5]
+    python bench/state_cost.py [--sizes 0,100000,1000000] [--runs 5] [--commands-only]
 """
 
 from __future__ import annotations
@@ -249,11 +249,14 @@ def daemon_start(
     return out
 
 
-def measure(states: list[Path], runs: int, env: dict[str, str]) -> list[dict[str, Any]]:
+def measure(
+    states: list[Path], runs: int, env: dict[str, str], daemon: bool = True
+) -> list[dict[str, Any]]:
     """The figures of each state dir (see the module docstring).
 
     The commands of every size run in the same rounds, one size after another, so that
     the machine's load weighs on each size alike and the ratios between sizes hold.
+    ``daemon``: measure the daemon's start and RSS too (``False``: the commands only).
     """
     base = [sys.executable, "-c", "pass"]
     commands = {
@@ -281,9 +284,12 @@ def measure(states: list[Path], runs: int, env: dict[str, str]) -> list[dict[str
                     times[state][name].append((wall, cpu))
     rows = []
     for state in states:
-        clean = daemon_start(state, env, idle_s=20.0)
-        daemon_start(state, env, kill=True)
-        killed = daemon_start(state, env)
+        clean: dict[str, Any] = {}
+        killed: dict[str, Any] = {}
+        if daemon:
+            clean = daemon_start(state, env, idle_s=20.0)
+            daemon_start(state, env, kill=True)
+            killed = daemon_start(state, env)
         out: dict[str, Any] = {"points": _points(state), "clean": clean, "killed": killed}
         for name, ts in times[state].items():
             out[f"{name}_s"] = statistics.median(w for w, _ in ts)
@@ -314,6 +320,11 @@ def main() -> None:
     ap.add_argument("--build", help="build the state dirs of these sizes (comma-separated)")
     ap.add_argument("--sizes", default="0,100000,1000000", help="0: md-docs alone (~7.8k)")
     ap.add_argument("--runs", type=int, default=5, help="processes per command (median)")
+    ap.add_argument(
+        "--commands-only",
+        action="store_true",
+        help="measure status and the no-op resync only, not the daemon's start and RSS",
+    )
     args = ap.parse_args()
     if args.build:
         for n in (int(s) for s in args.build.split(",")):
@@ -326,7 +337,7 @@ def main() -> None:
     for state in states:
         if not (state / "manifest.db").exists():
             sys.exit(f"no state dir {state.name}: run with --build {state.name[6:]} first")
-    rows = measure(states, args.runs, env)
+    rows = measure(states, args.runs, env, daemon=not args.commands_only)
     print(provenance())
     _table(rows)
 
@@ -352,10 +363,11 @@ def _table(rows: list[dict[str, Any]]) -> None:
             f"{r['status_cpu_s']:.3f} ({r['status_cpu_s'] - r['base_cpu_s']:+.3f})",
             f"{r['resync_s']:.2f}",
             f"{r['resync_cpu_s']:.2f}",
-            f"{c['ready_s']:.2f}",
-            f"{c['watching_s']:.2f}",
-            f"{k['ready_s']:.2f}",
-            f"{k['watching_s']:.2f}",
+            *(
+                f"{d[key]:.2f}" if key in d else "-"
+                for d in (c, k)
+                for key in ("ready_s", "watching_s")
+            ),
             f"{rss.get('VmRSS', 0):.0f} "
             f"({rss.get('RssAnon', 0):.0f} / {rss.get('RssFile', 0):.0f})",
         ]

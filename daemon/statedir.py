@@ -41,6 +41,7 @@ __all__ = [
     "check_private_dir",
     "dir_bytes",
     "engine_folder_names",
+    "folder_bytes",
     "make_private_dir",
     "private_runtime_dir",
     "private_umask",
@@ -181,41 +182,78 @@ def dir_bytes(path: Path, *, follow_symlinks: bool = False) -> int:
     return total
 
 
-def state_dir_bytes(state_dir: Path) -> int:
+def folder_bytes(state_dir: Path, known: Mapping[str, int] | None = None) -> dict[str, int]:
+    """Bytes each folder of the state dir takes on disk, by name: allocated blocks.
+
+    Each folder is walked (its cost is what the folder holds: a million points' store
+    is thousands of files), except those ``known`` gives. An embedded engine's folder
+    counts what its spec's :meth:`~ingestd.store.vectors.spec.EngineSpec.disk_bytes`
+    says (allocated blocks by default), any other folder (a git mirror, a site's pages)
+    its files' allocated blocks. Links are not followed: a linked folder is no folder
+    here. What a writer measured at its clean close is kept in the clean-close record
+    (:mod:`ingestd.daemon.sync.state.clean_close`), so ``status`` walks nothing while
+    nothing wrote since.
+
+    Args:
+        state_dir: the state dir (a missing one has no folders).
+        known: folder name -> its bytes as measured earlier, taken as they are.
+
+    Returns:
+        Folder name -> its allocated size in bytes.
+    """
+    return _measure(state_dir, known)[1]
+
+
+def state_dir_bytes(state_dir: Path, known: Mapping[str, int] | None = None) -> int:
     """Bytes the state dir takes on disk: allocated blocks, what ``du`` counts.
 
     Every file counts the blocks the file system allocated to it (``st_blocks * 512``),
     not its apparent size: Qdrant Edge maps large, mostly empty (sparse) files, whose
-    apparent size can be forty times their cost on disk. Each embedded engine's folder
-    counts what its spec's :meth:`~ingestd.store.vectors.spec.EngineSpec.disk_bytes`
-    says (allocated blocks by default). Links are not followed.
+    apparent size can be forty times their cost on disk. The state dir is listed once
+    (one ``os.scandir``, one ``stat`` per file: the manifest, its WAL, the embedding
+    cache, the locks); its folders count what :func:`folder_bytes` says, so a folder
+    ``known`` gives is not walked. Links are not followed.
 
     Args:
         state_dir: the state dir (a missing one holds 0).
+        known: folder name -> its bytes as measured earlier (a clean close's record,
+            the daemon's last measurement while the manifest is unchanged).
 
     Returns:
         The allocated size in bytes.
     """
+    files, folders = _measure(state_dir, known)
+    return files + sum(folders.values())
+
+
+def _measure(state_dir: Path, known: Mapping[str, int] | None) -> tuple[int, dict[str, int]]:
+    """``(bytes of the state dir's files, {folder: bytes})`` from one listing of it."""
     from ingestd.store.vectors.engines import engine_specs
     from ingestd.store.vectors.spec import allocated_bytes
 
-    engines = {spec.folder: spec for spec in engine_specs()}
-    total = 0
+    known = known or {}
+    files, folders = 0, {}
+    specs: dict[str, Any] | None = None
     try:
         entries = list(os.scandir(state_dir))
     except OSError:
-        return 0
+        return 0, {}
     for entry in entries:
         try:
-            path = Path(entry.path)
-            spec = engines.get(entry.name)
-            if spec is not None and entry.is_dir(follow_symlinks=False):
-                total += spec.disk_bytes(path)
-            else:  # a file, or a folder walked without entering linked folders
-                total += allocated_bytes(path)
+            if not entry.is_dir(follow_symlinks=False):
+                files += entry.stat(follow_symlinks=False).st_blocks * 512
+            elif entry.name in known:
+                folders[entry.name] = known[entry.name]
+            else:
+                if specs is None:
+                    specs = {spec.folder: spec for spec in engine_specs()}
+                spec, path = specs.get(entry.name), Path(entry.path)
+                folders[entry.name] = (
+                    spec.disk_bytes(path) if spec is not None else allocated_bytes(path)
+                )
         except OSError:
             continue
-    return total
+    return files, folders
 
 
 def resolve_state_dir(flag: str | Path | None, cfg: Any = None) -> Path:

@@ -7,7 +7,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -26,11 +26,15 @@ def status_of(
     engine: Engine | None,
     state_dir: Path,
     configured: Collection[str] | None = None,
+    folders: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """Per-source documents, chunks, failures, last sync; counters when ``engine`` runs.
 
     ``configured``: the names of the sources the config has, when there is no engine
-    (the engine's are its sources); ``None``: not known.
+    (the engine's are its sources); ``None``: not known. ``folders``: the state dir's
+    folders' sizes as last measured (folder -> bytes), when there is no engine (the
+    engine's are :meth:`~ingestd.daemon.sync.state.resources.Resources.folder_bytes`):
+    a folder not given is walked.
 
     Returns:
         ``{"state_dir", "sources": [...], "disk": {...}}`` and, with an engine,
@@ -86,7 +90,9 @@ def status_of(
         "state_dir": str(state_dir),
         "sources": sources,
         "disk": {
-            "state_dir_bytes": state_dir_bytes(state_dir),
+            "state_dir_bytes": state_dir_bytes(
+                state_dir, engine.resources.folder_bytes() if engine is not None else folders
+            ),
             "embedding_cache_bytes": sum(
                 p.stat().st_size
                 for p in StatePaths.sqlite_files(StatePaths(state_dir).embeddings)[:2]
@@ -122,7 +128,9 @@ def local_status(
     """``status`` with no daemon running: :func:`status_of` the manifest, ``daemon`` null.
 
     The counts are those of the last clean close when the manifest's file is unchanged
-    since (:func:`~ingestd.daemon.sync.state.clean_close.seed_counts`): nothing is counted.
+    since (:func:`~ingestd.daemon.sync.state.clean_close.seed_counts`): nothing is counted;
+    so are the sizes of the state dir's folders (the store's thousands of files are not
+    walked: :func:`~ingestd.daemon.sync.state.clean_close.recorded_folder_bytes`).
 
     Args:
         manifest: the manifest, or ``None`` when nothing was indexed yet.
@@ -134,14 +142,19 @@ def local_status(
         manifest) with ``daemon`` ``None``, and ``locked_by`` (the lock file's holder)
         when another process holds the state dir.
     """
-    from ingestd.daemon.sync.state.clean_close import seed_counts
+    from ingestd.daemon.sync.state.clean_close import (
+        read_record,
+        recorded_folder_bytes,
+        seed_counts,
+    )
     from ingestd.daemon.wire.statelock import lock_holder
 
     if manifest is None:
         st: dict[str, Any] = {"state_dir": str(state_dir), "sources": []}
     else:
         seed_counts(manifest, manifest.path, state_dir)  # a clean close's: nothing counted
-        st = status_of(manifest, None, state_dir, configured)
+        folders = recorded_folder_bytes(read_record(state_dir), manifest.path)
+        st = status_of(manifest, None, state_dir, configured, folders)
     st["daemon"] = None
     holder = lock_holder(state_dir)
     if holder is not None:

@@ -1,10 +1,26 @@
-"""Disk usage of a folder, as ``status`` and ``migrate --dry-run`` report it."""
+"""Disk usage of a folder, as ``status`` and ``migrate --dry-run`` report it.
+
+``status`` polls cost what changed, not what the index holds: the sizes of the state
+dir's folders come from the last clean close's record, or from the daemon's last
+measurement while the manifest is unchanged; a count of the entries listed and files
+``stat``-ed pins it (no timing).
+"""
 
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from ingestd.daemon.statedir import dir_bytes, state_dir_bytes
+import pytest
+from click.testing import CliRunner
+
+from ingestd.daemon.cli.main import cli
+from ingestd.daemon.statedir import dir_bytes, folder_bytes, state_dir_bytes
+from ingestd.daemon.sync.state.clean_close import read_record
+from tests.helpers import fake_vectors, ingested_tree, make_engine
 
 
 def test_dir_bytes_counts_files_below_and_a_link_by_itself_or_its_target(tmp_path: Path) -> None:
@@ -43,3 +59,121 @@ def test_state_dir_bytes_is_the_allocated_size_of_every_file_not_the_apparent_on
     assert state_dir_bytes(state) == allocated
     assert 100_000 <= state_dir_bytes(state) < 1_000_000  # what `du` says, not 600 MB
     assert state_dir_bytes(tmp_path / "missing") == 0
+
+
+class _Visits:
+    """Counts what the process reads of folders: entries listed, files ``stat``-ed."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.entries = 0
+        self.stats = 0
+        real_scandir, real_stat, real_lstat = os.scandir, os.stat, os.lstat
+        visits = self
+
+        class Listing:  # os.scandir's iterator, counted (os.walk lists through it)
+            def __init__(self, path: Any) -> None:
+                self.it = real_scandir(path)
+
+            def __enter__(self) -> Listing:
+                return self
+
+            def __exit__(self, *exc: object) -> None:
+                self.it.close()
+
+            def __iter__(self) -> Listing:
+                return self
+
+            def __next__(self) -> os.DirEntry[str]:
+                entry = next(self.it)
+                visits.entries += 1
+                return entry
+
+            def close(self) -> None:
+                self.it.close()
+
+        def stat(*a: Any, **k: Any) -> os.stat_result:
+            visits.stats += 1
+            return real_stat(*a, **k)
+
+        def lstat(*a: Any, **k: Any) -> os.stat_result:
+            visits.stats += 1
+            return real_lstat(*a, **k)
+
+        monkeypatch.setattr(os, "scandir", Listing)
+        monkeypatch.setattr(os, "stat", stat)
+        monkeypatch.setattr(os, "lstat", lstat)
+
+    def during(self, fn: Callable[[], Any]) -> tuple[int, int, Any]:
+        """``(entries listed, stat calls, fn's result)`` of one call of ``fn``."""
+        e, s = self.entries, self.stats
+        out = fn()
+        return self.entries - e, self.stats - s, out
+
+
+def _status_bytes(state: Path) -> int:
+    """``disk.state_dir_bytes`` of ``status`` with no daemon (its report, apart from the
+    damage check of the store's files: :func:`~ingestd.daemon.commands.status.local_status`)."""
+    from ingestd.daemon.cli.shared.state import manifest_reader
+    from ingestd.daemon.commands.status import local_status
+
+    with manifest_reader(None, state) as m:
+        return int(local_status(m, state)["disk"]["state_dir_bytes"])
+
+
+def _pad_store(state: Path, n: int) -> None:
+    """``n`` more files in a segment of the store, as a store of many more points has."""
+    (segment,) = (state / "edge" / "collections" / "ingestd__v1" / "segments").iterdir()
+    pad = segment / "padding"
+    pad.mkdir()
+    for i in range(n):
+        (pad / f"page_{i}.dat").write_bytes(b"p" * 100)
+
+
+@pytest.mark.engine("edge")
+def test_status_lists_no_store_file_after_a_clean_close_however_many_the_store_holds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``status`` walked every file of the state dir for its size (0.18 s at 1M points):
+    after a clean close it reads the sizes of its folders from the close's record."""
+    _root, state = ingested_tree(tmp_path)
+    assert _status_bytes(state) == state_dir_bytes(state)  # the close's figure: a walk's
+    res = CliRunner().invoke(cli, ["status", "--state-dir", str(state), "--json"])
+    assert json.loads(res.stdout)["disk"]["state_dir_bytes"] == state_dir_bytes(state)
+    visits = _Visits(monkeypatch)
+    entries, stats, _ = visits.during(lambda: _status_bytes(state))
+    assert entries <= len(os.listdir(state))  # the state dir's own listing, no folder's
+    _pad_store(state, 300)  # as many more files as a store of many more points
+    assert visits.during(lambda: _status_bytes(state))[:2] == (entries, stats)
+
+
+@pytest.mark.engine("edge")
+def test_the_daemons_status_measures_the_folders_again_only_after_a_change(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the daemon a status poll while nothing changed lists no store file; after
+    a sync that wrote, the size is measured again and equals a walk of the state dir."""
+    from ingestd.daemon.commands.status import status_of
+
+    root, state = ingested_tree(tmp_path)
+    eng = make_engine(root, state, fake_vectors)
+    try:
+        name = next(iter(eng.context.sources))
+        eng.sync(name)  # nothing changed
+        visits = _Visits(monkeypatch)
+
+        def poll() -> int:
+            return int(status_of(eng.resources.manifest, eng, state)["disk"]["state_dir_bytes"])
+
+        assert poll() == state_dir_bytes(state)  # measured: the sync wrote the manifest
+        quiet = visits.during(poll)
+        assert quiet[0] <= len(os.listdir(state)) and quiet[2] == state_dir_bytes(state)
+        _pad_store(state, 300)
+        assert visits.during(poll)[:2] == quiet[:2]  # nothing written: nothing walked
+        (root / "new.md").write_text("# New\n\n" + "A page that was not there. " * 200)
+        assert eng.sync(name).indexed == 1
+        entries, _stats, after = visits.during(poll)
+        assert entries > 300 and after == state_dir_bytes(state)  # measured again, whole
+    finally:
+        eng.close()
+    record = read_record(state)
+    assert record is not None and record.folder_bytes == folder_bytes(state)  # the close's walk

@@ -18,7 +18,11 @@ when it closes cleanly. It holds:
   found proven when it started, checked point by point, or created), the points the
   store held and the engine's proof (:meth:`~ingestd.store.vectors.spec.EngineSpec.proof`:
   for Qdrant Edge, where each shard's write-ahead log ends, the CRC of its last entry,
-  its segments' version and id trackers).
+  its segments' version and id trackers);
+* the bytes each folder of the state dir took after the close (the stores, git mirrors,
+  fetched sites: :func:`~ingestd.daemon.statedir.folder_bytes`), so that ``status``
+  reports the state dir's size without walking a million points' files while the
+  manifest is unchanged (nothing wrote since).
 
 :func:`check_record` compares a record with the files. A collection whose proof holds
 is counted from the record (``status``, and a no-op ``resync``, never open the store),
@@ -54,6 +58,7 @@ __all__ = [
     "manifest_unchanged",
     "new_record",
     "read_record",
+    "recorded_folder_bytes",
     "remove_record",
     "seed_counts",
     "write_record",
@@ -88,6 +93,8 @@ class CleanClose:
         counts: source -> its counts then (:data:`~ingestd.store.manifest.counts.COUNT_KEYS`).
         folders: engine name -> the folder of its store the collections are in.
         collections: engine name -> physical collection -> :class:`Sealed`.
+        folder_bytes: folder of the state dir -> the bytes it took after the close
+            (:func:`~ingestd.daemon.statedir.folder_bytes`).
         closed_at: when, in seconds since the epoch.
         pid: the process that closed it.
     """
@@ -96,6 +103,7 @@ class CleanClose:
     counts: dict[str, dict[str, int]] = field(default_factory=dict)
     folders: dict[str, str] = field(default_factory=dict)
     collections: dict[str, dict[str, Sealed]] = field(default_factory=dict)
+    folder_bytes: dict[str, int] = field(default_factory=dict)
     closed_at: float = 0.0
     pid: int = 0
 
@@ -117,6 +125,7 @@ class CleanClose:
                 }
                 for engine, colls in sorted(self.collections.items())
             },
+            "folder_bytes": dict(sorted(self.folder_bytes.items())),
         }
 
 
@@ -169,6 +178,7 @@ def read_record(state_dir: Path) -> CleanClose | None:
             closed_at=float(data.get("closed_at") or 0.0),
             pid=int(data.get("pid") or 0),
             counts={str(s): dict(c) for s, c in (data.get("counts") or {}).items()},
+            folder_bytes={str(f): int(n) for f, n in (data.get("folder_bytes") or {}).items()},
         )
         for engine, store in data["stores"].items():
             rec.folders[engine] = str(store["folder"])
@@ -261,6 +271,23 @@ def manifest_unchanged(record: CleanClose | None, manifest: Path | None) -> bool
     if record is None or manifest is None or record.manifest is None:
         return False
     return record.manifest == manifest_identity(manifest)
+
+
+def recorded_folder_bytes(record: CleanClose | None, manifest: Path | None) -> dict[str, int]:
+    """The folders' sizes ``record``'s close measured, while the manifest is unchanged since.
+
+    Every write to the state dir's folders (the store, a git fetch, a site's pages) is
+    made by a writer, which removes the record before it writes anything: while the
+    record stands and the manifest is as it left it, the sizes are current.
+
+    Returns:
+        Folder name -> bytes (:func:`~ingestd.daemon.statedir.folder_bytes`); empty when
+        nothing is proven (no record, a changed or ``manifest.url`` manifest).
+    """
+    if not manifest_unchanged(record, manifest):
+        return {}
+    assert record is not None
+    return dict(record.folder_bytes)
 
 
 def seed_counts(manifest: ManifestReader, path: Path | None, state_dir: Path) -> bool:

@@ -15,19 +15,27 @@ only, and leave the record alone.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ingestd.daemon.config import Config
-from ingestd.daemon.statedir import StatePaths, secure_state_dir
+from ingestd.daemon.statedir import (
+    StatePaths,
+    engine_folder_names,
+    folder_bytes,
+    secure_state_dir,
+)
 from ingestd.daemon.sync.state.clean_close import (
     Proven,
     Sealed,
     check_record,
+    manifest_identity,
     manifest_unchanged,
     new_record,
     read_record,
+    recorded_folder_bytes,
     remove_record,
     write_record,
 )
@@ -42,6 +50,10 @@ if TYPE_CHECKING:
 __all__ = ["Resources"]
 
 logger = logging.getLogger(__name__)
+
+#: Seconds between two measurements of the state dir's folders when the manifest is a
+#: ``manifest.url`` database (no file tells that it changed).
+MEASURE_EVERY_S = 60
 
 
 class Resources:
@@ -99,6 +111,12 @@ class Resources:
         )
         if self._manifest_unchanged and self._record is not None:
             self.manifest.seed_counts(self._record.counts)  # nobody counts them again
+        #: (manifest identity, folder -> bytes) last measured (the record's, at first)
+        self._sizes: tuple[object, dict[str, int]] = (
+            manifest_identity(manifest_file),
+            recorded_folder_bytes(self._record, manifest_file),
+        )
+        self._opened_store = False  # the store was opened by this process
         self._store = store
         self._given_store = store
         self._cache: HealingCache | None = None
@@ -132,12 +150,29 @@ class Resources:
                 if not self.read_only:
                     self._check_record()  # before the store's files change
             self._store = open_store(q, folders, read_only=self.read_only)
+            self._opened_store = True
             if in_state_dir and not self.read_only:
                 from ingestd.daemon.sync.state.ownership import claim_store
 
                 for folder in folders.values():
                     claim_store(folder, self.paths.root)
         return self._store
+
+    def folder_bytes(self) -> dict[str, int]:
+        """Bytes each folder of the state dir takes (:func:`~ingestd.daemon.statedir.folder_bytes`).
+
+        Measured again only when the manifest's file changed since the last measurement
+        (every write to the store, a git mirror or a site's pages is followed by one):
+        a ``status`` poll while nothing changed walks no folder. The first figures are
+        those of the clean-close record read at start, when the manifest is as it left
+        it. With a ``manifest.url`` database they are measured again at most once a
+        minute (:data:`MEASURE_EVERY_S`).
+        """
+        file = None if self.cfg.manifest.url else self.paths.manifest
+        key: object = manifest_identity(file) if file else int(time.monotonic() // MEASURE_EVERY_S)
+        if self._sizes[0] != key or not self._sizes[1]:
+            self._sizes = (key, folder_bytes(self.paths.root))
+        return dict(self._sizes[1])
 
     # -- the clean-close record ----------------------------------------------------------------
 
@@ -275,6 +310,10 @@ class Resources:
                 proof = spec.proof(folder, physical)
                 if proof is not None:
                     sealed[physical] = Sealed(n, proof)
+        # a store this process never opened is as measured; the other folders are walked
+        stores = set() if self._opened_store else set(engine_folder_names())
+        carried = {f: n for f, n in self._sizes[1].items() if f in stores}
+        record.folder_bytes = folder_bytes(self.paths.root, carried)
         write_record(self.paths.root, record)
 
     def open_collections(self, collections: list[str]) -> None:
@@ -378,6 +417,8 @@ class Resources:
         """
         self._record = old._record
         self._manifest_unchanged = old._manifest_unchanged
+        self._sizes = old._sizes
+        self._opened_store = self._opened_store or old._opened_store
         self._proven = old._check_record() if not old.read_only else None
         self._existed = set(old._existed)
         self._checked = set(old._checked) | old._written(old._store)
