@@ -244,9 +244,18 @@ def without_provenance(points: dict[str, dict[str, Any]]) -> dict[str, dict[str,
     return {pid: strip_provenance(p) for pid, p in points.items()}
 
 
-def oracle(root: Path, tmp: Path, embed: Any, **overrides: Any) -> dict[str, dict[str, Any]]:
-    """Points of a from-scratch ingest of ``root`` into a fresh state dir (config ``overrides``)."""
+def oracle(
+    root: Path, tmp: Path, embed: Any, source: str | None = None, **overrides: Any
+) -> dict[str, dict[str, Any]]:
+    """Points of a from-scratch ingest of ``root`` into a fresh state dir (config ``overrides``).
+
+    ``source``: the name of the folder source (default: named after its root), so that
+    a source of another kind (a fetched site, a git ref) is compared with a folder of the
+    same files under its own name.
+    """
     state = tmp / f"oracle-{time.monotonic_ns()}"
+    if source is not None:
+        overrides = {"sources": [{"name": source, "root": str(root)}], **overrides}
     eng = make_engine(root, state, embed, **overrides)
     try:
         for name in eng.context.sources:
@@ -357,18 +366,36 @@ def ingestd_cmd() -> list[str]:
 
 
 def start_ingestd_run(
-    cfg: Path, state: Path, log: Path, env: dict[str, str] | None = None
+    cfg: Path | None,
+    state: Path,
+    log: Path,
+    env: dict[str, str] | None = None,
+    *,
+    paths: Sequence[Path] = (),
+    ctrl_c: bool = False,
 ) -> subprocess.Popen[bytes]:
-    """``ingestd run --config cfg --state-dir state`` in a process of its own.
+    """``ingestd run [--config cfg] --state-dir state [paths...]`` in a process of its own.
 
     Its stdout and stderr are appended to ``log``; ``env`` replaces the environment.
+
+    Args:
+        cfg: the config file (``None``: none given).
+        state: the state dir.
+        log: where its output goes.
+        env: its environment (default: this process's).
+        paths: folders given as ``PATH`` arguments.
+        ctrl_c: start it as a terminal does, with SIGINT's default action: a parallel
+            test worker ignores SIGINT, a child inherits that, and Python installs its
+            Ctrl-C handler only where SIGINT is not ignored.
     """
+    config = ["--config", str(cfg)] if cfg is not None else []
     with log.open("ab") as out:
         return subprocess.Popen(
-            [*ingestd_cmd(), "run", "--config", str(cfg), "--state-dir", str(state)],
+            [*ingestd_cmd(), "run", *config, "--state-dir", str(state), *map(str, paths)],
             stdout=out,
             stderr=subprocess.STDOUT,
             env=env,
+            preexec_fn=(lambda: signal.signal(signal.SIGINT, signal.SIG_DFL)) if ctrl_c else None,
         )
 
 

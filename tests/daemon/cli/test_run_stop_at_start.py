@@ -16,25 +16,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import copy_tree, fifo_writer, ingestd_cmd, wait_for
+from tests.helpers import copy_tree, fifo_writer, start_ingestd_run, wait_for
 
 pytestmark = pytest.mark.slow
 
 #: Seconds between the moment the process holds a SIGTERM handler and the signal: a spread
 #: over the start (imports, config, store and model opening, the first reconcile).
 DELAYS = (0.0, 0.1, 0.3, 0.6, 1.2)
-
-
-def _start(args: list[str], log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [*ingestd_cmd(), "run", *args],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            # as a terminal starts it: a parallel test worker ignores SIGINT, a child
-            # inherits that, and Python installs its Ctrl-C handler only where it is not
-            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
-        )
 
 
 def _catches_sigterm(proc: subprocess.Popen[bytes]) -> bool:
@@ -66,7 +54,7 @@ def test_a_signal_while_the_config_is_read_stops_run_with_exit_0(
     fifo = tmp_path / "config.yaml"
     os.mkfifo(fifo)
     log = tmp_path / "run.log"
-    proc = _start(["--config", str(fifo), "--state-dir", str(tmp_path / "state")], log)
+    proc = start_ingestd_run(fifo, tmp_path / "state", log, ctrl_c=True)
     writer = -1
     try:
 
@@ -96,7 +84,7 @@ def test_a_signal_at_any_moment_of_the_start_stops_run_with_exit_0(
     reconcile, where the service's own handlers stop it."""
     root = copy_tree(tmp_path / "docs")
     log = tmp_path / "run.log"
-    proc = _start(["--state-dir", str(tmp_path / "state"), str(root)], log)
+    proc = start_ingestd_run(None, tmp_path / "state", log, paths=[root], ctrl_c=True)
     try:
         wait_for(lambda: _catches_sigterm(proc), 120, "ingestd run's handlers", interval=0.005)
         if delay:

@@ -28,7 +28,7 @@ from tests.daemon.sources.sitemap.site import (
     small_pages,
     urlset,
 )
-from tests.helpers import fake_vectors, store_snapshot, without_provenance
+from tests.helpers import fake_vectors, oracle, store_snapshot, without_provenance
 
 #: The paths the pages of :func:`small_pages` are kept at.
 PATHS = {"docs/install.html", "docs/usage.html", "docs/guide/index.html", "docs/notes.md"}
@@ -80,20 +80,11 @@ def _kept(site: Site, paths: set[str] = PATHS) -> dict[str, bytes]:
 
 def _scratch(tmp: Path, files: dict[str, bytes]) -> dict[str, dict[str, Any]]:
     """Points of a from-scratch ingest of ``files`` as a folder source named ``site``."""
-    n = len(list(tmp.glob("scratch-*")))
-    root, state = tmp / f"scratch-{n}" / "pages", tmp / f"scratch-{n}" / "state"
+    root = tmp / f"scratch-{len(list(tmp.glob('scratch-*')))}"
     for rel, data in files.items():
         (root / rel).parent.mkdir(parents=True, exist_ok=True)
         (root / rel).write_bytes(data)
-    cfg = load_config(
-        None, overrides={"state_dir": str(state), "sources": [{"name": "site", "root": str(root)}]}
-    )
-    eng = Engine(cfg, state, embed_model=fake_vectors)
-    try:
-        eng.sync("site")
-    finally:
-        eng.close()
-    return without_provenance(store_snapshot(state))
+    return oracle(root, tmp, fake_vectors, source="site")
 
 
 def _paths(state: Path) -> set[str]:
