@@ -97,17 +97,28 @@ def make_engine(root: Path, state: Path, embed: Any, **overrides: Any) -> Any:
     return Engine(cfg, state, embed_model=embed)
 
 
+def sync_once(root: Path, state: Path, embed: Any = fake_vectors, **overrides: Any) -> Path:
+    """Sync every source of ``root`` into ``state`` once with a fresh engine, closed after.
+
+    Args: as :func:`make_engine` (``embed``: :func:`fake_vectors` by default).
+
+    Returns:
+        ``state``.
+    """
+    eng = make_engine(root, state, embed, **overrides)
+    try:
+        for name in eng.context.sources:
+            eng.sync(name)
+    finally:
+        eng.close()
+    return state
+
+
 def ingested_tree(tmp: Path, **overrides: Any) -> tuple[Path, Path]:
     """``(root, state)``: :data:`SMALL_MD` copied under ``tmp/docs`` and synced once into
     ``tmp/state`` with :func:`fake_vectors` (``overrides``: config keys)."""
     root = copy_tree(tmp / "docs")
-    state = tmp / "state"
-    eng = make_engine(root, state, fake_vectors, **overrides)
-    try:
-        eng.sync(next(iter(eng.context.sources)))
-    finally:
-        eng.close()
-    return root, state
+    return root, sync_once(root, tmp / "state", **overrides)
 
 
 def edge_shard(state: Path) -> Path:
@@ -256,13 +267,7 @@ def oracle(
     state = tmp / f"oracle-{time.monotonic_ns()}"
     if source is not None:
         overrides = {"sources": [{"name": source, "root": str(root)}], **overrides}
-    eng = make_engine(root, state, embed, **overrides)
-    try:
-        for name in eng.context.sources:
-            eng.sync(name)
-    finally:
-        eng.close()
-    return without_provenance(store_snapshot(state))
+    return without_provenance(store_snapshot(sync_once(root, state, embed, **overrides)))
 
 
 def assert_matches_oracle(root: Path, state: Path, tmp: Path, embed: Any) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from ingestd.store.embedding.folders import BUNDLED_MODEL_INSTALL
-from tests.helpers import REPO, fake_vectors
+from tests.helpers import REPO
 from tests.test_docs import fenced, page, section, tracked
 
 #: The package of the bundled model's files, as the product names it.
@@ -132,16 +132,11 @@ def test_the_python_snippets_run_on_a_state_dir_of_the_users_own(
     """The snippets of the applications page and the README, as written: ``Client()``
     finds the state dir as the CLI does (here ``$INGESTD_STATE_DIR``), and nothing
     names a folder only root can write to."""
-    from tests.helpers import copy_tree, local_mode_copy, make_engine
+    from tests.helpers import copy_tree, local_mode_copy, make_engine, sync_once
 
     root = copy_tree(tmp_path / "docs")
     state = tmp_path / "state"
-    eng = make_engine(root, state, fake_vectors)
-    try:
-        for name in eng.context.sources:
-            eng.sync(name)
-    finally:
-        eng.close()
+    sync_once(root, state)
     monkeypatch.setenv("INGESTD_STATE_DIR", str(state))
     text = page("getting-started/applications.md")
     client_code, query_code = fenced(text, "python")

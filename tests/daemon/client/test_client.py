@@ -20,7 +20,7 @@ from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.wire.location import find_socket
 from ingestd.daemon.wire.statelock import StateLock
 from tests.daemon.harness import Harness
-from tests.helpers import CountingEmbedder, fake_vectors, make_engine
+from tests.helpers import CountingEmbedder, fake_vectors, make_engine, sync_once
 
 QUESTIONS = ("collector pipeline exporters", "span attributes", "OTLP receiver port")
 
@@ -28,12 +28,7 @@ QUESTIONS = ("collector pipeline exporters", "span attributes", "OTLP receiver p
 @pytest.fixture
 def indexed(tree: Path, tmp_path: Path) -> Iterator[Path]:
     state = tmp_path / "state"
-    eng = make_engine(tree, state, fake_vectors)
-    try:
-        for name in eng.context.sources:
-            eng.sync(name)
-    finally:
-        eng.close()
+    sync_once(tree, state)
     yield state
 
 

@@ -21,7 +21,15 @@ import pytest
 
 from ingestd.daemon.client import QueryBuilder
 from ingestd.daemon.commands.query.search import search as search_cmd
-from tests.helpers import CORPORA, copy_tree, fake_vectors, local_mode_copy, make_engine, run_cli
+from tests.helpers import (
+    CORPORA,
+    copy_tree,
+    fake_vectors,
+    local_mode_copy,
+    make_engine,
+    run_cli,
+    sync_once,
+)
 
 #: md-docs pages whose questions the test asks (small ones: the real model embeds them).
 PAGES = (
@@ -112,12 +120,7 @@ def rankings(
     state = tmp / "state"
     # the configured backend's model, as `ingestd search` and the builder load it: the
     # rankings compared must come from the same query vectors
-    eng = make_engine(root, state, None, qdrant={"engine": "edge"})
-    try:
-        for name in eng.context.sources:
-            eng.sync(name)
-    finally:
-        eng.close()
+    sync_once(root, state, None, qdrant={"engine": "edge"})
     assert (state / "edge").is_dir() and not (state / "qdrant").exists()
     local = local_mode_copy(state, tmp / "local")
     want: dict[tuple[str, str, str], Ranking] = {}

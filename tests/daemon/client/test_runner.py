@@ -21,7 +21,7 @@ from ingestd.daemon.commands.query.search import search as search_cmd
 from ingestd.daemon.service.control import ControlServer
 from ingestd.daemon.wire.errors import DaemonError, NoDaemon
 from ingestd.daemon.wire.statelock import StateLock, StateLockedError
-from tests.helpers import fake_vectors, make_engine
+from tests.helpers import fake_vectors, make_engine, sync_once
 
 
 class Local:
@@ -152,12 +152,7 @@ def test_through_a_daemon_and_here_the_answer_is_the_same(
     tree: Path, tmp_path: Path, serving: Any
 ) -> None:
     state = tmp_path / "state"
-    engine = make_engine(tree, state, fake_vectors)
-    try:
-        for name in engine.context.sources:
-            engine.sync(name)
-    finally:
-        engine.close()
+    sync_once(tree, state)
     question = {"query": "collector pipeline exporters", "k": 5, "mode": "sparse"}
     here = Client(state).search(**question)
     assert here  # answered by an engine this process opened under the lock

@@ -31,7 +31,7 @@ from ingestd.daemon.client import Client
 from ingestd.daemon.mcpserver.tools import build_server
 from ingestd.daemon.mcpserver.transport import Address, is_loopback
 from ingestd.store.search.passages import JOIN_LINES
-from tests.helpers import copy_tree, fake_vectors, ingestd_cmd, make_engine, run_cli, wait_for
+from tests.helpers import copy_tree, ingestd_cmd, run_cli, sync_once, wait_for
 
 PAGES = (
     "docs/collector/quick-start.md",
@@ -88,12 +88,7 @@ def test_loopback_addresses() -> None:
 @pytest.fixture
 def indexed(tree: Path, tmp_path: Path) -> Path:
     state = tmp_path / "state"
-    eng = make_engine(tree, state, fake_vectors)
-    try:
-        for name in eng.context.sources:
-            eng.sync(name)
-    finally:
-        eng.close()
+    sync_once(tree, state)
     return state
 
 
