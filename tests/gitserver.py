@@ -15,11 +15,12 @@ import os
 import socket
 import subprocess
 import threading
-import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
+
+from tests.helpers import wait_for
 
 __all__ = ["GitDaemon", "HttpBackend", "free_port"]
 
@@ -32,13 +33,11 @@ def free_port() -> int:
 
 
 def _wait_listening(port: int, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    def listening() -> bool:
         with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on port {port} after {timeout} s")
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    wait_for(listening, timeout, f"a server listening on port {port}", interval=0.05)
 
 
 class GitDaemon:
