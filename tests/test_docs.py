@@ -162,6 +162,20 @@ def _config_keys() -> Iterator[tuple[str, str]]:
     yield from walk(Config, "", "Top level")
 
 
+def test_the_docs_name_every_source_kind_and_no_other() -> None:
+    """The parts of ingestd (how-it-works/index.md) named two kinds of source, a folder
+    and a git checkout, after a third (sitemap) had come: the page's list of kinds, and
+    the configuration reference's ``kind`` row, are the kinds of ``SOURCE_KINDS``."""
+    from ingestd.daemon.sources.kinds import SOURCE_KINDS
+
+    parts = section(page("how-it-works/index.md"), "The parts")
+    listed = re.findall(r"^ +- `([a-z]+)`:", parts, re.M)
+    assert listed and set(listed) == set(SOURCE_KINDS), listed
+    reference = page("reference/configuration.md").splitlines()
+    (row,) = (r for r in reference if r.startswith("| `kind`"))
+    assert set(re.findall(r"`([a-z]+)` \(", row)) == set(SOURCE_KINDS), row
+
+
 def test_every_config_key_is_in_the_configuration_reference() -> None:
     text = page("reference/configuration.md")
     keys = list(_config_keys())
