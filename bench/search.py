@@ -61,7 +61,7 @@ def build(state: Path) -> None:
     cfg = load_config(None, roots=[MD_DOCS])
     eng = Engine(cfg, state / "engine", embed_model=lambda t: None)
     source = next(iter(eng.context.sources))
-    store = QdrantStore(path=str(state / "qdrant"))
+    store = QdrantStore(path=str(state / "qdrant"), engine="local")
     store.ensure_collection(COLLECTION, DIM)
     t0 = time.perf_counter()
     n = 0
@@ -98,7 +98,7 @@ def main() -> None:
     questions = [json.loads(line) for line in QA.read_text().splitlines() if line.strip()]
     questions = questions[: args.questions]
     t0 = time.perf_counter()
-    store = QdrantStore(path=str(args.state / "qdrant"))
+    store = QdrantStore(path=str(args.state / "qdrant"), engine="local")
     opened = time.perf_counter() - t0
     n_points = store.count(COLLECTION)
     queries = [(fake_vector(q["question"]), query_vector(q["question"])) for q in questions]

@@ -137,7 +137,7 @@ def build(state: Path, total: int) -> None:
         eng.close()
     print(f"md-docs: {res.indexed} documents, {docs_points:,} points", flush=True)
     manifest = Manifest(sqlite_url(work / "manifest.db"))
-    store = EdgeStore(work / "edge")
+    store = EdgeStore(work / "edge", engine="edge")
     try:
         manifest.ensure_source(BULK, "/nonexistent/bulk", COLLECTION)
         rng = np.random.default_rng(42)

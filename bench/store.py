@@ -129,10 +129,10 @@ def _open(engine: str, folder: Path) -> Any:
     if engine == "edge":
         from ingestd.store.vectors.edge.edge import EdgeStore
 
-        return EdgeStore(folder)
+        return EdgeStore(folder, engine="edge")
     from ingestd.store.vectors.client.qdrant import QdrantStore
 
-    return QdrantStore(path=str(folder))
+    return QdrantStore(path=str(folder), engine="local")
 
 
 def _pcts(ts: list[float]) -> tuple[float, float]:

@@ -231,7 +231,7 @@ def local_mode_copy(state: Path, dest: Path) -> Path:
 
     shutil.copytree(state, dest, ignore=shutil.ignore_patterns("edge", "qdrant"))
     src = open_state_store(state)
-    out = QdrantStore(path=str(dest / "qdrant"))
+    out = QdrantStore(path=str(dest / "qdrant"), engine="local")
     try:
         for physical in src.collections():
             ids = sorted(src.point_ids(physical))

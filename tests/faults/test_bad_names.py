@@ -126,7 +126,7 @@ def test_a_document_that_cannot_be_written_fails_alone(
 
     state = tmp_path / "state"
     state.mkdir()
-    store = _Failing(QdrantStore(path=str(state / "qdrant")), "good.md")
+    store = _Failing(QdrantStore(path=str(state / "qdrant"), engine="local"), "good.md")
     eng = Engine(load_config(None, roots=[docs]), state, embed_model=fake_embedder, store=store)
     (name,) = eng.context.sources
     res = eng.sync(name)  # one group of three documents

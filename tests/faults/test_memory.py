@@ -60,7 +60,7 @@ def test_the_embedded_store_gives_deleted_points_back(
     scratch: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(qdrant_store, "COMPACT_MIN_DELETED", 50)
-    store = QdrantStore(path=str(scratch / "qdrant"))
+    store = QdrantStore(path=str(scratch / "qdrant"), engine="local")
     store.ensure_collection("c", 384)
     live = _points(20, 0)
     store.upsert("c", live)

@@ -60,8 +60,8 @@ class QdrantStore(QdrantCollections):
         url: str | None = None,
         api_key: str | None = None,
         retry_seconds: float = 60.0,
+        engine: str,
         client: Any = None,
-        engine: str | None = None,
         read_only: bool = False,
     ) -> None:
         super().__init__(

@@ -50,10 +50,9 @@ class QdrantCollections(RoutedWrites):
         url: server URL; ``api_key`` goes with it.
         retry_seconds: how long transient server errors are retried, in seconds.
         client: an already built ``QdrantClient`` (tests, fault injection).
-        engine: the name of the engine whose store this is (its spec's
+        engine: the name of the engine whose store this is: its spec's
             :attr:`~ingestd.store.vectors.spec.EngineSpec.name`, which the spec passes
-            when it opens or connects the store); ``None``: the ``server`` spec's name
-            with a ``url``, else the ``local`` spec's.
+            when it opens or connects the store (no name is written here).
         read_only: a reader's store: its write methods raise
             :class:`~ingestd.store.vectors.base.StoreReadOnlyError`. qdrant-client's
             local mode writes nothing when it loads and closes a store (its ``.lock``
@@ -72,18 +71,14 @@ class QdrantCollections(RoutedWrites):
         url: str | None = None,
         api_key: str | None = None,
         retry_seconds: float = 60.0,
+        engine: str,
         client: Any = None,
-        engine: str | None = None,
         read_only: bool = False,
     ) -> None:
         super().__init__()
         self.read_only = read_only
         self.retry_seconds = retry_seconds
         self.local = client is None and url is None
-        if engine is None:
-            from ingestd.store.vectors.client import local_engine, server_engine
-
-            engine = (server_engine.SPEC if url else local_engine.SPEC).name
         self.engine = engine
         if client is None:
             try:

@@ -170,7 +170,7 @@ class EdgeEngine(EngineSpec):
         from ingestd.store.vectors.edge.edge import EdgeStore
 
         try:
-            store = EdgeStore(path)
+            store = EdgeStore(path, engine=self.name)
         except StateDamagedError as exc:
             return exc
         try:

@@ -173,18 +173,16 @@ class EdgeCollections(RoutedWrites):
         path: the store's folder (created 0700 by the caller's umask when missing).
         read_only: a reader's store: nothing is created, its write methods raise
             :class:`~ingestd.store.vectors.base.StoreReadOnlyError`.
-        engine: the name of the engine whose store this is (its spec's
-            :attr:`~ingestd.store.vectors.spec.EngineSpec.name`); ``None``: the
-            ``edge`` spec's.
+        engine: the name of the engine whose store this is: its spec's
+            :attr:`~ingestd.store.vectors.spec.EngineSpec.name`, which the spec passes
+            when it opens the store (no name is written here).
 
     Raises:
         StoreUnavailableError: ``qdrant-edge-py`` is not installed.
         ingestd.store.common.damage.StateDamagedError: :data:`ALIASES_FILE` is damaged.
     """
 
-    def __init__(
-        self, path: str | Path, *, read_only: bool = False, engine: str | None = None
-    ) -> None:
+    def __init__(self, path: str | Path, *, engine: str, read_only: bool = False) -> None:
         try:
             import qdrant_edge  # noqa: F401
         except ImportError as exc:  # pragma: no cover - the wheel is a dependency
@@ -193,10 +191,6 @@ class EdgeCollections(RoutedWrites):
                 "(`pip install qdrant-edge-py`, or set qdrant.engine: local)"
             ) from exc
         super().__init__()
-        if engine is None:
-            from ingestd.store.vectors.edge.edge_engine import SPEC
-
-            engine = SPEC.name
         self.engine = engine
         self.path = Path(path)
         self.read_only = read_only

@@ -274,7 +274,7 @@ def test_failed_batch_is_queued_again_with_backoff(
     stores: list[_FlakyStore] = []
 
     def factory(state: Path) -> Any:
-        stores.append(_FlakyStore(QdrantStore(path=str(state / "qdrant"))))
+        stores.append(_FlakyStore(QdrantStore(path=str(state / "qdrant"), engine="local")))
         return stores[-1]
 
     with Harness(tree, scratch / "state", fake_embedder, store_factory=factory) as h:

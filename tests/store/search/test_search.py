@@ -182,7 +182,7 @@ def test_a_legacy_collection_is_searched_dense(tmp_path: Path) -> None:
     client.upsert(
         "old", [models.PointStruct(id=_pid(1), vector=_unit([1.0] * DIM), payload=payload)]
     )
-    store = QdrantStore(client=client)
+    store = QdrantStore(client=client, engine="server")
     store.local = True
     lay = store.layout("old")
     assert lay.exists and not lay.aliased and not lay.sparse and not lay.current

@@ -89,7 +89,7 @@ def test_old_shard_takes_the_int8_config_and_answers_exactly(
     vecs = _vectors()
     folder = _old_shard(tmp_path / "edge", vecs)
     queries = _vectors(20, seed=1)
-    store = EdgeStore(tmp_path / "edge")
+    store = EdgeStore(tmp_path / "edge", engine="edge")
     before = [_dense(store, q) for q in queries]
     config = json.loads((folder / "edge_config.json").read_text())
     assert "scalar" in config["quantization_config"]
@@ -100,7 +100,7 @@ def test_old_shard_takes_the_int8_config_and_answers_exactly(
     assert before == after == [_exact(vecs, q) for q in queries]
     assert store.point_count("ingestd") == N
     store.close()
-    store = EdgeStore(tmp_path / "edge")  # reopens with the new config
+    store = EdgeStore(tmp_path / "edge", engine="edge")  # reopens with the new config
     assert [_dense(store, q) for q in queries] == after
     store.close()
 
@@ -112,7 +112,7 @@ def test_upsert_optimizes_every_so_many_points_and_stays_exact(
     monkeypatch.setattr(edge_collections, "INDEXING_THRESHOLD_KB", 100)
     monkeypatch.setattr("ingestd.store.vectors.edge.edge.OPTIMIZE_EVERY", 1000)
     vecs = _vectors()
-    store = EdgeStore(tmp_path / "edge")
+    store = EdgeStore(tmp_path / "edge", engine="edge")
     store.ensure_collection("ingestd", DIM)
     points = _points(vecs)
     for i in range(0, N, 500):

@@ -192,7 +192,7 @@ def test_without_qdrant_client_a_server_and_the_local_engine_name_its_extra(
     monkeypatch.setitem(sys.modules, "qdrant_client", None)  # import fails: not installed
     where_to = {"url": "http://127.0.0.1:9"} if where == "url" else {"path": str(tmp_path)}
     with pytest.raises(StoreUnavailableError) as err:
-        QdrantStore(**where_to)
+        QdrantStore(**where_to, engine=where)
     assert QDRANT_CLIENT_EXTRA in str(err.value) and "\n" not in str(err.value)
     assert "'ingestd[qdrant-client]'" in engine_spec("local").install_hint
 

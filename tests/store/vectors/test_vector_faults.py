@@ -87,7 +87,7 @@ def _engine(tree: Path, state: Path, client: FaultyClient, embed: Any, retry: fl
     from ingestd.daemon.config import load_config
     from ingestd.daemon.engine import Engine
 
-    store = QdrantStore(client=client, retry_seconds=retry)
+    store = QdrantStore(client=client, retry_seconds=retry, engine="server")
     assert not store.local  # a given client gets server-mode retries
     return Engine(load_config(None, roots=[tree]), state, embed_model=embed, store=store)
 
@@ -170,7 +170,7 @@ def test_store_down_past_retry_seconds_keeps_the_batch_queued(
 
     def store(state: Path) -> QdrantStore:
         clients.append(FaultyClient(QdrantClient(path=str(state / "qdrant"))))
-        return QdrantStore(client=clients[-1], retry_seconds=0.3)
+        return QdrantStore(client=clients[-1], retry_seconds=0.3, engine="server")
 
     with Harness(tree, scratch / "state", fake_embedder, store_factory=store) as h:
         client = clients[-1]
