@@ -177,3 +177,23 @@ def test_the_daemons_status_measures_the_folders_again_only_after_a_change(
         eng.close()
     record = read_record(state)
     assert record is not None and record.folder_bytes == folder_bytes(state)  # the close's walk
+
+
+@pytest.mark.engine("edge")
+def test_a_no_op_sync_carries_the_stores_size_and_does_not_walk_it(tmp_path: Path) -> None:
+    """A writer that never opened the store (a no-op ``resync`` after a clean close)
+    records the store's size of the last close again: opening the manifest makes its
+    ``-wal``, which had made the recorded sizes look stale and the store walked."""
+    root, state = ingested_tree(tmp_path)
+    record = read_record(state)
+    assert record is not None and record.folder_bytes["edge"] == folder_bytes(state)["edge"]
+    _pad_store(state, 300)  # seen by a walk, not by a writer that carries the size
+    eng = make_engine(root, state, fake_vectors)
+    try:
+        assert eng.sync(next(iter(eng.context.sources))).indexed == 0
+        assert not eng.resources.store_open
+    finally:
+        eng.close()
+    again = read_record(state)
+    assert again is not None and again.folder_bytes["edge"] == record.folder_bytes["edge"]
+    assert folder_bytes(state)["edge"] > record.folder_bytes["edge"]  # the padding is there

@@ -35,7 +35,6 @@ from ingestd.daemon.sync.state.clean_close import (
     manifest_unchanged,
     new_record,
     read_record,
-    recorded_folder_bytes,
     remove_record,
     write_record,
 )
@@ -111,10 +110,12 @@ class Resources:
         )
         if self._manifest_unchanged and self._record is not None:
             self.manifest.seed_counts(self._record.counts)  # nobody counts them again
-        #: (manifest identity, folder -> bytes) last measured (the record's, at first)
+        #: (manifest identity, folder -> bytes) last measured: at first the record's, when
+        #: the manifest was as it left it before it opened (opening makes its ``-wal``)
+        recorded = self._record.folder_bytes if self._record is not None else {}
         self._sizes: tuple[object, dict[str, int]] = (
             manifest_identity(manifest_file),
-            recorded_folder_bytes(self._record, manifest_file),
+            dict(recorded) if self._manifest_unchanged else {},
         )
         self._opened_store = False  # the store was opened by this process
         self._store = store
