@@ -5,7 +5,7 @@ The command builds the config, then hands over to
 same loader. Until the service installs its own handlers (a stop that finishes the write
 in flight), SIGINT and SIGTERM end the process at once with status 0, since nothing has
 started that a stop would have to finish
-(:func:`~ingestd.daemon.entry.stop_before_start`; the console script takes them before
+(:func:`~ingestd.daemon.startstop.stop_before_start`; the console script takes them before
 it imports the CLI, the command again for a caller that did not).
 """
 
@@ -48,7 +48,7 @@ def run(
     
         ingestd run --state-dir ./state ./docs
     """
-    from ingestd.daemon.entry import stop_before_start
+    from ingestd.daemon.startstop import stop_before_start
 
     with stop_before_start() as hup:  # first of all (the console script took them earlier)
         _run(config_path, state_dir, log_level, paths, hup)

@@ -52,7 +52,7 @@ def exit_on_stop_signals(code: int = 0) -> None:
     Raises:
         ValueError: not called from the main thread (:func:`signal.set_wakeup_fd`).
     """
-    if _installed == [code]:  # the console script took them (ingestd.daemon.entry)
+    if _installed == [code]:  # the console script took them (ingestd.daemon.startstop)
         return
     _installed[:] = [code]
     read_end, write_end = os.pipe()
