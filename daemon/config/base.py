@@ -8,6 +8,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any, Self, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, ModelWrapValidatorHandler, ValidationError
 from pydantic import model_validator as _model_validator
@@ -20,6 +21,7 @@ __all__ = [
     "ConfigModel",
     "carried_errors",
     "did_you_mean",
+    "http_url_problem",
     "known_keys_only",
     "not_one_of",
     "spelled",
@@ -57,6 +59,22 @@ def did_you_mean(word: str, choices: Collection[str]) -> str:
     """
     near = difflib.get_close_matches(word, sorted(choices), n=1)
     return f"did you mean {near[0]}? " if near else ""
+
+
+def http_url_problem(url: str, what: str) -> str | None:
+    """Why ``url`` is not an ``http://`` or ``https://`` URL with a host, or ``None``.
+
+    The rule of every key that names a server spoken to over HTTP (``qdrant.url``,
+    ``embedding.url``; a sitemap's ``url`` has the same rule).
+
+    Args:
+        url: the configured value.
+        what: what the server is, for the message (``a Qdrant server``).
+    """
+    parts = urlsplit(url)
+    if parts.scheme in ("http", "https") and parts.hostname:
+        return None
+    return f"expected an http:// or https:// URL of {what}"
 
 
 def _unknown_key(key: str, known: Collection[str]) -> PydanticCustomError:

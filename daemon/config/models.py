@@ -27,6 +27,7 @@ from ingestd.daemon.config.base import (
     ConfigModel,
     carried_errors,
     did_you_mean,
+    http_url_problem,
     not_one_of,
     spelled,
 )
@@ -286,6 +287,14 @@ class QdrantConfig(ConfigModel):
     url: str | None = None
     api_key_env: str = "QDRANT_API_KEY"
     retry_seconds: float = Field(60.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        problem = None if v is None else http_url_problem(v, "a Qdrant server")
+        if problem:
+            raise ValueError(problem)
+        return v
 
     @field_validator("engine", mode="before")
     @classmethod
