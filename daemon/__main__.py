@@ -1,5 +1,5 @@
 """``python -m ingestd.daemon``: the ``ingestd`` command."""
 
-from ingestd.daemon.cli.main import main
+from ingestd.daemon.entry import main
 
 main()

@@ -242,8 +242,9 @@ def test_every_mcp_tool_and_argument_is_in_the_mcp_reference(tmp_path: Path) -> 
 def test_the_exit_codes_page_says_what_run_does_on_ctrl_c() -> None:
     text = " ".join(page("reference/exit-codes.md").split())
     assert "| 130 | a one-shot command was interrupted with Ctrl-C |" in text
-    assert "SIGTERM itself, from the moment its command runs. Both ask it to stop" in text
-    assert "while Python starts and imports the CLI" in text  # the window not covered
+    assert "SIGTERM itself, from the first line of ingestd that runs" in text
+    assert "takes both signals before it imports the command line" in text
+    assert "the interpreter's own start" in text  # the window no Python code covers
     assert "exits **0**" in text
     # the tests that pin it: tests/daemon/service/test_run_e2e.py, and for the start
     # tests/daemon/cli/test_run_stop_at_start.py

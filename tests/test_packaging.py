@@ -106,7 +106,7 @@ def test_wheel_holds_every_subpackage_and_nothing_at_the_top(wheel: Path, tmp_pa
     entry = [n for n in names if n.endswith("entry_points.txt")]
     assert (
         entry
-        and "ingestd = ingestd.daemon.cli:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
+        and "ingestd = ingestd.daemon.entry:main" in zipfile.ZipFile(wheel).read(entry[0]).decode()
     )
     metadata = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("METADATA")))
     requires = [r for r in metadata.decode().splitlines() if r.startswith("Requires-Dist:")]

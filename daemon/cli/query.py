@@ -125,6 +125,7 @@ def search(
         expand=expand,
         ranks=as_json,
         budget_tokens=budget_tokens,
+        strict_version=True,  # an unknown version is a usage error (exit 2)
     )
     local = _on_state_dir(
         cfg, sd, config_path, log_level, "search", lambda e: answer_request(e, request)
@@ -298,7 +299,8 @@ def _on_state_dir(
     def local() -> Any:
         c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
         c = with_manifest_sources(c, state_dir, config_path is not None)
-        if not c.sources:
+        unsynced = c.manifest.url is None and not c.paths(state_dir).manifest.exists()
+        if not c.sources or unsynced:  # configured sources never synced: no manifest yet
             raise Fatal(f"nothing indexed in {state_dir}: run `ingestd resync PATH` first", 1)
         with locked_engine(c, state_dir, f"ingestd {command}", read_only=True) as engine:
             return fn(engine)

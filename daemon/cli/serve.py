@@ -2,22 +2,20 @@
 
 The command builds the config, then hands over to
 :class:`~ingestd.daemon.service.service.Service`; SIGHUP reloads the config through the
-same loader. Its first act is to take SIGINT and SIGTERM: until the service installs its
-own handlers (a stop that finishes the write in flight), either signal ends the process
-at once with status 0, since nothing has started that a stop would have to finish.
+same loader. Until the service installs its own handlers (a stop that finishes the write
+in flight), SIGINT and SIGTERM end the process at once with status 0, since nothing has
+started that a stop would have to finish
+(:func:`~ingestd.daemon.startstop.stop_before_start`; the console script takes them before
+it imports the CLI, the command again for a caller that did not).
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
-import signal
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING
 
 import click
@@ -50,7 +48,9 @@ def run(
     
         ingestd run --state-dir ./state ./docs
     """
-    with _stop_before_start() as hup:  # first of all: the imports and the config take a while
+    from ingestd.daemon.startstop import stop_before_start
+
+    with stop_before_start() as hup:  # first of all (the console script took them earlier)
         _run(config_path, state_dir, log_level, paths, hup)
 
 
@@ -93,44 +93,6 @@ def _run(
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(code)
-
-
-@contextlib.contextmanager
-def _stop_before_start() -> Iterator[threading.Event]:
-    """Until the service takes over, SIGINT and SIGTERM exit 0 at once; SIGHUP is kept.
-
-    Nothing is locked, opened or written before
-    :meth:`~ingestd.daemon.service.service.Service.serve` installs its own handlers, so a
-    stop requested in the start (imports, config, about half a second) is complete
-    without any work: :func:`os._exit` with status 0, as ``ingestd mcp`` does
-    (:mod:`ingestd.daemon.mcpserver.stop`), never Python's ``KeyboardInterrupt`` (exit
-    130) or SIGTERM's default action (killed, 143). The handlers in place before are put
-    back on the way out (a command run in-process, by a test, that failed to start).
-
-    Yields:
-        An event set when SIGHUP (reload the config) arrived meanwhile.
-    """
-    hup = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield hup  # only the main thread may set handlers (the service skips them too)
-        return
-
-    def stop(_sig: int, _frame: FrameType | None) -> None:
-        try:
-            sys.stderr.flush()
-        finally:
-            os._exit(0)
-
-    def keep_hup(_sig: int, _frame: FrameType | None) -> None:
-        hup.set()
-
-    signals = {signal.SIGHUP: keep_hup, signal.SIGINT: stop, signal.SIGTERM: stop}
-    before = {sig: signal.signal(sig, handler) for sig, handler in signals.items()}
-    try:
-        yield hup
-    finally:
-        for sig, handler in before.items():
-            signal.signal(sig, handler)
 
 
 def _say_fatal_signals() -> None:

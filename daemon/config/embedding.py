@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import Field, field_validator, model_validator
 
-from ingestd.daemon.config.base import ConfigModel, not_one_of, spelled
+from ingestd.daemon.config.base import ConfigModel, http_url_problem, not_one_of, spelled
 
 if TYPE_CHECKING:
     from ingestd.store.embedding.model import Endpoint
@@ -141,8 +141,9 @@ class EmbeddingConfig(ConfigModel):
                 f"url and api_key_env are for the {spelled(REMOTE_BACKENDS)} backend; "
                 f"backend {self.backend!r} runs the model here"
             )
-        if self.url and not self.url.startswith(("http://", "https://")):
-            raise ValueError(f"url must start with http:// or https:// (got {self.url!r})")
+        problem = self.url and http_url_problem(self.url, "an OpenAI-compatible endpoint")
+        if problem:
+            raise ValueError(f"url: {problem} (got {self.url!r})")
         self._check_input_types(remote)
         return self
 

@@ -20,6 +20,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from ingestd.daemon.config.base import did_you_mean, known_keys_only
 from ingestd.daemon.config.models import Config, ConfigError, RuleConfig, SourceConfig
 from ingestd.daemon.readfile import read_file
 from ingestd.daemon.sources.kinds import DEFAULT_KIND, config_model
@@ -52,11 +53,15 @@ def check_rules(rules: Sequence[RuleConfig]) -> None:
         if cls is None:
             problems.append(
                 f"rules[{i}].chunker: unknown chunker {rule.chunker!r}; "
+                f"{did_you_mean(rule.chunker, CHUNKERS)}"
                 f"expected one of: {', '.join(sorted(CHUNKERS))}"
             )
             continue
+        options = cls.Options
         try:
-            cls.Options.model_validate(dict(rule.params))
+            known_keys_only(
+                dict(rule.params), options.model_fields, options.model_validate, options.__name__
+            )
         except VE as exc:
             problems.extend(format_errors(exc, f"rules[{i}].params"))
     if problems:
@@ -74,7 +79,7 @@ def _format_loc(loc: Sequence[int | str], prefix: str = "") -> str:
 
 
 #: Errors whose message needs no ``(got ...)``: the value is not the fault, or is named.
-_NO_VALUE_SHOWN = ("missing", "extra_forbidden", "foreign_key", "unknown_kind")
+_NO_VALUE_SHOWN = ("missing", "extra_forbidden", "foreign_key", "unknown_kind", "unknown_key")
 
 
 def format_errors(exc: ValidationError, prefix: str = "") -> list[str]:

@@ -7,7 +7,6 @@ the error and its wording are :mod:`ingestd.daemon.config.base`'s (all re-export
 
 from __future__ import annotations
 
-import difflib
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -23,7 +22,15 @@ from pydantic import (
 )
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
-from ingestd.daemon.config.base import ConfigError, ConfigModel, not_one_of, spelled
+from ingestd.daemon.config.base import (
+    ConfigError,
+    ConfigModel,
+    carried_errors,
+    did_you_mean,
+    http_url_problem,
+    not_one_of,
+    spelled,
+)
 from ingestd.daemon.config.embedding import REMOTE_BACKENDS, EmbeddingConfig, default_backend
 from ingestd.daemon.sources.kinds import DEFAULT_KIND, SOURCE_KINDS, config_model
 from ingestd.daemon.statedir import StatePaths
@@ -183,14 +190,7 @@ def _of_kind(value: Any, handler: ValidatorFunctionWrapHandler) -> Any:
     try:
         model.model_validate({k: v for k, v in value.items() if k not in foreign})
     except ValidationError as exc:  # the entry's other errors, as they were
-        errors += [
-            {
-                "type": PydanticCustomError(err["type"], err["msg"]),
-                "loc": err["loc"],
-                "input": err["input"],
-            }
-            for err in exc.errors()
-        ]
+        errors += carried_errors(exc)
     raise ValidationError.from_exception_data("SourceConfig", errors)
 
 
@@ -200,8 +200,7 @@ def _kinds_with(key: str) -> list[str]:
 
 
 def _unknown_kind(kind: str) -> PydanticCustomError:
-    near = difflib.get_close_matches(kind, list(SOURCE_KINDS), n=1, cutoff=0.5)
-    hint = f"did you mean {near[0]}? " if near else ""
+    hint = did_you_mean(kind, SOURCE_KINDS)
     return PydanticCustomError(
         "unknown_kind",
         "unknown source kind '{kind}'; {hint}expected one of: {expected}",
@@ -288,6 +287,14 @@ class QdrantConfig(ConfigModel):
     url: str | None = None
     api_key_env: str = "QDRANT_API_KEY"
     retry_seconds: float = Field(60.0, gt=0)
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, v: str | None) -> str | None:
+        problem = None if v is None else http_url_problem(v, "a Qdrant server")
+        if problem:
+            raise ValueError(problem)
+        return v
 
     @field_validator("engine", mode="before")
     @classmethod

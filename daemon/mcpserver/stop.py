@@ -29,6 +29,9 @@ __all__ = ["STOP_SIGNALS", "exit_on_stop_signals"]
 #: The signals that stop the server.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
+#: The exit status set by :func:`exit_on_stop_signals`, once it ran.
+_installed: list[int] = []
+
 
 def _leave(code: int) -> None:
     try:
@@ -49,6 +52,9 @@ def exit_on_stop_signals(code: int = 0) -> None:
     Raises:
         ValueError: not called from the main thread (:func:`signal.set_wakeup_fd`).
     """
+    if _installed == [code]:  # the console script took them (ingestd.daemon.startstop)
+        return
+    _installed[:] = [code]
     read_end, write_end = os.pipe()
     os.set_blocking(write_end, False)  # the C handler must never block on a full pipe
 

@@ -47,6 +47,12 @@ class SearchRequest:
         budget_tokens: fill this many tokens (of the index's budget tokenizer) with
             passages; ``None``: hits only.
         per_page: with ``budget_tokens``, most passages of one document.
+        strict_version: a ``version`` filter that no source searched holds is an error
+            (exit 2) whenever every searched source's versions are known, a source
+            without versions (a folder, a site) included: the CLI's usage error.
+            ``False`` (the MCP tool, the Python API): an error only when the versioned
+            sources searched have all been fetched; otherwise the empty answer has a
+            note.
     """
 
     query: str
@@ -57,6 +63,7 @@ class SearchRequest:
     ranks: bool = False
     budget_tokens: int | None = None
     per_page: int | None = None
+    strict_version: bool = False
 
     def checked_mode(self, default: str) -> Mode:
         """The request's mode, or ``default`` when it names none.
@@ -80,6 +87,8 @@ class SearchRequest:
         if self.budget_tokens is not None:
             args["budget_tokens"] = self.budget_tokens
             args["per_page"] = self.per_page
+        if self.strict_version:  # sent only when set: a daemon before it takes the rest
+            args["strict_version"] = True
         return args
 
     @classmethod

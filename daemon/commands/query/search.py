@@ -194,7 +194,7 @@ def answer_request(engine: Engine, request: SearchRequest) -> dict[str, Any]:
     path, owner = check_path(engine, names, filters.path)
     if owner is not None:
         names, source = [owner], owner
-    check_version(engine, names, version)
+    check_version(engine, names, version, strict=request.strict_version)
     filters = dataclasses.replace(filters, source=source, path=path)
     notes: list[str] = []
     query, cut = cut_query(engine, request.query)

@@ -3,9 +3,10 @@
 A ``path`` filter is relative to a source's root (an absolute path under a root is
 turned into one); one that leaves every root (``../..``, ``/etc``) is an error that
 names it, never "no results"; so is a version that no source holds while every
-versioned source has been fetched (the error lists the versions). A filter that matches
-no indexed document (a path; a version while a source has no versions yet) gets a note
-saying so beside the empty answer. The messages name the filters, not the flags of one
+versioned source has been fetched (the error lists the versions), and for the CLI a
+version of sources that have none (folders, sites). A filter that matches no indexed
+document (a path; a version while a source has no versions yet) gets a note saying so
+beside the empty answer. The messages name the filters, not the flags of one
 front end: the CLI's ``--version`` is the MCP tool's and the API's ``version``.
 """
 
@@ -68,15 +69,26 @@ def check_path(engine: Engine, names: list[str], path: str | None) -> tuple[str 
     return path, None
 
 
-def check_version(engine: Engine, names: list[str], version: str | None) -> None:
+def check_version(
+    engine: Engine, names: list[str], version: str | None, *, strict: bool = False
+) -> None:
     """Refuse a ``version`` filter that none of the selected sources can hold.
+
+    Args:
+        engine: the engine (its sources).
+        names: the selected sources.
+        version: the filter (``None``: none).
+        strict: sources without versions count as known too (see ``strict_version`` of
+            :class:`~ingestd.store.search.request.SearchRequest`).
 
     Raises:
         DaemonError: exit code 2, as an unknown source is: every versioned source
             selected has fetched its versions and none is ``version`` (the message
-            lists them). A source not fetched yet may still hold it, and sources read
-            from the state dir alone (no config) are not known as versioned: then the
-            search runs, and an empty answer gets a note.
+            lists them); with ``strict``, also when no selected source has versions
+            (folders, sites). A source not fetched yet may still hold it, and a git
+            source read from the state dir without its config (its mirror read as a
+            folder) has versions not known here: then the search runs, and an empty
+            answer gets a note.
     """
     if version is None:
         return
@@ -86,6 +98,20 @@ def check_version(engine: Engine, names: list[str], version: str | None) -> None
     if versioned and all(versioned.values()):
         known = "; ".join(f"{n}: {', '.join(sorted(vs))}" for n, vs in versioned.items())
         raise DaemonError(f"unknown version {version}; known versions: {known}", 2)
+    if strict and not versioned and not any(_mirror_read_as_folder(engine, n) for n in names):
+        raise DaemonError(
+            f"unknown version {version}: no source searched has versions "
+            f"({', '.join(names) or 'none'}); a version is a branch or tag of a git source",
+            2,
+        )
+
+
+def _mirror_read_as_folder(engine: Engine, name: str) -> bool:
+    """Whether source ``name`` is a git mirror read as a folder (no config named its kind)."""
+    from ingestd.daemon.sources.mirror import STATE_FILE
+
+    root = getattr(engine.context.source(name), "root", None)
+    return root is not None and (Path(root) / STATE_FILE).is_file()
 
 
 def filter_notes(

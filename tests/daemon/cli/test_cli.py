@@ -52,7 +52,7 @@ def test_example_config_loads(tmp_path: Path) -> None:
         ),
         (
             "rules:\n  - match: ['*']\n    chunker: tokn\n",
-            "rules[0].chunker: unknown chunker 'tokn'; expected one of:",
+            "rules[0].chunker: unknown chunker 'tokn'; did you mean token? expected one of:",
         ),
         (
             "rules:\n  - match: ['*']\n    chunker: token\n    params: {max_tokens: lots}\n",
@@ -61,7 +61,7 @@ def test_example_config_loads(tmp_path: Path) -> None:
         ("watch:\n  debounce_ms: soon\n", "watch.debounce_ms: Input should be a valid integer"),
         (
             "embedding:\n  batchsize: 3\n",
-            "embedding.batchsize: unknown key; check its spelling against config.example.yaml",
+            "embedding.batchsize: unknown key; check its spelling (did you mean batch_size?)",
         ),
         (
             "sources:\n  - root: c.yaml\n",  # the config file itself
@@ -110,7 +110,7 @@ def test_a_key_of_another_kind_is_named_with_its_kind_and_an_unknown_kind_is_one
         "sources[2].refs: refs is a key of kind: git sources (this source is kind: local)",
         "sources[2].poll_s: poll_s is a key of kind: git or kind: sitemap sources "
         "(this source is kind: local)",
-        "sources[2].inclde: unknown key; check its spelling against config.example.yaml",
+        "sources[2].inclde: unknown key; check its spelling (did you mean include?)",
         "sources[3].kind: unknown source kind 'gti'; did you mean git? "
         "expected one of: git, local, sitemap",
     ]

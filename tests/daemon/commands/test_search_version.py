@@ -1,0 +1,124 @@
+"""``search --version V`` that no source searched holds is a usage error (exit 2) wherever
+the versions of the sources searched are known, folders and sites included.
+
+Before, it exited 2 only when a git source was searched; over folders or a sitemap
+source the search ran and exited 0 with a note. Folders and sites have no versions, which
+is known from the config or the state dir: the CLI now says so and exits 2. The MCP tool
+and the Python API keep the note (no exit code to give); a git mirror read from the state
+dir without its config has versions not known there, so the search runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ingestd.daemon.cli.main import cli
+from ingestd.daemon.commands.query.search import answer, wire_answer
+from ingestd.daemon.config import load_config
+from ingestd.daemon.engine import Engine
+from ingestd.daemon.wire.errors import DaemonError
+from ingestd.store.search.query import Filters
+from ingestd.store.search.request import SearchRequest
+from tests.gitrepos import HistoryRepo
+from tests.helpers import fake_vectors, ingested_tree, make_engine
+
+
+def _search(*args: str) -> tuple[int, str]:
+    res = CliRunner().invoke(cli, ["search", "--mode", "sparse", *args])
+    return res.exit_code, res.output
+
+
+def test_an_unknown_version_of_folders_is_a_usage_error_naming_the_sources(
+    tmp_path: Path,
+) -> None:
+    root, state = ingested_tree(tmp_path)
+    name = str(root.resolve())
+    said = f"unknown version nope: no source searched has versions ({name}); a version is a "
+    # sources the state dir records (no config), then a config naming the folder
+    config = tmp_path / "c.yaml"
+    config.write_text(f"sources:\n  - {{root: {root}}}\n")
+    for extra in ((), ("--config", str(config))):
+        code, out = _search("--state-dir", str(state), *extra, "--version", "nope", "collector")
+        assert code == 2, out
+        assert said in out
+    code, out = _search("--state-dir", str(state), "collector")  # no version: answers as before
+    assert code == 0 and "1. " in out, out
+
+
+def test_a_sitemap_source_has_no_versions_either(tmp_path: Path) -> None:
+    """Known from the config alone: the site need not have been fetched."""
+    root, state = ingested_tree(tmp_path)
+    config = tmp_path / "c.yaml"
+    config.write_text(
+        f"sources:\n  - {{root: {root}, name: docs}}\n"
+        "  - {kind: sitemap, name: site, url: 'http://127.0.0.1:9/sitemap.xml'}\n"
+    )
+    common = ("--config", str(config), "--state-dir", str(state), "--version", "v1")
+    code, out = _search(*common, "--source", "site", "collector")
+    assert code == 2, out
+    assert "unknown version v1: no source searched has versions (site)" in out
+    code, out = _search(*common, "collector")
+    assert code == 2, out
+    assert "unknown version v1: no source searched has versions (docs, site)" in out
+
+
+def test_a_search_of_configured_sources_never_synced_says_nothing_is_indexed(
+    tmp_path: Path,
+) -> None:
+    """It was an unexpected error (exit 3, a traceback): no manifest yet."""
+    config = tmp_path / "c.yaml"
+    config.write_text(f"sources:\n  - {{root: {tmp_path}}}\n")
+    code, out = _search("--config", str(config), "--state-dir", str(tmp_path / "s"), "x")
+    assert code == 1, out
+    assert "nothing indexed in" in out and "Traceback" not in out
+
+
+def test_the_mcp_tool_and_the_api_keep_the_note_and_the_wire_carries_the_rule(
+    tmp_path: Path,
+) -> None:
+    """``answer`` (the MCP tool's and the API's path) notes it; a request with
+    ``strict_version`` (the CLI's, also through a daemon's socket) is refused."""
+    root, state = ingested_tree(tmp_path)
+    eng = make_engine(root, state, fake_vectors)
+    try:
+        got = answer(eng, "collector", version="nope", mode="sparse")
+        assert got["hits"] == []
+        assert any(
+            n.startswith("nothing matches version nope: no source has versions")
+            for n in got["notes"]
+        ), got["notes"]
+        request = SearchRequest(
+            "collector", 5, "sparse", Filters(version="nope"), strict_version=True
+        )
+        assert SearchRequest.from_wire(request.wire()) == request
+        with pytest.raises(DaemonError) as err:
+            wire_answer(eng, **request.wire())
+        assert err.value.exit_code == 2
+        assert "unknown version nope: no source searched has versions" in str(err.value)
+        assert "strict_version" not in SearchRequest("the").wire()  # older daemons
+    finally:
+        eng.close()
+
+
+def test_a_git_mirror_read_without_its_config_runs_the_search(tmp_path: Path) -> None:
+    """Its versions are not known without the config (the mirror is read as a folder):
+    the search runs, as before, and a known version still finds its text."""
+    repo = HistoryRepo(tmp_path / "repos" / "book")
+    repo.push()
+    state = tmp_path / "state"
+    source = {"kind": "git", "name": "book", "url": str(repo.origin), "refs": ["main"]}
+    eng = Engine(
+        load_config(None, overrides={"sources": [source]}), state, embed_model=fake_vectors
+    )
+    try:
+        eng.context.source("book").refresh()  # type: ignore[attr-defined]
+        eng.sync("book")
+    finally:
+        eng.close()
+    code, out = _search("--state-dir", str(state), "--version", "main", "ownership")
+    assert code == 0 and "1. " in out, out
+    code, out = _search("--state-dir", str(state), "--version", "nope", "ownership")
+    assert code == 0, out
