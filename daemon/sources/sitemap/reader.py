@@ -45,6 +45,7 @@ from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.sources.sitemap.client import SiteClient, SiteError, redact
 from ingestd.daemon.sources.sitemap.config import SitemapSourceConfig
 from ingestd.daemon.sources.sitemap.fetch import SiteFetch
+from ingestd.daemon.sources.sitemap.robots import SiteRobots
 from ingestd.daemon.sources.sitemap.shown import PAGES, STATE_FILE, read_state, site_dir
 from ingestd.daemon.statedir import make_private_dir
 
@@ -149,7 +150,8 @@ class SitemapSource(Fetched):
             try:
                 with SiteClient(self.config) as client:
                     entries, skipped = self._fetch.walk(client)
-                    got = self._fetch.pages(client, entries, before)
+                    robots = SiteRobots(client, enabled=self.config.robots)
+                    got = self._fetch.pages(client, entries, before, robots)
             except SiteError as exc:
                 st = self.fetch_state()
                 self._failures += 1
@@ -169,6 +171,7 @@ class SitemapSource(Fetched):
                 pages=got.pages,
                 page_errors=got.errors,
                 skipped={**skipped, **got.skipped},
+                robots_errors=got.robots_errors,
             )
             gone = [p for p in before if p not in got.pages]
             for rel in gone:
@@ -205,7 +208,7 @@ class SitemapSource(Fetched):
             with SiteClient(self.config) as client:
                 entries, _ = self._fetch.walk(client)
         except SiteError as exc:
-            return {"dry_run_note": f"sitemap {url} cannot be read: {exc}"}
+            return {"dry_run_note": str(exc)}
         return {
             "remote_ok": True,
             "remote_pages": len(entries),
@@ -220,8 +223,9 @@ class SitemapSource(Fetched):
         st = self.fetch_state()
         if st.get("fetched_at"):
             return None
-        why = st.get("error") or "not fetched yet"
-        return f"sitemap {redact(self.url)} is not fetched ({why})"
+        if st.get("error"):  # it names the sitemap's URL
+            return f"not fetched yet ({st['error']})"
+        return "not fetched yet"
 
     def scan(self, under: str = "") -> Scan:
         """Every page kept (or those under folder ``under``), with its file's stat."""

@@ -84,6 +84,9 @@ def site_status(root: Path) -> dict[str, Any] | None:
         "page_errors_count": len(errors),
         "pages_skipped": [{"url": u, "note": n} for u, n in list(skipped.items())[:LISTED]],
         "pages_skipped_count": len(skipped),
+        "robots_errors": [
+            {"url": u, "error": e} for u, e in (st.get("robots_errors") or {}).items()
+        ],
     }
 
 
@@ -112,6 +115,11 @@ class SitemapStatus:
             f"  {s.get('pages', 0)} page(s) kept, {s.get('pages_skipped_count', 0)} skipped, "
             f"{s.get('page_errors_count', 0)} failing"
         )
+        for e in s.get("robots_errors") or []:
+            yield (
+                f"  ROBOTS.TXT FAILING {e['url']}: {e['error']}; no page of its site was "
+                "asked for, the last copies are kept"
+            )
         for e in s.get("page_errors") or []:
             yield f"  page failing {e['url']}: {e['error']}; its last copy is kept"
         for p in s.get("pages_skipped") or []:
