@@ -160,7 +160,9 @@ class SitemapSource(Fetched):
                     error=str(exc),
                     failures=self._failures,
                 )
-                logger.warning("source %s: cannot fetch %s: %s", self.name, redact(self.url), exc)
+                # a source never fetched: the sync says it, with this error (once)
+                level = logging.WARNING if st.get("fetched_at") else logging.INFO
+                logger.log(level, "source %s: the fetch failed: %s", self.name, exc)
                 raise
             self._failures = 0
             self._write_state(

@@ -15,7 +15,6 @@ import hashlib
 import socket
 import ssl
 import threading
-import time
 from collections import Counter
 from dataclasses import dataclass
 from email.utils import formatdate
@@ -68,6 +67,19 @@ def gzipped(data: bytes) -> bytes:
     return gzip.compress(data)
 
 
+class _Server(ThreadingHTTPServer):
+    """An HTTP server that speaks HTTPS too on its port when given a context (``tls``)."""
+
+    tls: ssl.SSLContext | None = None
+
+    def get_request(self) -> tuple[socket.socket, Any]:
+        sock, addr = super().get_request()
+        # a TLS ClientHello starts with 0x16: HTTPS and HTTP on one port
+        if self.tls is not None and sock.recv(1, socket.MSG_PEEK) == b"\x16":
+            sock = self.tls.wrap_socket(sock, server_side=True)
+        return sock, addr
+
+
 class Site:
     """The site: start it, fill :attr:`pages`, read :attr:`sent`; a context manager.
 
@@ -83,6 +95,8 @@ class Site:
             in flight at once, and none waits after that happened: so their overlap is
             counted, not timed.
         tls_requests: requests that came over HTTPS.
+        timed_out: holds (``hold_until``, :attr:`Served.after`) that ended at their
+            deadline rather than by what they waited for.
     """
 
     def __init__(self, ca: trustme.CA | None = None) -> None:
@@ -96,6 +110,7 @@ class Site:
         self.most_in_flight = 0
         self.hold_until: int | None = None
         self.tls_requests = 0
+        self.timed_out = 0
         self._overlap = threading.Condition()
         site = self
 
@@ -104,21 +119,11 @@ class Site:
                 if not self.path.startswith("/docs/"):
                     self._serve()
                     return
-                with site._overlap:
-                    site.in_flight += 1
-                    site.most_in_flight = max(site.most_in_flight, site.in_flight)
-                    site._overlap.notify_all()
-                    if site.hold_until is not None:
-                        deadline = time.monotonic() + 10
-                        site._overlap.wait_for(
-                            lambda: site.most_in_flight >= (site.hold_until or 0),
-                            deadline - time.monotonic(),
-                        )
+                site._enter()
                 try:
                     self._serve()
                 finally:
-                    with site._overlap:
-                        site.in_flight -= 1
+                    site._leave()
 
             def _serve(self) -> None:
                 path = self.path.split("?", 1)[0]
@@ -140,8 +145,7 @@ class Site:
                     self.end_headers()
                     return
                 if page.after is not None:
-                    with site._overlap:
-                        site._overlap.wait_for(lambda: site.sent[page.after or ""] > 0, 10)
+                    site._hold(lambda: site.sent[page.after or ""] > 0)
                 self._answer(page.status, page.body, page.content_type, etag)
                 with site._overlap:  # counted once its body is out
                     site.sent[path] += 1
@@ -160,24 +164,33 @@ class Site:
             def log_message(self, *args: Any) -> None:
                 pass
 
-        context = None
+        self._server = _Server(("127.0.0.1", 0), Handler)
         if ca is not None:
-            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-            ca.issue_cert("127.0.0.1", "localhost").configure_cert(context)
-
-        class Server(ThreadingHTTPServer):
-            def get_request(self) -> tuple[socket.socket, Any]:
-                sock, addr = super().get_request()
-                # a TLS ClientHello starts with 0x16: HTTPS and HTTP on one port
-                if context is not None and sock.recv(1, socket.MSG_PEEK) == b"\x16":
-                    sock = context.wrap_socket(sock, server_side=True)
-                return sock, addr
-
-        self._server = Server(("127.0.0.1", 0), Handler)
+            self._server.tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ca.issue_cert("127.0.0.1", "localhost").configure_cert(self._server.tls)
         self._server.daemon_threads = True
         self.port = self._server.server_address[1]
         self.base = f"http://127.0.0.1:{self.port}"
         self._thread: threading.Thread | None = None
+
+    def _hold(self, until: Any) -> None:
+        """Wait (at most 10 s) until ``until()``; a wait cut at its deadline is counted."""
+        with self._overlap:
+            if not self._overlap.wait_for(until, 10):
+                self.timed_out += 1
+
+    def _enter(self) -> None:
+        """A page request starts: counted, and held until ``hold_until`` overlap."""
+        with self._overlap:
+            self.in_flight += 1
+            self.most_in_flight = max(self.most_in_flight, self.in_flight)
+            self._overlap.notify_all()
+        if self.hold_until is not None:
+            self._hold(lambda: self.most_in_flight >= (self.hold_until or 0))
+
+    def _leave(self) -> None:
+        with self._overlap:
+            self.in_flight -= 1
 
     def start(self) -> Site:
         """Serve in a thread of its own."""

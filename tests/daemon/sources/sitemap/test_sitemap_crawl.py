@@ -74,10 +74,13 @@ def test_robots_txt_is_read_once_per_fetch_and_a_disallowed_page_leaves(tmp_path
         robots = f"{site.base}/robots.txt"
         why = f"GET {robots}: the site answered 503 Service Unavailable"
         assert _record(source)["robots_errors"] == {robots: why}
-        assert _status_text(state).count(
-            f"\n  ROBOTS.TXT FAILING {robots}: {why}; no page of its site was asked for, "
-            "the last copies are kept\n"
-        ) == 1
+        assert (
+            _status_text(state).count(
+                f"\n  ROBOTS.TXT FAILING {robots}: {why}; no page of its site was asked for, "
+                "the last copies are kept\n"
+            )
+            == 1
+        )
 
 
 def _status_text(state: Path) -> str:
@@ -140,12 +143,14 @@ def test_pages_are_fetched_concurrency_at_a_time_whatever_order_they_answer_in(
             pages["/docs/page-0.html"].body, after="/docs/page-0"
         )
         site.pages["/docs/page-0"] = Served(b"<p>the second of one path</p>")
-        listed = [*pages, "/docs/page-0"]
+        first, *rest = pages
+        listed = [first, "/docs/page-0", *rest]  # in flight together (concurrency 3)
         site.pages["/sitemap.xml"] = Served(urlset(site.base, listed), "application/xml")
         site.hold_until = 3  # each page waits until 3 are in flight at once
         res, source, error = _fetch_sync(tmp_path / "state", site, concurrency=3)
         assert error is None and res.indexed == 6
         assert site.most_in_flight == 3  # they overlapped, and never more than 3
+        assert site.timed_out == 0  # the first listed answered after the second
         record = _record(source)
         assert record["pages"]["docs/page-0.html"]["url"] == f"{site.base}/docs/page-0.html"
         assert record["skipped"] == {
