@@ -11,12 +11,16 @@ headers, timeout and retries apply, and the groups matched are those of the
 What an answer means is what Google documents for its crawlers ("How Google interprets
 the robots.txt specification", developers.google.com/search/docs/crawling-indexing/
 robots/robots_txt, "Handling of errors and HTTP status codes"), which RFC 9309
-section 2.3.1 also says:
+section 2.3.1 also says (a 401 or 403 allows every page there, where
+:meth:`~urllib.robotparser.RobotFileParser.read` would allow none, so the file is read
+here and handed to :meth:`~urllib.robotparser.RobotFileParser.parse`):
 
 * 2xx: the rules it holds (a body over :data:`MAX_ROBOTS_BYTES` is read up to there);
 * 4xx but 429 (a 401 or 403 too): no ``robots.txt``, every page is allowed;
 * 429, 5xx or no answer (after the retries): every page is disallowed for this fetch,
-  and the pages kept keep their last copy (:attr:`Robots.unavailable` says why).
+  and the pages kept keep their last copy (:attr:`Robots.unavailable` says why). Google
+  goes on with its cached copy of the file after 12 hours of this; ingestd keeps none
+  and tries again at the next fetch.
 
 The ``robots.txt`` of a host is read once per fetch (its ``http://`` and ``https://``
 origins are two files: the protocol's rule, RFC 9309 section 2.3).
