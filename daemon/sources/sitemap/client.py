@@ -107,7 +107,8 @@ class Page:
         etag: the ``ETag`` header, if any.
         last_modified: the ``Last-Modified`` header, if any.
         content_type: the ``Content-Type`` header, if any.
-        too_large: the body was longer than the limit asked (bytes); it was not read.
+        too_large: the body was longer than the limit asked (bytes); it was not read
+            (only its start, when asked: ``keep_start``).
     """
 
     status: int

@@ -57,6 +57,12 @@ def test_robots_txt_is_read_once_per_fetch_and_a_disallowed_page_leaves(tmp_path
         url = f"{site.base}/docs/usage.html"
         assert _record(source)["skipped"] == {url: f"disallowed by {site.base}/robots.txt"}
         kept = PATHS - {"docs/usage.html"}
+        dry = source.dry_run()  # a dry run counts what robots.txt allows
+        assert dry["remote_pages"] == 3
+        assert dry["dry_run_note"].startswith(
+            f"sitemap {site.base}/sitemap.xml answers; 3 page(s) to fetch (1 disallowed by "
+            "robots.txt). "
+        )
         assert without_provenance(store_snapshot(state)) == _scratch(tmp_path, _kept(site, kept))
         # a site of one's own: robots: false reads no robots.txt, and the page is back
         site.requests.clear()
@@ -74,6 +80,9 @@ def test_robots_txt_is_read_once_per_fetch_and_a_disallowed_page_leaves(tmp_path
         robots = f"{site.base}/robots.txt"
         why = f"GET {robots}: the site answered 503 Service Unavailable"
         assert _record(source)["robots_errors"] == {robots: why}
+        assert f"({robots} cannot be read now: no page would be asked for)" in str(
+            source.dry_run()["dry_run_note"]
+        )
         assert (
             _status_text(state).count(
                 f"\n  ROBOTS.TXT FAILING {robots}: {why}; no page of its site was asked for, "
@@ -119,8 +128,8 @@ def test_crawl_delay_makes_requests_one_at_a_time_that_far_apart_at_most_its_bou
     with Site() as site:
         site.publish(small_pages())
         site.pages["/robots.txt"] = Served(b"User-agent: *\nCrawl-delay: 3600\n", "text/plain")
-        res, _, error = _fetch_sync(tmp_path / "state", site, concurrency=8)
-    assert error is None and res.indexed == 4
+        res, source, error = _fetch_sync(tmp_path / "state", site, concurrency=8)
+    assert error is None and res.indexed == 4, (error, res, _record(source))
     assert site.most_in_flight == 1  # one at a time, concurrency 8 notwithstanding
     assert clock.waits == [MAX_CRAWL_DELAY_S] * 3  # between the 4 requests, the bound's
 
