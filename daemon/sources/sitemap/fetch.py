@@ -61,7 +61,7 @@ class FetchResult:
             (no page of their site was asked for; the last copies are kept).
         written: page files written (new or changed).
         downloaded: page bodies downloaded.
-        most_in_flight: the most page requests that were in flight at once allowed
+        most_in_flight: the most page requests allowed in flight at once
             (``concurrency``, or 1 under a ``Crawl-delay``).
     """
 
