@@ -117,16 +117,27 @@ def fetch_lines(s: Mapping[str, Any], when: When) -> Iterator[str]:
     """``status``'s lines of a fetched source's fetches (a git repository, a site).
 
     Read from its entry's ``root_missing``, ``fetch_error``, ``fetched_at`` and
-    ``failing_since``: whether it was ever fetched, when last, and since when fetches fail.
+    ``failing_since``: whether it was ever fetched, when last, and since when fetches
+    fail. Each fact is one line: a source never fetched says so with its failure, if
+    any, and since when; one fetched before says when, then its failure.
     """
-    if s.get("root_missing"):
-        why = s.get("fetch_error") or "no fetch yet"
-        yield f"  NOT FETCHED: {why}; nothing is synced or deleted"
-    yield f"  last fetch: {when(s.get('fetched_at'))}"
-    if s.get("failing_since"):
+    failing, error, fetched = s.get("failing_since"), s.get("fetch_error"), s.get("fetched_at")
+    if s.get("root_missing") or not fetched:
+        if failing:
+            yield (
+                f"  NOT FETCHED: failing since {when(failing)}: {error}; nothing is synced or "
+                "deleted, retried with back-off"
+            )
+        else:
+            yield f"  NOT FETCHED: {error or 'no fetch yet'}; nothing is synced or deleted"
+        if fetched:
+            yield f"  last fetch: {when(fetched)}"
+        return
+    yield f"  last fetch: {when(fetched)}"
+    if failing:
         yield (
-            f"  FETCH FAILING since {when(s['failing_since'])}: "
-            f"{s.get('fetch_error')}; nothing is deleted, retried with back-off"
+            f"  FETCH FAILING since {when(failing)}: {error}; nothing is deleted, "
+            "retried with back-off"
         )
 
 

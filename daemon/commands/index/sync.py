@@ -195,7 +195,7 @@ def _summary(res: SyncResult, rels: list[str] | None, fetch_error: str | None = 
         f"{res.failed} failed"
     )
     why = []
-    if fetch_error:
+    if fetch_error and not res.root_missing:  # else why_missing says it
         why.append(f"the fetch failed ({fetch_error})")
     if res.root_missing:
         why.append(res.why_missing or "its root folder is missing")

@@ -9,6 +9,11 @@ transiently (no connection, a timeout, 429 or a 5xx answer) is tried again
 page fetched before is asked for with its ``ETag`` (``If-None-Match``) and
 ``Last-Modified`` (``If-Modified-Since``): an unchanged page answers 304 with no body.
 
+Every request carries a ``User-Agent``: the configured one, else ingestd's own
+(:data:`USER_AGENT`), which names the product so a site's ``robots.txt`` and logs can
+tell it apart. One client serves the fetch's concurrent requests (httpx's connection
+pool is thread-safe), with at most ``concurrency`` connections.
+
 Header values read from the environment (``headers_env``) are secrets: they are sent,
 and never logged, shown or stored; no message of this module holds one.
 """
@@ -29,7 +34,15 @@ if TYPE_CHECKING:
 
     from ingestd.daemon.sources.sitemap.config import SitemapSourceConfig
 
-__all__ = ["MAX_RETRY_WAIT_S", "Page", "SiteClient", "SiteError", "redact"]
+__all__ = [
+    "MAX_RETRY_WAIT_S",
+    "USER_AGENT",
+    "Page",
+    "SiteClient",
+    "SiteError",
+    "answered",
+    "redact",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -39,11 +52,39 @@ MAX_RETRY_WAIT_S = 30.0
 FIRST_RETRY_WAIT_S = 0.5
 
 
+def _user_agent() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"ingestd/{version('ingestd')} (sitemap source)"
+    except PackageNotFoundError:  # pragma: no cover - run from a tree not installed
+        return "ingestd (sitemap source)"
+
+
+#: The ``User-Agent`` sent when the source's ``headers`` name none; ``robots.txt``
+#: groups for ``ingestd`` (or ``*``) apply to it.
+USER_AGENT = _user_agent()
+
+
 class SiteError(UnavailableError, OSError):
     """A site did not answer as it should: no connection, a timeout, a 5xx answer, ...
 
     Its message names the URL (without user info) and never holds a secret header.
+
+    Attributes:
+        why: the message without the URL (``the site answered 503 Service
+            Unavailable``), for a line that names the URL already.
     """
+
+    why: str = ""
+
+    @classmethod
+    def of(cls, url: str, why: str, transient: bool = True) -> SiteError:
+        """``GET url: why`` (``url`` without user info)."""
+        error = cls(f"GET {redact(url)}: {why}")
+        error.why = why
+        error.transient = transient
+        return error
 
 
 class _Transient(Exception):
@@ -66,7 +107,8 @@ class Page:
         etag: the ``ETag`` header, if any.
         last_modified: the ``Last-Modified`` header, if any.
         content_type: the ``Content-Type`` header, if any.
-        too_large: the body was longer than the limit asked (bytes); it was not read.
+        too_large: the body was longer than the limit asked (bytes); it was not read
+            (only its start, when asked: ``keep_start``).
     """
 
     status: int
@@ -76,6 +118,17 @@ class Page:
     last_modified: str | None = None
     content_type: str | None = None
     too_large: bool = False
+
+
+def answered(status: int) -> str:
+    """``the site answered 404 Not Found``: what an HTTP status says, for a message."""
+    from http import HTTPStatus
+
+    try:
+        phrase = HTTPStatus(status).phrase
+    except ValueError:
+        return f"the site answered {status}"
+    return f"the site answered {status} {phrase}"
 
 
 def redact(url: str) -> str:
@@ -91,8 +144,11 @@ class SiteClient:
 
     Args:
         config: the source's configuration (``timeout_s``, ``retries``, ``headers``,
-            ``headers_env``).
+            ``headers_env``, ``concurrency``).
         environ: where ``headers_env``'s variables are read (default ``os.environ``).
+
+    Attributes:
+        user_agent: the ``User-Agent`` sent (``robots.txt`` is matched with it).
 
     Raises:
         SiteError: a variable ``headers_env`` names is not set (not transient).
@@ -105,6 +161,9 @@ class SiteClient:
 
         env = os.environ if environ is None else environ
         headers = dict(config.headers)
+        if not any(k.lower() == "user-agent" for k in headers):
+            headers["User-Agent"] = USER_AGENT
+        self.user_agent = next(v for k, v in headers.items() if k.lower() == "user-agent")
         for header, var in config.headers_env.items():
             value = env.get(var)
             if not value:
@@ -116,7 +175,10 @@ class SiteClient:
             headers[header] = value
         self.retries = config.retries
         self._client = httpx.Client(
-            timeout=config.timeout_s, follow_redirects=True, headers=headers
+            timeout=config.timeout_s,
+            follow_redirects=True,
+            headers=headers,
+            limits=httpx.Limits(max_connections=config.concurrency),
         )
 
     def __enter__(self) -> SiteClient:
@@ -135,6 +197,7 @@ class SiteClient:
         etag: str | None = None,
         last_modified: str | None = None,
         max_bytes: int | None = None,
+        keep_start: bool = False,
     ) -> Page:
         """``GET url``, conditional when ``etag`` or ``last_modified`` is given.
 
@@ -143,6 +206,8 @@ class SiteClient:
             etag: the page's last ``ETag`` (sent as ``If-None-Match``).
             last_modified: its last ``Last-Modified`` (sent as ``If-Modified-Since``).
             max_bytes: a longer body is not read (:attr:`Page.too_large`).
+            keep_start: a longer body's first ``max_bytes`` are kept (not an empty
+                body).
 
         Raises:
             SiteError: no answer, or a 429 or 5xx answer, after every retry.
@@ -164,17 +229,19 @@ class SiteClient:
             reraise=True,
         )
         try:
-            return retrying(self._get, url, headers, max_bytes)
+            return retrying(self._get, url, headers, max_bytes, keep_start)
         except _Transient as exc:
-            raise SiteError(f"GET {redact(url)}: {exc.why}") from None
+            raise SiteError.of(url, exc.why) from None
 
-    def _get(self, url: str, headers: dict[str, str], max_bytes: int | None) -> Page:
+    def _get(
+        self, url: str, headers: dict[str, str], max_bytes: int | None, keep_start: bool
+    ) -> Page:
         import httpx
 
         try:
             with self._client.stream("GET", url, headers=headers) as r:
                 if r.status_code == 429 or r.status_code >= 500:
-                    raise _Transient(f"the site answered {r.status_code} {r.reason_phrase}")
+                    raise _Transient(answered(r.status_code))
                 body = bytearray()
                 too_large = False
                 if r.status_code == 200:
@@ -182,15 +249,13 @@ class SiteClient:
                         body += part
                         if max_bytes is not None and len(body) > max_bytes:
                             too_large = True
-                            body.clear()
+                            del body[max_bytes if keep_start else 0 :]
                             break
                 return _page(r, bytes(body), too_large)
         except httpx.TransportError as exc:
             raise _Transient(_transport_why(exc)) from None
         except httpx.HTTPError as exc:  # a redirect loop, an invalid URL
-            error = SiteError(f"GET {redact(url)}: {type(exc).__name__}: {exc}")
-            error.transient = False
-            raise error from None
+            raise SiteError.of(url, f"{type(exc).__name__}: {exc}", transient=False) from None
 
 
 def _page(r: httpx.Response, body: bytes, too_large: bool) -> Page:

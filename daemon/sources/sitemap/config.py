@@ -30,8 +30,9 @@ class SitemapSourceConfig(SourceConfig):
 
     Attributes:
         url: the sitemap (``https://docs.example.com/sitemap.xml``), or a sitemap index;
-            ``http://`` or ``https://``. Pages on another site (scheme and host) are
-            skipped with a note.
+            ``http://`` or ``https://``. Pages on another host are skipped with a note
+            (:func:`~ingestd.daemon.sources.sitemap.paths.another_host`: either scheme
+            of the sitemap's host is the site).
         poll_s: seconds between two fetches (``ingestd sync NAME`` and ``ingestd
             resync`` fetch at once).
         max_pages: most pages indexed, in the sitemap's order; the others are skipped
@@ -40,8 +41,15 @@ class SitemapSourceConfig(SourceConfig):
         timeout_s: seconds one request may take (connecting, and each read).
         retries: tries after the first of a request that failed transiently (no
             connection, a timeout, 429 or 5xx), with back-off.
-        headers: HTTP headers sent with every request (``User-Agent``, ...), shown as
-            they are: no secret here.
+        concurrency: most page requests in flight at once (1 while the site's
+            ``robots.txt`` sets a ``Crawl-delay``).
+        robots: honour the site's ``robots.txt`` (:mod:`~ingestd.daemon.sources.sitemap.robots`):
+            disallowed pages are skipped with a note, ``Crawl-delay`` is kept;
+            ``false`` for a site of your own that asks crawlers to stay away.
+        headers: HTTP headers sent with every request, shown as they are: no secret
+            here. ``User-Agent`` defaults to ingestd's own
+            (:data:`~ingestd.daemon.sources.sitemap.client.USER_AGENT`); the one sent is
+            the one ``robots.txt`` is matched with.
         headers_env: HTTP headers whose value is read from an environment variable,
             header name -> the variable's name (``{Authorization: DOCS_TOKEN}``); the
             value is read when a fetch starts and never logged, shown or stored.
@@ -61,6 +69,8 @@ class SitemapSourceConfig(SourceConfig):
     max_page_bytes: int = Field(20 * 1024**2, ge=1)
     timeout_s: float = Field(30.0, gt=0, le=3600)
     retries: int = Field(3, ge=0, le=20)
+    concurrency: int = Field(4, ge=1, le=32)
+    robots: bool = True
     headers: Mapping[str, str] = Field(default_factory=dict)
     headers_env: Mapping[str, str] = Field(default_factory=dict)
 

@@ -1,11 +1,13 @@
 """One fetch of a sitemap source: its sitemaps walked, its pages fetched into its folder.
 
 :class:`SiteFetch` reads the sitemap and the sitemaps it names (:meth:`SiteFetch.walk`),
-keeps the pages on the same site that the filter accepts, the first ``max_pages``, and
-fetches those that may have changed into the pages folder (:meth:`SiteFetch.pages`):
-see :mod:`~ingestd.daemon.sources.sitemap.reader` for what is downloaded, kept,
-deleted and skipped. It writes page files only; the record of the fetch is the
-source's.
+keeps the pages on the same host that the filter accepts, the first ``max_pages``, and
+fetches those that may have changed and ``robots.txt`` allows into the pages folder
+(:meth:`SiteFetch.pages`), ``concurrency`` requests at a time: see
+:mod:`~ingestd.daemon.sources.sitemap.reader` for what is downloaded, kept, deleted and
+skipped. Answers are settled in the sitemap's order whatever order they arrive in, so
+which page is kept at a path, and the record, never depend on the network's timing. It
+writes page files only; the record of the fetch is the source's.
 """
 
 from __future__ import annotations
@@ -13,12 +15,15 @@ from __future__ import annotations
 import os
 import tempfile
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from ingestd.daemon.sources.filter import SourceFilter
-from ingestd.daemon.sources.sitemap.client import Page, SiteClient, SiteError, redact
+from ingestd.daemon.sources.sitemap.client import Page, SiteClient, SiteError, answered, redact
 from ingestd.daemon.sources.sitemap.config import SitemapSourceConfig
 from ingestd.daemon.sources.sitemap.parse import (
     MAX_SITEMAP_BYTES,
@@ -27,13 +32,20 @@ from ingestd.daemon.sources.sitemap.parse import (
     SitemapFormatError,
     parse_sitemap,
 )
-from ingestd.daemon.sources.sitemap.paths import named_suffix, page_path, same_site, suffix_for
+from ingestd.daemon.sources.sitemap.paths import another_host, named_suffix, page_path, suffix_for
+from ingestd.daemon.sources.sitemap.robots import Pacer, SiteRobots
 from ingestd.daemon.statedir import make_private_dir
 
 __all__ = ["MAX_SITEMAPS", "FetchResult", "SiteFetch"]
 
 #: Most sitemaps read in one fetch (an index and the sitemaps it names, nested).
 MAX_SITEMAPS = 1000
+
+#: What to do about a page listed on another host.
+_OWN_SOURCE = "give the sitemap of that host as a source of its own"
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 
 @dataclass
@@ -45,15 +57,62 @@ class FetchResult:
             ``content_type``.
         errors: pages whose fetch failed (their last copy kept): URL -> why.
         skipped: pages skipped: URL -> the note.
+        robots_errors: ``robots.txt`` files that could not be read: their URL -> why
+            (no page of their site was asked for; the last copies are kept).
         written: page files written (new or changed).
         downloaded: page bodies downloaded.
+        most_in_flight: the most page requests allowed in flight at once
+            (``concurrency``, or 1 under a ``Crawl-delay``).
     """
 
     pages: dict[str, dict[str, Any]] = field(default_factory=dict)
     errors: dict[str, str] = field(default_factory=dict)
     skipped: dict[str, str] = field(default_factory=dict)
+    robots_errors: dict[str, str] = field(default_factory=dict)
     written: int = 0
     downloaded: int = 0
+    most_in_flight: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class _Ask:
+    """A page to ask the site for: its entry, and its copy kept (``rel``, ``info``)."""
+
+    entry: SitemapEntry
+    rel: str
+    info: dict[str, Any]
+
+
+def in_order(fn: Callable[[_T], _R], items: Iterable[_T], workers: int) -> Iterator[tuple[_T, _R]]:
+    """``(item, fn(item))`` for each of ``items``, in their order, ``fn`` on ``workers`` threads.
+
+    At most ``2 * workers`` items are taken ahead of the one yielded, so the answers
+    waiting for their turn stay few (memory stays bounded).
+
+    Raises:
+        Exception: what ``fn`` raised, at its item.
+    """
+    if workers <= 1:
+        for item in items:
+            yield item, fn(item)
+        return
+    pool = ThreadPoolExecutor(workers, thread_name_prefix="ingestd-sitemap")
+    try:
+        todo = iter(items)
+        window: deque[tuple[_T, Future[_R]]] = deque()
+        for item in todo:
+            window.append((item, pool.submit(fn, item)))
+            if len(window) >= 2 * workers:
+                break
+        while window:
+            item, future = window.popleft()
+            result = future.result()
+            for more in todo:
+                window.append((more, pool.submit(fn, more)))
+                break
+            yield item, result
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 class SiteFetch:
@@ -74,20 +133,30 @@ class SiteFetch:
     def _sitemap(self, client: SiteClient, url: str) -> Sitemap:
         page = client.get(url, max_bytes=MAX_SITEMAP_BYTES)
         if page.status != 200 or page.too_large:
-            why = "over the size limit" if page.too_large else f"the site answered {page.status}"
+            why = "over the size limit" if page.too_large else answered(page.status)
             error = SiteError(f"sitemap {redact(url)}: {why}")
             error.transient = False
             raise error
         try:
             sitemap = parse_sitemap(page.body)
         except SitemapFormatError as exc:
-            error = SiteError(f"sitemap {redact(url)} cannot be read: {exc}")
+            why = str(exc)
+            if exc.html:
+                parts = urlsplit(redact(url))
+                why += (
+                    f": give the sitemap's URL, often {parts.scheme}://{parts.netloc}/sitemap.xml"
+                )
+            error = SiteError(f"sitemap {redact(url)}: {why}")
             error.transient = False
             raise error from None
         return sitemap
 
     def walk(self, client: SiteClient) -> tuple[list[SitemapEntry], dict[str, str]]:
-        """The pages the sitemap (and the sitemaps it names) lists, and the entries skipped."""
+        """The pages the sitemap (and the sitemaps it names) lists, and the entries skipped.
+
+        Raises:
+            SiteError: a sitemap could not be fetched or read.
+        """
         queue = deque([self.url])
         seen = {self.url}
         pages: list[SitemapEntry] = []
@@ -98,8 +167,9 @@ class SiteFetch:
                 pages.extend(sitemap.entries)
                 continue
             for e in sitemap.entries:
-                if not same_site(e.loc, self.url):
-                    skipped[e.loc] = "a sitemap on another site; not followed"
+                elsewhere = another_host(e.loc, self.url)
+                if elsewhere:
+                    skipped[e.loc] = f"{elsewhere}: a sitemap of another host is not followed"
                 elif len(seen) >= MAX_SITEMAPS:
                     skipped[e.loc] = f"past the {MAX_SITEMAPS} sitemaps read in one fetch"
                 elif e.loc not in seen:
@@ -120,8 +190,9 @@ class SiteFetch:
             if e.loc in seen:
                 continue
             seen.add(e.loc)
-            if not same_site(e.loc, self.url):
-                skipped[e.loc] = "a page on another site"
+            elsewhere = another_host(e.loc, self.url)
+            if elsewhere:
+                skipped[e.loc] = f"{elsewhere}: {_OWN_SOURCE}"
                 continue
             try:
                 guess = page_path(e.loc)
@@ -137,48 +208,84 @@ class SiteFetch:
         return out
 
     def pages(
-        self, client: SiteClient, entries: list[SitemapEntry], before: dict[str, dict[str, Any]]
+        self,
+        client: SiteClient,
+        entries: list[SitemapEntry],
+        before: dict[str, dict[str, Any]],
+        robots: SiteRobots,
     ) -> FetchResult:
-        """Fetch the pages of ``entries`` that may have changed since ``before`` (path -> info)."""
+        """Fetch the pages of ``entries`` that may have changed since ``before`` (path -> info).
+
+        Each page's site's ``robots.txt`` is read first (``robots``): a page it
+        disallows is skipped with a note (a copy kept leaves, as a page gone from the
+        sitemap does); when it could not be read, no page of that site is asked for and
+        those kept stay. The others are asked for ``concurrency`` at a time (one at a
+        time, ``Crawl-delay`` apart, when the file sets one) and settled in
+        ``entries``' order.
+        """
         got = FetchResult()
         known = {info["url"]: (rel, info) for rel, info in before.items()}
+        asks: list[_Ask] = []
+        delay = 0.0
         for e in entries:
             rel, info = known.get(e.loc, ("", {}))
             if not (rel and self.filter.accepts(rel) and (self.pages_dir / rel).is_file()):
                 rel, info = "", {}  # no copy kept (or one the filter now leaves out)
+            rules = robots.of(e.loc)
+            if rules.unavailable is not None:
+                got.robots_errors[rules.url] = rules.unavailable
+                if rel:
+                    got.pages[rel] = info  # not asked for this time: its last copy stays
+                continue
+            if not rules.allows(client.user_agent, e.loc):
+                got.skipped[e.loc] = f"disallowed by {rules.url}"
+                continue
             if rel and e.lastmod and info.get("lastmod") == e.lastmod:
                 got.pages[rel] = info  # the sitemap says it did not change
                 continue
-            page: Page | None = None
+            delay = max(delay, rules.crawl_delay(client.user_agent) or 0.0)
+            asks.append(_Ask(e, rel, info))
+        got.most_in_flight = 1 if delay else self.config.concurrency
+        pacer = Pacer(delay)
+
+        def ask(a: _Ask) -> Page | str:
+            pacer.wait()
             try:
-                page = client.get(
-                    e.loc,
-                    etag=info.get("etag"),
-                    last_modified=info.get("last_modified"),
+                return client.get(
+                    a.entry.loc,
+                    etag=a.info.get("etag"),
+                    last_modified=a.info.get("last_modified"),
                     max_bytes=self.config.max_page_bytes,
                 )
-                why = f"the site answered {page.status}"
             except SiteError as exc:
-                why = str(exc)
-            status = page.status if page is not None else None
-            if page is not None and status == 200:
-                self._keep(e, page, got)
-            elif status in (404, 410):
-                pass  # gone from the site: deleted
-            elif status == 304 and rel:
-                got.pages[rel] = {**info, "lastmod": e.lastmod}
-            else:  # no answer, or a 401, 403, ...: the last good copy is kept
-                got.errors[e.loc] = why
-                if rel:
-                    got.pages[rel] = info
+                return exc.why or str(exc)
+
+        for a, answer in in_order(ask, asks, got.most_in_flight):
+            self._settle(a, answer, got)
         return got
+
+    def _settle(self, a: _Ask, answer: Page | str, got: FetchResult) -> None:
+        """Record what the site answered for ``a`` (a page, or why it did not answer)."""
+        e, rel, info = a.entry, a.rel, a.info
+        status = answer.status if isinstance(answer, Page) else None
+        if isinstance(answer, Page) and status == 200:
+            self._keep(e, answer, got)
+        elif status in (404, 410):  # gone from the site: deleted, and noted
+            got.skipped[e.loc] = f"listed in the sitemap, but {answered(status)}"
+        elif status == 304 and rel:
+            got.pages[rel] = {**info, "lastmod": e.lastmod}
+        else:  # no answer, or a 401, 403, ...: the last good copy is kept
+            got.errors[e.loc] = answer if isinstance(answer, str) else answered(answer.status)
+            if rel:
+                got.pages[rel] = info
 
     def _keep(self, e: SitemapEntry, page: Page, got: FetchResult) -> None:
         """Keep a page that answered 200 (or note why not)."""
         got.downloaded += 1
         suffix = suffix_for(page.content_type)
-        if not same_site(page.url, self.url):
-            got.skipped[e.loc] = f"redirected to another site ({redact(page.url)})"
+        elsewhere = another_host(page.url, self.url)
+        if elsewhere:
+            got.skipped[e.loc] = f"redirected to another host ({redact(page.url)})"
             return
         if page.too_large:
             got.skipped[e.loc] = f"over max_page_bytes ({self.config.max_page_bytes} bytes)"

@@ -16,6 +16,7 @@ without the namespace is read too.
 
 from __future__ import annotations
 
+import re
 import zlib
 from dataclasses import dataclass, field
 from typing import Literal
@@ -29,7 +30,21 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 
 class SitemapFormatError(ValueError):
-    """A body that is not a sitemap: not XML, too large, or with a document type."""
+    """A body that is not a sitemap: not XML, too large, or with a document type.
+
+    Attributes:
+        html: the body is an HTML page (a site's home page given as the sitemap).
+    """
+
+    def __init__(self, why: str, html: bool = False) -> None:
+        super().__init__(why)
+        self.html = html
+
+
+#: How an HTML page starts (after blanks, a BOM, comments): its doctype or root element.
+_HTML_START = re.compile(
+    rb"^(?:\s|\xef\xbb\xbf|<!--.*?-->)*<(?:!doctype\s+html|html[\s>])", re.I | re.S
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,18 +80,25 @@ def _gunzip(data: bytes) -> bytes:
     return out
 
 
+def _not_html(data: bytes, root: str = "") -> None:
+    """Raise when ``data`` is an HTML page (by its start, or its XHTML ``root`` element)."""
+    if root == "html" or _HTML_START.match(data[:4096]):
+        raise SitemapFormatError("this is an HTML page, not a sitemap", html=True)
+
+
 def parse_sitemap(data: bytes) -> Sitemap:
     """The entries of sitemap ``data`` (XML, or gzip-compressed XML).
 
     Raises:
-        SitemapFormatError: not a sitemap: over :data:`MAX_SITEMAP_BYTES`, not
-            well-formed XML, a document type declaration, or a root element other than
-            ``urlset`` or ``sitemapindex``.
+        SitemapFormatError: not a sitemap: over :data:`MAX_SITEMAP_BYTES`, an HTML
+            page (``html`` set), not well-formed XML, a document type declaration, or
+            a root element other than ``urlset`` or ``sitemapindex``.
     """
     if data[:2] == _GZIP_MAGIC:
         data = _gunzip(data)
     if len(data) > MAX_SITEMAP_BYTES:
         raise SitemapFormatError(f"over {MAX_SITEMAP_BYTES} bytes")
+    _not_html(data)
     parser = expat.ParserCreate(namespace_separator=" ")
     stack: list[str] = []
     root: list[str] = []
@@ -115,6 +137,7 @@ def parse_sitemap(data: bytes) -> Sitemap:
         parser.Parse(data, True)
     except expat.ExpatError as exc:
         raise SitemapFormatError(f"not well-formed XML ({exc})") from None
+    _not_html(data, root[0] if root else "")
     if not root or root[0] not in ("urlset", "sitemapindex"):
         got = root[0] if root else "nothing"
         raise SitemapFormatError(f"the root element is {got}, not urlset or sitemapindex")

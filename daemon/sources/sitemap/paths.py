@@ -19,8 +19,8 @@ __all__ = [
     "DOCUMENT_SUFFIXES",
     "TYPE_SUFFIXES",
     "named_suffix",
+    "another_host",
     "page_path",
-    "same_site",
     "suffix_for",
 ]
 
@@ -45,10 +45,46 @@ DOCUMENT_SUFFIXES = frozenset(
 )
 
 
-def same_site(url: str, site: str) -> bool:
-    """Whether ``url`` has the scheme and host (with port) of ``site``."""
-    a, b = urlsplit(url), urlsplit(site)
-    return (a.scheme.lower(), a.netloc.lower()) == (b.scheme.lower(), b.netloc.lower())
+#: The port a URL of a scheme names when it names none.
+DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _host_port(url: str) -> tuple[str, int | None]:
+    parts = urlsplit(url)
+    try:
+        port = parts.port
+    except ValueError:  # a port that is not a number: a host of its own
+        return parts.netloc.lower(), None
+    return (parts.hostname or "").lower(), port
+
+
+def another_host(url: str, sitemap: str) -> str | None:
+    """Why ``url`` is not on the host of ``sitemap``, else ``None``.
+
+    The sitemaps protocol (sitemaps.org, "Sitemap file location") lets a sitemap list
+    the URLs of its own host only, in its own scheme. ingestd keeps the host rule and
+    lets the scheme go: ``http://`` and ``https://`` of one host are one site, since a
+    site moved to HTTPS often still has an ``http://`` sitemap listing its ``https://``
+    pages (or the reverse, its pages redirecting). The port counts, unless each URL
+    names its scheme's default (``http://h`` and ``https://h``). ``www.example.com``
+    and ``example.com`` are two hosts (they may serve two sites), and the note says so.
+
+    Returns:
+        ``None`` when on the same host; else ``listed on www.example.com, the sitemap
+        is on example.com`` (the hosts, with their ports when named).
+    """
+    (host, port), (site, site_port) = _host_port(url), _host_port(sitemap)
+    if host == site and (
+        port == site_port
+        or (
+            port in (None, DEFAULT_PORTS.get(urlsplit(url).scheme.lower()))
+            and site_port in (None, DEFAULT_PORTS.get(urlsplit(sitemap).scheme.lower()))
+        )
+    ):
+        return None
+    here, there = urlsplit(url).netloc.lower(), urlsplit(sitemap).netloc.lower()
+    here, there = here.rpartition("@")[2], there.rpartition("@")[2]
+    return f"listed on {here}, the sitemap is on {there}"
 
 
 def suffix_for(content_type: str | None) -> str | None:

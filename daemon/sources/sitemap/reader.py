@@ -2,8 +2,10 @@
 
 A ``kind: sitemap`` source names a sitemap (``url``; a sitemap index, nested indexes
 and gzip-compressed sitemaps are followed). :meth:`SitemapSource.refresh` fetches the
-sitemap, then each page it lists on the same site (scheme and host), up to
-``max_pages``, into a folder of the state dir
+sitemap, then each page it lists on the same host (either scheme:
+:func:`~ingestd.daemon.sources.sitemap.paths.another_host`) that the site's
+``robots.txt`` allows (:mod:`~ingestd.daemon.sources.sitemap.robots`), up to
+``max_pages``, ``concurrency`` at a time, into a folder of the state dir
 (:func:`~ingestd.daemon.sources.sitemap.shown.site_dir`), each page at its path
 (:mod:`~ingestd.daemon.sources.sitemap.paths`). The folder is then read like a folder
 source's: a page's identity is its file's stat, and the manifest's content hashes, the
@@ -18,13 +20,15 @@ are.
 What is deleted, and what is kept:
 
 * a page that left the sitemap, or answers 404 or 410, is deleted (its points with it;
-  the mass-deletion guard applies);
+  the mass-deletion guard applies); one still listed is noted in ``status``;
+* a page ``robots.txt`` disallows is skipped with a note, and deleted when kept;
 * a page that cannot be fetched (no connection, a timeout, a 5xx after the retries, a
-  401 or 403) keeps its last copy, and ``status`` lists it as failing;
+  401 or 403) keeps its last copy, and ``status`` lists it as failing; so does every
+  page of a site whose ``robots.txt`` answers 5xx or nothing (none is asked for);
 * a sitemap that cannot be fetched or read fails the whole fetch: nothing is deleted,
   ``status`` says since when fetches fail, and the next try comes after a back-off
   (5 s doubling, at most ``poll_s``);
-* a page of a content type that is not a document (an image), on another site (by its
+* a page of a content type that is not a document (an image), on another host (by its
   URL or its redirect), over ``max_page_bytes`` or past ``max_pages`` is skipped with a
   note in ``status``.
 """
@@ -45,6 +49,7 @@ from ingestd.daemon.sources.filter import SourceFilter
 from ingestd.daemon.sources.sitemap.client import SiteClient, SiteError, redact
 from ingestd.daemon.sources.sitemap.config import SitemapSourceConfig
 from ingestd.daemon.sources.sitemap.fetch import SiteFetch
+from ingestd.daemon.sources.sitemap.robots import SiteRobots
 from ingestd.daemon.sources.sitemap.shown import PAGES, STATE_FILE, read_state, site_dir
 from ingestd.daemon.statedir import make_private_dir
 
@@ -63,8 +68,8 @@ class SitemapSource(Fetched):
 
     Args:
         config: the source's configuration (``url``, ``poll_s``, ``max_pages``,
-            ``max_page_bytes``, ``timeout_s``, ``retries``, ``headers``,
-            ``headers_env``, ``include``/``exclude``).
+            ``max_page_bytes``, ``timeout_s``, ``retries``, ``concurrency``, ``robots``,
+            ``headers``, ``headers_env``, ``include``/``exclude``).
         state_dir: ingestd's state dir (the pages are kept in it).
 
     Attributes:
@@ -149,7 +154,8 @@ class SitemapSource(Fetched):
             try:
                 with SiteClient(self.config) as client:
                     entries, skipped = self._fetch.walk(client)
-                    got = self._fetch.pages(client, entries, before)
+                    robots = SiteRobots(client, enabled=self.config.robots)
+                    got = self._fetch.pages(client, entries, before, robots)
             except SiteError as exc:
                 st = self.fetch_state()
                 self._failures += 1
@@ -158,7 +164,9 @@ class SitemapSource(Fetched):
                     error=str(exc),
                     failures=self._failures,
                 )
-                logger.warning("source %s: cannot fetch %s: %s", self.name, redact(self.url), exc)
+                # a source never fetched: the sync says it, with this error (once)
+                level = logging.WARNING if st.get("fetched_at") else logging.INFO
+                logger.log(level, "source %s: the fetch failed: %s", self.name, exc)
                 raise
             self._failures = 0
             self._write_state(
@@ -169,6 +177,7 @@ class SitemapSource(Fetched):
                 pages=got.pages,
                 page_errors=got.errors,
                 skipped={**skipped, **got.skipped},
+                robots_errors=got.robots_errors,
             )
             gone = [p for p in before if p not in got.pages]
             for rel in gone:
@@ -192,24 +201,35 @@ class SitemapSource(Fetched):
         return not st.get("fetched_at") and not st.get("error")
 
     def dry_run(self) -> dict[str, Any]:
-        """What a dry run says of the site before a fetch: how many pages its sitemap lists.
+        """What a dry run says of the site before a fetch: how many pages it would fetch.
 
-        Reads the sitemap (and those it names) only, fetching no page and keeping nothing.
+        Reads the sitemap (and those it names) and ``robots.txt`` only, fetching no page
+        and keeping nothing.
 
         Returns:
             ``dry_run_note``; when the sitemap answers, ``remote_ok`` and
-            ``remote_pages`` (the pages it would fetch).
+            ``remote_pages`` (the pages it would fetch: listed, and allowed by
+            ``robots.txt``).
         """
         url = redact(self.url)
         try:
             with SiteClient(self.config) as client:
                 entries, _ = self._fetch.walk(client)
+                robots = SiteRobots(client, enabled=self.config.robots)
+                rules = [(e, robots.of(e.loc)) for e in entries]
+                agent = client.user_agent
         except SiteError as exc:
-            return {"dry_run_note": f"sitemap {url} cannot be read: {exc}"}
+            return {"dry_run_note": str(exc)}
+        down = sorted({r.url for _, r in rules if r.unavailable is not None})
+        allowed = [e for e, r in rules if r.allows(agent, e.loc)]
+        held = len(entries) - len(allowed)
+        why = f" ({held} disallowed by robots.txt)" if held and not down else ""
+        if down:
+            why = f" ({', '.join(down)} cannot be read now: no page would be asked for)"
         return {
             "remote_ok": True,
-            "remote_pages": len(entries),
-            "dry_run_note": f"sitemap {url} answers; {len(entries)} page(s) to fetch. "
+            "remote_pages": len(allowed),
+            "dry_run_note": f"sitemap {url} answers; {len(allowed)} page(s) to fetch{why}. "
             + DRY_RUN_FIRST_FETCH,
         }
 
@@ -220,8 +240,9 @@ class SitemapSource(Fetched):
         st = self.fetch_state()
         if st.get("fetched_at"):
             return None
-        why = st.get("error") or "not fetched yet"
-        return f"sitemap {redact(self.url)} is not fetched ({why})"
+        if st.get("error"):  # it names the sitemap's URL
+            return f"not fetched yet ({st['error']})"
+        return "not fetched yet"
 
     def scan(self, under: str = "") -> Scan:
         """Every page kept (or those under folder ``under``), with its file's stat."""

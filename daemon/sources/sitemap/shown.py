@@ -15,6 +15,7 @@ machinery; :data:`SITEMAP_STATUS` is the kind's
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -84,26 +85,39 @@ def site_status(root: Path) -> dict[str, Any] | None:
         "page_errors_count": len(errors),
         "pages_skipped": [{"url": u, "note": n} for u, n in list(skipped.items())[:LISTED]],
         "pages_skipped_count": len(skipped),
+        "robots_errors": [
+            {"url": u, "error": e} for u, e in (st.get("robots_errors") or {}).items()
+        ],
     }
+
+
+#: A sitemap source's folder name (:func:`~ingestd.daemon.sources.mirror.folder_name`).
+_FOLDER = re.compile(r".+-[0-9a-f]{16}")
 
 
 class SitemapStatus:
     """What ``status`` and ``sources`` show of a sitemap source: its site, fetches, pages."""
 
     def recorded(self, root: Path) -> dict[str, Any] | None:
-        """:func:`site_status` of ``root`` and ``root_missing`` (never fetched)."""
+        """:func:`site_status` of ``root`` and ``root_missing`` (never fetched).
+
+        A source not tried yet has no record, only its folder's place in the state dir
+        (:func:`site_dir`): it is shown as a sitemap not fetched yet, not as a folder.
+        """
         site = site_status(root)
         if site is None:
-            return None
+            if root.parent.name != "sitemap" or not _FOLDER.fullmatch(root.name):
+                return None
+            site = {"sitemap": None, "pages": 0, "fetched_at": None, "failing_since": None}
         return {**site, "root_missing": not site["fetched_at"]}
 
     def shows(self, s: Mapping[str, Any]) -> bool:
-        """Whether ``s`` is a sitemap source's entry (it has ``sitemap``)."""
+        """Whether ``s`` is a sitemap source's entry (it has ``sitemap``, maybe ``None``)."""
         return "sitemap" in s
 
     def where_lines(self, s: Mapping[str, Any]) -> Iterator[str]:
         """The sitemap (its pages are kept in the state dir)."""
-        yield f"  sitemap: {s.get('sitemap')}"
+        yield f"  sitemap: {s.get('sitemap') or '(its URL is recorded by its first fetch)'}"
 
     def lines(self, s: Mapping[str, Any], when: When) -> Iterator[str]:
         """Its fetches, its pages, and the pages that failed or were skipped."""
@@ -112,6 +126,11 @@ class SitemapStatus:
             f"  {s.get('pages', 0)} page(s) kept, {s.get('pages_skipped_count', 0)} skipped, "
             f"{s.get('page_errors_count', 0)} failing"
         )
+        for e in s.get("robots_errors") or []:
+            yield (
+                f"  ROBOTS.TXT FAILING {e['url']}: {e['error']}; no page of its site was "
+                "asked for, the last copies are kept"
+            )
         for e in s.get("page_errors") or []:
             yield f"  page failing {e['url']}: {e['error']}; its last copy is kept"
         for p in s.get("pages_skipped") or []:

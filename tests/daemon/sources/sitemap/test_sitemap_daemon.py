@@ -9,10 +9,12 @@ real model, ``ingestd resync`` fetches once and ``ingestd search`` finds the pag
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
 
+from ingestd.daemon.commands.status_text import format_when, status_lines
 from tests.daemon.harness import Harness
 from tests.daemon.sources.sitemap.site import Served, Site, as_html, small_pages
 from tests.helpers import CountingEmbedder, fake_vectors, run_cli, wait_for
@@ -52,6 +54,35 @@ def test_the_daemon_fetches_the_site_again_every_poll_s(tmp_path: Path) -> None:
             assert h.settle().clean
             (entry,) = h.service.status()["sources"]
             assert entry["pages"] == 3 and entry["fetched_at"] and not entry["failing_since"]
+
+
+@pytest.mark.timeout(300)
+def test_the_daemon_shows_a_sitemap_never_fetched_failing_once(tmp_path: Path) -> None:
+    with Site() as site:
+        config = tmp_path / "ingestd.yaml"
+        config.write_text(
+            "sources:\n"
+            f"  - {{kind: sitemap, name: gone, url: '{site.base}/gone.xml', retries: 0}}\n"
+        )
+        with Harness(
+            tmp_path, tmp_path / "state", CountingEmbedder(fake_vectors), config_path=config
+        ) as h:
+            st = wait_for(
+                lambda: (s := h.service.status())["sources"][0].get("failing_since") and s,
+                60,
+                "the first fetch to fail",
+            )
+    now = time.time()
+    (gone,) = st["sources"]
+    lines = list(status_lines(st, now))
+    at = lines.index("gone -> collection ingestd")
+    assert lines[at + 1 : at + 4] == [
+        f"  sitemap: {site.base}/gone.xml",
+        f"  NOT FETCHED: failing since {format_when(gone['failing_since'], now)}: sitemap "
+        f"{site.base}/gone.xml: the site answered 404 Not Found; nothing is synced or "
+        "deleted, retried with back-off",
+        "  0 page(s) kept, 0 skipped, 0 failing",
+    ]
 
 
 @pytest.mark.slow

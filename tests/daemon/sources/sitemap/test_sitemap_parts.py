@@ -23,7 +23,7 @@ from ingestd.daemon.sources.sitemap.parse import (
     SitemapFormatError,
     parse_sitemap,
 )
-from ingestd.daemon.sources.sitemap.paths import page_path, suffix_for
+from ingestd.daemon.sources.sitemap.paths import another_host, page_path, suffix_for
 from tests.daemon.sources.sitemap.site import Site, small_pages, urlset
 
 SITE = {"kind": "sitemap", "name": "docs", "url": "https://docs.example.com/sitemap.xml"}
@@ -98,7 +98,9 @@ def test_a_sitemap_and_an_index_are_read_with_or_without_namespace_and_gzipped()
             b"<urlset><url><loc>&lol;</loc></url></urlset>",
             "a document type declaration",
         ),
-        (b"<html><body>not a sitemap</body></html>", "the root element is html"),
+        (b"<html><body>not a sitemap</body></html>", "this is an HTML page, not a sitemap"),
+        (b"<!DOCTYPE html>\n<html lang=en></html>", "this is an HTML page, not a sitemap"),
+        (b"<feed><entry/></feed>", "the root element is feed"),
         (b"<urlset><url><loc>x</url></urlset>", "not well-formed XML"),
         (b"\x1f\x8bnot gzip at all", "not a valid gzip file"),
         (gzip.compress(b" " * (MAX_SITEMAP_BYTES + 1)), "bytes uncompressed"),
@@ -131,6 +133,40 @@ def test_a_page_is_kept_at_its_url_path(url: str, suffix: str, path: str) -> Non
 def test_a_url_path_that_climbs_or_is_not_plain_is_refused(url: str) -> None:
     with pytest.raises(ValueError, match="cannot keep a page"):
         page_path(url)
+
+
+@pytest.mark.parametrize(
+    ("url", "sitemap", "note"),
+    [
+        ("https://example.com/a.html", "http://example.com/sitemap.xml", None),
+        ("http://Example.com:80/a.html", "https://example.com/sitemap.xml", None),
+        ("https://example.com:8443/a", "http://example.com:8443/s.xml", None),
+        (
+            "https://www.example.com/a",
+            "https://example.com/s.xml",
+            "listed on www.example.com, the sitemap is on example.com",
+        ),
+        (
+            "https://example.com/a",
+            "https://www.example.com/s.xml",
+            "listed on example.com, the sitemap is on www.example.com",
+        ),
+        (
+            "http://example.com:8080/a",
+            "http://example.com/s.xml",
+            "listed on example.com:8080, the sitemap is on example.com",
+        ),
+        (
+            "https://u:pw@docs.example.org/a",
+            "https://example.com/s.xml",
+            "listed on docs.example.org, the sitemap is on example.com",
+        ),
+    ],
+)
+def test_a_page_is_the_sitemaps_on_its_host_in_either_scheme(
+    url: str, sitemap: str, note: str | None
+) -> None:
+    assert another_host(url, sitemap) == note
 
 
 def test_a_content_type_names_its_suffix_or_none() -> None:

@@ -127,7 +127,7 @@ def test_a_changed_page_alone_is_downloaded_and_chunked_again(tmp_path: Path) ->
         site.requests.clear()
         site.sent.clear()
         res, source, _ = _fetch_sync(state, site)
-        assert dict(site.requests) == {"/sitemap.xml": 1, "/docs/usage.html": 1}
+        assert dict(site.requests) == {"/sitemap.xml": 1, "/robots.txt": 1, "/docs/usage.html": 1}
         assert (res.indexed, res.deleted) == (1, 0)
         after = store_snapshot(state)
         changed = {i for i in after if i not in before} | {i for i in before if i not in after}
@@ -181,8 +181,10 @@ def test_a_failing_server_keeps_every_point_and_status_says_what_fails(tmp_path:
     assert store_snapshot(state) == indexed
     entry, text = status()
     assert entry["page_errors_count"] == 1 and entry["pages"] == 4
-    assert f"page failing {site.base}/docs/usage.html: GET " in text
-    assert "the site answered 500 Internal Server Error" in text
+    assert (
+        f"\n  page failing {site.base}/docs/usage.html: the site answered 500 Internal Server "
+        "Error; its last copy is kept\n"
+    ) in text
     # the whole site answers 500: the fetch fails, nothing is deleted
     site.failing = 500
     res, _, error = _fetch_sync(state, site)
@@ -219,7 +221,10 @@ def test_a_sitemap_index_names_sitemaps_plain_and_gzipped(tmp_path: Path) -> Non
         res, source, error = _fetch_sync(state, site)
     assert error is None and res.indexed == 4 and _paths(state) == PATHS
     skipped = json.loads((source.root / STATE_FILE).read_text())["skipped"]
-    assert skipped == {"https://elsewhere.example/s.xml": "a sitemap on another site; not followed"}
+    assert skipped == {
+        "https://elsewhere.example/s.xml": f"listed on elsewhere.example, the sitemap is on "
+        f"127.0.0.1:{site.port}: a sitemap of another host is not followed"
+    }
 
 
 def test_what_is_not_a_page_of_the_site_is_skipped_with_a_note(tmp_path: Path) -> None:
@@ -239,7 +244,8 @@ def test_what_is_not_a_page_of_the_site_is_skipped_with_a_note(tmp_path: Path) -
     skipped = json.loads((source.root / STATE_FILE).read_text())["skipped"]
     assert skipped == {
         f"{site.base}/docs/logo": "past max_pages (3)",
-        "https://elsewhere.example/docs/x.html": "a page on another site",
+        "https://elsewhere.example/docs/x.html": f"listed on elsewhere.example, the sitemap is "
+        f"on 127.0.0.1:{site.port}: give the sitemap of that host as a source of its own",
     }
     assert _paths(state) == PATHS - {"docs/usage.html"}  # excluded, not fetched
     assert site.requests["/docs/usage.html"] == 0
