@@ -177,9 +177,11 @@ def test_a_one_shot_command_keeps_pythons_ctrl_c(tmp_path: Path) -> None:
 SPAWN_OFFSETS = (0.0, 0.002, 0.005, 0.01, 0.02, 0.04, 0.08)
 
 
-def _run_docs(tmp_path: Path) -> tuple[list[str], Path]:
+def _start_on_docs(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path]:
+    """``ingestd run`` over a copy of the test docs, started as a terminal starts it."""
     root = copy_tree(tmp_path / "docs")
-    return ["--state-dir", str(tmp_path / "state"), str(root)], tmp_path / "run.log"
+    log = tmp_path / "run.log"
+    return start_ingestd_run(None, tmp_path / "state", log, paths=[root], ctrl_c=True), log
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
@@ -189,8 +191,7 @@ def test_a_signal_right_after_the_spawn_never_prints_a_traceback(
     """Sent the moment the process exists: before a line of ingestd runs, the signal
     gets the kernel's default action (killed by it, nothing printed); from ingestd's
     first line on, exit 0. Never a traceback or ``Interrupted``."""
-    args, log = _run_docs(tmp_path)
-    proc = _start(args, log)
+    proc, log = _start_on_docs(tmp_path)
     proc.send_signal(sig)
     _assert_clean_or_unstarted(proc, log, sig)
 
@@ -201,8 +202,7 @@ def test_a_sigterm_at_any_moment_after_the_spawn_stops_run_cleanly(
 ) -> None:
     """SIGTERM, as systemd sends it, at a spread of moments from the spawn on: exit 0 from
     ingestd's first line, the kernel's default action before it; never a traceback."""
-    args, log = _run_docs(tmp_path)
-    proc = _start(args, log)
+    proc, log = _start_on_docs(tmp_path)
     if offset:
         time.sleep(offset)  # the input: a moment of the start, not a wait for an event
     proc.send_signal(signal.SIGTERM)
