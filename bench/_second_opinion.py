@@ -335,6 +335,13 @@ def _show(sets: Sequence[str], vals: Any, names: Sequence[str]) -> None:
                 worst = min(worst, *nets)
             print(f"    {m:<12}{100 * a.mean():6.1f} ({100 * (a.mean() - b.mean()):+5.1f}, "
                   f"95% [{lo:+.1f}, {hi:+.1f}]); net per set: {per}")  # fmt: skip
+        for m in ("page nDCG@5", "span R@5"):
+            cells = []
+            for s in sets:
+                lo_s, hi_s = paired_interval(var[s][m], base[s][m])
+                d = 100 * (np.mean(var[s][m]) - np.mean(base[s][m]))
+                cells.append(f"{s} {d:+.1f} [{lo_s:+.1f}, {hi_s:+.1f}]")
+            print(f"    per set {m}: {', '.join(cells)}")
         first_v = np.concatenate([var[s]["page MRR@10"] for s in sets]) == 1
         first_b = np.concatenate([base[s]["page MRR@10"] for s in sets]) == 1
         print(f"    a judged page first: {int(np.sum(first_v & ~first_b))} questions won, "
