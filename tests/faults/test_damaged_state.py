@@ -26,6 +26,7 @@ from tests.helpers import (
     CountingEmbedder,
     assert_matches_oracle,
     copy_tree,
+    engine_under_test,
     fake_vectors,
     ingested_tree,
     make_engine,
@@ -376,7 +377,7 @@ def test_status_is_unhealthy_while_a_batch_waits_after_disk_full(
             root,
             state,
             CountingEmbedder(fake_vectors),
-            store_factory=lambda d: FullDisk(path=str(store_folder(d))),
+            store_factory=lambda d: FullDisk(path=str(store_folder(d)), engine=engine_under_test()),
         )
         with h.start():
             assert h.service.status()["daemon"]["healthy"]
