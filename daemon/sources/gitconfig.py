@@ -124,7 +124,7 @@ class GitSourceConfig(SourceConfig):
         url: the repository: a local path (relative to the config file), a
             ``file://``, ``https://``, ``http://``, ``ssh://`` or ``git://`` URL, or
             scp-like ``user@host:path`` (over ssh); any other form is a config error
-            (:func:`~ingestd.daemon.sources.giturl.url_problem`).
+            (:func:`url_problem`).
         refs: the refs indexed, each a version: branch names, and tag names or globs
             (``v*``).
         max_tags: index only this many tags matched by globs, newest (by creation
