@@ -43,14 +43,19 @@ def _catches_sigterm(proc: subprocess.Popen[bytes]) -> bool:
     return bool(caught & (1 << (signal.SIGTERM - 1)))
 
 
-def _assert_clean_stop(proc: subprocess.Popen[bytes], log: Path) -> None:
+def _ended(proc: subprocess.Popen[bytes], log: Path) -> tuple[int, str]:
+    """The exit code of ``proc`` (killed past 120 s) and what it wrote to ``log``."""
     try:
         code = proc.wait(timeout=120)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    text = log.read_text(errors="replace")
+    return code, log.read_text(errors="replace")
+
+
+def _assert_clean_stop(proc: subprocess.Popen[bytes], log: Path) -> None:
+    code, text = _ended(proc, log)
     assert code == 0, text[-3000:]
     assert "Traceback" not in text and "Interrupted" not in text, text[-3000:]
 
@@ -212,12 +217,6 @@ def test_a_sigterm_at_any_moment_after_the_spawn_stops_run_cleanly(
 def _assert_clean_or_unstarted(
     proc: subprocess.Popen[bytes], log: Path, sig: signal.Signals
 ) -> None:
-    try:
-        code = proc.wait(timeout=120)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    text = log.read_text(errors="replace")
+    code, text = _ended(proc, log)
     assert "Traceback" not in text and "Interrupted" not in text, text[-3000:]
     assert code == 0 or (code == -sig and not text), (code, text[-3000:])
