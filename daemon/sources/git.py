@@ -375,8 +375,8 @@ class GitSource(Fetched, Versioned):
         if st.get("refused"):
             return str(st["refused"])
         if not (self.root / "HEAD").is_file() or not st.get("fetched_at"):
-            why = st.get("error") or "not fetched yet"
-            return f"repository {redact_url(self.url)} is not fetched ({why})"
+            why = f" ({st['error']})" if st.get("error") else ""
+            return f"repository {redact_url(self.url)} is not fetched yet{why}"
         return None
 
     def first_fetch_pending(self) -> bool:

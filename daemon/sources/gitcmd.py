@@ -48,6 +48,7 @@ __all__ = [
     "blob_sizes",
     "credential_header",
     "diffed_entries",
+    "error_reason",
     "lfs_pointers",
     "not_ancestors",
     "output_lines",
@@ -240,7 +241,7 @@ class GitRunner:
 
         Raises:
             GitError: it exited non-zero (when ``check``), timed out or could not start;
-                the message holds git's last error line, redacted.
+                the message holds git's reason (:func:`error_reason`), redacted.
         """
         try:
             proc = subprocess.run(
@@ -258,14 +259,50 @@ class GitRunner:
         except OSError as exc:
             raise GitError(f"cannot run git: {exc.strerror or exc}") from None
         if check and proc.returncode != 0:
-            err = proc.stderr.decode("utf-8", "replace").strip().splitlines()
-            last = [line for line in err if line.strip()][-2:] or ["(no message)"]
-            raise GitError(redact(f"git {args[0]} failed: {' '.join(last)}", self._secrets))
+            why = error_reason(proc.stderr)
+            raise GitError(redact(f"git {args[0]} failed: {why}", self._secrets))
         return proc.stdout
 
     def redact(self, text: str) -> str:
         """``text`` without this runner's credential (see :func:`redact`)."""
         return redact(text, self._secrets)
+
+
+#: What git prints after the error that says what is wrong: the same for every failed
+#: remote (``Could not read from remote repository``, then the two lines of advice
+#: ``Please make sure you have the correct access rights`` / ``and the repository
+#: exists.``, from git's ``connect.c``), and hints. None of it names the fault.
+_GENERIC = re.compile(
+    r"^(fatal: could not read from remote repository\.?"
+    r"|please make sure you have the correct access rights"
+    r"|and the repository exists\.?"
+    r"|hint:.*)$",
+    re.IGNORECASE,
+)
+_ERROR_PREFIX = re.compile(r"^(fatal|error): *", re.IGNORECASE)
+
+
+def error_reason(stderr: bytes) -> str:
+    """What a failed git command says is wrong, from its standard error (one line).
+
+    git's ``fatal:``/``error:`` lines name the fault (``'/srv/repo' does not appear to
+    be a git repository``, ``unable to access 'https://…': Could not resolve host``);
+    the lines git adds after any failed remote (``Could not read from remote
+    repository``, ``Please make sure you have the correct access rights…``) and hints
+    are dropped. Without an error line, the last two other lines are kept.
+
+    Args:
+        stderr: git's standard error (UTF-8; undecodable bytes replaced).
+
+    Returns:
+        The error lines without their ``fatal:``/``error:`` prefix, joined with ``"; "``
+        (the first two), or ``"(no message)"``.
+    """
+    lines = [ln.strip() for ln in output_lines(stderr) if ln.strip()]
+    kept = [ln for ln in lines if not _GENERIC.match(ln)]
+    errors = [_ERROR_PREFIX.sub("", ln) for ln in kept if _ERROR_PREFIX.match(ln)]
+    chosen = list(dict.fromkeys(errors))[:2] or kept[-2:] or lines[-2:]
+    return "; ".join(chosen) or "(no message)"
 
 
 def output_lines(raw: bytes) -> list[str]:
