@@ -185,7 +185,7 @@ def _print_plan(s: dict[str, Any]) -> None:
             click.echo(f"{s['source']}: {note}")
             return
         click.echo(f"{s['source']}: nothing planned: {note or why}")
-        if note and _adds_to(note, why):
+        if note and why not in note and not why.endswith("not fetched yet"):  # more than note
             click.echo(f"  {why}")
         return
     click.echo(
@@ -204,15 +204,6 @@ def _print_plan(s: dict[str, Any]) -> None:
         click.echo(f"  version {version} is gone from the repository: its {n} documents deleted")
     if s.get("dry_run_note"):
         click.echo(f"  {s['dry_run_note']}")
-
-
-def _adds_to(note: str, why: str) -> bool:
-    """Whether ``why`` (the state's account) says more than the dry run's ``note``.
-
-    A source never fetched that no fetch failed on says only that (``... not fetched
-    yet``): the note, which just asked the remote, already says why nothing is listed.
-    """
-    return why not in note and not why.endswith("not fetched yet")
 
 
 def why_missing(s: dict[str, Any]) -> str:

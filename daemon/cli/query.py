@@ -332,7 +332,8 @@ def status(
     waited over ``watch.max_lag_s``, a watcher died, the store refused a write). With
     no daemon running, the state dir is read directly (and each source's root is
     checked); a damaged manifest or embedded store, or a store that lost points, exits
-    1 naming the fix. ``--live`` only asks whether a daemon answers (exit 0, else 1):
+    1 naming the fix; so does a manifest that is missing (or records nothing) while
+    the store holds points. ``--live`` only asks whether a daemon answers (exit 0, else 1):
     the probe that restarts a daemon, which a long burst of changes must not trip.
 
     Example:
@@ -348,12 +349,15 @@ def status(
         _liveness(sd, socket_path, as_json)
 
     def local() -> dict[str, Any]:
-        from ingestd.daemon.commands.status import local_status
+        from ingestd.daemon.commands.status import local_status, manifest_lost
         from ingestd.daemon.sync.healing.holdings import check_state
 
         with manifest_reader(cfg, sd) as m:
             st = local_status(m, sd, [s.name for s in cfg.sources] if cfg else None)
             _check_store_files(cfg, sd)
+            lost = manifest_lost(m, sd, cfg)
+            if lost is not None:
+                st["manifest_lost"] = lost
             if m is not None:
                 notes = check_state(cfg, sd, m)
                 if notes:
@@ -364,6 +368,7 @@ def status(
     if config_path is not None:  # for the commands the text suggests
         st.setdefault("config", str(config_path.resolve()))
     healthy = st.get("daemon") is None or st["daemon"].get("healthy", True)
+    healthy = healthy and not st.get("manifest_lost")
     if cfg is not None:  # what a resync or run of this config would fail on here
         from ingestd.daemon.config.installed import install_problems
 

@@ -336,12 +336,16 @@ class Client:
 
     def _local_status(self) -> dict[str, Any]:
         """``status`` without a daemon: the manifest is read, no lock is taken."""
-        from ingestd.daemon.commands.status import local_status
+        from ingestd.daemon.commands.status import local_status, manifest_lost
 
         cfg = self._state.config() if self._state.config_path is not None else None
         configured = [s.name for s in cfg.sources] if cfg is not None else None
         with self._state.manifest(cfg) as m:
-            return local_status(m, self.state_dir, configured)
+            st = local_status(m, self.state_dir, configured)
+            lost = manifest_lost(m, self.state_dir, cfg)
+        if lost is not None:
+            st["manifest_lost"] = lost
+        return st
 
 
 def _as_answer(got: Any) -> dict[str, Any]:

@@ -15,10 +15,11 @@ from ingestd.daemon.sources.shown import recorded_status
 from ingestd.daemon.statedir import StatePaths, state_dir_bytes
 
 if TYPE_CHECKING:
+    from ingestd.daemon.config import Config
     from ingestd.daemon.engine import Engine
     from ingestd.store.manifest.reader import ManifestReader
 
-__all__ = ["local_status", "status_of"]
+__all__ = ["local_status", "manifest_lost", "status_of"]
 
 
 def status_of(
@@ -119,7 +120,51 @@ def status_of(
 
     running = engine.collections.running() if engine is not None else None
     out["migrations"] = migration_status.status(manifest, running)
+    if engine is not None and not engine.cfg.manifest.url:
+        path = engine.cfg.paths(state_dir).manifest
+        if not path.exists():  # deleted under the daemon: it writes to an unlinked file
+            out["manifest_lost"] = {"manifest": str(path), "missing": True, "running": True}
     return out
+
+
+def manifest_lost(
+    manifest: ManifestReader | None, state_dir: Path, cfg: Config | None
+) -> dict[str, Any] | None:
+    """What ``status`` says of a manifest that records nothing while the store holds points.
+
+    A deleted ``manifest.db`` (or one written afresh) leaves every point of the
+    embedded store unknown: "nothing indexed" would be false. Cheap: the manifest's
+    sources are listed, and only when it has none are the store's points counted
+    (:func:`~ingestd.daemon.sync.healing.holdings.unrecorded_points`: from the
+    clean-close record or the files, never reading a point).
+
+    Args:
+        manifest: the manifest, ``None`` when its file is missing.
+        state_dir: the state dir.
+        cfg: the config, or ``None``.
+
+    Returns:
+        ``None`` when the manifest records sources or the store holds no point; else
+        ``manifest`` (its file; ``None`` for a ``manifest.url`` database), ``missing``
+        (its file is gone), ``points`` (their sum; ``None`` when a collection's cannot be
+        counted without opening the store) and ``collections`` (physical -> points).
+    """
+    from ingestd.daemon.sync.healing.holdings import unrecorded_points
+
+    if manifest is not None and manifest.sources():
+        return None
+    held = unrecorded_points(cfg, state_dir)
+    if not held:
+        return None
+    url = cfg is not None and bool(cfg.manifest.url)
+    path = None if url else (cfg.paths(state_dir) if cfg else StatePaths(state_dir)).manifest
+    counts = list(held.values())
+    return {
+        "manifest": None if path is None else str(path),
+        "missing": manifest is None,
+        "points": None if None in counts else sum(c or 0 for c in counts),
+        "collections": held,
+    }
 
 
 def local_status(

@@ -243,6 +243,30 @@ def migration_lines(migrations: list[dict[str, Any]], now: float) -> Iterator[st
         yield line
 
 
+def _manifest_lost_line(lost: dict[str, Any], st: dict[str, Any]) -> str:
+    """The manifest is gone (or records nothing) while the store holds points."""
+    manifest = f"the manifest {lost['manifest']}" if lost.get("manifest") else "the manifest"
+    has_config = (st.get("daemon") or {}).get("config") or st.get("config")
+    paths = () if has_config else ("PATH...",)
+    fix = command_line(st, "resync", *paths)
+    if lost.get("running"):
+        return (
+            f"error: {manifest} was deleted while the daemon runs: what it records is "
+            f"lost when the daemon stops; stop it, then `{fix}` re-records the store's "
+            "points in a new manifest"
+        )
+    n = lost.get("points")
+    held = f"{n:,} points" if n is not None else "points (not counted)"
+    colls = ", ".join(sorted(lost.get("collections") or {}))
+    state = "is missing" if lost.get("missing") else "records no source"
+    where = "" if has_config else " (PATH: each source's root folder)"
+    return (
+        f"error: {manifest} {state}, yet the vector store holds {held} (collection "
+        f"{colls}): nothing can be synced or searched by source until `{fix}`{where} "
+        "re-records them"
+    )
+
+
 def status_lines(st: dict[str, Any], now: float) -> Iterator[str]:
     """The lines of ``ingestd status`` for status JSON ``st``.
 
@@ -266,7 +290,9 @@ def status_lines(st: dict[str, Any], now: float) -> Iterator[str]:
         yield f"warning: {w}"
     for r in st.get("unused_rules") or []:
         yield f"rule {r!r} matches no indexed document"
-    if not st["sources"]:
+    if st.get("manifest_lost"):
+        yield _manifest_lost_line(st["manifest_lost"], st)
+    elif not st["sources"]:
         yield "no sources indexed yet"
     for s in st["sources"]:
         yield from _source_lines(s, now, st)

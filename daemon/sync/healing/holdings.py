@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ingestd.store.manifest.reader import ManifestReader
     from ingestd.store.vectors.base import VectorStore
 
-__all__ = ["check_holdings", "check_state", "recorded_points"]
+__all__ = ["check_holdings", "check_state", "recorded_points", "unrecorded_points"]
 
 logger = logging.getLogger(__name__)
 
@@ -157,3 +157,44 @@ def _check_counts(
         elif held < n:
             raise StoreLostError(collection, held, n, state_dir)
     return notes
+
+
+def unrecorded_points(cfg: Config | None, state_dir: Path) -> dict[str, int | None]:
+    """Points the embedded store holds per physical collection, for a manifest recording none.
+
+    A manifest that was deleted (or never written while the store was) makes every
+    point the store holds unknown to ingestd: ``status`` says so rather than "nothing
+    indexed". Cheap like :func:`check_state`: the counts come from the clean-close
+    record while a collection's files match it, else from the files where the engine
+    can count them (local mode); the store is never opened and no point is read.
+
+    Args:
+        cfg: the config (its state paths), or ``None`` for the state dir's defaults.
+        state_dir: the state dir.
+
+    Returns:
+        Physical collection -> points (``None``: there are points the engine cannot
+        count without opening the store); collections holding none are left out. Empty
+        for a server store (``qdrant.url``), which the state dir does not hold.
+    """
+    from ingestd.daemon.statedir import StatePaths
+    from ingestd.daemon.sync.state.clean_close import check_record, read_record
+    from ingestd.store.vectors.engines import embedded, engine_spec
+
+    if cfg is not None and not embedded(cfg.qdrant):
+        return {}
+    paths = cfg.paths(state_dir) if cfg is not None else StatePaths(state_dir)
+    folders = paths.engine_folders()
+    proven = check_record(read_record(state_dir), None, folders)
+    out: dict[str, int | None] = {}
+    for engine, folder in folders.items():
+        spec = engine_spec(engine)
+        if not spec.holds_store(folder):
+            continue
+        for physical in spec.physicals(folder):
+            held = proven.held.get((engine, physical))
+            if held is None:
+                held = spec.point_count(folder, physical)
+            if held != 0:
+                out[physical] = held
+    return out
