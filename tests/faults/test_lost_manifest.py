@@ -100,3 +100,19 @@ def test_status_of_a_running_engine_says_its_manifest_file_was_deleted(tmp_path:
         "what it records is lost when the daemon stops; stop it, then "
         f"`{fix}` re-records the store's points in a new manifest"
     ) in list(status_lines({**st, "daemon": None}, 0.0))
+
+
+def test_status_of_an_empty_manifest_beside_a_full_store_exits_1(tmp_path: Path) -> None:
+    from ingestd.store.manifest.manifest import Manifest
+
+    _, state = ingested_tree(tmp_path)
+    held = len(store_snapshot(state, sparse=False))
+    for f in state.glob("manifest.db*"):
+        f.unlink()
+    Manifest(f"sqlite:///{state / 'manifest.db'}").close()  # a new manifest: no source
+    status = run_cli("status", "--state-dir", str(state))
+    assert status.returncode == 1, status.stdout + status.stderr
+    assert (
+        f"error: the manifest {state / 'manifest.db'} records no source, yet the vector "
+        f"store holds {held:,} points"
+    ) in status.stdout
