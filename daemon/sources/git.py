@@ -384,6 +384,20 @@ class GitSource(Fetched, Versioned):
         st = self.fetch_state()
         return not st.get("fetched_at") and not st.get("error") and not st.get("refused")
 
+    def origin(self) -> str:
+        """The repository's URL, without user info."""
+        return redact_url(self.url)
+
+    def empty_note(self) -> str:
+        """Which versions hold no file the include globs match, or that no ref is selected."""
+        versions = ", ".join(sorted(self.versions()))
+        if not versions:
+            refs = ", ".join(self.config.refs)
+            return f"repository {self.origin()} has no branch or tag that refs [{refs}] selects"
+        globs = ", ".join(self.config.include) or "none"
+        repo = f"repository {self.origin()}"
+        return f"{repo} has no file its include globs ({globs}) match at {versions}"
+
     def dry_run(self) -> dict[str, Any]:
         """What a dry run says of the repository before a fetch: what ``git ls-remote`` lists.
 

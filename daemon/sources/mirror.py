@@ -157,6 +157,14 @@ class GitStatus:
         for r in s["refs"]:
             yield f"  version {r['version']} ({r['ref']}) at {str(r['commit'])[:12]}"
 
+    def empty_note(self, s: Mapping[str, Any]) -> str:
+        """No file of its versions matched the include globs (or no ref was selected)."""
+        repo = f"repository {s.get('url') or s['source']}"
+        versions = ", ".join(str(r["version"]) for r in s.get("refs") or [])
+        if not versions:
+            return f"{repo} had no branch or tag its refs select at the last sync"
+        return f"{repo} had no file its include globs match at {versions} at the last sync"
+
     def where(self, row: Mapping[str, Any]) -> str:
         """The repository's URL (redacted), else the mirror's folder."""
         return str(row.get("url") or row["root"])
