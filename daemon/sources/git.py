@@ -72,6 +72,7 @@ from ingestd.daemon.sources.mirror import (
     adopt_legacy_mirror,
     mirror_dir,
     mirror_status,
+    repo_empty_note,
 )
 from ingestd.daemon.sources.versions import VERSION_SEP, split_document
 
@@ -206,9 +207,7 @@ class GitSource(Fetched, Versioned):
                         error=str(exc),
                         failures=int(st.get("failures") or 0) + 1,
                     )
-                logger.warning(
-                    "source %s: cannot fetch %s: %s", self.name, redact_url(self.url), exc
-                )
+                logger.warning("source %s: cannot fetch %s: %s", self.name, self.origin(), exc)
                 raise
             self._versions = None
             self._failures = 0
@@ -389,14 +388,9 @@ class GitSource(Fetched, Versioned):
         return redact_url(self.url)
 
     def empty_note(self) -> str:
-        """Which versions hold no file the include globs match, or that no ref is selected."""
-        versions = ", ".join(sorted(self.versions()))
-        if not versions:
-            refs = ", ".join(self.config.refs)
-            return f"repository {self.origin()} has no branch or tag that refs [{refs}] selects"
-        globs = ", ".join(self.config.include) or "none"
-        repo = f"repository {self.origin()}"
-        return f"{repo} has no file its include globs ({globs}) match at {versions}"
+        """Which versions hold no file the include globs match (:func:`repo_empty_note`)."""
+        c = self.config
+        return repo_empty_note(self.origin(), sorted(self.versions()), c.refs, c.include)
 
     def dry_run(self) -> dict[str, Any]:
         """What a dry run says of the repository before a fetch: what ``git ls-remote`` lists.
