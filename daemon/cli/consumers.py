@@ -198,14 +198,16 @@ def ui_cmd(
         ingestd ui --state-dir ~/.local/state/ingestd      # then open http://127.0.0.1:8765/
     """
     address = listen_address(listen, token, allow_remote, "--listen", "$INGESTD_UI_TOKEN")
-    _cfg, sd = load_light(config_path, state_dir, log_level or "WARNING")
-    try:
-        from ingestd.daemon.ui import serve
-        from ingestd.daemon.ui.frontdoor import FrontDoor
-    except ImportError as exc:  # the ui extra is missing
-        from ingestd.store.common.extras import extra_hint
+    from ingestd.store.common.extras import extra_hint, missing_modules
 
-        raise Fatal(f"ingestd ui needs {extra_hint('ui')}: {exc}") from None
+    # Starlette comes with mcp, but imports Jinja2 only when a page is first built
+    missing = missing_modules("ui")
+    if missing:
+        raise Fatal(f"ingestd ui needs {extra_hint('ui')} ({', '.join(missing)} not installed)")
+    _cfg, sd = load_light(config_path, state_dir, log_level or "WARNING")
+    from ingestd.daemon.ui import serve
+    from ingestd.daemon.ui.frontdoor import FrontDoor
+
     door = FrontDoor(sd, config=config_path, socket=socket_path)
     try:
         code = serve(door, address, token)

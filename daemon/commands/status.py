@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from ingestd.daemon.sources.shown import recorded_status
+from ingestd.daemon.sources.shown import recorded_status, shown_by
 from ingestd.daemon.statedir import StatePaths, state_dir_bytes
 
 if TYPE_CHECKING:
@@ -79,6 +79,7 @@ def status_of(
         entry["partly_skipped_documents"] = [{"path": p, "note": n} for p, n in partial[:50]]
         entry.update(recorded_status(Path(s["root"])))  # its kind's keys (a git source's refs)
         if engine is not None and s["name"] in engine.context.sources:
+            _configured_origin(entry, engine)
             entry["retrying"] = engine.failures.retrying(s["name"])
             entry["skipped"] = engine.failures.skipped_entries(s["name"])
         names = set(engine.context.sources) if engine is not None else configured
@@ -207,6 +208,18 @@ def local_status(
     return st
 
 
+def _configured_origin(entry: dict[str, Any], engine: Engine) -> None:
+    """Fill a fetched source's URL from its config while no fetch has recorded it."""
+    from ingestd.daemon.sources.base import Fetched
+
+    src = engine.context.source(entry["source"])
+    if not isinstance(src, Fetched):
+        return
+    for key in ("sitemap", "url"):  # the key its kind's status part shows it under
+        if key in entry and not entry[key]:
+            entry[key] = src.origin()
+
+
 def _source_warnings(entry: dict[str, Any], engine: Engine | None) -> list[str]:
     """Likely mistakes in a source's configuration that ``status`` shows.
 
@@ -223,11 +236,16 @@ def _source_warnings(entry: dict[str, Any], engine: Engine | None) -> list[str]:
     if engine is not None and name in engine.context.sources:
         if name not in engine.planner.matching_nothing:
             return []
+        from ingestd.daemon.sources.base import Fetched
+
+        src = engine.context.source(name)
+        if isinstance(src, Fetched):  # in its own terms, never its mirror's folder
+            return [src.empty_note()]
         globs = ", ".join(engine.context.sources[name].include)
         return [f"no file under {entry['root']} matches its include globs ({globs})"]
     if entry["root_missing"] or entry["documents"] or entry["last_sync"] is None:
         return []
-    return [f"no file under {entry['root']} matched its include globs at the last sync"]
+    return [shown_by(entry).empty_note(entry)]
 
 
 def _overlap_warnings(manifest: ManifestReader, sources: list[dict[str, Any]]) -> None:

@@ -221,6 +221,21 @@ class Fetched(Protocol):
         """Whether nothing was fetched yet and no fetch has failed (a source on its way)."""
         ...
 
+    def origin(self) -> str:
+        """Where the documents come from, as messages name it: its URL without user info.
+
+        Messages never name the folder the fetches are kept in (the state dir's business).
+        """
+        ...
+
+    def empty_note(self) -> str:
+        """Why the last good fetch left no document, in the kind's own terms (one line).
+
+        Said when a scan finds nothing (instead of a folder's advice on include globs):
+        a site whose pages ``robots.txt`` disallows, a ref with no file the globs match.
+        """
+        ...
+
     def dry_run(self) -> dict[str, Any]:
         """What ``resync --dry-run`` says of the origin when no good fetch can be planned from.
 

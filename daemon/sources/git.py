@@ -72,6 +72,7 @@ from ingestd.daemon.sources.mirror import (
     adopt_legacy_mirror,
     mirror_dir,
     mirror_status,
+    repo_empty_note,
 )
 from ingestd.daemon.sources.versions import VERSION_SEP, split_document
 
@@ -206,9 +207,7 @@ class GitSource(Fetched, Versioned):
                         error=str(exc),
                         failures=int(st.get("failures") or 0) + 1,
                     )
-                logger.warning(
-                    "source %s: cannot fetch %s: %s", self.name, redact_url(self.url), exc
-                )
+                logger.warning("source %s: cannot fetch %s: %s", self.name, self.origin(), exc)
                 raise
             self._versions = None
             self._failures = 0
@@ -383,6 +382,15 @@ class GitSource(Fetched, Versioned):
         """Whether the repository was never fetched and no fetch has failed yet."""
         st = self.fetch_state()
         return not st.get("fetched_at") and not st.get("error") and not st.get("refused")
+
+    def origin(self) -> str:
+        """The repository's URL, without user info."""
+        return redact_url(self.url)
+
+    def empty_note(self) -> str:
+        """Which versions hold no file the include globs match (:func:`repo_empty_note`)."""
+        c = self.config
+        return repo_empty_note(self.origin(), sorted(self.versions()), c.refs, c.include)
 
     def dry_run(self) -> dict[str, Any]:
         """What a dry run says of the repository before a fetch: what ``git ls-remote`` lists.

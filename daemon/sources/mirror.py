@@ -22,7 +22,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -40,6 +40,7 @@ __all__ = [
     "legacy_mirror_dir",
     "mirror_dir",
     "mirror_status",
+    "repo_empty_note",
 ]
 
 #: The file in a mirror that records its fetches.
@@ -132,6 +133,32 @@ def mirror_status(root: Path) -> dict[str, Any] | None:
     }
 
 
+def repo_empty_note(
+    url: str,
+    versions: Sequence[str],
+    refs: Sequence[str] | None = None,
+    include: Sequence[str] | None = None,
+) -> str:
+    """Why a repository's last good fetch left no document, naming it by its URL.
+
+    Args:
+        url: the repository's URL, without user info.
+        versions: the versions fetched (none: no ref matched ``refs``).
+        refs: the configured ref patterns, when known.
+        include: the include globs, when known.
+
+    Returns:
+        One line, e.g. ``repository URL has no file its include globs (*.adoc) match at
+        main``.
+    """
+    repo = f"repository {url}"
+    if not versions:
+        which = f"refs [{', '.join(refs)}]" if refs is not None else "its refs"
+        return f"{repo} has no branch or tag that {which} selects"
+    globs = f" ({', '.join(include) or 'none'})" if include is not None else ""
+    return f"{repo} has no file its include globs{globs} match at {', '.join(versions)}"
+
+
 class GitStatus:
     """What ``status`` and ``sources`` show of a git source: its repository, fetches, versions."""
 
@@ -156,6 +183,11 @@ class GitStatus:
         yield from fetch_lines(s, when)
         for r in s["refs"]:
             yield f"  version {r['version']} ({r['ref']}) at {str(r['commit'])[:12]}"
+
+    def empty_note(self, s: Mapping[str, Any]) -> str:
+        """No file of its versions matched the include globs (:func:`repo_empty_note`)."""
+        versions = [str(r["version"]) for r in s.get("refs") or []]
+        return repo_empty_note(s.get("url") or s["source"], versions) + " at the last sync"
 
     def where(self, row: Mapping[str, Any]) -> str:
         """The repository's URL (redacted), else the mirror's folder."""

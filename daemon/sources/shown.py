@@ -65,6 +65,10 @@ class KindStatus(Protocol):
         """``status``'s lines of the kind's own state (after the warnings; indented)."""
         ...
 
+    def empty_note(self, s: Mapping[str, Any]) -> str:
+        """``status``'s warning on a source whose last sync found no document (one line)."""
+        ...
+
     def where(self, row: Mapping[str, Any]) -> str:
         """The second column of ``sources``: where the documents come from."""
         ...
@@ -100,6 +104,10 @@ class FolderStatus:
         """None: a folder's state is every source's (documents, watches)."""
         yield from ()
 
+    def empty_note(self, s: Mapping[str, Any]) -> str:
+        """No file under its root matched the include globs."""
+        return f"no file under {s['root']} matched its include globs at the last sync"
+
     def where(self, row: Mapping[str, Any]) -> str:
         """Its root."""
         return str(row["root"])
@@ -116,10 +124,11 @@ FOLDER = FolderStatus()
 def fetch_lines(s: Mapping[str, Any], when: When) -> Iterator[str]:
     """``status``'s lines of a fetched source's fetches (a git repository, a site).
 
-    Read from its entry's ``root_missing``, ``fetch_error``, ``fetched_at`` and
-    ``failing_since``: whether it was ever fetched, when last, and since when fetches
-    fail. Each fact is one line: a source never fetched says so with its failure, if
-    any, and since when; one fetched before says when, then its failure.
+    Read from its entry's ``root_missing``, ``fetch_error``, ``fetched_at``,
+    ``fetch_started`` and ``failing_since``: whether it was ever fetched, when last, and
+    since when fetches fail. Each fact is one line: a source never fetched says so with
+    its failure, if any, and since when (or that its first fetch began, or none did);
+    one fetched before says when, then its failure.
     """
     failing, error, fetched = s.get("failing_since"), s.get("fetch_error"), s.get("fetched_at")
     if s.get("root_missing") or not fetched:
@@ -129,7 +138,7 @@ def fetch_lines(s: Mapping[str, Any], when: When) -> Iterator[str]:
                 "deleted, retried with back-off"
             )
         else:
-            yield f"  NOT FETCHED: {error or 'no fetch yet'}; nothing is synced or deleted"
+            yield f"  NOT FETCHED: {error or _first_fetch(s, when)}; nothing is synced or deleted"
         if fetched:
             yield f"  last fetch: {when(fetched)}"
         return
@@ -139,6 +148,14 @@ def fetch_lines(s: Mapping[str, Any], when: When) -> Iterator[str]:
             f"  FETCH FAILING since {when(failing)}: {error}; nothing is deleted, "
             "retried with back-off"
         )
+
+
+def _first_fetch(s: Mapping[str, Any], when: When) -> str:
+    """Where the first fetch of a source never fetched stands: begun (since when) or not."""
+    started = s.get("fetch_started")
+    if started:
+        return f"its first fetch began {when(started)} and has not finished"
+    return "no fetch has begun"
 
 
 def _parts() -> list[KindStatus]:

@@ -5,8 +5,9 @@ A :class:`Fatal` is a known failure (its message and exit code are the user's an
 package (an :class:`~ingestd.chunkers.errors.IngestdError`, whose class carries the exit
 code; the tree is drawn in :mod:`ingestd.daemon.errors`) into a :class:`Fatal`, exits
 130 on Ctrl-C and 0 when the reader of a pipe goes away, and logs anything unexpected
-(traceback in the log, exit 3). The exit codes are listed in
-:mod:`~ingestd.daemon.cli.main`.
+(traceback in the log, exit 3). A package that is not installed is no surprise: an
+extra's says which extra installs it (exit 1, as a missing store library or backend),
+another's that the install is incomplete.
 """
 
 from __future__ import annotations
@@ -61,6 +62,8 @@ def handle_errors(f: F) -> F:
                 if isinstance(exc, StateDamagedError):
                     message += f"; `{_rebuild_command(kwargs)}` rebuilds it"
                 raise Fatal(message, exc.exit_code) from None
+            if isinstance(exc, ImportError):
+                _missing_package(exc)
             if is_disk_full(exc):
                 logger.debug("disk full", exc_info=True)
                 detail = str(getattr(exc, "orig", None) or exc).splitlines()[0]
@@ -73,6 +76,27 @@ def handle_errors(f: F) -> F:
             sys.exit(3)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _missing_package(exc: ImportError) -> None:
+    """A package that is not installed, said in one line with how to install it.
+
+    Raises:
+        Fatal: ``exc`` is an extra's package missing (the hint names the extra), or
+            another package's (ingestd's install is incomplete); nothing raised when
+            ``exc`` names no module (an error inside a module that is there).
+    """
+    from ingestd.store.common.extras import extra_hint, extra_of
+
+    logger.debug("import failed", exc_info=True)
+    extra = extra_of(exc)
+    if extra is not None:
+        raise Fatal(f"this needs {extra_hint(extra)}: {exc}") from None
+    if isinstance(exc, ModuleNotFoundError) and exc.name and not exc.name.startswith("ingestd"):
+        raise Fatal(
+            f"{exc}: ingestd's install is incomplete; install it again "
+            "(`pip install ingestd`, or in a clone of the repository: `pip install .`)"
+        ) from None
 
 
 def _rebuild_command(kwargs: dict[str, Any]) -> str:

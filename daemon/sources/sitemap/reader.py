@@ -50,7 +50,13 @@ from ingestd.daemon.sources.sitemap.client import SiteClient, SiteError, redact
 from ingestd.daemon.sources.sitemap.config import SitemapSourceConfig
 from ingestd.daemon.sources.sitemap.fetch import SiteFetch
 from ingestd.daemon.sources.sitemap.robots import SiteRobots
-from ingestd.daemon.sources.sitemap.shown import PAGES, STATE_FILE, read_state, site_dir
+from ingestd.daemon.sources.sitemap.shown import (
+    PAGES,
+    STATE_FILE,
+    read_state,
+    site_dir,
+    site_empty_note,
+)
 from ingestd.daemon.statedir import make_private_dir
 
 __all__ = ["RETRY_FIRST_S", "SitemapSource"]
@@ -151,6 +157,8 @@ class SitemapSource(Fetched):
         """
         with self._lock:
             before = dict(self._pages())
+            if not self.fetch_state().get("fetched_at"):  # status: the URL, a fetch under way
+                self._write_state(fetch_started=time.time())
             try:
                 with SiteClient(self.config) as client:
                     entries, skipped = self._fetch.walk(client)
@@ -199,6 +207,18 @@ class SitemapSource(Fetched):
         """Whether the site was never fetched and no fetch has failed yet."""
         st = self.fetch_state()
         return not st.get("fetched_at") and not st.get("error")
+
+    def origin(self) -> str:
+        """The sitemap's URL, without user info."""
+        return redact(self.url)
+
+    def empty_note(self) -> str:
+        """What became of the pages the sitemap listed, none of them kept.
+
+        Example: ``sitemap https://example.org/sitemap.xml lists 3 page(s), none kept: 3
+        disallowed by robots.txt (`ingestd status` lists them)``.
+        """
+        return site_empty_note(self.origin(), self.fetch_state())
 
     def dry_run(self) -> dict[str, Any]:
         """What a dry run says of the site before a fetch: how many pages it would fetch.

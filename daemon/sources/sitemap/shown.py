@@ -33,6 +33,7 @@ __all__ = [
     "SitemapStatus",
     "read_state",
     "site_dir",
+    "site_empty_note",
     "site_status",
 ]
 
@@ -63,7 +64,8 @@ def site_status(root: Path) -> dict[str, Any] | None:
 
     Returns:
         ``sitemap`` (its URL, without user info), ``pages`` (pages kept),
-        ``fetched_at`` (the last good fetch, seconds since the epoch), ``failing_since``
+        ``fetched_at`` (the last good fetch, seconds since the epoch), ``fetch_started``
+        (when the fetches of a site never fetched began, else ``None``), ``failing_since``
         (fetches fail since then, else ``None``), ``fetch_error``, ``page_errors``
         (pages whose last fetch failed, their last copy kept: ``url`` and ``error``, at
         most :data:`LISTED`), ``page_errors_count``, ``pages_skipped`` (``url`` and
@@ -79,6 +81,7 @@ def site_status(root: Path) -> dict[str, Any] | None:
         "sitemap": st.get("url"),
         "pages": len(st.get("pages") or {}),
         "fetched_at": st.get("fetched_at"),
+        "fetch_started": st.get("fetch_started"),
         "failing_since": st.get("failing_since"),
         "fetch_error": st.get("error"),
         "page_errors": [{"url": u, "error": e} for u, e in list(errors.items())[:LISTED]],
@@ -89,6 +92,36 @@ def site_status(root: Path) -> dict[str, Any] | None:
             {"url": u, "error": e} for u, e in (st.get("robots_errors") or {}).items()
         ],
     }
+
+
+def site_empty_note(url: str | None, st: Mapping[str, Any] | None) -> str:
+    """Why a site's last good fetch kept no page, from its fetch record ``st``.
+
+    Args:
+        url: the sitemap's URL (without user info); ``None``: not recorded yet.
+        st: the record (:func:`read_state`): ``pages``, ``skipped`` and ``page_errors``
+            (URL -> why), ``robots_errors``.
+
+    Returns:
+        One line, e.g. ``sitemap https://example.org/sitemap.xml lists 3 page(s), none
+        kept: 3 disallowed by robots.txt (`ingestd status` lists them)``.
+    """
+    st = st or {}
+    site = f"sitemap {url or '(not fetched yet)'}"
+    skipped = dict(st.get("skipped") or {})
+    failing = len(st.get("page_errors") or {})
+    listed = len(st.get("pages") or {}) + len(skipped) + failing
+    if not listed:
+        return f"{site} lists no page its include globs select"
+    disallowed = sum(1 for note in skipped.values() if str(note).startswith("disallowed by"))
+    parts = [
+        f"{disallowed} disallowed by robots.txt" if disallowed else "",
+        f"{len(skipped) - disallowed} skipped" if len(skipped) > disallowed else "",
+        f"{failing} failing" if failing else "",
+        "robots.txt cannot be read (no page asked for)" if st.get("robots_errors") else "",
+    ]
+    why = ", ".join(p for p in parts if p) or "none found in the pages kept"
+    return f"{site} lists {listed} page(s), none kept: {why} (`ingestd status` lists them)"
 
 
 #: A sitemap source's folder name (:func:`~ingestd.daemon.sources.mirror.folder_name`).
@@ -108,7 +141,13 @@ class SitemapStatus:
         if site is None:
             if root.parent.name != "sitemap" or not _FOLDER.fullmatch(root.name):
                 return None
-            site = {"sitemap": None, "pages": 0, "fetched_at": None, "failing_since": None}
+            site = {
+                "sitemap": None,
+                "pages": 0,
+                "fetched_at": None,
+                "fetch_started": None,
+                "failing_since": None,
+            }
         return {**site, "root_missing": not site["fetched_at"]}
 
     def shows(self, s: Mapping[str, Any]) -> bool:
@@ -117,7 +156,7 @@ class SitemapStatus:
 
     def where_lines(self, s: Mapping[str, Any]) -> Iterator[str]:
         """The sitemap (its pages are kept in the state dir)."""
-        yield f"  sitemap: {s.get('sitemap') or '(its URL is recorded by its first fetch)'}"
+        yield f"  sitemap: {s.get('sitemap') or '(its URL is in the config)'}"
 
     def lines(self, s: Mapping[str, Any], when: When) -> Iterator[str]:
         """Its fetches, its pages, and the pages that failed or were skipped."""
@@ -135,6 +174,10 @@ class SitemapStatus:
             yield f"  page failing {e['url']}: {e['error']}; its last copy is kept"
         for p in s.get("pages_skipped") or []:
             yield f"  page skipped {p['url']}: {p['note']}"
+
+    def empty_note(self, s: Mapping[str, Any]) -> str:
+        """What became of the pages of the last fetch (:func:`site_empty_note`)."""
+        return site_empty_note(s.get("sitemap"), read_state(Path(s["root"])))
 
     def where(self, row: Mapping[str, Any]) -> str:
         """The sitemap's URL."""

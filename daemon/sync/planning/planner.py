@@ -100,7 +100,10 @@ class Planner:
             return plan
         if source in self.roots_missing:
             self.roots_missing.discard(source)
-            logger.info("source %s: root %s is back", source, src.root)
+            if isinstance(src, Fetched):  # fetched (first, or again): never its mirror's path
+                logger.info("source %s: %s is fetched; syncing", source, src.origin())
+            else:
+                logger.info("source %s: root %s is back", source, src.root)
         if paths is None and check_store:
             plan.repaired = self.check_store(source)
         pending = self.ctx.manifest.pending_doc_ids(source)
@@ -187,6 +190,11 @@ class Planner:
             return
         if source not in self.matching_nothing:
             s = self.ctx.sources[source]
+            src = self.ctx.source(source)
+            if isinstance(src, Fetched):
+                logger.warning("source %s: %s", source, src.empty_note())
+                self.matching_nothing.add(source)
+                return
             logger.warning(
                 "source %s: no file under %s matches its include globs (%s); check the "
                 "source's root, include and exclude globs (and .gitignore files)",

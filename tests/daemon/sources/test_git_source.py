@@ -433,3 +433,26 @@ def test_a_version_no_source_holds_is_a_usage_error_that_names_the_versions(
     assert res.returncode == 2, res.stderr
     assert res.stderr == "Error: unknown version v9; known versions: book: main, v1\n"
     assert run_cli("search", "--source", "nope", *common).returncode == 2  # alike
+
+
+def test_a_repository_with_no_matching_file_says_so_by_its_url_and_versions(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    repo = HistoryRepo(tmp_path / "repo")
+    repo.push("main")
+    state = tmp_path / "state"
+    url = str(repo.origin)
+    eng = Engine(
+        _config(state, url, refs=("main",), include=["**/*.adoc"]), state, embed_model=fake_vectors
+    )
+    try:
+        eng.context.source("book").refresh()  # type: ignore[attr-defined]
+        with caplog.at_level(logging.WARNING, logger="ingestd"):
+            res = eng.sync("book")
+        (st,) = status_of(eng.resources.manifest, eng, state)["sources"]
+    finally:
+        eng.close()
+    why = f"repository {url} has no file its include globs (**/*.adoc) match at main"
+    assert res.indexed == 0 and f"source book: {why}" in caplog.messages
+    assert st["warnings"] == [why]
+    assert not [m for m in caplog.messages if str(state) in m]

@@ -292,3 +292,37 @@ def test_a_failure_ingestd_explains_is_a_page_with_its_one_line() -> None:
     page = TestClient(app, base_url=BASE).get("/")
     assert page.status_code == 503 and "is in use by ingestd resync (pid 7)" in page.text
     assert TestClient(app, base_url=BASE).get("/nowhere").status_code == 404
+
+
+class _FirstFetch(_Working):
+    """A front door whose daemon is fetching a sitemap source for the first time."""
+
+    def status(self) -> dict[str, Any]:
+        st = super().status()
+        st["sources"] = [
+            {
+                "source": "site",
+                "root": "/state/sitemap/site-0123456789abcdef",
+                "root_missing": True,
+                "collection": "ingestd",
+                "documents": 0,
+                "chunks": 0,
+                "pending": 0,
+                "failed": 0,
+                "held_deletes": 0,
+                "last_sync": None,
+                "sitemap": "https://example.org/sitemap.xml",
+                "fetched_at": None,
+                "fetch_started": 1_700_000_000.0,
+                "failing_since": None,
+            }
+        ]
+        return st
+
+
+def test_the_overview_names_a_sitemaps_url_never_its_pages_folder() -> None:
+    app = guarded(create_app(_FirstFetch()), "127.0.0.1", PORT, None)  # type: ignore[arg-type]
+    html = TestClient(app, base_url=BASE).get("/").text
+    assert "sitemap https://example.org/sitemap.xml → ingestd" in html
+    assert "not fetched: its first fetch has begun" in html
+    assert "/state/sitemap/" not in html and "root missing" not in html

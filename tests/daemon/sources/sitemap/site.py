@@ -188,6 +188,12 @@ class Site:
         if self.hold_until is not None:
             self._hold(lambda: self.most_in_flight >= (self.hold_until or 0))
 
+    def release(self) -> None:
+        """End every hold now: the requests held answer, and none is held after."""
+        with self._overlap:
+            self.hold_until = 0
+            self._overlap.notify_all()
+
     def _leave(self) -> None:
         with self._overlap:
             self.in_flight -= 1

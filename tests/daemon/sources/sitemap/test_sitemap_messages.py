@@ -129,7 +129,7 @@ def test_a_sitemap_not_tried_yet_is_shown_as_one_not_as_a_missing_folder(tmp_pat
     _, lines = _status(state)
     at = lines.index("site -> collection ingestd")
     assert lines[at + 1 : at + 4] == [
-        "  sitemap: (its URL is recorded by its first fetch)",
-        "  NOT FETCHED: no fetch yet; nothing is synced or deleted",
+        "  sitemap: (its URL is in the config)",  # no config read, no daemon: not known
+        "  NOT FETCHED: no fetch has begun; nothing is synced or deleted",
         "  0 page(s) kept, 0 skipped, 0 failing",
     ]
