@@ -64,14 +64,15 @@ def migrate(
         ingestd migrate --abort                 # drop the partial version
         ingestd migrate                         # start it (again)
     """
-    from ingestd.daemon.client.local import locked_engine
+    from ingestd.daemon.client.local import locked_engine, nothing_indexed
     from ingestd.daemon.commands.index.migrate import migrate as migrate_cmd
     from ingestd.daemon.commands.index.resync import resync as resync_cmd
     from ingestd.daemon.migration import status as migration_status
 
     cfg, sd = load(config_path, (), state_dir, log_level)
     if not cfg.manifest.url and not cfg.paths(sd).manifest.exists():
-        raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
+        said = nothing_indexed(sd, given_state_dir=state_dir, config=config_path)
+        raise Fatal(said, 1)
     cfg = with_manifest_sources(cfg, sd, config_path is not None)
     if dry_run:  # from this config, beside a daemon that may run another one
         with manifest_reader(cfg, sd) as m:

@@ -285,7 +285,7 @@ def verify(
     
         ingestd verify --state-dir ./state ./docs
     """
-    from ingestd.daemon.client.local import locked_engine
+    from ingestd.daemon.client.local import locked_engine, nothing_indexed
     from ingestd.daemon.commands.index.verify import verify as verify_cmd
 
     cfg, sd = load(config_path, paths, state_dir, log_level)
@@ -293,7 +293,8 @@ def verify(
 
     def local() -> Any:
         if not cfg.manifest.url and not cfg.paths(sd).manifest.exists():
-            raise Fatal(f"nothing indexed in {sd}: run `ingestd resync PATH` first", 1)
+            said = nothing_indexed(sd, given_state_dir=state_dir, config=config_path, paths=paths)
+            raise Fatal(said, 1)
         c = with_manifest_sources(cfg, sd, config_path is not None)
         if not c.sources:
             raise Fatal("nothing to verify: give PATH arguments or --config", 2)

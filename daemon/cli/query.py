@@ -128,7 +128,7 @@ def search(
         strict_version=True,  # an unknown version is a usage error (exit 2)
     )
     local = _on_state_dir(
-        cfg, sd, config_path, log_level, "search", lambda e: answer_request(e, request)
+        cfg, sd, config_path, state_dir, log_level, "search", lambda e: answer_request(e, request)
     )
     got = runner(sd, socket_path).call("search", request.wire(), local)
     if isinstance(got, list):  # a daemon of an earlier version: the hits alone
@@ -271,7 +271,9 @@ def read(
     if version is not None:
         args["version"] = version
 
-    local = _on_state_dir(cfg, sd, config_path, log_level, "read", lambda e: read_cmd(e, **args))
+    local = _on_state_dir(
+        cfg, sd, config_path, state_dir, log_level, "read", lambda e: read_cmd(e, **args)
+    )
     got = runner(sd, socket_path).call("read", args, local)
     if as_json:
         echo_json(got)
@@ -283,6 +285,7 @@ def _on_state_dir(
     cfg: Config | None,
     state_dir: Path,
     config_path: Path | None,
+    given_state_dir: Path | None,
     log_level: str | None,
     command: str,
     fn: Callable[[Engine], Any],
@@ -292,16 +295,19 @@ def _on_state_dir(
     The answer without a daemon: the store is opened read-only and the lock is the
     readers' (:mod:`~ingestd.daemon.wire.statelock`), so a daemon may start meanwhile.
 
-    Without a config, the engine holds the sources the manifest records.
+    Without a config, the engine holds the sources the manifest records. Nothing
+    indexed (exit 1) names the ``resync`` to run as the command was called
+    (``given_state_dir``: its ``--state-dir``).
     """
-    from ingestd.daemon.client.local import locked_engine
+    from ingestd.daemon.client.local import locked_engine, nothing_indexed
 
     def local() -> Any:
         c = cfg if cfg is not None else load(None, (), state_dir, log_level)[0]
         c = with_manifest_sources(c, state_dir, config_path is not None)
         unsynced = c.manifest.url is None and not c.paths(state_dir).manifest.exists()
         if not c.sources or unsynced:  # configured sources never synced: no manifest yet
-            raise Fatal(f"nothing indexed in {state_dir}: run `ingestd resync PATH` first", 1)
+            said = nothing_indexed(state_dir, given_state_dir=given_state_dir, config=config_path)
+            raise Fatal(said, 1)
         with locked_engine(c, state_dir, f"ingestd {command}", read_only=True) as engine:
             return fn(engine)
 

@@ -33,6 +33,7 @@ __all__ = [
     "SharedModels",
     "locked_engine",
     "manifest_for_reading",
+    "nothing_indexed",
     "with_recorded_sources",
 ]
 
@@ -74,6 +75,39 @@ def manifest_for_reading(cfg: Config | None, state_dir: Path) -> Iterator[Manife
         return
     with ManifestView(path) as view:
         yield view
+
+
+def nothing_indexed(
+    state_dir: Path,
+    *,
+    given_state_dir: Path | None = None,
+    config: Path | None = None,
+    paths: Sequence[str] = (),
+) -> str:
+    """The "nothing indexed" message, with the ``resync`` that indexes what was asked.
+
+    The command suggested is called as the command that found nothing was: with its
+    config (``--config FILE``, which names the sources), its ``PATH`` arguments, and
+    its state dir when one was given (else the resync would index into another).
+
+    Args:
+        state_dir: the state dir the command read.
+        given_state_dir: the ``--state-dir`` it was given (``None``: none).
+        config: the config file it was given (``None``: none).
+        paths: its ``PATH`` arguments.
+
+    Returns:
+        ``nothing indexed in DIR: run `ingestd resync ...` first``.
+    """
+    import shlex
+
+    words = ["ingestd", "resync"]
+    if config is not None:
+        words += ["--config", str(config)]
+    if given_state_dir is not None:
+        words += ["--state-dir", str(given_state_dir)]
+    words += list(paths) if paths or config is not None else ["PATH"]
+    return f"nothing indexed in {state_dir}: run `{shlex.join(words)}` first"
 
 
 def with_recorded_sources(cfg: Config, manifest: ManifestReader | None) -> Config:
@@ -232,15 +266,29 @@ class LocalState:
             read_only: ``fn`` only reads (see :func:`locked_engine`).
 
         Raises:
-            DaemonError: nothing is indexed in the state dir (exit code 1).
+            DaemonError: nothing is indexed in the state dir (exit code 1): no source,
+                or (``read_only``) configured sources never synced.
             ingestd.daemon.wire.statelock.StateLockedError: another process holds
                 the state dir.
         """
         with self._lock:
             cfg = self.config()
-            if not cfg.sources:
+            unsynced = (
+                read_only
+                and not cfg.manifest.url
+                and not cfg.paths(self.state_dir).manifest.exists()
+            )
+            if not cfg.sources or unsynced:  # a reader of configured sources never synced
+                from ingestd.daemon.statedir import resolve_state_dir
+
+                named = self.state_dir != resolve_state_dir(None, cfg)  # not the default one
                 raise DaemonError(
-                    f"nothing indexed in {self.state_dir}: run `ingestd resync PATH` first"
+                    nothing_indexed(
+                        self.state_dir,
+                        given_state_dir=self.state_dir if named else None,
+                        config=self.config_path,
+                    ),
+                    1,
                 )
             if self._models is None:
                 self._models = SharedModels(cfg)

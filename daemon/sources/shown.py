@@ -29,6 +29,7 @@ __all__ = [
     "When",
     "fetch_lines",
     "recorded_status",
+    "recorded_versions",
     "shown_by",
 ]
 
@@ -171,6 +172,21 @@ def recorded_status(root: Path) -> dict[str, Any]:
         if keys is not None:
             return keys
     return {}
+
+
+def recorded_versions(root: Path) -> set[str] | None:
+    """The versions of the source recorded at ``root``, as its record holds them.
+
+    What ``sources`` lists of a source read from the state dir alone (no config): the
+    ``refs`` of its status keys (a git source's last good fetch).
+
+    Returns:
+        The version names (empty: not fetched yet); ``None``: its kind has no versions.
+    """
+    refs = recorded_status(root).get("refs")
+    if refs is None:
+        return None
+    return {str(r["version"]) for r in refs}
 
 
 def shown_by(s: Mapping[str, Any]) -> KindStatus:

@@ -14,7 +14,9 @@ first reconcile answers from what is written so far). :func:`search` returns the
 alone.
 
 Arguments are checked before anything is searched
-(:mod:`~ingestd.daemon.commands.query.search_filters`).
+(:mod:`~ingestd.daemon.commands.query.search_filters`); an empty answer over sources
+that hold nothing is "nothing indexed", not "no results"
+(:mod:`~ingestd.daemon.commands.query.unindexed`).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ingestd.daemon.commands.query.chunks import chunks_between
 from ingestd.daemon.commands.query.search_filters import check_path, check_version, filter_notes
+from ingestd.daemon.commands.query.unindexed import check_indexed
 from ingestd.daemon.commands.selection import selected_sources
 from ingestd.daemon.sources.versions import version_view
 from ingestd.daemon.wire.errors import DaemonError
@@ -92,7 +95,9 @@ def search(
 
     Raises:
         DaemonError: unknown source or mode, a path filter outside every source's root
-            (exit code 2).
+            (exit code 2); no hit while no searched source holds a document (exit code
+            1, with each source's reason:
+            :func:`~ingestd.daemon.commands.query.unindexed.check_indexed`).
     """
     hits: list[dict[str, Any]] = answer(
         engine, query, k, source, path, version=version, expand=expand, mode=mode, ranks=ranks
@@ -205,6 +210,8 @@ def answer_request(engine: Engine, request: SearchRequest) -> dict[str, Any]:
         limit = min(MAX_PASSAGE_HITS, max(k, math.ceil(budget_tokens / _TOKENS_PER_HIT)))
     hits, used = _ranked(engine, names, query, limit, filters, mode, request.ranks, notes)
     notes.extend(mark_unconfigured(engine, hits))
+    if not hits:  # "no results" only from sources that hold documents
+        check_indexed(engine, names)
     if not hits and (path or version):
         notes.extend(filter_notes(engine, names, path, version))
     if request.expand:

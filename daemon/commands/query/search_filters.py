@@ -8,14 +8,20 @@ version of sources that have none (folders, sites). A filter that matches no ind
 document (a path; a version while a source has no versions yet) gets a note saying so
 beside the empty answer. The messages name the filters, not the flags of one
 front end: the CLI's ``--version`` is the MCP tool's and the API's ``version``.
+
+A source's versions are its reader's when the config names its kind, else those the
+state dir records of it (:func:`versions_of`): without a config a git source is read
+from its mirror as a folder, and its fetch record (what ``ingestd sources`` lists)
+still says which versions it holds.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path, PurePosixPath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from ingestd.daemon.sources.shown import recorded_versions
 from ingestd.daemon.sources.versions import VERSION_SEP, is_versioned
 from ingestd.daemon.wire.errors import DaemonError
 
@@ -85,33 +91,23 @@ def check_version(
         DaemonError: exit code 2, as an unknown source is: every versioned source
             selected has fetched its versions and none is ``version`` (the message
             lists them); with ``strict``, also when no selected source has versions
-            (folders, sites). A source not fetched yet may still hold it, and a git
-            source read from the state dir without its config (its mirror read as a
-            folder) has versions not known here: then the search runs, and an empty
-            answer gets a note.
+            (folders, sites). A source not fetched yet may still hold it: then the
+            search runs, and an empty answer gets a note.
     """
     if version is None:
         return
-    versioned = {n: vs for n in names if (vs := versions_of(engine.context.source(n))) is not None}
+    versioned = {n: vs for n in names if (vs := versions_of(engine, n)) is not None}
     if any(version in vs for vs in versioned.values()):
         return
     if versioned and all(versioned.values()):
         known = "; ".join(f"{n}: {', '.join(sorted(vs))}" for n, vs in versioned.items())
         raise DaemonError(f"unknown version {version}; known versions: {known}", 2)
-    if strict and not versioned and not any(_mirror_read_as_folder(engine, n) for n in names):
+    if strict and not versioned:
         raise DaemonError(
             f"unknown version {version}: no source searched has versions "
             f"({', '.join(names) or 'none'}); a version is a branch or tag of a git source",
             2,
         )
-
-
-def _mirror_read_as_folder(engine: Engine, name: str) -> bool:
-    """Whether source ``name`` is a git mirror read as a folder (no config named its kind)."""
-    from ingestd.daemon.sources.mirror import STATE_FILE
-
-    root = getattr(engine.context.source(name), "root", None)
-    return root is not None and (Path(root) / STATE_FILE).is_file()
 
 
 def filter_notes(
@@ -127,7 +123,7 @@ def filter_notes(
     notes: list[str] = []
     versioned: dict[str, set[str]] = {}
     for n in names:
-        held = versions_of(engine.context.source(n))
+        held = versions_of(engine, n)
         if held is not None:
             versioned[n] = held
     if version is not None:
@@ -161,8 +157,16 @@ def filter_notes(
     return notes
 
 
-def versions_of(src: Any) -> set[str] | None:
-    """The versions a versioned source holds now, else ``None``."""
-    if not is_versioned(src):
-        return None
-    return set(src.versions())
+def versions_of(engine: Engine, name: str) -> set[str] | None:
+    """The versions source ``name`` holds now, else ``None`` (its kind has none).
+
+    A versioned reader's (the config named a git source), else the versions the state
+    dir records of the source at its root
+    (:func:`~ingestd.daemon.sources.shown.recorded_versions`: a git mirror read as a
+    folder); an empty set: a versioned source not fetched yet.
+    """
+    src = engine.context.source(name)
+    if is_versioned(src):
+        return set(src.versions())
+    root = getattr(src, "root", None)
+    return recorded_versions(Path(root)) if root is not None else None

@@ -57,7 +57,9 @@ def test_search_without_a_daemon_is_the_engine_ranking(tree: Path, indexed: Path
 
 def test_a_state_dir_with_nothing_indexed_says_so(tmp_path: Path) -> None:
     client = Client(tmp_path / "empty")
-    with pytest.raises(DaemonError, match="nothing indexed in .*: run `ingestd resync PATH`"):
+    with pytest.raises(
+        DaemonError, match="nothing indexed in .*: run `ingestd resync --state-dir .* PATH`"
+    ):
         client.search("anything", mode="sparse")
     assert client.status() == {
         "state_dir": str(tmp_path / "empty"),

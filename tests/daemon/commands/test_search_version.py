@@ -4,8 +4,9 @@ the versions of the sources searched are known, folders and sites included.
 Before, it exited 2 only when a git source was searched; over folders or a sitemap
 source the search ran and exited 0 with a note. Folders and sites have no versions, which
 is known from the config or the state dir: the CLI now says so and exits 2. The MCP tool
-and the Python API keep the note (no exit code to give); a git mirror read from the state
-dir without its config has versions not known there, so the search runs.
+and the Python API keep the note (no exit code to give). A git source read from the state
+dir without its config has the versions its mirror's fetch record holds (what
+``ingestd sources`` lists): it was taken for a source without versions.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from ingestd.daemon.cli.main import cli
+from ingestd.daemon.client import Client
 from ingestd.daemon.commands.query.search import answer, wire_answer
 from ingestd.daemon.config import load_config
 from ingestd.daemon.engine import Engine
@@ -23,7 +25,7 @@ from ingestd.daemon.wire.errors import DaemonError
 from ingestd.store.search.query import Filters
 from ingestd.store.search.request import SearchRequest
 from tests.gitrepos import HistoryRepo
-from tests.helpers import fake_vectors, ingested_tree, make_engine
+from tests.helpers import copy_tree, fake_vectors, ingested_tree, make_engine
 
 
 def _search(*args: str) -> tuple[int, str]:
@@ -103,22 +105,58 @@ def test_the_mcp_tool_and_the_api_keep_the_note_and_the_wire_carries_the_rule(
         eng.close()
 
 
-def test_a_git_mirror_read_without_its_config_runs_the_search(tmp_path: Path) -> None:
-    """Its versions are not known without the config (the mirror is read as a folder):
-    the search runs, as before, and a known version still finds its text."""
+def _git_and_folder_state(tmp_path: Path) -> Path:
+    """A state dir holding git source ``book`` (versions ``main`` and ``v1``, a real
+    repository fetched) and a folder source, synced by an engine of their config."""
     repo = HistoryRepo(tmp_path / "repos" / "book")
-    repo.push()
+    repo.tag("v1")
+    repo.push("main", "v1")
+    docs = copy_tree(tmp_path / "docs")
     state = tmp_path / "state"
-    source = {"kind": "git", "name": "book", "url": str(repo.origin), "refs": ["main"]}
-    eng = Engine(
-        load_config(None, overrides={"sources": [source]}), state, embed_model=fake_vectors
-    )
+    sources = [
+        {"kind": "git", "name": "book", "url": str(repo.origin), "refs": ["main", "v*"]},
+        {"root": str(docs), "name": "docs"},
+    ]
+    eng = Engine(load_config(None, overrides={"sources": sources}), state, embed_model=fake_vectors)
     try:
         eng.context.source("book").refresh()  # type: ignore[attr-defined]
-        eng.sync("book")
+        for name in eng.context.sources:
+            eng.sync(name)
     finally:
         eng.close()
-    code, out = _search("--state-dir", str(state), "--version", "main", "ownership")
-    assert code == 0 and "1. " in out, out
-    code, out = _search("--state-dir", str(state), "--version", "nope", "ownership")
-    assert code == 0, out
+    return state
+
+
+def test_a_git_source_read_without_its_config_has_the_versions_the_state_dir_records(
+    tmp_path: Path,
+) -> None:
+    """Its mirror's fetch record (what ``ingestd sources`` lists) gives its versions: an
+    unknown one exits 2 listing them, as with the config (it ran and said "no source has
+    versions", exit 0); a known one still finds its text, and a filter that matches
+    nothing is not told it names no version."""
+    state = _git_and_folder_state(tmp_path)
+    said = "unknown version v9; known versions: book: main, v1"
+    for extra in ((), ("--source", "book")):
+        code, out = _search("--state-dir", str(state), *extra, "--version", "v9", "ownership")
+        assert code == 2, out
+        assert said in out
+    code, out = _search("--state-dir", str(state), "--version", "v1", "ownership")
+    assert code == 0 and "1. " in out and "version: v1" in out, out
+    code, out = _search("--state-dir", str(state), "--version", "main", "--path", "src", "zqxj")
+    assert code == 0 and "no results" in out, out
+    assert "nothing matches" not in out  # version main and path src hold documents
+    code, out = _search("--state-dir", str(state), "--path", "nowhere", "zqxj")
+    assert "nothing matches path nowhere" in out, out
+
+
+def test_the_api_on_the_state_dir_alone_knows_the_recorded_versions(tmp_path: Path) -> None:
+    """The Python API (and the MCP tool: the same ``answer``) on the state dir alone
+    refuses an unknown version as with the config (it noted "no source has versions")."""
+    state = _git_and_folder_state(tmp_path)
+    client = Client(state)
+    with pytest.raises(DaemonError) as err:
+        client.search("ownership", version="v9", mode="sparse")
+    assert err.value.exit_code == 2
+    assert "unknown version v9; known versions: book: main, v1" in str(err.value)
+    got = client.search("ownership", version="main", mode="sparse")
+    assert got and all(h["version"] == "main" for h in got), got.notes

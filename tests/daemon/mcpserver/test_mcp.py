@@ -347,7 +347,8 @@ async def test_a_state_dir_without_sources_says_so(tmp_path: Path) -> None:
         res = await c.call_tool("search", {"query": "anything", "mode": "sparse"})
         assert res.is_error
         assert res.content[0].text == (
-            f"nothing indexed in {tmp_path / 'empty'}: run `ingestd resync PATH` first"
+            f"nothing indexed in {tmp_path / 'empty'}: run "
+            f"`ingestd resync --state-dir {tmp_path / 'empty'} PATH` first"
         )
 
 
