@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Any
 from ingestd.chunkers.readers.document import citation
 from ingestd.daemon.commands.query.chunks import document_chunks, physical_of
 from ingestd.daemon.commands.query.extracted import extracted_cache
+from ingestd.daemon.commands.query.search_filters import versions_of
 from ingestd.daemon.sources.versions import (
     VERSION_SEP,
     commit_of,
     document_key,
-    is_versioned,
     split_document,
     version_view,
 )
@@ -332,11 +332,11 @@ def _read_path(
     rel = shown_path if version is None else f"{version}{VERSION_SEP}{shown_path}"
     names = [source] if source is not None else list(engine.context.sources)
     if version is not None:
-        names = [n for n in names if is_versioned(engine.context.source(n))]
+        names = [n for n in names if versions_of(engine, n) is not None]
     holders = [n for n in names if engine.resources.manifest.document(n, rel) is not None]
     if not holders:
         where = f"source {source}" if source is not None else "any source"
-        versioned = [n for n in names if is_versioned(engine.context.source(n))]
+        versioned = [n for n in names if versions_of(engine, n) is not None]
         hint = (
             f"; {', '.join(versioned)} hold(s) versions: give version (a branch or tag name)"
             if versioned and version is None
@@ -380,14 +380,15 @@ def _read_path(
         )
     shown = (first, lines["end_line"] if lines is not None else end_line or first + max_lines - 1)
     overlap = [
-        _chunk(pid, p, text=False)
+        _chunk(pid, p, text=lines is None)  # the file unreadable: the indexed text stands in
         for pid, p in chunks
         if p["start_line"] <= shown[1] and p["end_line"] >= shown[0]
     ]
     return {
         "source": name,
         "path": shown_path,
-        **_version_of(engine, name, rel),
+        # a git mirror read from the state dir alone is a folder: the version asked is the one
+        **(_version_of(engine, name, rel) or ({"version": version} if version else {})),
         "hit": None,
         "chunks": overlap,
         "section": None,

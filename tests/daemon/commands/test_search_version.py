@@ -160,3 +160,24 @@ def test_the_api_on_the_state_dir_alone_knows_the_recorded_versions(tmp_path: Pa
     assert "unknown version v9; known versions: book: main, v1" in str(err.value)
     got = client.search("ownership", version="main", mode="sparse")
     assert got and all(h["version"] == "main" for h in got), got.notes
+
+
+def test_read_at_a_version_on_the_state_dir_alone_finds_the_git_sources_file(
+    tmp_path: Path,
+) -> None:
+    """``read --path P --version V`` over a state dir without its config reads a git
+    source's file at that version, as ``search`` finds it (it said P is not an indexed
+    document of any source at version V: only a config made a source versioned)."""
+    state = _git_and_folder_state(tmp_path)
+    client = Client(state)
+    (hit, *_) = client.search("ownership", version="v1", mode="sparse")
+    got = client.read(path=hit["path"], version="v1")
+    assert got["source"] == "book" and got["path"] == hit["path"], got
+    assert got.get("version") == "v1", dict(got)
+    # the mirror is read as a folder there: the file's text at v1 is its indexed chunks
+    assert got["lines"] is None and got["chunks"], dict(got)
+    assert all(c["text"] for c in got["chunks"]), dict(got)
+    assert got["chunks"][0]["start_line"] == 1  # the file from its first line
+    with pytest.raises(DaemonError) as err:
+        client.read(path="nowhere.md")
+    assert "book hold(s) versions: give version" in str(err.value)
