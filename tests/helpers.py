@@ -309,6 +309,32 @@ def fifo_writer(fifo: Path) -> int | None:
         return None
 
 
+def wait_fifo_reader(
+    fifo: Path,
+    proc: subprocess.Popen[Any],
+    what: str,
+    output: Callable[[], object],
+    *,
+    timeout: float = 120,
+    interval: float = 0.1,
+) -> int:
+    """A writer's descriptor of ``fifo`` once ``proc`` holds it open for reading.
+
+    Polls :func:`fifo_writer` every ``interval`` seconds for ``timeout`` seconds; the
+    caller closes the descriptor.
+
+    Raises:
+        AssertionError: ``proc`` ended first (the message is ``output()``), or the
+            timeout passed (the message names ``what``).
+    """
+
+    def opened() -> int | None:
+        assert proc.poll() is None, output()
+        return fifo_writer(fifo)
+
+    return int(wait_for(opened, timeout, what, interval=interval))
+
+
 class QdrantVersionStub:
     """A loopback HTTP server that answers qdrant-client's version check, and nothing else.
 

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import copy_tree, fifo_writer, start_ingestd_run, wait_for
+from tests.helpers import copy_tree, start_ingestd_run, wait_fifo_reader, wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -72,15 +72,9 @@ def test_a_signal_while_the_config_is_read_stops_run_with_exit_0(
     proc = start_ingestd_run(fifo, tmp_path / "state", log, ctrl_c=True)
     writer = -1
     try:
-
-        def reader_waits() -> bool:
-            nonlocal writer
-            assert proc.poll() is None, log.read_text()
-            fd = fifo_writer(fifo)
-            writer = -1 if fd is None else fd
-            return fd is not None
-
-        wait_for(reader_waits, 120, "ingestd run to open its config", interval=0.02)
+        writer = wait_fifo_reader(
+            fifo, proc, "ingestd run to open its config", log.read_text, interval=0.02
+        )
         proc.send_signal(sig)
         _assert_clean_stop(proc, log)
         assert not (tmp_path / "state").exists()  # nothing was started, nothing written

@@ -20,10 +20,10 @@ from tests.helpers import (
     assert_matches_oracle,
     copy_tree,
     fake_vectors,
-    fifo_writer,
     ingestd_cmd,
     run_cli,
     start_ingestd_run,
+    wait_fifo_reader,
     wait_for,
 )
 
@@ -253,15 +253,7 @@ def test_ctrl_c_stops_run_cleanly_with_exit_0_and_a_one_shot_command_with_130(
     )
     writer = -1
     try:
-
-        def reader_waits() -> bool:
-            nonlocal writer
-            assert chunk.poll() is None, chunk.communicate()
-            fd = fifo_writer(fifo)
-            writer = -1 if fd is None else fd
-            return fd is not None
-
-        wait_for(reader_waits, 120, "ingestd chunk to open the file", interval=0.1)
+        writer = wait_fifo_reader(fifo, chunk, "ingestd chunk to open the file", chunk.communicate)
         chunk.send_signal(signal.SIGINT)
         _out, err = chunk.communicate(timeout=120)
         assert chunk.returncode == 130, err
